@@ -1,0 +1,147 @@
+#include "core/common.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+static int g_log_rank = 0;
+
+void vb_set_log_rank(int rank) { g_log_rank = rank; }
+int vb_log_rank(void) { return g_log_rank; }
+
+static void vb_vprint(FILE *f, const char *prefix, const char *fmt, va_list ap) {
+    char msg[2048];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    /* keep it one line: a message must never smuggle newlines into the log */
+    for (char *c = msg; *c; c++)
+        if (*c == '\n') *c = ' ';
+    if (g_log_rank > 0)
+        fprintf(f, "vitbench: [rank %d] %s%s\n", g_log_rank, prefix, msg);
+    else
+        fprintf(f, "vitbench: %s%s\n", prefix, msg);
+    fflush(f);
+}
+
+void vb_die_input(const char *fmt, ...) {
+    fflush(stdout);
+    va_list ap;
+    va_start(ap, fmt);
+    vb_vprint(stderr, "error: ", fmt, ap);
+    va_end(ap);
+    exit(VB_EXIT_INPUT);
+}
+
+void vb_die_internal(const char *fmt, ...) {
+    fflush(stdout);
+    va_list ap;
+    va_start(ap, fmt);
+    vb_vprint(stderr, "internal error: ", fmt, ap);
+    va_end(ap);
+    exit(VB_EXIT_INTERNAL);
+}
+
+void vb_warn(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vb_vprint(stderr, "warning: ", fmt, ap);
+    va_end(ap);
+}
+
+void vb_log(const char *fmt, ...) {
+    if (g_log_rank != 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    fputc('\n', stdout);
+    fflush(stdout);
+}
+
+void *vb_malloc(size_t bytes) {
+    if (bytes == 0) bytes = 64;
+    size_t rounded = (bytes + 63) & ~(size_t)63;
+    void *p = aligned_alloc(64, rounded);
+    if (!p) vb_die_internal("out of memory allocating %zu bytes", bytes);
+    memset(p, 0, rounded);
+    return p;
+}
+
+void vb_free(void *p) { free(p); }
+
+double vb_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void vb_iso_time(char *buf, size_t n) {
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+void vb_snprintf(char *buf, size_t n, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(buf, n, fmt, ap);
+    va_end(ap);
+    if (k < 0 || (size_t)k >= n) vb_die_internal("string too long for buffer (%zu bytes): %.80s...", n, buf);
+}
+
+bool vb_file_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool vb_dir_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int vb_mkdir_p(const char *path) {
+    char tmp[VB_PATH_MAX];
+    if (strlen(path) >= sizeof tmp) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    strcpy(tmp, path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(tmp, 0775) != 0 && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    if (mkdir(tmp, 0775) != 0 && errno != EEXIST) return -1;
+    return vb_dir_exists(tmp) ? 0 : -1;
+}
+
+void vb_rng_seed(vb_rng *r, uint64_t seed) { r->s = seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull; }
+
+uint64_t vb_rng_u64(vb_rng *r) {
+    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+double vb_rng_uniform(vb_rng *r) { return (double)(vb_rng_u64(r) >> 11) * (1.0 / 9007199254740992.0); }
+
+double vb_rng_normal(vb_rng *r) {
+    double u1 = vb_rng_uniform(r), u2 = vb_rng_uniform(r);
+    if (u1 < 1e-300) u1 = 1e-300;
+    return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+}
+
+double vb_rng_trunc_normal(vb_rng *r, double mean, double std, double a, double b) {
+    /* rejection sampling: with a=-2, b=2 and std=0.02 nearly nothing is rejected */
+    for (int i = 0; i < 1000; i++) {
+        double x = mean + std * vb_rng_normal(r);
+        if (x >= a && x <= b) return x;
+    }
+    return mean;
+}

@@ -1,0 +1,80 @@
+/* common.h: error reporting, checked library calls, aligned memory, clocks.
+ *
+ * Exit-status contract (DEVELOPERS.md): bad input from the user (a file, a
+ * config key, a flag, a rank layout) exits 2 after ONE line on stderr that
+ * names the file/key/rank and what is wrong. Internal failures exit 1.
+ * Every HDF5 and MPI call goes through VB_H5 / VB_MPI so a failure reports the
+ * call text, source file and line.
+ */
+#ifndef VB_COMMON_H
+#define VB_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdbool.h>
+
+#define VB_EXIT_INPUT 2
+#define VB_EXIT_INTERNAL 1
+#define VB_PATH_MAX 1024
+
+/* One line "vitbench: error: <msg>" to stderr, then exit(2). */
+void vb_die_input(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+/* One line "vitbench: internal error: <msg>" to stderr, then exit(1). */
+void vb_die_internal(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+/* Prints "vitbench: warning: <msg>" (rank 0 only once MPI is up). */
+void vb_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Informational log line on rank 0 (stdout, flushed). */
+void vb_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Rank used to prefix messages and to silence vb_log on ranks != 0.
+ * Set by the communicator once MPI is initialised; 0 before that. */
+void vb_set_log_rank(int rank);
+int vb_log_rank(void);
+
+/* HDF5: any negative return is a failure. Input-dependent HDF5 failures
+ * (cannot open a file, missing dataset) should be pre-checked by the caller
+ * so it can name the file; this macro is the backstop. */
+#define VB_H5(call)                                                                      \
+    ({                                                                                   \
+        __typeof__(call) vb_h5_rc_ = (call);                                             \
+        if (vb_h5_rc_ < 0) vb_die_input("HDF5 call %s failed at %s:%d", #call, __FILE__, __LINE__); \
+        vb_h5_rc_;                                                                       \
+    })
+
+/* MPI: anything but MPI_SUCCESS is a failure (errors are set to return). */
+#define VB_MPI(call)                                                                     \
+    do {                                                                                 \
+        int vb_mpi_rc_ = (call);                                                         \
+        if (vb_mpi_rc_ != 0) vb_die_internal("MPI call %s failed (code %d) at %s:%d",   \
+                                             #call, vb_mpi_rc_, __FILE__, __LINE__);     \
+    } while (0)
+
+/* 64-byte aligned allocation; dies (exit 1) on failure. Zero-filled. */
+void *vb_malloc(size_t bytes);
+void vb_free(void *p);
+
+/* Monotonic wall clock in seconds. */
+double vb_now(void);
+/* Wall clock as ISO-8601 UTC string, e.g. 2026-11-21T23:52:51Z. */
+void vb_iso_time(char *buf, size_t n);
+
+/* snprintf that dies (internal) on truncation. */
+void vb_snprintf(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* File helpers. */
+bool vb_file_exists(const char *path);
+bool vb_dir_exists(const char *path);
+/* mkdir -p; returns 0 on success, -1 with errno set. */
+int vb_mkdir_p(const char *path);
+
+/* splitmix64-based deterministic RNG used for init, shuffles and datagen. */
+typedef struct { uint64_t s; } vb_rng;
+void vb_rng_seed(vb_rng *r, uint64_t seed);
+uint64_t vb_rng_u64(vb_rng *r);
+double vb_rng_uniform(vb_rng *r);           /* [0, 1) */
+double vb_rng_normal(vb_rng *r);            /* N(0, 1), Box-Muller */
+/* truncated normal on [a, b] (absolute bounds), as torch.nn.init.trunc_normal_ */
+double vb_rng_trunc_normal(vb_rng *r, double mean, double std, double a, double b);
+
+#endif

@@ -1,0 +1,63 @@
+/* profile.h: per-op CPU timers (ops.csv) and NVTX ranges.
+ *
+ * The model/optimizer/loader wrap each op call:
+ *     double t0 = vb_prof_begin(prof, VB_OP_ID(prof, "matmul_forward", VB_CAT_COMPUTE));
+ *     ops->matmul_forward(...);
+ *     vb_prof_end(prof, id, t0, bytes);
+ * vb_prof_begin also pushes an NVTX range of the op's name, vb_prof_end pops it.
+ * `prof` may be NULL (then nothing is recorded and the calls cost a branch).
+ * Samples are only recorded while the profiler is enabled (timed trials).
+ * Sample storage grows by doubling and is reused across trials, so a steady
+ * state step allocates nothing. The CUDA backend will swap the clock for CUPTI
+ * activity records behind the same interface.
+ */
+#ifndef VB_PROFILE_H
+#define VB_PROFILE_H
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdbool.h>
+
+typedef enum { VB_CAT_COMPUTE = 0, VB_CAT_COMM, VB_CAT_MEMCPY, VB_CAT_IO, VB_CAT_COUNT } vb_op_category;
+const char *vb_cat_name(vb_op_category c); /* "compute", "comm", "memcpy", "io" */
+
+typedef struct vb_profiler vb_profiler;
+
+vb_profiler *vb_prof_create(void);
+void vb_prof_destroy(vb_profiler *p);
+void vb_prof_set_enabled(vb_profiler *p, bool on);
+void vb_prof_reset(vb_profiler *p);          /* drop samples, keep registrations */
+
+/* Registers (or finds) an op by name in the PROCESS-WIDE registry; returns a
+ * stable id valid for every profiler. Thread-safe. */
+int vb_prof_op(const char *name, vb_op_category cat);
+double vb_prof_begin(vb_profiler *p, int id);               /* returns start time */
+void vb_prof_end(vb_profiler *p, int id, double t0, size_t bytes);
+
+/* Step time accumulated by the harness: share_of_step = total / step_seconds. */
+void vb_prof_add_step_time(vb_profiler *p, double seconds);
+
+/* Writes ops.csv (header: rank,name,category,calls,bytes,total_s,avg_s,min_s,max_s,median_s,share_of_step)
+ * atomically (tmp + rename). Returns 0 on success. */
+int vb_prof_write_csv(vb_profiler *p, const char *path, int rank);
+
+/* Cache the id in a static per call site: VB_OP_ID(prof, "name", VB_CAT_COMPUTE). */
+#define VB_OP_ID(prof, name, cat)                                    \
+    ({                                                               \
+        static int vb_op_id_ = -1;                                   \
+        (void)(prof);                                                \
+        if (vb_op_id_ < 0) vb_op_id_ = vb_prof_op((name), (cat));    \
+        vb_op_id_;                                                   \
+    })
+
+/* ---- NVTX: header-only nvtx3 when VB_HAVE_NVTX, else nothing ---- */
+#ifdef VB_HAVE_NVTX
+#include <nvtx3/nvToolsExt.h>
+#define VB_NVTX_PUSH(name) nvtxRangePushA(name)
+#define VB_NVTX_POP() nvtxRangePop()
+#else
+#define VB_NVTX_PUSH(name) ((void)(name))
+#define VB_NVTX_POP() ((void)0)
+#endif
+
+#endif

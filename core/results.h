@@ -1,0 +1,38 @@
+/* results.h: the run directory and its files.
+ *
+ * output_dir/<run_id>/ is created fresh (never reusing an existing one: a
+ * suffix -1, -2 ... is added) and holds:
+ *   run.json            resolved config, command line, git commit, host, backend,
+ *                       library versions, start/end time, status
+ *   trials.csv          run_id,trial_type,trial_index,warmup,nbatches,global_batch,ranks,rank,seconds,samples_per_s
+ *   summary.csv         trial_type,mean_samples_per_s,std_samples_per_s,min_samples_per_s,
+ *                       max_samples_per_s,ntrials,<key config columns>
+ *   benchy_output.json  benchy's JSON: {"nranks":N,"IO":{"rates":[[..]],"avg_iter_throughput":[..],
+ *                       "trial_throughput":[..],"trial_time":[..]},"SYNTHETIC":{..},"FULL":{..}}
+ *   iterations.csv      trial,step,rank,seconds,data_wait_s
+ *   ops.csv             (profile.h)
+ *   train_log.csv       step,epoch,loss,lr,seconds          (train runs)
+ *   validation.csv      epoch,step,val_loss,rmse_u10m,seconds (train runs)
+ * Every CSV is rewritten atomically (tmp file + rename) after every trial /
+ * epoch, so a run killed mid-way keeps everything it finished.
+ */
+#ifndef VB_RESULTS_H
+#define VB_RESULTS_H
+
+#include <stdio.h>
+#include <stdbool.h>
+#include "core/config.h"
+
+/* Creates output_dir/<run_id>/ where run_id = run_name or <config>_<YYYYmmdd-HHMMSS>;
+ * writes the resolved path into dir (n bytes) and the id into run_id.
+ * Exits 2 naming output_dir if it cannot be created. */
+void vb_run_dir_create(const vb_config *c, char *dir, size_t n, char *run_id, size_t idn);
+
+/* Atomic text file write: `write_fn(f, ctx)` writes into a temporary file in the
+ * same directory which is then renamed over `path`. Returns 0 on success. */
+int vb_atomic_write(const char *path, void (*write_fn)(FILE *f, void *ctx), void *ctx);
+
+/* CSV field quoting (RFC 4180) into f. */
+void vb_csv_field(FILE *f, const char *s);
+
+#endif
