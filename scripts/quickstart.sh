@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The main job on the CPU: install what is missing, build, generate a small
+# ERA5-layout dataset, run benchy's IO / SYNTHETIC / FULL trials, print the
+# summary and where the CSVs are.
+#   CONFIG=small ./scripts/quickstart.sh          # the bigger CPU config
+#   ./scripts/quickstart.sh --num_data_workers 2  # any config override
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CONFIG=${CONFIG:-tiny}
+
+./scripts/setup.sh
+./scripts/build.sh
+
+case "$CONFIG" in
+  tiny)  GEN=(--channels 4 --img_size 36,72) ;;
+  small) GEN=(--channels 20 --img_size 96,192) ;;
+  *) echo "quickstart: CONFIG must be tiny or small (got '$CONFIG')" >&2; exit 2 ;;
+esac
+
+if [ ! -f "data/$CONFIG/stats/global_stds.npy" ]; then
+  echo "quickstart: generating a synthetic ERA5-layout dataset in data/$CONFIG"
+  ./build/vitbench datagen --output_dir "data/$CONFIG" --years 2 --valid_years 1 \
+    --samples_per_year 64 "${GEN[@]}" --seed 0
+fi
+
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
+./build/vitbench run --config "$CONFIG" --output_dir results "$@"
