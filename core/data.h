@@ -76,6 +76,10 @@ typedef struct vb_batch {
 
 typedef struct vb_loader vb_loader;
 
+/* Scans and checks the split and stats; exits 2 naming the file/dir/option
+ * if channels or crop exceed the files, the stats do not fit, T is too small
+ * for dt (every sample's target step must lie inside its file), or a rank
+ * gets fewer samples than one local batch. Workers start prefetching epoch 0. */
 vb_loader *vb_loader_create(const vb_loader_opts *o);
 void vb_loader_destroy(vb_loader *l);
 int64_t vb_loader_nsamples(const vb_loader *l);      /* whole split after limit */
@@ -83,9 +87,14 @@ int vb_loader_steps_per_epoch(const vb_loader *l);   /* per rank, drop_last */
 /* Restarts the stream at batch 0 of `epoch`. */
 void vb_loader_reset(vb_loader *l, int epoch);
 /* Next batch (blocks until ready). Valid until vb_loader_release. At most
- * one batch is held by the caller at a time. */
+ * one batch is held by the caller at a time: calling next again (or reset)
+ * releases the held one implicitly; releasing a batch that is no longer held
+ * (or NULL) is a no-op. Any HDF5 read failure exits 2 naming the file. */
 const vb_batch *vb_loader_next(vb_loader *l);
 void vb_loader_release(vb_loader *l, const vb_batch *b);
+/* Seconds the last vb_loader_next call spent blocked on workers or reading
+ * (num_workers == 0); the harness writes it as data_wait_s. */
+double vb_loader_wait_seconds(const vb_loader *l);
 
 /* ---- datagen ---- */
 typedef struct vb_datagen_opts {

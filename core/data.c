@@ -1,0 +1,583 @@
+/* data.c: split scan and the ERA5 loader (see data.h for the contract).
+ *
+ * Design:
+ *  - A "reader" owns the HDF5 handles (files opened lazily and kept open, one
+ *    set per worker, like each torch DataLoader worker process opening its own
+ *    h5py.File), two memory dataspaces and, with shuffle, a permutation buffer.
+ *  - A "slot" is one batch buffer. num_workers == 0: one slot and one reader,
+ *    filled in vb_loader_next. num_workers == W > 0: 2W slots, W readers;
+ *    batch sequence number s (counted from the last reset) is produced by
+ *    worker s % W into slot s % 2W, so worker w only ever touches slots w and
+ *    w + W and needs no coordination with the other workers: only with the
+ *    consumer, through one mutex and two condition variables.
+ *  - vb_loader_reset bumps a generation counter; workers notice it between
+ *    samples, abandon stale work and restart from their first sequence.
+ *  - Everything is allocated in vb_loader_create.
+ */
+#include "core/data.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <hdf5.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/common.h"
+
+/* ---- HDF5 serialisation ----
+ * A serial HDF5 build without --enable-threadsafe must never be entered by
+ * two threads at once; then every HDF5 call here goes through this mutex.
+ * (Normalisation and copying stay outside it and run in parallel.) */
+static pthread_once_t g_h5_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t g_h5_mu = PTHREAD_MUTEX_INITIALIZER;
+static bool g_h5_need_lock = true;
+
+static void h5_init_once(void) {
+    hbool_t ts = 0;
+    if (H5is_library_threadsafe(&ts) >= 0 && ts) g_h5_need_lock = false;
+}
+
+static void h5_lock(void) {
+    pthread_once(&g_h5_once, h5_init_once);
+    if (g_h5_need_lock) pthread_mutex_lock(&g_h5_mu);
+}
+
+static void h5_unlock(void) {
+    if (g_h5_need_lock) pthread_mutex_unlock(&g_h5_mu);
+}
+
+/* ---- split scan ---- */
+
+static bool is_year_h5(const char *name) {
+    size_t n = strlen(name);
+    if (name[0] == '.' || n < 7 || strcmp(name + n - 3, ".h5") != 0) return false;
+    for (size_t i = n - 7; i < n - 3; i++)
+        if (name[i] < '0' || name[i] > '9') return false;
+    return true;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Opens `path` read-only and checks its "fields" dataset; dims[4] out.
+ * Exits 2 naming the file on any problem. Caller holds the HDF5 lock. */
+static void check_h5_file(const char *path, hsize_t dims[4]) {
+    /* errors from user files are reported by us, in one line */
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    htri_t is = H5Fis_hdf5(path);
+    if (is <= 0) vb_die_input("%s: not an HDF5 file (or unreadable)", path);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) vb_die_input("%s: cannot open as HDF5 (truncated or corrupt?)", path);
+    if (H5Lexists(f, "fields", H5P_DEFAULT) <= 0) vb_die_input("%s: no dataset 'fields'", path);
+    hid_t d = H5Dopen2(f, "fields", H5P_DEFAULT);
+    if (d < 0) vb_die_input("%s: 'fields' is not a readable dataset", path);
+    hid_t t = VB_H5(H5Dget_type(d));
+    if (H5Tget_class(t) != H5T_FLOAT) vb_die_input("%s: dataset 'fields' is not floating point", path);
+    hid_t sp = VB_H5(H5Dget_space(d));
+    int nd = H5Sget_simple_extent_ndims(sp);
+    if (nd != 4) vb_die_input("%s: dataset 'fields' has %d dimensions, expected 4 [T, C, H, W]", path, nd);
+    VB_H5(H5Sget_simple_extent_dims(sp, dims, NULL));
+    for (int i = 0; i < 4; i++)
+        if (dims[i] == 0 || dims[i] > (hsize_t)1 << 30) vb_die_input("%s: dataset 'fields' has an empty or absurd dimension %d", path, i);
+    VB_H5(H5Sclose(sp));
+    VB_H5(H5Tclose(t));
+    VB_H5(H5Dclose(d));
+    VB_H5(H5Fclose(f));
+}
+
+void vb_split_scan(vb_split_info *s, const char *dir) {
+    memset(s, 0, sizeof *s);
+    struct stat st;
+    if (stat(dir, &st) != 0) vb_die_input("%s: data directory does not exist", dir);
+    if (!S_ISDIR(st.st_mode)) vb_die_input("%s: data path is not a directory", dir);
+    DIR *dp = opendir(dir);
+    if (!dp) vb_die_input("%s: cannot read data directory: %s", dir, strerror(errno));
+    int cap = 16;
+    char **files = malloc(sizeof(char *) * (size_t)cap);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(dp)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (e->d_name[0] == '.' || len < 3 || strcmp(e->d_name + len - 3, ".h5") != 0) continue;
+        if (!is_year_h5(e->d_name)) {
+            vb_warn("%s/%s: ignored (the file name must end in a 4-digit year, e.g. 2016.h5)", dir, e->d_name);
+            continue;
+        }
+        char path[VB_PATH_MAX];
+        vb_snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (!vb_file_exists(path)) continue;
+        if (n == cap) {
+            cap *= 2;
+            files = realloc(files, sizeof(char *) * (size_t)cap);
+        }
+        if (!files) vb_die_internal("out of memory scanning %s", dir);
+        files[n++] = strdup(path);
+    }
+    closedir(dp);
+    if (n == 0) {
+        free(files);
+        vb_die_input("no *.h5 files in %s", dir);
+    }
+    qsort(files, (size_t)n, sizeof(char *), cmp_str);
+
+    hsize_t d0[4], d[4];
+    h5_lock();
+    for (int i = 0; i < n; i++) {
+        check_h5_file(files[i], i == 0 ? d0 : d);
+        if (i > 0 && memcmp(d, d0, sizeof d) != 0)
+            vb_die_input("%s: dataset 'fields' has shape [%llu, %llu, %llu, %llu] but %s has [%llu, %llu, %llu, %llu]",
+                         files[i], (unsigned long long)d[0], (unsigned long long)d[1], (unsigned long long)d[2],
+                         (unsigned long long)d[3], files[0], (unsigned long long)d0[0], (unsigned long long)d0[1],
+                         (unsigned long long)d0[2], (unsigned long long)d0[3]);
+    }
+    h5_unlock();
+    s->nfiles = n;
+    s->files = files;
+    s->T = (int)d0[0];
+    s->C = (int)d0[1];
+    s->Hfull = (int)d0[2];
+    s->Wfull = (int)d0[3];
+}
+
+void vb_split_free(vb_split_info *s) {
+    for (int i = 0; i < s->nfiles; i++) free(s->files[i]);
+    free(s->files);
+    memset(s, 0, sizeof *s);
+}
+
+void vb_sample_location(int64_t i, int T, int dt, int *file, int *l) {
+    *file = (int)(i / T);
+    int k = (int)(i % T);
+    k = k % (T - dt);
+    if (k < dt) k += dt;
+    *l = k;
+}
+
+/* ---- loader ---- */
+
+enum { SLOT_FREE = 0, SLOT_FILLING, SLOT_READY, SLOT_HELD };
+
+typedef struct vb_slot {
+    vb_batch b;
+    int state;
+    int64_t seq;  /* sequence number it holds when READY/HELD */
+    uint64_t gen; /* generation it was produced in */
+} vb_slot;
+
+typedef struct vb_reader {
+    hid_t *file, *dset, *fspace; /* [nfiles]; 0 = not opened yet */
+    hid_t mspace_in, mspace_tar;
+    int64_t *perm; /* [nsamples] with shuffle */
+    int perm_epoch;
+} vb_reader;
+
+struct vb_loader;
+typedef struct vb_worker_arg {
+    struct vb_loader *l;
+    int w;
+} vb_worker_arg;
+
+struct vb_loader {
+    char data_dir[VB_PATH_MAX];
+    vb_split_info split;
+    float *mean, *std; /* [C] */
+    int Cin, Cout, H, W, B, dt;
+    bool shuffle;
+    uint64_t seed;
+    int dp_rank, dp_size;
+    int64_t nsamples, nlocal;
+    int steps;
+
+    int nworkers, nslots, nreaders;
+    vb_slot *slots;
+    vb_reader *readers;
+    pthread_t *threads;
+    vb_worker_arg *args;
+    bool threads_started;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv_ready; /* consumer waits for a READY slot */
+    pthread_cond_t cv_free;  /* workers wait for a FREE slot or a new generation */
+    atomic_uint_fast64_t gen;
+    atomic_bool stop;
+    int start_epoch;  /* epoch of sequence 0 */
+    int64_t next_seq; /* next sequence the consumer gets */
+    vb_slot *held;
+    double wait_s;
+};
+
+/* Fisher-Yates permutation of [0, n) seeded by (seed, epoch). */
+static void make_perm(int64_t *perm, int64_t n, uint64_t seed, int epoch) {
+    vb_rng r;
+    vb_rng_seed(&r, seed ^ (0xD1B54A32D192ED03ull * ((uint64_t)(uint32_t)epoch + 1)));
+    for (int64_t i = 0; i < n; i++) perm[i] = i;
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = (int64_t)(vb_rng_u64(&r) % (uint64_t)(i + 1));
+        int64_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+}
+
+/* Reads sample g into inp[Cin, H, W], tar[Cout, H, W] (not yet normalised). */
+static void read_sample(vb_loader *l, vb_reader *rd, int64_t g, float *inp, float *tar) {
+    int y, t;
+    vb_sample_location(g, l->split.T, l->dt, &y, &t);
+    const char *path = l->split.files[y];
+    h5_lock();
+    if (rd->file[y] == 0) {
+        /* pre-checked by vb_split_scan; failing now means the file changed under us */
+        hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+        if (f < 0) vb_die_input("%s: cannot open as HDF5", path);
+        hid_t d = H5Dopen2(f, "fields", H5P_DEFAULT);
+        if (d < 0) vb_die_input("%s: cannot open dataset 'fields'", path);
+        rd->file[y] = f;
+        rd->dset[y] = d;
+        rd->fspace[y] = VB_H5(H5Dget_space(d));
+    }
+    hid_t fs = rd->fspace[y];
+    hsize_t start[4] = {(hsize_t)t, 0, 0, 0};
+    hsize_t count_in[4] = {1, (hsize_t)l->Cin, (hsize_t)l->H, (hsize_t)l->W};
+    VB_H5(H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count_in, NULL));
+    if (H5Dread(rd->dset[y], H5T_NATIVE_FLOAT, rd->mspace_in, fs, H5P_DEFAULT, inp) < 0)
+        vb_die_input("%s: reading fields[%d, 0:%d, 0:%d, 0:%d] failed", path, t, l->Cin, l->H, l->W);
+    start[0] = (hsize_t)(t + l->dt);
+    hsize_t count_tar[4] = {1, (hsize_t)l->Cout, (hsize_t)l->H, (hsize_t)l->W};
+    VB_H5(H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count_tar, NULL));
+    if (H5Dread(rd->dset[y], H5T_NATIVE_FLOAT, rd->mspace_tar, fs, H5P_DEFAULT, tar) < 0)
+        vb_die_input("%s: reading fields[%d, 0:%d, 0:%d, 0:%d] failed", path, t + l->dt, l->Cout, l->H, l->W);
+    h5_unlock();
+}
+
+static void normalize(float *x, int C, size_t hw, const float *mean, const float *std) {
+    for (int c = 0; c < C; c++) {
+        float m = mean[c], s = std[c];
+        float *p = x + (size_t)c * hw;
+        for (size_t i = 0; i < hw; i++) p[i] = (p[i] - m) / s;
+    }
+}
+
+/* Fills slot `sl` with batch `index` of `epoch`. With gen_check, returns false
+ * as soon as a reset (generation change) or stop makes the work stale. */
+static bool fill_batch(vb_loader *l, vb_reader *rd, vb_slot *sl, int epoch, int index, bool gen_check, uint64_t gen) {
+    const int64_t *order = NULL;
+    if (l->shuffle) {
+        if (rd->perm_epoch != epoch) {
+            make_perm(rd->perm, l->nsamples, l->seed, epoch);
+            rd->perm_epoch = epoch;
+        }
+        order = rd->perm;
+    }
+    size_t hw = (size_t)l->H * l->W;
+    size_t nin = (size_t)l->Cin * hw, ntar = (size_t)l->Cout * hw;
+    vb_batch *b = &sl->b;
+    for (int k = 0; k < l->B; k++) {
+        if (gen_check && (atomic_load(&l->stop) || atomic_load(&l->gen) != gen)) return false;
+        int64_t pos = l->dp_rank + (int64_t)l->dp_size * ((int64_t)index * l->B + k);
+        int64_t g = order ? order[pos] : pos;
+        b->samples[k] = g;
+        float *inp = b->inp + (size_t)k * nin, *tar = b->tar + (size_t)k * ntar;
+        read_sample(l, rd, g, inp, tar);
+        normalize(inp, l->Cin, hw, l->mean, l->std);
+        normalize(tar, l->Cout, hw, l->mean, l->std);
+    }
+    b->B = l->B;
+    b->epoch = epoch;
+    b->index = index;
+    return true;
+}
+
+static void *worker_main(void *p) {
+    vb_worker_arg *a = p;
+    vb_loader *l = a->l;
+    const int w = a->w, W = l->nworkers;
+    /* HDF5 error-stack settings are per thread in thread-safe builds */
+    h5_lock();
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    h5_unlock();
+    vb_reader *rd = &l->readers[w];
+    pthread_mutex_lock(&l->mu);
+    uint64_t mygen = atomic_load(&l->gen);
+    int64_t s = w;
+    while (!atomic_load(&l->stop)) {
+        uint64_t g = atomic_load(&l->gen);
+        if (g != mygen) { /* reset: start over from our first sequence */
+            mygen = g;
+            s = w;
+        }
+        vb_slot *sl = &l->slots[s % l->nslots];
+        if (sl->state != SLOT_FREE) {
+            pthread_cond_wait(&l->cv_free, &l->mu);
+            continue;
+        }
+        sl->state = SLOT_FILLING;
+        int epoch = l->start_epoch + (int)(s / l->steps);
+        int index = (int)(s % l->steps);
+        pthread_mutex_unlock(&l->mu);
+        bool ok = fill_batch(l, rd, sl, epoch, index, true, mygen);
+        pthread_mutex_lock(&l->mu);
+        if (ok && !atomic_load(&l->stop) && atomic_load(&l->gen) == mygen) {
+            sl->seq = s;
+            sl->gen = mygen;
+            sl->state = SLOT_READY;
+            pthread_cond_broadcast(&l->cv_ready);
+            s += W;
+        } else {
+            sl->state = SLOT_FREE;
+        }
+    }
+    pthread_mutex_unlock(&l->mu);
+    return NULL;
+}
+
+static void reader_init(vb_loader *l, vb_reader *rd) {
+    int nf = l->split.nfiles;
+    rd->file = vb_malloc(sizeof(hid_t) * (size_t)nf);
+    rd->dset = vb_malloc(sizeof(hid_t) * (size_t)nf);
+    rd->fspace = vb_malloc(sizeof(hid_t) * (size_t)nf);
+    hsize_t din[3] = {(hsize_t)l->Cin, (hsize_t)l->H, (hsize_t)l->W};
+    hsize_t dtar[3] = {(hsize_t)l->Cout, (hsize_t)l->H, (hsize_t)l->W};
+    h5_lock();
+    rd->mspace_in = VB_H5(H5Screate_simple(3, din, NULL));
+    rd->mspace_tar = VB_H5(H5Screate_simple(3, dtar, NULL));
+    h5_unlock();
+    rd->perm = l->shuffle ? vb_malloc(sizeof(int64_t) * (size_t)l->nsamples) : NULL;
+    rd->perm_epoch = -1;
+}
+
+static void reader_free(vb_loader *l, vb_reader *rd) {
+    h5_lock();
+    for (int i = 0; i < l->split.nfiles; i++) {
+        if (rd->file[i] == 0) continue;
+        VB_H5(H5Sclose(rd->fspace[i]));
+        VB_H5(H5Dclose(rd->dset[i]));
+        VB_H5(H5Fclose(rd->file[i]));
+    }
+    VB_H5(H5Sclose(rd->mspace_in));
+    VB_H5(H5Sclose(rd->mspace_tar));
+    h5_unlock();
+    vb_free(rd->file);
+    vb_free(rd->dset);
+    vb_free(rd->fspace);
+    vb_free(rd->perm);
+}
+
+/* The highest time index any sample of a T-step file touches (its target). */
+static int max_target_index(int T, int dt) {
+    int mx = 0;
+    for (int i = 0; i < T; i++) {
+        int f, t;
+        vb_sample_location(i, T, dt, &f, &t);
+        if (t + dt > mx) mx = t + dt;
+    }
+    return mx;
+}
+
+vb_loader *vb_loader_create(const vb_loader_opts *o) {
+    const char *dir = o->data_dir ? o->data_dir : "";
+    if (!dir[0]) vb_die_input("data directory (train_data_path/valid_data_path) is empty");
+    if (o->img_h < 1 || o->img_w < 1) vb_die_input("img_size [%d, %d] must be positive", o->img_h, o->img_w);
+    if (o->n_in_channels < 1) vb_die_input("n_in_channels must be >= 1 (got %d)", o->n_in_channels);
+    if (o->n_out_channels < 1) vb_die_input("n_out_channels must be >= 1 (got %d)", o->n_out_channels);
+    if (o->dt < 1) vb_die_input("dt must be >= 1 (got %d)", o->dt);
+    if (o->local_batch < 1) vb_die_input("local batch size must be >= 1 (got %d)", o->local_batch);
+    if (o->limit_nsamples < 0) vb_die_input("limit_nsamples must be >= 0 (got %lld)", (long long)o->limit_nsamples);
+    if (o->num_workers < 0 || o->num_workers > 256)
+        vb_die_input("num_data_workers must be in [0, 256] (got %d)", o->num_workers);
+    if (o->dp_size < 1 || o->dp_rank < 0 || o->dp_rank >= o->dp_size)
+        vb_die_input("data-parallel rank %d of %d is invalid", o->dp_rank, o->dp_size);
+    if (!o->means_path || !o->means_path[0]) vb_die_input("global_means_path is empty");
+    if (!o->stds_path || !o->stds_path[0]) vb_die_input("global_stds_path is empty");
+
+    vb_loader *l = vb_malloc(sizeof *l);
+    vb_snprintf(l->data_dir, sizeof l->data_dir, "%s", dir);
+    vb_split_scan(&l->split, dir);
+    const vb_split_info *s = &l->split;
+    if (o->n_in_channels > s->C)
+        vb_die_input("%s: has C=%d channels but n_in_channels=%d", s->files[0], s->C, o->n_in_channels);
+    if (o->n_out_channels > s->C)
+        vb_die_input("%s: has C=%d channels but n_out_channels=%d", s->files[0], s->C, o->n_out_channels);
+    if (o->img_h > s->Hfull || o->img_w > s->Wfull)
+        vb_die_input("%s: img_size [%d, %d] is larger than the fields [%d, %d]", s->files[0], o->img_h, o->img_w,
+                     s->Hfull, s->Wfull);
+    if (s->T <= o->dt)
+        vb_die_input("%s: has T=%d time steps per file, must be > dt=%d", s->files[0], s->T, o->dt);
+    int mt = max_target_index(s->T, o->dt);
+    if (mt >= s->T)
+        vb_die_input("%s: has T=%d time steps per file, too few for dt=%d (the sample mapping reads step %d)",
+                     s->files[0], s->T, o->dt, mt);
+
+    l->mean = vb_malloc(sizeof(float) * (size_t)s->C);
+    l->std = vb_malloc(sizeof(float) * (size_t)s->C);
+    vb_npy_load_stats(o->means_path, s->C, l->mean);
+    vb_npy_load_stats(o->stds_path, s->C, l->std);
+    for (int c = 0; c < s->C; c++)
+        if (!(l->std[c] > 0)) vb_die_input("%s: std of channel %d is %g, must be > 0", o->stds_path, c, (double)l->std[c]);
+
+    l->Cin = o->n_in_channels;
+    l->Cout = o->n_out_channels;
+    l->H = o->img_h;
+    l->W = o->img_w;
+    l->B = o->local_batch;
+    l->dt = o->dt;
+    l->shuffle = o->shuffle;
+    l->seed = o->seed;
+    l->dp_rank = o->dp_rank;
+    l->dp_size = o->dp_size;
+    l->nsamples = (int64_t)s->nfiles * s->T;
+    if (o->limit_nsamples > 0 && o->limit_nsamples < l->nsamples) l->nsamples = o->limit_nsamples;
+    l->nlocal = l->nsamples / l->dp_size;
+    int64_t steps = l->nlocal / l->B;
+    if (steps < 1)
+        vb_die_input("%s: %lld samples over %d data-parallel ranks leave %lld per rank, fewer than one local batch of %d",
+                     dir, (long long)l->nsamples, l->dp_size, (long long)l->nlocal, l->B);
+    if (steps > INT32_MAX) vb_die_input("%s: too many batches per epoch (%lld)", dir, (long long)steps);
+    l->steps = (int)steps;
+
+    l->nworkers = o->num_workers;
+    l->nslots = l->nworkers > 0 ? 2 * l->nworkers : 1;
+    l->nreaders = l->nworkers > 0 ? l->nworkers : 1;
+    size_t hw = (size_t)l->H * l->W;
+    l->slots = vb_malloc(sizeof(vb_slot) * (size_t)l->nslots);
+    for (int i = 0; i < l->nslots; i++) {
+        vb_batch *b = &l->slots[i].b;
+        b->inp = vb_malloc(sizeof(float) * (size_t)l->B * l->Cin * hw);
+        b->tar = vb_malloc(sizeof(float) * (size_t)l->B * l->Cout * hw);
+        b->samples = vb_malloc(sizeof(int64_t) * (size_t)l->B);
+        b->B = l->B;
+        l->slots[i].state = SLOT_FREE;
+    }
+    l->readers = vb_malloc(sizeof(vb_reader) * (size_t)l->nreaders);
+    for (int i = 0; i < l->nreaders; i++) reader_init(l, &l->readers[i]);
+
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_cond_init(&l->cv_ready, NULL);
+    pthread_cond_init(&l->cv_free, NULL);
+    atomic_init(&l->gen, 0);
+    atomic_init(&l->stop, false);
+    l->start_epoch = 0;
+    l->next_seq = 0;
+    l->held = NULL;
+    l->wait_s = 0;
+    if (l->nworkers > 0) {
+        l->threads = vb_malloc(sizeof(pthread_t) * (size_t)l->nworkers);
+        l->args = vb_malloc(sizeof(vb_worker_arg) * (size_t)l->nworkers);
+        for (int w = 0; w < l->nworkers; w++) {
+            l->args[w].l = l;
+            l->args[w].w = w;
+            int rc = pthread_create(&l->threads[w], NULL, worker_main, &l->args[w]);
+            if (rc != 0) vb_die_internal("pthread_create for data worker %d failed: %s", w, strerror(rc));
+        }
+        l->threads_started = true;
+    }
+    return l;
+}
+
+void vb_loader_destroy(vb_loader *l) {
+    if (!l) return;
+    if (l->threads_started) {
+        pthread_mutex_lock(&l->mu);
+        atomic_store(&l->stop, true);
+        pthread_cond_broadcast(&l->cv_free);
+        pthread_cond_broadcast(&l->cv_ready);
+        pthread_mutex_unlock(&l->mu);
+        for (int w = 0; w < l->nworkers; w++) pthread_join(l->threads[w], NULL);
+    }
+    for (int i = 0; i < l->nreaders; i++) reader_free(l, &l->readers[i]);
+    for (int i = 0; i < l->nslots; i++) {
+        vb_free(l->slots[i].b.inp);
+        vb_free(l->slots[i].b.tar);
+        vb_free(l->slots[i].b.samples);
+    }
+    pthread_mutex_destroy(&l->mu);
+    pthread_cond_destroy(&l->cv_ready);
+    pthread_cond_destroy(&l->cv_free);
+    vb_free(l->slots);
+    vb_free(l->readers);
+    vb_free(l->threads);
+    vb_free(l->args);
+    vb_free(l->mean);
+    vb_free(l->std);
+    vb_split_free(&l->split);
+    vb_free(l);
+}
+
+int64_t vb_loader_nsamples(const vb_loader *l) { return l->nsamples; }
+int vb_loader_steps_per_epoch(const vb_loader *l) { return l->steps; }
+double vb_loader_wait_seconds(const vb_loader *l) { return l->wait_s; }
+
+/* Caller holds l->mu in threaded mode. */
+static void release_held_locked(vb_loader *l) {
+    if (!l->held) return;
+    if (l->held->state == SLOT_HELD) l->held->state = SLOT_FREE;
+    l->held = NULL;
+}
+
+void vb_loader_release(vb_loader *l, const vb_batch *b) {
+    /* Releasing anything but the held batch (NULL, or a batch a reset already
+     * took back) is a no-op, so callers can release unconditionally. */
+    if (!b || !l->held || b != &l->held->b) return;
+    if (l->nworkers == 0) {
+        release_held_locked(l);
+        return;
+    }
+    pthread_mutex_lock(&l->mu);
+    release_held_locked(l);
+    pthread_cond_broadcast(&l->cv_free);
+    pthread_mutex_unlock(&l->mu);
+}
+
+void vb_loader_reset(vb_loader *l, int epoch) {
+    if (epoch < 0) vb_die_internal("vb_loader_reset: negative epoch %d", epoch);
+    if (l->nworkers == 0) {
+        release_held_locked(l);
+        l->start_epoch = epoch;
+        l->next_seq = 0;
+        return;
+    }
+    pthread_mutex_lock(&l->mu);
+    release_held_locked(l);
+    atomic_fetch_add(&l->gen, 1);
+    l->start_epoch = epoch;
+    l->next_seq = 0;
+    /* finished work of the old generation is dropped; slots being filled are
+     * freed by their worker once it notices the new generation */
+    for (int i = 0; i < l->nslots; i++)
+        if (l->slots[i].state == SLOT_READY) l->slots[i].state = SLOT_FREE;
+    pthread_cond_broadcast(&l->cv_free);
+    pthread_mutex_unlock(&l->mu);
+}
+
+const vb_batch *vb_loader_next(vb_loader *l) {
+    double t0 = vb_now();
+    int64_t s = l->next_seq;
+    if (l->nworkers == 0) {
+        release_held_locked(l);
+        vb_slot *sl = &l->slots[0];
+        int epoch = l->start_epoch + (int)(s / l->steps);
+        int index = (int)(s % l->steps);
+        fill_batch(l, &l->readers[0], sl, epoch, index, false, 0);
+        sl->state = SLOT_HELD;
+        l->held = sl;
+        l->next_seq = s + 1;
+        l->wait_s = vb_now() - t0;
+        return &sl->b;
+    }
+    pthread_mutex_lock(&l->mu);
+    if (l->held) {
+        release_held_locked(l);
+        pthread_cond_broadcast(&l->cv_free);
+    }
+    vb_slot *sl = &l->slots[s % l->nslots];
+    uint64_t g = atomic_load(&l->gen);
+    while (!(sl->state == SLOT_READY && sl->seq == s && sl->gen == g)) pthread_cond_wait(&l->cv_ready, &l->mu);
+    sl->state = SLOT_HELD;
+    l->held = sl;
+    l->next_seq = s + 1;
+    pthread_mutex_unlock(&l->mu);
+    l->wait_s = vb_now() - t0;
+    return &sl->b;
+}
