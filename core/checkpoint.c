@@ -1,0 +1,243 @@
+/* checkpoint.c: HDF5 checkpoints laid out like the PyTorch state_dict.
+ *
+ *   /<state_dict key>      float32 dataset with the tensor's PyTorch shape
+ *   /optimizer/step        int64 scalar: Adam updates done
+ *   /optimizer/exp_avg     float32 [nparams], same layout as the parameter buffer
+ *   /optimizer/exp_avg_sq  float32 [nparams]
+ *   root attributes        img_size [2], patch_size, embed_dim, depth, num_heads,
+ *                          n_in_channels, n_out_channels (information only)
+ *
+ * Files come from users, so loading pre-checks every object and reports the
+ * first problem as one line naming the file and dataset (exit 2); HDF5's own
+ * error stack printing is off while we work.
+ */
+#include "core/checkpoint.h"
+
+#include <fcntl.h>
+#include <hdf5.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/common.h"
+
+#define OPT_GROUP "optimizer"
+
+/* Silences HDF5's error-stack printing for the duration of a save or load and
+ * restores whatever the process had before. */
+typedef struct { H5E_auto2_t func; void *data; } h5_quiet;
+
+static h5_quiet h5_quiet_begin(void) {
+    h5_quiet q;
+    VB_H5(H5Eget_auto2(H5E_DEFAULT, &q.func, &q.data));
+    VB_H5(H5Eset_auto2(H5E_DEFAULT, NULL, NULL));
+    return q;
+}
+
+static void h5_quiet_end(h5_quiet q) { VB_H5(H5Eset_auto2(H5E_DEFAULT, q.func, q.data)); }
+
+/* ---------------------------------------------------------------------------
+ * save */
+
+static void write_float_dataset(const char *path, hid_t loc, const char *name, int ndim,
+                                const hsize_t *dims, const float *data) {
+    hid_t space = VB_H5(H5Screate_simple(ndim, dims, NULL));
+    hid_t ds = H5Dcreate2(loc, name, H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (ds < 0) vb_die_input("%s: cannot create dataset '%s'", path, name);
+    if (H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
+        vb_die_input("%s: cannot write dataset '%s' (disk full?)", path, name);
+    VB_H5(H5Dclose(ds));
+    VB_H5(H5Sclose(space));
+}
+
+static void write_int_attr(hid_t loc, const char *name, int n, const int *values) {
+    hsize_t dims[1] = {(hsize_t)n};
+    hid_t space = n == 1 ? VB_H5(H5Screate(H5S_SCALAR)) : VB_H5(H5Screate_simple(1, dims, NULL));
+    hid_t attr = VB_H5(H5Acreate2(loc, name, H5T_STD_I32LE, space, H5P_DEFAULT, H5P_DEFAULT));
+    VB_H5(H5Awrite(attr, H5T_NATIVE_INT, values));
+    VB_H5(H5Aclose(attr));
+    VB_H5(H5Sclose(space));
+}
+
+void vb_checkpoint_save(const char *path, const vit_model *m, const vb_adam *opt) {
+    if (opt && opt->n != m->nparams)
+        vb_die_internal("checkpoint save: optimizer has %zu values, model %zu params", opt->n, m->nparams);
+    char tmp[VB_PATH_MAX];
+    if (strlen(path) + 5 > sizeof tmp) vb_die_input("%s: checkpoint path too long", path);
+    vb_snprintf(tmp, sizeof tmp, "%s.tmp", path);
+
+    /* one host staging buffer, reused for params, exp_avg, exp_avg_sq */
+    const size_t bytes = m->nparams * sizeof(float);
+    float *host = vb_malloc(bytes);
+    m->ops->memcpy_d2h(host, m->params, bytes);
+
+    h5_quiet q = h5_quiet_begin();
+    hid_t file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    if (file < 0)
+        vb_die_input("%s: cannot create checkpoint file %s (missing directory or no permission?)", path, tmp);
+
+    for (int i = 0; i < m->ntensors; i++) {
+        const vit_tensor *t = &m->tensors[i];
+        hsize_t dims[VIT_MAX_NDIM];
+        for (int k = 0; k < t->ndim; k++) dims[k] = (hsize_t)t->shape[k];
+        write_float_dataset(tmp, file, t->name, t->ndim, dims, host + t->offset);
+    }
+
+    const vit_dims *d = &m->d;
+    const int img[2] = {d->img_h, d->img_w};
+    write_int_attr(file, "img_size", 2, img);
+    write_int_attr(file, "patch_size", 1, &d->patch);
+    write_int_attr(file, "embed_dim", 1, &d->dim);
+    write_int_attr(file, "depth", 1, &d->depth);
+    write_int_attr(file, "num_heads", 1, &d->heads);
+    write_int_attr(file, "n_in_channels", 1, &d->cin);
+    write_int_attr(file, "n_out_channels", 1, &d->cout);
+
+    if (opt) {
+        hid_t grp = VB_H5(H5Gcreate2(file, OPT_GROUP, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+        hid_t scalar = VB_H5(H5Screate(H5S_SCALAR));
+        hid_t ds = VB_H5(H5Dcreate2(grp, "step", H5T_STD_I64LE, scalar, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+        const int64_t step = opt->step;
+        VB_H5(H5Dwrite(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &step));
+        VB_H5(H5Dclose(ds));
+        VB_H5(H5Sclose(scalar));
+        const hsize_t n[1] = {(hsize_t)m->nparams};
+        opt->ops->memcpy_d2h(host, opt->m, bytes);
+        write_float_dataset(tmp, grp, "exp_avg", 1, n, host);
+        opt->ops->memcpy_d2h(host, opt->v, bytes);
+        write_float_dataset(tmp, grp, "exp_avg_sq", 1, n, host);
+        VB_H5(H5Gclose(grp));
+    }
+    if (H5Fclose(file) < 0) vb_die_input("%s: cannot finish writing the checkpoint (disk full?)", tmp);
+    h5_quiet_end(q);
+    vb_free(host);
+
+    /* make the bytes durable before the rename publishes them */
+    int fd = open(tmp, O_RDONLY);
+    if (fd >= 0) {
+        if (fsync(fd) != 0) vb_warn("%s: fsync failed", tmp);
+        close(fd);
+    }
+    if (rename(tmp, path) != 0) vb_die_input("%s: cannot rename %s into place", path, tmp);
+}
+
+/* ---------------------------------------------------------------------------
+ * load */
+
+static void format_shape(char *buf, size_t n, int ndim, const hsize_t *dims) {
+    size_t used = 0;
+    used += (size_t)snprintf(buf + used, n - used, "[");
+    for (int k = 0; k < ndim && used < n; k++)
+        used += (size_t)snprintf(buf + used, n - used, k ? ", %llu" : "%llu", (unsigned long long)dims[k]);
+    if (used < n) snprintf(buf + used, n - used, "]");
+}
+
+/* Opens dataset `name` under `loc` and checks it is floating point with
+ * exactly the expected shape; exits 2 naming the file and dataset otherwise.
+ * `label` is the name as the user sees it ("optimizer/exp_avg"). */
+static hid_t open_checked(const char *path, hid_t loc, const char *name, const char *label, int ndim,
+                          const hsize_t *want, bool want_float) {
+    if (H5Lexists(loc, name, H5P_DEFAULT) <= 0) vb_die_input("%s: dataset '%s' missing", path, label);
+    hid_t ds = H5Dopen2(loc, name, H5P_DEFAULT);
+    if (ds < 0) vb_die_input("%s: '%s' is not a dataset", path, label);
+    hid_t type = VB_H5(H5Dget_type(ds));
+    H5T_class_t cls = H5Tget_class(type);
+    VB_H5(H5Tclose(type));
+    if (want_float ? cls != H5T_FLOAT : (cls != H5T_INTEGER && cls != H5T_FLOAT))
+        vb_die_input("%s: dataset '%s' is not %s", path, label, want_float ? "floating point" : "numeric");
+    hid_t space = VB_H5(H5Dget_space(ds));
+    int got_ndim = VB_H5(H5Sget_simple_extent_ndims(space));
+    hsize_t got[H5S_MAX_RANK];
+    if (got_ndim > H5S_MAX_RANK) got_ndim = H5S_MAX_RANK;
+    VB_H5(H5Sget_simple_extent_dims(space, got, NULL));
+    VB_H5(H5Sclose(space));
+    bool same = got_ndim == ndim;
+    for (int k = 0; same && k < ndim; k++) same = got[k] == want[k];
+    if (!same) {
+        char gs[256], ws[256];
+        format_shape(gs, sizeof gs, got_ndim, got);
+        format_shape(ws, sizeof ws, ndim, want);
+        vb_die_input("%s: dataset '%s' has shape %s, expected %s", path, label, gs, ws);
+    }
+    return ds;
+}
+
+static void read_floats(const char *path, hid_t ds, const char *label, float *dst) {
+    if (H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, dst) < 0)
+        vb_die_input("%s: cannot read dataset '%s'", path, label);
+    VB_H5(H5Dclose(ds));
+}
+
+/* A state_dict from a different architecture (e.g. a deeper model) would
+ * otherwise load "successfully" into the first blocks; torch's strict
+ * load_state_dict refuses that, and so do we. */
+static void reject_unexpected(const char *path, hid_t file, const vit_model *m) {
+    H5G_info_t info;
+    VB_H5(H5Gget_info(file, &info));
+    for (hsize_t i = 0; i < info.nlinks; i++) {
+        char name[256];
+        ssize_t len = H5Lget_name_by_idx(file, ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name, H5P_DEFAULT);
+        if (len < 0) vb_die_input("%s: cannot list the checkpoint's datasets", path);
+        if (strcmp(name, OPT_GROUP) == 0) continue;
+        if (vit_find_tensor(m, name) < 0)
+            vb_die_input("%s: unexpected dataset '%s' (checkpoint of a different model?)", path, name);
+    }
+}
+
+void vb_checkpoint_load(const char *path, vit_model *m, vb_adam *opt) {
+    if (opt && opt->n != m->nparams)
+        vb_die_internal("checkpoint load: optimizer has %zu values, model %zu params", opt->n, m->nparams);
+    if (!vb_file_exists(path)) vb_die_input("%s: checkpoint file not found", path);
+    h5_quiet q = h5_quiet_begin();
+    if (H5Fis_hdf5(path) <= 0) vb_die_input("%s: not an HDF5 file", path);
+    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (file < 0) vb_die_input("%s: cannot open checkpoint file", path);
+
+    reject_unexpected(path, file, m);
+
+    /* read everything into host memory first: on any error nothing is half loaded */
+    const size_t bytes = m->nparams * sizeof(float);
+    float *params = vb_malloc(bytes);
+    for (int i = 0; i < m->ntensors; i++) {
+        const vit_tensor *t = &m->tensors[i];
+        hsize_t dims[VIT_MAX_NDIM];
+        for (int k = 0; k < t->ndim; k++) dims[k] = (hsize_t)t->shape[k];
+        hid_t ds = open_checked(path, file, t->name, t->name, t->ndim, dims, true);
+        read_floats(path, ds, t->name, params + t->offset);
+    }
+
+    /* optimizer state: optional (a PyTorch-written init checkpoint has none) */
+    float *exp_avg = NULL, *exp_avg_sq = NULL;
+    int64_t step = 0;
+    if (opt && H5Lexists(file, OPT_GROUP, H5P_DEFAULT) > 0) {
+        hid_t grp = H5Gopen2(file, OPT_GROUP, H5P_DEFAULT);
+        if (grp < 0) vb_die_input("%s: '%s' is not a group", path, OPT_GROUP);
+        hid_t ds = open_checked(path, grp, "step", OPT_GROUP "/step", 0, NULL, false);
+        if (H5Dread(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &step) < 0)
+            vb_die_input("%s: cannot read dataset '%s/step'", path, OPT_GROUP);
+        VB_H5(H5Dclose(ds));
+        if (step < 0 || step > 2147483647)
+            vb_die_input("%s: dataset '%s/step' is %lld, expected 0..2147483647", path, OPT_GROUP,
+                         (long long)step);
+        const hsize_t n[1] = {(hsize_t)m->nparams};
+        exp_avg = vb_malloc(bytes);
+        exp_avg_sq = vb_malloc(bytes);
+        ds = open_checked(path, grp, "exp_avg", OPT_GROUP "/exp_avg", 1, n, true);
+        read_floats(path, ds, OPT_GROUP "/exp_avg", exp_avg);
+        ds = open_checked(path, grp, "exp_avg_sq", OPT_GROUP "/exp_avg_sq", 1, n, true);
+        read_floats(path, ds, OPT_GROUP "/exp_avg_sq", exp_avg_sq);
+        VB_H5(H5Gclose(grp));
+    }
+    VB_H5(H5Fclose(file));
+    h5_quiet_end(q);
+
+    m->ops->memcpy_h2d(m->params, params, bytes);
+    vb_free(params);
+    if (exp_avg) {
+        opt->ops->memcpy_h2d(opt->m, exp_avg, bytes);
+        opt->ops->memcpy_h2d(opt->v, exp_avg_sq, bytes);
+        opt->step = (int)step;
+        vb_free(exp_avg);
+        vb_free(exp_avg_sq);
+    }
+}

@@ -1,0 +1,281 @@
+/* test_checkpoint.c: HDF5 checkpoints round-trip bit-exactly, are laid out
+ * like the PyTorch state_dict, and bad files exit 2 naming file and dataset. */
+#include "tests/test_util.h"
+
+#include <hdf5.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/checkpoint.h"
+#include "core/common.h"
+
+static const vit_dims TINY = {.img_h = 8, .img_w = 16, .patch = 4, .cin = 3, .cout = 2,
+                              .dim = 16, .depth = 2, .heads = 2, .ln_eps = 1e-6f};
+
+typedef struct {
+    char dir[256];
+    char path[320]; /* the saved checkpoint */
+    vit_model *m;
+    vb_adam opt;
+} fixture;
+
+/* A model with non-trivial params and optimizer state (3 Adam steps on
+ * random gradients), saved to <tmp>/ckpt.h5. The forked children below only
+ * do file IO before dying, never an OpenMP region (libgomp is not fork-safe). */
+static int setup(void **state) {
+    fixture *f = calloc(1, sizeof *f);
+    tu_tmpdir(f->dir, sizeof f->dir, "ckpt");
+    snprintf(f->path, sizeof f->path, "%s/ckpt.h5", f->dir);
+    f->m = vit_create(&TINY, NULL, 1, vb_ops_cpu(), NULL);
+    vit_init_weights(f->m, 42);
+    vb_adam_init(&f->opt, f->m->nparams, vb_ops_cpu());
+    for (int t = 0; t < 3; t++) {
+        tu_fill_uniform(f->m->grads, f->m->nparams, -1, 1, 500 + (uint64_t)t);
+        vb_adam_step(&f->opt, f->m->params, f->m->grads, 1e-3f, NULL);
+    }
+    vb_checkpoint_save(f->path, f->m, &f->opt);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state) {
+    fixture *f = *state;
+    vb_adam_free(&f->opt);
+    vit_destroy(f->m);
+    tu_rm_rf(f->dir);
+    free(f);
+    return 0;
+}
+
+static void test_round_trip_bit_exact(void **state) {
+    fixture *f = *state;
+    char tmp[400];
+    snprintf(tmp, sizeof tmp, "%s.tmp", f->path);
+    assert_true(vb_file_exists(f->path));
+    assert_false(vb_file_exists(tmp)); /* renamed into place */
+
+    vit_model *m2 = vit_create(&TINY, NULL, 1, vb_ops_cpu(), NULL);
+    vit_init_weights(m2, 7);
+    vb_adam opt2;
+    vb_adam_init(&opt2, m2->nparams, vb_ops_cpu());
+    const size_t bytes = m2->nparams * sizeof(float);
+    assert_memory_not_equal(m2->params, f->m->params, bytes);
+
+    vb_checkpoint_load(f->path, m2, &opt2);
+    assert_memory_equal(m2->params, f->m->params, bytes);
+    assert_memory_equal(opt2.m, f->opt.m, bytes);
+    assert_memory_equal(opt2.v, f->opt.v, bytes);
+    assert_int_equal(opt2.step, 3);
+
+    /* save the loaded state again: identical datasets (overwrites in place) */
+    vb_checkpoint_save(f->path, m2, &opt2);
+    vit_model *m3 = vit_create(&TINY, NULL, 1, vb_ops_cpu(), NULL);
+    vb_checkpoint_load(f->path, m3, NULL); /* no optimizer: params only */
+    assert_memory_equal(m3->params, f->m->params, bytes);
+    vit_destroy(m3);
+    vb_adam_free(&opt2);
+    vit_destroy(m2);
+}
+
+/* The file is what a PyTorch script expects: state_dict names and shapes. */
+static void test_layout_is_state_dict(void **state) {
+    fixture *f = *state;
+    hid_t file = H5Fopen(f->path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    assert_true(file >= 0);
+    struct { const char *name; int ndim; hsize_t dims[4]; } want[] = {
+        {"patch_embed.proj.weight", 4, {16, 3, 4, 4}},
+        {"pos_embed", 3, {1, 8, 16}},
+        {"blocks.1.attn.q.weight", 2, {16, 16}},
+        {"blocks.0.mlp.fc1.weight", 2, {64, 16}},
+        {"blocks.0.mlp.fc2.bias", 1, {16}},
+        {"head.weight", 2, {32, 16}},
+        {"optimizer/exp_avg", 1, {(hsize_t)f->m->nparams}},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        hid_t ds = H5Dopen2(file, want[i].name, H5P_DEFAULT);
+        if (ds < 0) fail_msg("dataset %s missing", want[i].name);
+        hid_t sp = H5Dget_space(ds);
+        hsize_t dims[4] = {0};
+        assert_int_equal(H5Sget_simple_extent_ndims(sp), want[i].ndim);
+        H5Sget_simple_extent_dims(sp, dims, NULL);
+        for (int k = 0; k < want[i].ndim; k++) assert_int_equal(dims[k], want[i].dims[k]);
+        hid_t ty = H5Dget_type(ds);
+        assert_true(H5Tget_class(ty) == H5T_FLOAT && H5Tget_size(ty) == 4);
+        H5Tclose(ty), H5Sclose(sp), H5Dclose(ds);
+    }
+    /* a tensor's values are the params at its offset */
+    int qi = vit_find_tensor(f->m, "blocks.1.attn.q.weight");
+    float q[256];
+    hid_t ds = H5Dopen2(file, "blocks.1.attn.q.weight", H5P_DEFAULT);
+    assert_true(H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, q) >= 0);
+    H5Dclose(ds);
+    assert_memory_equal(q, f->m->params + f->m->tensors[qi].offset, sizeof q);
+    /* optimizer/step is an int64 scalar */
+    ds = H5Dopen2(file, "optimizer/step", H5P_DEFAULT);
+    assert_true(ds >= 0);
+    hid_t sp = H5Dget_space(ds);
+    assert_int_equal(H5Sget_simple_extent_ndims(sp), 0);
+    int64_t step = 0;
+    assert_true(H5Dread(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &step) >= 0);
+    assert_int_equal(step, 3);
+    H5Sclose(sp), H5Dclose(ds);
+    /* informational attributes */
+    int depth = 0;
+    hid_t at = H5Aopen(file, "depth", H5P_DEFAULT);
+    assert_true(at >= 0);
+    H5Aread(at, H5T_NATIVE_INT, &depth);
+    H5Aclose(at);
+    assert_int_equal(depth, 2);
+    H5Fclose(file);
+}
+
+/* ---------------------------------------------------------------------------
+ * bad files: exit 2, one line, naming the file and the dataset */
+
+/* Copies the fixture's checkpoint to <dir>/<name> and returns its path. */
+static void copy_ckpt(const fixture *f, const char *name, char *out, size_t n) {
+    snprintf(out, n, "%s/%s", f->dir, name);
+    char *cmd = NULL;
+    assert_true(asprintf(&cmd, "cp '%s' '%s'", f->path, out) > 0);
+    assert_int_equal(system(cmd), 0);
+    free(cmd);
+}
+
+static void expect_load_dies(const fixture *f, const char *path, bool with_opt, const char *needle1,
+                             const char *needle2) {
+    char errpath[400];
+    snprintf(errpath, sizeof errpath, "%s/stderr", f->dir);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alarm(30);
+        if (!freopen(errpath, "w", stderr)) _exit(99);
+        vb_adam opt = f->opt; /* same sizes; the child's copy-on-write memory */
+        vb_checkpoint_load(path, f->m, with_opt ? &opt : NULL);
+        _exit(0);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    char *err = tu_read_file(errpath);
+    assert_non_null(err);
+    print_message("child: %s", err);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 2);
+    assert_int_equal(tu_count_lines(errpath), 1);
+    if (!strstr(err, needle1)) fail_msg("stderr '%s' does not mention '%s'", err, needle1);
+    if (needle2 && !strstr(err, needle2)) fail_msg("stderr '%s' does not mention '%s'", err, needle2);
+    free(err);
+}
+
+static void test_missing_dataset_exits_2(void **state) {
+    fixture *f = *state;
+    char path[400];
+    copy_ckpt(f, "missing.h5", path, sizeof path);
+    hid_t file = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    assert_true(file >= 0);
+    assert_true(H5Ldelete(file, "blocks.1.mlp.fc2.bias", H5P_DEFAULT) >= 0);
+    H5Fclose(file);
+    expect_load_dies(f, path, true, "missing.h5", "'blocks.1.mlp.fc2.bias' missing");
+
+    copy_ckpt(f, "missing_opt.h5", path, sizeof path);
+    file = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    assert_true(H5Ldelete(file, "optimizer/exp_avg_sq", H5P_DEFAULT) >= 0);
+    H5Fclose(file);
+    expect_load_dies(f, path, true, "missing_opt.h5", "'optimizer/exp_avg_sq' missing");
+}
+
+static void test_wrong_shape_exits_2(void **state) {
+    fixture *f = *state;
+    char path[400];
+    copy_ckpt(f, "shape.h5", path, sizeof path);
+    /* head.weight transposed: same numel, wrong shape */
+    hid_t file = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    assert_true(H5Ldelete(file, "head.weight", H5P_DEFAULT) >= 0);
+    hsize_t dims[2] = {16, 32};
+    hid_t sp = H5Screate_simple(2, dims, NULL);
+    hid_t ds = H5Dcreate2(file, "head.weight", H5T_IEEE_F32LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    assert_true(ds >= 0);
+    H5Dclose(ds), H5Sclose(sp), H5Fclose(file);
+    expect_load_dies(f, path, true, "shape.h5", "'head.weight' has shape [16, 32], expected [32, 16]");
+
+    /* a deeper model's checkpoint: extra blocks are refused, not silently dropped */
+    copy_ckpt(f, "extra.h5", path, sizeof path);
+    file = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    hsize_t d1[1] = {16};
+    sp = H5Screate_simple(1, d1, NULL);
+    ds = H5Dcreate2(file, "blocks.2.norm1.weight", H5T_IEEE_F32LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    H5Dclose(ds), H5Sclose(sp), H5Fclose(file);
+    expect_load_dies(f, path, false, "extra.h5", "blocks.2.norm1.weight");
+}
+
+static void test_missing_or_bad_file_exits_2(void **state) {
+    fixture *f = *state;
+    char path[400];
+    snprintf(path, sizeof path, "%s/nonexistent.h5", f->dir);
+    expect_load_dies(f, path, true, "nonexistent.h5", "not found");
+    snprintf(path, sizeof path, "%s/garbage.h5", f->dir);
+    FILE *g = fopen(path, "w");
+    fputs("this is not an hdf5 file\n", g);
+    fclose(g);
+    expect_load_dies(f, path, true, "garbage.h5", "not an HDF5 file");
+}
+
+/* A PyTorch-written init checkpoint has no optimizer group: params load,
+ * the optimizer stays fresh. */
+static void test_params_only_checkpoint(void **state) {
+    fixture *f = *state;
+    char path[400];
+    copy_ckpt(f, "params_only.h5", path, sizeof path);
+    hid_t file = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    assert_true(H5Ldelete(file, "optimizer", H5P_DEFAULT) >= 0);
+    H5Fclose(file);
+    vit_model *m2 = vit_create(&TINY, NULL, 1, vb_ops_cpu(), NULL);
+    vb_adam opt2;
+    vb_adam_init(&opt2, m2->nparams, vb_ops_cpu());
+    vb_checkpoint_load(path, m2, &opt2);
+    assert_memory_equal(m2->params, f->m->params, m2->nparams * sizeof(float));
+    assert_int_equal(opt2.step, 0);
+    for (size_t i = 0; i < opt2.n; i++) assert_true(opt2.m[i] == 0.0f && opt2.v[i] == 0.0f);
+    vb_adam_free(&opt2);
+    vit_destroy(m2);
+}
+
+static void test_save_to_bad_dir_exits_2(void **state) {
+    fixture *f = *state;
+    char path[400], errpath[400];
+    snprintf(path, sizeof path, "%s/no/such/dir/ckpt.h5", f->dir);
+    snprintf(errpath, sizeof errpath, "%s/stderr", f->dir);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alarm(30);
+        if (!freopen(errpath, "w", stderr)) _exit(99);
+        vb_checkpoint_save(path, f->m, &f->opt);
+        _exit(0);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 2);
+    char *err = tu_read_file(errpath);
+    assert_non_null(strstr(err, "no/such/dir/ckpt.h5"));
+    assert_int_equal(tu_count_lines(errpath), 1);
+    free(err);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_round_trip_bit_exact, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_layout_is_state_dict, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_params_only_checkpoint, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_missing_dataset_exits_2, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wrong_shape_exits_2, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_missing_or_bad_file_exits_2, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_save_to_bad_dir_exits_2, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

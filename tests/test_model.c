@@ -1,0 +1,631 @@
+/* test_model.c: the ViT against an independent double-precision reference
+ * forward, whole-model finite-difference gradient checks, the tensor table,
+ * init statistics, grad_ready ordering, determinism, FLOPs and bad dims.
+ *
+ * The CPU backend's "device" memory is host memory, so the tests read and
+ * poke m->params / m->grads / m->pred directly.
+ */
+#include "tests/test_util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/common.h"
+#include "core/model.h"
+#include "core/profile.h"
+
+/* the tiny model of every test: N = (8/4)*(16/4) = 8 tokens, HD = 8 */
+static const vit_dims TINY = {.img_h = 8, .img_w = 16, .patch = 4, .cin = 3, .cout = 2,
+                              .dim = 16, .depth = 2, .heads = 2, .ln_eps = 1e-6f};
+enum { TB = 2 }; /* batch */
+
+static size_t in_numel(int B) { return (size_t)B * TINY.cin * TINY.img_h * TINY.img_w; }
+static size_t out_numel(int B) { return (size_t)B * TINY.cout * TINY.img_h * TINY.img_w; }
+
+/* Weights well away from the init (which makes the output ~0 and the deep
+ * gradients tiny): every path, including LayerNorm affine and biases, then
+ * carries a gradient the finite differences can resolve. */
+static void randomize_params(vit_model *m, uint64_t seed) {
+    vb_rng r;
+    vb_rng_seed(&r, seed);
+    for (int i = 0; i < m->ntensors; i++) {
+        const vit_tensor *t = &m->tensors[i];
+        float *w = m->params + t->offset;
+        for (size_t j = 0; j < t->numel; j++) {
+            double u = 2.0 * vb_rng_uniform(&r) - 1.0;
+            if (t->init == VIT_INIT_ONE) w[j] = (float)(1.0 + 0.2 * u);
+            else if (t->init == VIT_INIT_ZERO) w[j] = (float)(0.2 * u);
+            else w[j] = (float)(0.35 * u);
+        }
+    }
+}
+
+static vit_model *tiny_model(int max_batch, uint64_t seed) {
+    vit_model *m = vit_create(&TINY, NULL, max_batch, vb_ops_cpu(), NULL);
+    vit_init_weights(m, seed);
+    randomize_params(m, seed + 1000);
+    return m;
+}
+
+/* ---------------------------------------------------------------------------
+ * double-precision reference forward, written from the PyTorch module's
+ * definition (networks/vit.py), independent of the op table. */
+
+static double *ref_param(const vit_model *m, const double *P, const char *fmt, int l) {
+    char name[VIT_MAX_NAME];
+    snprintf(name, sizeof name, fmt, l);
+    int i = vit_find_tensor(m, name);
+    if (i < 0) fail_msg("tensor %s missing", name);
+    return (double *)P + m->tensors[i].offset;
+}
+
+/* y[T,O] = x[T,C] W[O,C]^T + b[O] */
+static void ref_linear(double *y, const double *x, const double *W, const double *b, int T, int C, int O) {
+    for (int t = 0; t < T; t++)
+        for (int o = 0; o < O; o++) {
+            double s = b ? b[o] : 0.0;
+            for (int c = 0; c < C; c++) s += x[t * C + c] * W[o * C + c];
+            y[t * O + o] = s;
+        }
+}
+
+static void ref_layernorm(double *y, const double *x, const double *w, const double *b, int T, int C) {
+    for (int t = 0; t < T; t++) {
+        double mean = 0, var = 0;
+        for (int c = 0; c < C; c++) mean += x[t * C + c];
+        mean /= C;
+        for (int c = 0; c < C; c++) var += (x[t * C + c] - mean) * (x[t * C + c] - mean);
+        var /= C; /* biased, as torch */
+        double rstd = 1.0 / sqrt(var + 1e-6);
+        for (int c = 0; c < C; c++) y[t * C + c] = (x[t * C + c] - mean) * rstd * w[c] + b[c];
+    }
+}
+
+/* pred [B,Cout,H,W] in double from params (float) and input; returns the loss */
+static double ref_forward(const vit_model *m, const float *inp, const float *tar, int B, double *pred) {
+    const int H = TINY.img_h, W = TINY.img_w, p = TINY.patch, C = TINY.cin, Co = TINY.cout;
+    const int D = TINY.dim, NH = TINY.heads, HD = D / NH, D4 = 4 * D, N = (H / p) * (W / p), Wp = W / p;
+    double *P = malloc(sizeof(double) * m->nparams);
+    for (size_t i = 0; i < m->nparams; i++) P[i] = m->params[i];
+    double *x = calloc((size_t)N * D, sizeof(double)), *ln = calloc((size_t)N * D, sizeof(double));
+    double *q = calloc((size_t)N * D, sizeof(double)), *k = calloc((size_t)N * D, sizeof(double));
+    double *v = calloc((size_t)N * D, sizeof(double)), *y = calloc((size_t)N * D, sizeof(double));
+    double *o = calloc((size_t)N * D, sizeof(double)), *h = calloc((size_t)N * D4, sizeof(double));
+    double *head = calloc((size_t)N * Co * p * p, sizeof(double));
+    double loss = 0;
+    for (int b = 0; b < B; b++) {
+        /* Conv2d(C, D, kernel p, stride p) + bias, flatten(2).transpose(1,2), + pos_embed */
+        const double *cw = ref_param(m, P, "patch_embed.proj.weight", 0);
+        const double *cb = ref_param(m, P, "patch_embed.proj.bias", 0);
+        const double *pos = ref_param(m, P, "pos_embed", 0);
+        for (int t = 0; t < N; t++) {
+            int ti = t / Wp, tj = t % Wp;
+            for (int d = 0; d < D; d++) {
+                double s = cb[d];
+                for (int c = 0; c < C; c++)
+                    for (int i = 0; i < p; i++)
+                        for (int j = 0; j < p; j++)
+                            s += cw[((d * C + c) * p + i) * p + j] *
+                                 inp[(((size_t)b * C + c) * H + ti * p + i) * W + tj * p + j];
+                x[t * D + d] = s + pos[t * D + d];
+            }
+        }
+        for (int l = 0; l < TINY.depth; l++) {
+            ref_layernorm(ln, x, ref_param(m, P, "blocks.%d.norm1.weight", l),
+                          ref_param(m, P, "blocks.%d.norm1.bias", l), N, D);
+            ref_linear(q, ln, ref_param(m, P, "blocks.%d.attn.q.weight", l), ref_param(m, P, "blocks.%d.attn.q.bias", l), N, D, D);
+            ref_linear(k, ln, ref_param(m, P, "blocks.%d.attn.k.weight", l), ref_param(m, P, "blocks.%d.attn.k.bias", l), N, D, D);
+            ref_linear(v, ln, ref_param(m, P, "blocks.%d.attn.v.weight", l), ref_param(m, P, "blocks.%d.attn.v.bias", l), N, D, D);
+            for (int hh = 0; hh < NH; hh++)
+                for (int t = 0; t < N; t++) {
+                    double s[64], mx = -1e300, z = 0;
+                    for (int u = 0; u < N; u++) {
+                        double dot = 0;
+                        for (int e = 0; e < HD; e++) dot += q[t * D + hh * HD + e] * k[u * D + hh * HD + e];
+                        s[u] = dot / sqrt((double)HD);
+                        if (s[u] > mx) mx = s[u];
+                    }
+                    for (int u = 0; u < N; u++) z += (s[u] = exp(s[u] - mx));
+                    for (int e = 0; e < HD; e++) {
+                        double acc = 0;
+                        for (int u = 0; u < N; u++) acc += s[u] / z * v[u * D + hh * HD + e];
+                        y[t * D + hh * HD + e] = acc;
+                    }
+                }
+            ref_linear(o, y, ref_param(m, P, "blocks.%d.attn.proj.weight", l),
+                       ref_param(m, P, "blocks.%d.attn.proj.bias", l), N, D, D);
+            for (int i = 0; i < N * D; i++) x[i] += o[i];
+            ref_layernorm(ln, x, ref_param(m, P, "blocks.%d.norm2.weight", l),
+                          ref_param(m, P, "blocks.%d.norm2.bias", l), N, D);
+            ref_linear(h, ln, ref_param(m, P, "blocks.%d.mlp.fc1.weight", l),
+                       ref_param(m, P, "blocks.%d.mlp.fc1.bias", l), N, D, D4);
+            for (int i = 0; i < N * D4; i++) h[i] = 0.5 * h[i] * (1.0 + erf(h[i] / sqrt(2.0)));
+            ref_linear(o, h, ref_param(m, P, "blocks.%d.mlp.fc2.weight", l),
+                       ref_param(m, P, "blocks.%d.mlp.fc2.bias", l), N, D4, D);
+            for (int i = 0; i < N * D; i++) x[i] += o[i];
+        }
+        ref_layernorm(ln, x, ref_param(m, P, "norm.weight", 0), ref_param(m, P, "norm.bias", 0), N, D);
+        ref_linear(head, ln, ref_param(m, P, "head.weight", 0), NULL, N, D, Co * p * p);
+        /* reshape [h, w, p, q, c] -> einsum nhwpqc->nchpwq -> [c, h*p, w*q] */
+        double dd = 0, tt = 0;
+        for (int t = 0; t < N; t++)
+            for (int i = 0; i < p; i++)
+                for (int j = 0; j < p; j++)
+                    for (int c = 0; c < Co; c++) {
+                        size_t at = (((size_t)b * Co + c) * H + (t / Wp) * p + i) * W + (t % Wp) * p + j;
+                        pred[at] = head[t * Co * p * p + (i * p + j) * Co + c];
+                        dd += (pred[at] - tar[at]) * (pred[at] - tar[at]);
+                        tt += (double)tar[at] * tar[at];
+                    }
+        loss += sqrt(dd) / sqrt(tt) / B;
+    }
+    free(P), free(x), free(ln), free(q), free(k), free(v), free(y), free(o), free(h), free(head);
+    return loss;
+}
+
+static void test_forward_matches_reference(void **state) {
+    (void)state;
+    vit_model *m = tiny_model(TB, 7);
+    float *inp = vb_malloc(sizeof(float) * in_numel(TB)), *tar = vb_malloc(sizeof(float) * out_numel(TB));
+    tu_fill_uniform(inp, in_numel(TB), -1, 1, 11);
+    tu_fill_uniform(tar, out_numel(TB), -1, 1, 12);
+    double *pred = malloc(sizeof(double) * out_numel(TB));
+    double ref_loss = ref_forward(m, inp, tar, TB, pred);
+    float loss = vit_forward(m, inp, tar, TB);
+
+    double worst = 0, scale = 0;
+    for (size_t i = 0; i < out_numel(TB); i++) scale = fmax(scale, fabs(pred[i]));
+    for (size_t i = 0; i < out_numel(TB); i++) worst = fmax(worst, fabs(m->pred[i] - pred[i]) / scale);
+    print_message("pred max err / max|pred| = %.3g (max|pred| %.3g), loss %.7f ref %.7f\n", worst, scale,
+                  (double)loss, ref_loss);
+    assert_true(scale > 0.1); /* the output is not trivially ~0 */
+    assert_true(worst < 1e-4);
+    assert_true(fabs(loss - ref_loss) < 1e-5 * ref_loss);
+
+    /* no target: prediction only, loss 0, same prediction */
+    float *pred1 = vb_malloc(sizeof(float) * out_numel(TB));
+    memcpy(pred1, m->pred, sizeof(float) * out_numel(TB));
+    assert_true(vit_forward(m, inp, NULL, TB) == 0.0f);
+    assert_memory_equal(pred1, m->pred, sizeof(float) * out_numel(TB));
+    vb_free(pred1);
+    free(pred);
+    vb_free(inp), vb_free(tar);
+    vit_destroy(m);
+}
+
+/* ---------------------------------------------------------------------------
+ * gradient checks */
+
+/* The loss in double from the float prediction: finite differences then see
+ * no rounding of the loss itself. */
+static double loss_at(vit_model *m, const float *inp, const float *tar) {
+    vit_forward(m, inp, tar, TB);
+    double total = 0;
+    const size_t n = out_numel(1);
+    for (int b = 0; b < TB; b++) {
+        double dd = 0, tt = 0;
+        for (size_t i = 0; i < n; i++) {
+            double d = (double)m->pred[b * n + i] - tar[b * n + i];
+            dd += d * d;
+            tt += (double)tar[b * n + i] * tar[b * n + i];
+        }
+        total += sqrt(dd) / sqrt(tt);
+    }
+    return total / TB;
+}
+
+static void test_gradcheck_every_tensor(void **state) {
+    (void)state;
+    vit_model *m = tiny_model(TB, 3);
+    float *inp = vb_malloc(sizeof(float) * in_numel(TB)), *tar = vb_malloc(sizeof(float) * out_numel(TB));
+    tu_fill_uniform(inp, in_numel(TB), -1, 1, 21);
+    tu_fill_uniform(tar, out_numel(TB), -1, 1, 22);
+    vit_forward(m, inp, tar, TB);
+    vit_backward(m);
+    float *grads = vb_malloc(sizeof(float) * m->nparams);
+    memcpy(grads, m->grads, sizeof(float) * m->nparams);
+
+    /* Central differences in float: eps 1e-2 on O(0.35) weights keeps the
+     * truncation error (~eps^2) and the forward's rounding noise (~1e-7/eps)
+     * both near 1e-5, well under the gradients (>= 1e-3, the floor), so a
+     * 1% tolerance holds with margin (worst seen 0.3%) and a wrong or missing
+     * gradient term (typically O(1) relative) cannot hide. */
+    const float eps = 1e-2f;
+    const double rtol = 1e-2, floor = 1e-3;
+    vb_rng r;
+    vb_rng_seed(&r, 99);
+    int checked = 0, bad = 0;
+    double worst = 0;
+    for (int ti = 0; ti < m->ntensors; ti++) {
+        const vit_tensor *t = &m->tensors[ti];
+        double tensor_max_grad = 0;
+        for (int s = 0; s < 6; s++) {
+            /* first and last element, then random ones */
+            size_t j = s == 0 ? 0 : s == 1 ? t->numel - 1 : (size_t)(vb_rng_u64(&r) % t->numel);
+            float *w = m->params + t->offset + j;
+            const float w0 = *w;
+            *w = w0 + eps;
+            double lp = loss_at(m, inp, tar);
+            *w = w0 - eps;
+            double lm = loss_at(m, inp, tar);
+            *w = w0;
+            /* the step actually taken in float, not the nominal eps */
+            double numeric = (lp - lm) / ((double)(w0 + eps) - (double)(w0 - eps));
+            double analytic = grads[t->offset + j];
+            double err = fabs(analytic - numeric) / fmax(fmax(fabs(analytic), fabs(numeric)), floor);
+            tensor_max_grad = fmax(tensor_max_grad, fabs(analytic));
+            if (err > worst) worst = err;
+            if (getenv("VB_GRADCHECK_VERBOSE"))
+                print_message("%s[%zu]: analytic %.6g numeric %.6g err %.3g\n", t->name, j, analytic, numeric, err);
+            if (err > rtol) {
+                bad++;
+                print_message("MISMATCH %s[%zu]: analytic %.6g numeric %.6g (rel err %.3g)\n", t->name, j,
+                              analytic, numeric, err);
+            }
+            checked++;
+        }
+        /* every tensor takes part: a gradient that is identically zero would pass vacuously.
+         * Except k's bias: q.(k + b_k) shifts every score of a query row by the same
+         * q.b_k, which softmax ignores, so its true gradient is exactly zero. */
+        if (strstr(t->name, "attn.k.bias")) {
+            if (tensor_max_grad > 1e-5) {
+                bad++;
+                print_message("%s: gradient %g, expected 0 (softmax shift invariance)\n", t->name, tensor_max_grad);
+            }
+        } else if (tensor_max_grad < floor) {
+            bad++;
+            print_message("%s: sampled gradients all below %g\n", t->name, floor);
+        }
+    }
+    print_message("gradcheck: %d params over %d tensors, worst rel err %.3g\n", checked, m->ntensors, worst);
+    assert_int_equal(bad, 0);
+    vb_free(grads);
+    vb_free(inp), vb_free(tar);
+    vit_destroy(m);
+}
+
+/* A second, aggregate check: the derivative along a random direction over
+ * ALL parameters at once equals grad . direction. */
+static void test_gradcheck_directional(void **state) {
+    (void)state;
+    vit_model *m = tiny_model(TB, 5);
+    float *inp = vb_malloc(sizeof(float) * in_numel(TB)), *tar = vb_malloc(sizeof(float) * out_numel(TB));
+    tu_fill_uniform(inp, in_numel(TB), -1, 1, 31);
+    tu_fill_uniform(tar, out_numel(TB), -1, 1, 32);
+    vit_forward(m, inp, tar, TB);
+    vit_backward(m);
+    const size_t n = m->nparams;
+    float *w0 = vb_malloc(sizeof(float) * n), *dir = vb_malloc(sizeof(float) * n);
+    memcpy(w0, m->params, sizeof(float) * n);
+    tu_fill_uniform(dir, n, -1, 1, 33);
+    double directional = 0;
+    for (size_t i = 0; i < n; i++) directional += (double)m->grads[i] * dir[i];
+
+    const float h = 1e-3f;
+    for (size_t i = 0; i < n; i++) m->params[i] = w0[i] + h * dir[i];
+    double lp = loss_at(m, inp, tar);
+    for (size_t i = 0; i < n; i++) m->params[i] = w0[i] - h * dir[i];
+    double lm = loss_at(m, inp, tar);
+    double numeric = (lp - lm) / (2.0 * h);
+    print_message("directional derivative: analytic %.7g numeric %.7g\n", directional, numeric);
+    assert_true(fabs(directional) > 1e-2);
+    assert_true(fabs(directional - numeric) < 5e-3 * fabs(numeric));
+    vb_free(w0), vb_free(dir);
+    vb_free(inp), vb_free(tar);
+    vit_destroy(m);
+}
+
+/* ---------------------------------------------------------------------------
+ * tensor table */
+
+static void test_tensor_table(void **state) {
+    (void)state;
+    vit_model *m = vit_create(&TINY, NULL, 1, vb_ops_cpu(), NULL);
+    const int D = 16, N = 8, L = 2, Cin = 3, Cout = 2, p = 4;
+    assert_int_equal(m->ntok, N);
+    assert_int_equal(m->hd, 8);
+    assert_int_equal(m->ntensors, 3 + 16 * L + 3);
+    /* state_dict numel: stem + per block (2 LN + 4 attn linears + 2 LN + fc1 + fc2) + norm + head */
+    size_t per_block = 2 * D + 4 * (D * D + D) + 2 * D + (4 * D * D + 4 * D) + (4 * D * D + D);
+    size_t want = (size_t)D * Cin * p * p + D + N * D + L * per_block + 2 * D + (size_t)Cout * p * p * D;
+    assert_int_equal(m->nparams, want);
+
+    size_t off = 0;
+    for (int i = 0; i < m->ntensors; i++) {
+        const vit_tensor *t = &m->tensors[i];
+        size_t numel = 1;
+        for (int k = 0; k < t->ndim; k++) numel *= (size_t)t->shape[k];
+        assert_int_equal(t->numel, numel);
+        assert_int_equal(t->offset, off);
+        assert_int_equal(vit_find_tensor(m, t->name), i);
+        off += numel;
+    }
+    assert_int_equal(off, m->nparams);
+
+    static const char *block_names[16] = {
+        "norm1.weight", "norm1.bias", "attn.q.weight", "attn.q.bias", "attn.k.weight", "attn.k.bias",
+        "attn.v.weight", "attn.v.bias", "attn.proj.weight", "attn.proj.bias", "norm2.weight",
+        "norm2.bias", "mlp.fc1.weight", "mlp.fc1.bias", "mlp.fc2.weight", "mlp.fc2.bias"};
+    assert_string_equal(m->tensors[0].name, "patch_embed.proj.weight");
+    assert_int_equal(m->tensors[0].ndim, 4);
+    assert_int_equal(m->tensors[0].shape[0], D);
+    assert_int_equal(m->tensors[0].shape[1], Cin);
+    assert_int_equal(m->tensors[0].shape[2], p);
+    assert_int_equal(m->tensors[0].shape[3], p);
+    assert_string_equal(m->tensors[1].name, "patch_embed.proj.bias");
+    assert_string_equal(m->tensors[2].name, "pos_embed");
+    assert_int_equal(m->tensors[2].ndim, 3);
+    assert_int_equal(m->tensors[2].shape[0], 1);
+    assert_int_equal(m->tensors[2].shape[1], N);
+    assert_int_equal(m->tensors[2].shape[2], D);
+    for (int l = 0; l < L; l++)
+        for (int k = 0; k < 16; k++) {
+            char name[VIT_MAX_NAME];
+            snprintf(name, sizeof name, "blocks.%d.%s", l, block_names[k]);
+            assert_string_equal(m->tensors[3 + 16 * l + k].name, name);
+        }
+    int fc1 = vit_find_tensor(m, "blocks.1.mlp.fc1.weight");
+    assert_int_equal(m->tensors[fc1].shape[0], 4 * D);
+    assert_int_equal(m->tensors[fc1].shape[1], D);
+    int fc2 = vit_find_tensor(m, "blocks.1.mlp.fc2.weight");
+    assert_int_equal(m->tensors[fc2].shape[0], D);
+    assert_int_equal(m->tensors[fc2].shape[1], 4 * D);
+    int e = m->ntensors;
+    assert_string_equal(m->tensors[e - 3].name, "norm.weight");
+    assert_string_equal(m->tensors[e - 2].name, "norm.bias");
+    assert_string_equal(m->tensors[e - 1].name, "head.weight");
+    assert_int_equal(m->tensors[e - 1].shape[0], Cout * p * p);
+    assert_int_equal(m->tensors[e - 1].shape[1], D);
+    assert_int_equal(vit_find_tensor(m, "blocks.2.norm1.weight"), -1);
+
+    /* the per-layer views point at the table's offsets, in params and grads */
+    assert_ptr_equal(m->p.blocks[1].fc1_w, m->params + m->tensors[fc1].offset);
+    assert_ptr_equal(m->g.blocks[1].fc2_w, m->grads + m->tensors[fc2].offset);
+    assert_ptr_equal(m->p.blocks[0].v_b, m->params + m->tensors[vit_find_tensor(m, "blocks.0.attn.v.bias")].offset);
+    assert_ptr_equal(m->p.head_w, m->params + m->tensors[e - 1].offset);
+    assert_ptr_equal(m->g.pos, m->grads + m->tensors[2].offset);
+    assert_ptr_equal(m->p.norm_b, m->params + m->tensors[e - 2].offset);
+    vit_destroy(m);
+}
+
+/* ---------------------------------------------------------------------------
+ * init */
+
+static void test_init_statistics(void **state) {
+    (void)state;
+    vit_model *m = vit_create(&TINY, NULL, 1, vb_ops_cpu(), NULL);
+    vit_init_weights(m, 1234);
+    double s1 = 0, s2 = 0;
+    size_t count = 0;
+    for (int i = 0; i < m->ntensors; i++) {
+        const vit_tensor *t = &m->tensors[i];
+        const float *w = m->params + t->offset;
+        bool is_weight = strstr(t->name, "norm") == NULL &&
+                         (strstr(t->name, ".weight") != NULL || strcmp(t->name, "pos_embed") == 0);
+        bool is_ln_weight = strstr(t->name, "norm") != NULL && strstr(t->name, ".weight") != NULL;
+        if (is_weight) {
+            assert_int_equal(t->init, VIT_INIT_TRUNC_NORMAL);
+            double a = 0, b = 0;
+            for (size_t j = 0; j < t->numel; j++) a += w[j], b += (double)w[j] * w[j];
+            double sd = sqrt(b / t->numel - (a / t->numel) * (a / t->numel));
+            /* >= 128 values per tensor: the sample std is within ~7% one sigma */
+            assert_true(sd > 0.015 && sd < 0.025);
+            s1 += a, s2 += b, count += t->numel;
+        } else if (is_ln_weight) {
+            for (size_t j = 0; j < t->numel; j++) assert_true(w[j] == 1.0f);
+        } else {
+            for (size_t j = 0; j < t->numel; j++) assert_true(w[j] == 0.0f);
+        }
+    }
+    double mean = s1 / count, sd = sqrt(s2 / count - mean * mean);
+    print_message("init: %zu trunc-normal values, mean %.5f std %.5f\n", count, mean, sd);
+    assert_true(sd > 0.019 && sd < 0.021);
+    assert_true(fabs(mean) < 4 * 0.02 / sqrt((double)count));
+
+    /* seeded: same seed same weights, another seed other weights */
+    float *first = vb_malloc(sizeof(float) * m->nparams);
+    memcpy(first, m->params, sizeof(float) * m->nparams);
+    vit_init_weights(m, 1234);
+    assert_memory_equal(first, m->params, sizeof(float) * m->nparams);
+    vit_init_weights(m, 1235);
+    assert_memory_not_equal(first, m->params, sizeof(float) * m->nparams);
+    vb_free(first);
+    vit_destroy(m);
+}
+
+/* ---------------------------------------------------------------------------
+ * backward bookkeeping */
+
+typedef struct {
+    vit_model *m;
+    int calls;
+    int order[256];
+    float *snapshot; /* each tensor's gradient as it was when reported ready */
+} ready_log;
+
+static void on_ready(void *ctx, int index) {
+    ready_log *log = ctx;
+    if (log->calls < 256) log->order[log->calls] = index;
+    log->calls++;
+    const vit_tensor *t = &log->m->tensors[index];
+    memcpy(log->snapshot + t->offset, log->m->grads + t->offset, sizeof(float) * t->numel);
+}
+
+static void test_grad_ready_order_and_zeroing(void **state) {
+    (void)state;
+    vit_model *m = tiny_model(TB, 9);
+    float *inp = vb_malloc(sizeof(float) * in_numel(TB)), *tar = vb_malloc(sizeof(float) * out_numel(TB));
+    tu_fill_uniform(inp, in_numel(TB), -1, 1, 41);
+    tu_fill_uniform(tar, out_numel(TB), -1, 1, 42);
+    ready_log log = {.m = m, .snapshot = vb_malloc(sizeof(float) * m->nparams)};
+    m->grad_ready = on_ready;
+    m->grad_ready_ctx = &log;
+
+    vit_forward(m, inp, tar, TB);
+    vit_backward(m);
+    assert_int_equal(log.calls, m->ntensors);
+    for (int k = 0; k < m->ntensors; k++) assert_int_equal(log.order[k], m->ntensors - 1 - k);
+    /* reported as soon as final: nothing changed any gradient afterwards */
+    assert_memory_equal(log.snapshot, m->grads, sizeof(float) * m->nparams);
+
+    /* backward zeroes first: a second backward gives the same gradients, not double */
+    float *first = vb_malloc(sizeof(float) * m->nparams);
+    memcpy(first, m->grads, sizeof(float) * m->nparams);
+    log.calls = 0;
+    vit_backward(m);
+    assert_int_equal(log.calls, m->ntensors);
+    assert_memory_equal(first, m->grads, sizeof(float) * m->nparams);
+    vb_free(first), vb_free(log.snapshot);
+    vb_free(inp), vb_free(tar);
+    vit_destroy(m);
+}
+
+static void test_forward_deterministic_and_partial_batch(void **state) {
+    (void)state;
+    /* max_batch 3 run with B = 2 must equal a max_batch 2 model: views are per-sample prefixes */
+    vit_model *m3 = tiny_model(3, 17), *m2 = tiny_model(TB, 17);
+    assert_memory_equal(m3->params, m2->params, sizeof(float) * m2->nparams);
+    float *inp = vb_malloc(sizeof(float) * in_numel(TB)), *tar = vb_malloc(sizeof(float) * out_numel(TB));
+    tu_fill_uniform(inp, in_numel(TB), -1, 1, 51);
+    tu_fill_uniform(tar, out_numel(TB), -1, 1, 52);
+    float l1 = vit_forward(m2, inp, tar, TB);
+    float *pred1 = vb_malloc(sizeof(float) * out_numel(TB));
+    memcpy(pred1, m2->pred, sizeof(float) * out_numel(TB));
+    float l2 = vit_forward(m2, inp, tar, TB);
+    assert_true(l1 == l2);
+    assert_memory_equal(pred1, m2->pred, sizeof(float) * out_numel(TB));
+    float l3 = vit_forward(m3, inp, tar, TB);
+    assert_true(l1 == l3);
+    assert_memory_equal(pred1, m3->pred, sizeof(float) * out_numel(TB));
+    /* samples are independent: sample 0 alone gives sample 0's prediction */
+    vit_forward(m3, inp, tar, 1);
+    assert_true(tu_max_rel_err(m3->pred, pred1, out_numel(1), 1e-3) < 1e-5);
+    vb_free(pred1);
+    vb_free(inp), vb_free(tar);
+    vit_destroy(m3), vit_destroy(m2);
+}
+
+static void test_profiled_ops(void **state) {
+    (void)state;
+    vb_profiler *prof = vb_prof_create();
+    vb_prof_set_enabled(prof, true);
+    vit_model *m = vit_create(&TINY, NULL, 1, vb_ops_cpu(), prof);
+    vit_init_weights(m, 1);
+    float *inp = vb_malloc(sizeof(float) * in_numel(1)), *tar = vb_malloc(sizeof(float) * out_numel(1));
+    tu_fill_uniform(inp, in_numel(1), -1, 1, 61);
+    tu_fill_uniform(tar, out_numel(1), -1, 1, 62);
+    vit_forward(m, inp, tar, 1);
+    vit_backward(m);
+    char dir[256], path[300];
+    tu_tmpdir(dir, sizeof dir, "model");
+    snprintf(path, sizeof path, "%s/ops.csv", dir);
+    assert_int_equal(vb_prof_write_csv(prof, path, 0), 0);
+    char *csv = tu_read_file(path);
+    assert_non_null(csv);
+    const char *ops[] = {"matmul_forward", "matmul_backward", "attention_forward", "attention_backward",
+                         "layernorm_forward", "layernorm_backward", "gelu_forward", "gelu_backward",
+                         "patchify", "unpatchify", "rel_l2_loss_forward", "add_pos_embed_backward"};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        char key[64];
+        snprintf(key, sizeof key, ",%s,", ops[i]);
+        if (!strstr(csv, key)) fail_msg("ops.csv has no row for %s", ops[i]);
+    }
+    /* matmul_forward: 1 patch embed + 6 per block x 2 blocks + 1 head = 14 calls */
+    char *row = strstr(csv, ",matmul_forward,compute,");
+    assert_non_null(row);
+    assert_int_equal(atoi(row + strlen(",matmul_forward,compute,")), 14);
+    free(csv);
+    tu_rm_rf(dir);
+    vb_free(inp), vb_free(tar);
+    vit_destroy(m);
+    vb_prof_destroy(prof);
+}
+
+static void test_train_flops(void **state) {
+    (void)state;
+    vit_model *m = vit_create(&TINY, NULL, 1, vb_ops_cpu(), NULL);
+    /* B=2, N=8: GEMM MACs per token = every Linear/conv weight numel
+     * (48*16 + 2*(4*16*16 + 2*64*16) + 16*32 = 7424), attention per block and
+     * sample 2 heads * 2 matmuls * 8*8*8 = 2048 MACs. Forward FLOPs
+     * 2*(2*8*7424 + 2*2*2048) = 253952, training 3x = 761856. */
+    assert_true(fabs(vit_train_flops(m, 2) - 761856.0) < 0.5);
+    assert_true(fabs(vit_train_flops(m, 4) - 2 * 761856.0) < 0.5);
+    vit_destroy(m);
+}
+
+/* ---------------------------------------------------------------------------
+ * bad dims exit 2 with one line naming the value */
+
+static void expect_create_dies(vit_dims d, const vit_parallel *par, int max_batch, const char *needle) {
+    char dir[256], path[300];
+    tu_tmpdir(dir, sizeof dir, "model");
+    snprintf(path, sizeof path, "%s/stderr", dir);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alarm(30);
+        if (!freopen(path, "w", stderr)) _exit(99);
+        vit_model *m = vit_create(&d, par, max_batch, vb_ops_cpu(), NULL);
+        (void)m;
+        _exit(0);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    char *err = tu_read_file(path);
+    assert_non_null(err);
+    print_message("child: %s", err);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 2);
+    if (!strstr(err, needle)) fail_msg("stderr '%s' does not mention '%s'", err, needle);
+    assert_int_equal(tu_count_lines(path), 1);
+    free(err);
+    tu_rm_rf(dir);
+}
+
+static void test_bad_dims_exit_2(void **state) {
+    (void)state;
+    vit_dims d = TINY;
+    d.img_h = 10;
+    expect_create_dies(d, NULL, 1, "patch_size");
+    d = TINY;
+    d.dim = 15;
+    expect_create_dies(d, NULL, 1, "num_heads");
+    d = TINY;
+    d.depth = 0;
+    expect_create_dies(d, NULL, 1, "depth");
+    d = TINY;
+    d.heads = -1;
+    expect_create_dies(d, NULL, 1, "num_heads");
+    expect_create_dies(TINY, NULL, 0, "batch");
+    /* the tutorial's full model at batch 64 needs ~430 GiB: refused, not OOM-killed */
+    vit_dims big = {.img_h = 360, .img_w = 720, .patch = 8, .cin = 20, .cout = 20,
+                    .dim = 384, .depth = 12, .heads = 8, .ln_eps = 1e-6f};
+    expect_create_dies(big, NULL, 64, "GiB");
+    vit_parallel par = {.tp_size = 2, .tp_rank = 0, .cp_size = 1, .cp_rank = 0};
+    expect_create_dies(TINY, &par, 1, "tensor/context parallelism not supported");
+    /* and the good dims with an explicit single-rank layout are fine */
+    par.tp_size = 1;
+    vit_model *m = vit_create(&TINY, &par, 1, vb_ops_cpu(), NULL);
+    assert_int_equal(m->par.tp_size, 1);
+    vit_destroy(m);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tensor_table),
+        cmocka_unit_test(test_init_statistics),
+        cmocka_unit_test(test_bad_dims_exit_2),
+        cmocka_unit_test(test_train_flops),
+        cmocka_unit_test(test_forward_matches_reference),
+        cmocka_unit_test(test_forward_deterministic_and_partial_batch),
+        cmocka_unit_test(test_grad_ready_order_and_zeroing),
+        cmocka_unit_test(test_gradcheck_every_tensor),
+        cmocka_unit_test(test_gradcheck_directional),
+        cmocka_unit_test(test_profiled_ops),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,129 @@
+/* test_optim.c: Adam against a double-precision torch.optim.Adam reference,
+ * and the learning-rate schedules against their closed forms. */
+#include "tests/test_util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/common.h"
+#include "core/optim.h"
+
+/* torch.optim.Adam, weight_decay 0, amsgrad off, in double:
+ *   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
+ *   p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps) */
+static void ref_adam(double *p, double *m, double *v, const float *g, size_t n, double lr, int t) {
+    const double b1 = 0.9, b2 = 0.95, eps = 1e-8;
+    const double bc1 = 1.0 - pow(b1, t), bc2 = 1.0 - pow(b2, t);
+    for (size_t i = 0; i < n; i++) {
+        m[i] = b1 * m[i] + (1.0 - b1) * g[i];
+        v[i] = b2 * v[i] + (1.0 - b2) * (double)g[i] * g[i];
+        p[i] -= lr / bc1 * m[i] / (sqrt(v[i]) / sqrt(bc2) + eps);
+    }
+}
+
+static void test_adam_matches_reference(void **state) {
+    (void)state;
+    const size_t n = 4099; /* not a multiple of any vector width */
+    const vb_ops *ops = vb_ops_cpu();
+    vb_adam a;
+    vb_adam_init(&a, n, ops);
+    assert_true(a.beta1 == 0.9f && a.beta2 == 0.95f && a.eps == 1e-8f);
+    assert_int_equal(a.step, 0);
+    assert_int_equal(a.n, n);
+
+    float *p = ops->alloc(n * sizeof(float)), *g = ops->alloc(n * sizeof(float));
+    double *rp = calloc(n, sizeof(double)), *rm = calloc(n, sizeof(double)), *rv = calloc(n, sizeof(double));
+    float *p0 = malloc(n * sizeof(float));
+    tu_fill_uniform(p, n, -1, 1, 1);
+    memcpy(p0, p, n * sizeof(float));
+    for (size_t i = 0; i < n; i++) rp[i] = p[i];
+    const float lrs[6] = {1e-3f, 5e-4f, 2e-3f, 1e-3f, 1e-4f, 3e-3f};
+    for (int t = 1; t <= 6; t++) {
+        /* gradients of mixed scale, including tiny ones where eps matters */
+        tu_fill_uniform(g, n, -1, 1, 100 + (uint64_t)t);
+        for (size_t i = 0; i < n; i += 7) g[i] *= 1e-6f;
+        vb_adam_step(&a, p, g, lrs[t - 1], NULL);
+        ref_adam(rp, rm, rv, g, n, lrs[t - 1], t);
+        assert_int_equal(a.step, t);
+    }
+    double worst_p = 0, worst_m = 0, worst_v = 0, moved = 0;
+    for (size_t i = 0; i < n; i++) {
+        worst_p = fmax(worst_p, fabs(p[i] - rp[i]));
+        /* m is a signed running mean that can cancel to ~0: compare absolutely (|g| <= 1) */
+        worst_m = fmax(worst_m, fabs(a.m[i] - rm[i]));
+        worst_v = fmax(worst_v, fabs(a.v[i] - rv[i]) / fmax(fabs(rv[i]), 1e-12));
+        moved = fmax(moved, fabs((double)p[i] - p0[i]));
+    }
+    print_message("adam: max |dp| %.3g, max |dm| %.3g, max rel dv %.3g\n", worst_p, worst_m, worst_v);
+    /* float rounding of params near 1 is ~6e-8 per step; a wrong bias correction or
+     * eps placement is off by >= 1e-5 (the 1e-6 gradients make eps matter) */
+    assert_true(worst_p < 1e-6);
+    assert_true(worst_m < 1e-6);
+    assert_true(worst_v < 1e-5);
+
+    /* the update really happened: Adam moves a param by up to ~lr per step */
+    assert_true(moved > 3e-3);
+
+    ops->free(p), ops->free(g);
+    free(rp), free(rm), free(rv), free(p0);
+    vb_adam_free(&a);
+}
+
+static void test_lr_schedules(void **state) {
+    (void)state;
+    const float lr = 5e-4f;
+    /* cosine without warmup == CosineAnnealingLR(T_max = num_iters) */
+    assert_float_equal(vb_lr_at("cosine", lr, 0, 1000, 0), lr, 1e-10);
+    assert_float_equal(vb_lr_at("cosine", lr, 0, 1000, 500), lr / 2, 1e-10);
+    assert_float_equal(vb_lr_at("cosine", lr, 0, 1000, 1000), 0.0, 1e-10);
+    assert_float_equal(vb_lr_at("cosine", lr, 0, 1000, 250), lr * 0.5 * (1 + sqrt(0.5)), 1e-9);
+    assert_float_equal(vb_lr_at("cosine", lr, 0, 1000, 750), lr * 0.5 * (1 - sqrt(0.5)), 1e-9);
+    /* warmup: min((t+1)/w, cosine) */
+    assert_float_equal(vb_lr_at("cosine", lr, 10, 1000, 0), lr * 0.1, 1e-10);
+    assert_float_equal(vb_lr_at("cosine", lr, 10, 1000, 4), lr * 0.5, 1e-10);
+    assert_float_equal(vb_lr_at("cosine", lr, 10, 1000, 9), lr * 0.5 * (1 + cos(M_PI * 9 / 1000)), 1e-10);
+    assert_float_equal(vb_lr_at("cosine", lr, 10, 1000, 500), lr / 2, 1e-10);
+    /* long warmup: the ramp wins early, the cosine late */
+    assert_float_equal(vb_lr_at("cosine", lr, 800, 1000, 99), lr * 100.0 / 800.0, 1e-10);
+    assert_float_equal(vb_lr_at("cosine", lr, 800, 1000, 700), lr * 0.5 * (1 + cos(M_PI * 0.7)), 1e-10);
+    /* constant */
+    for (int t = 0; t < 2000; t += 333) assert_float_equal(vb_lr_at("constant", lr, 10, 1000, t), lr, 0);
+}
+
+static void test_lr_unknown_schedule_exits_2(void **state) {
+    (void)state;
+    char dir[256], path[300];
+    tu_tmpdir(dir, sizeof dir, "optim");
+    snprintf(path, sizeof path, "%s/stderr", dir);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alarm(30);
+        if (!freopen(path, "w", stderr)) _exit(99);
+        vb_lr_at("linear", 1e-3f, 0, 100, 0);
+        _exit(0);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 2);
+    char *err = tu_read_file(path);
+    assert_non_null(err);
+    assert_non_null(strstr(err, "'linear'"));
+    assert_int_equal(tu_count_lines(path), 1);
+    free(err);
+    tu_rm_rf(dir);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_lr_unknown_schedule_exits_2),
+        cmocka_unit_test(test_lr_schedules),
+        cmocka_unit_test(test_adam_matches_reference),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
