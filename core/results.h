@@ -9,7 +9,7 @@
  *                       max_samples_per_s,ntrials,<key config columns>
  *   benchy_output.json  benchy's JSON: {"nranks":N,"IO":{"rates":[[..]],"avg_iter_throughput":[..],
  *                       "trial_throughput":[..],"trial_time":[..]},"SYNTHETIC":{..},"FULL":{..}}
- *   iterations.csv      trial,step,rank,seconds,data_wait_s
+ *   iterations.csv      trial,trial_type,trial_index,warmup,step,rank,seconds,data_wait_s
  *   ops.csv             (profile.h)
  *   train_log.csv       step,epoch,loss,lr,seconds          (train runs)
  *   validation.csv      epoch,step,val_loss,rmse_u10m,seconds (train runs)

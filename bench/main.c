@@ -1,0 +1,181 @@
+/* main.c: the vitbench command line.
+ *
+ *   vitbench run      benchy's IO / SYNTHETIC / FULL trials (= train --enable_benchy)
+ *   vitbench train    the tutorial's training loop with per-epoch validation
+ *   vitbench datagen  a synthetic ERA5-like dataset in the tutorial's layout
+ *   vitbench help | version
+ *
+ * Bad input of any kind exits 2 with one line naming the flag / key / file.
+ */
+#include <cblas.h>
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <hdf5.h>
+#include <yaml.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/train_loop.h"
+#include "bench/trainer.h"
+#include "bench/trials.h"
+#include "core/comm.h"
+#include "core/common.h"
+#include "core/data.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: vitbench <command> [options]\n"
+            "\n"
+            "commands:\n"
+            "  run        benchmark like benchy: IO, SYNTHETIC and FULL trials; writes trials.csv,\n"
+            "             iterations.csv, summary.csv, ops.csv, benchy_output.json, run.json\n"
+            "  train      train (num_iters steps, validation every epoch); writes train_log.csv,\n"
+            "             validation.csv, checkpoint.h5, run.json. --enable_benchy behaves as run\n"
+            "  datagen    write a synthetic dataset: --output_dir DIR [--years N] [--valid_years N]\n"
+            "             [--samples_per_year T] [--channels C] [--img_size H,W] [--seed S]\n"
+            "  help       this text\n"
+            "  version    build and library versions\n"
+            "\n"
+            "run / train options (any key of the config file, as --key value or --key=value):\n"
+            "  --yaml_config FILE      named configs (default scenarios/vit.yaml)\n"
+            "  --config NAME           base, short, tiny, small (default base)\n"
+            "  --train_data_path DIR --valid_data_path DIR\n"
+            "  --global_means_path FILE --global_stds_path FILE\n"
+            "  --global_batch_size N | --local_batch_size N   --num_iters N   --lr X\n"
+            "  --num_data_workers N    --limit_nsamples N   --shuffle true|false   --seed N\n"
+            "  --init_checkpoint FILE  start from a checkpoint.h5\n"
+            "  --output_dir DIR        where run directories go (default results)\n"
+            "  --run_name NAME         run directory name (default <config>_<time>; never overwritten)\n"
+            "  --benchy_config FILE    benchy's YAML (default $BENCHY_CONFIG_FILE, else benchy's defaults)\n"
+            "  --enable_benchy         train: run benchy's trials instead\n"
+            "\n"
+            "Run under mpirun for several ranks; a plain ./vitbench runs as one rank.\n");
+}
+
+static void print_version(void) {
+    unsigned maj = 0, min = 0, rel = 0;
+    VB_H5(H5get_libversion(&maj, &min, &rel));
+    char mpi[256];
+    vb_mpi_version(mpi, sizeof mpi); /* MPI_Get_library_version needs no MPI_Init */
+    printf("vitbench %s\n", VB_GIT_COMMIT);
+    printf("backends: cpu\n");
+    printf("hdf5 %u.%u.%u\n", maj, min, rel);
+    printf("openblas %s\n", openblas_get_config());
+    printf("mpi %s\n", mpi);
+    printf("libyaml %s\n", yaml_get_version_string());
+    printf("cjson %s\n", cJSON_Version());
+}
+
+/* ---- datagen ---- */
+
+static long parse_int_flag(const char *flag, const char *v, long lo, long hi) {
+    if (!v) vb_die_input("flag %s: missing value", flag);
+    char *end = NULL;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || end == v || *end != '\0') vb_die_input("flag %s: '%s' is not an integer", flag, v);
+    if (x < lo || x > hi) vb_die_input("flag %s: %ld is out of range [%ld, %ld]", flag, x, lo, hi);
+    return x;
+}
+
+static int cmd_datagen(int argc, char **argv) {
+    vb_datagen_opts o = {
+        .output_dir = NULL,
+        .years = 2,
+        .valid_years = 1,
+        .samples_per_year = 64,
+        .channels = 20,
+        .img_h = 96,
+        .img_w = 192,
+        .seed = 0,
+    };
+    for (int i = 2; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            usage(stdout);
+            return 0;
+        }
+        if (strncmp(arg, "--", 2) != 0) vb_die_input("datagen: unexpected argument '%s'", arg);
+        /* --flag value or --flag=value */
+        char flag[64];
+        const char *eq = strchr(arg, '=');
+        size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
+        if (len >= sizeof flag) vb_die_input("datagen: unknown flag %.60s", arg);
+        memcpy(flag, arg, len);
+        flag[len] = '\0';
+        const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+        if (strcmp(flag, "--output_dir") == 0) {
+            if (!v || !*v) vb_die_input("flag --output_dir: missing value");
+            o.output_dir = v;
+        } else if (strcmp(flag, "--years") == 0) {
+            o.years = (int)parse_int_flag(flag, v, 1, 1000);
+        } else if (strcmp(flag, "--valid_years") == 0) {
+            o.valid_years = (int)parse_int_flag(flag, v, 1, 1000);
+        } else if (strcmp(flag, "--samples_per_year") == 0) {
+            o.samples_per_year = (int)parse_int_flag(flag, v, 2, 1 << 20);
+        } else if (strcmp(flag, "--channels") == 0) {
+            o.channels = (int)parse_int_flag(flag, v, 1, 1024);
+        } else if (strcmp(flag, "--seed") == 0) {
+            o.seed = (uint64_t)parse_int_flag(flag, v, 0, LONG_MAX);
+        } else if (strcmp(flag, "--img_size") == 0) {
+            if (!v) vb_die_input("flag --img_size: missing value");
+            int h = 0, w = 0, used = 0;
+            if (sscanf(v, "%d,%d%n", &h, &w, &used) != 2 || v[used] != '\0' || h < 1 || w < 1 || h > 65536 ||
+                w > 65536)
+                vb_die_input("flag --img_size: '%s' is not H,W with positive integers", v);
+            o.img_h = h;
+            o.img_w = w;
+        } else {
+            vb_die_input("datagen: unknown flag %s", flag);
+        }
+    }
+    if (!o.output_dir) vb_die_input("datagen: missing required flag --output_dir");
+    vb_datagen(&o);
+    vb_log("vitbench: wrote dataset %s (train %d x %d samples, valid %d x %d, %d channels, %dx%d)", o.output_dir,
+           o.years, o.samples_per_year, o.valid_years, o.samples_per_year, o.channels, o.img_h, o.img_w);
+    return 0;
+}
+
+/* ---- run / train ---- */
+
+static int cmd_run_or_train(int argc, char **argv, vb_run_mode mode) {
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return 0;
+        }
+    }
+    vb_comm world;
+    vb_world_init(&argc, &argv, &world);
+    vb_run run;
+    vb_run_setup(&run, mode, argc, argv, 2, &world);
+    bool train = mode == VB_MODE_TRAIN;
+    if (run.benchy) {
+        vb_trials_run(&run);
+        /* benchy hands the loader back to the training loop unless it exits */
+        train = train && !run.bcfg.exit_after_tests;
+    }
+    if (train) vb_train_loop(&run);
+    vb_run_finish(&run);
+    vb_world_finalize();
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) vb_die_input("missing command (run, train, datagen, help, version; see vitbench help)");
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+        print_version();
+        return 0;
+    }
+    if (strcmp(cmd, "datagen") == 0) return cmd_datagen(argc, argv);
+    if (strcmp(cmd, "run") == 0) return cmd_run_or_train(argc, argv, VB_MODE_RUN);
+    if (strcmp(cmd, "train") == 0) return cmd_run_or_train(argc, argv, VB_MODE_TRAIN);
+    vb_die_input("unknown command '%s' (commands: run, train, datagen, help, version)", cmd);
+}

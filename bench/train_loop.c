@@ -1,0 +1,179 @@
+/* train_loop.c: the `train` subcommand (train_loop.h). */
+#include "bench/train_loop.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/checkpoint.h"
+#include "core/results.h"
+
+typedef struct {
+    int step;       /* updates done including this one (train.py's iters) */
+    int epoch;      /* 1-based, as train.py logs it */
+    float loss;     /* forward loss of this step, before its update (mean over ranks) */
+    float lr;       /* lr this update used */
+    double seconds; /* data fetch + step */
+} train_row;
+
+typedef struct {
+    int epoch, step;
+    double val_loss, rmse_u10m, seconds;
+} valid_row;
+
+typedef struct {
+    const train_row *rows;
+    int nrows;
+    const valid_row *vrows;
+    int nvrows;
+} train_logs;
+
+static void write_train_log(FILE *f, void *ctx) {
+    const train_logs *l = ctx;
+    fprintf(f, "step,epoch,loss,lr,seconds\n");
+    for (int i = 0; i < l->nrows; i++) {
+        const train_row *t = &l->rows[i];
+        fprintf(f, "%d,%d,%.9g,%.9g,%.9g\n", t->step, t->epoch, (double)t->loss, (double)t->lr, t->seconds);
+    }
+}
+
+static void write_validation(FILE *f, void *ctx) {
+    const train_logs *l = ctx;
+    fprintf(f, "epoch,step,val_loss,rmse_u10m,seconds\n");
+    for (int i = 0; i < l->nvrows; i++) {
+        const valid_row *v = &l->vrows[i];
+        fprintf(f, "%d,%d,%.9g,%.9g,%.9g\n", v->epoch, v->step, v->val_loss, v->rmse_u10m, v->seconds);
+    }
+}
+
+static void write_logs(const vb_run *r, train_logs *l) {
+    if (r->world.rank != 0) return;
+    char path[VB_PATH_MAX];
+    vb_run_path(r, path, sizeof path, "train_log.csv");
+    if (vb_atomic_write(path, write_train_log, l) != 0) vb_warn("could not write %s", path);
+    vb_run_path(r, path, sizeof path, "validation.csv");
+    if (vb_atomic_write(path, write_validation, l) != 0) vb_warn("could not write %s", path);
+}
+
+/* Whole valid split, no shuffle: mean loss over batches and the mean over
+ * samples of channel 0's latitude-weighted RMSE (train.py's "RMSE(u10m)"). */
+static void validate(vb_run *r, double *rmse_host, double *val_loss, double *rmse0) {
+    const vb_config *c = &r->cfg;
+    vb_loader *vl = r->valid_loader;
+    int steps = vb_loader_steps_per_epoch(vl);
+    vb_loader_reset(vl, 0);
+    memset(rmse_host, 0, (size_t)c->n_out_channels * sizeof(double));
+    double sums[3] = {0, 0, 0}; /* loss sum, batches, samples */
+    VB_NVTX_PUSH("validation");
+    for (int i = 0; i < steps; i++) {
+        const vb_batch *b = vb_loader_next(vl);
+        vb_run_copy_batch(r, b);
+        float loss = vit_forward(r->model, r->inp_dev, r->tar_dev, b->B);
+        r->ops->weighted_rmse_accumulate(rmse_host, r->model->pred, r->tar_dev, b->B, c->n_out_channels,
+                                         c->img_size[0], c->img_size[1]);
+        sums[0] += loss;
+        sums[1] += 1;
+        sums[2] += b->B;
+        vb_loader_release(vl, b);
+    }
+    VB_NVTX_POP();
+    if (r->ranks > 1) {
+        vb_allreduce_sum_f64(&r->world, sums, 3);
+        vb_allreduce_sum_f64(&r->world, rmse_host, (size_t)c->n_out_channels);
+    }
+    *val_loss = sums[1] > 0 ? sums[0] / sums[1] : NAN;
+    *rmse0 = sums[2] > 0 ? rmse_host[0] / sums[2] : NAN;
+}
+
+int vb_train_loop(vb_run *r) {
+    const vb_config *c = &r->cfg;
+    vb_loader *tl = r->train_loader;
+    const int spe = vb_loader_steps_per_epoch(tl);
+    int total = c->num_iters;
+    if (c->num_epochs > 0 && (long long)c->num_epochs * spe < total) total = c->num_epochs * spe;
+    const int nepochs = total > 0 ? (total + spe - 1) / spe : 0;
+
+    /* all log rows up front: the loop itself allocates nothing */
+    train_row *rows = calloc((size_t)(total > 0 ? total : 1), sizeof *rows);
+    valid_row *vrows = calloc((size_t)(nepochs > 0 ? nepochs : 1), sizeof *vrows);
+    double *rmse_host = calloc((size_t)c->n_out_channels, sizeof *rmse_host);
+    if (!rows || !vrows || !rmse_host) vb_die_internal("out of memory for %d training log rows", total);
+    train_logs logs = {rows, 0, vrows, 0};
+
+    vb_log("Starting Training Loop...");
+    vb_prof_set_enabled(r->prof, false);
+    int done = 0;
+    const double t_train = vb_now();
+    for (int epoch = 0; epoch < nepochs; epoch++) {
+        vb_loader_reset(tl, epoch);
+        r->ops->synchronize();
+        const double start = vb_now();
+        int steps = total - done < spe ? total - done : spe;
+        double loss_sum = 0;
+        for (int i = 0; i < steps; i++) {
+            if (vb_run_interrupted()) {
+                write_logs(r, &logs); /* the steps done so far, without this epoch's validation */
+                vb_run_exit_interrupted(r);
+            }
+            double ts = vb_now();
+            const vb_batch *b = vb_loader_next(tl);
+            float lr = 0;
+            float loss = vb_train_step(r, b, &lr);
+            vb_loader_release(tl, b);
+            if (r->ranks > 1) {
+                double l = loss;
+                vb_allreduce_sum_f64(&r->world, &l, 1);
+                loss = (float)(l / r->ranks);
+            }
+            r->ops->synchronize();
+            train_row *row = &rows[done];
+            row->step = done + 1;
+            row->epoch = epoch + 1;
+            row->loss = loss;
+            row->lr = lr;
+            row->seconds = vb_now() - ts;
+            loss_sum += loss;
+            done++;
+            logs.nrows = done;
+            if (!isfinite(loss)) {
+                write_logs(r, &logs);
+                vb_die_internal("training loss is %f at step %d (epoch %d); train_log.csv has the steps so far",
+                                (double)loss, done, epoch + 1);
+            }
+        }
+        r->ops->synchronize();
+        const double end = vb_now();
+        char t_str[64], rate_str[64];
+        vb_pyfloat(t_str, sizeof t_str, end - start);
+        vb_pyfloat(rate_str, sizeof rate_str, (double)steps * r->global_batch / (end - start));
+        vb_log("Time taken for epoch %d is %s sec, avg %s samples/sec", epoch + 1, t_str, rate_str);
+        vb_log("  Avg train loss=%f", loss_sum / steps);
+
+        const double val_start = vb_now();
+        double val_loss = 0, rmse0 = 0;
+        validate(r, rmse_host, &val_loss, &rmse0);
+        const double val_end = vb_now();
+        vb_log("  Avg val loss=%f", val_loss);
+        vb_log("  RMSE(u10m)=%f", rmse0);
+        vb_pyfloat(t_str, sizeof t_str, val_end - val_start);
+        vb_log("  Total validation time: %s sec", t_str);
+        vrows[epoch] = (valid_row){epoch + 1, done, val_loss, rmse0, val_end - val_start};
+        logs.nvrows = epoch + 1;
+        write_logs(r, &logs);
+    }
+    if (nepochs == 0) write_logs(r, &logs); /* num_iters 0: the headers still say what the files are */
+    char t_str[64];
+    vb_pyfloat(t_str, sizeof t_str, vb_now() - t_train);
+    vb_log("Trained %d steps in %d epochs in %s sec", done, nepochs, t_str);
+
+    if (c->save_checkpoint && r->world.rank == 0) {
+        char path[VB_PATH_MAX];
+        vb_run_path(r, path, sizeof path, "checkpoint.h5");
+        vb_checkpoint_save(path, r->model, &r->opt);
+        vb_log("Saved checkpoint %s", path);
+    }
+    free(rows);
+    free(vrows);
+    free(rmse_host);
+    return 0;
+}

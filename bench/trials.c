@@ -1,0 +1,390 @@
+/* trials.c: benchy's trial runner (trials.h). */
+#include "bench/trials.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/results.h"
+
+enum { TRIAL_IO = 0, TRIAL_SYNTHETIC, TRIAL_FULL, TRIAL_NTYPES };
+static const char *const k_type_name[TRIAL_NTYPES] = {"IO", "SYNTHETIC", "FULL"};
+
+typedef struct {
+    char label[48];       /* benchy's: IO_WARMUP_0, IO_0, ... */
+    int type;
+    int index;            /* among the warm-ups or among the timed trials */
+    bool warmup;
+    int nbatches;
+    size_t first_iter;    /* its rows in iters[] */
+    bool done;
+    double seconds;       /* trial_time: first timing point to last */
+    double trial_rate;    /* nbatches * batch * ranks / seconds */
+    double avg_iter_rate; /* mean of the per-iteration rates */
+} trial_rec;
+
+typedef struct {
+    double seconds;
+    double data_wait;
+} iter_rec;
+
+typedef struct {
+    vb_run *r;
+    const vb_benchy_config *b;
+    trial_rec *trials;    /* every trial of the run, in run order */
+    int ntrials;
+    iter_rec *iters;      /* preallocated: no allocation per step */
+    size_t niters;
+    bool tty;
+    bool profile_here;    /* this rank's profiler runs in timed SYNTHETIC/FULL trials */
+    int epoch;            /* next loader epoch; every trial starts a fresh one */
+    char json_path[VB_PATH_MAX];
+} bench_state;
+
+static const vb_benchy_trial_cfg *type_cfg(const vb_benchy_config *b, int type) {
+    return type == TRIAL_IO ? &b->io : type == TRIAL_SYNTHETIC ? &b->synthetic : &b->full;
+}
+
+/* benchy's timing point: device sync (a no-op on CPU), optionally a barrier */
+static void sync_point(bench_state *s) {
+    s->r->ops->synchronize();
+    if (s->b->use_distributed_barrier) vb_barrier(&s->r->world);
+}
+
+static double samples_per_iter(const vb_run *r) { return (double)r->local_batch * (double)r->ranks; }
+
+/* ---- result files ---- */
+
+static void write_trials_csv(FILE *f, void *ctx) {
+    bench_state *s = ctx;
+    const vb_run *r = s->r;
+    fprintf(f, "run_id,trial_type,trial_index,warmup,nbatches,global_batch,ranks,rank,seconds,samples_per_s\n");
+    for (int i = 0; i < s->ntrials; i++) {
+        const trial_rec *t = &s->trials[i];
+        if (!t->done) continue;
+        vb_csv_field(f, r->run_id);
+        fprintf(f, ",%s,%d,%d,%d,%d,%d,%d,%.9g,%.9g\n", k_type_name[t->type], t->index, t->warmup ? 1 : 0,
+                t->nbatches, r->local_batch * r->ranks, r->ranks, r->world.rank, t->seconds, t->trial_rate);
+    }
+}
+
+static void write_iterations_csv(FILE *f, void *ctx) {
+    bench_state *s = ctx;
+    fprintf(f, "trial,trial_type,trial_index,warmup,step,rank,seconds,data_wait_s\n");
+    for (int i = 0; i < s->ntrials; i++) {
+        const trial_rec *t = &s->trials[i];
+        if (!t->done) continue;
+        for (int k = 0; k < t->nbatches; k++) {
+            const iter_rec *it = &s->iters[t->first_iter + (size_t)k];
+            fprintf(f, "%s,%s,%d,%d,%d,%d,%.9g,%.9g\n", t->label, k_type_name[t->type], t->index,
+                    t->warmup ? 1 : 0, k, s->r->world.rank, it->seconds, it->data_wait);
+        }
+    }
+}
+
+typedef struct {
+    int n;
+    double mean, std, min, max;
+} type_stats;
+
+/* mean and population std (np.std) of the finished timed trials of a type */
+static type_stats stats_of(const bench_state *s, int type) {
+    type_stats st = {0, 0, 0, 0, 0};
+    for (int i = 0; i < s->ntrials; i++) {
+        const trial_rec *t = &s->trials[i];
+        if (t->type != type || t->warmup || !t->done) continue;
+        if (st.n == 0 || t->trial_rate < st.min) st.min = t->trial_rate;
+        if (st.n == 0 || t->trial_rate > st.max) st.max = t->trial_rate;
+        st.mean += t->trial_rate;
+        st.n++;
+    }
+    if (st.n == 0) return st;
+    st.mean /= st.n;
+    double var = 0;
+    for (int i = 0; i < s->ntrials; i++) {
+        const trial_rec *t = &s->trials[i];
+        if (t->type != type || t->warmup || !t->done) continue;
+        var += (t->trial_rate - st.mean) * (t->trial_rate - st.mean);
+    }
+    st.std = sqrt(var / st.n);
+    return st;
+}
+
+static void write_summary_csv(FILE *f, void *ctx) {
+    bench_state *s = ctx;
+    const vb_run *r = s->r;
+    const vb_config *c = &r->cfg;
+    fprintf(f, "trial_type,mean_samples_per_s,std_samples_per_s,min_samples_per_s,max_samples_per_s,ntrials,"
+               "config,backend,ranks,global_batch_size,local_batch_size,embed_dim,depth,num_heads,patch_size,"
+               "img_h,img_w,n_in_channels,n_out_channels,num_data_workers,amp_mode\n");
+    for (int type = 0; type < TRIAL_NTYPES; type++) {
+        type_stats st = stats_of(s, type);
+        if (st.n == 0) continue;
+        fprintf(f, "%s,%.9g,%.9g,%.9g,%.9g,%d,", k_type_name[type], st.mean, st.std, st.min, st.max, st.n);
+        vb_csv_field(f, c->config);
+        fprintf(f, ",%s,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,", r->ops->name, r->ranks, r->local_batch * r->ranks,
+                r->local_batch, c->embed_dim, c->depth, c->num_heads, c->patch_size, c->img_size[0], c->img_size[1],
+                c->n_in_channels, c->n_out_channels, c->num_data_workers);
+        vb_csv_field(f, c->amp_mode);
+        fputc('\n', f);
+    }
+}
+
+static void write_text(FILE *f, void *ctx) { fputs((const char *)ctx, f); }
+
+/* benchy's results dict: {"nranks": N, "<TYPE>": {"rates": [[...] per trial],
+ * "avg_iter_throughput": [...], "trial_throughput": [...], "trial_time": [...]}},
+ * timed trials only, a type present once one of its timed trials finished. */
+static void write_benchy_json(bench_state *s) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddNumberToObject(root, "nranks", s->r->ranks);
+    for (int type = 0; type < TRIAL_NTYPES; type++) {
+        cJSON *obj = NULL, *rates = NULL, *avg = NULL, *tput = NULL, *ttime = NULL;
+        for (int i = 0; i < s->ntrials; i++) {
+            const trial_rec *t = &s->trials[i];
+            if (t->type != type || t->warmup || !t->done) continue;
+            if (!obj) {
+                obj = cJSON_AddObjectToObject(root, k_type_name[type]);
+                rates = cJSON_AddArrayToObject(obj, "rates");
+                avg = cJSON_AddArrayToObject(obj, "avg_iter_throughput");
+                tput = cJSON_AddArrayToObject(obj, "trial_throughput");
+                ttime = cJSON_AddArrayToObject(obj, "trial_time");
+            }
+            cJSON *tr = cJSON_CreateArray();
+            for (int k = 0; k < t->nbatches; k++) {
+                double sec = s->iters[t->first_iter + (size_t)k].seconds;
+                cJSON_AddItemToArray(tr, cJSON_CreateNumber(samples_per_iter(s->r) / sec));
+            }
+            cJSON_AddItemToArray(rates, tr);
+            cJSON_AddItemToArray(avg, cJSON_CreateNumber(t->avg_iter_rate));
+            cJSON_AddItemToArray(tput, cJSON_CreateNumber(t->trial_rate));
+            cJSON_AddItemToArray(ttime, cJSON_CreateNumber(t->seconds));
+        }
+    }
+    char *text = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    if (!text) vb_die_internal("cannot serialise benchy output");
+    size_t len = strlen(text);
+    char *withnl = malloc(len + 2);
+    if (!withnl) vb_die_internal("out of memory");
+    memcpy(withnl, text, len);
+    memcpy(withnl + len, "\n", 2);
+    cJSON_free(text);
+    if (vb_atomic_write(s->json_path, write_text, withnl) != 0) vb_warn("could not write %s", s->json_path);
+    free(withnl);
+}
+
+static void write_results(bench_state *s) {
+    const vb_run *r = s->r;
+    if (r->world.rank != 0) return;
+    /* trials.csv goes last: a reader (or a run killed between two writes)
+     * that sees trial N there finds it in every other file too */
+    char path[VB_PATH_MAX];
+    vb_run_path(r, path, sizeof path, "iterations.csv");
+    if (vb_atomic_write(path, write_iterations_csv, s) != 0) vb_warn("could not write %s", path);
+    vb_run_path(r, path, sizeof path, "summary.csv");
+    if (vb_atomic_write(path, write_summary_csv, s) != 0) vb_warn("could not write %s", path);
+    vb_run_path(r, path, sizeof path, "ops.csv");
+    if (vb_prof_write_csv(r->prof, path, r->world.rank) != 0) vb_warn("could not write %s", path);
+    write_benchy_json(s);
+    vb_run_path(r, path, sizeof path, "trials.csv");
+    if (vb_atomic_write(path, write_trials_csv, s) != 0) vb_warn("could not write %s", path);
+}
+
+/* ---- output lines ---- */
+
+static void progress_bar(const trial_rec *t, int done, double rate) {
+    const int width = 30;
+    int fill = t->nbatches > 0 ? done * width / t->nbatches : width;
+    char bar[64];
+    for (int i = 0; i < width; i++) bar[i] = i < fill ? '#' : '.';
+    bar[width] = '\0';
+    printf("\rBENCHY::%s [%s] %d/%d  %.3f samples/s\033[K", t->label, bar, done, t->nbatches, rate);
+    fflush(stdout);
+}
+
+static void print_rate_line(const char *label, const char *what, double x) {
+    char num[64];
+    vb_pyfloat(num, sizeof num, x);
+    printf("BENCHY::%s::%s: %s\n", label, what, num);
+}
+
+/* ---- one trial ---- */
+
+static void run_trial(bench_state *s, trial_rec *t) {
+    vb_run *r = s->r;
+    vb_loader *loader = r->train_loader;
+    bool rank0 = r->world.rank == 0;
+    char nvtx[80];
+    vb_snprintf(nvtx, sizeof nvtx, "BENCHY::%s", t->label);
+    VB_NVTX_PUSH(nvtx);
+
+    /* a fresh loader iterator per trial, as benchy calls iter(loader) per trial */
+    vb_loader_reset(loader, s->epoch++);
+    int data_id = VB_OP_ID(r->prof, "data_wait", VB_CAT_IO);
+    const vb_batch *cached = NULL;
+    if (t->type == TRIAL_SYNTHETIC) {
+        /* benchy hands out the first batch before its clock starts; the
+         * training step on it is therefore untimed (and unprofiled) too */
+        cached = vb_loader_next(loader);
+        vb_train_step(r, cached, NULL);
+    }
+    /* ops.csv covers exactly the timed steps, so shares add up to <= 1 */
+    bool profiled = s->profile_here && !t->warmup && t->type != TRIAL_IO;
+    vb_prof_set_enabled(r->prof, profiled);
+
+    const double per_iter = samples_per_iter(r);
+    int report = s->b->report_freq;
+    double rate_sum = 0;
+    sync_point(s);
+    double t0 = vb_now();
+    const double t_start = t0;
+    for (int k = 0; k < t->nbatches; k++) {
+        if (vb_run_interrupted()) {
+            /* the unfinished trial is dropped; every finished one is on disk */
+            if (rank0 && s->tty) printf("\n");
+            if (cached) vb_loader_release(loader, cached);
+            vb_prof_set_enabled(r->prof, false);
+            vb_run_exit_interrupted(r);
+        }
+        iter_rec *it = &s->iters[t->first_iter + (size_t)k];
+        const vb_batch *batch = cached;
+        it->data_wait = 0;
+        if (!cached) {
+            char nv[48];
+            vb_snprintf(nv, sizeof nv, "data %d", k);
+            VB_NVTX_PUSH(nv);
+            double tp = vb_prof_begin(r->prof, data_id);
+            double tw = vb_now();
+            batch = vb_loader_next(loader);
+            it->data_wait = vb_now() - tw;
+            vb_prof_end(r->prof, data_id, tp, 0);
+            VB_NVTX_POP();
+        }
+        if (t->type != TRIAL_IO) vb_train_step(r, batch, NULL);
+        if (!cached) vb_loader_release(loader, batch);
+
+        sync_point(s);
+        double t1 = vb_now();
+        it->seconds = t1 - t0;
+        t0 = t1;
+        if (profiled) vb_prof_add_step_time(r->prof, it->seconds);
+        double rate = per_iter / it->seconds;
+        rate_sum += rate;
+        if (rank0) {
+            if (s->tty)
+                progress_bar(t, k + 1, rate);
+            else if (report > 0 && (k + 1) % report == 0)
+                print_rate_line(t->label, "Iteration Throughput", rate);
+        }
+    }
+    if (cached) vb_loader_release(loader, cached);
+    vb_prof_set_enabled(r->prof, false);
+
+    t->seconds = t0 - t_start;
+    t->avg_iter_rate = rate_sum / t->nbatches;
+    t->trial_rate = (double)t->nbatches * per_iter / t->seconds;
+    t->done = true;
+    if (rank0) {
+        if (s->tty) printf("\n");
+        print_rate_line(t->label, "Average Iteration Throughput", t->avg_iter_rate);
+        print_rate_line(t->label, "Trial Throughput", t->trial_rate);
+        fflush(stdout);
+    }
+    VB_NVTX_POP();
+}
+
+int vb_trials_run(vb_run *r) {
+    const vb_benchy_config *b = &r->bcfg;
+    bench_state s = {.r = r, .b = b};
+    bool rank0 = r->world.rank == 0;
+    s.tty = rank0 && isatty(STDOUT_FILENO);
+
+    if (r->benchy_file[0])
+        vb_log("BENCHY::INFO::Message: Using benchy configuration file %s.", r->benchy_file);
+    else
+        vb_log("BENCHY::INFO::Message: Using default benchy configuration.");
+    /* benchy's profiler_mode picks which ranks profile: here, the per-op timers */
+    if (strcmp(b->profiler_mode, "single") == 0) {
+        vb_log("BENCHY::INFO::Message: Profiling mode single. Starting profiler on rank 0 only.");
+        s.profile_here = rank0;
+    } else if (strcmp(b->profiler_mode, "all") == 0) {
+        vb_log("BENCHY::INFO::Message: Profiling mode all. Starting profiler on all ranks.");
+        s.profile_here = true;
+    }
+
+    /* where benchy's JSON goes: its output_dir, else the run directory */
+    const char *fname = b->output_filename[0] ? b->output_filename : "benchy_output.json";
+    if (b->output_dir[0]) {
+        if (rank0 && vb_mkdir_p(b->output_dir) != 0)
+            vb_die_input("benchy output_dir %s: cannot create directory (%s)", b->output_dir, strerror(errno));
+        vb_snprintf(s.json_path, sizeof s.json_path, "%s/%s", b->output_dir, fname);
+    } else {
+        vb_run_path(r, s.json_path, sizeof s.json_path, fname);
+    }
+
+    /* lay out every trial and its iteration rows up front */
+    int spe = vb_loader_steps_per_epoch(r->train_loader);
+    int nb[TRIAL_NTYPES];
+    size_t total_iters = 0;
+    for (int type = 0; type < TRIAL_NTYPES; type++) {
+        const vb_benchy_trial_cfg *tc = type_cfg(b, type);
+        nb[type] = 0;
+        if (!tc->run_benchmark) continue;
+        /* benchy: nbatches = len(loader) if not nbatches else min(len(loader), nbatches) */
+        nb[type] = tc->nbatches > 0 && tc->nbatches < spe ? tc->nbatches : spe;
+        if (tc->nbatches > spe)
+            vb_warn("benchy %s nbatches %d is more than one epoch (%d batches of %d); trials use %d batches, as benchy does",
+                    k_type_name[type], tc->nbatches, spe, r->local_batch, spe);
+        s.ntrials += tc->nwarmup + tc->ntrials;
+        total_iters += (size_t)(tc->nwarmup + tc->ntrials) * (size_t)nb[type];
+    }
+    s.trials = calloc((size_t)(s.ntrials > 0 ? s.ntrials : 1), sizeof *s.trials);
+    s.iters = calloc(total_iters > 0 ? total_iters : 1, sizeof *s.iters);
+    if (!s.trials || !s.iters) vb_die_internal("out of memory for %zu iteration records", total_iters);
+    s.niters = total_iters;
+    int ti = 0;
+    size_t first = 0;
+    for (int type = 0; type < TRIAL_NTYPES; type++) {
+        const vb_benchy_trial_cfg *tc = type_cfg(b, type);
+        if (!tc->run_benchmark) continue;
+        for (int n = 0; n < tc->nwarmup + tc->ntrials; n++) {
+            trial_rec *t = &s.trials[ti++];
+            t->type = type;
+            t->warmup = n < tc->nwarmup;
+            t->index = t->warmup ? n : n - tc->nwarmup;
+            if (t->warmup)
+                vb_snprintf(t->label, sizeof t->label, "%s_WARMUP_%d", k_type_name[type], t->index);
+            else
+                vb_snprintf(t->label, sizeof t->label, "%s_%d", k_type_name[type], t->index);
+            t->nbatches = nb[type];
+            t->first_iter = first;
+            first += (size_t)nb[type];
+        }
+    }
+
+    vb_prof_reset(r->prof);
+    write_results(&s); /* headers exist from the start */
+    for (int i = 0; i < s.ntrials; i++) {
+        run_trial(&s, &s.trials[i]);
+        write_results(&s);
+    }
+
+    if (rank0) {
+        for (int type = 0; type < TRIAL_NTYPES; type++) {
+            type_stats st = stats_of(&s, type);
+            if (st.n == 0) continue;
+            printf("BENCHY::SUMMARY::%s%s average trial throughput: %.3f +/- %.3f\n", type == TRIAL_SYNTHETIC ? " " : "",
+                   k_type_name[type], st.mean, st.std);
+        }
+        printf("BENCHY::INFO::Message: Writing JSON output to %s.\n", s.json_path);
+        if (b->exit_after_tests) printf("BENCHY::INFO::Message: Tests completed.... exiting.\n");
+        fflush(stdout);
+    }
+    free(s.trials);
+    free(s.iters);
+    return 0;
+}

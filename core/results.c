@@ -1,0 +1,112 @@
+/* results.c: the run directory and crash-safe file writes (results.h). */
+#include "core/results.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/common.h"
+
+void vb_run_dir_create(const vb_config *c, char *dir, size_t n, char *run_id, size_t idn) {
+    const char *out = c->output_dir[0] ? c->output_dir : "results";
+    if (vb_mkdir_p(out) != 0)
+        vb_die_input("output_dir %s: cannot create directory (%s)", out, strerror(errno));
+
+    char base[256];
+    if (c->run_name[0]) {
+        if (strchr(c->run_name, '/'))
+            vb_die_input("run_name '%s': must not contain '/'", c->run_name);
+        vb_snprintf(base, sizeof base, "%s", c->run_name);
+    } else {
+        char stamp[32];
+        time_t t = time(NULL);
+        struct tm tm;
+        localtime_r(&t, &tm);
+        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+        vb_snprintf(base, sizeof base, "%s_%s", c->config[0] ? c->config : "run", stamp);
+    }
+
+    /* mkdir is the atomic test-and-create: if another run (or rank of another
+     * job) got there first we get EEXIST and move on to the next suffix, so
+     * an existing run's files are never touched. */
+    for (int suffix = 0; suffix < 100000; suffix++) {
+        char id[300];
+        if (suffix == 0)
+            vb_snprintf(id, sizeof id, "%s", base);
+        else
+            vb_snprintf(id, sizeof id, "%s-%d", base, suffix);
+        char path[VB_PATH_MAX];
+        int k = snprintf(path, sizeof path, "%s/%s", out, id);
+        if (k < 0 || (size_t)k >= sizeof path) vb_die_input("output_dir %s: path too long", out);
+        if (mkdir(path, 0775) == 0) {
+            vb_snprintf(dir, n, "%s", path);
+            vb_snprintf(run_id, idn, "%s", id);
+            return;
+        }
+        if (errno != EEXIST)
+            vb_die_input("output_dir %s: cannot create run directory %s (%s)", out, path, strerror(errno));
+    }
+    vb_die_input("output_dir %s: too many runs named %s", out, base);
+}
+
+int vb_atomic_write(const char *path, void (*write_fn)(FILE *f, void *ctx), void *ctx) {
+    /* The temporary file lives in the same directory so rename() is atomic
+     * (same filesystem): readers see the old file or the new one, never half. */
+    char dircopy[VB_PATH_MAX], basecopy[VB_PATH_MAX];
+    if (strlen(path) >= sizeof dircopy) return -1;
+    strcpy(dircopy, path);
+    strcpy(basecopy, path);
+    const char *dir = dirname(dircopy);
+    const char *name = basename(basecopy);
+    char tmp[VB_PATH_MAX];
+    int k = snprintf(tmp, sizeof tmp, "%s/.%s.tmp.XXXXXX", dir, name);
+    if (k < 0 || (size_t)k >= sizeof tmp) return -1;
+
+    int fd = mkstemp(tmp);
+    if (fd < 0) return -1;
+    /* mkstemp makes 0600; results are meant to be shared like any other file */
+    mode_t mask = umask(0);
+    umask(mask);
+    (void)fchmod(fd, 0666 & ~mask);
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        close(fd);
+        unlink(tmp);
+        return -1;
+    }
+    write_fn(f, ctx);
+    int bad = ferror(f);
+    if (fflush(f) != 0) bad = 1;
+    if (fsync(fd) != 0) bad = 1;
+    if (fclose(f) != 0) bad = 1;
+    if (bad || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return -1;
+    }
+    /* make the rename itself durable */
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (dfd >= 0) {
+        (void)fsync(dfd);
+        close(dfd);
+    }
+    return 0;
+}
+
+void vb_csv_field(FILE *f, const char *s) {
+    if (!s) s = "";
+    if (!strpbrk(s, ",\"\r\n")) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (const char *c = s; *c; c++) {
+        if (*c == '"') fputc('"', f);
+        fputc(*c, f);
+    }
+    fputc('"', f);
+}

@@ -1,0 +1,159 @@
+/* test_profile.c: the op registry, per-op statistics and ops.csv. */
+#include "tests/test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/common.h"
+#include "core/profile.h"
+
+static void test_registry_ids_stable(void **state) {
+    (void)state;
+    int a = vb_prof_op("tp_op_a", VB_CAT_COMPUTE);
+    int b = vb_prof_op("tp_op_b", VB_CAT_COMM);
+    assert_true(a >= 0);
+    assert_true(b >= 0);
+    assert_int_not_equal(a, b);
+    /* same name, same id, whatever category a later caller claims */
+    assert_int_equal(vb_prof_op("tp_op_a", VB_CAT_COMPUTE), a);
+    assert_int_equal(vb_prof_op("tp_op_b", VB_CAT_COMM), b);
+    /* the per-call-site cache returns the registry's id */
+    vb_profiler *p = vb_prof_create();
+    assert_int_equal(VB_OP_ID(p, "tp_op_a", VB_CAT_COMPUTE), a);
+    vb_prof_destroy(p);
+    assert_string_equal(vb_cat_name(VB_CAT_COMPUTE), "compute");
+    assert_string_equal(vb_cat_name(VB_CAT_COMM), "comm");
+    assert_string_equal(vb_cat_name(VB_CAT_MEMCPY), "memcpy");
+    assert_string_equal(vb_cat_name(VB_CAT_IO), "io");
+}
+
+/* Finds the ops.csv row for `name` and parses it. Returns 1 if found. */
+typedef struct {
+    int rank;
+    char category[16];
+    long calls;
+    double bytes, total, avg, min, max, median, share;
+} csv_row;
+
+static int find_row(const char *csv, const char *name, csv_row *r) {
+    char needle[128];
+    snprintf(needle, sizeof needle, ",%s,", name);
+    const char *line = csv;
+    while (line && *line) {
+        const char *hit = strstr(line, needle);
+        const char *eol = strchr(line, '\n');
+        if (hit && (!eol || hit < eol)) {
+            memset(r, 0, sizeof *r);
+            char fmt[200];
+            snprintf(fmt, sizeof fmt, "%%d,%s,%%15[^,],%%ld,%%lf,%%lf,%%lf,%%lf,%%lf,%%lf,%%lf", name);
+            int k = sscanf(line, fmt, &r->rank, r->category, &r->calls, &r->bytes, &r->total, &r->avg, &r->min,
+                           &r->max, &r->median, &r->share);
+            return k == 10;
+        }
+        line = eol ? eol + 1 : NULL;
+    }
+    return 0;
+}
+
+static void test_stats_and_csv(void **state) {
+    (void)state;
+    vb_profiler *p = vb_prof_create();
+    vb_prof_set_enabled(p, true);
+    int id = vb_prof_op("tp_matmul", VB_CAT_COMPUTE);
+    int cid = vb_prof_op("tp_allreduce", VB_CAT_COMM);
+    /* crafted starts: durations ~ 0.1, 0.5, 0.2, 0.4 s (plus microseconds);
+     * median of four = (0.2 + 0.4) / 2 */
+    const double d[4] = {0.1, 0.5, 0.2, 0.4};
+    for (int i = 0; i < 4; i++) vb_prof_end(p, id, vb_now() - d[i], 1000);
+    /* more calls than the initial sample capacity so the array must grow */
+    for (int i = 0; i < 200; i++) vb_prof_end(p, cid, vb_now() - 0.001, 8);
+    vb_prof_add_step_time(p, 2.4);
+
+    char dir[256], path[512];
+    tu_tmpdir(dir, sizeof dir, "profile");
+    snprintf(path, sizeof path, "%s/ops.csv", dir);
+    assert_int_equal(vb_prof_write_csv(p, path, 3), 0);
+    char *csv = tu_read_file(path);
+    assert_non_null(csv);
+    assert_true(strncmp(csv, "rank,name,category,calls,bytes,total_s,avg_s,min_s,max_s,median_s,share_of_step\n",
+                        strlen("rank,name,category,calls,bytes,total_s,avg_s,min_s,max_s,median_s,share_of_step\n")) == 0);
+
+    csv_row r;
+    assert_true(find_row(csv, "tp_matmul", &r));
+    assert_int_equal(r.rank, 3);
+    assert_string_equal(r.category, "compute");
+    assert_int_equal(r.calls, 4);
+    assert_true(fabs(r.bytes - 4000) < 0.5);
+    const double tol = 2e-3; /* clock reads between vb_now() calls */
+    assert_true(fabs(r.total - 1.2) < 4 * tol);
+    assert_true(fabs(r.avg - 0.3) < tol);
+    assert_true(fabs(r.min - 0.1) < tol);
+    assert_true(fabs(r.max - 0.5) < tol);
+    assert_true(fabs(r.median - 0.3) < tol);
+    assert_true(fabs(r.share - 0.5) < 0.01); /* 1.2 s of a 2.4 s step */
+
+    assert_true(find_row(csv, "tp_allreduce", &r));
+    assert_string_equal(r.category, "comm");
+    assert_int_equal(r.calls, 200);
+    assert_true(fabs(r.bytes - 1600) < 0.5);
+    assert_true(fabs(r.median - 0.001) < tol);
+    free(csv);
+
+    /* reset drops the samples; ops with no calls are not written */
+    vb_prof_reset(p);
+    vb_prof_end(p, cid, vb_now() - 0.25, 0);
+    assert_int_equal(vb_prof_write_csv(p, path, 0), 0);
+    csv = tu_read_file(path);
+    assert_false(find_row(csv, "tp_matmul", &r));
+    assert_true(find_row(csv, "tp_allreduce", &r));
+    assert_int_equal(r.calls, 1);
+    assert_true(fabs(r.median - 0.25) < tol);
+    assert_true(fabs(r.share) < 1e-12); /* no step time after the reset */
+    free(csv);
+
+    /* no temporary files left next to it */
+    char out[4096];
+    assert_int_equal(tu_run(out, sizeof out, "ls -A '%s'", dir), 0);
+    assert_string_equal(out, "ops.csv\n");
+    vb_prof_destroy(p);
+    tu_rm_rf(dir);
+}
+
+static void test_disabled_records_nothing(void **state) {
+    (void)state;
+    vb_profiler *p = vb_prof_create();
+    int id = vb_prof_op("tp_disabled_op", VB_CAT_IO);
+    /* a fresh profiler is disabled */
+    double t0 = vb_prof_begin(p, id);
+    vb_prof_end(p, id, t0, 123);
+    vb_prof_add_step_time(p, 1.0);
+    vb_prof_set_enabled(p, true);
+    vb_prof_set_enabled(p, false);
+    vb_prof_end(p, id, vb_now() - 1.0, 123);
+
+    char dir[256], path[512];
+    tu_tmpdir(dir, sizeof dir, "profile_off");
+    snprintf(path, sizeof path, "%s/ops.csv", dir);
+    assert_int_equal(vb_prof_write_csv(p, path, 0), 0);
+    assert_int_equal(tu_count_lines(path), 1); /* header only */
+    vb_prof_destroy(p);
+
+    /* NULL profiler: every call is a no-op */
+    double t = vb_prof_begin(NULL, id);
+    vb_prof_end(NULL, id, t, 1);
+    vb_prof_add_step_time(NULL, 1.0);
+    vb_prof_set_enabled(NULL, true);
+    vb_prof_reset(NULL);
+    tu_rm_rf(dir);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_registry_ids_stable),
+        cmocka_unit_test(test_stats_and_csv),
+        cmocka_unit_test(test_disabled_records_nothing),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,142 @@
+/* test_results.c: run directories never overwrite, atomic writes, CSV quoting. */
+#include "tests/test_util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/common.h"
+#include "core/results.h"
+
+static void fill_config(vb_config *c, const char *output_dir, const char *run_name) {
+    /* only the fields the run directory looks at; no dependency on config.c */
+    memset(c, 0, sizeof *c);
+    snprintf(c->config, sizeof c->config, "tiny");
+    snprintf(c->output_dir, sizeof c->output_dir, "%s", output_dir);
+    snprintf(c->run_name, sizeof c->run_name, "%s", run_name);
+}
+
+static void test_run_dir_never_overwrites(void **state) {
+    (void)state;
+    char tmp[256], out[512];
+    tu_tmpdir(tmp, sizeof tmp, "results_dir");
+    snprintf(out, sizeof out, "%s/nested/out", tmp); /* created on demand */
+    vb_config c;
+    fill_config(&c, out, "myrun");
+
+    char d1[VB_PATH_MAX], d2[VB_PATH_MAX], d3[VB_PATH_MAX], id1[256], id2[256], id3[256];
+    vb_run_dir_create(&c, d1, sizeof d1, id1, sizeof id1);
+    vb_run_dir_create(&c, d2, sizeof d2, id2, sizeof id2);
+    vb_run_dir_create(&c, d3, sizeof d3, id3, sizeof id3);
+    assert_string_equal(id1, "myrun");
+    assert_string_equal(id2, "myrun-1");
+    assert_string_equal(id3, "myrun-2");
+    assert_string_not_equal(d1, d2);
+    assert_true(vb_dir_exists(d1));
+    assert_true(vb_dir_exists(d2));
+    assert_true(vb_dir_exists(d3));
+    char expect[VB_PATH_MAX];
+    snprintf(expect, sizeof expect, "%s/myrun-1", out);
+    assert_string_equal(d2, expect);
+
+    /* no run_name: <config>_<timestamp>, still unique when made twice in a second */
+    fill_config(&c, out, "");
+    vb_run_dir_create(&c, d1, sizeof d1, id1, sizeof id1);
+    vb_run_dir_create(&c, d2, sizeof d2, id2, sizeof id2);
+    assert_true(strncmp(id1, "tiny_", 5) == 0);
+    assert_string_not_equal(d1, d2);
+    tu_rm_rf(tmp);
+}
+
+static void test_run_dir_bad_output_dir_exits_2(void **state) {
+    (void)state;
+    char tmp[256], blocker[512];
+    tu_tmpdir(tmp, sizeof tmp, "results_bad");
+    snprintf(blocker, sizeof blocker, "%s/file", tmp);
+    FILE *f = fopen(blocker, "w");
+    fputs("x", f);
+    fclose(f);
+    /* output_dir below a regular file cannot be created: exit 2, in a child
+     * process so the exit does not end this test */
+    vb_config c;
+    fill_config(&c, blocker, "r");
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (!freopen("/dev/null", "w", stderr)) _exit(3);
+        char d[VB_PATH_MAX], id[64];
+        vb_run_dir_create(&c, d, sizeof d, id, sizeof id);
+        _exit(0);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 2);
+    tu_rm_rf(tmp);
+}
+
+static void write_hello(FILE *f, void *ctx) { fprintf(f, "hello %s\n", (const char *)ctx); }
+
+static void test_atomic_write(void **state) {
+    (void)state;
+    char tmp[256], path[512];
+    tu_tmpdir(tmp, sizeof tmp, "results_atomic");
+    snprintf(path, sizeof path, "%s/a.csv", tmp);
+    assert_int_equal(vb_atomic_write(path, write_hello, "one"), 0);
+    char *s = tu_read_file(path);
+    assert_string_equal(s, "hello one\n");
+    free(s);
+    assert_int_equal(vb_atomic_write(path, write_hello, "two"), 0);
+    s = tu_read_file(path);
+    assert_string_equal(s, "hello two\n"); /* replaced, not appended */
+    free(s);
+    char out[4096];
+    assert_int_equal(tu_run(out, sizeof out, "ls -A '%s'", tmp), 0);
+    assert_string_equal(out, "a.csv\n"); /* no temporaries left */
+    /* a directory that does not exist: an error, not a crash */
+    snprintf(path, sizeof path, "%s/missing/a.csv", tmp);
+    assert_int_not_equal(vb_atomic_write(path, write_hello, "x"), 0);
+    tu_rm_rf(tmp);
+}
+
+static void write_fields(FILE *f, void *vctx) {
+    const char **fields = vctx;
+    for (int i = 0; fields[i]; i++) {
+        if (i) fputc(',', f);
+        vb_csv_field(f, fields[i]);
+    }
+    fputc('\n', f);
+}
+
+static void test_csv_quoting(void **state) {
+    (void)state;
+    char tmp[256], path[512];
+    tu_tmpdir(tmp, sizeof tmp, "results_csv");
+    snprintf(path, sizeof path, "%s/q.csv", tmp);
+    const char *fields[] = {"plain", "a,b", "say \"hi\"", "two\nlines", "", NULL};
+    assert_int_equal(vb_atomic_write(path, write_fields, fields), 0);
+    char *s = tu_read_file(path);
+    assert_string_equal(s, "plain,\"a,b\",\"say \"\"hi\"\"\",\"two\nlines\",\n");
+    free(s);
+    /* and Python's csv module reads the fields back unchanged */
+    char out[4096];
+    int rc = tu_run(out, sizeof out,
+                    "python3 -c 'import csv,sys; r=list(csv.reader(open(sys.argv[1], newline=\"\")));"
+                    " assert r==[[\"plain\",\"a,b\",\"say \\\"hi\\\"\",\"two\\nlines\",\"\"]], r' '%s'",
+                    path);
+    if (rc != 0) fprintf(stderr, "%s\n", out);
+    assert_int_equal(rc, 0);
+    tu_rm_rf(tmp);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_run_dir_never_overwrites),
+        cmocka_unit_test(test_run_dir_bad_output_dir_exits_2),
+        cmocka_unit_test(test_atomic_write),
+        cmocka_unit_test(test_csv_quoting),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
