@@ -9,6 +9,7 @@
 #ifndef VB_COMM_H
 #define VB_COMM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include "core/profile.h"
 
@@ -31,6 +32,34 @@ void vb_allreduce_sum_f32(const vb_comm *c, float *buf, size_t n);   /* in place
 void vb_allreduce_sum_f64(const vb_comm *c, double *buf, size_t n);  /* in place */
 void vb_allreduce_max_f64(const vb_comm *c, double *buf, size_t n);
 void vb_broadcast(const vb_comm *c, void *buf, size_t bytes, int root);
+/* ---- process groups (distributed issue) ----
+ * Collective over `parent`: every rank passes its own group's member list
+ * (world ranks, increasing group-local rank, e.g. from vb_layout_group) and
+ * gets a communicator whose rank order follows that list. Size-1 groups need
+ * no MPI traffic (every collective on them is a local copy / no-op). */
+void vb_comm_from_ranks(const vb_comm *parent, const int *ranks, int n, vb_comm *out);
+void vb_comm_free(vb_comm *c);
+
+/* recv = concatenation over ranks r of r's `counts[r]` floats (displacements
+ * are the prefix sums of counts). Uneven counts allowed. */
+void vb_allgatherv_f32(const vb_comm *c, const float *send, float *recv, const int *counts);
+/* send = concatenation over ranks r of counts[r] floats (rank-major); recv
+ * (counts[rank] floats) = elementwise sum over ranks of their r-th block. */
+void vb_reduce_scatterv_sum_f32(const vb_comm *c, const float *send, float *recv, const int *counts);
+
+/* Non-blocking in-place sum-allreduce (DDP buckets). vb_wait returns the
+ * seconds spent blocked in it (exposed communication). vb_test drives progress
+ * and returns true once complete. */
+typedef struct vb_request {
+    void *mpi;          /* MPI_Request storage */
+    double t_start;
+    size_t bytes;
+    int active;
+} vb_request;
+void vb_iallreduce_sum_f32(const vb_comm *c, float *buf, size_t n, vb_request *req);
+bool vb_test(vb_request *req);
+double vb_wait(vb_request *req);
+
 /* Rank 0 decided the process must exit with `code` after printing one line:
  * every rank exits with the same code, no hang. */
 void vb_abort_all(const vb_comm *c, int code) __attribute__((noreturn));

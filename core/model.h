@@ -30,9 +30,12 @@ typedef struct vit_dims {
 
 /* Parallel layout of this rank's model shard (single rank: all 1/0).
  * Filled by the distributed issue; the model sizes its shards from it. */
+struct vb_comm;
 typedef struct vit_parallel {
     int tp_size, tp_rank;     /* heads and MLP hidden split over tp */
     int cp_size, cp_rank;     /* tokens split over cp */
+    const struct vb_comm *tp; /* tp group (NULL when tp_size == 1) */
+    const struct vb_comm *cp; /* cp group (NULL when cp_size == 1) */
 } vit_parallel;
 
 #define VIT_MAX_NAME 64
