@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/sweep.h"
 #include "bench/train_loop.h"
 #include "bench/trainer.h"
 #include "bench/trials.h"
@@ -35,6 +36,9 @@ static void usage(FILE *f) {
             "             validation.csv, checkpoint.h5, run.json. --enable_benchy behaves as run\n"
             "  datagen    write a synthetic dataset: --output_dir DIR [--years N] [--valid_years N]\n"
             "             [--samples_per_year T] [--channels C] [--img_size H,W] [--seed S]\n"
+            "  sweep      run a scenario file (scenarios/*.yaml) as many runs: FILE [--output_dir DIR]\n"
+            "             [--launcher mpirun|srun|sbatch] [--dry-run] [--ranks 1,2,4] [--world_size N]\n"
+            "             [config overrides...]; writes DIR/<sweep_id>/index.csv\n"
             "  help       this text\n"
             "  version    build and library versions\n"
             "\n"
@@ -164,7 +168,7 @@ static int cmd_run_or_train(int argc, char **argv, vb_run_mode mode) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) vb_die_input("missing command (run, train, datagen, help, version; see vitbench help)");
+    if (argc < 2) vb_die_input("missing command (run, train, datagen, sweep, help, version; see vitbench help)");
     const char *cmd = argv[1];
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
         usage(stdout);
@@ -175,7 +179,9 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(cmd, "datagen") == 0) return cmd_datagen(argc, argv);
+    /* before any MPI init: the sweep launches mpirun itself */
+    if (strcmp(cmd, "sweep") == 0) return vb_sweep_main(argc - 1, argv + 1);
     if (strcmp(cmd, "run") == 0) return cmd_run_or_train(argc, argv, VB_MODE_RUN);
     if (strcmp(cmd, "train") == 0) return cmd_run_or_train(argc, argv, VB_MODE_TRAIN);
-    vb_die_input("unknown command '%s' (commands: run, train, datagen, help, version)", cmd);
+    vb_die_input("unknown command '%s' (commands: run, train, datagen, sweep, help, version)", cmd);
 }

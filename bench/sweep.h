@@ -1,0 +1,173 @@
+/* sweep.h: `vitbench sweep FILE`: expand a scenario file into runs, launch
+ * each with its number of ranks, collect them under one sweep directory.
+ *
+ * Command line
+ *   vitbench sweep FILE [--output_dir DIR] [--launcher mpirun|srun|sbatch]
+ *                       [--dry-run] [--ranks 1,2,4] [--world_size N]
+ *                       [--ranks_per_node N] [--launcher_args "ARGS"]
+ *                       [--timeout_s S] [--<config key> VALUE ...]
+ *   FILE is a path; if it does not exist relative to the working directory it
+ *   is looked up under the source tree, and a bare name (weak_scaling) means
+ *   scenarios/<name>.yaml.
+ *   Any other --key VALUE (or --key=VALUE) is a config override passed to
+ *   every run; it beats the scenario's base. Naming a key the scenario sweeps
+ *   (or output_dir's per-run value / run_name, which the sweep sets) exits 2.
+ *   --launcher defaults to srun when SLURM_JOB_ID is set, else mpirun.
+ *   --launcher_args is split on spaces and goes right after the launcher's
+ *   own rank-count options (e.g. "--bind-to none" or "--cpu-bind=cores").
+ *   --timeout_s kills a run (its whole process group) after S seconds; the
+ *   run is recorded as failed and the sweep goes on. 0 = no limit.
+ *
+ * Scenario file (YAML; anchors and `<<:` merge keys work everywhere)
+ *   name: weak_scaling       # required: [A-Za-z0-9_.-], names the sweep directory
+ *   description: "..."       # optional, free text
+ *   command: run             # vitbench subcommand every run executes (default run)
+ *   base: {config: tiny}     # config overrides for every run
+ *   ranks: [1, 2, 4, 8]      # world sizes (default [1]); --ranks overrides
+ *   ranks_per_node: 4        # optional: srun/sbatch get --nodes=ceil(R/4)
+ *                            #           and --ntasks-per-node=min(R,4)
+ *   timeout_s: 1800          # optional per-run limit; --timeout_s overrides
+ *   sbatch: {time: "00:30:00", account: m1234, qos: regular}
+ *                            # optional: each becomes "#SBATCH --key=value"
+ *   matrix:                  # cartesian product over these keys, the first
+ *     noddp: [false, true]   # key slowest, the last fastest
+ *   layouts:                 # every tp x cp x dp factorization of world_size
+ *     orders: [tp-cp-dp, cp-tp-dp]   # parallel_order values (default [tp-cp-dp])
+ *     tensor_parallel: [1, 2, 4]     # optional: allowed tp values (default all divisors)
+ *     context_parallel: [1, 2]       # optional: allowed cp values
+ *     keep_equivalent: false         # default false: an order that maps every rank
+ *                                    # the same way as an earlier one (they differ only
+ *                                    # in where size-1 dims sit) is not run again
+ *   world_size: 8            # layouts only (instead of ranks); --world_size overrides
+ *   baseline: {num_data_workers: 0}  # flags form: one baseline run, then
+ *   flags:                           # one run per (key, value), each equal
+ *     num_data_workers: [1, 2]       # to the baseline except that key
+ *
+ *   Runs are ordered: ranks (outermost), layout, matrix point, then baseline
+ *   followed by each flag setting. Unknown keys, bad values, a config key
+ *   that does not exist or has an invalid value, a key both in base and
+ *   swept, or a flag without a baseline value exit 2 naming file and key.
+ *
+ * What a sweep writes: DIR/<name>_<YYYYmmdd-HHMMSS>[-N]/ (never reused)
+ *   index.csv     run_index,run_dir,status,exit_code,ranks,<swept keys...>
+ *                 status: completed | failed | dry-run | submitted; exit_code
+ *                 empty for dry-run, 128+signal for a killed run. run_dir is
+ *                 relative to the directory holding index.csv. Rewritten
+ *                 atomically after every run. Swept keys: the matrix keys;
+ *                 tensor_parallel, context_parallel, parallel_order for layouts;
+ *                 variant (baseline | key=value) then every baseline key for flags.
+ *   runs/<NNN>_<param=value...>/  each run's own run directory: every run gets
+ *                 --output_dir DIR/<sweep_id>/runs --run_name <NNN>_<...>
+ *   logs/<run>.log  the run's stdout + stderr (the job's output under sbatch)
+ *   jobs/<run>.sbatch  sbatch launcher only
+ *   scenario.yaml a copy of FILE; sweep.json: command line, launcher, binary.
+ * Each run is started with fork/exec (no shell): mpirun -np R --oversubscribe
+ * <vitbench> <command> <overrides...>, or srun --ntasks=R ..., where
+ * <vitbench> is this executable (/proc/self/exe), in its own process group
+ * with stdin from /dev/null. Ctrl-C / SIGTERM stops the current run and the
+ * sweep (exit 130); rows of finished runs stay in index.csv.
+ * The sweep process itself must not be an MPI process: call vb_sweep_main
+ * before (instead of) MPI initialisation; under mpirun/srun it exits 2.
+ */
+#ifndef VB_SWEEP_H
+#define VB_SWEEP_H
+
+#include <stdbool.h>
+
+/* A key and its value as text, exactly as passed on a run's command line. */
+typedef struct vb_sweep_kv {
+    char *key;
+    char *value;
+} vb_sweep_kv;
+
+/* An ordered key -> value list; setting an existing key replaces its value
+ * in place (the key keeps its first position). */
+typedef struct vb_sweep_kvs {
+    vb_sweep_kv *v;
+    int n, cap;
+} vb_sweep_kvs;
+
+void vb_sweep_kvs_set(vb_sweep_kvs *l, const char *key, const char *value);
+const char *vb_sweep_kvs_get(const vb_sweep_kvs *l, const char *key);
+void vb_sweep_kvs_free(vb_sweep_kvs *l);
+
+/* One swept key and its values (matrix or flags). */
+typedef struct vb_sweep_axis {
+    char *key;
+    char **values;
+    int nvalues;
+} vb_sweep_axis;
+
+typedef struct vb_scenario {
+    char path[1024];      /* the file it was read from */
+    char name[128];
+    char command[32];
+    vb_sweep_kvs base;
+    int *ranks;
+    int nranks;
+    int ranks_per_node;   /* 0 = not given */
+    int timeout_s;        /* 0 = no limit */
+    vb_sweep_kvs sbatch;  /* extra #SBATCH options */
+
+    bool has_layouts;
+    int world_size;
+    char **orders;
+    int norders;
+    int *layout_tp, *layout_cp; /* allowed values; NULL = any divisor */
+    int nlayout_tp, nlayout_cp;
+    bool keep_equivalent;
+
+    vb_sweep_axis *matrix;
+    int nmatrix;
+
+    bool has_flags;
+    vb_sweep_kvs baseline;
+    vb_sweep_axis *flags;
+    int nflags;
+} vb_scenario;
+
+/* Reads and checks a scenario file; every problem exits 2 with one line
+ * naming the file, the key and (where it helps) the line. Config keys and
+ * values are checked with the config parser's own rules. */
+void vb_scenario_load(vb_scenario *s, const char *path);
+void vb_scenario_free(vb_scenario *s);
+
+/* What the sweep command line changes. */
+typedef struct vb_sweep_overrides {
+    int *ranks;            /* --ranks; NULL = the scenario's */
+    int nranks;
+    int world_size;        /* --world_size; 0 = the scenario's */
+    vb_sweep_kvs config;   /* --key VALUE config overrides, in order */
+} vb_sweep_overrides;
+
+typedef struct vb_sweep_run {
+    int index;
+    int ranks;
+    char name[128];        /* NNN_ranks=R_param=value..., also the run_name */
+    vb_sweep_kvs params;   /* value of every swept column for this run */
+    vb_sweep_kvs args;     /* every override passed: base < command line < swept */
+} vb_sweep_run;
+
+typedef struct vb_sweep_plan {
+    char **columns;        /* swept keys, the index.csv columns after ranks */
+    int ncolumns;
+    vb_sweep_run *runs;
+    int nruns;
+} vb_sweep_plan;
+
+/* Expands the scenario (with the command line's overrides) into runs.
+ * Contradictions (an override naming a swept key, --ranks on a layouts
+ * scenario, a world size with no valid layout...) exit 2. */
+void vb_sweep_expand(const vb_scenario *s, const vb_sweep_overrides *o, vb_sweep_plan *plan);
+void vb_sweep_plan_free(vb_sweep_plan *p);
+
+/* Parses "1,2,4" into a new array of positive ints (caller frees); exits 2
+ * naming `what` on anything else. */
+int *vb_sweep_parse_int_list(const char *text, const char *what, int *n);
+
+/* `vitbench sweep ...`; argv[0] is "sweep". Returns the process exit status:
+ * 0 when every run was launched (failed runs are recorded in index.csv and
+ * counted in a final warning), 130 when interrupted. Bad input exits 2. */
+int vb_sweep_main(int argc, char **argv);
+
+#endif

@@ -1,0 +1,475 @@
+/* test_sweep.c: scenario expansion, bad scenario files, and the launch loop.
+ *
+ * The launch tests run real mpirun, but on THIS binary: the sweep launches
+ * /proc/self/exe, and main() below acts as a stand-in `vitbench run` when its
+ * first argument is "run" (creates the run directory, exits with the code
+ * given by --seed 13 -> 3, sleeps for --seed 99). That checks fork/exec,
+ * logs, index.csv statuses and the sweep going on after a failure without
+ * needing the trainer.
+ */
+#include "tests/test_util.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench/sweep.h"
+#include "core/common.h"
+
+static char g_tmp[VB_PATH_MAX];
+
+static int setup(void **state) {
+    (void)state;
+    tu_tmpdir(g_tmp, sizeof g_tmp, "sweep");
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    tu_rm_rf(g_tmp);
+    return 0;
+}
+
+static void write_text(char *path, size_t n, const char *name, const char *text) {
+    vb_snprintf(path, n, "%s/%s", g_tmp, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void expand_text(const char *text, const vb_sweep_overrides *o, vb_scenario *s, vb_sweep_plan *p) {
+    char path[VB_PATH_MAX];
+    write_text(path, sizeof path, "scenario.yaml", text);
+    vb_scenario_load(s, path);
+    vb_sweep_expand(s, o, p);
+}
+
+static const char *arg_of(const vb_sweep_run *r, const char *key) { return vb_sweep_kvs_get(&r->args, key); }
+
+/* --------------------------------------------------------------------- */
+
+static void test_matrix_product_counts_and_order(void **state) {
+    (void)state;
+    vb_scenario s;
+    vb_sweep_plan p;
+    expand_text("name: m\n"
+                "base: {config: tiny}\n"
+                "ranks: [1, 2]\n"
+                "matrix:\n"
+                "  noddp: [false, true]\n"
+                "  bucket_cap_mb: [1, 5, 25]\n",
+                NULL, &s, &p);
+    assert_int_equal(p.nruns, 2 * 2 * 3);
+    assert_int_equal(p.ncolumns, 2);
+    assert_string_equal(p.columns[0], "noddp");
+    assert_string_equal(p.columns[1], "bucket_cap_mb");
+    /* ranks outermost, then the first matrix key, the last key fastest */
+    static const char *noddp[] = {"false", "false", "false", "true", "true", "true"};
+    static const char *bucket[] = {"1", "5", "25"};
+    for (int i = 0; i < p.nruns; i++) {
+        const vb_sweep_run *r = &p.runs[i];
+        assert_int_equal(r->index, i);
+        assert_int_equal(r->ranks, i < 6 ? 1 : 2);
+        assert_string_equal(vb_sweep_kvs_get(&r->params, "noddp"), noddp[i % 6]);
+        assert_string_equal(vb_sweep_kvs_get(&r->params, "bucket_cap_mb"), bucket[i % 3]);
+        assert_string_equal(arg_of(r, "noddp"), noddp[i % 6]);
+        assert_string_equal(arg_of(r, "config"), "tiny");
+    }
+    assert_string_equal(p.runs[0].name, "000_ranks=1_noddp=false_bucket_cap_mb=1");
+    assert_string_equal(p.runs[11].name, "011_ranks=2_noddp=true_bucket_cap_mb=25");
+    vb_sweep_plan_free(&p);
+    vb_scenario_free(&s);
+
+    /* no matrix: one run per rank count, no swept columns */
+    expand_text("name: plain\nranks: [1, 2, 4]\n", NULL, &s, &p);
+    assert_int_equal(p.nruns, 3);
+    assert_int_equal(p.ncolumns, 0);
+    assert_string_equal(p.runs[2].name, "002_ranks=4");
+    vb_sweep_plan_free(&p);
+    vb_scenario_free(&s);
+}
+
+static int count_layouts(int world, const char *extra, bool keep) {
+    char text[512];
+    snprintf(text, sizeof text,
+             "name: l\nworld_size: %d\nlayouts:\n  orders: [tp-cp-dp, cp-tp-dp, dp-tp-cp]\n  keep_equivalent: %s\n%s",
+             world, keep ? "true" : "false", extra);
+    vb_scenario s;
+    vb_sweep_plan p;
+    expand_text(text, NULL, &s, &p);
+    int n = p.nruns;
+    /* every row is a valid factorization of the world with its order */
+    for (int i = 0; i < p.nruns; i++) {
+        int tp = atoi(vb_sweep_kvs_get(&p.runs[i].params, "tensor_parallel"));
+        int cp = atoi(vb_sweep_kvs_get(&p.runs[i].params, "context_parallel"));
+        assert_int_equal(p.runs[i].ranks, world);
+        assert_int_equal(world % (tp * cp), 0);
+        assert_non_null(arg_of(&p.runs[i], "parallel_order"));
+        assert_string_equal(arg_of(&p.runs[i], "tensor_parallel"), vb_sweep_kvs_get(&p.runs[i].params, "tensor_parallel"));
+    }
+    vb_sweep_plan_free(&p);
+    vb_scenario_free(&s);
+    return n;
+}
+
+static void test_layouts_factorizations(void **state) {
+    (void)state;
+    /* ordered (tp, cp, dp) with product 4: 6; with product 8: 10 */
+    assert_int_equal(count_layouts(4, "", true), 6 * 3);
+    assert_int_equal(count_layouts(8, "", true), 10 * 3);
+    /* equivalent orders dropped: a factorization with one dim > 1 runs once,
+     * with two dims > 1 once per distinct relative order of those two (2 of
+     * these 3 orders), with three dims > 1 all 3 orders.
+     * world 4: 3*1 + 3*2 = 9; world 8: 3*1 + 6*2 + 1*3 = 18 */
+    assert_int_equal(count_layouts(4, "", false), 9);
+    assert_int_equal(count_layouts(8, "", false), 18);
+    /* allowed values restrict the factorizations: tp in {1,2}, cp 1 -> (1,1,8) (2,1,4) */
+    assert_int_equal(count_layouts(8, "  tensor_parallel: [1, 2]\n  context_parallel: [1]\n", false), 1 + 2);
+
+    /* --world_size overrides the file, and layout rows come before matrix points */
+    vb_scenario s;
+    vb_sweep_plan p;
+    vb_sweep_overrides o = {0};
+    o.world_size = 2;
+    expand_text("name: l\nworld_size: 64\nlayouts: {orders: [tp-cp-dp]}\nmatrix: {noddp: [false, true]}\n", &o, &s, &p);
+    assert_int_equal(p.nruns, 3 * 2); /* (1,1,2) (1,2,1) (2,1,1) x noddp */
+    assert_string_equal(p.columns[0], "tensor_parallel");
+    assert_string_equal(p.columns[3], "noddp");
+    assert_string_equal(p.runs[0].name, "000_ranks=2_tp=1_cp=1_order=tp-cp-dp_noddp=false");
+    assert_string_equal(vb_sweep_kvs_get(&p.runs[1].params, "noddp"), "true");
+    assert_string_equal(vb_sweep_kvs_get(&p.runs[2].params, "context_parallel"), "2");
+    vb_sweep_plan_free(&p);
+    vb_scenario_free(&s);
+}
+
+static void test_overrides_precedence_and_ranks(void **state) {
+    (void)state;
+    vb_scenario s;
+    vb_sweep_plan p;
+    vb_sweep_overrides o = {0};
+    int nr;
+    o.ranks = vb_sweep_parse_int_list("1,2", "flag --ranks", &nr);
+    o.nranks = nr;
+    vb_sweep_kvs_set(&o.config, "lr", "0.01");
+    vb_sweep_kvs_set(&o.config, "seed", "3");
+    vb_sweep_kvs_set(&o.config, "config", "tiny");
+    expand_text("name: o\n"
+                "base: &b {config: base, local_batch_size: 8, lr: 0.001}\n"
+                "ranks: [1, 2, 4, 8]\n"
+                "matrix: {noddp: [true]}\n",
+                &o, &s, &p);
+    assert_int_equal(p.nruns, 2); /* --ranks replaced the file's four */
+    assert_int_equal(p.runs[1].ranks, 2);
+    const vb_sweep_run *r = &p.runs[0];
+    assert_string_equal(arg_of(r, "config"), "tiny");          /* command line beats base */
+    assert_string_equal(arg_of(r, "lr"), "0.01");
+    assert_string_equal(arg_of(r, "local_batch_size"), "8");   /* base kept */
+    assert_string_equal(arg_of(r, "seed"), "3");               /* new key added */
+    assert_string_equal(arg_of(r, "noddp"), "true");           /* swept */
+    assert_null(arg_of(r, "output_dir"));                       /* the sweep adds it at launch */
+    vb_sweep_plan_free(&p);
+    vb_scenario_free(&s);
+    free(o.ranks);
+    vb_sweep_kvs_free(&o.config);
+}
+
+static void test_flags_form(void **state) {
+    (void)state;
+    vb_scenario s;
+    vb_sweep_plan p;
+    expand_text("name: f\n"
+                "ranks: [1, 2]\n"
+                "baseline: {num_data_workers: 0, noddp: false}\n"
+                "flags:\n  num_data_workers: [1, 2]\n  noddp: [true]\n",
+                NULL, &s, &p);
+    assert_int_equal(p.nruns, 2 * (1 + 3));
+    assert_string_equal(p.columns[0], "variant");
+    assert_string_equal(p.columns[1], "num_data_workers");
+    assert_string_equal(p.columns[2], "noddp");
+    static const char *variant[] = {"baseline", "num_data_workers=1", "num_data_workers=2", "noddp=true"};
+    static const char *workers[] = {"0", "1", "2", "0"};
+    static const char *noddp[] = {"false", "false", "false", "true"};
+    for (int i = 0; i < p.nruns; i++) {
+        assert_string_equal(vb_sweep_kvs_get(&p.runs[i].params, "variant"), variant[i % 4]);
+        assert_string_equal(arg_of(&p.runs[i], "num_data_workers"), workers[i % 4]);
+        assert_string_equal(arg_of(&p.runs[i], "noddp"), noddp[i % 4]);
+    }
+    assert_string_equal(p.runs[0].name, "000_ranks=1_baseline");
+    assert_string_equal(p.runs[7].name, "007_ranks=2_noddp=true");
+    vb_sweep_plan_free(&p);
+    vb_scenario_free(&s);
+}
+
+/* --------------------------------------------------------------------- */
+/* vb_sweep_main in a child: exit status plus everything it printed */
+
+static int sweep_child(char *out, size_t n, const char *const *args) {
+    char log[VB_PATH_MAX];
+    vb_snprintf(log, sizeof log, "%s/child.out", g_tmp);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (!freopen(log, "w", stdout) || dup2(fileno(stdout), 2) < 0) _exit(99);
+        char *argv[64];
+        int argc = 0;
+        argv[argc++] = "sweep";
+        for (int i = 0; args[i] && argc < 63; i++) argv[argc++] = (char *)args[i];
+        argv[argc] = NULL;
+        exit(vb_sweep_main(argc, argv));
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    char *text = tu_read_file(log);
+    snprintf(out, n, "%s", text ? text : "");
+    free(text);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* scenario text (NULL: use `file` as given) + extra args -> exit 2, one line naming each needle */
+static void expect_bad(const char *text, const char *const *extra, const char *const *needles) {
+    char path[VB_PATH_MAX], outdir[VB_PATH_MAX], out[4096];
+    write_text(path, sizeof path, "bad.yaml", text ? text : "name: ok\n");
+    vb_snprintf(outdir, sizeof outdir, "%s/bad_out", g_tmp);
+    const char *args[32] = {path, "--dry-run", "--output_dir", outdir};
+    int n = 4;
+    for (int i = 0; extra && extra[i]; i++) args[n++] = extra[i];
+    args[n] = NULL;
+    int rc = sweep_child(out, sizeof out, args);
+    if (rc != 2) fail_msg("exit %d, want 2; output: %s", rc, out);
+    char *nl = strchr(out, '\n');
+    if (!nl || nl[1] != '\0') fail_msg("want exactly one line, got: %s", out);
+    for (int i = 0; needles[i]; i++) {
+        const char *want = strcmp(needles[i], "@FILE") == 0 ? path : needles[i];
+        if (!strstr(out, want)) fail_msg("message does not name '%s': %s", want, out);
+    }
+    /* nothing created for a sweep that never started */
+    assert_false(vb_dir_exists(outdir));
+}
+
+#define L(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+static void test_bad_files_exit_2(void **state) {
+    (void)state;
+    expect_bad("name: x\nmatrx: {noddp: [true]}\n", NULL, L("@FILE", "matrx", "line 2"));
+    expect_bad("name: x\nmatrix: {nodp: [true]}\n", NULL, L("@FILE", "matrix.nodp", "nodp"));
+    expect_bad("name: x\nbase: {local_batch_size: many}\n", NULL, L("@FILE", "base.local_batch_size", "many"));
+    expect_bad("name: x\nmatrix: {noddp: [false, maybe]}\n", NULL, L("@FILE", "matrix.noddp", "maybe"));
+    expect_bad("name: x\nranks: [1, 0]\n", NULL, L("@FILE", "ranks", "'0'"));
+    expect_bad("name: x\nranks: [1, 2]\nworld_size: 4\nlayouts: {}\n", NULL, L("@FILE", "ranks", "world_size"));
+    expect_bad("name: x\nworld_size: 4\nlayouts: {orders: [tp-pp-dp]}\n", NULL, L("@FILE", "layouts.orders", "tp-pp-dp"));
+    expect_bad("name: x\nworld_size: 4\nlayouts: {order: [tp-cp-dp]}\n", NULL, L("@FILE", "layouts", "order"));
+    expect_bad("name: x\nbaseline: {noddp: false}\nflags: {bucket_cap_mb: [1]}\n", NULL,
+               L("@FILE", "flags.bucket_cap_mb", "baseline"));
+    expect_bad("name: x\nbase: {noddp: true}\nmatrix: {noddp: [false, true]}\n", NULL, L("@FILE", "matrix.noddp", "base"));
+    expect_bad("name: x\nbase: {output_dir: /tmp/elsewhere}\n", NULL, L("@FILE", "output_dir"));
+    expect_bad("base: {config: tiny}\n", NULL, L("@FILE", "name"));
+    expect_bad("name: x\nmatrix: {noddp: [true\n", NULL, L("@FILE", "malformed"));
+    expect_bad("name: ../up\n", NULL, L("@FILE", "name", "../up"));
+    /* command-line mistakes name the flag */
+    expect_bad("name: x\nmatrix: {noddp: [false, true]}\n", L("--noddp", "true"), L("--noddp", "matrix"));
+    expect_bad(NULL, L("--ranks", "1,0"), L("--ranks", "'0'"));
+    expect_bad(NULL, L("--launcher", "qsub"), L("--launcher", "qsub"));
+    expect_bad(NULL, L("--world_size", "4"), L("--world_size", "layouts"));
+    expect_bad(NULL, L("--run_name", "mine"), L("run_name"));
+    expect_bad(NULL, L("--lr", "fast"), L("--lr", "fast"));
+    expect_bad(NULL, L("--nosuchkey", "1"), L("nosuchkey"));
+    /* a config name that does not exist would fail every run: caught up front */
+    expect_bad(NULL, L("--config", "tny"), L("vit.yaml", "tny"));
+    expect_bad("name: x\nmatrix: {config: [tiny, smal]}\n", NULL, L("vit.yaml", "smal"));
+
+    /* a missing file names it */
+    char out[2048], missing[VB_PATH_MAX];
+    vb_snprintf(missing, sizeof missing, "%s/nope.yaml", g_tmp);
+    assert_int_equal(sweep_child(out, sizeof out, L(missing, "--dry-run")), 2);
+    assert_non_null(strstr(out, missing));
+}
+
+/* Dry runs of the shipped scenario files, sized as a 2-core machine runs them. */
+static void test_dry_run_shipped_scenarios(void **state) {
+    (void)state;
+    static const struct {
+        const char *file, *flag, *value;
+        int rows;
+    } cases[] = {
+        {"weak_scaling", "--ranks", "1,2", 4},      {"strong_scaling", "--ranks", "1,2", 2},
+        {"ddp_buckets", "--ranks", "2", 5},         {"tp_cp_layouts", "--world_size", "4", 9},
+        {"optimization_flags", "--ranks", "1", 4},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char file[VB_PATH_MAX], outdir[VB_PATH_MAX], out[16384];
+        vb_snprintf(file, sizeof file, "%s/scenarios/%s.yaml", tu_source_dir(), cases[c].file);
+        vb_snprintf(outdir, sizeof outdir, "%s/dry_%s", g_tmp, cases[c].file);
+        int rc = sweep_child(out, sizeof out,
+                             L(file, "--dry-run", "--output_dir", outdir, cases[c].flag, cases[c].value, "--config", "tiny"));
+        if (rc != 0) fail_msg("%s: exit %d: %s", cases[c].file, rc, out);
+        /* one mpirun line per run */
+        int lines = 0;
+        for (const char *q = out; (q = strstr(q, "mpirun -np ")); q++) lines++;
+        if (lines != cases[c].rows) fail_msg("%s: %d mpirun lines, want %d: %s", cases[c].file, lines, cases[c].rows, out);
+        char cmd[2 * VB_PATH_MAX], found[VB_PATH_MAX];
+        vb_snprintf(cmd, sizeof cmd, "ls -d %s/%s_*/index.csv", outdir, cases[c].file);
+        assert_int_equal(tu_run(found, sizeof found, "%s", cmd), 0);
+        found[strcspn(found, "\n")] = '\0';
+        assert_int_equal(tu_count_lines(found), cases[c].rows + 1);
+        char *csv = tu_read_file(found);
+        assert_non_null(strstr(csv, "run_index,run_dir,status,exit_code,ranks"));
+        assert_non_null(strstr(csv, ",dry-run,,"));
+        free(csv);
+    }
+}
+
+/* --------------------------------------------------------------------- */
+/* real launches of the stand-in run (see main) */
+
+/* Runs a sweep of `text` (real mpirun, the stand-in run); returns the sweep
+ * directory in dir and its index.csv text (caller frees). */
+static char *launch_sweep(const char *text, const char *tag, const char *const *extra, char *dir, size_t n, char *out,
+                          size_t outn) {
+    char path[VB_PATH_MAX], outdir[VB_PATH_MAX], name[64];
+    snprintf(name, sizeof name, "%s.yaml", tag);
+    write_text(path, sizeof path, name, text);
+    vb_snprintf(outdir, sizeof outdir, "%s/%s_out", g_tmp, tag);
+    const char *args[16] = {path, "--output_dir", outdir, "--launcher", "mpirun"};
+    int k = 5;
+    for (int i = 0; extra && extra[i]; i++) args[k++] = extra[i];
+    args[k] = NULL;
+    int rc = sweep_child(out, outn, args);
+    if (rc != 0) fail_msg("sweep exit %d: %s", rc, out);
+    assert_int_equal(tu_run(dir, n, "ls -d %s/%s_*", outdir, tag), 0);
+    dir[strcspn(dir, "\n")] = '\0';
+    char p[2 * VB_PATH_MAX];
+    vb_snprintf(p, sizeof p, "%s/index.csv", dir);
+    char *csv = tu_read_file(p);
+    assert_non_null(csv);
+    return csv;
+}
+
+static void test_launch_records_failures_and_goes_on(void **state) {
+    (void)state;
+    char dir[VB_PATH_MAX], out[16384], p[2 * VB_PATH_MAX];
+    /* seed 13 makes the stand-in exit 3 */
+    char *csv = launch_sweep("name: launch\nranks: [1, 2]\nmatrix: {seed: [1, 13]}\n", "launch", NULL, dir, sizeof dir,
+                             out, sizeof out);
+    static const char *rows[] = {
+        "0,runs/000_ranks=1_seed=1,completed,0,1,1\n", "1,runs/001_ranks=1_seed=13,failed,3,1,13\n",
+        "2,runs/002_ranks=2_seed=1,completed,0,2,1\n", "3,runs/003_ranks=2_seed=13,failed,3,2,13\n",
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        if (!strstr(csv, rows[i])) {
+            vb_snprintf(p, sizeof p, "%s/logs/001_ranks=1_seed=13.log", dir);
+            char *log = tu_read_file(p);
+            fail_msg("index.csv lacks '%s':\n%s\nlog of run 1:\n%s", rows[i], csv, log ? log : "(none)");
+        }
+    }
+    free(csv);
+    /* the completed 2-rank run's directory exists, with a file from each rank */
+    vb_snprintf(p, sizeof p, "%s/runs/002_ranks=2_seed=1/rank1", dir);
+    assert_true(vb_file_exists(p));
+    /* the child's output went to its log, after the command line */
+    vb_snprintf(p, sizeof p, "%s/logs/003_ranks=2_seed=13.log", dir);
+    char *log = tu_read_file(p);
+    assert_non_null(log);
+    assert_non_null(strstr(log, "# mpirun -np 2 --oversubscribe "));
+    assert_non_null(strstr(log, "stand-in run failing on purpose"));
+    free(log);
+    assert_non_null(strstr(out, "2 of 4 runs failed"));
+}
+
+static void test_launch_timeout_kills_run(void **state) {
+    (void)state;
+    char dir[VB_PATH_MAX], out[8192];
+    /* seed 99 makes the stand-in sleep 30 s; mpirun itself takes ~2 s to start here */
+    double t0 = vb_now();
+    char *csv = launch_sweep("name: slow\nranks: [1]\nmatrix: {seed: [99]}\ntimeout_s: 60\n", "slow",
+                             L("--timeout_s", "5"), dir, sizeof dir, out, sizeof out);
+    if (!strstr(csv, "0,runs/000_ranks=1_seed=99,failed,")) fail_msg("timeout row missing:\n%s", csv);
+    free(csv);
+    assert_true(vb_now() - t0 < 25); /* --timeout_s beat the file's 60 and the 30 s sleep */
+    assert_non_null(strstr(out, "timeout"));
+}
+
+static void test_sbatch_dry_run_writes_job_scripts(void **state) {
+    (void)state;
+    char path[VB_PATH_MAX], outdir[VB_PATH_MAX], out[8192];
+    write_text(path, sizeof path, "sb.yaml",
+               "name: sb\nranks: [2, 8]\nranks_per_node: 4\nsbatch: {time: '00:10:00', qos: debug}\n"
+               "matrix: {noddp: [false]}\n");
+    vb_snprintf(outdir, sizeof outdir, "%s/sb_out", g_tmp);
+    int rc = sweep_child(out, sizeof out, L(path, "--dry-run", "--launcher", "sbatch", "--output_dir", outdir));
+    if (rc != 0) fail_msg("exit %d: %s", rc, out);
+    char found[VB_PATH_MAX];
+    assert_int_equal(tu_run(found, sizeof found, "ls -d %s/sb_*", outdir), 0);
+    found[strcspn(found, "\n")] = '\0';
+    char p[2 * VB_PATH_MAX];
+    vb_snprintf(p, sizeof p, "%s/jobs/001_ranks=8_noddp=false.sbatch", found);
+    char *job = tu_read_file(p);
+    if (!job) fail_msg("no job script %s; output: %s", p, out);
+    static const char *want[] = {"#!/bin/bash", "#SBATCH --ntasks=8\n", "#SBATCH --nodes=2\n",
+                                 "#SBATCH --ntasks-per-node=4\n", "#SBATCH --time=00:10:00\n", "#SBATCH --qos=debug\n",
+                                 "#SBATCH --job-name=sb_001\n", "logs/001_ranks=8_noddp=false.log",
+                                 "srun --ntasks=8 --nodes=2 --ntasks-per-node=4 ", " run --noddp false --output_dir ",
+                                 "--run_name 001_ranks=8_noddp=false"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!strstr(job, want[i])) fail_msg("job script lacks '%s':\n%s", want[i], job);
+    free(job);
+    vb_snprintf(p, sizeof p, "%s/jobs/000_ranks=2_noddp=false.sbatch", found);
+    job = tu_read_file(p);
+    assert_non_null(job);
+    assert_non_null(strstr(job, "#SBATCH --nodes=1\n"));
+    assert_non_null(strstr(job, "#SBATCH --ntasks-per-node=2\n"));
+    free(job);
+    assert_non_null(strstr(out, "sbatch "));
+    vb_snprintf(p, sizeof p, "%s/index.csv", found);
+    assert_int_equal(tu_count_lines(p), 3);
+}
+
+/* --------------------------------------------------------------------- */
+
+/* Stand-in for `vitbench run` when the sweep launches this binary. */
+static int stand_in_run(int argc, char **argv) {
+    const char *out = NULL, *name = NULL, *seed = "0";
+    for (int i = 1; i + 1 < argc; i++) {
+        if (strcmp(argv[i], "--output_dir") == 0) out = argv[i + 1];
+        if (strcmp(argv[i], "--run_name") == 0) name = argv[i + 1];
+        if (strcmp(argv[i], "--seed") == 0) seed = argv[i + 1];
+    }
+    if (!out || !name) return 2;
+    if (strcmp(seed, "99") == 0) sleep(30);
+    if (strcmp(seed, "13") == 0) {
+        fprintf(stderr, "stand-in run failing on purpose\n");
+        return 3;
+    }
+    char dir[2 * VB_PATH_MAX], f[3 * VB_PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/%s", out, name);
+    if (mkdir(dir, 0775) != 0 && errno != EEXIST) return 1;
+    const char *rank = getenv("OMPI_COMM_WORLD_RANK");
+    snprintf(f, sizeof f, "%s/rank%s", dir, rank ? rank : "0");
+    FILE *fp = fopen(f, "w");
+    if (!fp) return 1;
+    fclose(fp);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "run") == 0) return stand_in_run(argc, argv);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_matrix_product_counts_and_order),
+        cmocka_unit_test(test_layouts_factorizations),
+        cmocka_unit_test(test_overrides_precedence_and_ranks),
+        cmocka_unit_test(test_flags_form),
+        cmocka_unit_test(test_bad_files_exit_2),
+        cmocka_unit_test(test_dry_run_shipped_scenarios),
+        cmocka_unit_test(test_sbatch_dry_run_writes_job_scripts),
+        cmocka_unit_test(test_launch_records_failures_and_goes_on),
+        cmocka_unit_test(test_launch_timeout_kills_run),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# test_sweep_cli.sh <vitbench>: `vitbench sweep` through the real binary.
+#   1. --dry-run of every shipped scenario file, sized as a 2-core machine runs
+#      them: one mpirun line per run, index.csv with one dry-run row per run.
+#   2. --launcher sbatch --dry-run writes one valid job script per run.
+#   3. bad scenario / flag: exit 2 with one line naming the file / key / flag.
+#   4. a real 1- and 2-rank tiny sweep with the quick benchy config, one matrix
+#      point deliberately invalid (num_heads 3 does not divide embed_dim 64):
+#      those runs are recorded as failed, the others complete, the sweep goes on.
+set -u
+
+VB=${1:?usage: test_sweep_cli.sh <path-to-vitbench>}
+SRC=${VB_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
+QUICK=$SRC/scenarios/benchy/quick.yaml
+
+fail() { echo "test_sweep_cli: FAIL: $*" >&2; exit 1; }
+[ -x "$VB" ] || fail "not an executable: $VB"
+VB=$(readlink -f "$VB")
+
+TMP=$(mktemp -d /tmp/vb_sweep.XXXXXX) || fail "mktemp"
+trap 'rm -rf "$TMP"' EXIT
+
+out=$("$VB" sweep --help 2>&1) || fail "'vitbench sweep' is not dispatched by bench/main.c (wire it to vb_sweep_main): $out"
+
+# the one sweep directory a sweep of scenario NAME made under DIR
+sweep_dir() {
+    local d
+    d=$(ls -d "$1/$2"_* 2>/dev/null) || fail "no sweep directory $1/$2_*"
+    [ "$(echo "$d" | wc -l)" = 1 ] || fail "several sweep directories for $2: $d"
+    echo "$d"
+}
+
+# rows of index.csv whose status (column 3) is not $2
+bad_status_rows() { awk -F, -v want="$2" 'NR > 1 && $3 != want' "$1"; }
+
+# ---- 1. dry runs of the shipped scenarios ----
+check_dry() { # name flag value rows
+    local name=$1 flag=$2 value=$3 rows=$4 out n dir
+    out=$("$VB" sweep "$SRC/scenarios/$name.yaml" --dry-run --output_dir "$TMP/dry" "$flag" "$value" \
+        --config tiny --benchy_config "$QUICK" 2>&1) || fail "$name dry run exited $?: $out"
+    n=$(grep -c "^mpirun -np [0-9]* --oversubscribe $VB run " <<<"$out")
+    [ "$n" = "$rows" ] || fail "$name: $n mpirun lines, want $rows: $out"
+    grep -q -- "--config tiny" <<<"$out" || fail "$name: --config tiny not passed to the runs: $out"
+    grep -q -- "--benchy_config $QUICK" <<<"$out" || fail "$name: --benchy_config not passed: $out"
+    dir=$(sweep_dir "$TMP/dry" "$name")
+    [ "$(wc -l <"$dir/index.csv")" = $((rows + 1)) ] || fail "$name: index.csv has $(wc -l <"$dir/index.csv") lines, want $((rows + 1))"
+    head -1 "$dir/index.csv" | grep -q '^run_index,run_dir,status,exit_code,ranks' || fail "$name: index.csv header: $(head -1 "$dir/index.csv")"
+    [ -z "$(bad_status_rows "$dir/index.csv" dry-run)" ] || fail "$name: rows not dry-run: $(cat "$dir/index.csv")"
+    [ -f "$dir/scenario.yaml" ] && [ -f "$dir/sweep.json" ] || fail "$name: scenario.yaml / sweep.json missing in $dir"
+}
+check_dry weak_scaling --ranks 1,2 4        # 2 rank counts x noddp false/true
+check_dry strong_scaling --ranks 1,2 2
+check_dry ddp_buckets --ranks 2 5           # baseline 25 MB, 1, 5, 100, noddp
+check_dry tp_cp_layouts --world_size 4 9    # 6 factorizations, equivalent orders once
+check_dry optimization_flags --ranks 1 4    # baseline + workers 1, 2 + broadcast off
+# the layouts rows carry their layout as columns and flags
+d=$(sweep_dir "$TMP/dry" tp_cp_layouts)
+head -1 "$d/index.csv" | grep -q ',tensor_parallel,context_parallel,parallel_order$' || fail "layout columns: $(head -1 "$d/index.csv")"
+grep -q ',4,2,2,cp-tp-dp$' "$d/index.csv" || fail "tp 2 cp 2 cp-tp-dp row missing: $(cat "$d/index.csv")"
+
+# any other scenario file in scenarios/ must at least expand
+for f in "$SRC"/scenarios/*.yaml; do
+    case $(basename "$f") in vit.yaml | weak_scaling.yaml | strong_scaling.yaml | ddp_buckets.yaml | \
+        tp_cp_layouts.yaml | optimization_flags.yaml) continue ;; esac
+    grep -q '^name:' "$f" || continue
+    out=$("$VB" sweep "$f" --dry-run --output_dir "$TMP/other" 2>&1) || fail "$f: dry run exited $?: $out"
+done
+
+# ---- 2. sbatch job scripts ----
+out=$("$VB" sweep "$SRC/scenarios/weak_scaling.yaml" --dry-run --launcher sbatch --ranks 1,2 --ranks_per_node 1 \
+    --output_dir "$TMP/sb" --config tiny 2>&1) || fail "sbatch dry run exited $?: $out"
+[ "$(grep -c '^sbatch ' <<<"$out")" = 4 ] || fail "sbatch dry run: want 4 sbatch lines: $out"
+d=$(sweep_dir "$TMP/sb" weak_scaling)
+[ "$(ls "$d/jobs" | wc -l)" = 4 ] || fail "want 4 job scripts in $d/jobs: $(ls "$d/jobs")"
+job=$d/jobs/003_ranks=2_noddp=true.sbatch
+[ -f "$job" ] || fail "missing $job"
+for want in '^#SBATCH --ntasks=2$' '^#SBATCH --nodes=2$' '^#SBATCH --ntasks-per-node=1$' '^#SBATCH --job-name=weak_scaling_003$' \
+    "^#SBATCH --output=$d/logs/003_ranks=2_noddp=true.log$" "^exec srun --ntasks=2 --nodes=2 --ntasks-per-node=1 $VB run " \
+    "--noddp true --output_dir $d/runs --run_name 003_ranks=2_noddp=true$"; do
+    grep -q -- "$want" "$job" || fail "job script lacks /$want/: $(cat "$job")"
+done
+for j in "$d"/jobs/*.sbatch; do bash -n "$j" || fail "not valid bash: $j"; done
+[ -z "$(bad_status_rows "$d/index.csv" dry-run)" ] || fail "sbatch dry run statuses: $(cat "$d/index.csv")"
+
+# ---- 3. bad input ----
+expect_exit2() { # needle... -- args...
+    local needles=() out rc
+    while [ "$1" != -- ]; do needles+=("$1"); shift; done
+    shift
+    out=$("$VB" sweep "$@" 2>&1)
+    rc=$?
+    [ "$rc" = 2 ] || fail "sweep $*: exit $rc, want 2: $out"
+    [ "$(printf '%s\n' "$out" | wc -l)" = 1 ] || fail "sweep $*: want one line: $out"
+    for n in "${needles[@]}"; do grep -qF -- "$n" <<<"$out" || fail "sweep $*: message does not name '$n': $out"; done
+}
+printf 'name: bad\nmatrix: {nodp: [true]}\n' >"$TMP/bad.yaml"
+expect_exit2 "$TMP/bad.yaml" matrix.nodp -- "$TMP/bad.yaml" --dry-run --output_dir "$TMP/bad"
+printf 'name: bad\nranks: [1, two]\n' >"$TMP/bad2.yaml"
+expect_exit2 "$TMP/bad2.yaml" ranks two -- "$TMP/bad2.yaml" --dry-run --output_dir "$TMP/bad"
+expect_exit2 --launcher qsub -- "$SRC/scenarios/weak_scaling.yaml" --launcher qsub --dry-run --output_dir "$TMP/bad"
+expect_exit2 --noddp matrix -- "$SRC/scenarios/weak_scaling.yaml" --noddp true --dry-run --output_dir "$TMP/bad"
+expect_exit2 "$TMP/none.yaml" -- "$TMP/none.yaml" --dry-run --output_dir "$TMP/bad"
+[ ! -e "$TMP/bad" ] || fail "a rejected sweep created $TMP/bad"
+
+# ---- 4. a real tiny sweep on 1 and 2 ranks ----
+mkdir -p "$TMP/e2e" && cd "$TMP/e2e" || fail "cd $TMP/e2e"
+"$VB" datagen --output_dir data/tiny --years 1 --valid_years 1 --samples_per_year 16 --channels 4 --img_size 32,64 \
+    >datagen.log 2>&1 || fail "datagen: $(cat datagen.log)"
+cat >e2e.yaml <<'EOF'
+# two good runs and two that fail inside the run (num_heads 3 does not divide embed_dim 64)
+name: e2e
+base: {config: tiny, global_batch_size: 4}
+ranks: [1, 2]
+matrix:
+  num_heads: [4, 3]
+EOF
+out=$(OMP_NUM_THREADS=1 "$VB" sweep e2e.yaml --output_dir sweeps --benchy_config "$QUICK" --timeout_s 300 2>&1) ||
+    fail "real sweep exited $?: $out"
+d=$(sweep_dir sweeps e2e)
+idx=$d/index.csv
+[ "$(wc -l <"$idx")" = 5 ] || fail "index.csv: want 4 rows: $(cat "$idx")"
+want_rows='0,runs/000_ranks=1_num_heads=4,completed,0,1,4
+1,runs/001_ranks=1_num_heads=3,failed,2,1,3
+2,runs/002_ranks=2_num_heads=4,completed,0,2,4
+3,runs/003_ranks=2_num_heads=3,failed,2,2,3'
+[ "$(tail -n +2 "$idx")" = "$want_rows" ] || fail "index.csv rows: $(cat "$idx"); sweep output: $out"
+for run in 000_ranks=1_num_heads=4 002_ranks=2_num_heads=4; do
+    for f in run.json summary.csv trials.csv; do
+        [ -f "$d/runs/$run/$f" ] || fail "completed run $run has no $f: $(ls "$d/runs/$run" 2>&1); log: $(cat "$d/logs/$run.log")"
+    done
+done
+grep -q '"nranks": *2' "$d/runs/002_ranks=2_num_heads=4/benchy_output.json" || fail "2-rank run did not run on 2 ranks: $(head -c 300 "$d/runs/002_ranks=2_num_heads=4/benchy_output.json")"
+grep -q 'num_heads' "$d/logs/001_ranks=1_num_heads=3.log" || fail "failed run's log does not say why: $(cat "$d/logs/001_ranks=1_num_heads=3.log")"
+grep -q '2 of 4 runs failed' <<<"$out" || fail "sweep did not report the failures: $out"
+
+echo "test_sweep_cli: OK"
