@@ -10,15 +10,23 @@
  * Files come from users, so loading pre-checks every object and reports the
  * first problem as one line naming the file and dataset (exit 2); HDF5's own
  * error stack printing is off while we work.
+ *
+ * Tensor parallelism: the file is the same whatever the layout. Saving
+ * all-gathers the tp shards and tp rank 0 writes full tensors (and the Adam
+ * moments in the single-rank buffer layout, via vit_tensor.full_offset);
+ * loading reads each rank's slice with an HDF5 hyperslab. So a tp 2 run can
+ * resume from a single-rank checkpoint and vice versa.
  */
 #include "core/checkpoint.h"
 
 #include <fcntl.h>
 #include <hdf5.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "core/comm.h"
 #include "core/common.h"
 
 #define OPT_GROUP "optimizer"
@@ -59,17 +67,58 @@ static void write_int_attr(hid_t loc, const char *name, int n, const int *values
     VB_H5(H5Sclose(space));
 }
 
+/* The single-rank (state_dict layout) host copy of a parameter-shaped
+ * buffer `buf` (params or an Adam moment: this rank's shards, backend
+ * memory). Collective over tp: every tp rank's shards are all-gathered and tp
+ * rank 0 assembles the full tensors. Returns nparams_full floats on tp rank 0,
+ * NULL on the others. */
+static float *gather_full(const vit_model *m, const float *buf, const vb_ops *ops) {
+    const size_t n = m->nparams;
+    const int tp = m->par.tp_size;
+    float *all = vb_malloc(n * sizeof(float) * (size_t)tp);
+    ops->memcpy_d2h(all, buf, n * sizeof(float));
+    if (tp > 1) {
+        /* heads % tp == 0, so every tp rank holds shards of the same sizes */
+        if (n > (size_t)INT_MAX) vb_die_internal("checkpoint save: %zu params exceed MPI's int count", n);
+        int *counts = vb_malloc(sizeof(int) * (size_t)tp);
+        for (int r = 0; r < tp; r++) counts[r] = (int)n;
+        /* in place: our shards already sit at slot tp_rank once moved there */
+        float *mine = all + n * (size_t)m->par.tp_rank;
+        if (mine != all) memcpy(mine, all, n * sizeof(float));
+        vb_allgatherv_f32(m->par.tp, mine, all, counts);
+        vb_free(counts);
+    }
+    if (m->par.tp_rank != 0) {
+        vb_free(all);
+        return NULL;
+    }
+    float *full = vb_malloc(m->nparams_full * sizeof(float));
+    for (int i = 0; i < m->ntensors; i++) {
+        const vit_tensor *t = &m->tensors[i];
+        /* replicated tensors are the same on every tp rank: take rank 0's */
+        const int from = t->shard_dim < 0 ? 1 : tp;
+        for (int r = 0; r < from; r++)
+            vit_shard_insert(t, r * t->shard_len, all + n * (size_t)r + t->offset, full + t->full_offset);
+    }
+    vb_free(all);
+    return full;
+}
+
 void vb_checkpoint_save(const char *path, const vit_model *m, const vb_adam *opt) {
     if (opt && opt->n != m->nparams)
         vb_die_internal("checkpoint save: optimizer has %zu values, model %zu params", opt->n, m->nparams);
+    if (m->par.tp_size > 1 && !m->par.tp)
+        vb_die_internal("checkpoint save: tensor_parallel %d but no tp communicator", m->par.tp_size);
     char tmp[VB_PATH_MAX];
     if (strlen(path) + 5 > sizeof tmp) vb_die_input("%s: checkpoint path too long", path);
     vb_snprintf(tmp, sizeof tmp, "%s.tmp", path);
 
-    /* one host staging buffer, reused for params, exp_avg, exp_avg_sq */
-    const size_t bytes = m->nparams * sizeof(float);
-    float *host = vb_malloc(bytes);
-    m->ops->memcpy_d2h(host, m->params, bytes);
+    /* every collective first: a failing write on tp rank 0 then leaves no
+     * other rank waiting in one */
+    float *host = gather_full(m, m->params, m->ops);
+    float *exp_avg = opt ? gather_full(m, opt->m, opt->ops) : NULL;
+    float *exp_avg_sq = opt ? gather_full(m, opt->v, opt->ops) : NULL;
+    if (m->par.tp_rank != 0) return;
 
     h5_quiet q = h5_quiet_begin();
     hid_t file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
@@ -79,8 +128,8 @@ void vb_checkpoint_save(const char *path, const vit_model *m, const vb_adam *opt
     for (int i = 0; i < m->ntensors; i++) {
         const vit_tensor *t = &m->tensors[i];
         hsize_t dims[VIT_MAX_NDIM];
-        for (int k = 0; k < t->ndim; k++) dims[k] = (hsize_t)t->shape[k];
-        write_float_dataset(tmp, file, t->name, t->ndim, dims, host + t->offset);
+        for (int k = 0; k < t->ndim; k++) dims[k] = (hsize_t)t->full_shape[k];
+        write_float_dataset(tmp, file, t->name, t->ndim, dims, host + t->full_offset);
     }
 
     const vit_dims *d = &m->d;
@@ -101,16 +150,16 @@ void vb_checkpoint_save(const char *path, const vit_model *m, const vb_adam *opt
         VB_H5(H5Dwrite(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &step));
         VB_H5(H5Dclose(ds));
         VB_H5(H5Sclose(scalar));
-        const hsize_t n[1] = {(hsize_t)m->nparams};
-        opt->ops->memcpy_d2h(host, opt->m, bytes);
-        write_float_dataset(tmp, grp, "exp_avg", 1, n, host);
-        opt->ops->memcpy_d2h(host, opt->v, bytes);
-        write_float_dataset(tmp, grp, "exp_avg_sq", 1, n, host);
+        const hsize_t n[1] = {(hsize_t)m->nparams_full};
+        write_float_dataset(tmp, grp, "exp_avg", 1, n, exp_avg);
+        write_float_dataset(tmp, grp, "exp_avg_sq", 1, n, exp_avg_sq);
         VB_H5(H5Gclose(grp));
     }
     if (H5Fclose(file) < 0) vb_die_input("%s: cannot finish writing the checkpoint (disk full?)", tmp);
     h5_quiet_end(q);
     vb_free(host);
+    vb_free(exp_avg);
+    vb_free(exp_avg_sq);
 
     /* make the bytes durable before the rename publishes them */
     int fd = open(tmp, O_RDONLY);
@@ -162,9 +211,55 @@ static hid_t open_checked(const char *path, hid_t loc, const char *name, const c
     return ds;
 }
 
-static void read_floats(const char *path, hid_t ds, const char *label, float *dst) {
-    if (H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, dst) < 0)
-        vb_die_input("%s: cannot read dataset '%s'", path, label);
+/* Reads this rank's shard of tensor t from its state_dict-shaped dataset
+ * (the whole tensor when replicated) into dst [t->numel]; closes ds. */
+static void read_shard(const char *path, hid_t ds, const vit_tensor *t, float *dst) {
+    hid_t mem = H5S_ALL, file = H5S_ALL;
+    if (t->shard_dim >= 0) {
+        hsize_t start[VIT_MAX_NDIM], count[VIT_MAX_NDIM];
+        for (int k = 0; k < t->ndim; k++) start[k] = 0, count[k] = (hsize_t)t->shape[k];
+        start[t->shard_dim] = (hsize_t)t->shard_offset;
+        file = VB_H5(H5Dget_space(ds));
+        VB_H5(H5Sselect_hyperslab(file, H5S_SELECT_SET, start, NULL, count, NULL));
+        mem = VB_H5(H5Screate_simple(t->ndim, count, NULL));
+    }
+    if (H5Dread(ds, H5T_NATIVE_FLOAT, mem, file, H5P_DEFAULT, dst) < 0)
+        vb_die_input("%s: cannot read dataset '%s'", path, t->name);
+    if (t->shard_dim >= 0) {
+        VB_H5(H5Sclose(mem));
+        VB_H5(H5Sclose(file));
+    }
+    VB_H5(H5Dclose(ds));
+}
+
+/* Reads this rank's shards of every tensor from a flat [nparams_full] dataset
+ * in the single-rank buffer layout (an Adam moment) into dst [nparams]. A
+ * shard of a tensor seen as [outer, full_d, inner] is `outer` runs of
+ * shard_len*inner floats, full_d*inner apart: one strided 1-D hyperslab. */
+static void read_flat_shards(const char *path, hid_t ds, const char *label, const vit_model *m, float *dst) {
+    hid_t file = VB_H5(H5Dget_space(ds));
+    for (int i = 0; i < m->ntensors; i++) {
+        const vit_tensor *t = &m->tensors[i];
+        hsize_t start = t->full_offset, count = 1, block = t->full_numel, stride;
+        if (t->shard_dim >= 0) {
+            hsize_t outer = 1, inner = 1;
+            for (int k = 0; k < t->shard_dim; k++) outer *= (hsize_t)t->full_shape[k];
+            for (int k = t->shard_dim + 1; k < t->ndim; k++) inner *= (hsize_t)t->full_shape[k];
+            start += (hsize_t)t->shard_offset * inner;
+            count = outer;
+            block = (hsize_t)t->shard_len * inner;
+            stride = (hsize_t)t->full_shape[t->shard_dim] * inner;
+        } else {
+            stride = block; /* one block: any stride >= block */
+        }
+        VB_H5(H5Sselect_hyperslab(file, H5S_SELECT_SET, &start, &stride, &count, &block));
+        const hsize_t n = t->numel;
+        hid_t mem = VB_H5(H5Screate_simple(1, &n, NULL));
+        if (H5Dread(ds, H5T_NATIVE_FLOAT, mem, file, H5P_DEFAULT, dst + t->offset) < 0)
+            vb_die_input("%s: cannot read dataset '%s'", path, label);
+        VB_H5(H5Sclose(mem));
+    }
+    VB_H5(H5Sclose(file));
     VB_H5(H5Dclose(ds));
 }
 
@@ -201,9 +296,9 @@ void vb_checkpoint_load(const char *path, vit_model *m, vb_adam *opt) {
     for (int i = 0; i < m->ntensors; i++) {
         const vit_tensor *t = &m->tensors[i];
         hsize_t dims[VIT_MAX_NDIM];
-        for (int k = 0; k < t->ndim; k++) dims[k] = (hsize_t)t->shape[k];
+        for (int k = 0; k < t->ndim; k++) dims[k] = (hsize_t)t->full_shape[k];
         hid_t ds = open_checked(path, file, t->name, t->name, t->ndim, dims, true);
-        read_floats(path, ds, t->name, params + t->offset);
+        read_shard(path, ds, t, params + t->offset);
     }
 
     /* optimizer state: optional (a PyTorch-written init checkpoint has none) */
@@ -219,13 +314,13 @@ void vb_checkpoint_load(const char *path, vit_model *m, vb_adam *opt) {
         if (step < 0 || step > 2147483647)
             vb_die_input("%s: dataset '%s/step' is %lld, expected 0..2147483647", path, OPT_GROUP,
                          (long long)step);
-        const hsize_t n[1] = {(hsize_t)m->nparams};
+        const hsize_t n[1] = {(hsize_t)m->nparams_full};
         exp_avg = vb_malloc(bytes);
         exp_avg_sq = vb_malloc(bytes);
         ds = open_checked(path, grp, "exp_avg", OPT_GROUP "/exp_avg", 1, n, true);
-        read_floats(path, ds, OPT_GROUP "/exp_avg", exp_avg);
+        read_flat_shards(path, ds, OPT_GROUP "/exp_avg", m, exp_avg);
         ds = open_checked(path, grp, "exp_avg_sq", OPT_GROUP "/exp_avg_sq", 1, n, true);
-        read_floats(path, ds, OPT_GROUP "/exp_avg_sq", exp_avg_sq);
+        read_flat_shards(path, ds, OPT_GROUP "/exp_avg_sq", m, exp_avg_sq);
         VB_H5(H5Gclose(grp));
     }
     VB_H5(H5Fclose(file));

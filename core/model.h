@@ -10,6 +10,24 @@
  * slice it. Every tensor is described by vit_tensor (name as in state_dict,
  * shape, offset), so checkpoints and buckets need no per-layer code.
  *
+ * Parallelism (vit_parallel), as the tutorials' train_mp.py / distributed/:
+ *  - tensor parallel (tp, Megatron): q, k, v, fc1 are column-parallel (rank r
+ *    holds output rows [r*O/tp, (r+1)*O/tp) of weight [O, C] and bias: heads
+ *    [r*NH/tp, ...) and that slice of the MLP hidden dim); proj and fc2 are
+ *    row-parallel (rank r holds input columns [r*C/tp, ...) of weight [O, C],
+ *    bias replicated and added once after the tp allreduce of the partial
+ *    sums). LayerNorm outputs enter the parallel region by identity forward /
+ *    tp-allreduce of their gradient backward. Everything else is replicated
+ *    over tp and its gradient comes out identical on every tp rank.
+ *  - context parallel (cp): the N tokens are split over cp (vit_token_split);
+ *    each rank embeds its own patches and carries only its tokens through the
+ *    blocks; attention all-gathers K and V over cp (reduce-scatters their
+ *    gradients). The head output is all-gathered so every cp rank computes the
+ *    full prediction and the same loss. Weights are replicated over cp: their
+ *    gradients are PARTIAL sums that the caller (DDP) must sum over cp.
+ * The buffers hold this rank's shards (local shapes), still in state_dict
+ * order; vit_tensor also records the full shape and the slice held here.
+ *
  * Activations are allocated once for max_batch in vit_create; forward and
  * backward allocate nothing. All compute goes through model->ops.
  */
@@ -29,7 +47,10 @@ typedef struct vit_dims {
 } vit_dims;
 
 /* Parallel layout of this rank's model shard (single rank: all 1/0).
- * Filled by the distributed issue; the model sizes its shards from it. */
+ * The model sizes its shards from it. A communicator may be NULL with its
+ * size > 1 only to inspect shards in one process (tensor table, init,
+ * checkpoint load); vit_forward / vit_backward / a tp > 1 checkpoint save then
+ * exit 1. When given, comm->size / comm->rank must equal *_size / *_rank. */
 struct vb_comm;
 typedef struct vit_parallel {
     int tp_size, tp_rank;     /* heads and MLP hidden split over tp */
@@ -44,10 +65,16 @@ typedef struct vit_parallel {
 typedef struct vit_tensor {
     char name[VIT_MAX_NAME];   /* state_dict key, e.g. "blocks.3.attn.q.weight" */
     int ndim;
-    int shape[VIT_MAX_NDIM];   /* PyTorch shape (full, unsharded for now) */
+    int shape[VIT_MAX_NDIM];   /* this rank's (local) shape; == full_shape unless tp-sharded */
     size_t offset;             /* into params / grads, in floats */
-    size_t numel;
+    size_t numel;              /* local: product of shape */
     int init;                  /* VIT_INIT_* */
+    /* sharding (tensor parallel only: cp replicates every tensor) */
+    int full_shape[VIT_MAX_NDIM]; /* PyTorch state_dict shape */
+    int shard_dim;             /* dim split over tp, -1 if replicated */
+    int shard_offset, shard_len; /* this rank's range along shard_dim (0, 0 if replicated) */
+    size_t full_offset;        /* offset in a single-rank model's buffer (checkpoint optimizer layout) */
+    size_t full_numel;         /* product of full_shape */
 } vit_tensor;
 
 enum { VIT_INIT_TRUNC_NORMAL = 0, VIT_INIT_ZERO, VIT_INIT_ONE };
@@ -99,10 +126,20 @@ typedef struct vit_model {
     float *pred;         /* [B,Cout,H,W] of the last forward (view into acts) */
     float loss;          /* of the last forward with a target */
     void *priv;          /* activation and scratch views, model.c's business */
+
+    /* this rank's share under vit_parallel (single rank: the full sizes) */
+    int ntok_local;      /* tokens held here (cp) */
+    int tok_offset;      /* first of them in the full sequence */
+    int dim_local;       /* dim / tp: q/k/v output columns = heads_local * hd */
+    int heads_local;     /* heads / tp */
+    int hidden_local;    /* 4 * dim / tp */
+    size_t nparams_full; /* nparams of a single-rank model (sum of full_numel) */
 } vit_model;
 
-/* Checks dims (exit 2 naming the value if impossible), lays out tensors,
- * allocates params/grads/activations for up to max_batch samples. */
+/* Checks dims and the layout (exit 2 naming the value if impossible:
+ * num_heads % tensor_parallel, fewer tokens than context_parallel), lays out
+ * this rank's tensors, allocates params/grads/activations for up to
+ * max_batch samples. par NULL: one rank. */
 vit_model *vit_create(const vit_dims *d, const vit_parallel *par, int max_batch,
                       const vb_ops *ops, vb_profiler *prof);
 void vit_destroy(vit_model *m);
@@ -123,7 +160,25 @@ void vit_backward(vit_model *m);
 int vit_find_tensor(const vit_model *m, const char *name);
 
 /* FLOPs of one training step (forward + backward) for B samples, counting
- * 2 per multiply-add in GEMMs and attention. */
+ * 2 per multiply-add in GEMMs and attention: this rank's share. Sharded work
+ * (blocks, attention) counts what this rank computes; work replicated over tp
+ * (patch embedding, head) counts 1/tp of it, so the sum over the tp x cp ranks
+ * of one data-parallel replica equals the single-rank count. */
 double vit_train_flops(const vit_model *m, int B);
+
+/* The tutorial's compute_split_shapes: chunk = ceil(ntok / cp), ranks
+ * 0..cp-2 get chunk tokens and the last the rest; if that leaves the last
+ * empty (or negative), chunk = floor(ntok / cp) instead (the last gets the
+ * remainder). E.g. 4050 / 4 -> 1013 1013 1013 1011, 5 / 4 -> 1 1 1 2.
+ * counts[cp], offsets[cp] (prefix sums). Exits 2 naming context_parallel when
+ * cp < 1 or a rank would get no token (ntok < cp). */
+void vit_token_split(int ntok, int cp, int *counts, int *offsets);
+
+/* Copies between a full (state_dict-shaped, full_numel) tensor and one tp
+ * shard of it (numel floats) whose range along t->shard_dim starts at
+ * shard_offset (t->shard_offset for this rank's own; r * t->shard_len for tp
+ * rank r's). Replicated tensors (shard_dim -1) are copied whole. Host memory. */
+void vit_shard_extract(const vit_tensor *t, int shard_offset, const float *full, float *shard);
+void vit_shard_insert(const vit_tensor *t, int shard_offset, const float *shard, float *full);
 
 #endif

@@ -605,10 +605,15 @@ static void test_bad_dims_exit_2(void **state) {
     vit_dims big = {.img_h = 360, .img_w = 720, .patch = 8, .cin = 20, .cout = 20,
                     .dim = 384, .depth = 12, .heads = 8, .ln_eps = 1e-6f};
     expect_create_dies(big, NULL, 64, "GiB");
-    vit_parallel par = {.tp_size = 2, .tp_rank = 0, .cp_size = 1, .cp_rank = 0};
-    expect_create_dies(TINY, &par, 1, "tensor/context parallelism not supported");
+    /* parallel layouts the model cannot split: heads over tp, tokens over cp (N = 8) */
+    vit_parallel par = {.tp_size = 4, .tp_rank = 0, .cp_size = 1, .cp_rank = 0};
+    expect_create_dies(TINY, &par, 1, "num_heads 2 is not divisible by tensor_parallel 4");
+    par = (vit_parallel){.tp_size = 1, .tp_rank = 0, .cp_size = 9, .cp_rank = 0};
+    expect_create_dies(TINY, &par, 1, "context_parallel 9");
+    par = (vit_parallel){.tp_size = 0, .tp_rank = 0, .cp_size = 1, .cp_rank = 0};
+    expect_create_dies(TINY, &par, 1, "tensor_parallel");
     /* and the good dims with an explicit single-rank layout are fine */
-    par.tp_size = 1;
+    par = (vit_parallel){.tp_size = 1, .tp_rank = 0, .cp_size = 1, .cp_rank = 0};
     vit_model *m = vit_create(&TINY, &par, 1, vb_ops_cpu(), NULL);
     assert_int_equal(m->par.tp_size, 1);
     vit_destroy(m);
