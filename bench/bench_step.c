@@ -1,0 +1,348 @@
+/* bench_step.c: how fast is one training step, and how close to the machine?
+ *
+ * One run measures, for one config (default `small` from scenarios/vit.yaml;
+ * every config flag of `vitbench run` works, e.g. --global_batch_size 8):
+ *   1. OpenBLAS sgemm GFLOP/s on the model's own GEMM shapes and a square 1024
+ *      (the attainable ceiling: a step is mostly these GEMMs; fastest call of
+ *      each shape, with the mean over all calls as a busy-machine indicator),
+ *   2. SYNTHETIC: training steps (forward + backward + Adam) on one cached
+ *      batch, warm-up steps first, then timed steps (benchy's SYNTHETIC trial),
+ *   3. FULL: the same steps fed by the HDF5 loader on the config's
+ *      train_data_path (benchy's FULL trial),
+ * then the step's achieved GFLOP/s (vit_train_flops / SYNTHETIC step time) and
+ * its fraction of the best model-shape sgemm rate. Output is a table with units
+ * in the style of nccl-tests plus one `bench_step key=value ...` line for scripts.
+ *
+ * Own flags (removed before the config sees argv):
+ *   --warmup N (2)  --steps N (5)  --full_steps N (= --steps)  --skip_full
+ *   --sgemm_seconds S (0.3 per shape)  --ops_csv PATH (per-op profile of the timed SYNTHETIC steps)
+ */
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cblas.h>
+
+#include "core/common.h"
+#include "core/config.h"
+#include "core/data.h"
+#include "core/model.h"
+#include "core/optim.h"
+#include "core/profile.h"
+#include "kernels/ops.h"
+
+typedef struct bench_opts {
+    int warmup, steps, full_steps;
+    bool skip_full;
+    double sgemm_seconds;
+    const char *ops_csv;
+} bench_opts;
+
+static int parse_count(const char *flag, const char *v, int min) {
+    char *end = NULL;
+    long x = v ? strtol(v, &end, 10) : 0;
+    if (!v || *v == '\0' || *end != '\0' || x < min || x > 1000000)
+        vb_die_input("flag %s: '%s' is not an integer >= %d", flag, v ? v : "(missing)", min);
+    return (int)x;
+}
+
+/* Splits argv into our flags (consumed) and the config's (copied into cargv).
+ * Injects `--config small` first when no --config is given, so the config's
+ * own parser still sees a later --config override as usual. */
+static int split_args(int argc, char **argv, bench_opts *o, char **cargv) {
+    int cargc = 0;
+    bool have_config = false;
+    cargv[cargc++] = argv[0];
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--config") || !strncmp(argv[i], "--config=", 9)) have_config = true;
+    if (!have_config) {
+        cargv[cargc++] = "--config";
+        cargv[cargc++] = "small";
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *next = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--warmup")) { o->warmup = parse_count(a, next, 0); i++; }
+        else if (!strcmp(a, "--steps")) { o->steps = parse_count(a, next, 1); i++; }
+        else if (!strcmp(a, "--full_steps")) { o->full_steps = parse_count(a, next, 1); i++; }
+        else if (!strcmp(a, "--skip_full")) o->skip_full = true;
+        else if (!strcmp(a, "--ops_csv")) {
+            if (!next) vb_die_input("flag --ops_csv needs a path");
+            o->ops_csv = next;
+            i++;
+        } else if (!strcmp(a, "--sgemm_seconds")) {
+            char *end = NULL;
+            o->sgemm_seconds = next ? strtod(next, &end) : -1;
+            if (!next || *end != '\0' || !(o->sgemm_seconds > 0 && o->sgemm_seconds <= 60))
+                vb_die_input("flag --sgemm_seconds: '%s' is not a number in (0, 60]", next ? next : "(missing)");
+            i++;
+        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            printf("usage: bench_step [--warmup N] [--steps N] [--full_steps N] [--skip_full]\n"
+                   "                  [--sgemm_seconds S] [--ops_csv PATH] [--config NAME] [--<config key> VALUE ...]\n");
+            exit(0);
+        } else cargv[cargc++] = argv[i];
+    }
+    if (o->full_steps == 0) o->full_steps = o->steps;
+    cargv[cargc] = NULL;
+    return cargc;
+}
+
+/* ---- 1. sgemm ceiling ---- */
+
+typedef struct gemm_shape {
+    const char *what;
+    int M, N, K;     /* C[M,N] = A[M,K] @ B[N,K]^T, as nn.Linear forward */
+} gemm_shape;
+
+typedef struct gemm_result {
+    double seconds;  /* fastest call */
+    double gflops;   /* at the fastest call: a ceiling, so the best case */
+    double mean_gflops;
+} gemm_result;
+
+/* Repeats one sgemm until `budget` seconds have passed (after one untimed
+ * call that faults the pages in and lets OpenBLAS spin up its threads).
+ * Each call is timed on its own and the fastest one is the ceiling: on a
+ * shared machine the mean mostly measures the neighbours. */
+static gemm_result time_sgemm(const gemm_shape *s, double budget) {
+    size_t na = (size_t)s->M * s->K, nb = (size_t)s->N * s->K, nc = (size_t)s->M * s->N;
+    float *a = vb_malloc(na * sizeof(float)), *b = vb_malloc(nb * sizeof(float));
+    float *c = vb_malloc(nc * sizeof(float));
+    vb_rng r;
+    vb_rng_seed(&r, 1);
+    for (size_t i = 0; i < na; i++) a[i] = (float)vb_rng_uniform(&r) - 0.5f;
+    for (size_t i = 0; i < nb; i++) b[i] = (float)vb_rng_uniform(&r) - 0.5f;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s->M, s->N, s->K, 1.0f, a, s->K, b, s->K,
+                0.0f, c, s->N);
+    int calls = 0;
+    double start = vb_now(), best = 1e30, now;
+    do {
+        double t0 = vb_now();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s->M, s->N, s->K, 1.0f, a, s->K, b,
+                    s->K, 0.0f, c, s->N);
+        now = vb_now();
+        if (now - t0 < best) best = now - t0;
+        calls++;
+    } while (now - start < budget);
+    vb_free(a);
+    vb_free(b);
+    vb_free(c);
+    double flop = 2.0 * s->M * s->N * (double)s->K;
+    gemm_result res = {best, flop / best * 1e-9, flop * calls / (now - start) * 1e-9};
+    return res;
+}
+
+/* ---- 2./3. training steps ---- */
+
+typedef struct step_stats {
+    int n;
+    double total, min, max;  /* seconds */
+    double data_wait;        /* FULL only: time blocked in the loader */
+} step_stats;
+
+static void stats_add(step_stats *s, double dt) {
+    if (s->n == 0 || dt < s->min) s->min = dt;
+    if (s->n == 0 || dt > s->max) s->max = dt;
+    s->total += dt;
+    s->n++;
+}
+
+typedef struct trainer {
+    vit_model *m;
+    vb_adam opt;
+    const vb_ops *ops;
+    const vb_config *c;
+    int t;               /* update count, drives the lr schedule */
+} trainer;
+
+static void train_step(trainer *tr, const float *inp, const float *tar, int B) {
+    vit_forward(tr->m, inp, tar, B);
+    vit_backward(tr->m);
+    float lr = vb_lr_at(tr->c->lr_schedule, tr->c->lr, tr->c->warmup, tr->c->num_iters, tr->t++);
+    vb_adam_step(&tr->opt, tr->m->params, tr->m->grads, lr, tr->m->prof);
+    tr->ops->synchronize();
+    if (!isfinite(tr->m->loss)) vb_die_internal("loss is %f at benchmark step %d", tr->m->loss, tr->t);
+}
+
+static vb_loader *make_loader(const vb_config *c, int B) {
+    vb_loader_opts lo = {
+        .data_dir = c->train_data_path,
+        .means_path = c->global_means_path,
+        .stds_path = c->global_stds_path,
+        .img_h = c->img_size[0],
+        .img_w = c->img_size[1],
+        .n_in_channels = c->n_in_channels,
+        .n_out_channels = c->n_out_channels,
+        .dt = c->dt,
+        .local_batch = B,
+        .limit_nsamples = c->limit_nsamples,
+        .shuffle = c->shuffle,
+        .seed = c->seed,
+        .num_workers = c->num_data_workers,
+        .dp_rank = 0,
+        .dp_size = 1,
+    };
+    return vb_loader_create(&lo);
+}
+
+static void print_row(const char *trial, const char *what, double ms, double gflops, double sps,
+                      double frac) {
+    char g[32] = "-", s[32] = "-", f[32] = "-";
+    if (gflops > 0) vb_snprintf(g, sizeof g, "%.2f", gflops);
+    if (sps > 0) vb_snprintf(s, sizeof s, "%.2f", sps);
+    if (frac > 0) vb_snprintf(f, sizeof f, "%.1f", 100.0 * frac);
+    printf("  %-10s %-34s %12.3f %10s %11s %8s\n", trial, what, ms, g, s, f);
+}
+
+int main(int argc, char **argv) {
+    bench_opts o = {.warmup = 2, .steps = 5, .sgemm_seconds = 0.3};
+    char **cargv = calloc((size_t)argc + 4, sizeof(char *));
+    if (!cargv) vb_die_internal("out of memory");
+    int cargc = split_args(argc, argv, &o, cargv);
+
+    vb_config c;
+    vb_config_defaults(&c);
+    vb_config_from_args(&c, cargc, cargv, 1);
+    const vb_ops *ops = vb_ops_by_name(c.backend);
+    if (!ops) vb_die_input("flag --backend: '%s' is not a compiled-in backend", c.backend);
+    int B = c.local_batch_size > 0 ? c.local_batch_size : c.global_batch_size;
+
+    // FULL needs the dataset: say so before spending minutes on the rest
+    if (!o.skip_full && !vb_dir_exists(c.train_data_path))
+        vb_die_input("train_data_path '%s': no such directory (make it with `vitbench datagen`, "
+                     "or pass --skip_full)", c.train_data_path);
+
+    vit_dims d = {
+        .img_h = c.img_size[0], .img_w = c.img_size[1], .patch = c.patch_size,
+        .cin = c.n_in_channels, .cout = c.n_out_channels,
+        .dim = c.embed_dim, .depth = c.depth, .heads = c.num_heads, .ln_eps = 1e-6f,
+    };
+    vit_parallel par = {.tp_size = 1, .tp_rank = 0, .cp_size = 1, .cp_rank = 0};
+    vb_profiler *prof = o.ops_csv ? vb_prof_create() : NULL;
+    trainer tr = {.ops = ops, .c = &c};
+    tr.m = vit_create(&d, &par, B, ops, prof);
+    vit_init_weights(tr.m, c.seed);
+    vb_adam_init(&tr.opt, tr.m->nparams, ops);
+
+    const int N = tr.m->ntok, D = c.embed_dim, BN = B * N;
+    const double step_flops = vit_train_flops(tr.m, B);
+
+    printf("# bench_step: config %s  D=%d depth=%d heads=%d patch=%d img=%dx%d cin=%d cout=%d  "
+           "batch=%d tokens=%d params=%zu\n", c.config, D, c.depth, c.num_heads, c.patch_size,
+           c.img_size[0], c.img_size[1], c.n_in_channels, c.n_out_channels, B, N, tr.m->nparams);
+    printf("# backend %s, %d OpenMP threads, OpenBLAS %s; train step = %.3f GFLOP (fwd+bwd, 2/FMA)\n",
+           ops->name, omp_get_max_threads(), openblas_get_config(), step_flops * 1e-9);
+    printf("#\n#  %-10s %-34s %12s %10s %11s %8s\n", "trial", "what", "time(ms)", "GFLOP/s",
+           "samples/s", "%sgemm");
+
+    /* 1. sgemm ceiling: the step's dominant GEMMs, then the textbook square. */
+    char w[4][64];
+    gemm_shape shapes[4] = {
+        {w[0], BN, 4 * D, D},   /* fc1 forward [B*N,D] x [D,4D] */
+        {w[1], BN, D, 4 * D},   /* fc2 forward [B*N,4D] x [4D,D] */
+        {w[2], BN, D, D},       /* q/k/v/proj forward */
+        {w[3], 1024, 1024, 1024},
+    };
+    const char *names[4] = {"fc1", "fc2", "qkv/proj", "square"};
+    double best = 0, mean_g[4];
+    for (int i = 0; i < 4; i++) {
+        vb_snprintf(w[i], sizeof w[i], "%s M=%d N=%d K=%d", names[i], shapes[i].M, shapes[i].N,
+                    shapes[i].K);
+        gemm_result g = time_sgemm(&shapes[i], o.sgemm_seconds);
+        if (i < 3 && g.gflops > best) best = g.gflops;  // ceiling = best MODEL shape
+        print_row("sgemm", shapes[i].what, 1e3 * g.seconds, g.gflops, 0, 0);
+        mean_g[i] = g.mean_gflops;
+    }
+    // far below the fastest call = the cores were busy with something else
+    printf("#  sgemm rows: fastest call; mean over all calls %.1f / %.1f / %.1f / %.1f GFLOP/s\n",
+           mean_g[0], mean_g[1], mean_g[2], mean_g[3]);
+
+    /* 2. SYNTHETIC: one cached batch (the first of the dataset when there is
+     * one, else N(0,1)), copied to backend memory once. */
+    size_t nin = (size_t)B * c.n_in_channels * c.img_size[0] * c.img_size[1];
+    size_t ntar = (size_t)B * c.n_out_channels * c.img_size[0] * c.img_size[1];
+    float *inp = ops->alloc(nin * sizeof(float)), *tar = ops->alloc(ntar * sizeof(float));
+    vb_loader *loader = NULL;
+    if (vb_dir_exists(c.train_data_path)) {
+        loader = make_loader(&c, B);
+        const vb_batch *b = vb_loader_next(loader);
+        ops->memcpy_h2d(inp, b->inp, nin * sizeof(float));
+        ops->memcpy_h2d(tar, b->tar, ntar * sizeof(float));
+        vb_loader_release(loader, b);
+    } else {
+        float *h = vb_malloc((nin > ntar ? nin : ntar) * sizeof(float));
+        vb_rng r;
+        vb_rng_seed(&r, c.seed + 1);
+        for (size_t i = 0; i < nin; i++) h[i] = (float)vb_rng_normal(&r);
+        ops->memcpy_h2d(inp, h, nin * sizeof(float));
+        for (size_t i = 0; i < ntar; i++) h[i] = (float)vb_rng_normal(&r);
+        ops->memcpy_h2d(tar, h, ntar * sizeof(float));
+        vb_free(h);
+    }
+    for (int i = 0; i < o.warmup; i++) train_step(&tr, inp, tar, B);
+    step_stats syn = {0};
+    if (prof) vb_prof_set_enabled(prof, true);
+    for (int i = 0; i < o.steps; i++) {
+        double t0 = vb_now();
+        train_step(&tr, inp, tar, B);
+        double dt = vb_now() - t0;
+        stats_add(&syn, dt);
+        if (prof) vb_prof_add_step_time(prof, dt);
+    }
+    if (prof) {
+        vb_prof_set_enabled(prof, false);
+        if (vb_prof_write_csv(prof, o.ops_csv, 0) != 0)
+            vb_die_input("--ops_csv '%s': cannot write", o.ops_csv);
+    }
+    double syn_step = syn.total / syn.n, syn_sps = B / syn_step;
+    double step_gflops = step_flops / syn_step * 1e-9;
+    char what[64];
+    vb_snprintf(what, sizeof what, "step fwd+bwd+adam, %d steps", syn.n);
+    print_row("SYNTHETIC", what, 1e3 * syn_step, step_gflops, syn_sps, step_gflops / best);
+    vb_snprintf(what, sizeof what, "  fastest step");
+    print_row("", what, 1e3 * syn.min, step_flops / syn.min * 1e-9, B / syn.min,
+              step_flops / syn.min * 1e-9 / best);
+
+    /* 3. FULL: loader -> host-to-device copy -> step; one untimed step first
+     * (the loader's threads and file handles warm up there). */
+    double full_sps = 0;
+    if (!o.skip_full) {
+        vb_loader_reset(loader, 0);
+        step_stats full = {0};
+        for (int i = 0; i < 1 + o.full_steps; i++) {
+            double t0 = vb_now();
+            const vb_batch *b = vb_loader_next(loader);
+            double t1 = vb_now();
+            ops->memcpy_h2d(inp, b->inp, nin * sizeof(float));
+            ops->memcpy_h2d(tar, b->tar, ntar * sizeof(float));
+            vb_loader_release(loader, b);
+            train_step(&tr, inp, tar, B);
+            if (i == 0) continue;
+            stats_add(&full, vb_now() - t0);
+            full.data_wait += t1 - t0;
+        }
+        double full_step = full.total / full.n;
+        full_sps = B / full_step;
+        vb_snprintf(what, sizeof what, "loader+step, %d steps, %d workers", full.n, c.num_data_workers);
+        print_row("FULL", what, 1e3 * full_step, step_flops / full_step * 1e-9, full_sps, 0);
+        vb_snprintf(what, sizeof what, "  of which waiting for data");
+        print_row("", what, 1e3 * full.data_wait / full.n, 0, 0, 0);
+    }
+
+    printf("#\n# step GFLOP/s = vit_train_flops / mean SYNTHETIC step time; %%sgemm = that / best model-shape sgemm (%.2f GFLOP/s)\n",
+           best);
+    printf("bench_step config=%s batch=%d sgemm_gflops=%.3f step_gflops=%.3f sgemm_fraction=%.4f "
+           "synthetic_samples_per_s=%.4f synthetic_best_samples_per_s=%.4f full_samples_per_s=%.4f "
+           "step_s=%.6f min_step_s=%.6f\n",
+           c.config, B, best, step_gflops, step_gflops / best, syn_sps, B / syn.min, full_sps,
+           syn_step, syn.min);
+
+    if (loader) vb_loader_destroy(loader);
+    ops->free(inp);
+    ops->free(tar);
+    vb_adam_free(&tr.opt);
+    vit_destroy(tr.m);
+    if (prof) vb_prof_destroy(prof);
+    free(cargv);
+    return 0;
+}
