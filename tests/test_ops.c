@@ -487,9 +487,10 @@ static void att_reference(double *out, double *att, double *dq, double *dk, doub
     free(a), free(ds);
 }
 
-static void att_forward_case(int B, int Tq, int Tk, int NH, int HD, uint64_t seed) {
+static void att_forward_case(int B, int Tq, int Tk, int NH, int HD, float qk_range, uint64_t seed) {
     const int D = NH * HD;
-    float *q = frand((size_t)B * Tq * D, -2, 2, seed), *k = frand((size_t)B * Tk * D, -2, 2, seed + 1);
+    float *q = frand((size_t)B * Tq * D, -qk_range, qk_range, seed);
+    float *k = frand((size_t)B * Tk * D, -qk_range, qk_range, seed + 1);
     float *v = frand((size_t)B * Tk * D, -1, 1, seed + 2);
     float *out = frand((size_t)B * Tq * D, 7, 8, seed + 3), *att = falloc((size_t)B * NH * Tq * Tk);
     ops->attention_forward(out, att, q, k, v, B, Tq, Tk, NH, HD);
@@ -504,9 +505,11 @@ static void att_forward_case(int B, int Tq, int Tk, int NH, int HD, uint64_t see
 
 static void test_attention_forward(void **state) {
     (void)state;
-    att_forward_case(2, 5, 5, 2, 4, 60);
-    att_forward_case(2, 3, 5, 2, 4, 70);    // Tq != Tk
-    att_forward_case(2, 64, 48, 3, 16, 80); // threaded over (b, h)
+    att_forward_case(2, 5, 5, 2, 4, 2, 60);
+    att_forward_case(2, 3, 5, 2, 4, 2, 70);    // Tq != Tk
+    att_forward_case(2, 64, 48, 3, 16, 2, 80); // threaded over (b, h)
+    // scores spread over hundreds: softmax terms underflow exp (flushed to 0)
+    att_forward_case(1, 6, 7, 2, 8, 12, 90);
 }
 
 static void att_backward_case(int B, int Tq, int Tk, int NH, int HD, uint64_t seed) {
@@ -589,9 +592,10 @@ static void test_gelu_forward(void **state) {
     const size_t n = 80001;
     float *x = falloc(n), *out = falloc(n);
     for (size_t i = 0; i < n; i++) x[i] = -10.0f + 20.0f * (float)i / (float)(n - 1);
-    x[0] = 0.0f, x[1] = -0.0f, x[2] = 1e-20f, x[3] = -40.0f, x[4] = 40.0f;
+    x[0] = 0.0f, x[1] = -0.0f, x[2] = 1e-20f, x[3] = -40.0f, x[4] = 40.0f, x[5] = INFINITY;
     ops->gelu_forward(out, x, n);
-    for (size_t i = 0; i < n; i++) {
+    assert_true(out[5] == INFINITY); // GELU(inf) = inf * 1, as PyTorch
+    for (size_t i = 6; i < n; i++) {
         double want = gelu_ref(x[i]);
         // float GELU via erff is accurate to a few ulp of |x|/2 (the size of
         // 0.5x and of the 1+erf cancellation for x < 0)
@@ -602,7 +606,8 @@ static void test_gelu_forward(void **state) {
             fail();
         }
     }
-    assert_true(out[0] == 0.0f && out[3] == 0.0f && out[4] == 40.0f);
+    assert_true(out[0] == 0.0f && out[1] == 0.0f && out[2] == 5e-21f);
+    assert_true(out[3] == 0.0f && out[4] == 40.0f);
     ops->free(x), ops->free(out);
 }
 

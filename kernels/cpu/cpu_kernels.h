@@ -8,7 +8,6 @@
 #define VB_CPU_KERNELS_H
 
 #include <stddef.h>
-#include <math.h>
 
 /* Below this many elements a loop runs on the calling thread: an OpenMP
  * fork/join costs a few microseconds, which is more than the loop itself. */

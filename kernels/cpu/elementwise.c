@@ -88,10 +88,11 @@ void cpu_patchify(float *patches, const float *img, int B, int C, int H, int W, 
 void cpu_unpatchify(float *img, const float *tokens, int B, int C, int H, int W, int p) {
     if (B <= 0 || C <= 0 || p <= 0) return;
     const int Hp = H / p, Wp = W / p, K = C * p * p;
+    const int rows = Hp * p; // == H whenever p divides H, as the model requires
     #pragma omp parallel for collapse(3) if ((size_t)B * C * H * W >= VB_CPU_PAR_MIN) schedule(static)
     for (int b = 0; b < B; b++) {
         for (int c = 0; c < C; c++) {
-            for (int y = 0; y < H; y++) {
+            for (int y = 0; y < rows; y++) {
                 const int ph = y / p, i = y % p;
                 float *row = img + (((size_t)b * C + c) * H + y) * W;
                 const float *tok = tokens + ((size_t)b * Hp + ph) * Wp * K + (size_t)i * p * C + c;
