@@ -55,7 +55,16 @@ static void usage(FILE *f) {
             "  --benchy_config FILE    benchy's YAML (default $BENCHY_CONFIG_FILE, else benchy's defaults)\n"
             "  --enable_benchy         train: run benchy's trials instead\n"
             "\n"
-            "Run under mpirun for several ranks; a plain ./vitbench runs as one rank.\n");
+            "distributed (run under mpirun -np N or srun; a plain ./vitbench is one rank):\n"
+            "  --tensor_parallel N     split heads / MLP over N ranks (default 1)\n"
+            "  --context_parallel N    split the tokens over N ranks (default 1)\n"
+            "  --parallel_order O      rank layout, first named varies fastest (default tp-cp-dp);\n"
+            "                          data parallelism dp = ranks / (tp x cp)\n"
+            "  --bucket_cap_mb X       DDP gradient bucket size in MiB (default 25; fractions allowed)\n"
+            "  --noddp                 no gradient communication (measures its cost; replicas diverge)\n"
+            "  --disable_broadcast_buffers   accepted (the ViT has no buffers)\n"
+            "  --local_batch_size N    per data-parallel rank; global batch = N x dp\n"
+            "Throughput counts local_batch x dp samples per step.\n");
 }
 
 static void print_version(void) {

@@ -11,7 +11,7 @@
 typedef struct {
     int step;       /* updates done including this one (train.py's iters) */
     int epoch;      /* 1-based, as train.py logs it */
-    float loss;     /* forward loss of this step, before its update (mean over ranks) */
+    float loss;     /* forward loss of this step, before its update (mean over dp ranks) */
     float lr;       /* lr this update used */
     double seconds; /* data fetch + step */
 } train_row;
@@ -77,10 +77,9 @@ static void validate(vb_run *r, double *rmse_host, double *val_loss, double *rms
         vb_loader_release(vl, b);
     }
     VB_NVTX_POP();
-    if (r->ranks > 1) {
-        vb_allreduce_sum_f64(&r->world, sums, 3);
-        vb_allreduce_sum_f64(&r->world, rmse_host, (size_t)c->n_out_channels);
-    }
+    /* over dp only: tp / cp peers saw the same samples and hold the same loss */
+    vb_allreduce_sum_f64(&r->dp_comm, sums, 3);
+    vb_allreduce_sum_f64(&r->dp_comm, rmse_host, (size_t)c->n_out_channels);
     *val_loss = sums[1] > 0 ? sums[0] / sums[1] : NAN;
     *rmse0 = sums[2] > 0 ? rmse_host[0] / sums[2] : NAN;
 }
@@ -120,10 +119,12 @@ int vb_train_loop(vb_run *r) {
             float lr = 0;
             float loss = vb_train_step(r, b, &lr);
             vb_loader_release(tl, b);
-            if (r->ranks > 1) {
+            if (r->dp > 1) {
+                /* the replica-wide loss: mean over the dp ranks' local batches
+                 * (tp / cp peers hold the same loss, so they are left out) */
                 double l = loss;
-                vb_allreduce_sum_f64(&r->world, &l, 1);
-                loss = (float)(l / r->ranks);
+                vb_allreduce_sum_f64(&r->dp_comm, &l, 1);
+                loss = (float)(l / r->dp);
             }
             r->ops->synchronize();
             train_row *row = &rows[done];
@@ -166,7 +167,10 @@ int vb_train_loop(vb_run *r) {
     vb_pyfloat(t_str, sizeof t_str, vb_now() - t_train);
     vb_log("Trained %d steps in %d epochs in %s sec", done, nepochs, t_str);
 
-    if (c->save_checkpoint && r->world.rank == 0) {
+    /* one replica writes: the tp group of world rank 0 (cp rank 0, dp rank 0),
+     * whose save is collective over tp and gathers the shards; other cp / dp
+     * ranks hold copies and must not write the same file. Without tp: rank 0. */
+    if (c->save_checkpoint && r->cp_rank == 0 && r->dp_rank == 0) {
         char path[VB_PATH_MAX];
         vb_run_path(r, path, sizeof path, "checkpoint.h5");
         vb_checkpoint_save(path, r->model, &r->opt);

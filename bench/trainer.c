@@ -9,6 +9,7 @@
 #include <math.h>
 #include <omp.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <yaml.h>
@@ -168,10 +169,94 @@ static vb_loader *make_loader(const vb_run *r, const char *dir, int64_t limit, b
         .shuffle = shuffle,
         .seed = c->seed,
         .num_workers = c->num_data_workers,
-        .dp_rank = r->world.rank,
-        .dp_size = r->ranks,
+        /* tp and cp peers share a replica and so read the same samples */
+        .dp_rank = r->dp_rank,
+        .dp_size = r->dp,
     };
     return vb_loader_create(&o);
+}
+
+/* A bad rank layout is seen identically by every rank (it depends only on
+ * the config and the world size), so rank 0 alone prints the one line and
+ * every rank leaves with exit status 2 together: the barrier makes sure the
+ * line is out before any rank's exit lets the launcher tear the job down. */
+static void die_layout(const vb_comm *world, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
+static void die_layout(const vb_comm *world, const char *fmt, ...) {
+    if (world->rank == 0) {
+        char msg[1024];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        fflush(stdout);
+        fprintf(stderr, "vitbench: error: %s\n", msg);
+        fflush(stderr);
+    }
+    if (world->size > 1) vb_barrier(world);
+    vb_world_finalize();
+    exit(VB_EXIT_INPUT);
+}
+
+/* world = tp x cp x dp, the model's split constraints and the batch split.
+ * Fills layout, coordinates, dp and the batch sizes. */
+static void setup_layout(vb_run *r) {
+    const vb_config *c = &r->cfg;
+    const vb_comm *w = &r->world;
+    const long long tpcp = (long long)c->tensor_parallel * c->context_parallel;
+    if (w->size % tpcp != 0)
+        die_layout(w, "world size %d is not divisible by tensor_parallel %d x context_parallel %d = %lld: start a "
+                      "multiple of %lld ranks or change --tensor_parallel / --context_parallel", w->size,
+                   c->tensor_parallel, c->context_parallel, tpcp, tpcp);
+    char err[512];
+    if (vb_layout_init(&r->layout, w->size, c->tensor_parallel, c->context_parallel, c->parallel_order, err,
+                       sizeof err) != 0)
+        die_layout(w, "%s", err);
+    vb_layout_coords(&r->layout, w->rank, &r->tp_rank, &r->cp_rank, &r->dp_rank);
+    r->dp = r->layout.dp;
+    if (c->num_heads % c->tensor_parallel != 0)
+        die_layout(w, "num_heads %d is not divisible by tensor_parallel %d (--tensor_parallel splits the attention "
+                      "heads; use a divisor of %d)", c->num_heads, c->tensor_parallel, c->num_heads);
+    int ntok = vb_config_tokens(c);
+    if (c->context_parallel > ntok)
+        die_layout(w, "context_parallel %d is larger than the %d tokens per sample (img_size %dx%d / patch_size %d): "
+                      "each cp rank needs at least one token", c->context_parallel, ntok, c->img_size[0],
+                   c->img_size[1], c->patch_size);
+    /* The tutorial's batch rule: --local_batch_size wins and fixes the global
+     * batch as local x dp; otherwise the global batch is split evenly over
+     * the data-parallel ranks. */
+    if (c->local_batch_size > 0) {
+        r->local_batch = c->local_batch_size;
+        r->global_batch = c->local_batch_size * r->dp;
+    } else {
+        if (c->global_batch_size % r->dp != 0)
+            die_layout(w, "global_batch_size %d is not divisible by the %d data-parallel ranks (%d ranks / "
+                          "(tensor_parallel %d x context_parallel %d)); set --global_batch_size to a multiple of %d "
+                          "or give --local_batch_size", c->global_batch_size, r->dp, w->size, c->tensor_parallel,
+                       c->context_parallel, r->dp);
+        r->local_batch = c->global_batch_size / r->dp;
+        r->global_batch = c->global_batch_size;
+    }
+}
+
+/* Communicators for this rank's tp, cp, dp and gradient-reduction groups.
+ * Collective over the world: every rank creates them in the same order. */
+static void setup_groups(vb_run *r) {
+    int *ranks = malloc((size_t)r->world.size * sizeof *ranks);
+    if (!ranks) vb_die_internal("out of memory");
+    const struct {
+        vb_group_kind kind;
+        vb_comm *out;
+    } g[4] = {{VB_GROUP_TP, &r->tp_comm},
+              {VB_GROUP_CP, &r->cp_comm},
+              {VB_GROUP_DP, &r->dp_comm},
+              /* with cp the weight gradients are partial sums over the cp
+               * peers' tokens: they are summed over cp and dp together */
+              {VB_GROUP_CP_DP, &r->grad_comm}};
+    for (int i = 0; i < 4; i++) {
+        int n = vb_layout_group(&r->layout, r->world.rank, g[i].kind, ranks);
+        vb_comm_from_ranks(&r->world, ranks, n, g[i].out);
+    }
+    free(ranks);
 }
 
 void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first, const vb_comm *world) {
@@ -202,19 +287,7 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
     r->ops = vb_ops_by_name(c->backend);
     if (!r->ops) vb_die_input("backend %s: not available in this build (available: cpu)", c->backend);
 
-    /* The tutorial's batch rule: --local_batch_size wins and fixes the global
-     * batch; otherwise the global batch is split evenly over the ranks. */
-    r->ranks = world->size;
-    if (c->local_batch_size > 0) {
-        r->local_batch = c->local_batch_size;
-        r->global_batch = c->local_batch_size * r->ranks;
-    } else {
-        if (c->global_batch_size < r->ranks || c->global_batch_size % r->ranks != 0)
-            vb_die_input("global_batch_size %d cannot be split evenly over %d ranks (set local_batch_size)",
-                         c->global_batch_size, r->ranks);
-        r->local_batch = c->global_batch_size / r->ranks;
-        r->global_batch = c->global_batch_size;
-    }
+    setup_layout(r);
 
     /* every input checked before the run directory exists */
     require_dir("train_data_path", c->train_data_path);
@@ -226,18 +299,19 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
 
     r->train_loader = make_loader(r, c->train_data_path, c->limit_nsamples, c->shuffle);
     if (vb_loader_steps_per_epoch(r->train_loader) < 1)
-        vb_die_input("train_data_path %s: %lld samples is less than one local batch of %d on %d ranks",
-                     c->train_data_path, (long long)vb_loader_nsamples(r->train_loader), r->local_batch, r->ranks);
+        vb_die_input("train_data_path %s: %lld samples is less than one local batch of %d on %d data-parallel ranks",
+                     c->train_data_path, (long long)vb_loader_nsamples(r->train_loader), r->local_batch, r->dp);
     if (do_train) {
         r->valid_loader = make_loader(r, c->valid_data_path, c->limit_nsamples_val, false);
         if (vb_loader_steps_per_epoch(r->valid_loader) < 1)
-            vb_die_input("valid_data_path %s: %lld samples (limit_nsamples_val %d) is less than one local batch of %d on %d ranks",
+            vb_die_input("valid_data_path %s: %lld samples (limit_nsamples_val %d) is less than one local batch of %d on %d data-parallel ranks",
                          c->valid_data_path, (long long)vb_loader_nsamples(r->valid_loader), c->limit_nsamples_val,
-                         r->local_batch, r->ranks);
+                         r->local_batch, r->dp);
     }
 
     r->prof = vb_prof_create();
     r->world.prof = r->prof;
+    setup_groups(r); /* after the profiler: the groups time their collectives into it */
     vit_dims d = {
         .img_h = c->img_size[0],
         .img_w = c->img_size[1],
@@ -249,13 +323,31 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
         .heads = c->num_heads,
         .ln_eps = 1e-6f,
     };
-    vit_parallel par = {.tp_size = 1, .tp_rank = 0, .cp_size = 1, .cp_rank = 0};
+    vit_parallel par = {
+        .tp_size = r->layout.tp,
+        .tp_rank = r->tp_rank,
+        .cp_size = r->layout.cp,
+        .cp_rank = r->cp_rank,
+        .tp = r->layout.tp > 1 ? &r->tp_comm : NULL,
+        .cp = r->layout.cp > 1 ? &r->cp_comm : NULL,
+    };
     r->model = vit_create(&d, &par, r->local_batch, r->ops, r->prof);
     vb_adam_init(&r->opt, r->model->nparams, r->ops);
     if (c->init_checkpoint[0])
         vb_checkpoint_load(c->init_checkpoint, r->model, &r->opt);
     else
         vit_init_weights(r->model, c->seed);
+    /* As DDP's constructor: every replica starts from the parameters of the
+     * first rank of its group, whatever its own init or file read produced
+     * (the grad group spans every replica of this rank's shard). */
+    vb_broadcast(&r->grad_comm, r->model->params, r->model->nparams * sizeof(float), 0);
+
+    /* The bucket plan always exists (run.json reports it); the hook only when
+     * gradients are actually reduced. */
+    vb_ddp_init(&r->ddp, r->model->tensors, r->model->ntensors, r->model->nparams, r->model->grads,
+                c->bucket_cap_mb, &r->grad_comm, 1.0f / (float)r->dp, r->ops, r->prof);
+    r->ddp_on = r->grad_comm.size > 1 && !c->noddp;
+    if (r->ddp_on) vb_ddp_attach(&r->ddp, r->model);
 
     size_t hw = (size_t)c->img_size[0] * (size_t)c->img_size[1];
     r->inp_bytes = (size_t)r->local_batch * (size_t)c->n_in_channels * hw * sizeof(float);
@@ -265,10 +357,16 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
 
     /* rank 0 picks the (fresh) directory; the others learn its name */
     if (r->world.rank == 0) vb_run_dir_create(c, r->run_dir, sizeof r->run_dir, r->run_id, sizeof r->run_id);
-    if (r->ranks > 1) {
+    if (r->world.size > 1) {
         vb_broadcast(&r->world, r->run_dir, sizeof r->run_dir, 0);
         vb_broadcast(&r->world, r->run_id, sizeof r->run_id, 0);
     }
+    /* every rank's host for run.json, so a slow node can be named */
+    if (r->world.rank == 0) {
+        r->hosts = calloc((size_t)r->world.size, VB_HOST_LEN);
+        if (!r->hosts) vb_die_internal("out of memory");
+    }
+    vb_gather_bytes(&r->world, r->host, VB_HOST_LEN, r->hosts, 0);
     vb_log("vitbench: run directory %s", r->run_dir);
 
     struct sigaction sa;
@@ -301,6 +399,8 @@ void vb_run_copy_batch(vb_run *r, const vb_batch *b) {
 
 float vb_train_step(vb_run *r, const vb_batch *b, float *lr_used) {
     const vb_config *c = &r->cfg;
+    vb_comm_totals before, after;
+    vb_comm_totals_get(&before);
     VB_NVTX_PUSH("step");
     vb_run_copy_batch(r, b);
 
@@ -309,12 +409,9 @@ float vb_train_step(vb_run *r, const vb_batch *b, float *lr_used) {
     VB_NVTX_POP();
 
     VB_NVTX_PUSH("backward");
-    vit_backward(r->model);
-    if (r->ranks > 1) {
-        /* plain data parallelism until DDP buckets land: average the gradients */
-        vb_allreduce_sum_f32(&r->world, r->model->grads, r->model->nparams);
-        r->ops->scale(r->model->grads, 1.0f / (float)r->ranks, r->model->nparams);
-    }
+    if (r->ddp_on) vb_ddp_begin_step(&r->ddp);
+    vit_backward(r->model); /* the grad_ready hook starts each bucket's allreduce */
+    if (r->ddp_on) vb_ddp_finish(&r->ddp); /* the optimizer needs every bucket, averaged */
     VB_NVTX_POP();
 
     float lr = vb_lr_at(c->lr_schedule, c->lr, c->warmup, c->num_iters, r->iteration);
@@ -324,6 +421,10 @@ float vb_train_step(vb_run *r, const vb_batch *b, float *lr_used) {
     VB_NVTX_POP();
     r->iteration++;
     VB_NVTX_POP();
+    vb_comm_totals_get(&after);
+    r->last_comm.allreduce_calls = r->ddp_on ? r->ddp.stats.allreduce_calls : 0;
+    r->last_comm.allreduce_bytes = r->ddp_on ? (double)r->ddp.stats.allreduce_bytes : 0.0;
+    r->last_comm.exposed_s = after.blocking_s - before.blocking_s;
     if (lr_used) *lr_used = lr;
     return loss;
 }
@@ -367,6 +468,43 @@ static void add_benchy(cJSON *root, const vb_run *r) {
     }
 }
 
+/* The layout, the DDP settings and where every rank ran. */
+static void add_parallel(cJSON *root, const vb_run *r) {
+    const vb_config *c = &r->cfg;
+    cJSON *o = cJSON_AddObjectToObject(root, "parallel");
+    cJSON_AddNumberToObject(o, "tp", r->layout.tp);
+    cJSON_AddNumberToObject(o, "cp", r->layout.cp);
+    cJSON_AddNumberToObject(o, "dp", r->layout.dp);
+    char order[32] = "";
+    if (r->layout.world > 0) vb_layout_order_string(&r->layout, order, sizeof order);
+    cJSON_AddStringToObject(o, "parallel_order", order);
+    /* the shortest decimal that reads back as the same float: 0.05, not 0.0500000007 */
+    char cap[32];
+    for (int prec = 6; prec <= 9; prec++) {
+        snprintf(cap, sizeof cap, "%.*g", prec, (double)c->bucket_cap_mb);
+        if (strtof(cap, NULL) == c->bucket_cap_mb) break;
+    }
+    cJSON_AddNumberToObject(o, "bucket_cap_mb", strtod(cap, NULL));
+    cJSON_AddNumberToObject(o, "ddp_buckets", r->ddp.nbuckets);
+    cJSON_AddBoolToObject(o, "noddp", c->noddp);
+    cJSON_AddBoolToObject(o, "disable_broadcast_buffers", c->disable_broadcast_buffers);
+    cJSON_AddStringToObject(o, "grad_reduce_group", r->layout.cp > 1 ? "cp-dp" : "dp");
+    cJSON_AddBoolToObject(o, "grad_reduce", r->ddp_on);
+    if (!r->hosts || r->layout.world < 1) return;
+    cJSON *ranks = cJSON_AddArrayToObject(root, "rank_hosts");
+    for (int k = 0; k < r->world.size; k++) {
+        int tp = 0, cp = 0, dp = 0;
+        vb_layout_coords(&r->layout, k, &tp, &cp, &dp);
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "rank", k);
+        cJSON_AddStringToObject(e, "host", r->hosts + (size_t)k * VB_HOST_LEN);
+        cJSON_AddNumberToObject(e, "tp_rank", tp);
+        cJSON_AddNumberToObject(e, "cp_rank", cp);
+        cJSON_AddNumberToObject(e, "dp_rank", dp);
+        cJSON_AddItemToArray(ranks, e);
+    }
+}
+
 static void write_text(FILE *f, void *ctx) { fputs((const char *)ctx, f); }
 
 void vb_run_write_json(const vb_run *r, const char *status) {
@@ -385,7 +523,7 @@ void vb_run_write_json(const vb_run *r, const char *status) {
     cJSON_AddStringToObject(root, "host", r->host);
     cJSON_AddStringToObject(root, "backend", r->ops ? r->ops->name : r->cfg.backend);
     cJSON_AddNumberToObject(root, "world_size", r->world.size);
-    cJSON_AddNumberToObject(root, "ranks", r->ranks);
+    cJSON_AddNumberToObject(root, "ranks", r->world.size);
     cJSON_AddNumberToObject(root, "local_batch_size", r->local_batch);
     cJSON_AddNumberToObject(root, "global_batch_size", r->global_batch);
     cJSON_AddNumberToObject(root, "omp_max_threads", omp_get_max_threads());
@@ -398,6 +536,7 @@ void vb_run_write_json(const vb_run *r, const char *status) {
         cJSON_AddNumberToObject(root, "steps_per_epoch", vb_loader_steps_per_epoch(r->train_loader));
     }
     cJSON_AddNumberToObject(root, "iterations_done", r->iteration);
+    add_parallel(root, r);
     add_versions(root);
 
     char *cfg_json = vb_config_to_json(&r->cfg);
@@ -435,9 +574,15 @@ void vb_run_finish(vb_run *r) {
     if (r->valid_loader) vb_loader_destroy(r->valid_loader);
     if (r->inp_dev) r->ops->free(r->inp_dev);
     if (r->tar_dev) r->ops->free(r->tar_dev);
+    vb_ddp_free(&r->ddp);
     vb_adam_free(&r->opt);
     if (r->model) vit_destroy(r->model);
+    vb_comm_free(&r->grad_comm);
+    vb_comm_free(&r->dp_comm);
+    vb_comm_free(&r->cp_comm);
+    vb_comm_free(&r->tp_comm);
     vb_prof_destroy(r->prof);
+    free(r->hosts);
     free(r->command_line);
     if (g_active_run == r) g_active_run = NULL;
     memset(r, 0, sizeof *r);

@@ -16,11 +16,23 @@
 #include "core/comm.h"
 #include "core/config.h"
 #include "core/data.h"
+#include "core/ddp.h"
+#include "core/groups.h"
 #include "core/model.h"
 #include "core/optim.h"
 #include "core/profile.h"
 
 typedef enum { VB_MODE_RUN = 0, VB_MODE_TRAIN } vb_run_mode;
+
+#define VB_HOST_LEN 256
+
+/* One training step's communication (iterations.csv columns). */
+typedef struct vb_step_comm {
+    int allreduce_calls;    /* DDP gradient-bucket allreduces */
+    double allreduce_bytes; /* their bytes */
+    double exposed_s;       /* seconds blocked in communication inside the step: DDP's
+                             * vb_wait plus every blocking collective (tp/cp included) */
+} vb_step_comm;
 
 typedef struct vb_run {
     vb_run_mode mode;
@@ -30,8 +42,19 @@ typedef struct vb_run {
     char benchy_file[VB_PATH_MAX]; /* the benchy YAML used, "" for benchy's defaults */
 
     vb_comm world;
-    int ranks;                   /* data-parallel ranks (world size for now) */
-    int local_batch, global_batch;
+    /* world = tp x cp x dp (core/groups.h). tp and cp peers hold shards of one
+     * model replica and read the same batch; only dp splits the data, so a
+     * step consumes local_batch x dp samples. */
+    vb_layout layout;
+    int dp;                      /* data-parallel ranks = world / (tp * cp) */
+    int tp_rank, cp_rank, dp_rank;
+    int local_batch, global_batch; /* global = local x dp */
+    vb_comm tp_comm, cp_comm, dp_comm; /* this rank's groups (size 1 when the dim is 1) */
+    vb_comm grad_comm;           /* weight-gradient reduction: dp, or cp x dp under context parallelism */
+    vb_ddp ddp;                  /* bucket plan; used when ddp_on */
+    bool ddp_on;                 /* grad_comm has peers and noddp is off */
+    vb_step_comm last_comm;      /* communication of the last vb_train_step */
+    char *hosts;                 /* rank 0: world x VB_HOST_LEN host names (run.json) */
 
     const vb_ops *ops;
     vb_profiler *prof;
@@ -49,18 +72,24 @@ typedef struct vb_run {
     char run_id[320];
     char *command_line;          /* argv joined, shell-quoted where needed */
     char start_time[32], end_time[32];
-    char host[256];
+    char host[VB_HOST_LEN];
     bool finished;
 } vb_run;
 
 /* Parses argv[first..] into the config, validates inputs, builds loaders,
  * model and optimizer, creates the run directory and writes run.json.
- * `world` must come from vb_world_init. Exits 2 on bad input. */
+ * `world` must come from vb_world_init. Exits 2 on bad input. A rank layout
+ * that cannot work (world % (tp*cp), num_heads % tp, global batch % dp, cp >
+ * tokens) is one line from rank 0 and exit 2 on every rank. Collective over
+ * the world: builds the tp / cp / dp / gradient communicators, broadcasts the
+ * initial parameters over each replica group and gathers every rank's host. */
 void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first, const vb_comm *world);
 
-/* One training step on `b`: host->backend copy, forward, backward,
- * (gradient all-reduce across ranks), Adam with the scheduled lr.
- * Returns this rank's forward loss; *lr_used receives the lr (may be NULL). */
+/* One training step on `b`: host->backend copy, forward, backward with the
+ * DDP bucket allreduces overlapping it, wait + 1/dp scaling, Adam with the
+ * scheduled lr. Returns this rank's forward loss (average it over dp_comm for
+ * the replica-wide loss); *lr_used receives the lr (may be NULL). r->last_comm
+ * describes the step's communication. */
 float vb_train_step(vb_run *r, const vb_batch *b, float *lr_used);
 
 /* Copies a batch to the backend buffers (profiled as memcpy "h2d"). */

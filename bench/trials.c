@@ -21,23 +21,42 @@ typedef struct {
     int nbatches;
     size_t first_iter;    /* its rows in iters[] */
     bool done;
-    double seconds;       /* trial_time: first timing point to last */
-    double trial_rate;    /* nbatches * batch * ranks / seconds */
+    double seconds;       /* trial_time: first timing point to last (this rank's) */
+    double trial_rate;    /* nbatches * local_batch * dp / seconds */
     double avg_iter_rate; /* mean of the per-iteration rates */
 } trial_rec;
 
+/* One step on one rank. Plain doubles, so a trial's records travel to rank 0
+ * as one gather of bytes. */
 typedef struct {
     double seconds;
     double data_wait;
+    double allreduce_calls; /* DDP bucket allreduces in the step */
+    double allreduce_bytes;
+    double comm_exposed;    /* seconds blocked in communication inside the step */
 } iter_rec;
+
+/* A finished trial as seen by one rank: what trials.csv needs per row. */
+typedef struct {
+    double seconds, trial_rate;
+} rank_trial;
+
+#define ITER_DOUBLES ((int)(sizeof(iter_rec) / sizeof(double)))
+#define TRIAL_DOUBLES ((int)(sizeof(rank_trial) / sizeof(double)))
 
 typedef struct {
     vb_run *r;
     const vb_benchy_config *b;
     trial_rec *trials;    /* every trial of the run, in run order */
     int ntrials;
-    iter_rec *iters;      /* preallocated: no allocation per step */
+    iter_rec *iters;      /* this rank's, preallocated: no allocation per step */
     size_t niters;
+    /* rank 0: every rank's copy, [rank][niters] and [rank][ntrials], filled by
+     * a gather after each trial so stragglers show up in the files */
+    int nranks;
+    iter_rec *all_iters;
+    rank_trial *all_trials;
+    double *gather_send, *gather_recv; /* packing buffers for one trial */
     bool tty;
     bool profile_here;    /* this rank's profiler runs in timed SYNTHETIC/FULL trials */
     int epoch;            /* next loader epoch; every trial starts a fresh one */
@@ -54,7 +73,9 @@ static void sync_point(bench_state *s) {
     if (s->b->use_distributed_barrier) vb_barrier(&s->r->world);
 }
 
-static double samples_per_iter(const vb_run *r) { return (double)r->local_batch * (double)r->ranks; }
+/* benchy counts batch x ranks; here only the data-parallel ranks bring new
+ * samples (tp / cp peers work on the same ones), so local_batch x dp */
+static double samples_per_iter(const vb_run *r) { return (double)r->local_batch * (double)r->dp; }
 
 /* ---- result files ---- */
 
@@ -65,22 +86,29 @@ static void write_trials_csv(FILE *f, void *ctx) {
     for (int i = 0; i < s->ntrials; i++) {
         const trial_rec *t = &s->trials[i];
         if (!t->done) continue;
-        vb_csv_field(f, r->run_id);
-        fprintf(f, ",%s,%d,%d,%d,%d,%d,%d,%.9g,%.9g\n", k_type_name[t->type], t->index, t->warmup ? 1 : 0,
-                t->nbatches, r->local_batch * r->ranks, r->ranks, r->world.rank, t->seconds, t->trial_rate);
+        for (int k = 0; k < s->nranks; k++) {
+            const rank_trial *rt = &s->all_trials[(size_t)k * (size_t)s->ntrials + (size_t)i];
+            vb_csv_field(f, r->run_id);
+            fprintf(f, ",%s,%d,%d,%d,%d,%d,%d,%.9g,%.9g\n", k_type_name[t->type], t->index, t->warmup ? 1 : 0,
+                    t->nbatches, r->global_batch, r->world.size, k, rt->seconds, rt->trial_rate);
+        }
     }
 }
 
 static void write_iterations_csv(FILE *f, void *ctx) {
     bench_state *s = ctx;
-    fprintf(f, "trial,trial_type,trial_index,warmup,step,rank,seconds,data_wait_s\n");
+    fprintf(f, "trial,trial_type,trial_index,warmup,step,rank,seconds,data_wait_s,allreduce_calls,allreduce_bytes,"
+               "comm_exposed_s\n");
     for (int i = 0; i < s->ntrials; i++) {
         const trial_rec *t = &s->trials[i];
         if (!t->done) continue;
-        for (int k = 0; k < t->nbatches; k++) {
-            const iter_rec *it = &s->iters[t->first_iter + (size_t)k];
-            fprintf(f, "%s,%s,%d,%d,%d,%d,%.9g,%.9g\n", t->label, k_type_name[t->type], t->index,
-                    t->warmup ? 1 : 0, k, s->r->world.rank, it->seconds, it->data_wait);
+        for (int rk = 0; rk < s->nranks; rk++) {
+            for (int k = 0; k < t->nbatches; k++) {
+                const iter_rec *it = &s->all_iters[(size_t)rk * s->niters + t->first_iter + (size_t)k];
+                fprintf(f, "%s,%s,%d,%d,%d,%d,%.9g,%.9g,%.0f,%.0f,%.9g\n", t->label, k_type_name[t->type], t->index,
+                        t->warmup ? 1 : 0, k, rk, it->seconds, it->data_wait, it->allreduce_calls,
+                        it->allreduce_bytes, it->comm_exposed);
+            }
         }
     }
 }
@@ -118,18 +146,24 @@ static void write_summary_csv(FILE *f, void *ctx) {
     const vb_run *r = s->r;
     const vb_config *c = &r->cfg;
     fprintf(f, "trial_type,mean_samples_per_s,std_samples_per_s,min_samples_per_s,max_samples_per_s,ntrials,"
-               "config,backend,ranks,global_batch_size,local_batch_size,embed_dim,depth,num_heads,patch_size,"
-               "img_h,img_w,n_in_channels,n_out_channels,num_data_workers,amp_mode\n");
+               "config,backend,ranks,tp,cp,dp,global_batch_size,local_batch_size,embed_dim,depth,num_heads,"
+               "patch_size,img_h,img_w,n_in_channels,n_out_channels,num_data_workers,amp_mode,bucket_cap_mb,noddp\n");
     for (int type = 0; type < TRIAL_NTYPES; type++) {
         type_stats st = stats_of(s, type);
         if (st.n == 0) continue;
         fprintf(f, "%s,%.9g,%.9g,%.9g,%.9g,%d,", k_type_name[type], st.mean, st.std, st.min, st.max, st.n);
         vb_csv_field(f, c->config);
-        fprintf(f, ",%s,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,", r->ops->name, r->ranks, r->local_batch * r->ranks,
-                r->local_batch, c->embed_dim, c->depth, c->num_heads, c->patch_size, c->img_size[0], c->img_size[1],
-                c->n_in_channels, c->n_out_channels, c->num_data_workers);
+        fprintf(f, ",%s,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,", r->ops->name, r->world.size, r->layout.tp,
+                r->layout.cp, r->layout.dp, r->global_batch, r->local_batch, c->embed_dim, c->depth, c->num_heads,
+                c->patch_size, c->img_size[0], c->img_size[1], c->n_in_channels, c->n_out_channels,
+                c->num_data_workers);
         vb_csv_field(f, c->amp_mode);
-        fputc('\n', f);
+        char cap[32];
+        for (int prec = 6; prec <= 9; prec++) { /* shortest form that reads back: 0.05, not 0.0500000007 */
+            snprintf(cap, sizeof cap, "%.*g", prec, (double)c->bucket_cap_mb);
+            if (strtof(cap, NULL) == c->bucket_cap_mb) break;
+        }
+        fprintf(f, ",%s,%s\n", cap, c->noddp ? "true" : "false");
     }
 }
 
@@ -140,7 +174,7 @@ static void write_text(FILE *f, void *ctx) { fputs((const char *)ctx, f); }
  * timed trials only, a type present once one of its timed trials finished. */
 static void write_benchy_json(bench_state *s) {
     cJSON *root = cJSON_CreateObject();
-    cJSON_AddNumberToObject(root, "nranks", s->r->ranks);
+    cJSON_AddNumberToObject(root, "nranks", s->r->world.size); /* benchy's: the world size */
     for (int type = 0; type < TRIAL_NTYPES; type++) {
         cJSON *obj = NULL, *rates = NULL, *avg = NULL, *tput = NULL, *ttime = NULL;
         for (int i = 0; i < s->ntrials; i++) {
@@ -212,6 +246,28 @@ static void print_rate_line(const char *label, const char *what, double x) {
     printf("BENCHY::%s::%s: %s\n", label, what, num);
 }
 
+/* ---- per-rank records to rank 0 ---- */
+
+/* After a trial every rank sends its trial time and step records to rank 0
+ * (one gather; outside the timed region), which keeps them for the files. */
+static void gather_trial(bench_state *s, const trial_rec *t) {
+    const vb_run *r = s->r;
+    const int ti = (int)(t - s->trials);
+    const size_t per_rank = (size_t)TRIAL_DOUBLES + (size_t)t->nbatches * ITER_DOUBLES;
+    double *p = s->gather_send;
+    rank_trial mine = {t->seconds, t->trial_rate};
+    memcpy(p, &mine, sizeof mine);
+    memcpy(p + TRIAL_DOUBLES, &s->iters[t->first_iter], (size_t)t->nbatches * sizeof(iter_rec));
+    vb_gather_bytes(&r->world, s->gather_send, per_rank * sizeof(double), s->gather_recv, 0);
+    if (r->world.rank != 0) return;
+    for (int k = 0; k < s->nranks; k++) {
+        const double *q = s->gather_recv + (size_t)k * per_rank;
+        memcpy(&s->all_trials[(size_t)k * (size_t)s->ntrials + (size_t)ti], q, sizeof(rank_trial));
+        memcpy(&s->all_iters[(size_t)k * s->niters + t->first_iter], q + TRIAL_DOUBLES,
+               (size_t)t->nbatches * sizeof(iter_rec));
+    }
+}
+
 /* ---- one trial ---- */
 
 static void run_trial(bench_state *s, trial_rec *t) {
@@ -253,6 +309,7 @@ static void run_trial(bench_state *s, trial_rec *t) {
         iter_rec *it = &s->iters[t->first_iter + (size_t)k];
         const vb_batch *batch = cached;
         it->data_wait = 0;
+        it->allreduce_calls = it->allreduce_bytes = it->comm_exposed = 0;
         if (!cached) {
             char nv[48];
             vb_snprintf(nv, sizeof nv, "data %d", k);
@@ -264,7 +321,12 @@ static void run_trial(bench_state *s, trial_rec *t) {
             vb_prof_end(r->prof, data_id, tp, 0);
             VB_NVTX_POP();
         }
-        if (t->type != TRIAL_IO) vb_train_step(r, batch, NULL);
+        if (t->type != TRIAL_IO) {
+            vb_train_step(r, batch, NULL);
+            it->allreduce_calls = r->last_comm.allreduce_calls;
+            it->allreduce_bytes = r->last_comm.allreduce_bytes;
+            it->comm_exposed = r->last_comm.exposed_s;
+        }
         if (!cached) vb_loader_release(loader, batch);
 
         sync_point(s);
@@ -288,6 +350,7 @@ static void run_trial(bench_state *s, trial_rec *t) {
     t->avg_iter_rate = rate_sum / t->nbatches;
     t->trial_rate = (double)t->nbatches * per_iter / t->seconds;
     t->done = true;
+    gather_trial(s, t);
     if (rank0) {
         if (s->tty) printf("\n");
         print_rate_line(t->label, "Average Iteration Throughput", t->avg_iter_rate);
@@ -346,6 +409,17 @@ int vb_trials_run(vb_run *r) {
     s.iters = calloc(total_iters > 0 ? total_iters : 1, sizeof *s.iters);
     if (!s.trials || !s.iters) vb_die_internal("out of memory for %zu iteration records", total_iters);
     s.niters = total_iters;
+    int max_nb = 0;
+    for (int type = 0; type < TRIAL_NTYPES; type++) max_nb = nb[type] > max_nb ? nb[type] : max_nb;
+    s.nranks = rank0 ? r->world.size : 0;
+    size_t per_rank = (size_t)TRIAL_DOUBLES + (size_t)max_nb * ITER_DOUBLES;
+    s.gather_send = calloc(per_rank, sizeof(double));
+    s.gather_recv = rank0 ? calloc(per_rank * (size_t)r->world.size, sizeof(double)) : NULL;
+    s.all_iters = rank0 ? calloc((total_iters > 0 ? total_iters : 1) * (size_t)r->world.size, sizeof(iter_rec)) : NULL;
+    s.all_trials = rank0 ? calloc((size_t)(s.ntrials > 0 ? s.ntrials : 1) * (size_t)r->world.size, sizeof(rank_trial))
+                         : NULL;
+    if (!s.gather_send || (rank0 && (!s.gather_recv || !s.all_iters || !s.all_trials)))
+        vb_die_internal("out of memory for the iteration records of %d ranks", r->world.size);
     int ti = 0;
     size_t first = 0;
     for (int type = 0; type < TRIAL_NTYPES; type++) {
@@ -386,5 +460,9 @@ int vb_trials_run(vb_run *r) {
     }
     free(s.trials);
     free(s.iters);
+    free(s.gather_send);
+    free(s.gather_recv);
+    free(s.all_iters);
+    free(s.all_trials);
     return 0;
 }

@@ -2,11 +2,18 @@
  *
  * Errors are set to return (MPI_ERRORS_RETURN) so VB_MPI can report the call
  * and line instead of Open MPI's default abort with a generic message. Every
- * collective is timed into the communicator's profiler as a "comm" op with the
- * bytes this rank contributes.
+ * collective is timed into the communicator's profiler as a "comm" op. Byte
+ * counts follow nccl-tests' "size" convention (the whole logical buffer:
+ * n floats for an allreduce, the full gathered vector for an allgather, the
+ * full input vector for a reduce-scatter), so bandwidths computed from ops.csv
+ * compare with the usual collective benchmarks.
+ *
+ * Collectives on a size-1 communicator never reach MPI: they are a no-op or a
+ * local copy, which keeps tp=1 / cp=1 / dp=1 layouts free of any overhead.
  */
 #include "core/comm.h"
 
+#include <limits.h>
 #include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,9 +26,44 @@
 static MPI_Comm g_world_comm;
 static bool g_we_initialized = false;
 
+/* Running totals for vb_comm_totals_get (training thread only: FUNNELED). */
+static vb_comm_totals g_totals;
+
+/* The request handle lives inside vb_request.mpi itself (MPI_Request is a
+ * pointer in Open MPI, an int in MPICH): no allocation per bucket. */
+_Static_assert(sizeof(MPI_Request) <= sizeof(void *), "MPI_Request must fit in vb_request.mpi");
+
 static MPI_Comm comm_of(const vb_comm *c) {
     return c && c->handle ? *(MPI_Comm *)c->handle : MPI_COMM_WORLD;
 }
+
+/* True when the collective needs no MPI traffic. A NULL comm means the world
+ * (as comm_of has it), which may itself be a single process. */
+static bool trivial(const vb_comm *c) { return c && c->size <= 1; }
+
+/* One timed collective: profiler sample + process totals. */
+typedef struct {
+    vb_profiler *prof;
+    int id;
+    double t_prof, t0;
+} comm_timer;
+
+static comm_timer timer_start(const vb_comm *c, int id) {
+    comm_timer t = {c ? c->prof : NULL, id, 0.0, 0.0};
+    t.t_prof = vb_prof_begin(t.prof, id);
+    t.t0 = vb_now();
+    return t;
+}
+
+static void timer_stop(const comm_timer *t, size_t bytes, bool blocking) {
+    double dt = vb_now() - t->t0;
+    if (blocking) g_totals.blocking_s += dt;
+    g_totals.calls++;
+    g_totals.bytes += (double)bytes;
+    vb_prof_end(t->prof, t->id, t->t_prof, bytes);
+}
+
+void vb_comm_totals_get(vb_comm_totals *out) { *out = g_totals; }
 
 void vb_world_init(int *argc, char ***argv, vb_comm *world) {
     int initialized = 0;
@@ -75,11 +117,10 @@ void vb_mpi_version(char *buf, size_t n) {
 }
 
 void vb_barrier(const vb_comm *c) {
-    vb_profiler *prof = c ? c->prof : NULL;
-    int id = VB_OP_ID(prof, "barrier", VB_CAT_COMM);
-    double t0 = vb_prof_begin(prof, id);
+    if (trivial(c)) return;
+    comm_timer t = timer_start(c, VB_OP_ID(c ? c->prof : NULL, "barrier", VB_CAT_COMM));
     VB_MPI(MPI_Barrier(comm_of(c)));
-    vb_prof_end(prof, id, t0, 0);
+    timer_stop(&t, 0, true);
 }
 
 /* MPI counts are int; chunk large buffers so n beyond 2^31 still works. */
@@ -93,40 +134,205 @@ static void allreduce_chunked(const vb_comm *c, void *buf, size_t n, size_t elem
 }
 
 void vb_allreduce_sum_f32(const vb_comm *c, float *buf, size_t n) {
-    vb_profiler *prof = c ? c->prof : NULL;
-    int id = VB_OP_ID(prof, "allreduce", VB_CAT_COMM);
-    double t0 = vb_prof_begin(prof, id);
+    if (trivial(c)) return;
+    comm_timer t = timer_start(c, VB_OP_ID(c ? c->prof : NULL, "allreduce", VB_CAT_COMM));
     allreduce_chunked(c, buf, n, sizeof(float), MPI_FLOAT, MPI_SUM);
-    vb_prof_end(prof, id, t0, n * sizeof(float));
+    timer_stop(&t, n * sizeof(float), true);
 }
 
 void vb_allreduce_sum_f64(const vb_comm *c, double *buf, size_t n) {
-    vb_profiler *prof = c ? c->prof : NULL;
-    int id = VB_OP_ID(prof, "allreduce", VB_CAT_COMM);
-    double t0 = vb_prof_begin(prof, id);
+    if (trivial(c)) return;
+    comm_timer t = timer_start(c, VB_OP_ID(c ? c->prof : NULL, "allreduce", VB_CAT_COMM));
     allreduce_chunked(c, buf, n, sizeof(double), MPI_DOUBLE, MPI_SUM);
-    vb_prof_end(prof, id, t0, n * sizeof(double));
+    timer_stop(&t, n * sizeof(double), true);
 }
 
 void vb_allreduce_max_f64(const vb_comm *c, double *buf, size_t n) {
-    vb_profiler *prof = c ? c->prof : NULL;
-    int id = VB_OP_ID(prof, "allreduce", VB_CAT_COMM);
-    double t0 = vb_prof_begin(prof, id);
+    if (trivial(c)) return;
+    comm_timer t = timer_start(c, VB_OP_ID(c ? c->prof : NULL, "allreduce", VB_CAT_COMM));
     allreduce_chunked(c, buf, n, sizeof(double), MPI_DOUBLE, MPI_MAX);
-    vb_prof_end(prof, id, t0, n * sizeof(double));
+    timer_stop(&t, n * sizeof(double), true);
 }
 
 void vb_broadcast(const vb_comm *c, void *buf, size_t bytes, int root) {
-    vb_profiler *prof = c ? c->prof : NULL;
-    int id = VB_OP_ID(prof, "broadcast", VB_CAT_COMM);
-    double t0 = vb_prof_begin(prof, id);
+    if (trivial(c)) return;
+    comm_timer t = timer_start(c, VB_OP_ID(c ? c->prof : NULL, "broadcast", VB_CAT_COMM));
     const size_t chunk = (size_t)1 << 30;
     char *p = buf;
     for (size_t done = 0; done < bytes; done += chunk) {
         size_t k = bytes - done < chunk ? bytes - done : chunk;
         VB_MPI(MPI_Bcast(p + done, (int)k, MPI_BYTE, root, comm_of(c)));
     }
-    vb_prof_end(prof, id, t0, bytes);
+    timer_stop(&t, bytes, true);
+}
+
+void vb_gather_bytes(const vb_comm *c, const void *send, size_t bytes, void *recv, int root) {
+    if (trivial(c)) {
+        if (recv != send && bytes) memmove(recv, send, bytes);
+        return;
+    }
+    int size = c ? c->size : 0;
+    if (!c) VB_MPI(MPI_Comm_size(MPI_COMM_WORLD, &size));
+    if (bytes > (size_t)INT_MAX)
+        vb_die_internal("vb_gather_bytes: %zu bytes per rank exceeds MPI's int count", bytes);
+    comm_timer t = timer_start(c, VB_OP_ID(c ? c->prof : NULL, "gather", VB_CAT_COMM));
+    VB_MPI(MPI_Gather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, root, comm_of(c)));
+    timer_stop(&t, bytes * (size_t)size, true);
+}
+
+/* ---- process groups ---- */
+
+void vb_comm_from_ranks(const vb_comm *parent, const int *ranks, int n, vb_comm *out) {
+    memset(out, 0, sizeof *out);
+    int me = parent ? parent->rank : 0;
+    if (!parent) VB_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &me));
+    /* my position in the list is my rank in the new comm; the smallest member
+     * names the group (groups of one kind partition the parent, so no two
+     * groups share it) */
+    int key = -1, color = INT_MAX;
+    for (int i = 0; i < n; i++) {
+        if (ranks[i] == me) key = i;
+        if (ranks[i] < color) color = ranks[i];
+    }
+    if (n < 1 || key < 0)
+        vb_die_internal("vb_comm_from_ranks: rank %d is not in its own group list (%d members)", me, n);
+
+    out->rank = key;
+    out->size = n;
+    out->prof = parent ? parent->prof : NULL;
+    MPI_Comm *h = malloc(sizeof *h);
+    if (!h) vb_die_internal("out of memory");
+    /* MPI_Comm_split is collective over the parent, so every rank calls it,
+     * including those whose group is just themselves: they opt out with
+     * MPI_UNDEFINED and use MPI_COMM_SELF, which no collective here reaches
+     * because size-1 collectives short-circuit. */
+    MPI_Comm nc = MPI_COMM_NULL;
+    VB_MPI(MPI_Comm_split(comm_of(parent), n > 1 ? color : MPI_UNDEFINED, key, &nc));
+    if (n > 1) {
+        int got = 0, grank = 0;
+        VB_MPI(MPI_Comm_size(nc, &got));
+        VB_MPI(MPI_Comm_rank(nc, &grank));
+        /* a mismatch means the ranks were handed inconsistent lists */
+        if (got != n || grank != key)
+            vb_die_internal("vb_comm_from_ranks: group of rank %d has %d members at position %d, expected %d at %d",
+                            me, got, grank, n, key);
+        VB_MPI(MPI_Comm_set_errhandler(nc, MPI_ERRORS_RETURN));
+        *h = nc;
+    } else {
+        *h = MPI_COMM_SELF;
+    }
+    out->handle = h;
+}
+
+void vb_comm_free(vb_comm *c) {
+    if (!c || !c->handle) return;
+    MPI_Comm *h = c->handle;
+    if (h != &g_world_comm) {
+        if (*h != MPI_COMM_SELF && *h != MPI_COMM_WORLD && *h != MPI_COMM_NULL) VB_MPI(MPI_Comm_free(h));
+        free(h);
+    }
+    memset(c, 0, sizeof *c);
+}
+
+/* prefix sums of counts into displs; returns the total (dies past INT_MAX) */
+static int displacements(const int *counts, int n, int *displs, const char *what) {
+    long long total = 0;
+    for (int r = 0; r < n; r++) {
+        if (counts[r] < 0) vb_die_internal("%s: negative count %d for rank %d", what, counts[r], r);
+        displs[r] = (int)total;
+        total += counts[r];
+        if (total > INT_MAX) vb_die_internal("%s: %lld elements exceed MPI's int displacements", what, total);
+    }
+    return (int)total;
+}
+
+void vb_allgatherv_f32(const vb_comm *c, const float *send, float *recv, const int *counts) {
+    if (trivial(c)) {
+        if (recv != send && counts[0]) memmove(recv, send, (size_t)counts[0] * sizeof(float));
+        return;
+    }
+    int size = c ? c->size : 0, rank = c ? c->rank : 0;
+    if (!c) {
+        VB_MPI(MPI_Comm_size(MPI_COMM_WORLD, &size));
+        VB_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    }
+    int stack[64];
+    int *displs = size <= 64 ? stack : malloc((size_t)size * sizeof *displs);
+    if (!displs) vb_die_internal("out of memory");
+    int total = displacements(counts, size, displs, "vb_allgatherv_f32");
+    comm_timer t = timer_start(c, VB_OP_ID(c ? c->prof : NULL, "allgather", VB_CAT_COMM));
+    /* send may already sit at its place in recv (the usual in-place use) */
+    const void *sbuf = send == recv + displs[rank] ? MPI_IN_PLACE : (const void *)send;
+    VB_MPI(MPI_Allgatherv(sbuf, counts[rank], MPI_FLOAT, recv, counts, displs, MPI_FLOAT, comm_of(c)));
+    timer_stop(&t, (size_t)total * sizeof(float), true);
+    if (displs != stack) free(displs);
+}
+
+void vb_reduce_scatterv_sum_f32(const vb_comm *c, const float *send, float *recv, const int *counts) {
+    if (trivial(c)) {
+        if (recv != send && counts[0]) memmove(recv, send, (size_t)counts[0] * sizeof(float));
+        return;
+    }
+    int size = c ? c->size : 0;
+    if (!c) VB_MPI(MPI_Comm_size(MPI_COMM_WORLD, &size));
+    int stack[64];
+    int *displs = size <= 64 ? stack : malloc((size_t)size * sizeof *displs);
+    if (!displs) vb_die_internal("out of memory");
+    int total = displacements(counts, size, displs, "vb_reduce_scatterv_sum_f32");
+    comm_timer t = timer_start(c, VB_OP_ID(c ? c->prof : NULL, "reduce_scatter", VB_CAT_COMM));
+    VB_MPI(MPI_Reduce_scatter(send, recv, counts, MPI_FLOAT, MPI_SUM, comm_of(c)));
+    timer_stop(&t, (size_t)total * sizeof(float), true);
+    if (displs != stack) free(displs);
+}
+
+/* ---- non-blocking allreduce ---- */
+
+static MPI_Request req_get(const vb_request *r) {
+    MPI_Request q;
+    memcpy(&q, &r->mpi, sizeof q);
+    return q;
+}
+
+static void req_set(vb_request *r, MPI_Request q) { memcpy(&r->mpi, &q, sizeof q); }
+
+void vb_iallreduce_sum_f32(const vb_comm *c, float *buf, size_t n, vb_request *req) {
+    if (req->active) vb_die_internal("vb_iallreduce_sum_f32: request still in flight");
+    memset(req, 0, sizeof *req);
+    req->bytes = n * sizeof(float);
+    req->t_start = vb_now();
+    if (trivial(c)) return; /* complete at once: nothing to reduce with */
+    if (n > (size_t)INT_MAX)
+        vb_die_internal("vb_iallreduce_sum_f32: %zu floats exceed MPI's int count (lower bucket_cap_mb)", n);
+    /* the profiled time is the launch only; the part the step waits for is
+     * vb_wait's, so ops.csv shares never count overlapped time */
+    comm_timer t = timer_start(c, VB_OP_ID(c ? c->prof : NULL, "iallreduce", VB_CAT_COMM));
+    MPI_Request q = MPI_REQUEST_NULL;
+    VB_MPI(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, comm_of(c), &q));
+    timer_stop(&t, req->bytes, false);
+    req_set(req, q);
+    req->active = 1;
+}
+
+bool vb_test(vb_request *req) {
+    if (!req->active) return true;
+    MPI_Request q = req_get(req);
+    int done = 0;
+    VB_MPI(MPI_Test(&q, &done, MPI_STATUS_IGNORE));
+    req_set(req, q);
+    if (done) req->active = 0;
+    return done != 0;
+}
+
+double vb_wait(vb_request *req) {
+    if (!req->active) return 0.0;
+    double t0 = vb_now();
+    MPI_Request q = req_get(req);
+    VB_MPI(MPI_Wait(&q, MPI_STATUS_IGNORE));
+    req_set(req, q);
+    req->active = 0;
+    double dt = vb_now() - t0;
+    g_totals.blocking_s += dt;
+    return dt;
 }
 
 void vb_abort_all(const vb_comm *c, int code) {

@@ -60,6 +60,23 @@ void vb_iallreduce_sum_f32(const vb_comm *c, float *buf, size_t n, vb_request *r
 bool vb_test(vb_request *req);
 double vb_wait(vb_request *req);
 
+/* Root receives the concatenation over ranks of every rank's `bytes` bytes
+ * (recv is only touched on root). Per-rank results -- each trial's timings,
+ * host names -- travel to rank 0 this way so one process writes the files. */
+void vb_gather_bytes(const vb_comm *c, const void *send, size_t bytes, void *recv, int root);
+
+/* Process-wide running totals of the time this process spent blocked in
+ * communication: every blocking collective above plus vb_wait. The harness
+ * takes the difference around a training step to report its exposed
+ * communication (tp/cp collectives inside the model included) without the
+ * model having to report anything. */
+typedef struct vb_comm_totals {
+    double blocking_s;   /* seconds inside blocking collectives and vb_wait */
+    long long calls;     /* collectives started, blocking or not */
+    double bytes;        /* their byte counts, as recorded in ops.csv */
+} vb_comm_totals;
+void vb_comm_totals_get(vb_comm_totals *out);
+
 /* Rank 0 decided the process must exit with `code` after printing one line:
  * every rank exits with the same code, no hang. */
 void vb_abort_all(const vb_comm *c, int code) __attribute__((noreturn));

@@ -94,7 +94,7 @@ static const key_def g_keys[] = {
     {"tensor_parallel", KT_INT, FIELD(tensor_parallel), false},
     {"context_parallel", KT_INT, FIELD(context_parallel), false},
     {"parallel_order", KT_STR, FIELD(parallel_order), false},
-    {"bucket_cap_mb", KT_INT, FIELD(bucket_cap_mb), false},
+    {"bucket_cap_mb", KT_FLOAT, FIELD(bucket_cap_mb), false},
     {"noddp", KT_BOOL, FIELD(noddp), false},
     {"disable_broadcast_buffers", KT_BOOL, FIELD(disable_broadcast_buffers), false},
     {"wireup_info", KT_STR, FIELD(wireup_info), false},
@@ -369,7 +369,7 @@ void vb_config_defaults(vb_config *c) {
     c->tensor_parallel = 1;
     c->context_parallel = 1;
     snprintf(c->parallel_order, sizeof c->parallel_order, "tp-cp-dp");
-    c->bucket_cap_mb = 25;
+    c->bucket_cap_mb = 25.0f; /* PyTorch DDP's default */
     c->noddp = false;
     c->disable_broadcast_buffers = false;
     snprintf(c->wireup_info, sizeof c->wireup_info, "env");
@@ -669,7 +669,10 @@ void vb_config_validate(const vb_config *c, const char *origin) {
     if (!valid_parallel_order(c->parallel_order))
         vfail(c, origin, "parallel_order", NULL,
               "parallel_order = '%s' must order tp, cp and dp separated by '-' (e.g. tp-cp-dp)", c->parallel_order);
-    require_min(c, origin, "bucket_cap_mb", c->bucket_cap_mb, 1);
+    /* a float so that tiny models can still be split into several buckets (0.05 MiB) */
+    if (!(c->bucket_cap_mb > 0.0f))
+        vfail(c, origin, "bucket_cap_mb", NULL, "bucket_cap_mb = %g must be > 0 (MiB per DDP gradient bucket)",
+              (double)c->bucket_cap_mb);
 }
 
 /* ---- JSON ---- */

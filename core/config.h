@@ -67,7 +67,7 @@ typedef struct vb_config {
     /* distributed (filled in by the distributed issue; validated against world size there) */
     int tensor_parallel, context_parallel; /* default 1 */
     char parallel_order[32];               /* default "tp-cp-dp" */
-    int bucket_cap_mb;                     /* default 25 */
+    float bucket_cap_mb;                   /* default 25 (MiB, PyTorch DDP's); fractions allowed */
     bool noddp, disable_broadcast_buffers;
     /* accepted tutorial keys with no effect here */
     char wireup_info[16], wireup_store[16];

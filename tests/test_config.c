@@ -517,7 +517,8 @@ static void test_validation_errors(void **state) {
         {"--parallel_order", "tp-cp-cp", "parallel_order = 'tp-cp-cp'"},
         {"--parallel_order", "tp--cp-dp", "parallel_order = 'tp--cp-dp'"},
         {"--parallel_order", "tp-cp-dp-", "parallel_order = 'tp-cp-dp-'"},
-        {"--bucket_cap_mb", "0", "bucket_cap_mb = 0 must be >= 1"},
+        {"--bucket_cap_mb", "0", "bucket_cap_mb = 0 must be > 0"},
+        {"--bucket_cap_mb", "-0.5", "bucket_cap_mb = -0.5 must be > 0"},
         {"--num_epochs", "-1", "num_epochs = -1 must be >= 0"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

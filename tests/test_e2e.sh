@@ -104,7 +104,8 @@ for r in t:  # per-trial throughput = nbatches * batch * ranks / seconds
 
 it = rows("iterations.csv")
 check(len(it) == 27, f"iterations.csv has {len(it)} rows, want 9 trials x 3 steps")
-check(list(it[0].keys()) == "trial,trial_type,trial_index,warmup,step,rank,seconds,data_wait_s".split(","),
+check(list(it[0].keys()) == ("trial,trial_type,trial_index,warmup,step,rank,seconds,data_wait_s,"
+                             "allreduce_calls,allreduce_bytes,comm_exposed_s").split(","),
       f"iterations.csv header {list(it[0].keys())}")
 check([r["trial"] for r in it[:3]] == ["IO_WARMUP_0"] * 3 and it[3]["trial"] == "IO_0", "iterations.csv labels")
 check([r["step"] for r in it[:3]] == ["0", "1", "2"], "iterations.csv steps")
