@@ -344,9 +344,15 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
 
     /* The bucket plan always exists (run.json reports it); the hook only when
      * gradients are actually reduced. */
+    /* --noddp drops the data-parallel averaging only (the tutorial's way to
+     * measure its cost). Under context parallelism the cp peers' weight
+     * gradients are partial sums over their tokens and must still be summed,
+     * or the cp ranks would train different models. */
+    const vb_comm *reduce_comm = c->noddp ? &r->cp_comm : &r->grad_comm;
+    float reduce_scale = c->noddp ? 1.0f : 1.0f / (float)r->dp;
     vb_ddp_init(&r->ddp, r->model->tensors, r->model->ntensors, r->model->nparams, r->model->grads,
-                c->bucket_cap_mb, &r->grad_comm, 1.0f / (float)r->dp, r->ops, r->prof);
-    r->ddp_on = r->grad_comm.size > 1 && !c->noddp;
+                c->bucket_cap_mb, reduce_comm, reduce_scale, r->ops, r->prof);
+    r->ddp_on = reduce_comm->size > 1;
     if (r->ddp_on) vb_ddp_attach(&r->ddp, r->model);
 
     size_t hw = (size_t)c->img_size[0] * (size_t)c->img_size[1];

@@ -117,18 +117,12 @@ REF=$TMP/out/ref/train_log.csv
 awk -F, 'NR == 1 { print; next } { $3 = $3 * (1 + 3e-5); print }' OFS=, "$REF" > perturbed.csv
 compare perturbed.csv "$REF" > neg.txt 2>&1 && fail "comparator accepted losses 3e-5 off: $(cat neg.txt)"
 
-nskip=0
 # case NAME NP ARGS...: same losses as the reference
 case_equal() {
     local name=$1 np=$2
     shift 2
     launch "$name" "$np" "${TRAIN[@]}" --run_name "$name" "$@"
     local rc=$?
-    if [ $rc -ne 0 ] && grep -q "not supported yet" "$name.txt"; then
-        echo "test_dist: SKIP $name (np $np $*): $(grep -m1 'not supported yet' "$name.txt")"
-        nskip=$((nskip + 1))
-        return 0
-    fi
     [ $rc -eq 124 ] && fail "$name (np $np $*) timed out after ${TIMEOUT}s"
     [ $rc -eq 0 ] || { tail -n 20 "$name.txt" >&2; fail "$name (np $np $*) exited $rc"; }
     local res
@@ -147,6 +141,9 @@ case_equal tp2_dp2 4 --tensor_parallel 2
 case_equal tp2_dp2_dpfirst 4 --tensor_parallel 2 --parallel_order dp-tp-cp
 case_equal tp2_cp2 4 --tensor_parallel 2 --context_parallel 2
 case_equal cp2_dp2 4 --context_parallel 2 --bucket_cap_mb 0.05
+# --noddp drops the dp averaging only: cp peers must still sum their partial
+# weight gradients, so with dp 1 it is the same training as one rank
+case_equal cp2_noddp 2 --context_parallel 2 --noddp
 
 # bucket caps must really change the plan (else the three dp2 runs test one thing)
 python3 - "$TMP/out" <<'EOF' || fail "run.json DDP bucket counts (above)"
@@ -275,14 +272,9 @@ echo "test_dist: 2-rank run: per-rank trials/iterations rows, samples/s = local_
 launch bench_tp2 2 run "${DATA[@]}" --output_dir "$TMP/out" --run_name bench_tp2 --benchy_config benchy.yaml \
     --bucket_cap_mb 0.1 --tensor_parallel 2
 rc=$?
-if [ $rc -ne 0 ] && grep -q "not supported yet" bench_tp2.txt; then
-    echo "test_dist: SKIP bench_tp2: $(grep -m1 'not supported yet' bench_tp2.txt)"
-    nskip=$((nskip + 1))
-else
-    [ $rc -eq 0 ] || { tail -n 20 bench_tp2.txt >&2; fail "2-rank tp 2 vitbench run exited $rc"; }
-    python3 check_run.py "$TMP/out/bench_tp2" 1 2 1 || fail "tp 2 run result files (details above)"
-    echo "test_dist: tp 2 run: samples/s counts one replica (dp 1)"
-fi
+[ $rc -eq 0 ] || { tail -n 20 bench_tp2.txt >&2; fail "2-rank tp 2 vitbench run exited $rc"; }
+python3 check_run.py "$TMP/out/bench_tp2" 1 2 1 || fail "tp 2 run result files (details above)"
+echo "test_dist: tp 2 run: samples/s counts one replica (dp 1)"
 
 # ---- 4. lr scaling by sqrt(global / base_batch_size) ----
 launch lrscale 2 "${TRAIN[@]}" --run_name lrscale --num_iters 2 --base_batch_size 2
@@ -297,5 +289,4 @@ print(f"test_dist: lr with base_batch_size 2, global 8: {a[0]['lr']} (want 0.01)
 sys.exit(0 if ok else 1)
 EOF
 
-[ $nskip -eq 0 ] || echo "test_dist: $nskip case(s) SKIPPED (model support pending)"
 echo "test_dist: OK"
