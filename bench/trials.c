@@ -59,6 +59,7 @@ typedef struct {
     double *gather_send, *gather_recv; /* packing buffers for one trial */
     bool tty;
     bool profile_here;    /* this rank's profiler runs in timed SYNTHETIC/FULL trials */
+    bool gather_ops;      /* profiler_mode all on > 1 rank: ops.csv holds every rank's rows */
     int epoch;            /* next loader epoch; every trial starts a fresh one */
     char json_path[VB_PATH_MAX];
 } bench_state;
@@ -211,8 +212,22 @@ static void write_benchy_json(bench_state *s) {
     free(withnl);
 }
 
+/* The ops.csv rows rank 0 writes: its own, or with profiler_mode all every
+ * rank's in rank order. Collective when gather_ops (every rank calls it at the
+ * same points); returns a malloc'd string on rank 0, NULL elsewhere. */
+static char *ops_rows(const bench_state *s) {
+    const vb_run *r = s->r;
+    if (!s->gather_ops) return r->world.rank == 0 ? vb_prof_csv_rows(r->prof, r->world.rank) : NULL;
+    char *mine = vb_prof_csv_rows(r->prof, r->world.rank);
+    char *all = vb_gatherv_bytes(&r->world, mine, strlen(mine), 0, NULL);
+    free(mine);
+    return all;
+}
+
 static void write_results(bench_state *s) {
     const vb_run *r = s->r;
+    /* before the rank-0 return: the gather needs every rank */
+    char *ops = ops_rows(s);
     if (r->world.rank != 0) return;
     /* trials.csv goes last: a reader (or a run killed between two writes)
      * that sees trial N there finds it in every other file too */
@@ -222,7 +237,8 @@ static void write_results(bench_state *s) {
     vb_run_path(r, path, sizeof path, "summary.csv");
     if (vb_atomic_write(path, write_summary_csv, s) != 0) vb_warn("could not write %s", path);
     vb_run_path(r, path, sizeof path, "ops.csv");
-    if (vb_prof_write_csv(r->prof, path, r->world.rank) != 0) vb_warn("could not write %s", path);
+    if (vb_prof_write_csv_rows(path, ops) != 0) vb_warn("could not write %s", path);
+    free(ops);
     write_benchy_json(s);
     vb_run_path(r, path, sizeof path, "trials.csv");
     if (vb_atomic_write(path, write_trials_csv, s) != 0) vb_warn("could not write %s", path);
@@ -377,6 +393,7 @@ int vb_trials_run(vb_run *r) {
     } else if (strcmp(b->profiler_mode, "all") == 0) {
         vb_log("BENCHY::INFO::Message: Profiling mode all. Starting profiler on all ranks.");
         s.profile_here = true;
+        s.gather_ops = r->world.size > 1;
     }
 
     /* where benchy's JSON goes: its output_dir, else the run directory */

@@ -285,6 +285,48 @@ void vb_reduce_scatterv_sum_f32(const vb_comm *c, const float *send, float *recv
     if (displs != stack) free(displs);
 }
 
+char *vb_gatherv_bytes(const vb_comm *c, const void *send, size_t bytes, int root, size_t *total) {
+    if (bytes > (size_t)INT_MAX)
+        vb_die_internal("vb_gatherv_bytes: %zu bytes from one rank exceed MPI's int count", bytes);
+    if (trivial(c)) {
+        /* a copy, so the caller frees the result the same way for any size */
+        char *out = malloc(bytes + 1);
+        if (!out) vb_die_internal("out of memory gathering %zu bytes", bytes);
+        if (bytes) memcpy(out, send, bytes);
+        out[bytes] = '\0';
+        if (total) *total = bytes;
+        return out;
+    }
+    int size = c ? c->size : 0, rank = c ? c->rank : 0;
+    if (!c) {
+        VB_MPI(MPI_Comm_size(MPI_COMM_WORLD, &size));
+        VB_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    }
+    const bool is_root = rank == root;
+    int stack[2 * 64];
+    int *counts = size <= 64 ? stack : malloc(2 * (size_t)size * sizeof *counts);
+    if (!counts) vb_die_internal("out of memory");
+    int *displs = counts + size;
+    comm_timer t = timer_start(c, VB_OP_ID(c ? c->prof : NULL, "gatherv", VB_CAT_COMM));
+    /* root must know every count before it can size the buffer and place the
+     * pieces: the lengths travel first, in the same timed collective */
+    int mine = (int)bytes;
+    VB_MPI(MPI_Gather(&mine, 1, MPI_INT, counts, 1, MPI_INT, root, comm_of(c)));
+    char *out = NULL;
+    size_t sum = bytes; /* non-root ranks count what they sent: they never learn the total */
+    if (is_root) {
+        sum = (size_t)displacements(counts, size, displs, "vb_gatherv_bytes");
+        out = malloc(sum + 1);
+        if (!out) vb_die_internal("out of memory gathering %zu bytes", sum);
+        out[sum] = '\0';
+    }
+    VB_MPI(MPI_Gatherv(send, mine, MPI_BYTE, out, counts, displs, MPI_BYTE, root, comm_of(c)));
+    timer_stop(&t, sum, true);
+    if (counts != stack) free(counts);
+    if (is_root && total) *total = sum;
+    return out;
+}
+
 /* ---- non-blocking allreduce ---- */
 
 static MPI_Request req_get(const vb_request *r) {

@@ -64,6 +64,14 @@ double vb_wait(vb_request *req);
  * (recv is only touched on root). Per-rank results -- each trial's timings,
  * host names -- travel to rank 0 this way so one process writes the files. */
 void vb_gather_bytes(const vb_comm *c, const void *send, size_t bytes, void *recv, int root);
+/* Variable-size gather: each rank sends its own `bytes` bytes (counts may
+ * differ, zero included). Root returns a malloc'd buffer holding every rank's
+ * bytes concatenated in rank order followed by one '\0' byte (so gathered text
+ * is a C string), and its length without the '\0' in *total when total is not
+ * NULL; other ranks return NULL. Collective: every rank of c must call it.
+ * Per-rank text of unknown length -- each rank's ops.csv rows -- reaches rank
+ * 0 this way. */
+char *vb_gatherv_bytes(const vb_comm *c, const void *send, size_t bytes, int root, size_t *total);
 
 /* Process-wide running totals of the time this process spent blocked in
  * communication: every blocking collective above plus vb_wait. The harness

@@ -170,39 +170,54 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-typedef struct {
-    vb_profiler *p;
-    int rank;
-    double *scratch; /* for the median: sorting must not reorder the live samples */
-} ops_csv_ctx;
+static const char k_ops_header[] = "rank,name,category,calls,bytes,total_s,avg_s,min_s,max_s,median_s,share_of_step\n";
 
-static void write_ops_csv(FILE *f, void *vctx) {
-    ops_csv_ctx *ctx = vctx;
-    vb_profiler *p = ctx->p;
-    fprintf(f, "rank,name,category,calls,bytes,total_s,avg_s,min_s,max_s,median_s,share_of_step\n");
-    for (int i = 0; i < p->nops; i++) {
-        const vb_op_stats *s = &p->stats[i];
-        if (s->calls == 0) continue;
-        memcpy(ctx->scratch, s->samples, (size_t)s->calls * sizeof(double));
-        qsort(ctx->scratch, (size_t)s->calls, sizeof(double), cmp_double);
-        size_t n = (size_t)s->calls;
-        double median = n % 2 ? ctx->scratch[n / 2] : 0.5 * (ctx->scratch[n / 2 - 1] + ctx->scratch[n / 2]);
-        double share = p->step_seconds > 0 ? s->total / p->step_seconds : 0.0;
-        fprintf(f, "%d,", ctx->rank);
-        vb_csv_field(f, g_registry[i].name);
-        fprintf(f, ",%s,%ld,%.0f,%.9g,%.9g,%.9g,%.9g,%.9g,%.6f\n", vb_cat_name(g_registry[i].cat), s->calls,
-                s->bytes, s->total, s->total / (double)s->calls, s->min, s->max, median, share);
+char *vb_prof_csv_rows(vb_profiler *p, int rank) {
+    char *buf = NULL;
+    size_t len = 0;
+    /* a memory stream keeps the row formatting (vb_csv_field) identical to a file's */
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) vb_die_internal("out of memory rendering ops.csv rows");
+    if (p && p->nops > 0) {
+        size_t most = 1;
+        for (int i = 0; i < p->nops; i++)
+            if ((size_t)p->stats[i].calls > most) most = (size_t)p->stats[i].calls;
+        /* for the median: sorting must not reorder the live samples */
+        double *scratch = malloc(most * sizeof(double));
+        if (!scratch) vb_die_internal("out of memory rendering ops.csv rows");
+        for (int i = 0; i < p->nops; i++) {
+            const vb_op_stats *s = &p->stats[i];
+            if (s->calls == 0) continue;
+            size_t n = (size_t)s->calls;
+            memcpy(scratch, s->samples, n * sizeof(double));
+            qsort(scratch, n, sizeof(double), cmp_double);
+            double median = n % 2 ? scratch[n / 2] : 0.5 * (scratch[n / 2 - 1] + scratch[n / 2]);
+            double share = p->step_seconds > 0 ? s->total / p->step_seconds : 0.0;
+            fprintf(f, "%d,", rank);
+            vb_csv_field(f, g_registry[i].name);
+            fprintf(f, ",%s,%ld,%.0f,%.9g,%.9g,%.9g,%.9g,%.9g,%.6f\n", vb_cat_name(g_registry[i].cat), s->calls,
+                    s->bytes, s->total, s->total / (double)s->calls, s->min, s->max, median, share);
+        }
+        free(scratch);
     }
+    bool bad = ferror(f) != 0;
+    if (fclose(f) != 0 || bad || !buf) vb_die_internal("out of memory rendering ops.csv rows");
+    return buf;
+}
+
+static void write_ops_csv(FILE *f, void *rows) {
+    fputs(k_ops_header, f);
+    fputs((const char *)rows, f);
+}
+
+int vb_prof_write_csv_rows(const char *path, const char *rows) {
+    return vb_atomic_write(path, write_ops_csv, (void *)(rows ? rows : ""));
 }
 
 int vb_prof_write_csv(vb_profiler *p, const char *path, int rank) {
     if (!p) return -1;
-    size_t most = 1;
-    for (int i = 0; i < p->nops; i++)
-        if ((size_t)p->stats[i].calls > most) most = (size_t)p->stats[i].calls;
-    ops_csv_ctx ctx = {p, rank, malloc(most * sizeof(double))};
-    if (!ctx.scratch) vb_die_internal("out of memory writing %s", path);
-    int rc = vb_atomic_write(path, write_ops_csv, &ctx);
-    free(ctx.scratch);
+    char *rows = vb_prof_csv_rows(p, rank);
+    int rc = vb_prof_write_csv_rows(path, rows);
+    free(rows);
     return rc;
 }

@@ -41,6 +41,14 @@ void vb_prof_add_step_time(vb_profiler *p, double seconds);
  * atomically (tmp + rename). Returns 0 on success. */
 int vb_prof_write_csv(vb_profiler *p, const char *path, int rank);
 
+/* This profiler's ops.csv rows (no header; rank column = `rank`) as a malloc'd
+ * C string the caller frees; "" when p is NULL or nothing was recorded. Text,
+ * so several ranks' rows can be gathered to one writer and concatenated. */
+char *vb_prof_csv_rows(vb_profiler *p, int rank);
+/* Writes ops.csv atomically as the header followed by `rows` (from
+ * vb_prof_csv_rows, possibly several ranks' concatenated). Returns 0 on success. */
+int vb_prof_write_csv_rows(const char *path, const char *rows);
+
 /* Cache the id in a static per call site: VB_OP_ID(prof, "name", VB_CAT_COMPUTE). */
 #define VB_OP_ID(prof, name, cat)                                    \
     ({                                                               \

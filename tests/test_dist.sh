@@ -16,7 +16,8 @@
 #    with dp 3; cp larger than the token count): exit 2 on every rank, exactly
 #    one error line, no run directory, within a timeout (no hang).
 # 3. A 2-rank `vitbench run`: per-rank rows in trials.csv / iterations.csv,
-#    samples/s counted with local_batch x dp, DDP columns, run.json layout.
+#    samples/s counted with local_batch x dp, DDP columns, run.json layout;
+#    with profiler_mode all, ops.csv holds both ranks' rows.
 # 4. base_batch_size scales the lr by sqrt(global / base).
 set -u
 
@@ -259,6 +260,13 @@ for r in sm:
 b = json.load(open(os.path.join(rd, "benchy_output.json")))
 check(b.get("nranks") == world, f"benchy_output.json nranks {b.get('nranks')}")
 ops = rows("ops.csv")
+# profiler_mode all (benchy.yaml): every rank's rows, gathered in rank order,
+# each rank with its own matmul_forward timings
+ranks = [int(o["rank"]) for o in ops]
+check(ranks == sorted(ranks) and set(ranks) == set(range(world)), f"ops.csv ranks {sorted(set(ranks))}, want 0..{world - 1} in order")
+for k in range(world):
+    mm = [o for o in ops if o["rank"] == str(k) and o["name"] == "matmul_forward"]
+    check(len(mm) == 1 and int(mm[0]["calls"]) > 0 and float(mm[0]["total_s"]) > 0, f"ops.csv rank {k} matmul_forward {mm}")
 if dp * cp > 1:
     ia = [o for o in ops if o["name"] == "iallreduce"]
     check(ia and ia[0]["category"] == "comm" and float(ia[0]["bytes"]) > 0, f"ops.csv iallreduce row {ia}")
@@ -266,7 +274,7 @@ for m in bad: print("test_dist:", m)
 sys.exit(1 if bad else 0)
 EOF
 python3 check_run.py "$TMP/out/bench2" 2 1 1 || fail "2-rank run result files (details above)"
-echo "test_dist: 2-rank run: per-rank trials/iterations rows, samples/s = local_batch x dp"
+echo "test_dist: 2-rank run: per-rank trials/iterations/ops rows, samples/s = local_batch x dp"
 
 # the same with tp 2 (dp 1): two ranks, but one replica's worth of samples
 launch bench_tp2 2 run "${DATA[@]}" --output_dir "$TMP/out" --run_name bench_tp2 --benchy_config benchy.yaml \

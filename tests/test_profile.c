@@ -149,11 +149,73 @@ static void test_disabled_records_nothing(void **state) {
     tu_rm_rf(dir);
 }
 
+/* The rows rank 0 gathers: no header, the given rank in every row, and two
+ * ranks' rows concatenated under one header read back as both ranks' rows. */
+static void test_rows_for_gather(void **state) {
+    (void)state;
+    vb_profiler *p = vb_prof_create();
+    vb_prof_set_enabled(p, true);
+    int id = vb_prof_op("tp_rows_op", VB_CAT_COMPUTE);
+    vb_prof_end(p, id, vb_now() - 0.01, 16);
+    vb_prof_add_step_time(p, 0.02);
+
+    char *r0 = vb_prof_csv_rows(p, 0);
+    char *r1 = vb_prof_csv_rows(p, 1);
+    assert_non_null(r0);
+    assert_non_null(r1);
+    assert_null(strstr(r0, "rank,name"));
+    csv_row r;
+    assert_true(find_row(r1, "tp_rows_op", &r));
+    assert_int_equal(r.rank, 1);
+    assert_int_equal(r.calls, 1);
+
+    char dir[256], path[512];
+    tu_tmpdir(dir, sizeof dir, "profile_rows");
+    snprintf(path, sizeof path, "%s/ops.csv", dir);
+    size_t n0 = strlen(r0), n1 = strlen(r1);
+    char *both = malloc(n0 + n1 + 1);
+    assert_non_null(both);
+    memcpy(both, r0, n0);
+    memcpy(both + n0, r1, n1 + 1);
+    assert_int_equal(vb_prof_write_csv_rows(path, both), 0);
+    char *csv = tu_read_file(path);
+    assert_non_null(csv);
+    assert_true(strncmp(csv, "rank,name,", 10) == 0);
+    assert_true(find_row(csv, "tp_rows_op", &r));
+    assert_int_equal(r.rank, 0); /* rank order: rank 0's row first */
+    const char *second = strchr(strchr(csv, '\n') + 1, '\n') + 1;
+    assert_true(find_row(second, "tp_rows_op", &r));
+    assert_int_equal(r.rank, 1);
+    assert_int_equal(tu_count_lines(path), 3);
+    /* the same rows as vb_prof_write_csv writes for one rank, after its header */
+    assert_int_equal(vb_prof_write_csv(p, path, 0), 0);
+    char *single = tu_read_file(path);
+    assert_non_null(single);
+    assert_string_equal(strchr(single, '\n') + 1, r0);
+    free(single);
+    free(csv);
+    free(both);
+    free(r0);
+    free(r1);
+
+    /* no profiler or no samples: no rows, an empty string to gather */
+    char *none = vb_prof_csv_rows(NULL, 0);
+    assert_string_equal(none, "");
+    free(none);
+    vb_prof_reset(p);
+    none = vb_prof_csv_rows(p, 0);
+    assert_string_equal(none, "");
+    free(none);
+    vb_prof_destroy(p);
+    tu_rm_rf(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_registry_ids_stable),
         cmocka_unit_test(test_stats_and_csv),
         cmocka_unit_test(test_disabled_records_nothing),
+        cmocka_unit_test(test_rows_for_gather),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
