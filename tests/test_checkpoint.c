@@ -5,8 +5,6 @@
 #include <hdf5.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "core/checkpoint.h"
 #include "core/common.h"
@@ -143,31 +141,22 @@ static void copy_ckpt(const fixture *f, const char *name, char *out, size_t n) {
     free(cmd);
 }
 
+typedef struct {
+    const fixture *f;
+    const char *path;
+    bool with_opt;
+} load_args;
+
+static void load_child(void *p) {
+    const load_args *a = p;
+    vb_adam opt = a->f->opt; /* same sizes; the child's copy-on-write memory */
+    vb_checkpoint_load(a->path, a->f->m, a->with_opt ? &opt : NULL);
+}
+
 static void expect_load_dies(const fixture *f, const char *path, bool with_opt, const char *needle1,
                              const char *needle2) {
-    char errpath[400];
-    snprintf(errpath, sizeof errpath, "%s/stderr", f->dir);
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        alarm(30);
-        if (!freopen(errpath, "w", stderr)) _exit(99);
-        vb_adam opt = f->opt; /* same sizes; the child's copy-on-write memory */
-        vb_checkpoint_load(path, f->m, with_opt ? &opt : NULL);
-        _exit(0);
-    }
-    int st = 0;
-    assert_int_equal(waitpid(pid, &st, 0), pid);
-    char *err = tu_read_file(errpath);
-    assert_non_null(err);
-    print_message("child: %s", err);
-    assert_true(WIFEXITED(st));
-    assert_int_equal(WEXITSTATUS(st), 2);
-    assert_int_equal(tu_count_lines(errpath), 1);
-    if (!strstr(err, needle1)) fail_msg("stderr '%s' does not mention '%s'", err, needle1);
-    if (needle2 && !strstr(err, needle2)) fail_msg("stderr '%s' does not mention '%s'", err, needle2);
-    free(err);
+    load_args a = {f, path, with_opt};
+    tu_expect_exit_all(2, (const char *const[]){needle1, needle2, NULL}, load_child, &a);
 }
 
 static void test_missing_dataset_exits_2(void **state) {
@@ -243,28 +232,15 @@ static void test_params_only_checkpoint(void **state) {
     vit_destroy(m2);
 }
 
-static void test_save_to_bad_dir_exits_2(void **state) {
-    fixture *f = *state;
-    char path[400], errpath[400];
+static void save_child(void *p) {
+    const fixture *f = p;
+    char path[400];
     snprintf(path, sizeof path, "%s/no/such/dir/ckpt.h5", f->dir);
-    snprintf(errpath, sizeof errpath, "%s/stderr", f->dir);
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        alarm(30);
-        if (!freopen(errpath, "w", stderr)) _exit(99);
-        vb_checkpoint_save(path, f->m, &f->opt);
-        _exit(0);
-    }
-    int st = 0;
-    assert_int_equal(waitpid(pid, &st, 0), pid);
-    assert_true(WIFEXITED(st));
-    assert_int_equal(WEXITSTATUS(st), 2);
-    char *err = tu_read_file(errpath);
-    assert_non_null(strstr(err, "no/such/dir/ckpt.h5"));
-    assert_int_equal(tu_count_lines(errpath), 1);
-    free(err);
+    vb_checkpoint_save(path, f->m, &f->opt);
+}
+
+static void test_save_to_bad_dir_exits_2(void **state) {
+    tu_expect_exit(2, "no/such/dir/ckpt.h5", save_child, *state);
 }
 
 int main(void) {

@@ -7,11 +7,9 @@
 #include "tests/test_util.h"
 
 #include <cjson/cJSON.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/config.h"
@@ -20,7 +18,6 @@ static char g_vit[VB_PATH_MAX];     /* <source>/scenarios/vit.yaml */
 static char g_quick[VB_PATH_MAX];   /* <source>/scenarios/benchy/quick.yaml */
 static char g_default[VB_PATH_MAX]; /* <source>/scenarios/benchy/default.yaml */
 static char g_tmp[VB_PATH_MAX];     /* scratch directory for this run */
-static const char *g_case;          /* the failing case, for the message */
 
 static void write_text(const char *path, const char *text) {
     FILE *f = fopen(path, "w");
@@ -41,48 +38,8 @@ static const char *tmp_yaml(const char *text) {
     return p;
 }
 
-/* ---- running code that must fail ---- */
-
-typedef void (*child_fn)(void *arg);
-
-/* Runs fn(arg) in a child with stderr captured; asserts exit status 2 and a
- * single "vitbench: error: ..." line containing every needle (NULL-ended). */
-static void expect_input_error(child_fn fn, void *arg, const char *const *needles) {
-    char errpath[VB_PATH_MAX];
-    vb_snprintf(errpath, sizeof errpath, "%s/stderr.txt", g_tmp);
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        int fd = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd < 0 || dup2(fd, 2) < 0) _exit(99);
-        close(fd);
-        alarm(20); /* a hang is a failure too */
-        fn(arg);
-        _exit(0); /* returned normally: the error was not detected */
-    }
-    int st = 0;
-    assert_int_equal(waitpid(pid, &st, 0), pid);
-    char *msg = tu_read_file(errpath);
-    assert_non_null(msg);
-    int exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    if (exit_code != 2)
-        fprintf(stderr, "case [%s]: child exited %d, stderr: <<%s>>\n", g_case ? g_case : "?", exit_code, msg);
-    assert_int_equal(exit_code, 2);
-    size_t len = strlen(msg);
-    int newlines = 0;
-    for (size_t i = 0; i < len; i++) newlines += msg[i] == '\n';
-    if (newlines != 1 || len == 0 || msg[len - 1] != '\n') fprintf(stderr, "not one line: <<%s>>\n", msg);
-    assert_int_equal(newlines, 1);
-    assert_true(msg[len - 1] == '\n');
-    assert_true(strncmp(msg, "vitbench: error: ", 17) == 0);
-    for (const char *const *n = needles; *n; n++) {
-        if (!strstr(msg, *n)) fprintf(stderr, "missing '%s' in: %s", *n, msg);
-        assert_non_null(strstr(msg, *n));
-    }
-    free(msg);
-}
+/* ---- running code that must fail: in a child (tu_expect_exit_all) that
+ * must exit 2 after one "vitbench: error: ..." line naming every needle ---- */
 
 typedef struct {
     const char *argv[32];
@@ -94,6 +51,10 @@ static void child_from_args(void *p) {
     vb_config c;
     vb_config_defaults(&c);
     vb_config_from_args(&c, a->argc, (char **)a->argv, 0);
+    /* accepted: say which case in the failure message */
+    fputs("accepted:", stderr);
+    for (int i = 0; i < a->argc; i++) fprintf(stderr, " %s", a->argv[i]);
+    fputc('\n', stderr);
 }
 
 static argset make_args(const char *const *args) {
@@ -109,16 +70,7 @@ static argset make_args(const char *const *args) {
 /* args and needles are NULL-terminated lists */
 static void args_fail(const char *const *args, const char *const *needles) {
     argset a = make_args(args);
-    /* say which case on failure: cmocka only reports the assertion's line */
-    static char desc[2048]; /* static: a failed assertion longjmps past the reset below */
-    desc[0] = '\0';
-    for (int i = 0; i < a.argc; i++) {
-        strncat(desc, " ", sizeof desc - strlen(desc) - 1);
-        strncat(desc, a.argv[i], sizeof desc - strlen(desc) - 1);
-    }
-    g_case = desc;
-    expect_input_error(child_from_args, &a, needles);
-    g_case = NULL;
+    tu_expect_exit_all(2, needles, child_from_args, &a);
 }
 #define LIST(...) ((const char *const[]){__VA_ARGS__, NULL})
 
@@ -582,7 +534,7 @@ static void child_set_unknown(void *arg) {
 
 static void test_set_unknown(void **state) {
     (void)state;
-    expect_input_error(child_set_unknown, NULL, LIST("test origin", "unknown key 'no_such_key'"));
+    tu_expect_exit_all(2, LIST("test origin", "unknown key 'no_such_key'"), child_set_unknown, NULL);
 }
 
 /* ---- JSON ---- */
@@ -713,7 +665,7 @@ static void child_benchy_load(void *arg) {
 
 static void benchy_fail(const char *text, const char *const *needles) {
     const char *p = tmp_yaml(text);
-    expect_input_error(child_benchy_load, (void *)p, needles);
+    tu_expect_exit_all(2, needles, child_benchy_load, (void *)p);
 }
 
 static void child_benchy_resolve_env(void *arg) {
@@ -738,12 +690,12 @@ static void test_benchy_errors(void **state) {
     benchy_fail("IO:\n  nbatches: [1]\n", LIST("[IO]: nbatches: expected a single value, found a list"));
     benchy_fail("IO:\n  nbatches: 3\n nwarmup: 2\n", LIST("malformed YAML"));
     benchy_fail("- IO\n", LIST("expected a mapping"));
-    expect_input_error(child_benchy_load, (void *)"/nonexistent/benchy.yaml",
-                       LIST("/nonexistent/benchy.yaml", "cannot open"));
+    tu_expect_exit_all(2, LIST("/nonexistent/benchy.yaml", "cannot open"), child_benchy_load,
+                       (void *)"/nonexistent/benchy.yaml");
     /* a bad file named by the environment says so */
     const char *bad = tmp_yaml("IO:\n  nbatches: 0\n");
     setenv("BENCHY_CONFIG_FILE", bad, 1);
-    expect_input_error(child_benchy_resolve_env, NULL, LIST("BENCHY_CONFIG_FILE=", bad, "nbatches = 0"));
+    tu_expect_exit_all(2, LIST("BENCHY_CONFIG_FILE=", bad, "nbatches = 0"), child_benchy_resolve_env, NULL);
     unsetenv("BENCHY_CONFIG_FILE");
 }
 

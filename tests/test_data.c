@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/common.h"
@@ -130,42 +129,10 @@ static void check_batch_content(const fx *x, const vb_batch *b) {
     }
 }
 
-/* ---- fork helper: the call must exit 2 with one line naming `want` ---- */
+/* ---- the call must exit 2 with one line naming `want` (and `want2`) ---- */
 
-typedef void (*die_fn)(void *ctx);
-
-static void expect_exit2(die_fn fn, void *ctx, const char *want, const char *want2) {
-    char errpath[] = "/tmp/vbtest_stderr_XXXXXX";
-    int fd = mkstemp(errpath);
-    assert_true(fd >= 0);
-    close(fd);
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        alarm(30); /* a hang fails instead of blocking the suite */
-        if (!freopen(errpath, "w", stderr)) _exit(98);
-        if (!freopen("/dev/null", "w", stdout)) _exit(98);
-        fn(ctx);
-        _exit(99); /* returned: not an error at all */
-    }
-    int st = 0;
-    assert_int_equal(waitpid(pid, &st, 0), pid);
-    char *err = tu_read_file(errpath);
-    unlink(errpath);
-    assert_non_null(err);
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 2)
-        fail_msg("expected exit 2, got status %d (signal %d); stderr: %s", WIFEXITED(st) ? WEXITSTATUS(st) : -1,
-                 WIFSIGNALED(st) ? WTERMSIG(st) : 0, err);
-    if (getenv("VB_TEST_VERBOSE")) fprintf(stderr, "  [child stderr] %s", err);
-    int lines = 0;
-    for (char *c = err; *c; c++) lines += *c == '\n';
-    if (lines != 1) fail_msg("expected one line on stderr, got %d: %s", lines, err);
-    if (!strstr(err, "vitbench: error: ")) fail_msg("no 'vitbench: error:' prefix: %s", err);
-    if (want && !strstr(err, want)) fail_msg("stderr does not name '%s': %s", want, err);
-    if (want2 && !strstr(err, want2)) fail_msg("stderr does not mention '%s': %s", want2, err);
-    free(err);
+static void expect_exit2(tu_child_fn fn, void *ctx, const char *want, const char *want2) {
+    tu_expect_exit_all(2, (const char *const[]){want, want2, NULL}, fn, ctx);
 }
 
 /* ---- sample mapping ---- */

@@ -10,8 +10,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "core/common.h"
 #include "core/model.h"
@@ -25,28 +23,10 @@ enum { TB = 2 }; /* batch */
 static size_t in_numel(int B) { return (size_t)B * TINY.cin * TINY.img_h * TINY.img_w; }
 static size_t out_numel(int B) { return (size_t)B * TINY.cout * TINY.img_h * TINY.img_w; }
 
-/* Weights well away from the init (which makes the output ~0 and the deep
- * gradients tiny): every path, including LayerNorm affine and biases, then
- * carries a gradient the finite differences can resolve. */
-static void randomize_params(vit_model *m, uint64_t seed) {
-    vb_rng r;
-    vb_rng_seed(&r, seed);
-    for (int i = 0; i < m->ntensors; i++) {
-        const vit_tensor *t = &m->tensors[i];
-        float *w = m->params + t->offset;
-        for (size_t j = 0; j < t->numel; j++) {
-            double u = 2.0 * vb_rng_uniform(&r) - 1.0;
-            if (t->init == VIT_INIT_ONE) w[j] = (float)(1.0 + 0.2 * u);
-            else if (t->init == VIT_INIT_ZERO) w[j] = (float)(0.2 * u);
-            else w[j] = (float)(0.35 * u);
-        }
-    }
-}
-
 static vit_model *tiny_model(int max_batch, uint64_t seed) {
     vit_model *m = vit_create(&TINY, NULL, max_batch, vb_ops_cpu(), NULL);
     vit_init_weights(m, seed);
-    randomize_params(m, seed + 1000);
+    tu_randomize_params(m, seed + 1000);
     return m;
 }
 
@@ -559,31 +539,20 @@ static void test_train_flops(void **state) {
 /* ---------------------------------------------------------------------------
  * bad dims exit 2 with one line naming the value */
 
+typedef struct {
+    vit_dims d;
+    const vit_parallel *par;
+    int max_batch;
+} create_args;
+
+static void create_child(void *p) {
+    const create_args *a = p;
+    vit_create(&a->d, a->par, a->max_batch, vb_ops_cpu(), NULL);
+}
+
 static void expect_create_dies(vit_dims d, const vit_parallel *par, int max_batch, const char *needle) {
-    char dir[256], path[300];
-    tu_tmpdir(dir, sizeof dir, "model");
-    snprintf(path, sizeof path, "%s/stderr", dir);
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        alarm(30);
-        if (!freopen(path, "w", stderr)) _exit(99);
-        vit_model *m = vit_create(&d, par, max_batch, vb_ops_cpu(), NULL);
-        (void)m;
-        _exit(0);
-    }
-    int st = 0;
-    assert_int_equal(waitpid(pid, &st, 0), pid);
-    char *err = tu_read_file(path);
-    assert_non_null(err);
-    print_message("child: %s", err);
-    assert_true(WIFEXITED(st));
-    assert_int_equal(WEXITSTATUS(st), 2);
-    if (!strstr(err, needle)) fail_msg("stderr '%s' does not mention '%s'", err, needle);
-    assert_int_equal(tu_count_lines(path), 1);
-    free(err);
-    tu_rm_rf(dir);
+    create_args a = {d, par, max_batch};
+    tu_expect_exit(2, needle, create_child, &a);
 }
 
 static void test_bad_dims_exit_2(void **state) {

@@ -14,8 +14,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "core/checkpoint.h"
 #include "core/comm.h"
@@ -29,53 +27,6 @@ static const vit_dims TINY = {.img_h = 8, .img_w = 16, .patch = 4, .cin = 3, .co
 static vit_model *make(int tp, int tp_rank, int cp, int cp_rank) {
     vit_parallel par = {.tp_size = tp, .tp_rank = tp_rank, .cp_size = cp, .cp_rank = cp_rank};
     return vit_create(&TINY, &par, 2, vb_ops_cpu(), NULL);
-}
-
-/* The slice of a full tensor that local tensor t should hold, computed from
- * multi-indices (independently of model.c's block copies): local index ->
- * local coordinates -> + shard_offset on shard_dim -> full flat index. */
-static void expected_shard(const vit_tensor *t, const float *full, float *out) {
-    for (size_t j = 0; j < t->numel; j++) {
-        size_t rest = j, fidx = 0, stride = 1;
-        int coord[VIT_MAX_NDIM];
-        for (int k = t->ndim - 1; k >= 0; k--) {
-            coord[k] = (int)(rest % (size_t)t->shape[k]);
-            rest /= (size_t)t->shape[k];
-        }
-        for (int k = t->ndim - 1; k >= 0; k--) {
-            int c = coord[k] + (k == t->shard_dim ? t->shard_offset : 0);
-            fidx += (size_t)c * stride;
-            stride *= (size_t)t->full_shape[k];
-        }
-        out[j] = full[fidx];
-    }
-}
-
-/* Runs fn(arg) in a child; expects exit `code` and one stderr line containing needle. */
-static void expect_dies(void (*fn)(void *), void *arg, int code, const char *needle) {
-    char dir[256], path[300];
-    tu_tmpdir(dir, sizeof dir, "mpar");
-    snprintf(path, sizeof path, "%s/stderr", dir);
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        alarm(30);
-        if (!freopen(path, "w", stderr)) _exit(99);
-        fn(arg);
-        _exit(0);
-    }
-    int st = 0;
-    assert_int_equal(waitpid(pid, &st, 0), pid);
-    char *err = tu_read_file(path);
-    assert_non_null(err);
-    print_message("child: %s", err);
-    assert_true(WIFEXITED(st));
-    assert_int_equal(WEXITSTATUS(st), code);
-    if (!strstr(err, needle)) fail_msg("stderr '%s' does not mention '%s'", err, needle);
-    assert_int_equal(tu_count_lines(path), 1);
-    free(err);
-    tu_rm_rf(dir);
 }
 
 /* ---------------------------------------------------------------------------
@@ -115,9 +66,9 @@ static void test_token_split(void **state) {
     check_split(721, 4, (const int[]){181, 181, 181, 178});
 
     split_args bad = {3, 4}; /* a rank without tokens */
-    expect_dies(split_child, &bad, 2, "context_parallel 4");
+    tu_expect_exit(2, "context_parallel 4", split_child, &bad);
     bad = (split_args){8, 0};
-    expect_dies(split_child, &bad, 2, "context_parallel");
+    tu_expect_exit(2, "context_parallel", split_child, &bad);
 }
 
 /* ---------------------------------------------------------------------------
@@ -235,7 +186,7 @@ static void test_init_shards_are_slices(void **state) {
         vit_init_weights(m, 1234);
         float *want = vb_malloc(sizeof(float) * m->nparams);
         for (int i = 0; i < m->ntensors; i++)
-            expected_shard(&m->tensors[i], one->params + one->tensors[i].offset, want + m->tensors[i].offset);
+            tu_expected_shard(&m->tensors[i], one->params + one->tensors[i].offset, want + m->tensors[i].offset);
         if (memcmp(want, m->params, sizeof(float) * m->nparams) != 0)
             fail_msg("tp %d rank %d cp %d rank %d: init shards differ from the single-rank slices", L[0], L[1],
                      L[2], L[3]);
@@ -263,7 +214,7 @@ static void test_shard_copies(void **state) {
         float *s = vb_malloc(sizeof(float) * t1->numel), *want = vb_malloc(sizeof(float) * t1->numel);
         float *back = vb_malloc(sizeof(float) * t1->full_numel);
         vit_shard_extract(t1, t1->shard_offset, full, s);
-        expected_shard(t1, full, want);
+        tu_expected_shard(t1, full, want);
         assert_memory_equal(s, want, sizeof(float) * t1->numel);
         /* rank 0's shard inserted at rank 0's offset, rank 1's at rank 1's */
         vit_shard_insert(t1, t1->shard_offset, s, back);
@@ -335,7 +286,7 @@ static void test_checkpoint_load_shards(void **state) {
         const float *gots[3] = {m->params, o.m, o.v};
         for (int s = 0; s < 3; s++) {
             for (int i = 0; i < m->ntensors; i++)
-                expected_shard(&m->tensors[i], srcs[s] + one->tensors[i].offset, want + m->tensors[i].offset);
+                tu_expected_shard(&m->tensors[i], srcs[s] + one->tensors[i].offset, want + m->tensors[i].offset);
             if (memcmp(want, gots[s], sizeof(float) * m->nparams) != 0)
                 fail_msg("tp rank %d: loaded %s differs from the file's slices", r,
                          s == 0 ? "params" : s == 1 ? "exp_avg" : "exp_avg_sq");
@@ -367,23 +318,23 @@ static void forward_child(void *p) {
 static void test_bad_layouts(void **state) {
     (void)state;
     create_args a = {.d = TINY, .par = {.tp_size = 4, .tp_rank = 0, .cp_size = 1, .cp_rank = 0}};
-    expect_dies(create_child, &a, 2, "num_heads 2 is not divisible by tensor_parallel 4");
+    tu_expect_exit(2, "num_heads 2 is not divisible by tensor_parallel 4", create_child, &a);
     a.d.heads = 4, a.par.tp_size = 3; /* D 16 / 4 heads fine, 4 heads over 3 not */
-    expect_dies(create_child, &a, 2, "num_heads 4 is not divisible by tensor_parallel 3");
+    tu_expect_exit(2, "num_heads 4 is not divisible by tensor_parallel 3", create_child, &a);
     a = (create_args){.d = TINY, .par = {.tp_size = 1, .tp_rank = 0, .cp_size = 9, .cp_rank = 0}};
-    expect_dies(create_child, &a, 2, "context_parallel 9");
+    tu_expect_exit(2, "context_parallel 9", create_child, &a);
     a.par.cp_size = -1;
-    expect_dies(create_child, &a, 2, "context_parallel");
+    tu_expect_exit(2, "context_parallel", create_child, &a);
     /* a communicator that disagrees with the layout is a programming error */
     vb_comm fake = {.rank = 0, .size = 3, .handle = NULL, .prof = NULL};
     a = (create_args){.d = TINY, .par = {.tp_size = 2, .tp_rank = 0, .cp_size = 1, .cp_rank = 0, .tp = &fake}};
-    expect_dies(create_child, &a, 1, "tp communicator");
+    tu_expect_exit(1, "tp communicator", create_child, &a);
     /* tp 2 without a communicator: fine to inspect, not to run */
     vit_model *m = make(2, 0, 1, 0);
-    expect_dies(forward_child, m, 1, "no tp communicator");
+    tu_expect_exit(1, "no tp communicator", forward_child, m);
     vit_destroy(m);
     m = make(1, 0, 2, 1);
-    expect_dies(forward_child, m, 1, "no cp communicator");
+    tu_expect_exit(1, "no cp communicator", forward_child, m);
     vit_destroy(m);
 }
 

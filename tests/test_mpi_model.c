@@ -41,47 +41,11 @@ static vb_comm g_world;
 static size_t in_numel(void) { return (size_t)B * DIMS.cin * DIMS.img_h * DIMS.img_w; }
 static size_t out_numel(void) { return (size_t)B * DIMS.cout * DIMS.img_h * DIMS.img_w; }
 
-/* Weights well away from the init so every path carries a clear gradient
- * (as test_model does). Drawn for the FULL model. */
-static void randomize_params(vit_model *m, uint64_t seed) {
-    vb_rng r;
-    vb_rng_seed(&r, seed);
-    for (int i = 0; i < m->ntensors; i++) {
-        const vit_tensor *t = &m->tensors[i];
-        float *w = m->params + t->offset;
-        for (size_t j = 0; j < t->numel; j++) {
-            double u = 2.0 * vb_rng_uniform(&r) - 1.0;
-            if (t->init == VIT_INIT_ONE) w[j] = (float)(1.0 + 0.2 * u);
-            else if (t->init == VIT_INIT_ZERO) w[j] = (float)(0.2 * u);
-            else w[j] = (float)(0.35 * u);
-        }
-    }
-}
-
-/* The slice of a full tensor that local tensor t holds, from multi-indices
- * (independent of model.c's block copies). */
-static void expected_shard(const vit_tensor *t, const float *full, float *out) {
-    for (size_t j = 0; j < t->numel; j++) {
-        size_t rest = j, fidx = 0, stride = 1;
-        int coord[VIT_MAX_NDIM];
-        for (int k = t->ndim - 1; k >= 0; k--) {
-            coord[k] = (int)(rest % (size_t)t->shape[k]);
-            rest /= (size_t)t->shape[k];
-        }
-        for (int k = t->ndim - 1; k >= 0; k--) {
-            int c = coord[k] + (k == t->shard_dim ? t->shard_offset : 0);
-            fidx += (size_t)c * stride;
-            stride *= (size_t)t->full_shape[k];
-        }
-        out[j] = full[fidx];
-    }
-}
-
 /* The whole local buffer of `m` as slices of the single-rank buffer `full`
  * (laid out like `one`). */
 static void expected_buffer(const vit_model *m, const vit_model *one, const float *full, float *out) {
     for (int i = 0; i < m->ntensors; i++)
-        expected_shard(&m->tensors[i], full + one->tensors[i].offset, out + m->tensors[i].offset);
+        tu_expected_shard(&m->tensors[i], full + one->tensors[i].offset, out + m->tensors[i].offset);
 }
 
 static int g_ready_calls;
@@ -210,7 +174,7 @@ static void check_layout(int tp, int cp) {
     expected_buffer(pm, one, one->params, want);
     const double init_bad = world_max(memcmp(want, pm->params, sizeof(float) * pm->nparams) != 0);
     /* move away from the init, identically: the shards are slices of the full weights */
-    randomize_params(one, 78);
+    tu_randomize_params(one, 78);
     expected_buffer(pm, one, one->params, pm->params);
 
     float *inp = vb_malloc(sizeof(float) * in_numel()), *tar = vb_malloc(sizeof(float) * out_numel());

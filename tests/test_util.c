@@ -4,9 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
+#include <fcntl.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "core/common.h"
+#include "core/model.h"
 
 const char *tu_source_dir(void) {
     const char *s = getenv("VB_SOURCE_DIR");
@@ -107,4 +110,88 @@ double tu_max_rel_err(const float *a, const float *b, size_t n, double floor) {
         if (e > worst) worst = e;
     }
     return worst;
+}
+
+void tu_randomize_params(vit_model *m, uint64_t seed) {
+    vb_rng r;
+    vb_rng_seed(&r, seed);
+    for (int i = 0; i < m->ntensors; i++) {
+        const vit_tensor *t = &m->tensors[i];
+        float *w = m->params + t->offset;
+        for (size_t j = 0; j < t->numel; j++) {
+            double u = 2.0 * vb_rng_uniform(&r) - 1.0;
+            if (t->init == VIT_INIT_ONE) w[j] = (float)(1.0 + 0.2 * u);
+            else if (t->init == VIT_INIT_ZERO) w[j] = (float)(0.2 * u);
+            else w[j] = (float)(0.35 * u);
+        }
+    }
+}
+
+void tu_expected_shard(const vit_tensor *t, const float *full, float *out) {
+    for (size_t j = 0; j < t->numel; j++) {
+        size_t rest = j, fidx = 0, stride = 1;
+        int coord[VIT_MAX_NDIM];
+        for (int k = t->ndim - 1; k >= 0; k--) {
+            coord[k] = (int)(rest % (size_t)t->shape[k]);
+            rest /= (size_t)t->shape[k];
+        }
+        for (int k = t->ndim - 1; k >= 0; k--) {
+            int c = coord[k] + (k == t->shard_dim ? t->shard_offset : 0);
+            fidx += (size_t)c * stride;
+            stride *= (size_t)t->full_shape[k];
+        }
+        out[j] = full[fidx];
+    }
+}
+
+int tu_run_child(tu_child_fn fn, void *ctx, unsigned timeout_s, char **err) {
+    char path[] = "/tmp/vbtest_child_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    fflush(NULL); /* nothing buffered gets written twice */
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (timeout_s) alarm(timeout_s); /* a hang fails instead of blocking the suite */
+        int null = open("/dev/null", O_WRONLY);
+        if (null < 0 || dup2(null, 1) < 0 || dup2(fd, 2) < 0) _exit(99);
+        close(null);
+        close(fd);
+        fn(ctx);
+        fflush(NULL);
+        _exit(0); /* returned: no error detected */
+    }
+    close(fd);
+    int st = 0;
+    pid_t got = waitpid(pid, &st, 0);
+    *err = tu_read_file(path);
+    unlink(path);
+    assert_int_equal(got, pid);
+    assert_non_null(*err);
+    if (WIFEXITED(st)) return WEXITSTATUS(st);
+    return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
+}
+
+void tu_expect_exit_all(int want_status, const char *const *needles, tu_child_fn fn, void *ctx) {
+    char *err = NULL;
+    int status = tu_run_child(fn, ctx, 30, &err);
+    if (status != want_status) fail_msg("child exited %d, want %d; stderr: <<%s>>", status, want_status, err);
+    if (want_status != 0) {
+        size_t len = strlen(err);
+        int lines = 0;
+        for (size_t i = 0; i < len; i++) lines += err[i] == '\n';
+        if (lines != 1 || err[len - 1] != '\n') fail_msg("want exactly one stderr line, got: <<%s>>", err);
+        const char *prefix = want_status == VB_EXIT_INPUT      ? "vitbench: error: "
+                             : want_status == VB_EXIT_INTERNAL ? "vitbench: internal error: "
+                                                               : NULL;
+        if (prefix && strncmp(err, prefix, strlen(prefix)) != 0) fail_msg("no '%s' prefix: <<%s>>", prefix, err);
+    }
+    for (; needles && *needles; needles++)
+        if (!strstr(err, *needles)) fail_msg("stderr does not mention '%s': <<%s>>", *needles, err);
+    free(err);
+}
+
+void tu_expect_exit(int want_status, const char *needle, tu_child_fn fn, void *ctx) {
+    const char *const needles[] = {needle, NULL};
+    tu_expect_exit_all(want_status, needles, fn, ctx);
 }

@@ -28,4 +28,34 @@ void tu_fill_uniform(float *x, size_t n, float lo, float hi, uint64_t seed);
 /* max |a-b| / max(|b|, floor) */
 double tu_max_rel_err(const float *a, const float *b, size_t n, double floor);
 
+/* ---- models ---- */
+
+struct vit_model;
+struct vit_tensor;
+/* Weights well away from the init (which makes the output ~0 and the deep
+ * gradients tiny): every path, including LayerNorm affine and biases, then
+ * carries a gradient that finite differences and cross-rank comparisons can
+ * resolve. Drawn per tensor of m, in table order. */
+void tu_randomize_params(struct vit_model *m, uint64_t seed);
+/* The slice of a full tensor that local tensor t should hold, computed from
+ * multi-indices (independently of model.c's block copies): local index ->
+ * local coordinates -> + shard_offset on shard_dim -> full flat index. */
+void tu_expected_shard(const struct vit_tensor *t, const float *full, float *out);
+
+/* ---- code that must exit ---- */
+
+typedef void (*tu_child_fn)(void *ctx);
+/* Runs fn(ctx) in a forked child with stdout on /dev/null and stderr captured
+ * (fn may dup2(2, 1) to capture stdout too); the child exits 0 if fn returns
+ * and is killed after timeout_s seconds (0: no limit). Returns the exit status
+ * (128+signal if killed); *err gets the captured text (caller frees). */
+int tu_run_child(tu_child_fn fn, void *ctx, unsigned timeout_s, char **err);
+/* Runs fn(ctx) in a child (30 s limit) and asserts it exits want_status. A
+ * nonzero status also needs exactly one stderr line, starting "vitbench:
+ * error: " for 2 (vb_die_input) and "vitbench: internal error: " for 1
+ * (vb_die_internal). The line must contain needle (if non-NULL) / every entry
+ * of the NULL-terminated needles. Failures print the child's stderr. */
+void tu_expect_exit(int want_status, const char *needle, tu_child_fn fn, void *ctx);
+void tu_expect_exit_all(int want_status, const char *const *needles, tu_child_fn fn, void *ctx);
+
 #endif
