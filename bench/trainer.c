@@ -180,21 +180,12 @@ static vb_loader *make_loader(const vb_run *r, const char *dir, int64_t limit, b
  * the config and the world size), so rank 0 alone prints the one line and
  * every rank leaves with exit status 2 together: the barrier makes sure the
  * line is out before any rank's exit lets the launcher tear the job down. */
-static void die_layout(const vb_comm *world, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
-static void die_layout(const vb_comm *world, const char *fmt, ...) {
-    if (world->rank == 0) {
-        char msg[1024];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, sizeof msg, fmt, ap);
-        va_end(ap);
-        fflush(stdout);
-        fprintf(stderr, "vitbench: error: %s\n", msg);
-        fflush(stderr);
-    }
-    if (world->size > 1) vb_barrier(world);
+/* Input errors every rank detects identically end collectively: rank 0's
+ * line is printed before anyone leaves the barrier, then all exit 2. */
+static const vb_comm *g_setup_world;
+static void setup_error_sync(void) {
+    if (g_setup_world && g_setup_world->size > 1) vb_barrier(g_setup_world);
     vb_world_finalize();
-    exit(VB_EXIT_INPUT);
 }
 
 /* world = tp x cp x dp, the model's split constraints and the batch split.
@@ -204,21 +195,21 @@ static void setup_layout(vb_run *r) {
     const vb_comm *w = &r->world;
     const long long tpcp = (long long)c->tensor_parallel * c->context_parallel;
     if (w->size % tpcp != 0)
-        die_layout(w, "world size %d is not divisible by tensor_parallel %d x context_parallel %d = %lld: start a "
+        vb_die_input("world size %d is not divisible by tensor_parallel %d x context_parallel %d = %lld: start a "
                       "multiple of %lld ranks or change --tensor_parallel / --context_parallel", w->size,
                    c->tensor_parallel, c->context_parallel, tpcp, tpcp);
     char err[512];
     if (vb_layout_init(&r->layout, w->size, c->tensor_parallel, c->context_parallel, c->parallel_order, err,
                        sizeof err) != 0)
-        die_layout(w, "%s", err);
+        vb_die_input("%s", err);
     vb_layout_coords(&r->layout, w->rank, &r->tp_rank, &r->cp_rank, &r->dp_rank);
     r->dp = r->layout.dp;
     if (c->num_heads % c->tensor_parallel != 0)
-        die_layout(w, "num_heads %d is not divisible by tensor_parallel %d (--tensor_parallel splits the attention "
+        vb_die_input("num_heads %d is not divisible by tensor_parallel %d (--tensor_parallel splits the attention "
                       "heads; use a divisor of %d)", c->num_heads, c->tensor_parallel, c->num_heads);
     int ntok = vb_config_tokens(c);
     if (c->context_parallel > ntok)
-        die_layout(w, "context_parallel %d is larger than the %d tokens per sample (img_size %dx%d / patch_size %d): "
+        vb_die_input("context_parallel %d is larger than the %d tokens per sample (img_size %dx%d / patch_size %d): "
                       "each cp rank needs at least one token", c->context_parallel, ntok, c->img_size[0],
                    c->img_size[1], c->patch_size);
     /* The tutorial's batch rule: --local_batch_size wins and fixes the global
@@ -229,7 +220,7 @@ static void setup_layout(vb_run *r) {
         r->global_batch = c->local_batch_size * r->dp;
     } else {
         if (c->global_batch_size % r->dp != 0)
-            die_layout(w, "global_batch_size %d is not divisible by the %d data-parallel ranks (%d ranks / "
+            vb_die_input("global_batch_size %d is not divisible by the %d data-parallel ranks (%d ranks / "
                           "(tensor_parallel %d x context_parallel %d)); set --global_batch_size to a multiple of %d "
                           "or give --local_batch_size", c->global_batch_size, r->dp, w->size, c->tensor_parallel,
                        c->context_parallel, r->dp);
@@ -269,7 +260,11 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
 
     vb_config *c = &r->cfg;
     vb_config_defaults(c);
+    /* argv, the config file and the layout are the same on every rank: one line, from rank 0 */
+    g_setup_world = &r->world;
+    vb_set_input_errors_collective(setup_error_sync);
     vb_config_from_args(c, argc, argv, first);
+    vb_set_input_errors_collective(NULL);
     if (mode == VB_MODE_RUN) c->enable_benchy = true;
     r->benchy = c->enable_benchy;
 
@@ -287,7 +282,9 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
     r->ops = vb_ops_by_name(c->backend);
     if (!r->ops) vb_die_input("backend %s: not available in this build (available: cpu)", c->backend);
 
+    vb_set_input_errors_collective(setup_error_sync);
     setup_layout(r);
+    vb_set_input_errors_collective(NULL);
 
     /* every input checked before the run directory exists */
     require_dir("train_data_path", c->train_data_path);

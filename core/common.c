@@ -9,8 +9,10 @@
 #include <time.h>
 
 static int g_log_rank = 0;
+static void (*g_collective_sync)(void) = NULL;
 
 void vb_set_log_rank(int rank) { g_log_rank = rank; }
+void vb_set_input_errors_collective(void (*sync)(void)) { g_collective_sync = sync; }
 int vb_log_rank(void) { return g_log_rank; }
 
 static void vb_vprint(FILE *f, const char *prefix, const char *fmt, va_list ap) {
@@ -28,10 +30,15 @@ static void vb_vprint(FILE *f, const char *prefix, const char *fmt, va_list ap) 
 
 void vb_die_input(const char *fmt, ...) {
     fflush(stdout);
-    va_list ap;
-    va_start(ap, fmt);
-    vb_vprint(stderr, "error: ", fmt, ap);
-    va_end(ap);
+    void (*sync)(void) = g_collective_sync;
+    g_collective_sync = NULL; /* an error inside sync must not recurse */
+    if (!sync || g_log_rank == 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vb_vprint(stderr, "error: ", fmt, ap);
+        va_end(ap);
+    }
+    if (sync) sync();
     exit(VB_EXIT_INPUT);
 }
 

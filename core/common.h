@@ -32,6 +32,14 @@ void vb_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void vb_set_log_rank(int rank);
 int vb_log_rank(void);
 
+/* For checks every rank makes identically (the command line, the config
+ * file, the rank layout): while `sync` is set, an input error prints its line
+ * on rank 0 only, then every rank calls sync() (a barrier, so rank 0's line is
+ * out before mpirun tears the job down) and exits 2 -- mpirun -np 64 shows one
+ * line, not 64. Checks that can differ between ranks (a file missing on one
+ * node) run with sync NULL and print with a [rank N] prefix. */
+void vb_set_input_errors_collective(void (*sync)(void));
+
 /* HDF5: any negative return is a failure. Input-dependent HDF5 failures
  * (cannot open a file, missing dataset) should be pre-checked by the caller
  * so it can name the file; this macro is the backstop. */
