@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "core/config.h"
 #include "core/model.h"
 #include "core/profile.h"
 
@@ -181,11 +182,11 @@ static void test_forward_matches_reference(void **state) {
 
 /* The loss in double from the float prediction: finite differences then see
  * no rounding of the loss itself. */
-static double loss_at(vit_model *m, const float *inp, const float *tar) {
-    vit_forward(m, inp, tar, TB);
+static double loss_at(vit_model *m, const float *inp, const float *tar, int B) {
+    vit_forward(m, inp, tar, B);
     double total = 0;
-    const size_t n = out_numel(1);
-    for (int b = 0; b < TB; b++) {
+    const size_t n = (size_t)m->d.cout * m->d.img_h * m->d.img_w;
+    for (int b = 0; b < B; b++) {
         double dd = 0, tt = 0;
         for (size_t i = 0; i < n; i++) {
             double d = (double)m->pred[b * n + i] - tar[b * n + i];
@@ -194,50 +195,48 @@ static double loss_at(vit_model *m, const float *inp, const float *tar) {
         }
         total += sqrt(dd) / sqrt(tt);
     }
-    return total / TB;
+    return total / B;
 }
 
-static void test_gradcheck_every_tensor(void **state) {
-    (void)state;
-    vit_model *m = tiny_model(TB, 3);
-    float *inp = vb_malloc(sizeof(float) * in_numel(TB)), *tar = vb_malloc(sizeof(float) * out_numel(TB));
-    tu_fill_uniform(inp, in_numel(TB), -1, 1, 21);
-    tu_fill_uniform(tar, out_numel(TB), -1, 1, 22);
-    vit_forward(m, inp, tar, TB);
+/* Central differences for `samples` entries of EVERY tensor (first, last,
+ * then random ones) against the analytic gradient of one backward pass.
+ * Returns the number of mismatches; *worst gets the largest relative error.
+ *
+ * In float, eps 1e-2 on O(0.35) weights keeps the truncation error (~eps^2)
+ * and the forward's rounding noise (~1e-7/eps) both near 1e-5, well under the
+ * gradients (>= 1e-3, the floor), so a 1% tolerance holds with margin and a
+ * wrong or missing gradient term (typically O(1) relative) cannot hide.
+ * A tensor whose sampled gradients are all below `nonzero` fails: an
+ * identically-zero gradient would otherwise pass vacuously. */
+static int gradcheck_every_tensor(vit_model *m, const float *inp, const float *tar, int B, int samples,
+                                  double rtol, double floor, double nonzero, double *worst) {
+    vit_forward(m, inp, tar, B);
     vit_backward(m);
     float *grads = vb_malloc(sizeof(float) * m->nparams);
     memcpy(grads, m->grads, sizeof(float) * m->nparams);
-
-    /* Central differences in float: eps 1e-2 on O(0.35) weights keeps the
-     * truncation error (~eps^2) and the forward's rounding noise (~1e-7/eps)
-     * both near 1e-5, well under the gradients (>= 1e-3, the floor), so a
-     * 1% tolerance holds with margin (worst seen 0.3%) and a wrong or missing
-     * gradient term (typically O(1) relative) cannot hide. */
     const float eps = 1e-2f;
-    const double rtol = 1e-2, floor = 1e-3;
     vb_rng r;
     vb_rng_seed(&r, 99);
-    int checked = 0, bad = 0;
-    double worst = 0;
+    int bad = 0;
+    *worst = 0;
     for (int ti = 0; ti < m->ntensors; ti++) {
         const vit_tensor *t = &m->tensors[ti];
         double tensor_max_grad = 0;
-        for (int s = 0; s < 6; s++) {
-            /* first and last element, then random ones */
+        for (int s = 0; s < samples; s++) {
             size_t j = s == 0 ? 0 : s == 1 ? t->numel - 1 : (size_t)(vb_rng_u64(&r) % t->numel);
             float *w = m->params + t->offset + j;
             const float w0 = *w;
             *w = w0 + eps;
-            double lp = loss_at(m, inp, tar);
+            double lp = loss_at(m, inp, tar, B);
             *w = w0 - eps;
-            double lm = loss_at(m, inp, tar);
+            double lm = loss_at(m, inp, tar, B);
             *w = w0;
             /* the step actually taken in float, not the nominal eps */
             double numeric = (lp - lm) / ((double)(w0 + eps) - (double)(w0 - eps));
             double analytic = grads[t->offset + j];
             double err = fabs(analytic - numeric) / fmax(fmax(fabs(analytic), fabs(numeric)), floor);
             tensor_max_grad = fmax(tensor_max_grad, fabs(analytic));
-            if (err > worst) worst = err;
+            if (err > *worst) *worst = err;
             if (getenv("VB_GRADCHECK_VERBOSE"))
                 print_message("%s[%zu]: analytic %.6g numeric %.6g err %.3g\n", t->name, j, analytic, numeric, err);
             if (err > rtol) {
@@ -245,7 +244,6 @@ static void test_gradcheck_every_tensor(void **state) {
                 print_message("MISMATCH %s[%zu]: analytic %.6g numeric %.6g (rel err %.3g)\n", t->name, j,
                               analytic, numeric, err);
             }
-            checked++;
         }
         /* every tensor takes part: a gradient that is identically zero would pass vacuously.
          * Except k's bias: q.(k + b_k) shifts every score of a query row by the same
@@ -255,14 +253,59 @@ static void test_gradcheck_every_tensor(void **state) {
                 bad++;
                 print_message("%s: gradient %g, expected 0 (softmax shift invariance)\n", t->name, tensor_max_grad);
             }
-        } else if (tensor_max_grad < floor) {
+        } else if (tensor_max_grad < nonzero) {
             bad++;
-            print_message("%s: sampled gradients all below %g\n", t->name, floor);
+            print_message("%s: sampled gradients all below %g\n", t->name, nonzero);
         }
     }
-    print_message("gradcheck: %d params over %d tensors, worst rel err %.3g\n", checked, m->ntensors, worst);
-    assert_int_equal(bad, 0);
     vb_free(grads);
+    return bad;
+}
+
+static void test_gradcheck_every_tensor(void **state) {
+    (void)state;
+    vit_model *m = tiny_model(TB, 3);
+    float *inp = vb_malloc(sizeof(float) * in_numel(TB)), *tar = vb_malloc(sizeof(float) * out_numel(TB));
+    tu_fill_uniform(inp, in_numel(TB), -1, 1, 21);
+    tu_fill_uniform(tar, out_numel(TB), -1, 1, 22);
+    double worst = 0;
+    int bad = gradcheck_every_tensor(m, inp, tar, TB, 6, 1e-2, 1e-3, 1e-3, &worst);
+    print_message("gradcheck: 6 params in each of %d tensors, worst rel err %.3g\n", m->ntensors, worst);
+    assert_int_equal(bad, 0);
+    vb_free(inp), vb_free(tar);
+    vit_destroy(m);
+}
+
+/* The same check on the `tiny` config users run (scenarios/vit.yaml: 32x64,
+ * 4 channels, patch 4, embed_dim 64, depth 2, 4 heads): 128 tokens exercise
+ * the threaded kernel paths the 8-token model above never reaches. */
+static void test_gradcheck_tiny_config(void **state) {
+    (void)state;
+    vb_config c;
+    vb_config_defaults(&c);
+    char yaml[VB_PATH_MAX];
+    vb_snprintf(yaml, sizeof yaml, "%s/scenarios/vit.yaml", tu_source_dir());
+    vb_config_load_yaml(&c, yaml, "tiny");
+    vit_dims d = {.img_h = c.img_size[0], .img_w = c.img_size[1], .patch = c.patch_size, .cin = c.n_in_channels,
+                  .cout = c.n_out_channels, .dim = c.embed_dim, .depth = c.depth, .heads = c.num_heads,
+                  .ln_eps = 1e-6f};
+    assert_int_equal(d.dim, 64);
+    assert_int_equal(d.img_h * d.img_w / (d.patch * d.patch), 128);
+    const int B = 2;
+    vit_model *m = vit_create(&d, NULL, B, vb_ops_cpu(), NULL);
+    vit_init_weights(m, 7);
+    tu_randomize_params(m, 1007);
+    const size_t nin = (size_t)B * d.cin * d.img_h * d.img_w, nout = (size_t)B * d.cout * d.img_h * d.img_w;
+    float *inp = vb_malloc(sizeof(float) * nin), *tar = vb_malloc(sizeof(float) * nout);
+    tu_fill_uniform(inp, nin, -1, 1, 41);
+    tu_fill_uniform(tar, nout, -1, 1, 42);
+    double worst = 0;
+    /* 8192 pos_embed entries share the signal: its per-entry gradients are
+     * ~1e-4, under the error floor but far from zero */
+    int bad = gradcheck_every_tensor(m, inp, tar, B, 4, 2e-2, 1e-3, 1e-6, &worst);
+    print_message("gradcheck (config tiny): 4 params in each of %d tensors, worst rel err %.3g\n", m->ntensors,
+                  worst);
+    assert_int_equal(bad, 0);
     vb_free(inp), vb_free(tar);
     vit_destroy(m);
 }
@@ -286,9 +329,9 @@ static void test_gradcheck_directional(void **state) {
 
     const float h = 1e-3f;
     for (size_t i = 0; i < n; i++) m->params[i] = w0[i] + h * dir[i];
-    double lp = loss_at(m, inp, tar);
+    double lp = loss_at(m, inp, tar, TB);
     for (size_t i = 0; i < n; i++) m->params[i] = w0[i] - h * dir[i];
-    double lm = loss_at(m, inp, tar);
+    double lm = loss_at(m, inp, tar, TB);
     double numeric = (lp - lm) / (2.0 * h);
     print_message("directional derivative: analytic %.7g numeric %.7g\n", directional, numeric);
     assert_true(fabs(directional) > 1e-2);
@@ -599,6 +642,7 @@ int main(void) {
         cmocka_unit_test(test_grad_ready_order_and_zeroing),
         cmocka_unit_test(test_gradcheck_every_tensor),
         cmocka_unit_test(test_gradcheck_directional),
+        cmocka_unit_test(test_gradcheck_tiny_config),
         cmocka_unit_test(test_profiled_ops),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
