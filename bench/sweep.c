@@ -1251,6 +1251,14 @@ int vb_sweep_main(int argc, char **argv) {
             vb_die_input("sweep: running inside an MPI job (%s is set); start the sweep itself without mpirun/srun, "
                          "it launches each run's ranks",
                          mpi_env[i]);
+    /* srun --mpi=none (a common MpiDefault) sets no PMI variable: a step of
+     * several tasks would still start one sweep per task. A one-task step
+     * (srun --pty bash) is an ordinary interactive shell and is allowed. */
+    const char *step_tasks = getenv("SLURM_STEP_NUM_TASKS");
+    if (getenv("SLURM_STEP_ID") && step_tasks && atoi(step_tasks) > 1)
+        vb_die_input("sweep: running inside an srun step of %s tasks; start the sweep itself without srun, "
+                     "it launches each run's ranks",
+                     step_tasks);
 
     sweep_cli cli;
     parse_cli(argc, argv, &cli);

@@ -100,7 +100,13 @@ expect_exit2 "$TMP/bad2.yaml" ranks two -- "$TMP/bad2.yaml" --dry-run --output_d
 expect_exit2 --launcher qsub -- "$SRC/scenarios/weak_scaling.yaml" --launcher qsub --dry-run --output_dir "$TMP/bad"
 expect_exit2 --noddp matrix -- "$SRC/scenarios/weak_scaling.yaml" --noddp true --dry-run --output_dir "$TMP/bad"
 expect_exit2 "$TMP/none.yaml" -- "$TMP/none.yaml" --dry-run --output_dir "$TMP/bad"
+# started under mpirun / a multi-task srun step (srun --mpi=none sets no PMI variable): one sweep per rank
+PMIX_RANK=0 expect_exit2 PMIX_RANK -- "$SRC/scenarios/weak_scaling.yaml" --dry-run --output_dir "$TMP/bad"
+SLURM_STEP_ID=0 SLURM_STEP_NUM_TASKS=2 expect_exit2 srun -- "$SRC/scenarios/weak_scaling.yaml" --dry-run --output_dir "$TMP/bad"
 [ ! -e "$TMP/bad" ] || fail "a rejected sweep created $TMP/bad"
+# a one-task step (an interactive `srun --pty bash`) is an ordinary shell
+out=$(SLURM_STEP_ID=0 SLURM_STEP_NUM_TASKS=1 "$VB" sweep "$SRC/scenarios/weak_scaling.yaml" --dry-run --ranks 1 \
+    --output_dir "$TMP/step1" --config tiny 2>&1) || fail "sweep in a one-task srun step exited $?: $out"
 
 # ---- 4. a real tiny sweep on 1 and 2 ranks ----
 mkdir -p "$TMP/e2e" && cd "$TMP/e2e" || fail "cd $TMP/e2e"
