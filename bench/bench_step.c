@@ -23,6 +23,7 @@
 #include <string.h>
 #include <cblas.h>
 
+#include "bench/trainer.h"
 #include "core/common.h"
 #include "core/config.h"
 #include "core/data.h"
@@ -164,27 +165,6 @@ static void train_step(trainer *tr, const float *inp, const float *tar, int B) {
     if (!isfinite(tr->m->loss)) vb_die_internal("loss is %f at benchmark step %d", tr->m->loss, tr->t);
 }
 
-static vb_loader *make_loader(const vb_config *c, int B) {
-    vb_loader_opts lo = {
-        .data_dir = c->train_data_path,
-        .means_path = c->global_means_path,
-        .stds_path = c->global_stds_path,
-        .img_h = c->img_size[0],
-        .img_w = c->img_size[1],
-        .n_in_channels = c->n_in_channels,
-        .n_out_channels = c->n_out_channels,
-        .dt = c->dt,
-        .local_batch = B,
-        .limit_nsamples = c->limit_nsamples,
-        .shuffle = c->shuffle,
-        .seed = c->seed,
-        .num_workers = c->num_data_workers,
-        .dp_rank = 0,
-        .dp_size = 1,
-    };
-    return vb_loader_create(&lo);
-}
-
 static void print_row(const char *trial, const char *what, double ms, double gflops, double sps,
                       double frac) {
     char g[32] = "-", s[32] = "-", f[32] = "-";
@@ -212,11 +192,7 @@ int main(int argc, char **argv) {
         vb_die_input("train_data_path '%s': no such directory (make it with `vitbench datagen`, "
                      "or pass --skip_full)", c.train_data_path);
 
-    vit_dims d = {
-        .img_h = c.img_size[0], .img_w = c.img_size[1], .patch = c.patch_size,
-        .cin = c.n_in_channels, .cout = c.n_out_channels,
-        .dim = c.embed_dim, .depth = c.depth, .heads = c.num_heads, .ln_eps = 1e-6f,
-    };
+    vit_dims d = vb_config_vit_dims(&c);
     vit_parallel par = {.tp_size = 1, .tp_rank = 0, .cp_size = 1, .cp_rank = 0};
     vb_profiler *prof = o.ops_csv ? vb_prof_create() : NULL;
     trainer tr = {.ops = ops, .c = &c};
@@ -264,7 +240,7 @@ int main(int argc, char **argv) {
     float *inp = ops->alloc(nin * sizeof(float)), *tar = ops->alloc(ntar * sizeof(float));
     vb_loader *loader = NULL;
     if (vb_dir_exists(c.train_data_path)) {
-        loader = make_loader(&c, B);
+        loader = vb_config_loader(&c, c.train_data_path, B, c.limit_nsamples, c.shuffle, 0, 1);
         const vb_batch *b = vb_loader_next(loader);
         ops->memcpy_h2d(inp, b->inp, nin * sizeof(float));
         ops->memcpy_h2d(tar, b->tar, ntar * sizeof(float));

@@ -153,8 +153,22 @@ static void mark_failed_at_exit(void) {
     vb_run_write_json(r, "failed");
 }
 
-static vb_loader *make_loader(const vb_run *r, const char *dir, int64_t limit, bool shuffle) {
-    const vb_config *c = &r->cfg;
+vit_dims vb_config_vit_dims(const vb_config *c) {
+    return (vit_dims){
+        .img_h = c->img_size[0],
+        .img_w = c->img_size[1],
+        .patch = c->patch_size,
+        .cin = c->n_in_channels,
+        .cout = c->n_out_channels,
+        .dim = c->embed_dim,
+        .depth = c->depth,
+        .heads = c->num_heads,
+        .ln_eps = 1e-6f,
+    };
+}
+
+vb_loader *vb_config_loader(const vb_config *c, const char *dir, int local_batch, int64_t limit, bool shuffle,
+                            int dp_rank, int dp_size) {
     vb_loader_opts o = {
         .data_dir = dir,
         .means_path = c->global_means_path,
@@ -164,22 +178,22 @@ static vb_loader *make_loader(const vb_run *r, const char *dir, int64_t limit, b
         .n_in_channels = c->n_in_channels,
         .n_out_channels = c->n_out_channels,
         .dt = c->dt,
-        .local_batch = r->local_batch,
+        .local_batch = local_batch,
         .limit_nsamples = limit,
         .shuffle = shuffle,
         .seed = c->seed,
         .num_workers = c->num_data_workers,
-        /* tp and cp peers share a replica and so read the same samples */
-        .dp_rank = r->dp_rank,
-        .dp_size = r->dp,
+        .dp_rank = dp_rank,
+        .dp_size = dp_size,
     };
     return vb_loader_create(&o);
 }
 
-/* A bad rank layout is seen identically by every rank (it depends only on
- * the config and the world size), so rank 0 alone prints the one line and
- * every rank leaves with exit status 2 together: the barrier makes sure the
- * line is out before any rank's exit lets the launcher tear the job down. */
+/* tp and cp peers share a replica and so read the same samples: shard over dp only */
+static vb_loader *make_loader(const vb_run *r, const char *dir, int64_t limit, bool shuffle) {
+    return vb_config_loader(&r->cfg, dir, r->local_batch, limit, shuffle, r->dp_rank, r->dp);
+}
+
 /* Input errors every rank detects identically end collectively: rank 0's
  * line is printed before anyone leaves the barrier, then all exit 2. */
 static const vb_comm *g_setup_world;
@@ -309,17 +323,7 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
     r->prof = vb_prof_create();
     r->world.prof = r->prof;
     setup_groups(r); /* after the profiler: the groups time their collectives into it */
-    vit_dims d = {
-        .img_h = c->img_size[0],
-        .img_w = c->img_size[1],
-        .patch = c->patch_size,
-        .cin = c->n_in_channels,
-        .cout = c->n_out_channels,
-        .dim = c->embed_dim,
-        .depth = c->depth,
-        .heads = c->num_heads,
-        .ln_eps = 1e-6f,
-    };
+    vit_dims d = vb_config_vit_dims(c);
     vit_parallel par = {
         .tp_size = r->layout.tp,
         .tp_rank = r->tp_rank,

@@ -83,6 +83,13 @@ typedef struct vb_run {
  * tokens) is one line from rank 0 and exit 2 on every rank. Collective over
  * the world: builds the tp / cp / dp / gradient communicators, broadcasts the
  * initial parameters over each replica group and gathers every rank's host. */
+/* The model dims a config describes (LayerNorm eps 1e-6, the tutorial's). */
+vit_dims vb_config_vit_dims(const vb_config *c);
+/* A loader for split directory `dir` with the config's crop, channels, dt,
+ * stats, seed and data workers; this rank reads shard dp_rank of dp_size. */
+vb_loader *vb_config_loader(const vb_config *c, const char *dir, int local_batch, int64_t limit, bool shuffle,
+                            int dp_rank, int dp_size);
+
 void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first, const vb_comm *world);
 
 /* One training step on `b`: host->backend copy, forward, backward with the

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "bench/trainer.h"
 #include "core/config.h"
 #include "core/model.h"
 #include "core/profile.h"
@@ -286,9 +287,7 @@ static void test_gradcheck_tiny_config(void **state) {
     char yaml[VB_PATH_MAX];
     vb_snprintf(yaml, sizeof yaml, "%s/scenarios/vit.yaml", tu_source_dir());
     vb_config_load_yaml(&c, yaml, "tiny");
-    vit_dims d = {.img_h = c.img_size[0], .img_w = c.img_size[1], .patch = c.patch_size, .cin = c.n_in_channels,
-                  .cout = c.n_out_channels, .dim = c.embed_dim, .depth = c.depth, .heads = c.num_heads,
-                  .ln_eps = 1e-6f};
+    vit_dims d = vb_config_vit_dims(&c);
     assert_int_equal(d.dim, 64);
     assert_int_equal(d.img_h * d.img_w / (d.patch * d.patch), 128);
     const int B = 2;
