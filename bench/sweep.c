@@ -1232,15 +1232,6 @@ static void write_sbatch_script(const char *path, const char *sweep_id, const vb
     chmod(path, 0775);
 }
 
-static void install_stop_handlers(void) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
-}
 
 int vb_sweep_main(int argc, char **argv) {
     /* A sweep under mpirun would start a copy of itself per rank, each
@@ -1309,7 +1300,7 @@ int vb_sweep_main(int argc, char **argv) {
     printf("vitbench sweep: %s: %d runs (%s%s) -> %s\n", sc.name, plan.nruns, launcher_names[cli.launcher],
            cli.dry_run ? ", dry run" : "", dir);
     fflush(stdout);
-    if (!cli.dry_run) install_stop_handlers();
+    if (!cli.dry_run) vb_on_stop_signals(on_stop_signal);
 
     int failed = 0, interrupted = 0;
     for (int i = 0; i < plan.nruns && !interrupted; i++) {

@@ -376,12 +376,7 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
     vb_gather_bytes(&r->world, r->host, VB_HOST_LEN, r->hosts, 0);
     vb_log("vitbench: run directory %s", r->run_dir);
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    vb_on_stop_signals(on_stop_signal);
 
     g_active_run = r;
     static bool registered = false;

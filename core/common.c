@@ -1,6 +1,7 @@
 #include "core/common.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -90,6 +91,16 @@ void vb_iso_time(char *buf, size_t n) {
     struct tm tm;
     gmtime_r(&t, &tm);
     strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+void vb_on_stop_signals(void (*handler)(int)) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = handler;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
 }
 
 void vb_snprintf(char *buf, size_t n, const char *fmt, ...) {

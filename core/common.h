@@ -67,6 +67,10 @@ double vb_now(void);
 /* Wall clock as ISO-8601 UTC string, e.g. 2026-11-21T23:52:51Z. */
 void vb_iso_time(char *buf, size_t n);
 
+/* Routes SIGINT, SIGTERM and SIGHUP to `handler` (runs and sweeps record
+ * what they finished and mark themselves interrupted). */
+void vb_on_stop_signals(void (*handler)(int));
+
 /* snprintf that dies (internal) on truncation. */
 void vb_snprintf(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
