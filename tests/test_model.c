@@ -522,9 +522,20 @@ static void test_forward_deterministic_and_partial_batch(void **state) {
     float l3 = vit_forward(m3, inp, tar, TB);
     assert_true(l1 == l3);
     assert_memory_equal(pred1, m3->pred, sizeof(float) * out_numel(TB));
-    /* samples are independent: sample 0 alone gives sample 0's prediction */
+    /* samples are independent: sample 0 alone gives sample 0's prediction, up
+     * to rounding: a BLAS may pick other kernels (another summation order) for
+     * M = 1 rows than for M = 2, so bit-equality is not promised. Each float32
+     * forward is within ~3e-7 of the double reference relative to max|pred|
+     * (test_forward_matches_reference); two of them differ by at most twice
+     * that, and 1e-5 of max|pred| leaves a 15x margin while a mixed-up sample
+     * (errors of order max|pred|) still fails. */
     vit_forward(m3, inp, tar, 1);
-    assert_true(tu_max_rel_err(m3->pred, pred1, out_numel(1), 1e-3) < 1e-5);
+    double maxabs = 0, maxdiff = 0;
+    for (size_t i = 0; i < out_numel(1); i++) {
+        maxabs = fmax(maxabs, fabs(pred1[i]));
+        maxdiff = fmax(maxdiff, fabs((double)m3->pred[i] - pred1[i]));
+    }
+    assert_true(maxdiff <= 1e-5 * maxabs);
     vb_free(pred1);
     vb_free(inp), vb_free(tar);
     vit_destroy(m3), vit_destroy(m2);
