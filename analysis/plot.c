@@ -1,0 +1,263 @@
+/* plot.c: gnuplot scripts, data files and the gnuplot child (plot.h). */
+#include "analysis/plot.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/common.h"
+
+static void *xrealloc(void *p, size_t n) {
+    void *q = realloc(p, n);
+    if (!q) vb_die_internal("out of memory");
+    return q;
+}
+
+void vb_plot_init(vb_plot *p, const char *name, const char *title, const char *xlabel, const char *ylabel) {
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "%s", name);
+    snprintf(p->title, sizeof p->title, "%s", title);
+    snprintf(p->xlabel, sizeof p->xlabel, "%s", xlabel);
+    snprintf(p->ylabel, sizeof p->ylabel, "%s", ylabel);
+    p->hline = NAN;
+}
+
+vb_plot_series *vb_plot_series_add(vb_plot *p, const char *title, bool ideal) {
+    if (p->ns == p->cap) {
+        p->cap = p->cap ? 2 * p->cap : 4;
+        p->s = xrealloc(p->s, (size_t)p->cap * sizeof *p->s);
+    }
+    vb_plot_series *s = &p->s[p->ns++];
+    memset(s, 0, sizeof *s);
+    snprintf(s->title, sizeof s->title, "%s", title);
+    s->ideal = ideal;
+    return s;
+}
+
+void vb_plot_point(vb_plot_series *s, double x, double y, double lo, double hi, const char *label) {
+    size_t n = (size_t)s->n + 1;
+    s->x = xrealloc(s->x, n * sizeof *s->x);
+    s->y = xrealloc(s->y, n * sizeof *s->y);
+    s->lo = xrealloc(s->lo, n * sizeof *s->lo);
+    s->hi = xrealloc(s->hi, n * sizeof *s->hi);
+    s->labels = xrealloc(s->labels, n * sizeof *s->labels);
+    s->x[s->n] = x;
+    s->y[s->n] = y;
+    s->lo[s->n] = lo;
+    s->hi[s->n] = hi;
+    s->labels[s->n] = strdup(label ? label : "");
+    if (!s->labels[s->n]) vb_die_internal("out of memory");
+    s->n++;
+}
+
+void vb_plot_free(vb_plot *p) {
+    for (int i = 0; i < p->ns; i++) {
+        vb_plot_series *s = &p->s[i];
+        for (int k = 0; k < s->n; k++) free(s->labels[k]);
+        free(s->labels);
+        free(s->x);
+        free(s->y);
+        free(s->lo);
+        free(s->hi);
+    }
+    free(p->s);
+    memset(p, 0, sizeof *p);
+}
+
+bool vb_plot_gnuplot_available(void) {
+    const char *path = getenv("PATH");
+    if (!path) return false;
+    char *copy = strdup(path);
+    if (!copy) vb_die_internal("out of memory");
+    bool found = false;
+    for (char *save = NULL, *dir = strtok_r(copy, ":", &save); dir && !found; dir = strtok_r(NULL, ":", &save)) {
+        char exe[VB_PATH_MAX];
+        snprintf(exe, sizeof exe, "%s/gnuplot", *dir ? dir : ".");
+        found = access(exe, X_OK) == 0;
+    }
+    free(copy);
+    return found;
+}
+
+/* gnuplot double-quoted string: backslash and quote escaped. */
+static void gp_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') fputc('\\', f);
+        fputc(*s == '\n' ? ' ' : *s, f);
+    }
+    fputc('"', f);
+}
+
+static void dat_num(FILE *f, double x) {
+    if (isfinite(x))
+        fprintf(f, " %.9g", x);
+    else
+        fputs(" NaN", f);
+}
+
+static void write_dat(FILE *f, const vb_plot *p) {
+    fprintf(f, "# %s\n# x y y_lo y_hi label; one block per series (gnuplot index)\n", p->title);
+    for (int i = 0; i < p->ns; i++) {
+        const vb_plot_series *s = &p->s[i];
+        if (i) fputs("\n\n", f);
+        fprintf(f, "# series %d: %s\n", i, s->title);
+        for (int k = 0; k < s->n; k++) {
+            dat_num(f, p->categorical ? (double)k : s->x[k]);
+            dat_num(f, s->y[k]);
+            dat_num(f, s->lo ? s->lo[k] : NAN);
+            dat_num(f, s->hi ? s->hi[k] : NAN);
+            fputc(' ', f);
+            /* a data-file string: quotes inside would end it, so they become ' */
+            fputc('"', f);
+            for (const char *c = s->labels[k]; *c; c++) fputc(*c == '"' ? '\'' : *c, f);
+            fputs("\"\n", f);
+        }
+    }
+}
+
+static bool series_has_bars(const vb_plot_series *s) {
+    for (int k = 0; k < s->n; k++)
+        if (isfinite(s->lo[k]) && isfinite(s->hi[k])) return true;
+    return false;
+}
+
+/* One plot command for both terminals; written twice with different outputs. */
+static void write_plot_cmd(FILE *f, const vb_plot *p) {
+    char dat[128];
+    snprintf(dat, sizeof dat, "%s.dat", p->name);
+    fputs("plot ", f);
+    bool first = true;
+    for (int i = 0; i < p->ns; i++) {
+        const vb_plot_series *s = &p->s[i];
+        if (s->n == 0) continue;
+        if (!first) fputs(", \\\n     ", f);
+        first = false;
+        const char *tic = p->categorical && i == 0 ? ":xtic(5)" : "";
+        fprintf(f, "'%s' index %d ", dat, i);
+        if (s->ideal) {
+            fprintf(f, "using 1:2%s with lines dt 2 lw 2 title ", tic);
+        } else if (p->boxes) {
+            fprintf(f, "using 1:2%s with boxes fill solid 0.5 title ", tic);
+        } else if (series_has_bars(s)) {
+            fprintf(f, "using 1:2:3:4%s with yerrorlines lw 2 pt 7 title ", tic);
+        } else {
+            fprintf(f, "using 1:2%s with linespoints lw 2 pt 7 title ", tic);
+        }
+        gp_string(f, s->title);
+        if (p->boxes && !s->ideal && series_has_bars(s))
+            fprintf(f, ", \\\n     '%s' index %d using 1:2:3:4 with yerrorbars lc black pt 0 title \"95%% CI\"", dat, i);
+    }
+    if (isfinite(p->hline)) {
+        fprintf(f, "%s%.9g with lines dt 3 lc rgb \"#555555\" title ", first ? "" : ", \\\n     ", p->hline);
+        gp_string(f, p->hline_title);
+        first = false;
+    }
+    if (first) fputs("NaN notitle", f);
+    fputc('\n', f);
+}
+
+static void write_gp(FILE *f, const vb_plot *p) {
+    fprintf(f, "# %s.gp: redraw with `gnuplot %s.gp` in this directory (data: %s.dat)\n", p->name, p->name,
+            p->name);
+    fputs("set encoding utf8\nset title ", f);
+    gp_string(f, p->title);
+    fputs(" noenhanced\nset xlabel ", f);
+    gp_string(f, p->xlabel);
+    fputs(" noenhanced\nset ylabel ", f);
+    gp_string(f, p->ylabel);
+    fputs(" noenhanced\nset key outside right top noenhanced box\nset grid\nset datafile missing \"NaN\"\n", f);
+    if (p->logx2) fputs("set logscale x 2\nset offsets graph 0.05, graph 0.05, 0, 0\n", f);
+    if (p->categorical) {
+        fputs("set xtics rotate by -30 noenhanced\nset offsets 0.6, 0.6, 0, 0\nset yrange [0:*]\n", f);
+        fputs("set boxwidth 0.6\n", f);
+    }
+    const char *terms[2][2] = {{"pngcairo noenhanced size 960,600 font \"sans,11\"", "png"},
+                               {"svg noenhanced size 960,600 font \"sans,11\"", "svg"}};
+    for (int t = 0; t < 2; t++) {
+        fprintf(f, "set terminal %s\nset output '%s.%s'\n", terms[t][0], p->name, terms[t][1]);
+        write_plot_cmd(f, p);
+        fputs("unset output\n", f);
+    }
+}
+
+static int write_file(const char *dir, const char *name, const char *ext, void (*fn)(FILE *, const vb_plot *),
+                      const vb_plot *p, char *err, size_t errn) {
+    char path[VB_PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s.%s", dir, name, ext);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        snprintf(err, errn, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    fn(f, p);
+    if (fclose(f) != 0) {
+        snprintf(err, errn, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* gnuplot's stderr goes to <name>.log so a failing script can be read later. */
+static int run_gnuplot(const char *dir, const char *name, char *err, size_t errn) {
+    char script[160], log[160];
+    snprintf(script, sizeof script, "%s.gp", name);
+    snprintf(log, sizeof log, "%s.gnuplot.log", name);
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(err, errn, "fork: %s", strerror(errno));
+        return -1;
+    }
+    if (pid == 0) {
+        if (chdir(dir) != 0) _exit(126);
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int nul = open("/dev/null", O_RDWR);
+        if (nul >= 0) {
+            dup2(nul, 0);
+            dup2(nul, 1);
+        }
+        if (fd >= 0) dup2(fd, 2);
+        execlp("gnuplot", "gnuplot", script, (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR) {
+            snprintf(err, errn, "waitpid: %s", strerror(errno));
+            return -1;
+        }
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        snprintf(err, errn, "gnuplot %s failed (status %d; see %s/%s)", script,
+                 WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), dir, log);
+        return -1;
+    }
+    char path[VB_PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, log);
+    struct stat sb;
+    if (stat(path, &sb) == 0 && sb.st_size == 0) unlink(path); /* keep only logs that say something */
+    return 0;
+}
+
+int vb_plot_render(const char *dir, const vb_plot *p, char *err, size_t errn) {
+    if (write_file(dir, p->name, "dat", write_dat, p, err, errn) != 0) return -1;
+    if (write_file(dir, p->name, "gp", write_gp, p, err, errn) != 0) return -1;
+    if (run_gnuplot(dir, p->name, err, errn) != 0) return -1;
+    const char *ext[2] = {"png", "svg"};
+    for (int i = 0; i < 2; i++) {
+        char path[VB_PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s.%s", dir, p->name, ext[i]);
+        struct stat sb;
+        if (stat(path, &sb) != 0 || sb.st_size == 0) {
+            snprintf(err, errn, "gnuplot wrote no %s", path);
+            return -1;
+        }
+    }
+    return 0;
+}

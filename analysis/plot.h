@@ -1,0 +1,56 @@
+/* plot.h: figures through gnuplot, kept re-plottable.
+ *
+ * vb_plot_render(dir, p) writes into dir:
+ *   <name>.dat  one data block per series (gnuplot `index`), columns
+ *               x y y_lo y_hi "label" (NaN = no value / no interval)
+ *   <name>.gp   the script: `cd dir && gnuplot <name>.gp` redraws both images
+ *   <name>.png  (pngcairo) and <name>.svg (svg), then runs gnuplot on the
+ *   script with fork/exec in dir (no shell).
+ * Every figure has a title, axis labels with units, a legend, `noenhanced`
+ * text (run names keep their underscores), error bars where a series has
+ * intervals, dashed ideal series and an optional horizontal reference line.
+ * Categorical figures (flags, layouts) put series points at 0..n-1 with the
+ * labels as x tics.
+ */
+#ifndef VB_ANALYSIS_PLOT_H
+#define VB_ANALYSIS_PLOT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct vb_plot_series {
+    char title[128];
+    bool ideal;      /* dashed line, no points or error bars */
+    int n;
+    double *x, *y, *lo, *hi; /* lo/hi may be NULL or hold NaN: no bar */
+    char **labels;   /* categorical figures: the x tic of each point */
+} vb_plot_series;
+
+typedef struct vb_plot {
+    char name[96];   /* file base name: [A-Za-z0-9_.-] */
+    char title[256];
+    char xlabel[128], ylabel[128];
+    bool categorical;
+    bool logx2;      /* log2 x axis (rank counts) */
+    bool boxes;      /* categorical bars instead of points */
+    double hline;    /* NaN = none */
+    char hline_title[96];
+    vb_plot_series *s;
+    int ns, cap;
+} vb_plot;
+
+void vb_plot_init(vb_plot *p, const char *name, const char *title, const char *xlabel, const char *ylabel);
+/* Adds an empty series; returns it for vb_plot_point. */
+vb_plot_series *vb_plot_series_add(vb_plot *p, const char *title, bool ideal);
+void vb_plot_point(vb_plot_series *s, double x, double y, double lo, double hi, const char *label);
+void vb_plot_free(vb_plot *p);
+
+/* true when a `gnuplot` executable is on PATH. */
+bool vb_plot_gnuplot_available(void);
+
+/* Writes the .dat and .gp files and runs gnuplot in dir. Returns 0 when both
+ * images were written; -1 with the reason in err otherwise (the .dat/.gp
+ * files stay for the user). */
+int vb_plot_render(const char *dir, const vb_plot *p, char *err, size_t errn);
+
+#endif

@@ -1,0 +1,148 @@
+/* report.c: `vitbench report PATH [--output_dir DIR] [--no_plots]` (analysis.h).
+ *
+ * PATH is a run directory (run.json / trials.csv / summary.csv) or a sweep
+ * directory (index.csv). The report goes to PATH/report/ or DIR: report.md,
+ * report.html (figures inlined as SVG: one file to mail or open anywhere),
+ * every table as CSV, and per figure .dat + .gp + .png + .svg. The main table
+ * is printed on stdout. Without gnuplot (or with --no_plots) only tables are
+ * written, after one warning. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/analysis.h"
+#include "analysis/report.h"
+
+static void usage_die(const char *what) {
+    vb_die_input("report: %s (usage: vitbench report PATH [--output_dir DIR] [--no_plots])", what);
+}
+
+typedef struct args {
+    const char *path;
+    const char *out;
+    bool no_plots;
+} args;
+
+static args parse_args(int argc, char **argv) {
+    args a = {0};
+    for (int i = 1; i < argc; i++) {
+        const char *s = argv[i];
+        if (strcmp(s, "--no_plots") == 0 || strcmp(s, "--no-plots") == 0) {
+            a.no_plots = true;
+        } else if (strcmp(s, "--output_dir") == 0) {
+            if (i + 1 >= argc || !argv[i + 1][0]) usage_die("--output_dir needs a directory");
+            a.out = argv[++i];
+        } else if (strncmp(s, "--output_dir=", 13) == 0) {
+            if (!s[13]) usage_die("--output_dir needs a directory");
+            a.out = s + 13;
+        } else if (strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0) {
+            printf("usage: vitbench report PATH [--output_dir DIR] [--no_plots]\n");
+            exit(0);
+        } else if (s[0] == '-') {
+            vb_die_input("report: unknown flag %s (flags: --output_dir DIR, --no_plots)", s);
+        } else if (a.path) {
+            vb_die_input("report: one PATH only (got %s and %s)", a.path, s);
+        } else {
+            a.path = s;
+        }
+    }
+    if (!a.path) usage_die("missing PATH");
+    return a;
+}
+
+static bool has(const char *dir, const char *name) {
+    char p[VB_PATH_MAX];
+    vb_snprintf(p, sizeof p, "%s/%s", dir, name);
+    return vb_file_exists(p);
+}
+
+void rp_figure(rp_doc *d, const rp_opts *o, const vb_plot *p) {
+    bool any = false;
+    for (int i = 0; i < p->ns; i++) any = any || (p->s[i].n > 0 && !p->s[i].ideal);
+    if (!o->plots || !any) return;
+    char err[VB_PATH_MAX + 256];
+    if (vb_plot_render(o->out_dir, p, err, sizeof err) != 0) {
+        rp_problem(d, "figure %s not drawn: %s", p->name, err);
+        return;
+    }
+    rp_add_figure(d, p->title, p->name);
+}
+
+/* The run's own throughput per trial type. */
+static rp_table *run_throughput(rp_doc *d, const rp_run *r, const rp_opts *o) {
+    const char *cols[] = {"trial_type", "trials", "mean_samples_per_s", "ci_lo", "ci_hi", "std", "notes"};
+    rp_table *t = rp_table_new("throughput.csv", "Throughput of the timed trials (rank 0)", 7, cols);
+    vb_plot pl;
+    vb_plot_init(&pl, "throughput", "Throughput per trial type", "trial type", "throughput (samples/s)");
+    pl.categorical = pl.boxes = true;
+    vb_plot_series *s = vb_plot_series_add(&pl, "mean of timed trials", false);
+    for (int k = 0; k < RP_NTYPES; k++) {
+        const rp_samples *x = &r->thr[k];
+        if (x->n == 0) continue;
+        rp_est e = rp_mean_est(x);
+        double var = 0;
+        for (int i = 0; i < x->n; i++) var += (x->v[i] - e.mean) * (x->v[i] - e.mean);
+        rp_table_add(t, "%s", rp_type_name[k]);
+        rp_table_add(t, "%d", x->n);
+        rp_table_num(t, e.mean);
+        rp_table_num(t, e.lo);
+        rp_table_num(t, e.hi);
+        rp_table_num(t, sqrt(var / x->n));
+        rp_table_add(t, "%s", x->n == 1 ? "one trial: no CI" : "");
+        vb_plot_point(s, s->n, e.mean, e.lo, e.hi, rp_type_name[k]);
+    }
+    rp_para(d, "Mean of the timed trials' samples_per_s with a 95%% Student-t interval; std is benchy's "
+               "population standard deviation.");
+    rp_add_table(d, t);
+    rp_figure(d, o, &pl);
+    vb_plot_free(&pl);
+    return t;
+}
+
+void rp_single_report(rp_doc *d, const char *path, const rp_opts *o) {
+    rp_run r;
+    memset(&r, 0, sizeof r);
+    rp_run_load(&r, path, d);
+    rp_para(d, "Run directory %s (status %s).", path, r.status);
+    rp_table *main_table = run_throughput(d, &r, o);
+    if (rp_table_rows(main_table) > 0)
+        rp_table_print(main_table, stdout);
+    else
+        rp_para(d, "No timed trials in trials.csv.");
+    rp_heading(d, 1, "Provenance and profile");
+    rp_run_sections(d, &r, o->out_dir, "", false, 2);
+    rp_run_free(&r);
+}
+
+int vb_report_main(int argc, char **argv) {
+    args a = parse_args(argc, argv);
+    if (!vb_dir_exists(a.path)) vb_die_input("report: %s: no such directory", a.path);
+    bool sweep = has(a.path, "index.csv");
+    bool run = has(a.path, "run.json") || has(a.path, "trials.csv") || has(a.path, "summary.csv");
+    if (!sweep && !run)
+        vb_die_input("report: %s: neither a run directory (run.json, trials.csv) nor a sweep directory (index.csv)",
+                     a.path);
+    rp_opts o = {.plots = !a.no_plots};
+    vb_snprintf(o.out_dir, sizeof o.out_dir, "%s", a.out ? a.out : a.path);
+    if (!a.out) vb_snprintf(o.out_dir, sizeof o.out_dir, "%s/report", a.path);
+    if (vb_mkdir_p(o.out_dir) != 0) vb_die_input("report: cannot create %s: %s", o.out_dir, strerror(errno));
+    if (o.plots && !vb_plot_gnuplot_available()) {
+        vb_warn("report: gnuplot not found on PATH: writing tables only (install gnuplot for the figures)");
+        o.plots = false;
+    }
+    rp_doc d = {0};
+    char title[VB_PATH_MAX + 32];
+    const char *base = strrchr(a.path, '/');
+    base = base && base[1] ? base + 1 : a.path;
+    vb_snprintf(title, sizeof title, "vitbench report: %s", base);
+    if (sweep)
+        rp_sweep_report(&d, a.path, &o);
+    else
+        rp_single_report(&d, a.path, &o);
+    rp_doc_write(&d, o.out_dir, title);
+    if (d.nproblems) vb_warn("report: %d data problem(s), listed at the end of report.md", d.nproblems);
+    printf("vitbench: report written to %s/report.md and report.html\n", o.out_dir);
+    rp_doc_free(&d);
+    return 0;
+}

@@ -1,0 +1,183 @@
+/* report.h: the pieces of `vitbench report` (analysis.h) shared by
+ * analysis/report*.c. Not a public API: the command is the interface.
+ *
+ *   report.c        command line, run-or-sweep dispatch, writing the outputs
+ *   report_doc.c    tables and the document (blocks rendered to Markdown,
+ *                   self-contained HTML with inline SVG, CSV, the terminal)
+ *   report_load.c   reading a run directory and a sweep's index.csv/sweep.json
+ *   report_stats.c  the estimates every figure is: mean with a t CI, ratios
+ *                   of means with a delta-method CI, median ratios with a
+ *                   bootstrap CI and a Mann-Whitney p-value
+ *   report_sweep.c  grouping runs into points, the sweep kind, its analyses
+ *   report_run.c    per-run sections: provenance, HTA breakdown, stragglers, top ops
+ * plot.h renders figures with gnuplot.
+ *
+ * Failure policy: a malformed file (CSV, JSON) exits 2 naming it; a missing
+ * file is a line in the report's "Data problems" section, never a guess.
+ */
+#ifndef VB_ANALYSIS_REPORT_H
+#define VB_ANALYSIS_REPORT_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "analysis/csv.h"
+#include "analysis/plot.h"
+#include "core/common.h"
+
+/* ---- growable list of doubles ---- */
+typedef struct rp_samples {
+    double *v;
+    int n, cap;
+} rp_samples;
+void rp_push(rp_samples *s, double x);
+void rp_samples_append(rp_samples *dst, const rp_samples *src);
+void rp_samples_free(rp_samples *s);
+
+/* ---- estimates (report_stats.c) ---- */
+typedef struct rp_est {
+    double mean, lo, hi; /* lo/hi NaN when fewer than two samples */
+    int n;
+} rp_est;
+/* mean and its 95% Student-t interval. */
+rp_est rp_mean_est(const rp_samples *s);
+/* mean(num) / mean(den), 95% CI by the delta method (first-order Taylor of
+ * the ratio, Welch-Satterthwaite degrees of freedom, t quantile). */
+rp_est rp_ratio_of_means(const rp_samples *num, const rp_samples *den);
+/* median(new) / median(base) with the seeded 95% percentile-bootstrap CI and
+ * the two-sided Mann-Whitney p-value of new against base. */
+typedef struct rp_cmp {
+    double ratio, lo, hi, p;
+    int nbase, nnew;
+} rp_cmp;
+rp_cmp rp_compare(const rp_samples *base, const rp_samples *new_);
+/* true when the interval [lo, hi] is wider than |effect| (or unknown). */
+bool rp_spread_exceeds(double effect, double lo, double hi);
+
+/* ---- tables and the document (report_doc.c) ---- */
+typedef struct rp_table {
+    char *csv;    /* file name under the report directory, NULL = not written */
+    char *title;
+    int ncols;
+    char **cols;
+    int ncells, cap;
+    char **cells; /* row-major */
+} rp_table;
+rp_table *rp_table_new(const char *csv, const char *title, int ncols, const char *const *cols);
+/* Appends the next cell (row-major). */
+void rp_table_add(rp_table *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends a number: %.6g, "" for NaN (unknown stays visibly empty). */
+void rp_table_num(rp_table *t, double x);
+int rp_table_rows(const rp_table *t);
+const char *rp_table_cell(const rp_table *t, int row, int col);
+void rp_table_free(rp_table *t);
+/* Aligned plain-text rendering (the terminal's main table). */
+void rp_table_print(const rp_table *t, FILE *f);
+
+typedef enum { RP_HEADING, RP_PARA, RP_TABLE, RP_FIGURE, RP_PRE, RP_LINK } rp_block_kind;
+typedef struct rp_block {
+    rp_block_kind kind;
+    int level;       /* heading level 1..4 */
+    char *text;      /* heading / paragraph / pre text; figure title; link text */
+    char *ref;       /* figure base name under the report dir; link target */
+    rp_table *table; /* owned */
+} rp_block;
+
+typedef struct rp_doc {
+    rp_block *b;
+    int n, cap;
+    char **problems; /* "Data problems" lines */
+    int nproblems;
+} rp_doc;
+
+void rp_heading(rp_doc *d, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void rp_para(rp_doc *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void rp_pre(rp_doc *d, const char *text);
+void rp_link(rp_doc *d, const char *text, const char *href);
+/* Takes ownership of t. */
+void rp_add_table(rp_doc *d, rp_table *t);
+void rp_add_figure(rp_doc *d, const char *title, const char *base);
+void rp_problem(rp_doc *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void rp_doc_free(rp_doc *d);
+
+/* Writes report.md, report.html (figures' SVG inlined from dir) and every
+ * table's CSV into dir. Exits 2 naming the file when one cannot be written. */
+void rp_doc_write(const rp_doc *d, const char *dir, const char *title);
+
+/* ---- one run directory (report_load.c) ---- */
+enum { RP_IO, RP_SYNTHETIC, RP_FULL, RP_NTYPES };
+extern const char *const rp_type_name[RP_NTYPES];
+
+typedef struct rp_run {
+    char dir[VB_PATH_MAX]; /* as found: PATH or SWEEP/runs/<name> */
+    char name[256];        /* directory's base name */
+    char status[32];       /* index.csv status, else run.json's, else "unknown" */
+    char exit_code[16];
+    bool has_json;
+    /* run.json */
+    char git_commit[64], git_dirty[16], host[128], backend[32], config[64];
+    char machine_key[40], cpu_model[192], affinity_cores[16], omp_threads[16];
+    char blas[192], blas_coretype[64], compiler[192], gpu_name[128];
+    char versions[768];
+    char *command_line;
+    char grad_reduce_group[16];
+    /* summary.csv (NaN / "" when absent) */
+    double ranks, tp, cp, dp, local_batch, global_batch, peak_mem, tflops;
+    char noddp[8], bucket_cap_mb[32], parallel_order[32];
+    /* trials.csv: timed rank-0 samples_per_s per trial type */
+    rp_samples thr[RP_NTYPES];
+    /* iterations.csv: per timed FULL step, comm_exposed_s averaged over ranks */
+    rp_samples exposed;
+} rp_run;
+
+/* Reads what exists of a run directory; a malformed file exits 2 naming it,
+ * a missing one becomes a problem line in d. */
+void rp_run_load(rp_run *r, const char *dir, rp_doc *d);
+void rp_run_free(rp_run *r);
+/* Reads dir/name: 0, or -1 when it cannot be opened; malformed exits 2 naming it. */
+int rp_read_csv(const char *dir, const char *name, vb_csv *t);
+/* warmup cell: "1" / "true" */
+bool rp_is_warmup(const char *s);
+/* "IO" / "SYNTHETIC" / "FULL" -> RP_IO..RP_FULL, else -1 */
+int rp_type_of(const char *s);
+/* Relative path from directory `from` to `to` (both must exist); falls back
+ * to `to` itself when either cannot be resolved. */
+void rp_relpath(const char *from, const char *to, char *out, size_t n);
+
+/* ---- per-run sections (report_run.c) ---- */
+/* Communication per parallel group from ops.csv (FULL rows when the file has
+ * trial_type), averaged over the ranks it holds. */
+enum { RP_G_TP, RP_G_CP, RP_G_DP, RP_G_OTHER, RP_NGROUPS };
+extern const char *const rp_group_name[RP_NGROUPS];
+typedef struct rp_group_comm {
+    bool seen;             /* the group had at least one comm row */
+    double bytes_per_step; /* NaN when the step count is unknown */
+    double exposed_share;  /* summed share_of_step of its (blocking) comm ops */
+} rp_group_comm;
+int rp_comm_group_of(const char *op_name);
+/* 0, or -1 when ops.csv is missing. */
+int rp_comm_groups(const rp_run *r, rp_group_comm g[RP_NGROUPS]);
+/* Provenance, HTA breakdown, stragglers, top ops of run r into d; the tables'
+ * CSVs are named with `prefix` ("" for a run report, "runs/<name>/" in a
+ * sweep's); `compact` limits the op list. out_dir is the report directory. */
+void rp_run_sections(rp_doc *d, const rp_run *r, const char *out_dir, const char *prefix, bool compact,
+                     int heading_level);
+/* Provenance lines (config, commit, fingerprint, versions) of one run. */
+void rp_run_provenance(rp_doc *d, const rp_run *r);
+
+/* ---- a sweep directory (report_sweep.c) ---- */
+typedef struct rp_opts {
+    char out_dir[VB_PATH_MAX];
+    bool plots; /* gnuplot found and not --no_plots */
+} rp_opts;
+
+/* The whole sweep report into d; the main table is printed to stdout. */
+void rp_sweep_report(rp_doc *d, const char *path, const rp_opts *o);
+/* The run report into d (a single run directory). */
+void rp_single_report(rp_doc *d, const char *path, const rp_opts *o);
+
+/* Renders plot p when plots are on and adds it to d as a figure; otherwise
+ * adds nothing (the tables carry the numbers). */
+void rp_figure(rp_doc *d, const rp_opts *o, const vb_plot *p);
+
+#endif

@@ -1,0 +1,393 @@
+/* report_doc.c: tables and the report document, rendered as Markdown,
+ * self-contained HTML (figures inlined as SVG), CSV and plain text (report.h). */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/report.h"
+#include "core/results.h"
+
+static void *xrealloc(void *p, size_t n) {
+    void *q = realloc(p, n);
+    if (!q) vb_die_internal("out of memory");
+    return q;
+}
+
+static char *xstrdup(const char *s) {
+    char *d = strdup(s ? s : "");
+    if (!d) vb_die_internal("out of memory");
+    return d;
+}
+
+static char *vfmt(const char *fmt, va_list ap) {
+    char *s = NULL;
+    if (vasprintf(&s, fmt, ap) < 0) vb_die_internal("out of memory");
+    return s;
+}
+
+/* ---- tables ---- */
+
+rp_table *rp_table_new(const char *csv, const char *title, int ncols, const char *const *cols) {
+    rp_table *t = calloc(1, sizeof *t);
+    if (!t) vb_die_internal("out of memory");
+    t->csv = csv ? xstrdup(csv) : NULL;
+    t->title = xstrdup(title);
+    t->ncols = ncols;
+    t->cols = xrealloc(NULL, (size_t)ncols * sizeof *t->cols);
+    for (int i = 0; i < ncols; i++) t->cols[i] = xstrdup(cols[i]);
+    return t;
+}
+
+void rp_table_add(rp_table *t, const char *fmt, ...) {
+    if (t->ncells == t->cap) {
+        t->cap = t->cap ? 2 * t->cap : 64;
+        t->cells = xrealloc(t->cells, (size_t)t->cap * sizeof *t->cells);
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    t->cells[t->ncells++] = vfmt(fmt, ap);
+    va_end(ap);
+}
+
+void rp_table_num(rp_table *t, double x) {
+    if (isfinite(x))
+        rp_table_add(t, "%.6g", x);
+    else
+        rp_table_add(t, "%s", "");
+}
+
+int rp_table_rows(const rp_table *t) { return t->ncols ? t->ncells / t->ncols : 0; }
+
+const char *rp_table_cell(const rp_table *t, int row, int col) {
+    int i = row * t->ncols + col;
+    return i >= 0 && i < t->ncells && col < t->ncols ? t->cells[i] : "";
+}
+
+void rp_table_free(rp_table *t) {
+    if (!t) return;
+    for (int i = 0; i < t->ncols; i++) free(t->cols[i]);
+    for (int i = 0; i < t->ncells; i++) free(t->cells[i]);
+    free(t->cols);
+    free(t->cells);
+    free(t->csv);
+    free(t->title);
+    free(t);
+}
+
+void rp_table_print(const rp_table *t, FILE *f) {
+    int rows = rp_table_rows(t);
+    int *w = calloc((size_t)t->ncols, sizeof *w);
+    if (!w) vb_die_internal("out of memory");
+    for (int c = 0; c < t->ncols; c++) {
+        w[c] = (int)strlen(t->cols[c]);
+        for (int r = 0; r < rows; r++) {
+            int l = (int)strlen(rp_table_cell(t, r, c));
+            if (l > w[c]) w[c] = l;
+        }
+    }
+    fprintf(f, "%s\n", t->title);
+    for (int r = -1; r < rows; r++) {
+        for (int c = 0; c < t->ncols; c++)
+            fprintf(f, "%s%-*s", c ? "  " : "", w[c], r < 0 ? t->cols[c] : rp_table_cell(t, r, c));
+        fputc('\n', f);
+    }
+    free(w);
+}
+
+static void table_csv(FILE *f, void *ctx) {
+    const rp_table *t = ctx;
+    for (int c = 0; c < t->ncols; c++) {
+        if (c) fputc(',', f);
+        vb_csv_field(f, t->cols[c]);
+    }
+    fputc('\n', f);
+    for (int r = 0; r < rp_table_rows(t); r++) {
+        for (int c = 0; c < t->ncols; c++) {
+            if (c) fputc(',', f);
+            vb_csv_field(f, rp_table_cell(t, r, c));
+        }
+        fputc('\n', f);
+    }
+}
+
+/* ---- document ---- */
+
+static rp_block *push(rp_doc *d, rp_block_kind k) {
+    if (d->n == d->cap) {
+        d->cap = d->cap ? 2 * d->cap : 32;
+        d->b = xrealloc(d->b, (size_t)d->cap * sizeof *d->b);
+    }
+    rp_block *b = &d->b[d->n++];
+    memset(b, 0, sizeof *b);
+    b->kind = k;
+    return b;
+}
+
+void rp_heading(rp_doc *d, int level, const char *fmt, ...) {
+    rp_block *b = push(d, RP_HEADING);
+    b->level = level < 1 ? 1 : level > 4 ? 4 : level;
+    va_list ap;
+    va_start(ap, fmt);
+    b->text = vfmt(fmt, ap);
+    va_end(ap);
+}
+
+void rp_para(rp_doc *d, const char *fmt, ...) {
+    rp_block *b = push(d, RP_PARA);
+    va_list ap;
+    va_start(ap, fmt);
+    b->text = vfmt(fmt, ap);
+    va_end(ap);
+}
+
+void rp_pre(rp_doc *d, const char *text) { push(d, RP_PRE)->text = xstrdup(text); }
+
+void rp_link(rp_doc *d, const char *text, const char *href) {
+    rp_block *b = push(d, RP_LINK);
+    b->text = xstrdup(text);
+    b->ref = xstrdup(href);
+}
+
+void rp_add_table(rp_doc *d, rp_table *t) { push(d, RP_TABLE)->table = t; }
+
+void rp_add_figure(rp_doc *d, const char *title, const char *base) {
+    rp_block *b = push(d, RP_FIGURE);
+    b->text = xstrdup(title);
+    b->ref = xstrdup(base);
+}
+
+void rp_problem(rp_doc *d, const char *fmt, ...) {
+    d->problems = xrealloc(d->problems, (size_t)(d->nproblems + 1) * sizeof *d->problems);
+    va_list ap;
+    va_start(ap, fmt);
+    d->problems[d->nproblems++] = vfmt(fmt, ap);
+    va_end(ap);
+}
+
+void rp_doc_free(rp_doc *d) {
+    for (int i = 0; i < d->n; i++) {
+        free(d->b[i].text);
+        free(d->b[i].ref);
+        rp_table_free(d->b[i].table);
+    }
+    for (int i = 0; i < d->nproblems; i++) free(d->problems[i]);
+    free(d->problems);
+    free(d->b);
+    memset(d, 0, sizeof *d);
+}
+
+/* ---- Markdown ---- */
+
+static void md_cell(FILE *f, const char *s) {
+    for (; *s; s++) {
+        if (*s == '|') fputc('\\', f);
+        fputc(*s == '\n' ? ' ' : *s, f);
+    }
+}
+
+static void md_table(FILE *f, const rp_table *t) {
+    fprintf(f, "**%s**", t->title);
+    if (t->csv) fprintf(f, " ([%s](%s))", t->csv, t->csv);
+    fputs("\n\n|", f);
+    for (int c = 0; c < t->ncols; c++) {
+        fputc(' ', f);
+        md_cell(f, t->cols[c]);
+        fputs(" |", f);
+    }
+    fputs("\n|", f);
+    for (int c = 0; c < t->ncols; c++) fputs("---|", f);
+    fputc('\n', f);
+    for (int r = 0; r < rp_table_rows(t); r++) {
+        fputc('|', f);
+        for (int c = 0; c < t->ncols; c++) {
+            fputc(' ', f);
+            md_cell(f, rp_table_cell(t, r, c));
+            fputs(" |", f);
+        }
+        fputc('\n', f);
+    }
+    fputc('\n', f);
+}
+
+typedef struct render_ctx {
+    const rp_doc *d;
+    const char *dir;
+    const char *title;
+} render_ctx;
+
+static void write_md(FILE *f, void *ctx) {
+    const render_ctx *rc = ctx;
+    const rp_doc *d = rc->d;
+    fprintf(f, "# %s\n\n", rc->title);
+    for (int i = 0; i < d->n; i++) {
+        const rp_block *b = &d->b[i];
+        switch (b->kind) {
+        case RP_HEADING: fprintf(f, "%.*s %s\n\n", b->level + 1, "#####", b->text); break;
+        case RP_PARA: fprintf(f, "%s\n\n", b->text); break;
+        case RP_PRE: fprintf(f, "```\n%s\n```\n\n", b->text); break;
+        case RP_LINK: fprintf(f, "[%s](%s)\n\n", b->text, b->ref); break;
+        case RP_TABLE: md_table(f, b->table); break;
+        case RP_FIGURE:
+            fprintf(f, "![%s](%s.png)\n\n(%s.svg, data %s.dat, script %s.gp)\n\n", b->text, b->ref, b->ref, b->ref,
+                    b->ref);
+            break;
+        }
+    }
+    if (d->nproblems) {
+        fputs("## Data problems\n\n", f);
+        for (int i = 0; i < d->nproblems; i++) fprintf(f, "- %s\n", d->problems[i]);
+        fputc('\n', f);
+    }
+}
+
+/* ---- HTML ---- */
+
+static void html_text(FILE *f, const char *s) {
+    for (; *s; s++) {
+        switch (*s) {
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '&': fputs("&amp;", f); break;
+        case '"': fputs("&quot;", f); break;
+        default: fputc(*s, f);
+        }
+    }
+}
+
+static void html_table(FILE *f, const rp_table *t) {
+    fputs("<table>\n<caption>", f);
+    html_text(f, t->title);
+    if (t->csv) {
+        fputs(" (<a href=\"", f);
+        html_text(f, t->csv);
+        fputs("\">CSV</a>)", f);
+    }
+    fputs("</caption>\n<tr>", f);
+    for (int c = 0; c < t->ncols; c++) {
+        fputs("<th>", f);
+        html_text(f, t->cols[c]);
+        fputs("</th>", f);
+    }
+    fputs("</tr>\n", f);
+    for (int r = 0; r < rp_table_rows(t); r++) {
+        fputs("<tr>", f);
+        for (int c = 0; c < t->ncols; c++) {
+            fputs("<td>", f);
+            html_text(f, rp_table_cell(t, r, c));
+            fputs("</td>", f);
+        }
+        fputs("</tr>\n", f);
+    }
+    fputs("</table>\n", f);
+}
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = xrealloc(NULL, cap);
+    size_t k;
+    while ((k = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += k;
+        if (cap - n < 2) buf = xrealloc(buf, cap *= 2);
+    }
+    fclose(f);
+    buf[n] = '\0';
+    return buf;
+}
+
+/* The figure's SVG from <svg on (the XML prolog is not allowed mid-document). */
+static void html_figure(FILE *f, const rp_block *b, const char *dir) {
+    char path[VB_PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s.svg", dir, b->ref);
+    char *svg = slurp(path);
+    const char *start = svg ? strstr(svg, "<svg") : NULL;
+    fputs("<figure>\n", f);
+    if (start)
+        fputs(start, f);
+    else
+        fprintf(f, "<p>(figure %s.svg missing)</p>", b->ref);
+    fputs("\n<figcaption>", f);
+    html_text(f, b->text);
+    fprintf(f, " (<a href=\"%s.png\">PNG</a>, <a href=\"%s.dat\">data</a>, <a href=\"%s.gp\">gnuplot script</a>)",
+            b->ref, b->ref, b->ref);
+    fputs("</figcaption>\n</figure>\n", f);
+    free(svg);
+}
+
+static void write_html(FILE *f, void *ctx) {
+    const render_ctx *rc = ctx;
+    const rp_doc *d = rc->d;
+    fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>", f);
+    html_text(f, rc->title);
+    fputs("</title>\n<style>\nbody{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;}\n"
+          "table{border-collapse:collapse;margin:1em 0;font-size:90%;}\n"
+          "td,th{border:1px solid #bbb;padding:2px 6px;text-align:right;}\n"
+          "caption{text-align:left;font-weight:bold;padding:4px 0;}\n"
+          "figure svg{max-width:100%;height:auto;}\npre{background:#f4f4f4;padding:6px;overflow-x:auto;}\n"
+          ".problems li{color:#a00;}\n</style></head><body>\n<h1>",
+          f);
+    html_text(f, rc->title);
+    fputs("</h1>\n", f);
+    for (int i = 0; i < d->n; i++) {
+        const rp_block *b = &d->b[i];
+        switch (b->kind) {
+        case RP_HEADING:
+            fprintf(f, "<h%d>", b->level + 1);
+            html_text(f, b->text);
+            fprintf(f, "</h%d>\n", b->level + 1);
+            break;
+        case RP_PARA:
+            fputs("<p>", f);
+            html_text(f, b->text);
+            fputs("</p>\n", f);
+            break;
+        case RP_PRE:
+            fputs("<pre>", f);
+            html_text(f, b->text);
+            fputs("</pre>\n", f);
+            break;
+        case RP_LINK:
+            fputs("<p><a href=\"", f);
+            html_text(f, b->ref);
+            fputs("\">", f);
+            html_text(f, b->text);
+            fputs("</a></p>\n", f);
+            break;
+        case RP_TABLE: html_table(f, b->table); break;
+        case RP_FIGURE: html_figure(f, b, rc->dir); break;
+        }
+    }
+    if (d->nproblems) {
+        fputs("<h2>Data problems</h2>\n<ul class=\"problems\">\n", f);
+        for (int i = 0; i < d->nproblems; i++) {
+            fputs("<li>", f);
+            html_text(f, d->problems[i]);
+            fputs("</li>\n", f);
+        }
+        fputs("</ul>\n", f);
+    }
+    fputs("</body></html>\n", f);
+}
+
+static void write_or_die(const char *dir, const char *name, void (*fn)(FILE *, void *), void *ctx) {
+    char path[VB_PATH_MAX];
+    vb_snprintf(path, sizeof path, "%s/%s", dir, name);
+    char *slash = strrchr(path, '/');
+    if (slash && slash > path + strlen(dir)) { /* tables of a run go to a subdirectory */
+        *slash = '\0';
+        if (vb_mkdir_p(path) != 0) vb_die_input("report: cannot create %s: %s", path, strerror(errno));
+        *slash = '/';
+    }
+    if (vb_atomic_write(path, fn, ctx) != 0) vb_die_input("report: cannot write %s", path);
+}
+
+void rp_doc_write(const rp_doc *d, const char *dir, const char *title) {
+    for (int i = 0; i < d->n; i++)
+        if (d->b[i].kind == RP_TABLE && d->b[i].table->csv) write_or_die(dir, d->b[i].table->csv, table_csv, d->b[i].table);
+    render_ctx rc = {d, dir, title};
+    write_or_die(dir, "report.md", write_md, &rc);
+    write_or_die(dir, "report.html", write_html, &rc);
+}

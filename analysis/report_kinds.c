@@ -1,0 +1,544 @@
+/* report_kinds.c: the analysis each kind of sweep calls for
+ * (report_sweep.h): weak / strong scaling, DDP buckets, tp/cp layouts,
+ * flag comparisons, and throughput against any other swept key. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/report_sweep.h"
+
+#define NOTE_FP "fingerprint differs"
+#define NOTE_ONE "one sample: no CI"
+
+static int cmp_double(double a, double b) { return a < b ? -1 : a > b; }
+
+static int cmp_pt_ranks(const void *a, const void *b) {
+    const rp_point *x = *(rp_point *const *)a, *y = *(rp_point *const *)b;
+    return cmp_double(x->ranks, y->ranks);
+}
+
+static void note_add(char *notes, size_t n, const char *what) {
+    size_t k = strlen(notes);
+    snprintf(notes + k, n - k, "%s%s", k ? "; " : "", what);
+}
+
+static void point_notes(const rp_point *p, char *notes, size_t n) {
+    notes[0] = '\0';
+    if (p->fp_differs) note_add(notes, n, NOTE_FP);
+    if (p->thr.n == 1) note_add(notes, n, NOTE_ONE);
+}
+
+static void table_est(rp_table *t, rp_est e) {
+    rp_table_num(t, e.mean);
+    rp_table_num(t, e.lo);
+    rp_table_num(t, e.hi);
+}
+
+static const char *thr_unit(const rp_sweep *s) {
+    static char buf[64];
+    snprintf(buf, sizeof buf, "%s throughput (samples/s)", rp_type_name[s->type]);
+    return buf;
+}
+
+/* ---- scaling ---- */
+
+/* A series: the points sharing every varying key but ranks, by ranks. */
+typedef struct series {
+    char label[256];
+    rp_point **p;
+    int n;
+} series;
+
+static int collect_series(rp_sweep *s, series **out) {
+    series *v = calloc((size_t)s->npts + 1, sizeof *v);
+    if (!v) vb_die_internal("out of memory");
+    int ns = 0;
+    for (int i = 0; i < s->npts; i++) {
+        char lab[256];
+        sw_label(s, &s->pts[i], "ranks", lab, sizeof lab);
+        int k = 0;
+        while (k < ns && strcmp(v[k].label, lab) != 0) k++;
+        if (k == ns) {
+            snprintf(v[ns].label, sizeof v[ns].label, "%s", lab);
+            v[ns].p = calloc((size_t)s->npts, sizeof *v[ns].p);
+            if (!v[ns].p) vb_die_internal("out of memory");
+            ns++;
+        }
+        v[k].p[v[k].n++] = &s->pts[i];
+    }
+    for (int k = 0; k < ns; k++) qsort(v[k].p, (size_t)v[k].n, sizeof *v[k].p, cmp_pt_ranks);
+    *out = v;
+    return ns;
+}
+
+static void free_series(series *v, int n) {
+    for (int k = 0; k < n; k++) free(v[k].p);
+    free(v);
+}
+
+static rp_table *scaling(rp_doc *d, rp_sweep *s, const rp_opts *o, bool strong) {
+    series *v;
+    int ns = collect_series(s, &v);
+    rp_heading(d, 1, strong ? "Strong scaling (fixed global batch)" : "Weak scaling (fixed local batch)");
+    rp_para(d, strong ? "speedup(N) = thr(N) / thr(N0), efficiency(N) = speedup(N) * N0 / N, where N0 is the "
+                        "smallest rank count of the series (1 when the sweep has it). Ideal: speedup N/N0, "
+                        "efficiency 1."
+                      : "efficiency E(N) = thr(N) / (N/N0 * thr(N0)), N0 the smallest rank count of the series "
+                        "(1 when the sweep has it); the ideal throughput is N/N0 * thr(N0). Ideal E = 1.");
+    const char *wcols[] = {"series", "ranks", "repeats", "samples", "thr_mean", "thr_ci_lo", "thr_ci_hi",
+                           "ideal_thr", "efficiency", "eff_ci_lo", "eff_ci_hi", "notes"};
+    const char *scols[] = {"series",     "ranks",     "repeats",   "samples",    "thr_mean",
+                           "thr_ci_lo",  "thr_ci_hi", "speedup",   "speedup_ci_lo", "speedup_ci_hi",
+                           "efficiency", "eff_ci_lo", "eff_ci_hi", "notes"};
+    rp_table *t = strong ? rp_table_new("scaling.csv", "Strong scaling: throughput, speedup and efficiency", 14, scols)
+                         : rp_table_new("scaling.csv", "Weak scaling: throughput and efficiency", 12, wcols);
+    vb_plot pt, pe, psp;
+    vb_plot_init(&pt, "throughput", strong ? "Strong scaling: throughput" : "Weak scaling: throughput", "ranks",
+                 thr_unit(s));
+    vb_plot_init(&pe, "efficiency", strong ? "Strong scaling: efficiency" : "Weak scaling: efficiency", "ranks",
+                 "efficiency (ideal = 1)");
+    vb_plot_init(&psp, "speedup", "Strong scaling: speedup", "ranks", "speedup over the smallest rank count");
+    pt.logx2 = pe.logx2 = psp.logx2 = true;
+    pe.hline = 1;
+    snprintf(pe.hline_title, sizeof pe.hline_title, "ideal");
+    for (int k = 0; k < ns; k++) {
+        rp_point *ref = v[k].p[0];
+        double n0 = ref->ranks;
+        char title[300];
+        vb_plot_series *st = vb_plot_series_add(&pt, v[k].label, false);
+        snprintf(title, sizeof title, "ideal %s", v[k].label);
+        vb_plot_series *si = vb_plot_series_add(&pt, title, true);
+        vb_plot_series *se = vb_plot_series_add(&pe, v[k].label, false);
+        vb_plot_series *ss = vb_plot_series_add(&psp, v[k].label, false);
+        vb_plot_series *ssi = vb_plot_series_add(&psp, title, true);
+        for (int i = 0; i < v[k].n; i++) {
+            rp_point *p = v[k].p[i];
+            double scale = n0 / p->ranks;
+            rp_est r = rp_ratio_of_means(&p->thr, &ref->thr);
+            rp_est eff = {r.mean * scale, r.lo * scale, r.hi * scale, r.n};
+            char notes[256];
+            point_notes(p, notes, sizeof notes);
+            if (ref->fp_differs && p != ref) note_add(notes, sizeof notes, "reference point's fingerprint differs");
+            if (p != ref && rp_spread_exceeds(1 - eff.mean, eff.lo, eff.hi) && isfinite(eff.lo))
+                note_add(notes, sizeof notes, "efficiency loss within its CI");
+            rp_table_add(t, "%s", v[k].label);
+            rp_table_add(t, "%g", p->ranks);
+            rp_table_add(t, "%d", p->nruns);
+            rp_table_add(t, "%d", p->thr.n);
+            table_est(t, p->est);
+            if (strong) {
+                table_est(t, r);
+            } else {
+                rp_table_num(t, ref->est.mean / scale);
+            }
+            table_est(t, eff);
+            rp_table_add(t, "%s", notes);
+            vb_plot_point(st, p->ranks, p->est.mean, p->est.lo, p->est.hi, NULL);
+            vb_plot_point(si, p->ranks, ref->est.mean / scale, NAN, NAN, NULL);
+            vb_plot_point(se, p->ranks, eff.mean, eff.lo, eff.hi, NULL);
+            vb_plot_point(ss, p->ranks, r.mean, r.lo, r.hi, NULL);
+            vb_plot_point(ssi, p->ranks, 1 / scale, NAN, NAN, NULL);
+        }
+        if (n0 != 1)
+            rp_para(d, "Series %s has no 1-rank point: its reference is N0 = %g ranks.", v[k].label, n0);
+    }
+    rp_add_table(d, t);
+    rp_figure(d, o, &pt);
+    if (strong) rp_figure(d, o, &psp);
+    rp_figure(d, o, &pe);
+    vb_plot_free(&pt);
+    vb_plot_free(&pe);
+    vb_plot_free(&psp);
+    free_series(v, ns);
+    return t;
+}
+
+/* The point equal to p in every swept key but noddp, with noddp = true. */
+static rp_point *noddp_partner(rp_sweep *s, const rp_point *p) {
+    for (int i = 0; i < s->npts; i++) {
+        rp_point *q = &s->pts[i];
+        if (strcmp(sw_val(s, q, "noddp"), "true") != 0) continue;
+        bool same = true;
+        for (int k = 0; k < s->nkeys && same; k++)
+            if (strcmp(s->keys[k], "noddp") != 0) same = strcmp(sw_val(s, p, s->keys[k]), sw_val(s, q, s->keys[k])) == 0;
+        if (same) return q;
+    }
+    return NULL;
+}
+
+/* dp of a point: summary.csv's, else ranks / (tp * cp) from the columns. */
+static double point_dp(const rp_sweep *s, const rp_point *p) {
+    double dp = s->runs[p->runs[0]].dp;
+    if (isfinite(dp)) return dp;
+    double tp = sw_num(s, p, "tensor_parallel"), cp = sw_num(s, p, "context_parallel");
+    return p->ranks / (isfinite(tp) ? tp : 1) / (isfinite(cp) ? cp : 1);
+}
+
+/* The SC21 tutorial's measure: overhead(N) = 1 - thr_ddp(N) / thr_noddp(N). */
+static void comm_overhead(rp_doc *d, rp_sweep *s, const rp_opts *o) {
+    if (vb_csv_col(&s->idx, "noddp") < 0) return;
+    const char *cols[] = {"series", "ranks", "dp", "thr_ddp", "thr_noddp", "overhead", "overhead_ci_lo",
+                          "overhead_ci_hi", "notes"};
+    rp_table *t = rp_table_new("comm_overhead.csv", "Communication overhead 1 - thr_ddp / thr_noddp", 9, cols);
+    vb_plot pl;
+    vb_plot_init(&pl, "comm_overhead", "Communication overhead (1 - DDP / no-DDP throughput)", "ranks",
+                 "overhead (fraction of no-DDP throughput)");
+    pl.logx2 = true;
+    pl.hline = 0;
+    snprintf(pl.hline_title, sizeof pl.hline_title, "ideal (no overhead)");
+    vb_plot_series *ps = NULL;
+    char last[256] = "";
+    rp_point **order = calloc((size_t)s->npts + 1, sizeof *order);
+    if (!order) vb_die_internal("out of memory");
+    for (int i = 0; i < s->npts; i++) order[i] = &s->pts[i];
+    qsort(order, (size_t)s->npts, sizeof *order, cmp_pt_ranks);
+    bool noise_at_dp1 = false;
+    for (int i = 0; i < s->npts; i++) {
+        rp_point *p = order[i];
+        if (strcmp(sw_val(s, p, "noddp"), "false") != 0) continue;
+        rp_point *q = noddp_partner(s, p);
+        if (!q) continue;
+        rp_est r = rp_ratio_of_means(&p->thr, &q->thr);
+        double ov = 1 - r.mean, lo = 1 - r.hi, hi = 1 - r.lo;
+        double dp = point_dp(s, p);
+        char lab[256], notes[512];
+        sw_label(s, p, "ranks", lab, sizeof lab);
+        char *nd = strstr(lab, "noddp=false"); /* the series is the DDP side; name it without the key */
+        if (nd) memmove(nd, nd + 11, strlen(nd + 11) + 1);
+        for (size_t k = strlen(lab); k > 0 && lab[k - 1] == ' '; k--) lab[k - 1] = '\0';
+        if (!lab[0]) snprintf(lab, sizeof lab, "ddp vs noddp");
+        point_notes(p, notes, sizeof notes);
+        if (q->fp_differs && !p->fp_differs) note_add(notes, sizeof notes, "noddp " NOTE_FP);
+        if (dp == 1 && isfinite(lo) && (lo > 0 || hi < 0)) {
+            note_add(notes, sizeof notes, "dp = 1 has no communication, yet the CI excludes 0: run-to-run noise");
+            noise_at_dp1 = true;
+        } else if (dp != 1 && rp_spread_exceeds(ov, lo, hi)) {
+            note_add(notes, sizeof notes, "CI wider than the overhead: not meaningful");
+        }
+        rp_table_add(t, "%s", lab);
+        rp_table_add(t, "%g", p->ranks);
+        rp_table_num(t, dp);
+        rp_table_num(t, p->est.mean);
+        rp_table_num(t, q->est.mean);
+        rp_table_num(t, ov);
+        rp_table_num(t, lo);
+        rp_table_num(t, hi);
+        rp_table_add(t, "%s", notes);
+        if (!ps || strcmp(last, lab) != 0) {
+            ps = NULL;
+            for (int k = 0; k < pl.ns; k++)
+                if (strcmp(pl.s[k].title, lab) == 0) ps = &pl.s[k];
+            if (!ps) ps = vb_plot_series_add(&pl, lab, false);
+            snprintf(last, sizeof last, "%s", lab);
+        }
+        vb_plot_point(ps, p->ranks, ov, lo, hi, NULL);
+    }
+    free(order);
+    if (rp_table_rows(t) == 0) {
+        rp_table_free(t);
+        vb_plot_free(&pl);
+        return;
+    }
+    rp_heading(d, 1, "Communication overhead (DDP against no DDP)");
+    rp_para(d, "overhead(N) = 1 - thr_ddp(N) / thr_noddp(N): the share of throughput the gradient all-reduce costs "
+               "(the SC21 tutorial's measure); CI: delta method on the ratio of means.");
+    if (noise_at_dp1)
+        rp_para(d, "WARNING: at dp = 1 there is no gradient communication, yet the overhead's CI excludes 0 there: "
+                   "the runs differ by more than the repeats show, so overheads of that size elsewhere are not "
+                   "evidence of communication cost.");
+    rp_add_table(d, t);
+    rp_figure(d, o, &pl);
+    vb_plot_free(&pl);
+}
+
+/* ---- DDP buckets ---- */
+
+static bool is_true(const char *s) { return s && strcmp(s, "true") == 0; }
+
+static double point_bucket(const rp_sweep *s, const rp_point *p) {
+    double b = sw_num(s, p, "bucket_cap_mb");
+    if (!isfinite(b) && s->runs[p->runs[0]].bucket_cap_mb[0]) b = atof(s->runs[p->runs[0]].bucket_cap_mb);
+    return b;
+}
+
+static bool point_noddp(const rp_sweep *s, const rp_point *p) {
+    const char *v = sw_val(s, p, "noddp");
+    return is_true(v && *v ? v : s->runs[p->runs[0]].noddp);
+}
+
+static rp_table *buckets(rp_doc *d, rp_sweep *s, const rp_opts *o) {
+    rp_heading(d, 1, "DDP gradient buckets");
+    rp_point *nod = NULL, *best = NULL, *dflt = NULL;
+    for (int i = 0; i < s->npts; i++) {
+        rp_point *p = &s->pts[i];
+        if (point_noddp(s, p)) {
+            nod = p;
+            continue;
+        }
+        if (!best || p->est.mean > best->est.mean) best = p;
+        if (point_bucket(s, p) == 25) dflt = p;
+    }
+    const char *cols[] = {"variant", "bucket_cap_mb", "noddp", "samples", "thr_mean", "thr_ci_lo", "thr_ci_hi",
+                          "vs_noddp", "vs_noddp_ci_lo", "vs_noddp_ci_hi", "exposed_comm_ms", "exposed_ci_lo",
+                          "exposed_ci_hi", "notes"};
+    rp_table *t = rp_table_new("buckets.csv", "Throughput and exposed communication per bucket size", 14, cols);
+    vb_plot pt, pe;
+    vb_plot_init(&pt, "buckets_throughput", "DDP buckets: throughput per bucket_cap_mb", "variant", thr_unit(s));
+    vb_plot_init(&pe, "buckets_exposed_comm", "DDP buckets: exposed communication per step", "variant",
+                 "exposed communication (ms per step)");
+    pt.categorical = pe.categorical = pt.boxes = pe.boxes = true;
+    if (nod) {
+        pt.hline = nod->est.mean;
+        snprintf(pt.hline_title, sizeof pt.hline_title, "noddp (no communication)");
+    }
+    vb_plot_series *st = vb_plot_series_add(&pt, "throughput", false);
+    vb_plot_series *se = vb_plot_series_add(&pe, "exposed comm", false);
+    for (int i = 0; i < s->npts; i++) {
+        rp_point *p = &s->pts[i];
+        char lab[256], notes[256];
+        const char *var = sw_val(s, p, "variant");
+        snprintf(lab, sizeof lab, "%s", var ? var : "?");
+        point_notes(p, notes, sizeof notes);
+        rp_est r = nod ? rp_ratio_of_means(&p->thr, &nod->thr) : (rp_est){NAN, NAN, NAN, 0};
+        rp_est ex = rp_mean_est(&p->exposed);
+        if (p->exposed.n == 0) note_add(notes, sizeof notes, "no comm_exposed_s in iterations.csv");
+        rp_table_add(t, "%s", lab);
+        rp_table_num(t, point_bucket(s, p));
+        rp_table_add(t, "%s", point_noddp(s, p) ? "true" : "false");
+        rp_table_add(t, "%d", p->thr.n);
+        table_est(t, p->est);
+        table_est(t, r);
+        rp_table_num(t, ex.mean * 1e3);
+        rp_table_num(t, ex.lo * 1e3);
+        rp_table_num(t, ex.hi * 1e3);
+        rp_table_add(t, "%s", notes);
+        vb_plot_point(st, i, p->est.mean, p->est.lo, p->est.hi, lab);
+        vb_plot_point(se, i, ex.mean * 1e3, ex.lo * 1e3, ex.hi * 1e3, lab);
+    }
+    rp_para(d, "vs_noddp = thr / thr_noddp (1 = communication fully hidden); exposed communication: "
+               "iterations.csv comm_exposed_s per timed FULL step, averaged over ranks, mean with a t CI.");
+    if (!nod) rp_para(d, "No noddp point: no no-communication ceiling to compare with.");
+    rp_add_table(d, t);
+    if (best && dflt && best != dflt) {
+        rp_cmp c = rp_compare(&dflt->thr, &best->thr);
+        rp_para(d, "Best bucket size: %s (%g MB), median throughput %.4g x the default 25 MB [95%% CI %.4g, %.4g]; "
+                   "Mann-Whitney p = %.3g: %s.",
+                sw_val(s, best, "variant"), point_bucket(s, best), c.ratio, c.lo, c.hi, c.p,
+                c.p < 0.05 ? "significantly different from the default" : "not significantly different from the default");
+    } else if (best && best == dflt) {
+        rp_para(d, "Best bucket size: the default 25 MB.");
+    } else if (best) {
+        rp_para(d, "Best bucket size: %s (%g MB); no 25 MB point to test it against.", sw_val(s, best, "variant"),
+                point_bucket(s, best));
+    }
+    rp_figure(d, o, &pt);
+    rp_figure(d, o, &pe);
+    vb_plot_free(&pt);
+    vb_plot_free(&pe);
+    return t;
+}
+
+/* ---- layouts ---- */
+
+static rp_table *layouts(rp_doc *d, rp_sweep *s, const rp_opts *o) {
+    rp_heading(d, 1, "Tensor / context / data-parallel layouts");
+    const char *cols[] = {"tp", "cp", "dp", "parallel_order", "samples", "thr_mean", "thr_ci_lo", "thr_ci_hi",
+                          "peak_mem_mib_per_rank", "tp_mb_per_step", "tp_exposed_pct", "cp_mb_per_step",
+                          "cp_exposed_pct", "dp_mb_per_step", "dp_exposed_pct", "notes"};
+    rp_table *t = rp_table_new("layouts.csv", "Throughput, memory and communication per layout", 16, cols);
+    vb_plot pt;
+    vb_plot_init(&pt, "layouts_throughput", "Layouts: throughput per tp x cp x dp and order", "layout", thr_unit(s));
+    pt.categorical = pt.boxes = true;
+    vb_plot_series *st = vb_plot_series_add(&pt, "throughput", false);
+    rp_point *best = NULL, *second = NULL;
+    bool cpdp = false, missing_ops = false;
+    for (int i = 0; i < s->npts; i++) {
+        rp_point *p = &s->pts[i];
+        const rp_run *r0 = &s->runs[p->runs[0]];
+        char notes[256], lab[128];
+        point_notes(p, notes, sizeof notes);
+        rp_group_comm g[RP_NGROUPS];
+        if (rp_comm_groups(r0, g) != 0) {
+            missing_ops = true;
+            note_add(notes, sizeof notes, "no ops.csv");
+        }
+        if (strcmp(r0->grad_reduce_group, "cp-dp") == 0) cpdp = true;
+        double mem = 0;
+        int nmem = 0;
+        for (int k = 0; k < p->nruns; k++)
+            if (isfinite(s->runs[p->runs[k]].peak_mem)) mem += s->runs[p->runs[k]].peak_mem, nmem++;
+        const char *order = sw_val(s, p, "parallel_order");
+        double tp = sw_num(s, p, "tensor_parallel"), cp = sw_num(s, p, "context_parallel");
+        snprintf(lab, sizeof lab, "tp%g cp%g dp%g %s", tp, cp, point_dp(s, p), order ? order : "");
+        rp_table_num(t, tp);
+        rp_table_num(t, cp);
+        rp_table_num(t, point_dp(s, p));
+        rp_table_add(t, "%s", order ? order : "");
+        rp_table_add(t, "%d", p->thr.n);
+        table_est(t, p->est);
+        rp_table_num(t, nmem ? mem / nmem / (1024.0 * 1024.0) : NAN);
+        for (int k = RP_G_TP; k <= RP_G_DP; k++) {
+            rp_table_num(t, g[k].seen ? g[k].bytes_per_step / 1e6 : 0);
+            rp_table_num(t, g[k].seen ? g[k].exposed_share * 100 : 0);
+        }
+        rp_table_add(t, "%s", notes);
+        vb_plot_point(st, i, p->est.mean, p->est.lo, p->est.hi, lab);
+        if (!best || p->est.mean > best->est.mean) {
+            second = best;
+            best = p;
+        } else if (!second || p->est.mean > second->est.mean) {
+            second = p;
+        }
+    }
+    rp_para(d, "Communication per group from ops.csv (rank 0's timed FULL steps; every rank's with profiler_mode "
+               "all), by the op names the library registers: tp = blocking allreduce (Megatron row-parallel sums), "
+               "cp = allgather + reduce_scatter (K/V exchange), dp = iallreduce + allreduce_wait (DDP gradient "
+               "buckets). Every one of these blocks the training thread, so its share of the step is exposed "
+               "time; DDP's overlapped part is in the per-run breakdown.%s%s",
+            cpdp ? " With cp > 1 DDP reduces gradients over cp x dp together: the dp columns include cp's share of "
+                   "the gradient all-reduce, which ops.csv cannot separate."
+                 : "",
+            missing_ops ? " Layouts without ops.csv show 0 for every group: unknown, not zero." : "");
+    rp_add_table(d, t);
+    if (best) {
+        char lab[256];
+        sw_label(s, best, NULL, lab, sizeof lab);
+        if (second) {
+            rp_cmp c = rp_compare(&second->thr, &best->thr);
+            char lab2[256];
+            sw_label(s, second, NULL, lab2, sizeof lab2);
+            rp_para(d, "Best layout: %s (%.4g samples/s); against the runner-up %s: median ratio %.4g [95%% CI %.4g, "
+                       "%.4g], Mann-Whitney p = %.3g (%s).",
+                    lab, best->est.mean, lab2, c.ratio, c.lo, c.hi, c.p,
+                    c.p < 0.05 ? "significant" : "not significant: the two are indistinguishable");
+        } else {
+            rp_para(d, "Best layout: %s (the only one).", lab);
+        }
+    }
+    rp_figure(d, o, &pt);
+    vb_plot_free(&pt);
+    return t;
+}
+
+/* ---- flags ---- */
+
+static rp_table *flags(rp_doc *d, rp_sweep *s, const rp_opts *o) {
+    rp_heading(d, 1, "Flags against the baseline");
+    rp_point *base = NULL;
+    for (int i = 0; i < s->npts; i++)
+        if (strcmp(sw_val(s, &s->pts[i], "variant"), "baseline") == 0) base = &s->pts[i];
+    const char *cols[] = {"variant", "samples", "thr_mean", "thr_ci_lo", "thr_ci_hi", "ratio", "ratio_ci_lo",
+                          "ratio_ci_hi", "p_value", "verdict", "notes"};
+    rp_table *t = rp_table_new("flags.csv", "Each variant against the baseline (median ratio)", 11, cols);
+    if (!base) rp_para(d, "No completed baseline run: variants cannot be compared (throughput only).");
+    rp_para(d, "ratio = median(variant) / median(baseline) with a seeded percentile-bootstrap 95%% CI; p: two-sided "
+               "Mann-Whitney U; verdict faster / slower when p < 0.05, else no significant difference.");
+    vb_plot pr;
+    vb_plot_init(&pr, "flags_ratio", "Flags: throughput ratio to the baseline", "variant",
+                 "median throughput ratio (variant / baseline)");
+    pr.categorical = pr.boxes = true;
+    pr.hline = 1;
+    snprintf(pr.hline_title, sizeof pr.hline_title, "baseline");
+    vb_plot_series *sr = vb_plot_series_add(&pr, "ratio", false);
+    for (int i = 0; i < s->npts; i++) {
+        rp_point *p = &s->pts[i];
+        const char *var = sw_val(s, p, "variant");
+        char notes[256];
+        point_notes(p, notes, sizeof notes);
+        rp_cmp c = {NAN, NAN, NAN, NAN, 0, 0};
+        const char *verdict = "";
+        if (base && p != base) {
+            c = rp_compare(&base->thr, &p->thr);
+            verdict = !(c.p < 0.05) ? "no significant difference" : c.ratio > 1 ? "faster" : "slower";
+            if (base->fp_differs && !p->fp_differs) note_add(notes, sizeof notes, "baseline " NOTE_FP);
+            if (c.p < 0.05 && rp_spread_exceeds(c.ratio - 1, c.lo, c.hi))
+                note_add(notes, sizeof notes, "CI wider than the effect");
+        } else if (p == base) {
+            c.ratio = c.lo = c.hi = 1;
+            verdict = "baseline";
+        }
+        rp_table_add(t, "%s", var);
+        rp_table_add(t, "%d", p->thr.n);
+        table_est(t, p->est);
+        rp_table_num(t, c.ratio);
+        rp_table_num(t, c.lo);
+        rp_table_num(t, c.hi);
+        rp_table_num(t, c.p);
+        rp_table_add(t, "%s", verdict);
+        rp_table_add(t, "%s", notes);
+        if (base) vb_plot_point(sr, i, c.ratio, c.lo, c.hi, var);
+    }
+    rp_add_table(d, t);
+    rp_figure(d, o, &pr);
+    vb_plot_free(&pr);
+    return t;
+}
+
+/* ---- anything else: throughput against the swept keys ---- */
+
+static rp_table *generic(rp_doc *d, rp_sweep *s, const rp_opts *o) {
+    rp_heading(d, 1, "Throughput per point");
+    int nc = s->nkeys + 6;
+    const char **cols = calloc((size_t)nc, sizeof *cols);
+    if (!cols) vb_die_internal("out of memory");
+    for (int k = 0; k < s->nkeys; k++) cols[k] = s->keys[k];
+    const char *tail[] = {"repeats", "samples", "thr_mean", "thr_ci_lo", "thr_ci_hi", "notes"};
+    for (int k = 0; k < 6; k++) cols[s->nkeys + k] = tail[k];
+    rp_table *t = rp_table_new("throughput.csv", "Throughput per point", nc, cols);
+    free(cols);
+    /* x axis: ranks when it varies, else the first varying key */
+    const char *xkey = sw_key_varies(s, "ranks") ? "ranks" : NULL;
+    for (int k = 0; k < s->nkeys && !xkey; k++)
+        if (sw_key_varies(s, s->keys[k])) xkey = s->keys[k];
+    bool numeric = xkey != NULL;
+    for (int i = 0; i < s->npts && numeric; i++) numeric = isfinite(sw_num(s, &s->pts[i], xkey));
+    char title[256];
+    snprintf(title, sizeof title, "Throughput against %s", xkey ? xkey : "point");
+    vb_plot pl;
+    vb_plot_init(&pl, "throughput", title, xkey ? xkey : "point", thr_unit(s));
+    pl.categorical = !numeric;
+    for (int i = 0; i < s->npts; i++) {
+        rp_point *p = &s->pts[i];
+        char notes[256], lab[256], xl[256];
+        point_notes(p, notes, sizeof notes);
+        for (int k = 0; k < s->nkeys; k++) rp_table_add(t, "%s", sw_val(s, p, s->keys[k]));
+        rp_table_add(t, "%d", p->nruns);
+        rp_table_add(t, "%d", p->thr.n);
+        table_est(t, p->est);
+        rp_table_add(t, "%s", notes);
+        sw_label(s, p, numeric ? xkey : NULL, lab, sizeof lab);
+        const char *series_title = numeric ? lab : "throughput";
+        vb_plot_series *ps = NULL;
+        for (int k = 0; k < pl.ns; k++)
+            if (strcmp(pl.s[k].title, series_title) == 0) ps = &pl.s[k];
+        if (!ps) ps = vb_plot_series_add(&pl, series_title, false);
+        snprintf(xl, sizeof xl, "%s", lab);
+        vb_plot_point(ps, numeric ? sw_num(s, p, xkey) : i, p->est.mean, p->est.lo, p->est.hi, xl);
+    }
+    rp_add_table(d, t);
+    rp_figure(d, o, &pl);
+    vb_plot_free(&pl);
+    return t;
+}
+
+rp_table *rp_kind_analysis(rp_doc *d, rp_sweep *s, const rp_opts *o) {
+    if (s->npts == 0) {
+        rp_para(d, "No completed run: nothing to compare.");
+        return NULL;
+    }
+    bool multi_ranks = sw_key_varies(s, "ranks");
+    if (strcmp(s->kind, "weak_scaling") == 0 && multi_ranks) {
+        rp_table *t = scaling(d, s, o, false);
+        comm_overhead(d, s, o);
+        return t;
+    }
+    if (strcmp(s->kind, "strong_scaling") == 0 && multi_ranks) return scaling(d, s, o, true);
+    if (strcmp(s->kind, "ddp_buckets") == 0 && vb_csv_col(&s->idx, "variant") >= 0) return buckets(d, s, o);
+    if (strcmp(s->kind, "flags") == 0 && vb_csv_col(&s->idx, "variant") >= 0) return flags(d, s, o);
+    if (strcmp(s->kind, "layouts") == 0 && vb_csv_col(&s->idx, "tensor_parallel") >= 0) return layouts(d, s, o);
+    if (strcmp(s->kind, "weak_scaling") == 0 || strcmp(s->kind, "strong_scaling") == 0)
+        rp_para(d, "Only one rank count completed: no scaling to compute.");
+    rp_table *t = generic(d, s, o);
+    if (vb_csv_col(&s->idx, "noddp") >= 0) comm_overhead(d, s, o);
+    return t;
+}

@@ -1,0 +1,259 @@
+/* report_run.c: the per-run sections of a report (report.h): provenance,
+ * the HTA time breakdown per rank (timeline.csv), stragglers (iterations.csv)
+ * and the top ops (ops.csv); plus the per-group communication of ops.csv. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/breakdown.h"
+#include "analysis/report.h"
+#include "core/stats.h"
+
+const char *const rp_group_name[RP_NGROUPS] = {"tp", "cp", "dp", "other"};
+
+/* Which group a communication op of ops.csv belongs to, from the names
+ * core/comm.c and core/ddp.c register: inside a timed step the blocking
+ * allreduce is only the tensor-parallel row sums (core/model.c), allgather
+ * and reduce_scatter only the context-parallel K/V exchange, iallreduce and
+ * allreduce_wait only DDP's gradient buckets; barrier, broadcast and the
+ * gathers are the harness's own. */
+int rp_comm_group_of(const char *name) {
+    if (strcmp(name, "allreduce") == 0) return RP_G_TP;
+    if (strcmp(name, "allgather") == 0 || strcmp(name, "reduce_scatter") == 0) return RP_G_CP;
+    if (strcmp(name, "iallreduce") == 0 || strcmp(name, "allreduce_wait") == 0) return RP_G_DP;
+    return RP_G_OTHER;
+}
+
+/* Timed FULL steps rank 0 ran (iterations.csv); 0 when unknown. */
+static int full_steps(const rp_run *r) {
+    vb_csv t;
+    if (rp_read_csv(r->dir, "iterations.csv", &t) != 0) return 0;
+    int ct = vb_csv_col(&t, "trial_type"), cw = vb_csv_col(&t, "warmup"), cr = vb_csv_col(&t, "rank");
+    int n = 0;
+    for (int i = 0; i < t.nrows; i++)
+        if (strcmp(vb_csv_get(&t, i, ct), "FULL") == 0 && !rp_is_warmup(vb_csv_get(&t, i, cw)) &&
+            (cr < 0 || strcmp(vb_csv_get(&t, i, cr), "0") == 0))
+            n++;
+    vb_csv_free(&t);
+    return n;
+}
+
+int rp_comm_groups(const rp_run *r, rp_group_comm g[RP_NGROUPS]) {
+    memset(g, 0, RP_NGROUPS * sizeof *g);
+    for (int k = 0; k < RP_NGROUPS; k++) g[k].bytes_per_step = NAN;
+    vb_csv t;
+    if (rp_read_csv(r->dir, "ops.csv", &t) != 0) return -1;
+    int ct = vb_csv_col(&t, "trial_type"), cc = vb_csv_col(&t, "category"), cn = vb_csv_col(&t, "name");
+    int cr = vb_csv_col(&t, "rank"), cb = vb_csv_col(&t, "bytes"), cs = vb_csv_col(&t, "share_of_step");
+    double bytes[RP_NGROUPS] = {0};
+    int ranks_seen[1024] = {0}, nranks = 0;
+    for (int i = 0; i < t.nrows; i++) {
+        if (ct >= 0 && strcmp(vb_csv_get(&t, i, ct), "FULL") != 0) continue;
+        double rank = 0, b = 0, s = 0;
+        if (cr >= 0 && vb_csv_num(&t, i, cr, &rank) && rank >= 0 && rank < 1024 && !ranks_seen[(int)rank]) {
+            ranks_seen[(int)rank] = 1;
+            nranks++;
+        }
+        if (strcmp(vb_csv_get(&t, i, cc), "comm") != 0) continue;
+        int k = rp_comm_group_of(vb_csv_get(&t, i, cn));
+        g[k].seen = true;
+        if (vb_csv_num(&t, i, cb, &b)) bytes[k] += b;
+        if (vb_csv_num(&t, i, cs, &s)) g[k].exposed_share += s;
+    }
+    if (nranks < 1) nranks = 1;
+    int steps = full_steps(r);
+    /* without trial_type the rows cover the SYNTHETIC steps too: no per-step bytes */
+    for (int k = 0; k < RP_NGROUPS; k++) {
+        g[k].exposed_share /= nranks;
+        if (steps > 0 && ct >= 0) g[k].bytes_per_step = bytes[k] / nranks / steps;
+    }
+    vb_csv_free(&t);
+    return 0;
+}
+
+void rp_run_provenance(rp_doc *d, const rp_run *r) {
+    if (!r->has_json) {
+        rp_para(d, "Provenance: run.json missing.");
+        return;
+    }
+    rp_para(d, "Config %s, status %s, backend %s, commit %s%s, host %s.", r->config[0] ? r->config : "?", r->status,
+            r->backend[0] ? r->backend : "?", r->git_commit[0] ? r->git_commit : "?",
+            strcmp(r->git_dirty, "true") == 0 ? " (dirty tree)" : "", r->host[0] ? r->host : "?");
+    if (r->machine_key[0])
+        rp_para(d, "Fingerprint: machine_key %s; CPU %s; %s cores in the affinity mask; %s OpenMP threads; BLAS %s "
+                   "(core type %s); compiler %s%s%s.",
+                r->machine_key, r->cpu_model[0] ? r->cpu_model : "?", r->affinity_cores[0] ? r->affinity_cores : "?",
+                r->omp_threads[0] ? r->omp_threads : "?", r->blas[0] ? r->blas : "?",
+                r->blas_coretype[0] ? r->blas_coretype : "?", r->compiler[0] ? r->compiler : "?",
+                r->gpu_name[0] ? "; GPU " : "", r->gpu_name);
+    else
+        rp_para(d, "Fingerprint: not recorded (run.json from before fingerprints; OpenMP threads %s).",
+                r->omp_threads[0] ? r->omp_threads : "?");
+    if (r->versions[0]) rp_para(d, "Library versions: %s.", r->versions);
+    if (r->command_line && r->command_line[0]) rp_pre(d, r->command_line);
+}
+
+static void breakdown_section(rp_doc *d, const rp_run *r, const char *prefix, int level) {
+    char path[VB_PATH_MAX], err[512], csv[VB_PATH_MAX];
+    vb_snprintf(path, sizeof path, "%s/timeline.csv", r->dir);
+    vb_timeline tl;
+    int rc = vb_timeline_read(path, &tl, err, sizeof err);
+    if (rc == -2) vb_die_input("report: %s", err);
+    rp_heading(d, level, "Time breakdown per rank (%s)", r->name);
+    if (rc != 0) {
+        rp_para(d, "%s: missing (no timeline: profile_steps 0, or a run from before timelines).", path);
+        return;
+    }
+    vb_breakdown *b = NULL;
+    int n = vb_breakdown_ranks(&tl, &b);
+    const char *cols[] = {"rank",         "steps",      "step_ms",      "compute_ms", "comm_hidden_ms",
+                          "comm_exposed_ms", "memcpy_ms", "data_wait_ms", "idle_ms",    "overlap_pct"};
+    vb_snprintf(csv, sizeof csv, "%sbreakdown.csv", prefix);
+    rp_table *t = rp_table_new(csv, "HTA breakdown, ms per step over the timeline window (overlap = hidden / all comm)",
+                               10, cols);
+    for (int i = 0; i < n; i++) {
+        double s = b[i].steps > 0 ? 1e3 / b[i].steps : NAN;
+        rp_table_add(t, "%d", b[i].rank);
+        rp_table_add(t, "%d", b[i].steps);
+        double v[7] = {b[i].step_s,   b[i].compute_s,   b[i].comm_hidden_s, b[i].comm_exposed_s,
+                       b[i].memcpy_s, b[i].data_wait_s, b[i].idle_s};
+        for (int k = 0; k < 7; k++) rp_table_num(t, v[k] * s);
+        rp_table_num(t, b[i].overlap_pct);
+    }
+    rp_add_table(d, t);
+    free(b);
+    vb_timeline_free(&tl);
+}
+
+/* Per-rank step-time distribution of the timed FULL steps. */
+static void straggler_section(rp_doc *d, const rp_run *r, const char *prefix, int level) {
+    rp_heading(d, level, "Stragglers (%s)", r->name);
+    vb_csv t;
+    if (rp_read_csv(r->dir, "iterations.csv", &t) != 0) {
+        rp_para(d, "%s/iterations.csv: missing (no per-step times).", r->dir);
+        return;
+    }
+    int ct = vb_csv_col(&t, "trial_type"), cw = vb_csv_col(&t, "warmup"), cr = vb_csv_col(&t, "rank");
+    int cs = vb_csv_col(&t, "seconds");
+    int nranks = 0;
+    for (int i = 0; i < t.nrows; i++) {
+        double k;
+        if (vb_csv_num(&t, i, cr, &k) && k >= 0 && k < 65536 && (int)k + 1 > nranks) nranks = (int)k + 1;
+    }
+    if (cr < 0) nranks = 1;
+    rp_samples *per = calloc((size_t)(nranks > 0 ? nranks : 1), sizeof *per);
+    if (!per) vb_die_internal("out of memory");
+    for (int i = 0; i < t.nrows; i++) {
+        double k = 0, s;
+        if (strcmp(vb_csv_get(&t, i, ct), "FULL") != 0 || rp_is_warmup(vb_csv_get(&t, i, cw))) continue;
+        if ((cr >= 0 && !vb_csv_num(&t, i, cr, &k)) || !vb_csv_num(&t, i, cs, &s)) continue;
+        rp_push(&per[(int)k], s);
+    }
+    char csv[VB_PATH_MAX];
+    vb_snprintf(csv, sizeof csv, "%sstragglers.csv", prefix);
+    const char *cols[] = {"rank", "steps", "median_ms", "p90_ms", "max_ms"};
+    rp_table *tab = rp_table_new(csv, "Timed FULL step times per rank", 5, cols);
+    rp_samples medians = {0};
+    int slowest = -1;
+    for (int k = 0; k < nranks; k++) {
+        if (per[k].n == 0) continue;
+        double med = vb_stats_median(per[k].v, per[k].n);
+        rp_table_add(tab, "%d", k);
+        rp_table_add(tab, "%d", per[k].n);
+        rp_table_num(tab, med * 1e3);
+        rp_table_num(tab, vb_stats_percentile(per[k].v, per[k].n, 90) * 1e3);
+        rp_table_num(tab, vb_stats_max(per[k].v, per[k].n) * 1e3);
+        if (slowest < 0 || med > medians.v[slowest < 0 ? 0 : slowest]) slowest = medians.n;
+        rp_push(&medians, med);
+    }
+    if (medians.n == 0) {
+        rp_para(d, "No timed FULL steps in %s/iterations.csv.", r->dir);
+        rp_table_free(tab);
+    } else {
+        rp_add_table(d, tab);
+        if (medians.n == 1) {
+            rp_para(d, "One rank reported step times: no straggler to find.");
+        } else {
+            double mid = vb_stats_median(medians.v, medians.n);
+            int rank = atoi(rp_table_cell(tab, slowest, 0));
+            rp_para(d, "Slowest rank: %d, median step %.3f ms, %.1f%% behind the median rank (%.3f ms).", rank,
+                    medians.v[slowest] * 1e3, 100 * (medians.v[slowest] / mid - 1), mid * 1e3);
+        }
+    }
+    rp_samples_free(&medians);
+    for (int k = 0; k < nranks; k++) rp_samples_free(&per[k]);
+    free(per);
+    vb_csv_free(&t);
+}
+
+typedef struct op_row {
+    int row;
+    double total;
+} op_row;
+
+static int cmp_op(const void *a, const void *b) {
+    const op_row *x = a, *y = b;
+    return x->total < y->total ? 1 : x->total > y->total ? -1 : x->row - y->row;
+}
+
+static void ops_section(rp_doc *d, const rp_run *r, const char *prefix, bool compact, int level) {
+    rp_heading(d, level, "Top ops by total time (%s)", r->name);
+    vb_csv t;
+    if (rp_read_csv(r->dir, "ops.csv", &t) != 0) {
+        rp_para(d, "%s/ops.csv: missing (no per-op profile).", r->dir);
+        return;
+    }
+    int ct = vb_csv_col(&t, "trial_type"), cr = vb_csv_col(&t, "rank"), ctot = vb_csv_col(&t, "total_s");
+    int cf = vb_csv_col(&t, "flops"), cg = vb_csv_col(&t, "gflop_per_s"), cgb = vb_csv_col(&t, "gb_per_s");
+    op_row *rows = malloc(((size_t)t.nrows + 1) * sizeof *rows);
+    if (!rows) vb_die_internal("out of memory");
+    int n = 0;
+    for (int i = 0; i < t.nrows; i++) {
+        double tot;
+        if (ct >= 0 && strcmp(vb_csv_get(&t, i, ct), "FULL") != 0) continue;
+        if (cr >= 0 && strcmp(vb_csv_get(&t, i, cr), "0") != 0) continue;
+        if (!vb_csv_num(&t, i, ctot, &tot)) continue;
+        rows[n++] = (op_row){i, tot};
+    }
+    qsort(rows, (size_t)n, sizeof *rows, cmp_op);
+    char csv[VB_PATH_MAX];
+    vb_snprintf(csv, sizeof csv, "%stop_ops.csv", prefix);
+    const char *cols[] = {"name", "category", "calls", "total_s", "share_of_step_pct", "gflop_per_s", "gb_per_s"};
+    rp_table *tab = rp_table_new(csv, ct >= 0 ? "Rank 0, timed FULL steps" : "Rank 0, timed SYNTHETIC and FULL steps",
+                                 7, cols);
+    int limit = compact ? 5 : 15;
+    for (int k = 0; k < n && k < limit; k++) {
+        int i = rows[k].row;
+        double share = NAN, g = NAN, gb = NAN, fl;
+        vb_csv_num(&t, i, vb_csv_col(&t, "share_of_step"), &share);
+        if (!vb_csv_num(&t, i, cg, &g) && vb_csv_num(&t, i, cf, &fl) && fl > 0 && rows[k].total > 0)
+            g = fl / rows[k].total / 1e9; /* older ops.csv: flops without the rate */
+        vb_csv_num(&t, i, cgb, &gb);
+        rp_table_add(tab, "%s", vb_csv_get(&t, i, vb_csv_col(&t, "name")));
+        rp_table_add(tab, "%s", vb_csv_get(&t, i, vb_csv_col(&t, "category")));
+        rp_table_add(tab, "%s", vb_csv_get(&t, i, vb_csv_col(&t, "calls")));
+        rp_table_num(tab, rows[k].total);
+        rp_table_num(tab, share * 100);
+        rp_table_num(tab, g);
+        rp_table_num(tab, gb);
+    }
+    rp_add_table(d, tab);
+    free(rows);
+    vb_csv_free(&t);
+}
+
+void rp_run_sections(rp_doc *d, const rp_run *r, const char *out_dir, const char *prefix, bool compact,
+                     int heading_level) {
+    rp_run_provenance(d, r);
+    char trace[VB_PATH_MAX], rel[VB_PATH_MAX];
+    vb_snprintf(trace, sizeof trace, "%s/trace.json", r->dir);
+    if (vb_file_exists(trace)) {
+        rp_relpath(out_dir, trace, rel, sizeof rel);
+        rp_link(d, "Chrome trace (trace.json: open in chrome://tracing or ui.perfetto.dev)", rel);
+    } else {
+        rp_para(d, "No trace.json yet (`vitbench trace %s` writes one).", r->dir);
+    }
+    breakdown_section(d, r, prefix, heading_level);
+    straggler_section(d, r, prefix, heading_level);
+    ops_section(d, r, prefix, compact, heading_level);
+}

@@ -1,0 +1,386 @@
+/* report_sweep.c: a sweep directory's report (report.h): its runs grouped
+ * into points (equal swept keys, any repeat), the sweep's kind (sweep.json's
+ * "kind", else inferred from what varied) and the analysis that kind calls
+ * for. Analyses live in report_kinds.c; this file loads and organises. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/report_sweep.h"
+
+/* index.csv columns that describe the run, not the point it measures */
+static const char *const k_not_swept[] = {"run_index",
+                                          "run_dir",
+                                          "status",
+                                          "exit_code",
+                                          "repeat",
+                                          "threads_per_rank",
+                                          "full_samples_per_s",
+                                          "full_std",
+                                          "synthetic_samples_per_s",
+                                          "synthetic_std",
+                                          "io_samples_per_s",
+                                          "io_std"};
+
+static bool is_swept(const char *col) {
+    for (size_t i = 0; i < sizeof k_not_swept / sizeof *k_not_swept; i++)
+        if (strcmp(col, k_not_swept[i]) == 0) return false;
+    return true;
+}
+
+const char *sw_val(const rp_sweep *s, const rp_point *p, const char *key) {
+    int c = vb_csv_col(&s->idx, key);
+    return c < 0 || !is_swept(key) ? NULL : vb_csv_get(&s->idx, p->row, c);
+}
+
+double sw_num(const rp_sweep *s, const rp_point *p, const char *key) {
+    const char *v = sw_val(s, p, key);
+    char *end;
+    double x = v && *v ? strtod(v, &end) : NAN;
+    return v && *v && *end == '\0' ? x : NAN;
+}
+
+bool sw_key_varies(const rp_sweep *s, const char *key) {
+    if (vb_csv_col(&s->idx, key) < 0) return false;
+    for (int i = 1; i < s->npts; i++)
+        if (strcmp(sw_val(s, &s->pts[i], key), sw_val(s, &s->pts[0], key)) != 0) return true;
+    return false;
+}
+
+/* "k=v k=v" over the keys that vary, except `skip` (NULL = none). */
+void sw_label(const rp_sweep *s, const rp_point *p, const char *skip, char *out, size_t n) {
+    size_t k = 0;
+    out[0] = '\0';
+    for (int i = 0; i < s->nkeys; i++) {
+        const char *key = s->keys[i];
+        if ((skip && strcmp(key, skip) == 0) || !sw_key_varies(s, key)) continue;
+        int w = snprintf(out + k, n - k, "%s%s=%s", k ? " " : "", key, sw_val(s, p, key));
+        if (w < 0 || (size_t)w >= n - k) break;
+        k += (size_t)w;
+    }
+    if (!out[0]) snprintf(out, n, "all");
+}
+
+static void load_index(rp_sweep *s, rp_doc *d) {
+    if (rp_read_csv(s->path, "index.csv", &s->idx) != 0) vb_die_input("report: %s/index.csv: cannot read", s->path);
+    if (vb_csv_col(&s->idx, "run_dir") < 0 || vb_csv_col(&s->idx, "status") < 0)
+        vb_die_input("report: %s/index.csv: no run_dir or status column", s->path);
+    s->keys = calloc((size_t)s->idx.ncols + 1, sizeof *s->keys);
+    if (!s->keys) vb_die_internal("out of memory");
+    for (int c = 0; c < s->idx.ncols; c++)
+        if (is_swept(s->idx.header[c])) s->keys[s->nkeys++] = s->idx.header[c];
+    s->runs = calloc((size_t)s->idx.nrows + 1, sizeof *s->runs);
+    if (!s->runs) vb_die_internal("out of memory");
+    s->nruns = s->idx.nrows;
+    int cd = vb_csv_col(&s->idx, "run_dir"), cs = vb_csv_col(&s->idx, "status");
+    int ce = vb_csv_col(&s->idx, "exit_code");
+    for (int i = 0; i < s->nruns; i++) {
+        rp_run *r = &s->runs[i];
+        snprintf(r->status, sizeof r->status, "%s", vb_csv_get(&s->idx, i, cs));
+        snprintf(r->exit_code, sizeof r->exit_code, "%s", vb_csv_get(&s->idx, i, ce));
+        char dir[VB_PATH_MAX];
+        const char *rd = vb_csv_get(&s->idx, i, cd);
+        if (rd[0] == '/')
+            vb_snprintf(dir, sizeof dir, "%s", rd);
+        else
+            vb_snprintf(dir, sizeof dir, "%s/%s", s->path, rd);
+        if (strcmp(r->status, "completed") == 0) {
+            if (!vb_dir_exists(dir)) {
+                rp_problem(d, "%s: listed as completed in index.csv but missing", dir);
+                snprintf(r->name, sizeof r->name, "%s", rd);
+                vb_snprintf(r->dir, sizeof r->dir, "%s", dir);
+                continue;
+            }
+            rp_run_load(r, dir, d);
+            snprintf(r->status, sizeof r->status, "completed"); /* index.csv is the sweep's record */
+        } else {
+            vb_snprintf(r->dir, sizeof r->dir, "%s", dir);
+            const char *b = strrchr(rd, '/');
+            snprintf(r->name, sizeof r->name, "%s", b ? b + 1 : rd);
+        }
+    }
+}
+
+static void load_json(rp_sweep *s) {
+    char path[VB_PATH_MAX];
+    vb_snprintf(path, sizeof path, "%s/sweep.json", s->path);
+    FILE *f = fopen(path, "rb");
+    if (!f) return;
+    char *buf = NULL;
+    size_t cap = 0, n = 0, k;
+    do {
+        if (cap - n < 4096) {
+            cap = cap ? 2 * cap : 65536;
+            char *b = realloc(buf, cap);
+            if (!b) vb_die_internal("out of memory");
+            buf = b;
+        }
+        k = fread(buf + n, 1, cap - n - 1, f);
+        n += k;
+    } while (k > 0);
+    fclose(f);
+    buf[n] = '\0';
+    cJSON *root = cJSON_Parse(buf);
+    free(buf);
+    if (!cJSON_IsObject(root)) vb_die_input("report: %s: not valid JSON", path);
+    const cJSON *kind = cJSON_GetObjectItemCaseSensitive(root, "kind");
+    const char *known[] = {"weak_scaling", "strong_scaling", "ddp_buckets", "layouts", "flags", "matrix", "single"};
+    for (size_t i = 0; cJSON_IsString(kind) && i < sizeof known / sizeof *known; i++)
+        if (strcmp(kind->valuestring, known[i]) == 0) {
+            snprintf(s->kind, sizeof s->kind, "%s", known[i]);
+            snprintf(s->kind_why, sizeof s->kind_why, "from sweep.json");
+        }
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(root, "name");
+    if (cJSON_IsString(name)) snprintf(s->name, sizeof s->name, "%s", name->valuestring);
+    cJSON_Delete(root);
+}
+
+/* Completed runs with equal swept keys form one point. */
+static void group_points(rp_sweep *s) {
+    s->pts = calloc((size_t)s->nruns + 1, sizeof *s->pts);
+    if (!s->pts) vb_die_internal("out of memory");
+    for (int i = 0; i < s->nruns; i++) {
+        if (strcmp(s->runs[i].status, "completed") != 0 || !s->runs[i].dir[0]) continue;
+        int p = 0;
+        for (; p < s->npts; p++) {
+            bool same = true;
+            for (int k = 0; k < s->nkeys && same; k++) {
+                int c = vb_csv_col(&s->idx, s->keys[k]);
+                same = strcmp(vb_csv_get(&s->idx, i, c), vb_csv_get(&s->idx, s->pts[p].row, c)) == 0;
+            }
+            if (same) break;
+        }
+        rp_point *pt = &s->pts[p];
+        if (p == s->npts) {
+            s->npts++;
+            pt->row = i;
+            pt->runs = calloc((size_t)s->nruns, sizeof *pt->runs);
+            if (!pt->runs) vb_die_internal("out of memory");
+        }
+        pt->runs[pt->nruns++] = i;
+    }
+}
+
+static void pool_samples(rp_sweep *s) {
+    s->type = -1;
+    for (int t = RP_FULL; t >= 0 && s->type < 0; t--)
+        for (int i = 0; i < s->nruns; i++)
+            if (s->runs[i].thr[t].n > 0) s->type = t;
+    for (int p = 0; p < s->npts; p++) {
+        rp_point *pt = &s->pts[p];
+        for (int k = 0; k < pt->nruns; k++) {
+            const rp_run *r = &s->runs[pt->runs[k]];
+            if (s->type >= 0) rp_samples_append(&pt->thr, &r->thr[s->type]);
+            rp_samples_append(&pt->exposed, &r->exposed);
+        }
+        pt->est = rp_mean_est(&pt->thr);
+        pt->ranks = sw_num(s, pt, "ranks");
+        if (!isfinite(pt->ranks)) pt->ranks = s->runs[pt->runs[0]].ranks;
+    }
+}
+
+/* What makes throughput comparable across rank counts: the fingerprint
+ * without ranks (machine_key includes ranks, so it differs by design). */
+static void comparable_key(const rp_run *r, char *out, size_t n) {
+    snprintf(out, n, "%s|%s|%s|%s|%s|%s", r->cpu_model, r->affinity_cores, r->omp_threads, r->backend,
+             r->blas_coretype, r->gpu_name);
+}
+
+static void check_fingerprints(rp_sweep *s) {
+    const rp_run *ref = NULL;
+    char kref[1024], k[1024];
+    for (int i = 0; i < s->nruns && !ref; i++)
+        if (s->runs[i].has_json && s->runs[i].machine_key[0]) ref = &s->runs[i];
+    if (!ref) return;
+    comparable_key(ref, kref, sizeof kref);
+    for (int p = 0; p < s->npts; p++) {
+        rp_point *pt = &s->pts[p];
+        for (int a = 0; a < pt->nruns; a++) {
+            const rp_run *r = &s->runs[pt->runs[a]];
+            if (!r->machine_key[0]) continue;
+            comparable_key(r, k, sizeof k);
+            if (strcmp(k, kref) != 0) pt->fp_differs = true;
+            /* repeats of one point share ranks, so their machine_key must agree */
+            for (int b = 0; b < a; b++)
+                if (s->runs[pt->runs[b]].machine_key[0] &&
+                    strcmp(s->runs[pt->runs[b]].machine_key, r->machine_key) != 0)
+                    pt->fp_differs = true;
+        }
+        if (pt->fp_differs) s->fp_differs = true;
+    }
+}
+
+static bool batch_constant(const rp_sweep *s, bool local) {
+    double first = NAN;
+    for (int i = 0; i < s->nruns; i++) {
+        double b = local ? s->runs[i].local_batch : s->runs[i].global_batch;
+        if (strcmp(s->runs[i].status, "completed") != 0 || !isfinite(b)) continue;
+        if (!isfinite(first))
+            first = b;
+        else if (b != first)
+            return false;
+    }
+    return isfinite(first);
+}
+
+/* Only bucket_cap_mb / noddp variants: the DDP bucket scenario. */
+static bool variants_are_buckets(const rp_sweep *s) {
+    int c = vb_csv_col(&s->idx, "variant");
+    for (int i = 0; i < s->idx.nrows; i++) {
+        const char *v = vb_csv_get(&s->idx, i, c);
+        if (strcmp(v, "baseline") != 0 && strncmp(v, "bucket_cap_mb=", 14) != 0 && strncmp(v, "noddp=", 6) != 0)
+            return false;
+    }
+    return true;
+}
+
+static void infer_kind(rp_sweep *s) {
+    if (s->kind[0]) return;
+    const char *k = "matrix", *why = "inferred: other swept keys";
+    if (vb_csv_col(&s->idx, "tensor_parallel") >= 0) {
+        k = "layouts";
+        why = "inferred: a tensor_parallel column";
+    } else if (vb_csv_col(&s->idx, "variant") >= 0) {
+        bool b = variants_are_buckets(s);
+        k = b ? "ddp_buckets" : "flags";
+        why = b ? "inferred: variants only change bucket_cap_mb / noddp" : "inferred: a variant column";
+    } else if (sw_key_varies(s, "ranks") && batch_constant(s, true)) {
+        k = "weak_scaling";
+        why = "inferred: ranks vary, local_batch_size constant (summary.csv)";
+    } else if (sw_key_varies(s, "ranks") && batch_constant(s, false)) {
+        k = "strong_scaling";
+        why = "inferred: ranks vary, global_batch_size constant (summary.csv)";
+    } else if (s->npts <= 1) {
+        k = "single";
+        why = "inferred: one point";
+    }
+    snprintf(s->kind, sizeof s->kind, "%s", k);
+    snprintf(s->kind_why, sizeof s->kind_why, "%s", why);
+}
+
+static void free_sweep(rp_sweep *s) {
+    for (int i = 0; i < s->nruns; i++) rp_run_free(&s->runs[i]);
+    for (int p = 0; p < s->npts; p++) {
+        rp_samples_free(&s->pts[p].thr);
+        rp_samples_free(&s->pts[p].exposed);
+        free(s->pts[p].runs);
+    }
+    free(s->pts);
+    free(s->runs);
+    free(s->keys);
+    vb_csv_free(&s->idx);
+}
+
+/* What the sweep summarises: runs, commits, fingerprints, versions. */
+static void provenance_section(rp_doc *d, rp_sweep *s) {
+    rp_heading(d, 1, "Runs and provenance");
+    const char *cols[] = {"run", "status", "repeat", "ranks", "config", "git_commit", "machine_key", "host", "samples"};
+    rp_table *t = rp_table_new("runs.csv", "Every run of the sweep", 9, cols);
+    int crep = vb_csv_col(&s->idx, "repeat"), crk = vb_csv_col(&s->idx, "ranks");
+    bool commits_differ = false, versions_differ = false;
+    const rp_run *ref = NULL;
+    for (int i = 0; i < s->nruns; i++) {
+        const rp_run *r = &s->runs[i];
+        rp_table_add(t, "%s", r->name);
+        rp_table_add(t, "%s", r->status);
+        rp_table_add(t, "%s", vb_csv_get(&s->idx, i, crep));
+        rp_table_add(t, "%s", vb_csv_get(&s->idx, i, crk));
+        rp_table_add(t, "%s", r->config);
+        rp_table_add(t, "%s%s", r->git_commit, strcmp(r->git_dirty, "true") == 0 ? " (dirty)" : "");
+        rp_table_add(t, "%s", r->machine_key);
+        rp_table_add(t, "%s", r->host);
+        rp_table_add(t, "%d", s->type >= 0 ? r->thr[s->type].n : 0);
+        if (!r->has_json) continue;
+        if (!ref) ref = r;
+        if (strcmp(r->git_commit, ref->git_commit) != 0) commits_differ = true;
+        if (strcmp(r->versions, ref->versions) != 0) versions_differ = true;
+    }
+    rp_add_table(d, t);
+    if (ref) {
+        rp_para(d, "Reference run for provenance: %s.", ref->name);
+        rp_run_provenance(d, ref);
+    }
+    if (commits_differ) rp_para(d, "WARNING: the runs were built from different commits (see runs.csv).");
+    if (versions_differ) rp_para(d, "WARNING: library versions differ between runs (see each run's section).");
+    if (s->fp_differs)
+        rp_para(d, "WARNING: fingerprints differ: some points ran on a different CPU model, affinity, OpenMP thread "
+                   "count, backend, BLAS core type or GPU than %s, or repeats of one point have different "
+                   "machine_key; rows marked 'fingerprint differs' are not comparable with the others.",
+                ref ? ref->name : "the first run");
+}
+
+static void failed_section(rp_doc *d, const rp_sweep *s, const char *out_dir) {
+    int nfail = 0;
+    for (int i = 0; i < s->nruns; i++) nfail += strcmp(s->runs[i].status, "completed") != 0;
+    if (!nfail) return;
+    rp_heading(d, 1, "Runs that did not complete (listed, not plotted)");
+    const char *cols[] = {"run_index", "run", "status", "exit_code", "log"};
+    rp_table *t = rp_table_new("failed_runs.csv", "Runs whose status is not completed", 5, cols);
+    for (int i = 0; i < s->nruns; i++) {
+        const rp_run *r = &s->runs[i];
+        if (strcmp(r->status, "completed") == 0) continue;
+        char log[VB_PATH_MAX], rel[VB_PATH_MAX];
+        vb_snprintf(log, sizeof log, "%s/logs/%s.log", s->path, r->name);
+        if (vb_file_exists(log))
+            rp_relpath(out_dir, log, rel, sizeof rel);
+        else
+            snprintf(rel, sizeof rel, "(no log)");
+        rp_table_add(t, "%s", vb_csv_get(&s->idx, i, vb_csv_col(&s->idx, "run_index")));
+        rp_table_add(t, "%s", r->name);
+        rp_table_add(t, "%s", r->status);
+        rp_table_add(t, "%s", r->exit_code);
+        rp_table_add(t, "%s", rel);
+    }
+    rp_add_table(d, t);
+}
+
+static void per_run_sections(rp_doc *d, const rp_sweep *s, const char *out_dir) {
+    rp_heading(d, 1, "Per run");
+    for (int i = 0; i < s->nruns; i++) {
+        const rp_run *r = &s->runs[i];
+        if (strcmp(r->status, "completed") != 0 || !r->dir[0] || !vb_dir_exists(r->dir)) continue;
+        rp_heading(d, 2, "%s", r->name);
+        char prefix[VB_PATH_MAX];
+        vb_snprintf(prefix, sizeof prefix, "runs/%s/", r->name);
+        rp_run_sections(d, r, out_dir, prefix, true, 3);
+    }
+}
+
+void rp_sweep_report(rp_doc *d, const char *path, const rp_opts *o) {
+    rp_sweep s;
+    memset(&s, 0, sizeof s);
+    vb_snprintf(s.path, sizeof s.path, "%s", path);
+    const char *b = strrchr(path, '/');
+    snprintf(s.name, sizeof s.name, "%s", b && b[1] ? b + 1 : path);
+    load_json(&s);
+    load_index(&s, d);
+    group_points(&s);
+    pool_samples(&s);
+    check_fingerprints(&s);
+    infer_kind(&s);
+
+    int ncomp = 0;
+    for (int i = 0; i < s.nruns; i++) ncomp += strcmp(s.runs[i].status, "completed") == 0;
+    rp_para(d, "Sweep directory %s: kind %s (%s); %d runs, %d completed, %d points.", path, s.kind, s.kind_why,
+            s.nruns, ncomp, s.npts);
+    if (s.type < 0) {
+        rp_para(d, "No completed run has timed trials in trials.csv: nothing to measure.");
+    } else {
+        rp_para(d, "Throughput samples: the per-trial %s samples_per_s of every timed trial (rank 0 rows of "
+                   "trials.csv), pooled over the repeats of a point. Means carry a 95%% Student-t interval; "
+                   "efficiency, speedup and communication overhead are ratios of means with a 95%% delta-method "
+                   "interval (first-order Taylor, Welch-Satterthwaite degrees of freedom); flag and bucket "
+                   "comparisons are ratios of medians with a seeded 95%% percentile-bootstrap interval and a "
+                   "two-sided Mann-Whitney p-value. An empty interval means fewer than two samples.",
+                rp_type_name[s.type]);
+        if (s.type != RP_FULL)
+            rp_para(d, "WARNING: no FULL trials in these runs; %s trials are used instead.", rp_type_name[s.type]);
+        rp_table *main_table = rp_kind_analysis(d, &s, o);
+        if (main_table) rp_table_print(main_table, stdout);
+    }
+    provenance_section(d, &s);
+    failed_section(d, &s, o->out_dir);
+    per_run_sections(d, &s, o->out_dir);
+    free_sweep(&s);
+}

@@ -1,0 +1,386 @@
+#!/usr/bin/env bash
+# test_report.sh <vitbench>: `vitbench report` through the real binary.
+#   1. hand-made sweep directories with known throughputs (python3 writes
+#      index.csv, sweep.json, runs/*/{run.json,trials.csv,summary.csv,...}):
+#      weak scaling with noddp pairs (kind inferred), strong scaling (kind from
+#      sweep.json), flags (kind inferred). Efficiency, speedup, overhead and
+#      flag ratios/verdicts in the CSV tables are checked against values
+#      computed here from the same samples; plots are valid PNG and SVG with
+#      their titles; report.html inlines the SVG; failed runs are listed only.
+#   2. a hand-made run directory: HTA breakdown, stragglers, top ops.
+#   3. bad input exits 2 with one line; no gnuplot -> one warning, tables only.
+#   4. a real tiny weak-scaling sweep (1 and 2 ranks, 2 repeats) and its report.
+set -u
+
+VB=${1:?usage: test_report.sh <path-to-vitbench>}
+SRC=${VB_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
+QUICK=$SRC/scenarios/benchy/quick.yaml
+
+fail() { echo "test_report: FAIL: $*" >&2; exit 1; }
+[ -x "$VB" ] || fail "not an executable: $VB"
+VB=$(readlink -f "$VB")
+command -v python3 >/dev/null || fail "python3 is needed to write the fixtures"
+
+TMP=$(mktemp -d /tmp/vb_report.XXXXXX) || fail "mktemp"
+trap 'rm -rf "$TMP"' EXIT
+cd "$TMP" || fail "cd $TMP"
+
+# ---- 1. fixtures ----
+cat >make_fixtures.py <<'EOF'
+import csv, json, os, sys
+
+def write_csv(path, header, rows):
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        w.writerows(rows)
+
+def fingerprint(ranks, cpu="Test CPU 9000"):
+    return {"host": "node1", "cpu_model": cpu, "affinity_cores": 1, "omp_threads": 1, "ranks": ranks,
+            "backend": "cpu", "blas": "OpenBLAS 0.3.21", "blas_coretype": "Haswell", "compiler": "gcc 12",
+            "cflags": "-O3", "git_commit": "abc123", "git_dirty": False, "gpu_name": "", "gpu_driver": "",
+            "machine_key": "%016x" % (0xfeed + ranks + (0 if cpu == "Test CPU 9000" else 1 << 40))}
+
+def make_run(d, ranks, local, glob, noddp, full, cpu="Test CPU 9000", bucket=25, tp=1, cp=1):
+    """full: the timed FULL samples_per_s of rank 0; every file a run writes."""
+    os.makedirs(d)
+    json.dump({"run_id": os.path.basename(d), "status": "completed", "command": "run",
+               "command_line": "vitbench run --config tiny", "git_commit": "abc123", "host": "node1",
+               "backend": "cpu", "ranks": ranks, "config": {"config": "tiny"},
+               "parallel": {"tp": tp, "cp": cp, "dp": ranks // (tp * cp), "parallel_order": "tp-cp-dp",
+                            "grad_reduce_group": "dp"},
+               "versions": {"hdf5": "1.10.8", "openblas": "OpenBLAS 0.3.21", "mpi": "Open MPI 4.1"},
+               "fingerprint": fingerprint(ranks, cpu)}, open(d + "/run.json", "w"))
+    rows = []
+    for t, (typ, vals) in enumerate((("IO", [5000.0, 5100.0]), ("SYNTHETIC", [x * 1.1 for x in full]), ("FULL", full))):
+        rows.append(["r", typ, 0, 1, 5, glob, ranks, 0, 1.0, 1.0])           # warm-up: ignored
+        for i, v in enumerate(vals):
+            for rank in range(ranks):
+                # other ranks' rows carry nonsense: only rank 0's count
+                rows.append(["r", typ, i, 0, 5, glob, ranks, rank, 5 * glob / v, v if rank == 0 else 1e9])
+    write_csv(d + "/trials.csv", ["run_id", "trial_type", "trial_index", "warmup", "nbatches", "global_batch",
+                                  "ranks", "rank", "seconds", "samples_per_s"], rows)
+    m = sum(full) / len(full)
+    write_csv(d + "/summary.csv",
+              ["trial_type", "mean_samples_per_s", "std_samples_per_s", "min_samples_per_s", "max_samples_per_s",
+               "ntrials", "config", "backend", "ranks", "tp", "cp", "dp", "global_batch_size", "local_batch_size",
+               "bucket_cap_mb", "noddp", "peak_mem_bytes", "machine_key"],
+              [["FULL", m, 0, min(full), max(full), len(full), "tiny", "cpu", ranks, tp, cp, ranks // (tp * cp),
+                glob, local, bucket, "true" if noddp else "false", 1048576 * 64, fingerprint(ranks, cpu)["machine_key"]]])
+
+HEAD = ["run_index", "run_dir", "status", "exit_code", "repeat", "ranks", "threads_per_rank"]
+TAIL = ["full_samples_per_s", "full_std", "synthetic_samples_per_s", "synthetic_std", "io_samples_per_s", "io_std"]
+
+def sweep(root, name, keys, runs, kind=None):
+    """runs: (status, repeat, ranks, {key: value}, make_run kwargs or None)."""
+    os.makedirs(root + "/runs")
+    rows = []
+    for i, (status, rep, ranks, kv, kw) in enumerate(runs):
+        rd = "runs/%03d_ranks=%d_%s_r%d" % (i, ranks, "_".join("%s=%s" % x for x in kv.items()), rep)
+        if kw is not None:
+            make_run(root + "/" + rd, ranks, **kw)
+        rows.append([i, rd, status, 0 if status == "completed" else 2, rep, ranks, 1] + [kv[k] for k in keys] +
+                    [""] * len(TAIL))
+    write_csv(root + "/index.csv", HEAD + keys + TAIL, rows)
+    sj = {"name": name, "command_line": "vitbench sweep " + name}
+    if kind:
+        sj["kind"] = kind
+    json.dump(sj, open(root + "/sweep.json", "w"))
+
+def main():
+    # weak scaling, local batch 4, ddp and noddp; throughput of a point = its repeats' samples pooled
+    W = {  # (ranks, noddp) -> [repeat0 samples, repeat1 samples]
+        (1, False): [[100, 102, 98], [101, 99, 100]],
+        (1, True): [[110, 111, 109], [110, 112, 108]],
+        (2, False): [[180, 184, 176], [182, 178, 180]],
+        (2, True): [[210, 214, 206], [208, 212, 210]],
+        (4, False): [[320, 330, 310], [325, 315, 320]],
+        (4, True): [[400, 410, 390], [405, 395, 400]],
+    }
+    runs = []
+    for (r, nd), reps in W.items():
+        for rep, full in enumerate(reps):
+            runs.append(("completed", rep, r, {"noddp": "true" if nd else "false"},
+                         dict(local=4, glob=4 * r, noddp=nd, full=full)))
+    runs.append(("failed", 2, 4, {"noddp": "false"}, None))                      # listed, not plotted
+    runs.append(("completed", 2, 2, {"noddp": "true"}, dict(local=4, glob=8, noddp=True, full=[1.0])))
+    sweep("weak", "weak_scaling", ["noddp"], runs)
+    os.remove("weak/" + "runs/%03d_ranks=2_noddp=true_r2/trials.csv" % (len(runs) - 1))  # a missing file
+
+    # strong scaling, global batch 16, the 4-rank run on another CPU
+    S = {1: [100, 101, 99], 2: [180, 181, 179], 4: [300, 303, 297]}
+    sweep("strong", "strong_scaling", [],
+          [("completed", 0, r, {}, dict(local=16 // r, glob=16, noddp=False, full=f,
+                                         cpu="Test CPU 9000" if r < 4 else "Other CPU")) for r, f in S.items()],
+          kind="strong_scaling")
+
+    # flags: baseline, one clearly faster, one indistinguishable, one slower
+    F = {"baseline": [100, 101, 99, 100.5, 99.5, 100.2],
+         "num_data_workers=1": [120, 121, 119, 120.5, 119.5, 120.2],
+         "num_data_workers=2": [100.1, 99.2, 101.1, 99.8, 100.4, 100.0],
+         "disable_broadcast_buffers=true": [80, 81, 79, 80.5, 79.5, 80.2]}
+    sweep("flags", "optimization_flags", ["variant", "num_data_workers", "disable_broadcast_buffers"],
+          [("completed", 0, 1, {"variant": v, "num_data_workers": v[-1] if "workers" in v else "0",
+                                "disable_broadcast_buffers": "true" if "broadcast" in v else "false"},
+            dict(local=4, glob=4, noddp=False, full=f)) for v, f in F.items()])
+
+if __name__ == "__main__":
+    main()
+EOF
+python3 make_fixtures.py || fail "fixture generator failed"
+
+run_report() { # dir [flags...]: report must exit 0
+    local out
+    out=$("$VB" report "$@" 2>&1) || fail "report $* exited $?: $out"
+    echo "$out"
+}
+
+# ---- checks of the tables against values computed from the same samples ----
+cat >check.py <<'EOF'
+import csv, math, sys, xml.etree.ElementTree as ET
+
+def rows(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+def near(a, b, what, tol=1e-4):
+    if not math.isclose(float(a), b, rel_tol=tol, abs_tol=1e-9):
+        sys.exit("%s: report says %s, expected %.6g" % (what, a, b))
+
+def mean(x):
+    return sum(x) / len(x)
+
+def median(x):
+    s = sorted(x); n = len(s)
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+def delta_ci(num, den):
+    """ratio of means, delta-method 95% CI with Welch-Satterthwaite df (t quantile from scipy if present)"""
+    try:
+        from scipy.stats import t as tdist
+    except ImportError:
+        return None
+    mx, my = mean(num), mean(den)
+    var = lambda v, m: sum((x - m) ** 2 for x in v) / (len(v) - 1)
+    ax = var(num, mx) / len(num) / mx ** 2
+    ay = var(den, my) / len(den) / my ** 2
+    r = mx / my
+    df = (ax + ay) ** 2 / (ax ** 2 / (len(num) - 1) + ay ** 2 / (len(den) - 1))
+    h = tdist.ppf(0.975, max(1, math.floor(df))) * r * math.sqrt(ax + ay)
+    return r - h, r + h
+
+def svg_ok(path, title):
+    root = ET.parse(path).getroot()
+    if not root.tag.endswith("svg"):
+        sys.exit("%s: root element %s, not svg" % (path, root.tag))
+    text = " ".join(t.text or "" for t in root.iter() if t.tag.endswith("text"))
+    if title not in text:
+        sys.exit("%s: no title %r in its text: %s" % (path, title, text[:300]))
+
+def png_ok(path):
+    with open(path, "rb") as f:
+        if f.read(8) != b"\x89PNG\r\n\x1a\n":
+            sys.exit("%s: not a PNG" % path)
+
+which = sys.argv[1]
+if which == "weak":
+    W = {(1, False): [100, 102, 98, 101, 99, 100], (1, True): [110, 111, 109, 110, 112, 108],
+         (2, False): [180, 184, 176, 182, 178, 180], (2, True): [210, 214, 206, 208, 212, 210],
+         (4, False): [320, 330, 310, 325, 315, 320], (4, True): [400, 410, 390, 405, 395, 400]}
+    t = rows("weak/report/scaling.csv")
+    if len(t) != 6:
+        sys.exit("scaling.csv: %d rows, want 6 (failed run and the run without trials.csv add none)" % len(t))
+    for r in t:
+        n, nd = int(float(r["ranks"])), r["series"] == "noddp=true"
+        s, s1 = W[(n, nd)], W[(1, nd)]
+        near(r["thr_mean"], mean(s), "thr_mean %s" % r)
+        near(r["samples"], len(s), "samples %s" % r)
+        near(r["ideal_thr"], n * mean(s1), "ideal %s" % r)
+        near(r["efficiency"], mean(s) / (n * mean(s1)), "efficiency %s" % r)
+        ci = delta_ci(s, s1)
+        if ci and n > 1:
+            near(r["eff_ci_lo"], ci[0] / n, "eff_ci_lo %s" % r)
+            near(r["eff_ci_hi"], ci[1] / n, "eff_ci_hi %s" % r)
+    o = rows("weak/report/comm_overhead.csv")
+    if len(o) != 3:
+        sys.exit("comm_overhead.csv: %d rows, want 3" % len(o))
+    for r in o:
+        n = int(float(r["ranks"]))
+        near(r["overhead"], 1 - mean(W[(n, False)]) / mean(W[(n, True)]), "overhead %s" % r)
+        ci = delta_ci(W[(n, False)], W[(n, True)])
+        if ci:
+            near(r["overhead_ci_lo"], 1 - ci[1], "overhead_ci_lo %s" % r)
+            near(r["overhead_ci_hi"], 1 - ci[0], "overhead_ci_hi %s" % r)
+        if n == 1 and "dp = 1 has no communication" not in r["notes"]:
+            sys.exit("1-rank overhead CI excludes 0 but is not flagged: %s" % r)
+    f = rows("weak/report/failed_runs.csv")
+    if len(f) != 1 or f[0]["status"] != "failed":
+        sys.exit("failed_runs.csv: %s" % f)
+    for name, title in (("throughput", "Weak scaling: throughput"), ("efficiency", "Weak scaling: efficiency"),
+                        ("comm_overhead", "Communication overhead")):
+        png_ok("weak/report/%s.png" % name)
+        svg_ok("weak/report/%s.svg" % name, title)
+elif which == "strong":
+    S = {1: [100, 101, 99], 2: [180, 181, 179], 4: [300, 303, 297]}
+    t = rows("strong_out/scaling.csv")
+    if len(t) != 3:
+        sys.exit("strong scaling.csv: %d rows" % len(t))
+    for r in t:
+        n = int(float(r["ranks"]))
+        near(r["speedup"], mean(S[n]) / mean(S[1]), "speedup %s" % r)
+        near(r["efficiency"], mean(S[n]) / mean(S[1]) / n, "efficiency %s" % r)
+        if (n == 4) != ("fingerprint differs" in r["notes"]):
+            sys.exit("fingerprint note wrong (only the 4-rank run ran on another CPU): %s" % r)
+    for name, title in (("speedup", "Strong scaling: speedup"), ("efficiency", "Strong scaling: efficiency")):
+        png_ok("strong_out/%s.png" % name)
+        svg_ok("strong_out/%s.svg" % name, title)
+elif which == "flags":
+    F = {"baseline": [100, 101, 99, 100.5, 99.5, 100.2],
+         "num_data_workers=1": [120, 121, 119, 120.5, 119.5, 120.2],
+         "num_data_workers=2": [100.1, 99.2, 101.1, 99.8, 100.4, 100.0],
+         "disable_broadcast_buffers=true": [80, 81, 79, 80.5, 79.5, 80.2]}
+    want = {"baseline": "baseline", "num_data_workers=1": "faster", "num_data_workers=2": "no significant difference",
+            "disable_broadcast_buffers=true": "slower"}
+    t = {r["variant"]: r for r in rows("flags/report/flags.csv")}
+    if set(t) != set(F):
+        sys.exit("flags.csv variants: %s" % list(t))
+    for v, r in t.items():
+        near(r["ratio"], median(F[v]) / median(F["baseline"]), "ratio %s" % v)
+        if r["verdict"] != want[v]:
+            sys.exit("verdict of %s: %s, want %s" % (v, r["verdict"], want[v]))
+        if v != "baseline" and not float(r["ratio_ci_lo"]) <= float(r["ratio"]) <= float(r["ratio_ci_hi"]):
+            sys.exit("ratio outside its CI: %s" % r)
+    # all six of a variant above all six of the baseline: exact Mann-Whitney p = 2 / C(12, 6)
+    near(t["num_data_workers=1"]["p_value"], 2 / math.comb(12, 6), "exact p-value", 1e-3)
+    png_ok("flags/report/flags_ratio.png")
+    svg_ok("flags/report/flags_ratio.svg", "Flags: throughput ratio to the baseline")
+elif which == "run":
+    b = rows("run1/report/breakdown.csv")
+    r0 = b[0]
+    for k, v in (("step_ms", 1000), ("compute_ms", 600), ("comm_hidden_ms", 100), ("comm_exposed_ms", 200),
+                 ("data_wait_ms", 100), ("idle_ms", 100), ("overlap_pct", 100 / 3)):
+        near(r0[k], v, "breakdown %s" % k, 1e-3)
+    s = {r["rank"]: r for r in rows("run1/report/stragglers.csv")}
+    near(s["1"]["median_ms"], 210, "rank 1 median step")
+    near(s["0"]["p90_ms"], 118, "rank 0 p90 step")
+    near(s["1"]["max_ms"], 220, "rank 1 max step")
+    ops = rows("run1/report/top_ops.csv")
+    if [o["name"] for o in ops[:2]] != ["matmul_forward_fc1", "allreduce_wait"]:
+        sys.exit("top ops order: %s" % [o["name"] for o in ops])
+    near(ops[0]["gflop_per_s"], 2e9 / 0.5 / 1e9, "gflop/s from flops / total_s")
+elif which == "html":
+    html = open(sys.argv[2]).read()
+    if "<svg" not in html or "<?xml" in html:
+        sys.exit("%s: no inline <svg, or an XML prolog inside the HTML" % sys.argv[2])
+EOF
+
+out=$(run_report weak)
+grep -q "efficiency" <<<"$out" || fail "weak report printed no main table: $out"
+python3 check.py weak || fail "weak scaling tables"
+python3 check.py html weak/report/report.html || fail "weak report.html"
+grep -q "kind weak_scaling (inferred" weak/report/report.md || fail "weak kind not inferred: $(head -20 weak/report/report.md)"
+grep -q "trials.csv: missing" weak/report/report.md || fail "the run without trials.csv is not reported"
+grep -q "delta-method" weak/report/report.md || fail "report does not say how ratio CIs are made"
+grep -q "Test CPU 9000" weak/report/report.md || fail "report states no fingerprint"
+[ -f weak/report/throughput.gp ] && [ -f weak/report/throughput.dat ] || fail "gnuplot script / data not kept"
+
+run_report strong --output_dir "$TMP/strong_out" >/dev/null
+[ ! -e strong/report ] || fail "--output_dir ignored: strong/report was written"
+python3 check.py strong || fail "strong scaling tables"
+grep -q "kind strong_scaling (from sweep.json)" strong_out/report.md || fail "strong kind not taken from sweep.json"
+grep -q "WARNING: fingerprints differ" strong_out/report.md || fail "differing fingerprints not flagged"
+
+run_report flags >/dev/null
+python3 check.py flags || fail "flags tables"
+grep -q "kind flags (inferred" flags/report/report.md || fail "flags kind not inferred"
+
+# ---- 2. a run directory with timeline, iterations and ops ----
+python3 - <<'EOF' || fail "run fixture"
+import csv, sys
+sys.path.insert(0, ".")
+from make_fixtures import make_run
+make_run("run1", 2, 4, 8, False, [100, 101, 99])
+def w(name, header, rows):
+    with open("run1/" + name, "w", newline="") as f:
+        c = csv.writer(f); c.writerow(header); c.writerows(rows)
+# one 1 s step: compute 0-0.6, comm (comm lane) 0.5-0.8, data wait 0.8-0.9, idle 0.9-1.0
+w("timeline.csv", ["rank", "lane", "kind", "name", "trial_type", "trial_index", "step", "start_s", "dur_s", "bytes",
+                   "flops", "bucket"],
+  [[0, "main", "step", "step", "FULL", 0, 0, 0.0, 1.0, 0, 0, -1],
+   [0, "main", "compute", "matmul_forward_fc1", "FULL", 0, 0, 0.0, 0.6, 0, 0, -1],
+   [0, "main", "io", "data", "FULL", 0, 0, 0.8, 0.1, 0, 0, -1],
+   [0, "comm", "comm", "allreduce", "FULL", 0, 0, 0.5, 0.3, 1000, 0, 0]])
+w("iterations.csv", ["trial", "trial_type", "trial_index", "warmup", "step", "rank", "seconds", "data_wait_s",
+                     "allreduce_calls", "allreduce_bytes", "comm_exposed_s"],
+  [["FULL_0", "FULL", 0, 0, s, r, [[0.10, 0.11, 0.12], [0.20, 0.21, 0.22]][r][s], 0, 1, 100, 0.01]
+   for s in range(3) for r in range(2)] + [["FULL_W", "FULL", 0, 1, 0, 0, 9.0, 0, 0, 0, 0]])
+w("ops.csv", ["rank", "trial_type", "name", "category", "calls", "bytes", "flops", "total_s", "avg_s", "min_s",
+              "max_s", "median_s", "share_of_step"],
+  [[0, "FULL", "matmul_forward_fc1", "compute", 10, 0, 2e9, 0.5, 0.05, 0.04, 0.06, 0.05, 0.4],
+   [0, "FULL", "allreduce_wait", "comm", 10, 0, 0, 0.2, 0.02, 0.01, 0.03, 0.02, 0.16],
+   [0, "SYNTHETIC", "matmul_forward_fc1", "compute", 10, 0, 2e9, 9.0, 0.9, 0.9, 0.9, 0.9, 0.9],
+   [1, "FULL", "layernorm_forward", "compute", 10, 0, 0, 5.0, 0.5, 0.5, 0.5, 0.5, 0.9]])
+open("run1/trace.json", "w").write("{}")
+EOF
+out=$(run_report run1)
+grep -q "FULL" <<<"$out" || fail "run report printed no throughput table: $out"
+python3 check.py run || fail "run tables"
+grep -q "Slowest rank: 1" run1/report/report.md || fail "straggler not named: $(grep -i slowest run1/report/report.md)"
+grep -q '](../trace.json)' run1/report/report.md || fail "trace.json not linked relatively"
+python3 check.py html run1/report/report.html || fail "run report.html"
+
+# ---- 3. bad input ----
+expect_exit2() { # what args...
+    local what=$1 out rc
+    shift
+    out=$("$VB" report "$@" 2>&1)
+    rc=$?
+    [ $rc -eq 2 ] || fail "$what: exit $rc, want 2: $out"
+    [ "$(wc -l <<<"$out")" = 1 ] || fail "$what: more than one line: $out"
+    echo "$out"
+}
+out=$(expect_exit2 "missing PATH" "$TMP/nope") && grep -q "$TMP/nope" <<<"$out" || fail "missing PATH not named: $out"
+mkdir -p empty
+out=$(expect_exit2 "neither run nor sweep" empty) && grep -q "neither a run directory" <<<"$out" || fail "$out"
+out=$(expect_exit2 "unknown flag" weak --bogus) && grep -q -- "--bogus" <<<"$out" || fail "flag not named: $out"
+expect_exit2 "no PATH" >/dev/null
+mkdir -p badcsv && printf 'run_index,run_dir,status\n0,"runs/x,completed\n' >badcsv/index.csv
+out=$(expect_exit2 "malformed index.csv" badcsv) && grep -q "index.csv" <<<"$out" || fail "bad CSV not named: $out"
+
+# no gnuplot on PATH: one warning, tables only
+out=$(PATH=/nonexistent "$VB" report flags --output_dir "$TMP/noplot" 2>&1) || fail "report without gnuplot exited $?: $out"
+[ "$(grep -c 'gnuplot not found' <<<"$out")" = 1 ] || fail "want one gnuplot warning: $out"
+[ -f noplot/flags.csv ] && [ -f noplot/report.html ] || fail "tables not written without gnuplot"
+ls noplot/*.png >/dev/null 2>&1 && fail "figures written without gnuplot"
+run_report flags --no_plots --output_dir "$TMP/noplot2" >/dev/null
+ls noplot2/*.svg >/dev/null 2>&1 && fail "--no_plots wrote figures"
+
+# ---- 4. a real tiny weak-scaling sweep ----
+"$VB" datagen --output_dir data/tiny --years 1 --valid_years 1 --samples_per_year 16 --channels 4 --img_size 32,64 \
+    >datagen.log 2>&1 || fail "datagen: $(cat datagen.log)"
+out=$(OMP_NUM_THREADS=1 "$VB" sweep weak_scaling --config tiny --ranks 1,2 --repeats 2 --output_dir real \
+    --benchy_config "$QUICK" --timeout_s 300 2>&1) || fail "real sweep (needs sweep --repeats) exited $?: $out"
+d=$(ls -d real/weak_scaling_* 2>/dev/null | head -1)
+[ -n "$d" ] || fail "no sweep directory under real/: $out"
+out=$(run_report "$d")
+grep -q "efficiency" <<<"$out" || fail "real sweep: no main table: $out"
+python3 - "$d/report" <<'EOF' || fail "real sweep report tables"
+import csv, sys
+d = sys.argv[1]
+t = list(csv.DictReader(open(d + "/scaling.csv")))
+if len(t) != 4:
+    sys.exit("scaling.csv: %d rows, want 4 (ranks 1, 2 x ddp, noddp)" % len(t))
+for r in t:
+    if int(r["samples"]) != 4 or float(r["thr_mean"]) <= 0:
+        sys.exit("each point: 2 repeats x 2 timed FULL trials: %s" % r)
+    if r["ranks"] == "1" and abs(float(r["efficiency"]) - 1) > 1e-12:
+        sys.exit("efficiency at 1 rank is not 1: %s" % r)
+o = list(csv.DictReader(open(d + "/comm_overhead.csv")))
+if len(o) != 2:
+    sys.exit("comm_overhead.csv: %d rows, want 2" % len(o))
+EOF
+grep -q "kind weak_scaling" "$d/report/report.md" || fail "real sweep: kind not weak_scaling"
+python3 check.py html "$d/report/report.html" || fail "real sweep report.html"
+grep -q "Time breakdown per rank" "$d/report/report.md" || fail "real sweep: no per-run sections"
+
+echo "test_report: OK"
