@@ -1,0 +1,638 @@
+/* trace.c: `vitbench trace PATH [--output FILE]`: timeline.csv as a Chrome
+ * trace (JSON object format) for Perfetto / chrome://tracing.
+ *
+ * PATH is a run directory (reads PATH/timeline.csv and PATH/run.json, writes
+ * PATH/trace.json) or a timeline.csv file (run.json and trace.json beside it).
+ *
+ * What the trace holds:
+ *   - one process per rank: pid = rank, "process_name" "rank r",
+ *     "process_sort_index" r
+ *   - one thread per lane, tid stable per lane name: main 0, comm 1,
+ *     loader<k> 10+k (k < 90), stream<N> 100+N (N < 100000; nsys imports),
+ *     any other lane 200000 + its index among the other lane names sorted
+ *   - rows of one lane that overlap without nesting (allreduces of several
+ *     buckets in flight at once on the comm lane) cannot share a thread:
+ *     viewers need slices on a thread to nest. Such a row goes to the
+ *     lane's first sub-thread where it nests, "comm (2)", "comm (3)", ...
+ *     with tid = lane tid + 1000000 x (k-1), sorted after their lane
+ *   - an "X" (complete) event per row that has a duration, "cat" = kind;
+ *     step rows are named "step <k>"; args bytes, flops (when > 0), step
+ *     (>= 0), bucket (>= 0), trial_type and trial_index (when the row has a
+ *     trial type)
+ *   - an "i" (instant, thread scope) event per marker row
+ *   - a flow ("s" on the marker's thread, "f" with "bp":"e" on the comm
+ *     lane) from each bucket_ready marker to the comm-lane row of the same
+ *     rank, trial, step and bucket (the allreduce it released)
+ *   - a "samples/s" counter per rank: at each step's start, global batch /
+ *     step duration (the global batch read from run.json), back to 0 where a
+ *     step is not followed directly by another
+ * Times are microseconds written from integer nanoseconds (three decimals),
+ * so what the viewer reads is exact; a row that ends at most 1 ns after the
+ * row enclosing it on its lane (rounding) is cut to its parent's end, so
+ * nesting holds in the viewer. The file is streamed, never built in memory.
+ */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <libgen.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/analysis.h"
+#include "analysis/breakdown.h"
+#include "core/common.h"
+#include "core/results.h"
+
+#define TID_OTHER_BASE 200000
+#define TID_SUBLANE_STEP 1000000 /* tid of sub-thread k of a lane: lane tid + k x this */
+#define MAX_SUBLANES 2000        /* keeps every tid below 2^31 */
+
+typedef struct {
+    char timeline[VB_PATH_MAX];
+    char runjson[VB_PATH_MAX];
+    char output[VB_PATH_MAX];
+} trace_paths;
+
+typedef struct {
+    const vb_timeline *t;
+    int64_t *ts, *end;    /* per event, nanoseconds */
+    int *tid;             /* per event: the lane's tid, then its sub-thread's */
+    int *order;           /* events sorted by rank, lane tid, start, end desc, depth */
+    int nprocs;           /* processes to name: max(nranks, run.json ranks) */
+    double global_batch;  /* 0: no counters */
+    const char *source;
+    long nflows, unmatched;
+} trace_ctx;
+
+static void usage(FILE *f) {
+    fputs("usage: vitbench trace PATH [--output FILE]\n"
+          "  PATH      a run directory (its timeline.csv) or a timeline.csv file\n"
+          "  --output  where to write the Chrome trace (default trace.json beside timeline.csv)\n"
+          "Open the file in https://ui.perfetto.dev or chrome://tracing.\n",
+          f);
+}
+
+/* ------------------------------------------------------------------ inputs */
+
+static void dir_of(const char *path, char *out, size_t n) {
+    char copy[VB_PATH_MAX];
+    vb_snprintf(copy, sizeof copy, "%s", path);
+    vb_snprintf(out, n, "%s", dirname(copy));
+}
+
+static void parse_args(int argc, char **argv, trace_paths *p) {
+    const char *path = NULL, *output = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--output") == 0) {
+            if (i + 1 >= argc || !argv[i + 1][0]) vb_die_input("trace: --output needs a file name");
+            output = argv[++i];
+        } else if (strncmp(a, "--output=", 9) == 0) {
+            output = a + 9;
+            if (!*output) vb_die_input("trace: --output needs a file name");
+        } else if (a[0] == '-' && a[1]) {
+            vb_die_input("trace: unknown option '%s' (usage: vitbench trace PATH [--output FILE])", a);
+        } else if (path) {
+            vb_die_input("trace: unexpected argument '%s' (one PATH: a run directory or a timeline.csv)", a);
+        } else {
+            path = a;
+        }
+    }
+    if (!path) vb_die_input("trace: missing PATH (a run directory or a timeline.csv; see vitbench trace --help)");
+    char dir[VB_PATH_MAX];
+    if (vb_dir_exists(path)) {
+        vb_snprintf(dir, sizeof dir, "%s", path);
+        vb_snprintf(p->timeline, sizeof p->timeline, "%s/timeline.csv", path);
+        if (!vb_file_exists(p->timeline))
+            vb_die_input("trace: %s: no timeline.csv in this run directory (runs write it when profile_steps > 0)",
+                         path);
+    } else if (vb_file_exists(path)) {
+        dir_of(path, dir, sizeof dir);
+        vb_snprintf(p->timeline, sizeof p->timeline, "%s", path);
+    } else {
+        vb_die_input("trace: %s: no such file or directory", path);
+    }
+    vb_snprintf(p->runjson, sizeof p->runjson, "%s/run.json", dir);
+    if (output)
+        vb_snprintf(p->output, sizeof p->output, "%s", output);
+    else
+        vb_snprintf(p->output, sizeof p->output, "%s/trace.json", dir);
+}
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 4096, n = 0;
+    char *s = malloc(cap);
+    if (!s) vb_die_internal("out of memory reading %s", path);
+    size_t k;
+    while ((k = fread(s + n, 1, cap - n - 1, f)) > 0) {
+        n += k;
+        if (cap - n - 1 == 0) {
+            cap *= 2;
+            s = realloc(s, cap);
+            if (!s) vb_die_internal("out of memory reading %s", path);
+        }
+    }
+    s[n] = '\0';
+    fclose(f);
+    return s;
+}
+
+static double json_num(const cJSON *o, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : 0.0;
+}
+
+/* Samples per step = the global batch (local batch x dp); the rank count
+ * names processes that have no events. A missing run.json (a timeline.csv
+ * copied elsewhere) only costs the counters (a warning into warn, printed
+ * once the trace is written); a corrupt one is an error. */
+static void read_run_json(const char *path, double *global_batch, int *ranks, char *warn, size_t wn) {
+    *global_batch = 0;
+    *ranks = 0;
+    warn[0] = '\0';
+    char *text = slurp(path);
+    if (!text) {
+        snprintf(warn, wn, "%s: missing, so no samples/s counters (they need the global batch size)", path);
+        return;
+    }
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        vb_die_input("trace: %s: not a JSON object", path);
+    }
+    double gb = json_num(root, "global_batch_size");
+    if (gb <= 0) {
+        double dp = json_num(cJSON_GetObjectItemCaseSensitive(root, "parallel"), "dp");
+        gb = json_num(root, "local_batch_size") * dp;
+    }
+    if (gb > 0 && isfinite(gb))
+        *global_batch = gb;
+    else
+        snprintf(warn, wn, "%s: no global_batch_size (nor local_batch_size and parallel.dp): no samples/s counters",
+                 path);
+    double r = json_num(root, "ranks");
+    if (r >= 1 && r <= 1e6) *ranks = (int)r;
+    cJSON_Delete(root);
+}
+
+/* ------------------------------------------------------------------- lanes */
+
+/* Array length for per-event scratch (at least one, so malloc never sees 0). */
+static size_t slots(int n) {
+    return n > 0 ? (size_t)n : 1;
+}
+
+/* 10+k for loader<k>, 100+N for stream<N>; -1 for other names. */
+static int numbered_lane(const char *lane, const char *prefix, long limit) {
+    size_t n = strlen(prefix);
+    if (strncmp(lane, prefix, n) != 0 || !lane[n]) return -1;
+    char *end;
+    errno = 0;
+    long k = strtol(lane + n, &end, 10);
+    if (*end || errno || k < 0 || k >= limit || lane[n] == '-' || lane[n] == '+' || lane[n] == ' ') return -1;
+    return (int)k;
+}
+
+static int known_tid(const char *lane) {
+    if (strcmp(lane, "main") == 0) return 0;
+    if (strcmp(lane, "comm") == 0) return 1;
+    int k = numbered_lane(lane, "loader", 90);
+    if (k >= 0) return 10 + k;
+    k = numbered_lane(lane, "stream", 100000);
+    if (k >= 0) return 100 + k;
+    return -1;
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Other lane names get tids by their sorted order, so the same lanes give
+ * the same tids whatever the row order. */
+static void assign_tids(const vb_timeline *t, int *tid) {
+    const char **other = malloc(slots(t->n) * sizeof *other);
+    if (!other) vb_die_internal("out of memory");
+    int no = 0;
+    for (int i = 0; i < t->n; i++) {
+        tid[i] = known_tid(t->ev[i].lane);
+        if (tid[i] < 0) other[no++] = t->ev[i].lane;
+    }
+    qsort(other, (size_t)no, sizeof *other, cmp_str);
+    int nu = 0;
+    for (int i = 0; i < no; i++)
+        if (nu == 0 || strcmp(other[nu - 1], other[i]) != 0) other[nu++] = other[i];
+    for (int i = 0; i < t->n; i++) {
+        if (tid[i] >= 0) continue;
+        const char *key = t->ev[i].lane;
+        const char **hit = bsearch(&key, other, (size_t)nu, sizeof *other, cmp_str);
+        tid[i] = TID_OTHER_BASE + (int)(hit - other);
+    }
+    free(other);
+}
+
+/* ---------------------------------------------------------- times, nesting */
+
+static int depth_of(const char *kind) {
+    if (strcmp(kind, "trial") == 0) return 0;
+    if (strcmp(kind, "step") == 0) return 1;
+    if (strcmp(kind, "phase") == 0) return 2;
+    if (strcmp(kind, "marker") == 0) return 4;
+    return 3;
+}
+
+static const trace_ctx *g_sort_ctx; /* qsort has no context argument in C11 */
+
+static int cmp_order(const void *pa, const void *pb) {
+    const trace_ctx *c = g_sort_ctx;
+    int a = *(const int *)pa, b = *(const int *)pb;
+    const vb_tl_event *ea = &c->t->ev[a], *eb = &c->t->ev[b];
+    if (ea->rank != eb->rank) return ea->rank < eb->rank ? -1 : 1;
+    if (c->tid[a] != c->tid[b]) return c->tid[a] < c->tid[b] ? -1 : 1;
+    if (c->ts[a] != c->ts[b]) return c->ts[a] < c->ts[b] ? -1 : 1;
+    if (c->end[a] != c->end[b]) return c->end[a] > c->end[b] ? -1 : 1; /* parents first */
+    int da = depth_of(ea->kind), db = depth_of(eb->kind);
+    if (da != db) return da < db ? -1 : 1;
+    return (a > b) - (a < b);
+}
+
+static int cmp_thread(const void *pa, const void *pb) {
+    const trace_ctx *c = g_sort_ctx;
+    int a = *(const int *)pa, b = *(const int *)pb;
+    if (c->t->ev[a].rank != c->t->ev[b].rank) return c->t->ev[a].rank < c->t->ev[b].rank ? -1 : 1;
+    return (c->tid[a] > c->tid[b]) - (c->tid[a] < c->tid[b]);
+}
+
+static void quantize(const vb_timeline *t, int64_t *ts, int64_t *end) {
+    for (int i = 0; i < t->n; i++) {
+        const vb_tl_event *e = &t->ev[i];
+        /* 1e9 s is 30 years: anything larger is not a timeline time */
+        if (fabs(e->start_s) > 1e9 || e->dur_s > 1e9)
+            vb_die_input("trace: timeline record %d: start_s %g / dur_s %g out of range", i + 2, e->start_s, e->dur_s);
+        ts[i] = llround(e->start_s * 1e9);
+        end[i] = llround((e->start_s + e->dur_s) * 1e9);
+        if (end[i] < ts[i]) end[i] = ts[i];
+    }
+}
+
+/* Within one rank's lane (consecutive in `order`), cut a slice that pokes
+ * out of the slice enclosing it by at most 1 ns: rounding, not data. */
+static void clamp_nesting(trace_ctx *c) {
+    int *stack = malloc(slots(c->t->n) * sizeof *stack);
+    if (!stack) vb_die_internal("out of memory");
+    int sp = 0;
+    for (int k = 0; k < c->t->n; k++) {
+        int i = c->order[k];
+        if (k > 0) {
+            int p = c->order[k - 1];
+            if (c->t->ev[p].rank != c->t->ev[i].rank || c->tid[p] != c->tid[i]) sp = 0;
+        }
+        if (strcmp(c->t->ev[i].kind, "marker") == 0) continue;
+        while (sp > 0 && c->end[stack[sp - 1]] <= c->ts[i]) sp--;
+        if (sp > 0) {
+            int64_t over = c->end[i] - c->end[stack[sp - 1]];
+            if (over > 0 && over <= 1) c->end[i] = c->end[stack[sp - 1]];
+        }
+        stack[sp++] = i;
+    }
+    free(stack);
+}
+
+/* Moves rows that overlap a row of their lane without nesting in it to the
+ * lane's first sub-thread where they nest. Rows arrive by start (parents
+ * first), so each sub-thread is a stack of open rows, linked via `up`. */
+static void split_overlaps(trace_ctx *c) {
+    const vb_timeline *t = c->t;
+    int *up = malloc(slots(t->n) * sizeof *up);
+    int *top = malloc(MAX_SUBLANES * sizeof *top);
+    if (!up || !top) vb_die_internal("out of memory");
+    int nsub = 0, base = 0;
+    for (int k = 0; k < t->n; k++) {
+        int i = c->order[k];
+        if (k == 0 || t->ev[c->order[k - 1]].rank != t->ev[i].rank || base != c->tid[i]) nsub = 0;
+        base = c->tid[i];
+        if (strcmp(t->ev[i].kind, "marker") == 0) continue;
+        int s = 0;
+        for (;; s++) {
+            if (s == nsub) {
+                if (nsub == MAX_SUBLANES)
+                    vb_die_input("trace: rank %d lane %s: more than %d rows overlap at %.9f s", t->ev[i].rank,
+                                 t->ev[i].lane, MAX_SUBLANES, t->ev[i].start_s);
+                top[nsub++] = -1;
+            }
+            while (top[s] >= 0 && c->end[top[s]] <= c->ts[i]) top[s] = up[top[s]];
+            if (top[s] < 0 || c->end[top[s]] >= c->end[i]) break;
+        }
+        up[i] = top[s];
+        top[s] = i;
+        c->tid[i] = base + s * TID_SUBLANE_STEP;
+    }
+    free(up);
+    free(top);
+}
+
+/* ------------------------------------------------------------------ output */
+
+static void put_us(FILE *f, int64_t ns) {
+    if (ns < 0) {
+        fputc('-', f);
+        ns = -ns;
+    }
+    fprintf(f, "%lld.%03lld", (long long)(ns / 1000), (long long)(ns % 1000));
+}
+
+/* Length of a valid UTF-8 sequence at s, or 0. */
+static int utf8_len(const unsigned char *s) {
+    if (s[0] < 0x80) return 1;
+    int n = (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3 : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
+    if (n == 0 || (n == 2 && s[0] < 0xC2) || (n == 4 && s[0] > 0xF4)) return 0;
+    for (int i = 1; i < n; i++)
+        if ((s[i] & 0xC0) != 0x80) return 0;
+    return n;
+}
+
+/* A JSON string: quotes, backslashes and control characters escaped; bytes
+ * that are not UTF-8 become U+FFFD so strict parsers accept the file. */
+static void put_str(FILE *f, const char *s) {
+    fputc('"', f);
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        if (*p == '"' || *p == '\\') {
+            fputc('\\', f);
+            fputc(*p++, f);
+        } else if (*p < 0x20) {
+            fprintf(f, "\\u%04x", *p++);
+        } else {
+            int n = utf8_len(p);
+            if (n == 0) {
+                fputs("\\ufffd", f);
+                p++;
+            } else {
+                fwrite(p, 1, (size_t)n, f);
+                p += n;
+            }
+        }
+    }
+    fputc('"', f);
+}
+
+typedef struct {
+    FILE *f;
+    bool first;
+} emitter;
+
+static void next(emitter *em) {
+    fputs(em->first ? "\n" : ",\n", em->f);
+    em->first = false;
+}
+
+static void put_meta(emitter *em, const char *what, int pid, int tid, const char *key, const char *sval, long ival) {
+    next(em);
+    fprintf(em->f, "{\"ph\":\"M\",\"name\":\"%s\",\"pid\":%d,\"tid\":%d,\"args\":{\"%s\":", what, pid, tid, key);
+    if (sval)
+        put_str(em->f, sval);
+    else
+        fprintf(em->f, "%ld", ival);
+    fputs("}}", em->f);
+}
+
+static void put_metadata(emitter *em, const trace_ctx *c) {
+    char name[32];
+    for (int r = 0; r < c->nprocs; r++) {
+        snprintf(name, sizeof name, "rank %d", r);
+        put_meta(em, "process_name", r, 0, "name", name, 0);
+        put_meta(em, "process_sort_index", r, 0, "sort_index", NULL, r);
+    }
+    /* one thread_name per (rank, thread): the first event of each */
+    int *first = malloc(slots(c->t->n) * sizeof *first);
+    if (!first) vb_die_internal("out of memory");
+    for (int i = 0; i < c->t->n; i++) first[i] = i;
+    g_sort_ctx = c;
+    qsort(first, (size_t)c->t->n, sizeof *first, cmp_thread);
+    for (int k = 0; k < c->t->n; k++) {
+        int i = first[k];
+        if (k > 0 && cmp_thread(&first[k - 1], &first[k]) == 0) continue;
+        int sub = c->tid[i] / TID_SUBLANE_STEP, lane_tid = c->tid[i] % TID_SUBLANE_STEP;
+        char tname[64];
+        if (sub == 0)
+            snprintf(tname, sizeof tname, "%s", c->t->ev[i].lane);
+        else
+            snprintf(tname, sizeof tname, "%s (%d)", c->t->ev[i].lane, sub + 1);
+        put_meta(em, "thread_name", c->t->ev[i].rank, c->tid[i], "name", tname, 0);
+        /* sub-threads right after their lane */
+        put_meta(em, "thread_sort_index", c->t->ev[i].rank, c->tid[i], "sort_index", NULL,
+                 (long)lane_tid * MAX_SUBLANES + sub);
+    }
+    free(first);
+}
+
+static void put_args(FILE *f, const vb_tl_event *e) {
+    fputs(",\"args\":{", f);
+    bool any = false;
+#define SEP() (any ? fputc(',', f) : (any = true, 0))
+    if (e->bytes > 0) SEP(), fprintf(f, "\"bytes\":%.17g", e->bytes);
+    if (e->flops > 0) SEP(), fprintf(f, "\"flops\":%.17g", e->flops);
+    if (e->step >= 0) SEP(), fprintf(f, "\"step\":%d", e->step);
+    if (e->bucket >= 0) SEP(), fprintf(f, "\"bucket\":%d", e->bucket);
+    if (e->trial_type[0]) {
+        SEP();
+        fputs("\"trial_type\":", f);
+        put_str(f, e->trial_type);
+        fprintf(f, ",\"trial_index\":%d", e->trial_index);
+    }
+#undef SEP
+    fputc('}', f);
+}
+
+static void put_event(emitter *em, const trace_ctx *c, int i) {
+    const vb_tl_event *e = &c->t->ev[i];
+    FILE *f = em->f;
+    bool marker = strcmp(e->kind, "marker") == 0;
+    next(em);
+    fprintf(f, "{\"ph\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":", marker ? "i" : "X", e->rank, c->tid[i]);
+    put_us(f, c->ts[i]);
+    if (marker) {
+        fputs(",\"s\":\"t\"", f);
+    } else {
+        fputs(",\"dur\":", f);
+        put_us(f, c->end[i] - c->ts[i]);
+    }
+    fputs(",\"cat\":", f);
+    put_str(f, e->kind);
+    fputs(",\"name\":", f);
+    if (strcmp(e->kind, "step") == 0 && e->step >= 0) {
+        char s[32];
+        snprintf(s, sizeof s, "step %d", e->step);
+        put_str(f, s);
+    } else {
+        put_str(f, e->name);
+    }
+    put_args(f, e);
+    fputc('}', f);
+}
+
+static void put_counter(emitter *em, int rank, int64_t ts, double v) {
+    next(em);
+    fprintf(em->f, "{\"ph\":\"C\",\"name\":\"samples/s\",\"pid\":%d,\"tid\":0,\"ts\":", rank);
+    put_us(em->f, ts);
+    fprintf(em->f, ",\"args\":{\"samples/s\":%.9g}}", v);
+}
+
+/* Steps of each rank's main lane are consecutive in `order`, by start. */
+static void put_counters(emitter *em, const trace_ctx *c) {
+    if (c->global_batch <= 0) return;
+    int prev = -1;
+    for (int k = 0; k <= c->t->n; k++) {
+        int i = k < c->t->n ? c->order[k] : -1;
+        bool step = i >= 0 && strcmp(c->t->ev[i].kind, "step") == 0 && c->end[i] > c->ts[i];
+        if (!step) continue;
+        if (prev >= 0 && (c->t->ev[prev].rank != c->t->ev[i].rank || c->end[prev] < c->ts[i]))
+            put_counter(em, c->t->ev[prev].rank, c->end[prev], 0.0);
+        put_counter(em, c->t->ev[i].rank, c->ts[i], c->global_batch / ((double)(c->end[i] - c->ts[i]) * 1e-9));
+        prev = i;
+    }
+    if (prev >= 0) put_counter(em, c->t->ev[prev].rank, c->end[prev], 0.0);
+}
+
+/* --------------------------------------------------------------- flows */
+
+static bool is_bucket_comm(const vb_tl_event *e) {
+    return e->bucket >= 0 && strcmp(e->lane, "comm") == 0 && strcmp(e->kind, "comm") == 0;
+}
+
+static int cmp_flow_key(const vb_tl_event *a, const vb_tl_event *b) {
+    if (a->rank != b->rank) return a->rank < b->rank ? -1 : 1;
+    int s = strcmp(a->trial_type, b->trial_type);
+    if (s) return s;
+    if (a->trial_index != b->trial_index) return a->trial_index < b->trial_index ? -1 : 1;
+    if (a->step != b->step) return a->step < b->step ? -1 : 1;
+    if (a->bucket != b->bucket) return a->bucket < b->bucket ? -1 : 1;
+    return 0;
+}
+
+static int cmp_comm_idx(const void *pa, const void *pb) {
+    const trace_ctx *c = g_sort_ctx;
+    int a = *(const int *)pa, b = *(const int *)pb;
+    int k = cmp_flow_key(&c->t->ev[a], &c->t->ev[b]);
+    if (k) return k;
+    if (c->ts[a] != c->ts[b]) return c->ts[a] < c->ts[b] ? -1 : 1;
+    return (a > b) - (a < b);
+}
+
+/* First comm-lane row (by start) with the marker's key, or -1. */
+static int find_allreduce(const trace_ctx *c, const int *comm, int nc, const vb_tl_event *m) {
+    int lo = 0, hi = nc;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (cmp_flow_key(&c->t->ev[comm[mid]], m) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < nc && cmp_flow_key(&c->t->ev[comm[lo]], m) == 0 ? comm[lo] : -1;
+}
+
+static void put_flow_end(emitter *em, const char *ph, long id, int pid, int tid, int64_t ts, int bucket) {
+    next(em);
+    fprintf(em->f, "{\"ph\":\"%s\",\"id\":%ld,\"cat\":\"ddp\",\"name\":\"bucket %d\",\"pid\":%d,\"tid\":%d,\"ts\":", ph,
+            id, bucket, pid, tid);
+    put_us(em->f, ts);
+    fputs(ph[0] == 'f' ? ",\"bp\":\"e\"}" : "}", em->f);
+}
+
+static void put_flows(emitter *em, trace_ctx *c) {
+    const vb_timeline *t = c->t;
+    int *comm = malloc(slots(t->n) * sizeof *comm);
+    if (!comm) vb_die_internal("out of memory");
+    int nc = 0;
+    for (int i = 0; i < t->n; i++)
+        if (is_bucket_comm(&t->ev[i])) comm[nc++] = i;
+    g_sort_ctx = c;
+    qsort(comm, (size_t)nc, sizeof *comm, cmp_comm_idx);
+    for (int k = 0; k < t->n; k++) {
+        int i = c->order[k];
+        const vb_tl_event *m = &t->ev[i];
+        if (strcmp(m->kind, "marker") != 0 || strcmp(m->name, "bucket_ready") != 0 || m->bucket < 0) continue;
+        int j = find_allreduce(c, comm, nc, m);
+        if (j < 0) {
+            c->unmatched++;
+            continue;
+        }
+        long id = ++c->nflows;
+        put_flow_end(em, "s", id, m->rank, c->tid[i], c->ts[i], m->bucket);
+        put_flow_end(em, "f", id, t->ev[j].rank, c->tid[j], c->ts[j], m->bucket);
+    }
+    free(comm);
+}
+
+static void write_trace(FILE *f, void *ctx) {
+    trace_ctx *c = ctx;
+    c->nflows = c->unmatched = 0;
+    fputs("{\"displayTimeUnit\":\"ms\",\"otherData\":{\"generator\":\"vitbench trace\",\"source\":", f);
+    put_str(f, c->source);
+    fprintf(f, ",\"events\":%d},\"traceEvents\":[", c->t->n);
+    emitter em = {f, true};
+    put_metadata(&em, c);
+    for (int k = 0; k < c->t->n; k++) put_event(&em, c, c->order[k]);
+    put_counters(&em, c);
+    put_flows(&em, c);
+    fputs("\n]}\n", f);
+}
+
+/* -------------------------------------------------------------------- main */
+
+int vb_trace_main(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return 0;
+        }
+    trace_paths p;
+    parse_args(argc, argv, &p);
+
+    vb_timeline t;
+    char err[1024];
+    int rc = vb_timeline_read(p.timeline, &t, err, sizeof err);
+    if (rc != 0) vb_die_input("trace: %s", err);
+
+    trace_ctx c = {.t = &t, .source = p.timeline};
+    int ranks = 0;
+    char run_warn[VB_PATH_MAX + 128];
+    read_run_json(p.runjson, &c.global_batch, &ranks, run_warn, sizeof run_warn);
+    c.nprocs = t.nranks > ranks ? t.nranks : ranks;
+    size_t n = slots(t.n);
+    c.ts = malloc(n * sizeof *c.ts);
+    c.end = malloc(n * sizeof *c.end);
+    c.tid = malloc(n * sizeof *c.tid);
+    c.order = malloc(n * sizeof *c.order);
+    if (!c.ts || !c.end || !c.tid || !c.order) vb_die_internal("out of memory for %d timeline events", t.n);
+    quantize(&t, c.ts, c.end);
+    assign_tids(&t, c.tid);
+    for (int i = 0; i < t.n; i++) c.order[i] = i;
+    g_sort_ctx = &c;
+    qsort(c.order, (size_t)t.n, sizeof *c.order, cmp_order);
+    clamp_nesting(&c);
+    split_overlaps(&c);
+
+    /* warnings only after the write, so a failure is the one line printed */
+    if (vb_atomic_write(p.output, write_trace, &c) != 0)
+        vb_die_input("trace: %s: cannot write (%s)", p.output, strerror(errno));
+    if (run_warn[0]) vb_warn("%s", run_warn);
+    if (t.n == 0) vb_warn("%s: no events (header only): the trace holds only metadata", p.timeline);
+    if (c.unmatched > 0)
+        vb_warn("%s: %ld bucket_ready markers have no comm-lane row of the same rank, step and bucket (no flow drawn)",
+                p.timeline, c.unmatched);
+    printf("vitbench trace: %s: %d events, %d ranks, %ld flows%s; open it in https://ui.perfetto.dev or "
+           "chrome://tracing\n",
+           p.output, t.n, c.nprocs, c.nflows, c.global_batch > 0 ? ", samples/s counters" : "");
+    free(c.ts);
+    free(c.end);
+    free(c.tid);
+    free(c.order);
+    vb_timeline_free(&t);
+    return 0;
+}
