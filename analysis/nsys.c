@@ -1,0 +1,795 @@
+/* nsys.c: `vitbench nsys FILE... [--filter_time START/END] [--output_dir DIR]`
+ * imports `nsys stats --format csv` reports into vitbench's files.
+ *
+ * Reports are recognised by their header, not their file name:
+ *   cuda_gpu_trace    Start, Duration, Name (+ Strm/Stream, Device, Bytes)
+ *   nvtx_sum          Range, Total Time, Instances
+ *   cuda_gpu_sum      Total Time, Instances, Operation (or Category)
+ *   cuda_gpu_kern_sum Total Time, Instances/Calls, Name
+ * Column names of both generations are accepted ("Avg (ns)" / "Average",
+ * "Med" / "Median", "Min" / "Minimum", "Max" / "Maximum", "Instances" /
+ * "Calls" / "Count", "Strm" / "Stream"); a time column's unit is read from
+ * its header, "(ns)", "(us)", "(ms)", "(s)", none meaning ns. Extra columns,
+ * up to 10 preamble lines before the header (what nsys prints while it
+ * exports), CRLF and a byte order mark are tolerated.
+ *
+ * Outputs, in --output_dir (default: the first FILE's directory; never a
+ * vitbench run directory, whose own ops.csv / timeline.csv it would
+ * overwrite):
+ *   ops.csv        profile.h's columns; rank 0, or a trace's device id;
+ *                  trial_type "nsys"; category compute / comm (kernels whose
+ *                  name starts with "nccl", case-insensitive, after an
+ *                  optional "void ") / memcpy ("[CUDA memcpy ...]",
+ *                  "[CUDA memset ...]") / nvtx (nvtx_sum ranges, which nest,
+ *                  so their share_of_step is left empty); share_of_step =
+ *                  total / the rank's summed GPU time; a kernel found in a
+ *                  trace and a summary is taken from the trace (it has exact
+ *                  medians and honours --filter_time), from cuda_gpu_kern_sum
+ *                  before cuda_gpu_sum; unknown values (bytes, flops, a median
+ *                  an old report lacks) are 0 / empty
+ *   timeline.csv   (a trace only) core/timeline.h's format: lane stream<N>,
+ *                  kind compute / comm / memcpy, trial_type "nsys", step -1
+ *   breakdown.csv  (a trace only) breakdown.h over one window per device,
+ *                  first kernel start to last kernel end: nccl kernels
+ *                  overlapping compute kernels on any stream are hidden
+ * --filter_time START/END (nsys syntax: a plain number is ns, else terms
+ * with s, ms, us, ns suffixes, "4s420ms") keeps the trace rows that lie
+ * entirely inside the window; a summary report has no times, so the option
+ * is an error for it.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <libgen.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "analysis/analysis.h"
+#include "analysis/breakdown.h"
+#include "analysis/csv.h"
+#include "core/common.h"
+#include "core/results.h"
+
+#define MAX_PREAMBLE_LINES 10
+#define TOP_KERNELS 10
+
+typedef enum { R_TRACE, R_KERN_SUM, R_GPU_SUM, R_NVTX_SUM } report_kind;
+static const char *const k_report_names[] = {"cuda_gpu_trace", "cuda_gpu_kern_sum", "cuda_gpu_sum", "nvtx_sum"};
+
+/* The columns a report may have; -1 when absent. */
+enum { K_NAME, K_TOTAL, K_CALLS, K_AVG, K_MED, K_MIN, K_MAX, K_START, K_DUR, K_STREAM, K_DEVICE, K_BYTES, K_N };
+
+typedef struct {
+    const char *path;
+    vb_csv csv;
+    report_kind kind;
+    int col[K_N];
+    double scale[K_N];     /* seconds per unit of a time column; bytes per unit of Bytes */
+    int first_record;      /* record number of the header in the file (preamble lines before it) */
+} report;
+
+/* ------------------------------------------------------------ header names */
+
+/* "Total Time (ns)" -> base "Total Time", unit "ns"; "Time(%)" -> "Time", "%". */
+static void split_header(const char *h, char *base, size_t bn, char *unit, size_t un) {
+    while (isspace((unsigned char)*h)) h++;
+    size_t len = strlen(h);
+    while (len > 0 && isspace((unsigned char)h[len - 1])) len--;
+    unit[0] = '\0';
+    const char *open = NULL;
+    if (len > 0 && h[len - 1] == ')') open = memrchr(h, '(', len);
+    size_t blen = open ? (size_t)(open - h) : len;
+    if (open) {
+        size_t ulen = (size_t)(h + len - 1 - (open + 1));
+        snprintf(unit, un, "%.*s", (int)ulen, open + 1);
+    }
+    while (blen > 0 && isspace((unsigned char)h[blen - 1])) blen--;
+    snprintf(base, bn, "%.*s", (int)blen, h);
+}
+
+static bool any_of(const char *s, const char *const *names) {
+    for (; *names; names++)
+        if (strcasecmp(s, *names) == 0) return true;
+    return false;
+}
+
+static const char *const k_aliases[K_N][5] = {
+    [K_NAME] = {"Name", NULL},
+    [K_TOTAL] = {"Total Time", NULL},
+    [K_CALLS] = {"Instances", "Calls", "Count", "Num Calls", NULL},
+    [K_AVG] = {"Avg", "Average", NULL},
+    [K_MED] = {"Med", "Median", NULL},
+    [K_MIN] = {"Min", "Minimum", NULL},
+    [K_MAX] = {"Max", "Maximum", NULL},
+    [K_START] = {"Start", NULL},
+    [K_DUR] = {"Duration", NULL},
+    [K_STREAM] = {"Strm", "Stream", NULL},
+    [K_DEVICE] = {"Device", NULL},
+    [K_BYTES] = {"Bytes", NULL},
+};
+
+static bool is_time_col(int k) {
+    return k == K_TOTAL || k == K_AVG || k == K_MED || k == K_MIN || k == K_MAX || k == K_START || k == K_DUR;
+}
+
+/* Seconds per unit; 0 for a unit that is not a time unit. */
+static double time_unit(const char *u) {
+    if (!*u) return 1e-9; /* the oldest reports write bare nanoseconds */
+    if (!strcmp(u, "ns") || !strcmp(u, "nsec")) return 1e-9;
+    if (!strcmp(u, "us") || !strcmp(u, "usec") || !strcmp(u, "\xc2\xb5s") || !strcmp(u, "\xce\xbcs")) return 1e-6;
+    if (!strcmp(u, "ms") || !strcmp(u, "msec")) return 1e-3;
+    if (!strcmp(u, "s") || !strcmp(u, "sec")) return 1.0;
+    return 0.0;
+}
+
+/* Fills r->col / r->scale from the header and decides the report kind.
+ * Returns false when the header is none of the four reports. A time column
+ * with a unit we do not know is an error (its numbers cannot be read). */
+static bool classify_header(report *r, const vb_csv *h) {
+    int c_range = -1, c_operation = -1, c_category = -1;
+    for (int k = 0; k < K_N; k++) {
+        r->col[k] = -1;
+        r->scale[k] = 1.0;
+    }
+    for (int i = 0; i < h->ncols; i++) {
+        char base[128], unit[32];
+        split_header(h->header[i], base, sizeof base, unit, sizeof unit);
+        if (!strcasecmp(base, "Range")) c_range = i;
+        if (!strcasecmp(base, "Operation")) c_operation = i;
+        if (!strcasecmp(base, "Category")) c_category = i;
+        for (int k = 0; k < K_N; k++) {
+            if (r->col[k] >= 0 || !any_of(base, k_aliases[k])) continue;
+            r->col[k] = i;
+            if (is_time_col(k)) {
+                r->scale[k] = time_unit(unit);
+                if (r->scale[k] == 0)
+                    vb_die_input("nsys: %s: column '%s': unknown time unit '%s' (ns, us, ms or s)", r->path,
+                                 h->header[i], unit);
+            } else if (k == K_BYTES) {
+                /* only plain bytes: a MB column's convention (1e6 or 2^20) is not written in the file */
+                bool plain = !*unit || !strcasecmp(unit, "B") || !strcasecmp(unit, "byte") || !strcasecmp(unit, "bytes");
+                if (!plain) r->col[k] = -1;
+            }
+        }
+    }
+    if (r->col[K_START] >= 0 && r->col[K_DUR] >= 0 && r->col[K_NAME] >= 0) {
+        r->kind = R_TRACE;
+        return true;
+    }
+    if (r->col[K_TOTAL] < 0 || r->col[K_CALLS] < 0) return false;
+    if (c_range >= 0) {
+        r->kind = R_NVTX_SUM;
+        r->col[K_NAME] = c_range;
+        return true;
+    }
+    if (c_operation >= 0 || (c_category >= 0 && r->col[K_NAME] >= 0)) {
+        r->kind = R_GPU_SUM;
+        if (c_operation >= 0) r->col[K_NAME] = c_operation;
+        return true;
+    }
+    if (r->col[K_NAME] >= 0) {
+        r->kind = R_KERN_SUM;
+        return true;
+    }
+    return false;
+}
+
+/* ------------------------------------------------------------ reading */
+
+static char *slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) vb_die_input("nsys: %s: cannot open (%s)", path, strerror(errno));
+    size_t cap = 65536, n = 0, k;
+    char *s = malloc(cap);
+    if (!s) vb_die_internal("out of memory reading %s", path);
+    while ((k = fread(s + n, 1, cap - n, f)) > 0) {
+        n += k;
+        if (n == cap) {
+            cap *= 2;
+            s = realloc(s, cap);
+            if (!s) vb_die_internal("out of memory reading %s", path);
+        }
+    }
+    bool bad = ferror(f) != 0;
+    fclose(f);
+    if (bad) vb_die_input("nsys: %s: read error", path);
+    *len = n;
+    return s;
+}
+
+/* Finds the header among the first lines (nsys may print a line or two
+ * first) and parses the report from there. Exits 2 naming the file when no
+ * line is a known report header. */
+static void read_report(const char *path, report *r) {
+    memset(r, 0, sizeof *r);
+    r->path = path;
+    size_t len;
+    char *text = slurp(path, &len);
+    size_t off = 0;
+    for (int line = 0; line <= MAX_PREAMBLE_LINES && off < len; line++) {
+        const char *nl = memchr(text + off, '\n', len - off);
+        size_t end = nl ? (size_t)(nl - text) + 1 : len;
+        vb_csv head;
+        char why[256];
+        bool ok = false;
+        if (vb_csv_parse(text + off, end - off, &head, why, sizeof why) == 0) {
+            ok = classify_header(r, &head);
+            vb_csv_free(&head);
+        }
+        if (ok) {
+            if (vb_csv_parse(text + off, len - off, &r->csv, why, sizeof why) != 0)
+                vb_die_input("nsys: %s: %s", path, why);
+            r->first_record = line + 1;
+            free(text);
+            return;
+        }
+        off = end;
+    }
+    free(text);
+    vb_die_input("nsys: %s: not an `nsys stats --format csv` report this command reads (cuda_gpu_trace, "
+                 "cuda_gpu_kern_sum, cuda_gpu_sum or nvtx_sum): no such header in its first %d lines",
+                 path, MAX_PREAMBLE_LINES + 1);
+}
+
+/* Record number in the file of data row `row` (for messages). */
+static int record_of(const report *r, int row) {
+    return r->first_record + row + 1;
+}
+
+static double need_num(const report *r, int row, int k) {
+    double v;
+    if (!vb_csv_num(&r->csv, row, r->col[k], &v) || v < 0)
+        vb_die_input("nsys: %s: record %d: column '%s': '%s' is not a non-negative number", r->path,
+                     record_of(r, row), r->csv.header[r->col[k]], vb_csv_get(&r->csv, row, r->col[k]));
+    return v * r->scale[k];
+}
+
+/* NaN when the column is absent or the cell empty / not a number. */
+static double opt_num(const report *r, int row, int k) {
+    double v;
+    if (r->col[k] < 0 || !vb_csv_num(&r->csv, row, r->col[k], &v)) return NAN;
+    return v * r->scale[k];
+}
+
+/* ------------------------------------------------------------ classification */
+
+typedef enum { CAT_COMPUTE, CAT_COMM, CAT_MEMCPY, CAT_NVTX } op_cat;
+static const char *const k_cat_names[] = {"compute", "comm", "memcpy", "nvtx"};
+
+static op_cat classify_kernel(const char *name) {
+    if (!strncmp(name, "void ", 5)) name += 5;
+    if (!strncasecmp(name, "nccl", 4)) return CAT_COMM;
+    if (!strncmp(name, "[CUDA memcpy", 12) || !strncmp(name, "[CUDA memset", 12)) return CAT_MEMCPY;
+    return CAT_COMPUTE;
+}
+
+/* "NVIDIA H100 80GB HBM3 (0)" -> 0, "3" -> 3, "GPU1" -> 1, "" -> 0. */
+static int device_id(const char *s) {
+    size_t n = strlen(s);
+    while (n > 0 && (s[n - 1] == ')' || isspace((unsigned char)s[n - 1]))) n--;
+    size_t e = n;
+    while (n > 0 && isdigit((unsigned char)s[n - 1])) n--;
+    if (n == e || e - n > 6) return 0;
+    return atoi(s + n);
+}
+
+/* ------------------------------------------------------------ --filter_time */
+
+typedef struct {
+    bool on;
+    double start_s, end_s;
+    const char *text;
+} time_window;
+
+/* nsys time syntax: "123" (ns) or terms like "4s420ms", "1.5ms", "200us". */
+static bool parse_nsys_time(const char *s, double *out) {
+    if (!*s) return false;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || v < 0 || !isfinite(v)) return false;
+    if (!*end) {
+        *out = v * 1e-9;
+        return true;
+    }
+    double total = 0;
+    while (*s) {
+        errno = 0;
+        v = strtod(s, &end);
+        if (errno || end == s || v < 0 || !isfinite(v) || *s == '+' || *s == '-') return false;
+        double unit;
+        if (!strncmp(end, "ms", 2)) {
+            unit = 1e-3;
+            end += 2;
+        } else if (!strncmp(end, "us", 2)) {
+            unit = 1e-6;
+            end += 2;
+        } else if (!strncmp(end, "ns", 2)) {
+            unit = 1e-9;
+            end += 2;
+        } else if (*end == 's') {
+            unit = 1.0;
+            end += 1;
+        } else {
+            return false;
+        }
+        total += v * unit;
+        s = end;
+    }
+    *out = total;
+    return true;
+}
+
+static void parse_window(const char *text, time_window *w) {
+    const char *slash = strchr(text, '/');
+    char a[64], b[64];
+    if (!slash || (size_t)(slash - text) >= sizeof a || strlen(slash + 1) >= sizeof b)
+        vb_die_input("nsys: --filter_time '%s': want START/END (e.g. 4s420ms/35s390ms; plain numbers are ns)", text);
+    snprintf(a, sizeof a, "%.*s", (int)(slash - text), text);
+    snprintf(b, sizeof b, "%s", slash + 1);
+    if (!parse_nsys_time(a, &w->start_s) || !parse_nsys_time(b, &w->end_s))
+        vb_die_input("nsys: --filter_time '%s': a time is a plain number of ns or terms with s, ms, us, ns "
+                     "(e.g. 4s420ms)", text);
+    if (!(w->end_s > w->start_s)) vb_die_input("nsys: --filter_time '%s': END must be after START", text);
+    w->on = true;
+    w->text = text;
+}
+
+/* ------------------------------------------------------------ op rows */
+
+typedef struct {
+    int rank;
+    const char *name;      /* points into a report's cells */
+    op_cat cat;
+    int prio;              /* lower wins among duplicates: trace, kern_sum, gpu_sum */
+    int file;
+    double calls, bytes, total, avg, min, max, med; /* seconds; NaN unknown */
+    double share;
+} op_row;
+
+typedef struct {
+    op_row *v;
+    int n, cap;
+} op_rows;
+
+static op_row *push_op(op_rows *o) {
+    if (o->n == o->cap) {
+        o->cap = o->cap ? 2 * o->cap : 64;
+        o->v = realloc(o->v, (size_t)o->cap * sizeof *o->v);
+        if (!o->v) vb_die_internal("out of memory");
+    }
+    op_row *r = &o->v[o->n++];
+    memset(r, 0, sizeof *r);
+    return r;
+}
+
+static int prio_of(report_kind k) {
+    return k == R_TRACE ? 0 : k == R_KERN_SUM ? 1 : 2;
+}
+
+static void summary_rows(const report *r, int file, op_rows *out) {
+    for (int i = 0; i < r->csv.nrows; i++) {
+        const char *name = vb_csv_get(&r->csv, i, r->col[K_NAME]);
+        op_row *o = push_op(out);
+        o->rank = 0;
+        o->name = name;
+        o->cat = r->kind == R_NVTX_SUM ? CAT_NVTX : classify_kernel(name);
+        o->prio = prio_of(r->kind);
+        o->file = file;
+        o->total = need_num(r, i, K_TOTAL);
+        o->calls = need_num(r, i, K_CALLS);
+        o->avg = opt_num(r, i, K_AVG);
+        if (isnan(o->avg) && o->calls > 0) o->avg = o->total / o->calls;
+        o->min = opt_num(r, i, K_MIN);
+        o->max = opt_num(r, i, K_MAX);
+        o->med = opt_num(r, i, K_MED);
+    }
+}
+
+/* One GPU activity of a trace. */
+typedef struct {
+    int rank, file;
+    const char *name;
+    op_cat cat;
+    char lane[24];
+    double start_s, dur_s, bytes;
+} gpu_act;
+
+typedef struct {
+    gpu_act *v;
+    int n, cap;
+} gpu_acts;
+
+static void trace_rows(const report *r, int file, const time_window *w, gpu_acts *out) {
+    for (int i = 0; i < r->csv.nrows; i++) {
+        double start = need_num(r, i, K_START), dur = need_num(r, i, K_DUR);
+        if (w->on && (start < w->start_s || start + dur > w->end_s)) continue;
+        if (out->n == out->cap) {
+            out->cap = out->cap ? 2 * out->cap : 1024;
+            out->v = realloc(out->v, (size_t)out->cap * sizeof *out->v);
+            if (!out->v) vb_die_internal("out of memory");
+        }
+        gpu_act *a = &out->v[out->n++];
+        a->rank = r->col[K_DEVICE] >= 0 ? device_id(vb_csv_get(&r->csv, i, r->col[K_DEVICE])) : 0;
+        a->file = file;
+        a->name = vb_csv_get(&r->csv, i, r->col[K_NAME]);
+        a->cat = classify_kernel(a->name);
+        a->start_s = start;
+        a->dur_s = dur;
+        double b = opt_num(r, i, K_BYTES);
+        a->bytes = isnan(b) ? 0 : b;
+        double strm;
+        if (r->col[K_STREAM] >= 0 && vb_csv_num(&r->csv, i, r->col[K_STREAM], &strm) && strm >= 0 && strm < 1e9 &&
+            strm == floor(strm))
+            snprintf(a->lane, sizeof a->lane, "stream%.0f", strm);
+        else
+            snprintf(a->lane, sizeof a->lane, "stream"); /* no stream column: one lane */
+    }
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int cmp_act_name(const void *pa, const void *pb) {
+    const gpu_act *a = pa, *b = pb;
+    if (a->rank != b->rank) return a->rank < b->rank ? -1 : 1;
+    return strcmp(a->name, b->name);
+}
+
+/* Per (device, name) statistics of the kept trace rows. Sorts acts. */
+static void trace_stats(gpu_acts *acts, op_rows *out) {
+    qsort(acts->v, (size_t)acts->n, sizeof *acts->v, cmp_act_name);
+    double *d = malloc((size_t)(acts->n > 0 ? acts->n : 1) * sizeof *d);
+    if (!d) vb_die_internal("out of memory");
+    for (int i = 0; i < acts->n;) {
+        int j = i;
+        while (j < acts->n && cmp_act_name(&acts->v[i], &acts->v[j]) == 0) j++;
+        op_row *o = push_op(out);
+        o->rank = acts->v[i].rank;
+        o->name = acts->v[i].name;
+        o->cat = acts->v[i].cat;
+        o->prio = 0;
+        o->file = acts->v[i].file;
+        int n = j - i;
+        for (int k = 0; k < n; k++) {
+            d[k] = acts->v[i + k].dur_s;
+            o->total += d[k];
+            o->bytes += acts->v[i + k].bytes;
+        }
+        qsort(d, (size_t)n, sizeof *d, cmp_double);
+        o->calls = n;
+        o->avg = o->total / n;
+        o->min = d[0];
+        o->max = d[n - 1];
+        o->med = n % 2 ? d[n / 2] : 0.5 * (d[n / 2 - 1] + d[n / 2]);
+        i = j;
+    }
+    free(d);
+}
+
+/* ------------------------------------------------------------ dedupe, share */
+
+static bool is_gpu(op_cat c) {
+    return c != CAT_NVTX;
+}
+
+static int cmp_op_key(const void *pa, const void *pb) {
+    const op_row *a = pa, *b = pb;
+    if (a->rank != b->rank) return a->rank < b->rank ? -1 : 1;
+    if (is_gpu(a->cat) != is_gpu(b->cat)) return is_gpu(a->cat) ? -1 : 1;
+    int s = strcmp(a->name, b->name);
+    if (s) return s;
+    if (a->prio != b->prio) return a->prio < b->prio ? -1 : 1;
+    return (a->file > b->file) - (a->file < b->file);
+}
+
+static int cmp_op_total(const void *pa, const void *pb) {
+    const op_row *a = pa, *b = pb;
+    if (a->rank != b->rank) return a->rank < b->rank ? -1 : 1;
+    if (is_gpu(a->cat) != is_gpu(b->cat)) return is_gpu(a->cat) ? -1 : 1;
+    if (a->total != b->total) return a->total > b->total ? -1 : 1;
+    return strcmp(a->name, b->name);
+}
+
+/* Keeps one row per (rank, GPU-or-NVTX, name): the best source's. Returns
+ * how many were dropped. Then sorts by total time and fills share. */
+static int dedupe_and_share(op_rows *o) {
+    qsort(o->v, (size_t)o->n, sizeof *o->v, cmp_op_key);
+    int k = 0, dropped = 0;
+    for (int i = 0; i < o->n; i++) {
+        if (k > 0) {
+            const op_row *p = &o->v[k - 1], *c = &o->v[i];
+            if (p->rank == c->rank && is_gpu(p->cat) == is_gpu(c->cat) && !strcmp(p->name, c->name)) {
+                dropped++;
+                continue;
+            }
+        }
+        o->v[k++] = o->v[i];
+    }
+    o->n = k;
+    qsort(o->v, (size_t)o->n, sizeof *o->v, cmp_op_total);
+    for (int i = 0; i < o->n;) {
+        int j = i;
+        double sum = 0;
+        while (j < o->n && o->v[j].rank == o->v[i].rank) {
+            if (is_gpu(o->v[j].cat)) sum += o->v[j].total;
+            j++;
+        }
+        for (int m = i; m < j; m++) o->v[m].share = is_gpu(o->v[m].cat) && sum > 0 ? o->v[m].total / sum : NAN;
+        i = j;
+    }
+    return dropped;
+}
+
+/* ------------------------------------------------------------ writers */
+
+static void put_num(FILE *f, double v) {
+    fputc(',', f);
+    if (!isnan(v)) fprintf(f, "%.9g", v);
+}
+
+static void write_ops(FILE *f, void *ctx) {
+    const op_rows *o = ctx;
+    fputs("rank,trial_type,name,category,calls,bytes,flops,total_s,avg_s,min_s,max_s,median_s,share_of_step,"
+          "gflop_per_s,gb_per_s\n",
+          f);
+    for (int i = 0; i < o->n; i++) {
+        const op_row *r = &o->v[i];
+        fprintf(f, "%d,nsys,", r->rank);
+        vb_csv_field(f, r->name);
+        fprintf(f, ",%s,%.0f,%.0f,0", k_cat_names[r->cat], r->calls, r->bytes);
+        put_num(f, r->total);
+        put_num(f, r->avg);
+        put_num(f, r->min);
+        put_num(f, r->max);
+        put_num(f, r->med);
+        put_num(f, r->share);
+        put_num(f, NAN); /* flops unknown */
+        put_num(f, r->bytes > 0 && r->total > 0 ? r->bytes / r->total / 1e9 : NAN);
+        fputc('\n', f);
+    }
+}
+
+static int cmp_act_time(const void *pa, const void *pb) {
+    const gpu_act *a = pa, *b = pb;
+    if (a->rank != b->rank) return a->rank < b->rank ? -1 : 1;
+    /* stream7 before stream13: shorter names first, then by text */
+    size_t la = strlen(a->lane), lb = strlen(b->lane);
+    if (la != lb) return la < lb ? -1 : 1;
+    int s = strcmp(a->lane, b->lane);
+    if (s) return s;
+    if (a->start_s != b->start_s) return a->start_s < b->start_s ? -1 : 1;
+    return (a->dur_s < b->dur_s) - (a->dur_s > b->dur_s);
+}
+
+static void write_timeline(FILE *f, void *ctx) {
+    const gpu_acts *acts = ctx;
+    fputs("rank,lane,kind,name,trial_type,trial_index,step,start_s,dur_s,bytes,flops,bucket\n", f);
+    for (int i = 0; i < acts->n; i++) {
+        const gpu_act *a = &acts->v[i];
+        fprintf(f, "%d,%s,%s,", a->rank, a->lane, k_cat_names[a->cat]);
+        vb_csv_field(f, a->name);
+        fprintf(f, ",nsys,0,-1,%.9f,%.9f,%.0f,0,-1\n", a->start_s, a->dur_s, a->bytes);
+    }
+}
+
+static void to_timeline(const gpu_acts *acts, vb_timeline *t) {
+    memset(t, 0, sizeof *t);
+    for (int i = 0; i < acts->n; i++) {
+        const gpu_act *a = &acts->v[i];
+        vb_tl_event e = {.rank = a->rank, .step = -1, .bucket = -1, .start_s = a->start_s, .dur_s = a->dur_s,
+                         .bytes = a->bytes};
+        snprintf(e.lane, sizeof e.lane, "%s", a->lane);
+        snprintf(e.kind, sizeof e.kind, "%s", k_cat_names[a->cat]);
+        snprintf(e.name, sizeof e.name, "%.*s", (int)sizeof e.name - 1, a->name); /* names are not used */
+        snprintf(e.trial_type, sizeof e.trial_type, "nsys");
+        vb_timeline_add(t, &e);
+    }
+}
+
+/* ------------------------------------------------------------ stdout */
+
+static void print_top(const op_rows *o) {
+    int order[TOP_KERNELS], n = 0;
+    /* rows are by rank then total: merge into one top list across ranks */
+    bool *used = calloc((size_t)(o->n > 0 ? o->n : 1), sizeof *used);
+    if (!used) vb_die_internal("out of memory");
+    while (n < TOP_KERNELS) {
+        int best = -1;
+        for (int i = 0; i < o->n; i++)
+            if (!used[i] && is_gpu(o->v[i].cat) && (best < 0 || o->v[i].total > o->v[best].total)) best = i;
+        if (best < 0) break;
+        used[best] = true;
+        order[n++] = best;
+    }
+    free(used);
+    if (n == 0) return;
+    printf("\ntop GPU activities by total time:\n  %4s  %12s  %6s  %9s  %-8s  %s\n", "rank", "total_ms", "share",
+           "calls", "category", "name");
+    for (int k = 0; k < n; k++) {
+        const op_row *r = &o->v[order[k]];
+        printf("  %4d  %12.3f  %5.1f%%  %9.0f  %-8s  %.70s%s\n", r->rank, r->total * 1e3, 100 * r->share, r->calls,
+               k_cat_names[r->cat], r->name, strlen(r->name) > 70 ? "..." : "");
+    }
+}
+
+static void print_breakdown(const vb_breakdown *b, int n) {
+    printf("\nbreakdown (one window per device: first kernel start to last kernel end; ms):\n"
+           "  %4s  %10s  %10s  %10s  %10s  %10s  %10s  %10s  %8s\n",
+           "rank", "window", "compute", "comm", "hidden", "exposed", "memcpy", "idle", "overlap");
+    for (int i = 0; i < n; i++) {
+        char ov[16] = "-";
+        if (!isnan(b[i].overlap_pct)) snprintf(ov, sizeof ov, "%.1f%%", b[i].overlap_pct);
+        printf("  %4d  %10.3f  %10.3f  %10.3f  %10.3f  %10.3f  %10.3f  %10.3f  %8s\n", b[i].rank, b[i].step_s * 1e3,
+               b[i].compute_s * 1e3, b[i].comm_s * 1e3, b[i].comm_hidden_s * 1e3, b[i].comm_exposed_s * 1e3,
+               b[i].memcpy_s * 1e3, b[i].idle_s * 1e3, ov);
+    }
+}
+
+/* ------------------------------------------------------------ main */
+
+static void usage(FILE *f) {
+    fputs("usage: vitbench nsys FILE... [--filter_time START/END] [--output_dir DIR]\n"
+          "  FILE            `nsys stats --format csv` reports: cuda_gpu_trace, cuda_gpu_kern_sum,\n"
+          "                  cuda_gpu_sum, nvtx_sum (recognised by their columns)\n"
+          "  --filter_time   keep trace rows entirely inside START/END (nsys syntax: 4s420ms/35s390ms;\n"
+          "                  plain numbers are ns); trace reports only\n"
+          "  --output_dir    where ops.csv, timeline.csv, breakdown.csv go (default: FILE's directory)\n",
+          f);
+}
+
+typedef struct {
+    const char **files;
+    int nfiles;
+    time_window win;
+    char outdir[VB_PATH_MAX];
+} nsys_args;
+
+static void parse_args(int argc, char **argv, nsys_args *a) {
+    memset(a, 0, sizeof *a);
+    a->files = malloc((size_t)(argc > 0 ? argc : 1) * sizeof *a->files);
+    if (!a->files) vb_die_internal("out of memory");
+    const char *outdir = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *s = argv[i], *val = NULL;
+        if (!strcmp(s, "--filter_time") || !strcmp(s, "--output_dir")) {
+            if (i + 1 >= argc || !argv[i + 1][0]) vb_die_input("nsys: %s needs a value", s);
+            val = argv[++i];
+        } else if (!strncmp(s, "--filter_time=", 14) || !strncmp(s, "--output_dir=", 13)) {
+            val = strchr(s, '=') + 1;
+            if (!*val) vb_die_input("nsys: %.*s needs a value", (int)(strchr(s, '=') - s), s);
+        } else if (s[0] == '-' && s[1]) {
+            vb_die_input("nsys: unknown option '%s' (usage: vitbench nsys FILE... [--filter_time START/END] "
+                         "[--output_dir DIR])", s);
+        } else {
+            a->files[a->nfiles++] = s;
+            continue;
+        }
+        if (!strncmp(s, "--filter_time", 13))
+            parse_window(val, &a->win);
+        else
+            outdir = val;
+    }
+    if (a->nfiles == 0) vb_die_input("nsys: no FILE (give `nsys stats --format csv` reports; see vitbench nsys --help)");
+    for (int i = 0; i < a->nfiles; i++)
+        if (!vb_file_exists(a->files[i])) vb_die_input("nsys: %s: no such file", a->files[i]);
+    if (outdir) {
+        vb_snprintf(a->outdir, sizeof a->outdir, "%s", outdir);
+    } else {
+        char copy[VB_PATH_MAX];
+        vb_snprintf(copy, sizeof copy, "%s", a->files[0]);
+        vb_snprintf(a->outdir, sizeof a->outdir, "%s", dirname(copy));
+    }
+}
+
+static void out_path(const nsys_args *a, const char *name, char *buf, size_t n) {
+    vb_snprintf(buf, n, "%s/%s", a->outdir, name);
+}
+
+static void prepare_outdir(const nsys_args *a) {
+    char p[VB_PATH_MAX];
+    out_path(a, "run.json", p, sizeof p);
+    if (vb_file_exists(p))
+        vb_die_input("nsys: --output_dir %s holds a vitbench run (run.json): its ops.csv and timeline.csv would be "
+                     "overwritten; give another --output_dir", a->outdir);
+    if (vb_mkdir_p(a->outdir) != 0)
+        vb_die_input("nsys: --output_dir %s: cannot create directory (%s)", a->outdir, strerror(errno));
+}
+
+static void write_or_die(const nsys_args *a, const char *name, void (*fn)(FILE *, void *), void *ctx) {
+    char p[VB_PATH_MAX];
+    out_path(a, name, p, sizeof p);
+    if (vb_atomic_write(p, fn, ctx) != 0) vb_die_input("nsys: %s: cannot write (%s)", p, strerror(errno));
+}
+
+/* Traces of one device from two files would be merged into one rank with
+ * unrelated clocks: refuse. */
+static void check_devices(const gpu_acts *acts, const nsys_args *a) {
+    int n = acts->n;
+    for (int i = 1; i < n; i++) {
+        const gpu_act *x = &acts->v[i - 1], *y = &acts->v[i];
+        if (x->rank == y->rank && x->file != y->file)
+            vb_die_input("nsys: %s: device %d is also in %s; import each process's trace with its own --output_dir",
+                         a->files[y->file], y->rank, a->files[x->file]);
+    }
+}
+
+static int cmp_act_device(const void *pa, const void *pb) {
+    const gpu_act *a = pa, *b = pb;
+    if (a->rank != b->rank) return a->rank < b->rank ? -1 : 1;
+    return (a->file > b->file) - (a->file < b->file);
+}
+
+int vb_nsys_main(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        }
+    nsys_args a;
+    parse_args(argc, argv, &a);
+
+    report *reps = calloc((size_t)a.nfiles, sizeof *reps);
+    if (!reps) vb_die_internal("out of memory");
+    op_rows ops = {0};
+    gpu_acts acts = {0};
+    int ntrace = 0;
+    for (int f = 0; f < a.nfiles; f++) {
+        report *r = &reps[f];
+        read_report(a.files[f], r);
+        if (r->kind != R_TRACE && a.win.on)
+            vb_die_input("nsys: %s: --filter_time needs a cuda_gpu_trace report; this %s summary has no times",
+                         r->path, k_report_names[r->kind]);
+        if (r->kind == R_TRACE) {
+            ntrace++;
+            trace_rows(r, f, &a.win, &acts);
+        } else {
+            summary_rows(r, f, &ops);
+        }
+    }
+    qsort(acts.v, (size_t)acts.n, sizeof *acts.v, cmp_act_device);
+    check_devices(&acts, &a);
+    prepare_outdir(&a);
+
+    trace_stats(&acts, &ops);
+    int dropped = dedupe_and_share(&ops);
+    write_or_die(&a, "ops.csv", write_ops, &ops);
+
+    vb_breakdown *bd = NULL;
+    int nbd = 0;
+    if (ntrace > 0) {
+        qsort(acts.v, (size_t)acts.n, sizeof *acts.v, cmp_act_time);
+        write_or_die(&a, "timeline.csv", write_timeline, &acts);
+        vb_timeline t;
+        to_timeline(&acts, &t);
+        int n = vb_breakdown_ranks(&t, &bd);
+        for (int i = 0; i < n; i++)
+            if (bd[i].steps > 0) bd[nbd++] = bd[i]; /* devices the trace has */
+        vb_timeline_free(&t);
+        char p[VB_PATH_MAX];
+        out_path(&a, "breakdown.csv", p, sizeof p);
+        if (vb_breakdown_write_csv(p, bd, nbd) != 0) vb_die_input("nsys: %s: cannot write (%s)", p, strerror(errno));
+    }
+
+    printf("vitbench nsys: %d report%s -> %s/ops.csv (%d rows)%s\n", a.nfiles, a.nfiles == 1 ? "" : "s", a.outdir,
+           ops.n, ntrace ? ", timeline.csv, breakdown.csv" : "");
+    for (int f = 0; f < a.nfiles; f++) printf("  %s: %s, %d rows\n", a.files[f], k_report_names[reps[f].kind], reps[f].csv.nrows);
+    if (a.win.on) printf("  --filter_time %s: %d trace rows inside the window\n", a.win.text, acts.n);
+    if (dropped) printf("  %d rows also found in a preferred report (trace > cuda_gpu_kern_sum > cuda_gpu_sum) left out\n", dropped);
+    if (ntrace > 0 && acts.n == 0) vb_warn("no trace rows%s: timeline.csv and breakdown.csv are empty", a.win.on ? " inside --filter_time" : "");
+    print_top(&ops);
+    if (nbd > 0) print_breakdown(bd, nbd);
+
+    free(bd);
+    free(ops.v);
+    free(acts.v);
+    for (int f = 0; f < a.nfiles; f++) vb_csv_free(&reps[f].csv);
+    free(reps);
+    free(a.files);
+    return 0;
+}

@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# test_nsys.sh <vitbench>: `vitbench nsys` on the hand-made reports in
+# tests/fixtures/nsys (README.md there has the activities and the figures
+# computed by hand).
+#   1. summaries of both generations: ops.csv rows, units, classification,
+#      share_of_step, old reports without a median; BOM + CRLF + preamble
+#   2. traces of both generations (us / ns): per-kernel statistics, bytes,
+#      timeline.csv, breakdown.csv = the hand-computed overlap figures
+#   3. --filter_time on both generations (us suffixes / plain ns)
+#   4. a kernel in a trace and a summary is counted once (from the trace)
+#   5. bad input: exit 2 with one line naming the file / flag
+set -u
+
+VB=${1:?usage: test_nsys.sh <path-to-vitbench>}
+SRC=${VB_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
+FX=$SRC/tests/fixtures/nsys
+fail() { echo "test_nsys: FAIL: $*" >&2; exit 1; }
+[ -x "$VB" ] || fail "not an executable: $VB"
+command -v python3 >/dev/null || fail "python3 is needed to check the CSVs"
+
+TMP=$(mktemp -d /tmp/vb_nsys.XXXXXX) || fail "mktemp"
+trap 'rm -rf "$TMP"' EXIT
+
+# check.py DIR 'python expression over ops (list of dicts), bd, tl' ...: each must be true
+cat >"$TMP/check.py" <<'PY'
+import csv, math, os, sys
+d = sys.argv[1]
+def rows(name):
+    p = os.path.join(d, name)
+    return list(csv.DictReader(open(p, newline=""))) if os.path.exists(p) else None
+ops, bd, tl = rows("ops.csv"), rows("breakdown.csv"), rows("timeline.csv")
+def op(name, rank="0"):
+    m = [r for r in ops if r["name"] == name and r["rank"] == rank]
+    assert len(m) == 1, f"{len(m)} rows for {name!r} rank {rank}: {ops}"
+    return m[0]
+def near(a, b, rel=1e-6):
+    return abs(float(a) - b) <= rel * max(abs(b), 1e-30)
+for expr in sys.argv[2:]:
+    if not eval(expr):
+        print(f"test_nsys: not true: {expr}\n  ops={ops}\n  breakdown={bd}", file=sys.stderr)
+        sys.exit(1)
+PY
+check() { python3 "$TMP/check.py" "$@" || fail "checks on $1"; }
+
+GEMM='void gemm_kernel<float, 128>(float const*, float*)'
+AR='ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)'
+AG='ncclDevKernel_AllGather_RING_LL(ncclDevComm*)'
+FUSED='void fused_kernel<float, 4>(float*, int) "quoted"'
+
+# ---- 1. summaries ----
+# the old report with a byte order mark, CRLF line ends and a preamble line
+printf '\xef\xbb\xbfUsing report.sqlite for SQL queries.\n' >"$TMP/old_sum.csv"
+cat "$FX/cuda_gpu_kern_sum_old.csv" >>"$TMP/old_sum.csv"
+sed -i 's/$/\r/' "$TMP/old_sum.csv"
+out=$("$VB" nsys "$FX/cuda_gpu_kern_sum_new.csv" "$TMP/old_sum.csv" "$FX/nvtx_sum_new.csv" --output_dir "$TMP/sum" 2>&1) ||
+    fail "summaries exited $?: $out"
+[ ! -e "$TMP/sum/timeline.csv" ] || fail "summaries alone must not write a timeline"
+check "$TMP/sum" \
+    "list(ops[0].keys()) == 'rank,trial_type,name,category,calls,bytes,flops,total_s,avg_s,min_s,max_s,median_s,share_of_step,gflop_per_s,gb_per_s'.split(',')" \
+    "len(ops) == 7" \
+    "all(r['trial_type'] == 'nsys' and r['rank'] == '0' and r['flops'] == '0' and r['gflop_per_s'] == '' for r in ops)" \
+    "op('$GEMM')['category'] == 'compute' and op('$GEMM')['calls'] == '3'" \
+    "near(op('$GEMM')['total_s'], 6e-3) and near(op('$GEMM')['avg_s'], 2e-3) and near(op('$GEMM')['min_s'], 1e-3)" \
+    "near(op('$GEMM')['max_s'], 3e-3) and near(op('$GEMM')['median_s'], 2e-3)" \
+    "op('$AR')['category'] == 'comm' and op('NCCLKERNEL_Broadcast')['category'] == 'comm'" \
+    "op('elementwise_kernel')['category'] == 'compute' and op('layernorm_kernel')['category'] == 'compute'" \
+    "near(op('NCCLKERNEL_Broadcast')['total_s'], 3e-6) and op('NCCLKERNEL_Broadcast')['calls'] == '2'" \
+    "near(op('layernorm_kernel')['avg_s'], 2.5e-7) and near(op('layernorm_kernel')['max_s'], 4e-7)" \
+    "op('layernorm_kernel')['median_s'] == ''" \
+    "near(op('$GEMM')['share_of_step'], 6e-3 / 10.004e-3)" \
+    "op('step')['category'] == 'nvtx' and near(op('step')['total_s'], 7e-3) and op('step')['share_of_step'] == ''" \
+    "op('forward')['calls'] == '2'"
+
+# cuda_gpu_sum: memory operations by name
+out=$("$VB" nsys "$FX/cuda_gpu_sum_new.csv" --output_dir "$TMP/gsum" 2>&1) || fail "cuda_gpu_sum exited $?: $out"
+check "$TMP/gsum" "len(ops) == 3" \
+    "op('[CUDA memcpy Host-to-Device]')['category'] == 'memcpy' and op('[CUDA memset]')['category'] == 'memcpy'" \
+    "op('$GEMM')['category'] == 'compute' and near(op('$GEMM')['share_of_step'], 0.5)"
+
+# ---- 2. traces of both generations: device 1 (us) and device 0 (ns) ----
+cp "$FX/cuda_gpu_trace_old.csv" "$TMP/old_trace.csv"
+sed -i 's/$/\r/' "$TMP/old_trace.csv"
+out=$("$VB" nsys "$FX/cuda_gpu_trace_new_us.csv" "$TMP/old_trace.csv" --output_dir "$TMP/tr" 2>&1) ||
+    fail "traces exited $?: $out"
+grep -q "overlap" <<<"$out" || fail "no breakdown table on stdout: $out"
+grep -q "gemm_kernel" <<<"$out" || fail "no top-kernel table on stdout: $out"
+for rank in 0 1; do
+    check "$TMP/tr" "len([r for r in ops if r['rank'] == '$rank']) == 7" \
+        "op('$GEMM', '$rank')['calls'] == '2' and near(op('$GEMM', '$rank')['total_s'], 380e-6)" \
+        "near(op('$GEMM', '$rank')['min_s'], 180e-6) and near(op('$GEMM', '$rank')['max_s'], 200e-6)" \
+        "near(op('$GEMM', '$rank')['median_s'], 190e-6) and near(op('$GEMM', '$rank')['avg_s'], 190e-6)" \
+        "near(op('$GEMM', '$rank')['share_of_step'], 380 / 840)" \
+        "op('$AR', '$rank')['category'] == 'comm' and op('$AG', '$rank')['category'] == 'comm'" \
+        "op('[CUDA memset]', '$rank')['category'] == 'memcpy' and op('$FUSED', '$rank')['category'] == 'compute'" \
+        "[b for b in bd if b['rank'] == '$rank'][0]['steps'] == '1'" \
+        "near([b for b in bd if b['rank'] == '$rank'][0]['step_s'], 750e-6)" \
+        "near([b for b in bd if b['rank'] == '$rank'][0]['compute_s'], 430e-6)" \
+        "near([b for b in bd if b['rank'] == '$rank'][0]['comm_s'], 300e-6)" \
+        "near([b for b in bd if b['rank'] == '$rank'][0]['comm_hidden_s'], 100e-6)" \
+        "near([b for b in bd if b['rank'] == '$rank'][0]['comm_exposed_s'], 200e-6)" \
+        "near([b for b in bd if b['rank'] == '$rank'][0]['memcpy_s'], 60e-6)" \
+        "near([b for b in bd if b['rank'] == '$rank'][0]['idle_s'], 60e-6)" \
+        "near([b for b in bd if b['rank'] == '$rank'][0]['overlap_pct'], 100 / 3, 1e-5)" \
+        "len([t for t in tl if t['rank'] == '$rank']) == 8"
+done
+# the old report's plain-byte column gives bytes and bandwidth; the new one's MB column is not guessed
+check "$TMP/tr" "len(bd) == 2" "op('[CUDA memcpy HtoD]')['bytes'] == '1048576'" \
+    "near(op('[CUDA memcpy HtoD]')['gb_per_s'], 1048576 / 50e-6 / 1e9)" \
+    "op('[CUDA memcpy Host-to-Device]', '1')['bytes'] == '0' and op('[CUDA memcpy Host-to-Device]', '1')['gb_per_s'] == ''" \
+    "set(t['lane'] for t in tl) == {'stream7', 'stream13', 'stream20'}" \
+    "all(t['trial_type'] == 'nsys' and t['step'] == '-1' and t['bucket'] == '-1' for t in tl)" \
+    "[(t['kind'], t['start_s'], t['dur_s']) for t in tl if t['rank'] == '1' and t['lane'] == 'stream20'] == [('comm', '0.000250000', '0.000200000'), ('comm', '0.000700000', '0.000100000')]" \
+    "[t['lane'] for t in tl if t['rank'] == '0'][0] == 'stream7'"
+# the imported timeline is one `vitbench trace` reads
+out=$("$VB" trace "$TMP/tr/timeline.csv" 2>&1) || fail "trace of an nsys timeline exited $?: $out"
+
+# ---- 3. --filter_time on both generations ----
+for spec in "new_us 200us/700us $FX/cuda_gpu_trace_new_us.csv 1" "old 200000/700000 $TMP/old_trace.csv 0" \
+    "old_terms 0s200us/0s700000ns $TMP/old_trace.csv 0"; do
+    set -- $spec
+    out=$("$VB" nsys "$3" --filter_time "$2" --output_dir "$TMP/f_$1" 2>&1) || fail "filter $2 exited $?: $out"
+    # inside [200, 700] us: gemm 400-580, nccl 250-450, fused 420-470, elementwise, memset;
+    # window [250,660]; the nccl kernel now overlaps compute only in [400,450]
+    check "$TMP/f_$1" "len(tl) == 5" "len(ops) == 5" \
+        "op('$GEMM', '$4')['calls'] == '1' and near(op('$GEMM', '$4')['total_s'], 180e-6)" \
+        "not [r for r in ops if r['name'] in ('$AG', '[CUDA memcpy HtoD]', '[CUDA memcpy Host-to-Device]')]" \
+        "near(bd[0]['step_s'], 410e-6) and near(bd[0]['comm_hidden_s'], 50e-6) and near(bd[0]['comm_exposed_s'], 150e-6)"
+done
+out=$("$VB" nsys "$FX/cuda_gpu_trace_new_us.csv" --filter_time 1s/2s --output_dir "$TMP/f_none" 2>&1) ||
+    fail "an empty window exited $?: $out"
+grep -q "warning: no trace rows inside --filter_time" <<<"$out" || fail "empty window not warned: $out"
+
+# ---- 4. a kernel in a trace and a summary counts once ----
+out=$("$VB" nsys "$FX/cuda_gpu_kern_sum_new.csv" "$FX/cuda_gpu_trace_old.csv" --output_dir "$TMP/dup" 2>&1) ||
+    fail "trace + summary exited $?: $out"
+check "$TMP/dup" "len(ops) == 7" "op('$GEMM')['calls'] == '2'" "op('elementwise_kernel')['calls'] == '1'"
+
+# ---- 5. bad input: exit 2, one line, naming the culprit ----
+expect_input_error() { # needle args...
+    local needle=$1 out rc
+    shift
+    out=$("$VB" "$@" 2>&1 >/dev/null)
+    rc=$?
+    [ "$rc" = 2 ] || fail "'$*' exited $rc, want 2: $out"
+    [ "$(wc -l <<<"$out")" = 1 ] || fail "'$*' printed more than one line: $out"
+    grep -qF -- "$needle" <<<"$out" || fail "'$*' does not name '$needle': $out"
+    grep -q "^vitbench: error: " <<<"$out" || fail "'$*' is not an error line: $out"
+}
+printf 'a,b,c\n1,2,3\n' >"$TMP/other.csv"
+expect_input_error "$TMP/other.csv: not an \`nsys stats --format csv\` report" nsys "$TMP/other.csv" --output_dir "$TMP/x"
+[ ! -e "$TMP/x/ops.csv" ] || fail "a rejected input wrote ops.csv"
+expect_input_error "$TMP/other.csv" nsys "$FX/cuda_gpu_kern_sum_new.csv" "$TMP/other.csv" --output_dir "$TMP/x"
+expect_input_error "$FX/cuda_gpu_kern_sum_new.csv: --filter_time needs a cuda_gpu_trace" \
+    nsys "$FX/cuda_gpu_trace_old.csv" "$FX/cuda_gpu_kern_sum_new.csv" --filter_time 0/1s --output_dir "$TMP/x"
+expect_input_error "--filter_time 'abc/def'" nsys "$FX/cuda_gpu_trace_old.csv" --filter_time abc/def
+expect_input_error "--filter_time '5s'" nsys "$FX/cuda_gpu_trace_old.csv" --filter_time 5s
+expect_input_error "--filter_time '2s/1s': END must be after START" nsys "$FX/cuda_gpu_trace_old.csv" --filter_time 2s/1s
+expect_input_error "--filter_time needs a value" nsys "$FX/cuda_gpu_trace_old.csv" --filter_time
+expect_input_error "unknown option '--bogus'" nsys "$FX/cuda_gpu_trace_old.csv" --bogus
+expect_input_error "no FILE" nsys
+expect_input_error "$TMP/missing.csv: no such file" nsys "$TMP/missing.csv"
+sed 's/^Time (%),Total Time (ns)/Time (%),Total Time (fortnights)/' "$FX/cuda_gpu_kern_sum_new.csv" >"$TMP/unit.csv"
+expect_input_error "$TMP/unit.csv: column 'Total Time (fortnights)': unknown time unit" nsys "$TMP/unit.csv"
+sed 's/^250.000,200.000/250.000,soon/' "$FX/cuda_gpu_trace_new_us.csv" >"$TMP/badnum.csv"
+expect_input_error "$TMP/badnum.csv: record 5: column 'Duration (us)'" nsys "$TMP/badnum.csv" --output_dir "$TMP/x"
+expect_input_error "$TMP/old_trace.csv: device 0 is also in" \
+    nsys "$FX/cuda_gpu_trace_old.csv" "$TMP/old_trace.csv" --output_dir "$TMP/x"
+mkdir -p "$TMP/run" && echo '{}' >"$TMP/run/run.json"
+expect_input_error "--output_dir $TMP/run holds a vitbench run" nsys "$FX/cuda_gpu_trace_old.csv" --output_dir "$TMP/run"
+[ ! -e "$TMP/run/ops.csv" ] || fail "ops.csv written into a run directory"
+
+echo "test_nsys: ok"
