@@ -1,0 +1,1118 @@
+/* compare.c: `vitbench compare BASE NEW`, the noise-aware comparison and
+ * regression gate.
+ *
+ *   vitbench compare BASE NEW [--metric M[,M...]] [--alpha A] [--threshold T]
+ *                    [--allow_different KEY[,KEY...]] [--output FILE]
+ *
+ * BASE and NEW are each a run directory (run.json + trials.csv), or a sweep
+ * directory (index.csv; its runs at <sweep>/<run_dir>); a baseline under
+ * results/baselines/ is a kept copy of either. A sweep's completed rows are
+ * grouped into points by their swept keys (every index.csv column but the
+ * bookkeeping and headline ones below); rows differing only in `repeat` are
+ * repeats of one point and their samples pool. Sweep against sweep matches
+ * points by those keys; a run against a sweep needs a sweep of one point.
+ *
+ * Metrics (--metric, comma list; default FULL,SYNTHETIC):
+ *   IO, FULL, SYNTHETIC  per-trial samples_per_s of timed trials, rank 0
+ *                        (higher is better)
+ *   step_time            seconds of each timed FULL step, rank 0 (iterations.csv)
+ *   op:NAME              the op's avg_s from ops.csv, one sample per run (rank 0,
+ *                        the FULL rows where ops.csv splits by trial type)
+ * Per metric and point: two-sided Mann-Whitney U (stats.h), ratio of medians
+ * NEW/BASE with a seeded bootstrap 95% CI (2000 resamples, fixed seed, so the
+ * same inputs give the same verdict everywhere). A regression needs both
+ * p < alpha and the whole CI beyond the threshold (below 1 - T for
+ * throughput, above 1 + T for times): significance alone flags 1% drifts on
+ * quiet machines, a CI alone flags noise on few samples. Fewer than 5 samples
+ * on a side is inconclusive (with 5 vs 5 the smallest exact p is 0.008; below
+ * that the test cannot separate anything), with the repeats that would fix it.
+ *
+ * Comparability (run.json of each side; for sweeps the first run of the first
+ * matched point): config name, model dims, batch sizes, layout, backend and
+ * fingerprint.machine_key must agree, else every difference is printed on
+ * stdout, then one error line, exit 2. --allow_different accepts named ones.
+ *
+ * Output: a Markdown table on stdout, the ops that grew most under a
+ * regression, then one verdict line; compare.json with every number goes to
+ * --output, else into NEW's directory, else (not writable) the working
+ * directory. Exit 0: no regression; 1: a regression; 2: bad input or
+ * incomparable sides.
+ */
+#include "analysis/analysis.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "analysis/csv.h"
+#include "core/common.h"
+#include "core/results.h"
+#include "core/stats.h"
+
+#define MIN_SAMPLES 5
+#define BOOT_ITERS 2000
+#define BOOT_SEED 0x5eedc0deULL /* fixed: verdicts must not change between reruns */
+#define TOP_OPS 5
+
+/* ---- small helpers ---- */
+
+static void *xcalloc(size_t n, size_t size) {
+    void *p = calloc(n ? n : 1, size);
+    if (!p) vb_die_internal("out of memory");
+    return p;
+}
+
+static char *xstrdup(const char *s) {
+    char *d = strdup(s);
+    if (!d) vb_die_internal("out of memory");
+    return d;
+}
+
+#define GROW(arr, n, cap)                                                                    \
+    do {                                                                                     \
+        if ((n) == (cap)) {                                                                  \
+            (cap) = (cap) ? 2 * (cap) : 8;                                                   \
+            void *grown_ = realloc((arr), (size_t)(cap) * sizeof *(arr));                    \
+            if (!grown_) vb_die_internal("out of memory");                                   \
+            (arr) = grown_;                                                                  \
+        }                                                                                    \
+    } while (0)
+
+static void join_path(char *out, size_t n, const char *dir, const char *file) {
+    vb_snprintf(out, n, "%s/%s", dir, file);
+}
+
+static void read_csv_or_die(const char *path, vb_csv *t) {
+    char err[VB_PATH_MAX + 256];
+    if (vb_csv_read(path, t, err, sizeof err) != 0) vb_die_input("compare: %s", err);
+}
+
+static int need_col(const vb_csv *t, const char *path, const char *name) {
+    int c = vb_csv_col(t, name);
+    if (c < 0) vb_die_input("compare: %s: no column '%s'", path, name);
+    return c;
+}
+
+static double need_num(const vb_csv *t, const char *path, int row, int col) {
+    double v;
+    if (!vb_csv_num(t, row, col, &v))
+        vb_die_input("compare: %s: record %d: %s '%s' is not a number", path, row + 2, t->header[col],
+                     vb_csv_get(t, row, col));
+    return v;
+}
+
+/* a row belongs to rank 0 (files without a rank column have only rank 0) */
+static bool rank0(const vb_csv *t, const char *path, int row, int rank_col) {
+    return rank_col < 0 || need_num(t, path, row, rank_col) == 0;
+}
+
+/* ---- metrics ---- */
+
+typedef enum { M_IO, M_SYNTHETIC, M_FULL, M_STEP_TIME, M_OP } metric_kind;
+
+typedef struct {
+    metric_kind kind;
+    char name[160];   /* as the table shows it: FULL, step_time, op:NAME */
+    const char *op;   /* M_OP: the op's name (inside name) */
+    bool higher_is_better;
+    const char *unit;
+} metric;
+
+static void parse_metric(const char *text, metric *m) {
+    memset(m, 0, sizeof *m);
+    static const struct {
+        const char *name;
+        metric_kind kind;
+    } tput[] = {{"IO", M_IO}, {"SYNTHETIC", M_SYNTHETIC}, {"FULL", M_FULL}};
+    for (size_t i = 0; i < sizeof tput / sizeof tput[0]; i++) {
+        if (strcasecmp(text, tput[i].name) == 0) {
+            m->kind = tput[i].kind;
+            vb_snprintf(m->name, sizeof m->name, "%s", tput[i].name);
+            m->higher_is_better = true;
+            m->unit = "samples/s";
+            return;
+        }
+    }
+    if (strcmp(text, "step_time") == 0) {
+        m->kind = M_STEP_TIME;
+        vb_snprintf(m->name, sizeof m->name, "step_time");
+        m->unit = "s";
+        return;
+    }
+    if (strncmp(text, "op:", 3) == 0 && text[3] && strlen(text) < sizeof m->name) {
+        m->kind = M_OP;
+        vb_snprintf(m->name, sizeof m->name, "%s", text);
+        m->op = m->name + 3;
+        m->unit = "s";
+        return;
+    }
+    vb_die_input("compare: --metric: unknown metric '%s' (IO, FULL, SYNTHETIC, step_time or op:NAME)", text);
+}
+
+static metric *parse_metrics(const char *list, int *n) {
+    char *copy = xstrdup(list);
+    metric *ms = NULL;
+    int cap = 0;
+    *n = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        GROW(ms, *n, cap);
+        parse_metric(tok, &ms[(*n)++]);
+    }
+    free(copy);
+    if (*n == 0) vb_die_input("compare: --metric: empty list");
+    return ms;
+}
+
+/* Samples of one metric over the runs of one point. */
+typedef struct {
+    double *v;
+    int n, cap;
+    int nruns;        /* runs read */
+    int min_per_run;  /* fewest samples one run gave (0 when none) */
+} samples;
+
+static void add_sample(samples *s, double v) {
+    GROW(s->v, s->n, s->cap);
+    s->v[s->n++] = v;
+}
+
+static const char *trial_type_of(metric_kind k) {
+    return k == M_IO ? "IO" : k == M_SYNTHETIC ? "SYNTHETIC" : "FULL";
+}
+
+/* samples_per_s of the timed rank-0 trials of one type (trials.csv) */
+static void throughput_samples(const char *run, metric_kind k, samples *s) {
+    char path[VB_PATH_MAX];
+    join_path(path, sizeof path, run, "trials.csv");
+    vb_csv t;
+    read_csv_or_die(path, &t);
+    int ct = need_col(&t, path, "trial_type"), cw = need_col(&t, path, "warmup");
+    int cv = need_col(&t, path, "samples_per_s"), cr = vb_csv_col(&t, "rank");
+    for (int i = 0; i < t.nrows; i++) {
+        if (strcmp(vb_csv_get(&t, i, ct), trial_type_of(k)) != 0) continue;
+        if (need_num(&t, path, i, cw) != 0 || !rank0(&t, path, i, cr)) continue;
+        add_sample(s, need_num(&t, path, i, cv));
+    }
+    vb_csv_free(&t);
+}
+
+/* seconds of each timed FULL step on rank 0 (iterations.csv) */
+static void step_time_samples(const char *run, samples *s) {
+    char path[VB_PATH_MAX];
+    join_path(path, sizeof path, run, "iterations.csv");
+    vb_csv t;
+    read_csv_or_die(path, &t);
+    int ct = need_col(&t, path, "trial_type"), cw = need_col(&t, path, "warmup");
+    int cv = need_col(&t, path, "seconds"), cr = vb_csv_col(&t, "rank");
+    for (int i = 0; i < t.nrows; i++) {
+        if (strcmp(vb_csv_get(&t, i, ct), "FULL") != 0) continue;
+        if (need_num(&t, path, i, cw) != 0 || !rank0(&t, path, i, cr)) continue;
+        add_sample(s, need_num(&t, path, i, cv));
+    }
+    vb_csv_free(&t);
+}
+
+/* The ops.csv rows to use: rank 0, and where ops.csv splits by trial type
+ * (a trial_type column with FULL rows) only FULL's; else the rows that hold
+ * every timed step. Returns the trial type chosen ("FULL" or ""). */
+static const char *ops_trial_type(const vb_csv *t) {
+    int ct = vb_csv_col(t, "trial_type");
+    if (ct < 0) return "";
+    for (int i = 0; i < t->nrows; i++)
+        if (strcmp(vb_csv_get(t, i, ct), "FULL") == 0) return "FULL";
+    return "";
+}
+
+static bool ops_row_used(const vb_csv *t, const char *path, int row, const char *type) {
+    int ct = vb_csv_col(t, "trial_type");
+    if (ct >= 0 && strcmp(vb_csv_get(t, row, ct), type) != 0) return false;
+    return rank0(t, path, row, vb_csv_col(t, "rank"));
+}
+
+/* the op's avg_s on rank 0: one sample per run (none if the op is absent) */
+static void op_samples(const char *run, const char *op, samples *s) {
+    char path[VB_PATH_MAX];
+    join_path(path, sizeof path, run, "ops.csv");
+    vb_csv t;
+    read_csv_or_die(path, &t);
+    int cn = need_col(&t, path, "name"), cv = need_col(&t, path, "avg_s");
+    const char *type = ops_trial_type(&t);
+    for (int i = 0; i < t.nrows; i++) {
+        if (strcmp(vb_csv_get(&t, i, cn), op) != 0 || !ops_row_used(&t, path, i, type)) continue;
+        add_sample(s, need_num(&t, path, i, cv));
+        break;
+    }
+    vb_csv_free(&t);
+}
+
+static void collect_run(const char *run, const metric *m, samples *s) {
+    int before = s->n;
+    switch (m->kind) {
+    case M_IO:
+    case M_SYNTHETIC:
+    case M_FULL: throughput_samples(run, m->kind, s); break;
+    case M_STEP_TIME: step_time_samples(run, s); break;
+    case M_OP: op_samples(run, m->op, s); break;
+    }
+    int got = s->n - before;
+    if (s->nruns == 0 || got < s->min_per_run) s->min_per_run = got;
+    s->nruns++;
+}
+
+/* ---- the two sides ---- */
+
+typedef struct {
+    char *key;     /* swept key=value pairs sorted by key: what matches points */
+    char *label;   /* the same pairs in index.csv's order: what the table shows */
+    char **runs;   /* run directories of its completed rows (repeats pool) */
+    int nruns, cap;
+} point;
+
+typedef struct {
+    const char *role;  /* "BASE" or "NEW" */
+    const char *path;
+    bool sweep;
+    point *pts;
+    int npts, cap;
+} side;
+
+/* index.csv columns that are not swept keys: bookkeeping, the thread count
+ * the sweep derives from ranks, and the headline results */
+static bool is_swept_column(const char *name) {
+    static const char *const not_swept[] = {"run_index", "run_dir", "status", "exit_code", "repeat",
+                                            "threads_per_rank", "full_samples_per_s", "full_std",
+                                            "synthetic_samples_per_s", "synthetic_std", "io_samples_per_s",
+                                            "io_std"};
+    for (size_t i = 0; i < sizeof not_swept / sizeof not_swept[0]; i++)
+        if (strcmp(name, not_swept[i]) == 0) return false;
+    return true;
+}
+
+/* index of the point with this key, or -1 */
+static int find_point(const side *sd, const char *key) {
+    for (int i = 0; i < sd->npts; i++)
+        if (strcmp(sd->pts[i].key, key) == 0) return i;
+    return -1;
+}
+
+static void point_add_run(point *p, const char *run) {
+    GROW(p->runs, p->nruns, p->cap);
+    p->runs[p->nruns++] = xstrdup(run);
+}
+
+typedef struct {
+    const char *name, *value;
+} kv;
+
+static int cmp_kv(const void *a, const void *b) { return strcmp(((const kv *)a)->name, ((const kv *)b)->name); }
+
+/* "k=v k=v" of n pairs */
+static char *join_pairs(const kv *pairs, int n) {
+    size_t len = 1;
+    for (int i = 0; i < n; i++) len += strlen(pairs[i].name) + strlen(pairs[i].value) + 2;
+    char *s = xcalloc(len, 1);
+    for (int i = 0; i < n; i++) {
+        if (i) strcat(s, " ");
+        strcat(s, pairs[i].name);
+        strcat(s, "=");
+        strcat(s, pairs[i].value);
+    }
+    return s;
+}
+
+static void load_sweep(side *sd) {
+    char path[VB_PATH_MAX];
+    join_path(path, sizeof path, sd->path, "index.csv");
+    vb_csv t;
+    read_csv_or_die(path, &t);
+    int cdir = need_col(&t, path, "run_dir"), cst = need_col(&t, path, "status");
+    kv *pairs = xcalloc((size_t)t.ncols, sizeof *pairs);
+    for (int r = 0; r < t.nrows; r++) {
+        if (strcmp(vb_csv_get(&t, r, cst), "completed") != 0) continue;
+        const char *dir = vb_csv_get(&t, r, cdir);
+        if (!*dir) vb_die_input("compare: %s: record %d: empty run_dir", path, r + 2);
+        int n = 0;
+        for (int c = 0; c < t.ncols; c++)
+            if (is_swept_column(t.header[c])) pairs[n++] = (kv){t.header[c], vb_csv_get(&t, r, c)};
+        char *label = join_pairs(pairs, n);
+        qsort(pairs, (size_t)n, sizeof *pairs, cmp_kv);
+        char *key = join_pairs(pairs, n);
+        int at = find_point(sd, key);
+        point *p = at >= 0 ? &sd->pts[at] : NULL;
+        if (p) {
+            free(key);
+            free(label);
+        } else {
+            GROW(sd->pts, sd->npts, sd->cap);
+            p = &sd->pts[sd->npts++];
+            *p = (point){key, label[0] ? label : xstrdup("-"), NULL, 0, 0};
+            if (!label[0]) free(label);
+        }
+        char run[VB_PATH_MAX];
+        join_path(run, sizeof run, sd->path, dir);
+        if (!vb_dir_exists(run)) vb_die_input("compare: %s: record %d: run directory %s does not exist", path, r + 2, run);
+        point_add_run(p, run);
+    }
+    free(pairs);
+    vb_csv_free(&t);
+    if (sd->npts == 0) vb_die_input("compare: %s: no completed run", path);
+}
+
+static void load_side(side *sd, const char *role, const char *path) {
+    memset(sd, 0, sizeof *sd);
+    sd->role = role;
+    sd->path = path;
+    if (!vb_dir_exists(path)) vb_die_input("compare: %s %s is not a directory", role, path);
+    char f[VB_PATH_MAX];
+    join_path(f, sizeof f, path, "index.csv");
+    if (vb_file_exists(f)) {
+        sd->sweep = true;
+        load_sweep(sd);
+        return;
+    }
+    join_path(f, sizeof f, path, "run.json");
+    if (!vb_file_exists(f))
+        vb_die_input("compare: %s %s is neither a run directory (run.json) nor a sweep directory (index.csv)", role,
+                     path);
+    GROW(sd->pts, sd->npts, sd->cap);
+    sd->pts[sd->npts++] = (point){xstrdup(""), xstrdup("-"), NULL, 0, 0};
+    point_add_run(&sd->pts[0], path);
+}
+
+/* One point of each side, compared. */
+typedef struct {
+    const point *base, *new_;
+    const char *label;
+} pair;
+
+/* Matches the sides' points: sweep against sweep by swept keys (points on one
+ * side only are noted), otherwise a run against a run or a one-point sweep. */
+static pair *match_points(const side *b, const side *n, int *npairs) {
+    pair *ps = xcalloc((size_t)(b->npts > n->npts ? b->npts : n->npts), sizeof *ps);
+    *npairs = 0;
+    if (b->sweep && n->sweep) {
+        for (int i = 0; i < b->npts; i++) {
+            int q = find_point(n, b->pts[i].key);
+            if (q >= 0)
+                ps[(*npairs)++] = (pair){&b->pts[i], &n->pts[q], b->pts[i].label};
+            else
+                printf("note: point %s is only in BASE\n", b->pts[i].label);
+        }
+        for (int i = 0; i < n->npts; i++)
+            if (find_point(b, n->pts[i].key) < 0) printf("note: point %s is only in NEW\n", n->pts[i].label);
+        if (*npairs == 0)
+            vb_die_input("compare: no point of NEW %s matches one of BASE %s by its swept keys", n->path, b->path);
+        return ps;
+    }
+    const side *sw = b->sweep ? b : n->sweep ? n : NULL;
+    if (sw && sw->npts != 1)
+        vb_die_input("compare: %s %s is a sweep of %d points and the other side a single run: compare two sweeps, "
+                     "or the run with one of its runs",
+                     sw->role, sw->path, sw->npts);
+    ps[(*npairs)++] = (pair){&b->pts[0], &n->pts[0], sw ? sw->pts[0].label : "-"};
+    return ps;
+}
+
+/* ---- comparability ---- */
+
+static cJSON *load_run_json(const char *run) {
+    char path[VB_PATH_MAX];
+    join_path(path, sizeof path, run, "run.json");
+    FILE *f = fopen(path, "rb");
+    if (!f) vb_die_input("compare: %s: cannot open (%s)", path, strerror(errno));
+    size_t cap = 1 << 16, len = 0;
+    char *buf = xcalloc(cap, 1);
+    size_t k;
+    while ((k = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+        len += k;
+        if (len + 1 == cap) {
+            char *g = realloc(buf, cap *= 2);
+            if (!g) vb_die_internal("out of memory");
+            buf = g;
+        }
+    }
+    fclose(f);
+    buf[len] = '\0';
+    cJSON *j = cJSON_Parse(buf);
+    free(buf);
+    if (!j || !cJSON_IsObject(j)) vb_die_input("compare: %s: not a JSON object", path);
+    return j;
+}
+
+/* item as compact JSON text ("" when absent), caller frees */
+static char *json_text(const cJSON *item) {
+    if (!item) return xstrdup("");
+    if (cJSON_IsString(item)) return xstrdup(item->valuestring);
+    char *s = cJSON_PrintUnformatted(item);
+    if (!s) vb_die_internal("cannot print JSON");
+    char *d = xstrdup(s);
+    cJSON_free(s);
+    return d;
+}
+
+typedef struct {
+    char **allowed;
+    int nallowed;
+    int blocking;   /* differences not allowed */
+    int accepted;   /* differences allowed by --allow_different */
+    cJSON *list;    /* compare.json "differences" */
+} diffs;
+
+static bool allowed(const diffs *d, const char *name) {
+    for (int i = 0; i < d->nallowed; i++)
+        if (strcmp(d->allowed[i], name) == 0) return true;
+    return false;
+}
+
+/* Records a difference between a and b (JSON texts) named `name` (what
+ * --allow_different takes) and `group` (a name that also accepts it, or NULL). */
+static void differ(diffs *d, const char *name, const char *group, const char *what, const char *a, const char *b) {
+    bool ok = allowed(d, name) || (group && allowed(d, group));
+    printf("difference: %s: BASE %s, NEW %s%s\n", what, *a ? a : "(absent)", *b ? b : "(absent)",
+           ok ? " (allowed)" : "");
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddStringToObject(e, "key", name);
+    cJSON_AddStringToObject(e, "what", what);
+    cJSON_AddStringToObject(e, "base", a);
+    cJSON_AddStringToObject(e, "new", b);
+    cJSON_AddBoolToObject(e, "allowed", ok);
+    cJSON_AddItemToArray(d->list, e);
+    if (ok)
+        d->accepted++;
+    else
+        d->blocking++;
+}
+
+/* compares one item; absent on both sides is no difference */
+static void check_item(diffs *d, const cJSON *a, const cJSON *b, const char *name, const char *group,
+                       const char *what) {
+    if (!a && !b) return;
+    char *ta = json_text(a), *tb = json_text(b);
+    if (strcmp(ta, tb) != 0) differ(d, name, group, what, ta, tb);
+    free(ta);
+    free(tb);
+}
+
+/* config keys that name the model and what a sample is */
+static const char *const k_config_keys[] = {"config",        "embed_dim",      "depth",         "num_heads",
+                                             "patch_size",    "img_size",       "n_in_channels", "n_out_channels"};
+/* fingerprint fields machine_key is made of (results.h) */
+static const char *const k_machine_fields[] = {"cpu_model", "affinity_cores", "omp_threads", "ranks",
+                                               "backend",   "blas_coretype",  "gpu_name"};
+#define N_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+static void check_config(diffs *d, const cJSON *a, const cJSON *b) {
+    const cJSON *ca = cJSON_GetObjectItemCaseSensitive(a, "config");
+    const cJSON *cb = cJSON_GetObjectItemCaseSensitive(b, "config");
+    for (int i = 0; i < N_OF(k_config_keys); i++) {
+        char what[96];
+        vb_snprintf(what, sizeof what, "config %s", k_config_keys[i]);
+        check_item(d, cJSON_GetObjectItemCaseSensitive(ca, k_config_keys[i]),
+                   cJSON_GetObjectItemCaseSensitive(cb, k_config_keys[i]), k_config_keys[i], NULL, what);
+    }
+    check_item(d, cJSON_GetObjectItemCaseSensitive(a, "global_batch_size"),
+               cJSON_GetObjectItemCaseSensitive(b, "global_batch_size"), "global_batch_size", NULL,
+               "global_batch_size");
+    check_item(d, cJSON_GetObjectItemCaseSensitive(a, "local_batch_size"),
+               cJSON_GetObjectItemCaseSensitive(b, "local_batch_size"), "local_batch_size", NULL,
+               "local_batch_size");
+    /* other config keys may differ on purpose (that is what an A/B compares):
+     * shown, never blocking */
+    const cJSON *item;
+    cJSON_ArrayForEach(item, ca) {
+        const char *k = item->string;
+        bool core = strcmp(k, "output_dir") == 0 || strcmp(k, "run_name") == 0;
+        for (int i = 0; i < N_OF(k_config_keys) && !core; i++) core = strcmp(k, k_config_keys[i]) == 0;
+        if (core) continue;
+        char *ta = json_text(item), *tb = json_text(cJSON_GetObjectItemCaseSensitive(cb, k));
+        if (strcmp(ta, tb) != 0) printf("note: config %s: BASE %s, NEW %s\n", k, ta, *tb ? tb : "(absent)");
+        free(ta);
+        free(tb);
+    }
+}
+
+static void check_layout(diffs *d, const cJSON *a, const cJSON *b) {
+    const cJSON *pa = cJSON_GetObjectItemCaseSensitive(a, "parallel");
+    const cJSON *pb = cJSON_GetObjectItemCaseSensitive(b, "parallel");
+    static const char *const dims[] = {"tp", "cp", "dp"};
+    for (int i = 0; i < 3; i++) {
+        char what[32];
+        vb_snprintf(what, sizeof what, "layout %s", dims[i]);
+        check_item(d, cJSON_GetObjectItemCaseSensitive(pa, dims[i]), cJSON_GetObjectItemCaseSensitive(pb, dims[i]),
+                   dims[i], "layout", what);
+    }
+    check_item(d, cJSON_GetObjectItemCaseSensitive(a, "ranks"), cJSON_GetObjectItemCaseSensitive(b, "ranks"), "ranks",
+               "layout", "layout ranks");
+    check_item(d, cJSON_GetObjectItemCaseSensitive(a, "backend"), cJSON_GetObjectItemCaseSensitive(b, "backend"),
+               "backend", NULL, "backend");
+}
+
+/* The machine: equal machine_keys pass. Different ones are explained by the
+ * fingerprint fields they are made of, each its own (allowable) difference;
+ * a key that differs with no such field to show is one "machine_key"
+ * difference. Without machine_key (an older run.json) the fields both sides
+ * have are compared; without a fingerprint the machine is not checked. */
+static void check_machine(diffs *d, const cJSON *a, const cJSON *b) {
+    const cJSON *fa = cJSON_GetObjectItemCaseSensitive(a, "fingerprint");
+    const cJSON *fb = cJSON_GetObjectItemCaseSensitive(b, "fingerprint");
+    if (!cJSON_IsObject(fa) || !cJSON_IsObject(fb)) {
+        vb_warn("compare: %s run.json has no fingerprint: the machines are not compared",
+                !cJSON_IsObject(fa) ? "BASE's" : "NEW's");
+        return;
+    }
+    const cJSON *ka = cJSON_GetObjectItemCaseSensitive(fa, "machine_key");
+    const cJSON *kb = cJSON_GetObjectItemCaseSensitive(fb, "machine_key");
+    char *ta = json_text(ka), *tb = json_text(kb);
+    bool keys = ka && kb;
+    bool same = keys && strcmp(ta, tb) == 0;
+    if (!keys) vb_warn("compare: no fingerprint.machine_key on one side: comparing the fingerprint fields both have");
+    if (!same) {
+        int before = d->blocking + d->accepted;
+        for (int i = 0; i < N_OF(k_machine_fields); i++) {
+            const cJSON *x = cJSON_GetObjectItemCaseSensitive(fa, k_machine_fields[i]);
+            const cJSON *y = cJSON_GetObjectItemCaseSensitive(fb, k_machine_fields[i]);
+            if (!x || !y) continue;
+            char what[64];
+            vb_snprintf(what, sizeof what, "fingerprint %s", k_machine_fields[i]);
+            check_item(d, x, y, k_machine_fields[i], "machine_key", what);
+        }
+        if (keys && d->blocking + d->accepted == before)
+            differ(d, "machine_key", NULL, "fingerprint machine_key", ta, tb);
+    }
+    free(ta);
+    free(tb);
+}
+
+/* Names --allow_different takes: the fixed ones, any config key and any
+ * fingerprint field of either side. */
+static void check_allow_names(const diffs *d, const cJSON *a, const cJSON *b) {
+    static const char *const fixed[] = {"config", "layout", "backend", "machine_key", "tp", "cp", "dp", "ranks",
+                                        "global_batch_size", "local_batch_size"};
+    for (int i = 0; i < d->nallowed; i++) {
+        const char *k = d->allowed[i];
+        bool known = false;
+        for (int j = 0; j < N_OF(fixed) && !known; j++) known = strcmp(k, fixed[j]) == 0;
+        const cJSON *sides[2] = {a, b};
+        for (int s = 0; s < 2 && !known; s++) {
+            known = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(sides[s], "config"), k) ||
+                    cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(sides[s], "fingerprint"), k);
+        }
+        for (int j = 0; j < N_OF(k_machine_fields) && !known; j++) known = strcmp(k, k_machine_fields[j]) == 0;
+        if (!known)
+            vb_die_input("compare: --allow_different: unknown key '%s' (config, layout, backend, machine_key, a "
+                         "config key or a fingerprint field)",
+                         k);
+    }
+}
+
+static void warn_status(const char *run, const cJSON *j) {
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(j, "status");
+    if (cJSON_IsString(st) && strcmp(st->valuestring, "completed") != 0)
+        vb_warn("compare: %s/run.json: status is '%s': comparing the trials it finished", run, st->valuestring);
+}
+
+/* Exits 2 after listing the differences when the sides are not comparable. */
+static void check_comparable(diffs *d, const char *base_run, const char *new_run) {
+    cJSON *a = load_run_json(base_run), *b = load_run_json(new_run);
+    check_allow_names(d, a, b);
+    warn_status(base_run, a);
+    warn_status(new_run, b);
+    check_config(d, a, b);
+    check_layout(d, a, b);
+    check_machine(d, a, b);
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    if (d->blocking > 0) {
+        fflush(stdout);
+        vb_die_input("compare: BASE and NEW are not comparable: %d difference%s listed above (accept named ones "
+                     "with --allow_different KEY,...)",
+                     d->blocking, d->blocking == 1 ? "" : "s");
+    }
+}
+
+/* ---- statistics and verdicts ---- */
+
+typedef enum { V_UNCHANGED, V_REGRESSION, V_IMPROVEMENT, V_INCONCLUSIVE, V_NO_SAMPLES, V_UNDEFINED } verdict;
+static const char *const k_verdict[] = {"unchanged", "regression", "improvement", "inconclusive", "no samples",
+                                        "undefined"};
+
+typedef struct {
+    int n, nruns, per_run;
+    double median, mean, std, min, max;
+} side_summary;
+
+typedef struct {
+    const pair *pr;
+    const metric *m;
+    side_summary base, new_;
+    double ratio;
+    vb_ci ci;
+    vb_mwu mwu;
+    verdict v;
+    int repeats_needed;  /* inconclusive: runs per side that give MIN_SAMPLES */
+} result;
+
+static side_summary summarize(const samples *s) {
+    side_summary r = {s->n, s->nruns, s->min_per_run, NAN, NAN, NAN, NAN, NAN};
+    if (s->n == 0) return r;
+    r.median = vb_stats_median(s->v, s->n);
+    r.mean = vb_stats_mean(s->v, s->n);
+    r.std = vb_stats_std(s->v, s->n, 1);
+    r.min = vb_stats_min(s->v, s->n);
+    r.max = vb_stats_max(s->v, s->n);
+    return r;
+}
+
+static int repeats_for(const side_summary *s) {
+    if (s->n >= MIN_SAMPLES) return s->nruns;
+    return s->per_run > 0 ? (MIN_SAMPLES + s->per_run - 1) / s->per_run : 0;
+}
+
+static verdict decide(const result *r, double alpha, double threshold) {
+    if (!(r->ci.lo == r->ci.lo) || !isfinite(r->ratio)) return V_UNDEFINED; /* zero base median */
+    bool sig = r->mwu.p < alpha;
+    bool below = r->ci.hi < 1 - threshold, above = r->ci.lo > 1 + threshold;
+    bool worse = r->m->higher_is_better ? below : above;
+    bool better = r->m->higher_is_better ? above : below;
+    if (sig && worse) return V_REGRESSION;
+    if (sig && better) return V_IMPROVEMENT;
+    return V_UNCHANGED;
+}
+
+static result compare_one(const pair *pr, const metric *m, double alpha, double threshold) {
+    samples sb = {0}, sn = {0};
+    for (int i = 0; i < pr->base->nruns; i++) collect_run(pr->base->runs[i], m, &sb);
+    for (int i = 0; i < pr->new_->nruns; i++) collect_run(pr->new_->runs[i], m, &sn);
+    result r = {.pr = pr, .m = m, .base = summarize(&sb), .new_ = summarize(&sn), .ratio = NAN};
+    r.ci = (vb_ci){NAN, NAN};
+    r.mwu = (vb_mwu){NAN, NAN, false};
+    if (sb.n == 0 || sn.n == 0) {
+        r.v = V_NO_SAMPLES;
+    } else {
+        r.ratio = r.new_.median / r.base.median;
+        r.mwu = vb_stats_mann_whitney(sn.v, sn.n, sb.v, sb.n);
+        r.ci = vb_stats_bootstrap_median_ratio(sb.v, sb.n, sn.v, sn.n, BOOT_ITERS, BOOT_SEED, 0.95);
+        if (sb.n < MIN_SAMPLES || sn.n < MIN_SAMPLES) {
+            r.v = V_INCONCLUSIVE;
+            int rb = repeats_for(&r.base), rn = repeats_for(&r.new_);
+            r.repeats_needed = rb > rn ? rb : rn;
+        } else {
+            r.v = decide(&r, alpha, threshold);
+        }
+    }
+    free(sb.v);
+    free(sn.v);
+    return r;
+}
+
+/* ---- per-op growth under a regression ---- */
+
+typedef struct {
+    char *name;
+    double base, new_;  /* seconds per step (or per call, see ops_per_step) */
+    int nb, nn;         /* runs that had the op */
+} op_growth;
+
+typedef struct {
+    op_growth *v;
+    int n, cap;
+    bool per_call;      /* some run had no usable iterations.csv: avg_s per call instead */
+} op_table;
+
+/* timed steps on rank 0 that the chosen ops.csv rows cover: FULL's when ops
+ * are split by trial type, else every timed SYNTHETIC and FULL step; 0 when
+ * iterations.csv is missing or unusable */
+static int timed_steps(const char *run, const char *type) {
+    char path[VB_PATH_MAX], err[VB_PATH_MAX + 256];
+    join_path(path, sizeof path, run, "iterations.csv");
+    vb_csv t;
+    if (vb_csv_read(path, &t, err, sizeof err) != 0) return 0;
+    int ct = vb_csv_col(&t, "trial_type"), cw = vb_csv_col(&t, "warmup"), cr = vb_csv_col(&t, "rank");
+    int n = 0;
+    for (int i = 0; ct >= 0 && cw >= 0 && i < t.nrows; i++) {
+        const char *tt = vb_csv_get(&t, i, ct);
+        bool wanted = *type ? strcmp(tt, type) == 0 : strcmp(tt, "SYNTHETIC") == 0 || strcmp(tt, "FULL") == 0;
+        double w, rk = 0;
+        if (!wanted || !vb_csv_num(&t, i, cw, &w) || w != 0) continue;
+        if (cr >= 0 && (!vb_csv_num(&t, i, cr, &rk) || rk != 0)) continue;
+        n++;
+    }
+    vb_csv_free(&t);
+    return n;
+}
+
+static op_growth *op_entry(op_table *t, const char *name) {
+    for (int i = 0; i < t->n; i++)
+        if (strcmp(t->v[i].name, name) == 0) return &t->v[i];
+    GROW(t->v, t->n, t->cap);
+    t->v[t->n] = (op_growth){xstrdup(name), 0, 0, 0, 0};
+    return &t->v[t->n++];
+}
+
+/* adds one run's per-step op times to the table (is_new picks the column);
+ * returns false (and adds nothing) without a readable ops.csv */
+static bool add_run_ops(op_table *t, const char *run, bool is_new, bool per_call) {
+    char path[VB_PATH_MAX], err[VB_PATH_MAX + 256];
+    join_path(path, sizeof path, run, "ops.csv");
+    vb_csv c;
+    if (vb_csv_read(path, &c, err, sizeof err) != 0) return false;
+    int cn = vb_csv_col(&c, "name"), ctot = vb_csv_col(&c, "total_s"), cavg = vb_csv_col(&c, "avg_s");
+    const char *type = ops_trial_type(&c);
+    int steps = per_call ? 0 : timed_steps(run, type);
+    bool ok = cn >= 0 && (per_call ? cavg >= 0 : ctot >= 0 && steps > 0);
+    for (int i = 0; ok && i < c.nrows; i++) {
+        int ct = vb_csv_col(&c, "trial_type"), cr = vb_csv_col(&c, "rank");
+        double rk = 0, v;
+        if (ct >= 0 && strcmp(vb_csv_get(&c, i, ct), type) != 0) continue;
+        if (cr >= 0 && (!vb_csv_num(&c, i, cr, &rk) || rk != 0)) continue;
+        if (!vb_csv_num(&c, i, per_call ? cavg : ctot, &v)) continue;
+        op_growth *g = op_entry(t, vb_csv_get(&c, i, cn));
+        if (is_new) {
+            g->new_ += per_call ? v : v / steps;
+            g->nn++;
+        } else {
+            g->base += per_call ? v : v / steps;
+            g->nb++;
+        }
+    }
+    vb_csv_free(&c);
+    return ok;
+}
+
+static int cmp_growth(const void *a, const void *b) {
+    const op_growth *x = a, *y = b;
+    double gx = x->new_ - x->base, gy = y->new_ - y->base;
+    return (gy > gx) - (gy < gx);
+}
+
+static void fill_op_table(op_table *t, const pair *pr, bool per_call) {
+    for (int i = 0; i < pr->base->nruns; i++)
+        if (!add_run_ops(t, pr->base->runs[i], false, per_call)) t->per_call = true;
+    for (int i = 0; i < pr->new_->nruns; i++)
+        if (!add_run_ops(t, pr->new_->runs[i], true, per_call)) t->per_call = true;
+}
+
+/* Mean per-step time of every op on each side, sorted by growth. Per step
+ * (total_s / timed steps) where every run has iterations.csv, else per call
+ * (avg_s), so the two sides are always in the same unit. */
+static op_table op_growths(const pair *pr) {
+    op_table t = {0};
+    fill_op_table(&t, pr, false);
+    if (t.per_call) {
+        for (int i = 0; i < t.n; i++) free(t.v[i].name);
+        t.n = 0;
+        fill_op_table(&t, pr, true);
+        t.per_call = true;
+    }
+    for (int i = 0; i < t.n; i++) {
+        if (t.v[i].nb) t.v[i].base /= t.v[i].nb;
+        if (t.v[i].nn) t.v[i].new_ /= t.v[i].nn;
+    }
+    qsort(t.v, (size_t)t.n, sizeof *t.v, cmp_growth);
+    return t;
+}
+
+static void free_op_table(op_table *t) {
+    for (int i = 0; i < t->n; i++) free(t->v[i].name);
+    free(t->v);
+}
+
+/* Prints (and records in json) the TOP_OPS ops whose time grew most. */
+static void report_op_growth(const pair *pr, cJSON *json) {
+    op_table t = op_growths(pr);
+    int shown = 0;
+    cJSON *arr = cJSON_CreateArray();
+    for (int i = 0; i < t.n && shown < TOP_OPS; i++) {
+        const op_growth *g = &t.v[i];
+        double grow = g->new_ - g->base;
+        if (!(grow > 0)) break;
+        if (shown == 0)
+            printf("\nOps that grew most%s%s (%s, rank 0; ops.csv):\n\n| op | base | new | growth |\n"
+                   "|---|---|---|---|\n",
+                   strcmp(pr->label, "-") ? " at " : "", strcmp(pr->label, "-") ? pr->label : "",
+                   t.per_call ? "avg_s per call" : "seconds per timed step");
+        printf("| %s | %.4g | %.4g | +%.4g (%+.1f%%) |\n", g->name, g->base, g->new_, grow,
+               g->base > 0 ? 100 * grow / g->base : INFINITY);
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "op", g->name);
+        cJSON_AddNumberToObject(e, "base_s", g->base);
+        cJSON_AddNumberToObject(e, "new_s", g->new_);
+        cJSON_AddNumberToObject(e, "growth_s", grow);
+        cJSON_AddItemToArray(arr, e);
+        shown++;
+    }
+    if (shown == 0) printf("\nNo op of point %s grew (or no ops.csv): the per-op breakdown does not explain it.\n",
+                           pr->label);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "point", pr->label);
+    cJSON_AddStringToObject(o, "unit", t.per_call ? "avg_s per call" : "seconds per timed step");
+    cJSON_AddItemToObject(o, "ops", arr);
+    cJSON_AddItemToArray(json, o);
+    free_op_table(&t);
+}
+
+/* ---- output ---- */
+
+static void print_table(const result *rs, int n) {
+    printf("\n| point | metric | base median | new median | ratio | 95%% CI | p | n base/new | verdict |\n"
+           "|---|---|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < n; i++) {
+        const result *r = &rs[i];
+        printf("| %s | %s (%s) | ", r->pr->label, r->m->name, r->m->unit);
+        if (r->v == V_NO_SAMPLES) {
+            printf("- | - | - | - | - | %d/%d | no samples |\n", r->base.n, r->new_.n);
+            continue;
+        }
+        printf("%.6g | %.6g | %.4f | ", r->base.median, r->new_.median, r->ratio);
+        if (r->ci.lo == r->ci.lo)
+            printf("[%.4f, %.4f] | ", r->ci.lo, r->ci.hi);
+        else
+            printf("undefined | ");
+        printf("%.3g | %d/%d | ", r->mwu.p, r->base.n, r->new_.n);
+        if (r->v == V_INCONCLUSIVE)
+            printf("inconclusive: < %d samples; run %d repeats a side |\n", MIN_SAMPLES, r->repeats_needed);
+        else if (r->v == V_UNDEFINED)
+            printf("undefined (base median 0) |\n");
+        else
+            printf("%s |\n", k_verdict[r->v]);
+    }
+}
+
+static cJSON *num_or_null(double v) { return isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull(); }
+
+static cJSON *summary_json(const side_summary *s) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "n", s->n);
+    cJSON_AddNumberToObject(o, "runs", s->nruns);
+    cJSON_AddNumberToObject(o, "samples_per_run", s->per_run);
+    cJSON_AddItemToObject(o, "median", num_or_null(s->median));
+    cJSON_AddItemToObject(o, "mean", num_or_null(s->mean));
+    cJSON_AddItemToObject(o, "std", num_or_null(s->std));
+    cJSON_AddItemToObject(o, "min", num_or_null(s->min));
+    cJSON_AddItemToObject(o, "max", num_or_null(s->max));
+    return o;
+}
+
+static cJSON *result_json(const result *r) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "point", r->pr->label);
+    cJSON_AddStringToObject(o, "metric", r->m->name);
+    cJSON_AddStringToObject(o, "unit", r->m->unit);
+    cJSON_AddBoolToObject(o, "higher_is_better", r->m->higher_is_better);
+    cJSON_AddItemToObject(o, "base", summary_json(&r->base));
+    cJSON_AddItemToObject(o, "new", summary_json(&r->new_));
+    cJSON_AddItemToObject(o, "ratio", num_or_null(r->ratio));
+    cJSON *ci = cJSON_AddArrayToObject(o, "ci95");
+    cJSON_AddItemToArray(ci, num_or_null(r->ci.lo));
+    cJSON_AddItemToArray(ci, num_or_null(r->ci.hi));
+    cJSON_AddItemToObject(o, "p", num_or_null(r->mwu.p));
+    cJSON_AddItemToObject(o, "u", num_or_null(r->mwu.u));
+    cJSON_AddBoolToObject(o, "exact", r->mwu.exact);
+    cJSON_AddStringToObject(o, "verdict", k_verdict[r->v]);
+    if (r->v == V_INCONCLUSIVE) cJSON_AddNumberToObject(o, "repeats_needed", r->repeats_needed);
+    return o;
+}
+
+static void write_text(FILE *f, void *ctx) { fputs((const char *)ctx, f); }
+
+/* --output, else NEW's directory, else the working directory */
+static void write_json(cJSON *root, const char *output, const char *new_dir) {
+    char *text = cJSON_Print(root);
+    if (!text) vb_die_internal("cannot serialise compare.json");
+    size_t len = strlen(text);
+    char *body = xcalloc(len + 2, 1);
+    memcpy(body, text, len);
+    body[len] = '\n';
+    cJSON_free(text);
+    char path[VB_PATH_MAX];
+    if (output) {
+        if (vb_atomic_write(output, write_text, body) != 0)
+            vb_die_input("compare: --output %s: cannot write (%s)", output, strerror(errno));
+        vb_snprintf(path, sizeof path, "%s", output);
+    } else {
+        join_path(path, sizeof path, new_dir, "compare.json");
+        if (access(new_dir, W_OK) != 0 || vb_atomic_write(path, write_text, body) != 0) {
+            vb_snprintf(path, sizeof path, "compare.json");
+            if (vb_atomic_write(path, write_text, body) != 0) {
+                vb_warn("compare: could not write compare.json in %s or the working directory", new_dir);
+                free(body);
+                return;
+            }
+        }
+    }
+    fprintf(stderr, "vitbench: compare: wrote %s\n", path);
+    free(body);
+}
+
+/* ---- command line ---- */
+
+typedef struct {
+    const char *base, *new_;
+    const char *metrics;
+    double alpha, threshold;
+    const char *allow;
+    const char *output;
+} options;
+
+static const char k_usage[] =
+    "usage: vitbench compare BASE NEW [--metric M[,M...]] [--alpha A] [--threshold T]\n"
+    "                        [--allow_different KEY[,KEY...]] [--output FILE]\n"
+    "  BASE, NEW    run directories, sweep directories (index.csv) or baselines\n"
+    "  --metric     IO, FULL, SYNTHETIC, step_time, op:NAME (default FULL,SYNTHETIC)\n"
+    "  --alpha      significance level of the Mann-Whitney U test (default 0.05)\n"
+    "  --threshold  smallest relative change that counts (default 0.05)\n"
+    "  --allow_different  accept differences in these keys (config, a config key,\n"
+    "               layout, backend, machine_key, a fingerprint field)\n"
+    "  --output     compare.json path (default: NEW's directory, else .)\n"
+    "exit status: 0 no regression, 1 regression, 2 bad input or incomparable\n";
+
+static double parse_fraction(const char *flag, const char *text, double lo, double hi, bool lo_open) {
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno || end == text || *end || !isfinite(v) || (lo_open ? v <= lo : v < lo) || v >= hi)
+        vb_die_input("compare: %s: '%s' must be a number in %s%g, %g)", flag, text, lo_open ? "(" : "[", lo, hi);
+    return v;
+}
+
+/* Returns true when --help was asked. */
+static bool parse_args(int argc, char **argv, options *o) {
+    static const struct option longs[] = {{"metric", required_argument, NULL, 'm'},
+                                          {"alpha", required_argument, NULL, 'a'},
+                                          {"threshold", required_argument, NULL, 't'},
+                                          {"allow_different", required_argument, NULL, 'd'},
+                                          {"allow-different", required_argument, NULL, 'd'},
+                                          {"output", required_argument, NULL, 'o'},
+                                          {"help", no_argument, NULL, 'h'},
+                                          {NULL, 0, NULL, 0}};
+    *o = (options){NULL, NULL, "FULL,SYNTHETIC", 0.05, 0.05, NULL, NULL};
+    optind = 1;
+    opterr = 0;
+    int c;
+    /* "-": keep the positional arguments in order (glibc returns them as 1);
+     * ":": a missing value is reported as ':' so the message can name the flag */
+    while ((c = getopt_long(argc, argv, "-:", longs, NULL)) != -1) {
+        const char *flag = argv[optind - 1];
+        switch (c) {
+        case 1:
+            if (!o->base)
+                o->base = optarg;
+            else if (!o->new_)
+                o->new_ = optarg;
+            else
+                vb_die_input("compare: unexpected argument '%s' (BASE and NEW already given)", optarg);
+            break;
+        case 'm': o->metrics = optarg; break;
+        case 'a': o->alpha = parse_fraction("--alpha", optarg, 0, 1, true); break;
+        case 't': o->threshold = parse_fraction("--threshold", optarg, 0, 1, false); break;
+        case 'd': o->allow = optarg; break;
+        case 'o': o->output = optarg; break;
+        case 'h': return true;
+        case ':': vb_die_input("compare: %s needs a value", flag);
+        default: vb_die_input("compare: unknown flag '%s' (see vitbench compare --help)", flag);
+        }
+    }
+    if (!o->base || !o->new_) vb_die_input("compare: needs BASE and NEW (see vitbench compare --help)");
+    return false;
+}
+
+static char **split_list(const char *list, int *n) {
+    char **out = NULL;
+    int cap = 0;
+    *n = 0;
+    if (!list) return NULL;
+    char *copy = xstrdup(list), *save = NULL;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        GROW(out, *n, cap);
+        out[(*n)++] = xstrdup(tok);
+    }
+    free(copy);
+    if (*n == 0) vb_die_input("compare: --allow_different: empty list");
+    return out;
+}
+
+/* ---- the command ---- */
+
+static void print_verdict(const result *rs, int n) {
+    int count[6] = {0};
+    for (int i = 0; i < n; i++) count[rs[i].v]++;
+    if (count[V_REGRESSION]) {
+        printf("\nvitbench compare: REGRESSION in %d of %d comparisons:", count[V_REGRESSION], n);
+        const char *sep = " ";
+        for (int i = 0; i < n; i++) {
+            if (rs[i].v != V_REGRESSION) continue;
+            bool point = strcmp(rs[i].pr->label, "-") != 0;
+            printf("%s%s%s%s %+.1f%%", sep, point ? rs[i].pr->label : "", point ? " " : "", rs[i].m->name,
+                   100 * (rs[i].ratio - 1));
+            sep = ", ";
+        }
+        printf(" (%d unchanged, %d improved, %d inconclusive)\n", count[V_UNCHANGED], count[V_IMPROVEMENT],
+               count[V_INCONCLUSIVE]);
+    } else {
+        printf("\nvitbench compare: no regression (%d unchanged, %d improved, %d inconclusive, %d without samples)\n",
+               count[V_UNCHANGED], count[V_IMPROVEMENT], count[V_INCONCLUSIVE],
+               count[V_NO_SAMPLES] + count[V_UNDEFINED]);
+    }
+}
+
+int vb_compare_main(int argc, char **argv) {
+    options o;
+    if (parse_args(argc, argv, &o)) {
+        fputs(k_usage, stdout);
+        return 0;
+    }
+    int nmetrics;
+    metric *ms = parse_metrics(o.metrics, &nmetrics);
+    diffs d = {0};
+    d.allowed = split_list(o.allow, &d.nallowed);
+    d.list = cJSON_CreateArray();
+
+    side base, neu;
+    load_side(&base, "BASE", o.base);
+    load_side(&neu, "NEW", o.new_);
+    int npairs;
+    pair *pairs = match_points(&base, &neu, &npairs);
+    check_comparable(&d, pairs[0].base->runs[0], pairs[0].new_->runs[0]);
+
+    int nres = npairs * nmetrics;
+    result *rs = xcalloc((size_t)nres, sizeof *rs);
+    for (int i = 0; i < npairs; i++)
+        for (int k = 0; k < nmetrics; k++) rs[i * nmetrics + k] = compare_one(&pairs[i], &ms[k], o.alpha, o.threshold);
+
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "base", o.base);
+    cJSON_AddStringToObject(root, "new", o.new_);
+    cJSON_AddNumberToObject(root, "alpha", o.alpha);
+    cJSON_AddNumberToObject(root, "threshold", o.threshold);
+    cJSON_AddNumberToObject(root, "bootstrap_iters", BOOT_ITERS);
+    cJSON_AddNumberToObject(root, "bootstrap_seed", (double)BOOT_SEED);
+    cJSON_AddNumberToObject(root, "min_samples", MIN_SAMPLES);
+    cJSON_AddItemToObject(root, "differences", d.list);
+    cJSON *jr = cJSON_AddArrayToObject(root, "results");
+    for (int i = 0; i < nres; i++) cJSON_AddItemToArray(jr, result_json(&rs[i]));
+
+    print_table(rs, nres);
+    bool regression = false;
+    cJSON *suspects = cJSON_AddArrayToObject(root, "op_growth");
+    for (int i = 0; i < npairs; i++) {
+        bool here = false;
+        for (int k = 0; k < nmetrics; k++) here |= rs[i * nmetrics + k].v == V_REGRESSION;
+        if (here) report_op_growth(&pairs[i], suspects);
+        regression |= here;
+    }
+    cJSON_AddStringToObject(root, "verdict", regression ? "regression" : "no regression");
+    print_verdict(rs, nres);
+    fflush(stdout);
+    write_json(root, o.output, o.new_);
+    cJSON_Delete(root);
+    free(rs);
+    free(pairs);
+    free(ms);
+    return regression ? 1 : 0;
+}
