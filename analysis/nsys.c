@@ -266,14 +266,20 @@ static op_cat classify_kernel(const char *name) {
     return CAT_COMPUTE;
 }
 
-/* "NVIDIA H100 80GB HBM3 (0)" -> 0, "3" -> 3, "GPU1" -> 1, "" -> 0. */
+/* "NVIDIA H100 80GB HBM3 (1)" -> 1, "3" -> 3; anything else (a name
+ * without "(N)", an empty cell) -> 0: digits inside a product name such as
+ * "HBM3" are not a device id. */
 static int device_id(const char *s) {
     size_t n = strlen(s);
-    while (n > 0 && (s[n - 1] == ')' || isspace((unsigned char)s[n - 1]))) n--;
-    size_t e = n;
-    while (n > 0 && isdigit((unsigned char)s[n - 1])) n--;
-    if (n == e || e - n > 6) return 0;
-    return atoi(s + n);
+    while (n > 0 && isspace((unsigned char)s[n - 1])) n--;
+    size_t b = 0;
+    while (b < n && isspace((unsigned char)s[b])) b++;
+    bool paren = n > b && s[n - 1] == ')';
+    size_t e = paren ? n - 1 : n, d = e;
+    while (d > b && isdigit((unsigned char)s[d - 1])) d--;
+    if (d == e || e - d > 6) return 0;
+    if (paren ? (d == b || s[d - 1] != '(') : d != b) return 0;
+    return atoi(s + d);
 }
 
 /* ------------------------------------------------------------ --filter_time */

@@ -111,6 +111,10 @@ check "$TMP/tr" "len(bd) == 2" "op('[CUDA memcpy HtoD]')['bytes'] == '1048576'" 
     "all(t['trial_type'] == 'nsys' and t['step'] == '-1' and t['bucket'] == '-1' for t in tl)" \
     "[(t['kind'], t['start_s'], t['dur_s']) for t in tl if t['rank'] == '1' and t['lane'] == 'stream20'] == [('comm', '0.000250000', '0.000200000'), ('comm', '0.000700000', '0.000100000')]" \
     "[t['lane'] for t in tl if t['rank'] == '0'][0] == 'stream7'"
+# a device column without "(N)": digits of the product name ("HBM3") are no device id
+sed 's/HBM3 (1)/HBM3/' "$FX/cuda_gpu_trace_new_us.csv" >"$TMP/noid.csv"
+out=$("$VB" nsys "$TMP/noid.csv" --output_dir "$TMP/noid" 2>&1) || fail "device without id exited $?: $out"
+check "$TMP/noid" "set(r['rank'] for r in ops) == {'0'}" "[b['rank'] for b in bd] == ['0']"
 # the imported timeline is one `vitbench trace` reads
 out=$("$VB" trace "$TMP/tr/timeline.csv" 2>&1) || fail "trace of an nsys timeline exited $?: $out"
 
