@@ -93,11 +93,11 @@ static rp_table *scaling(rp_doc *d, rp_sweep *s, const rp_opts *o, bool strong) 
     rp_table *t = strong ? rp_table_new("scaling.csv", "Strong scaling: throughput, speedup and efficiency", 14, scols)
                          : rp_table_new("scaling.csv", "Weak scaling: throughput and efficiency", 12, wcols);
     vb_plot pt, pe, psp;
-    vb_plot_init(&pt, "throughput", strong ? "Strong scaling: throughput" : "Weak scaling: throughput", "ranks",
+    vb_plot_init(&pt, "throughput", strong ? "Strong scaling: throughput (mean, 95% CI)" : "Weak scaling: throughput (mean, 95% CI)", "ranks",
                  thr_unit(s));
-    vb_plot_init(&pe, "efficiency", strong ? "Strong scaling: efficiency" : "Weak scaling: efficiency", "ranks",
+    vb_plot_init(&pe, "efficiency", strong ? "Strong scaling: efficiency (95% CI)" : "Weak scaling: efficiency (95% CI)", "ranks",
                  "efficiency (ideal = 1)");
-    vb_plot_init(&psp, "speedup", "Strong scaling: speedup", "ranks", "speedup over the smallest rank count");
+    vb_plot_init(&psp, "speedup", "Strong scaling: speedup (95% CI)", "ranks", "speedup over the smallest rank count");
     pt.logx2 = pe.logx2 = psp.logx2 = true;
     pe.hline = 1;
     snprintf(pe.hline_title, sizeof pe.hline_title, "ideal");
@@ -119,8 +119,8 @@ static rp_table *scaling(rp_doc *d, rp_sweep *s, const rp_opts *o, bool strong) 
             char notes[256];
             point_notes(p, notes, sizeof notes);
             if (ref->fp_differs && p != ref) note_add(notes, sizeof notes, "reference point's fingerprint differs");
-            if (p != ref && rp_spread_exceeds(1 - eff.mean, eff.lo, eff.hi) && isfinite(eff.lo))
-                note_add(notes, sizeof notes, "efficiency loss within its CI");
+            if (p != ref && isfinite(eff.lo) && rp_spread_exceeds(1 - eff.mean, eff.lo, eff.hi))
+                note_add(notes, sizeof notes, "CI wider than |1 - E|: not distinguishable from ideal");
             rp_table_add(t, "%s", v[k].label);
             rp_table_add(t, "%g", p->ranks);
             rp_table_add(t, "%d", p->nruns);
@@ -358,7 +358,8 @@ static rp_table *layouts(rp_doc *d, rp_sweep *s, const rp_opts *o) {
         char notes[256], lab[128];
         point_notes(p, notes, sizeof notes);
         rp_group_comm g[RP_NGROUPS];
-        if (rp_comm_groups(r0, g) != 0) {
+        bool have_ops = rp_comm_groups(r0, g) == 0;
+        if (!have_ops) {
             missing_ops = true;
             note_add(notes, sizeof notes, "no ops.csv");
         }
@@ -378,8 +379,9 @@ static rp_table *layouts(rp_doc *d, rp_sweep *s, const rp_opts *o) {
         table_est(t, p->est);
         rp_table_num(t, nmem ? mem / nmem / (1024.0 * 1024.0) : NAN);
         for (int k = RP_G_TP; k <= RP_G_DP; k++) {
-            rp_table_num(t, g[k].seen ? g[k].bytes_per_step / 1e6 : 0);
-            rp_table_num(t, g[k].seen ? g[k].exposed_share * 100 : 0);
+            /* a group with no comm rows moved nothing; without ops.csv it is unknown */
+            rp_table_num(t, !have_ops ? NAN : g[k].seen ? g[k].bytes_per_step / 1e6 : 0);
+            rp_table_num(t, !have_ops ? NAN : g[k].seen ? g[k].exposed_share * 100 : 0);
         }
         rp_table_add(t, "%s", notes);
         vb_plot_point(st, i, p->est.mean, p->est.lo, p->est.hi, lab);
@@ -393,12 +395,12 @@ static rp_table *layouts(rp_doc *d, rp_sweep *s, const rp_opts *o) {
     rp_para(d, "Communication per group from ops.csv (rank 0's timed FULL steps; every rank's with profiler_mode "
                "all), by the op names the library registers: tp = blocking allreduce (Megatron row-parallel sums), "
                "cp = allgather + reduce_scatter (K/V exchange), dp = iallreduce + allreduce_wait (DDP gradient "
-               "buckets). Every one of these blocks the training thread, so its share of the step is exposed "
-               "time; DDP's overlapped part is in the per-run breakdown.%s%s",
+               "buckets). Each row is time the training thread spent in the call (a post for iallreduce), "
+               "so its share of the step is exposed time; DDP's overlapped part is in the per-run breakdown.%s%s",
             cpdp ? " With cp > 1 DDP reduces gradients over cp x dp together: the dp columns include cp's share of "
                    "the gradient all-reduce, which ops.csv cannot separate."
                  : "",
-            missing_ops ? " Layouts without ops.csv show 0 for every group: unknown, not zero." : "");
+            missing_ops ? " Layouts without ops.csv have empty communication cells: unknown, not zero." : "");
     rp_add_table(d, t);
     if (best) {
         char lab[256];
@@ -410,7 +412,7 @@ static rp_table *layouts(rp_doc *d, rp_sweep *s, const rp_opts *o) {
             rp_para(d, "Best layout: %s (%.4g samples/s); against the runner-up %s: median ratio %.4g [95%% CI %.4g, "
                        "%.4g], Mann-Whitney p = %.3g (%s).",
                     lab, best->est.mean, lab2, c.ratio, c.lo, c.hi, c.p,
-                    c.p < 0.05 ? "significant" : "not significant: the two are indistinguishable");
+                    c.p < 0.05 ? "significant" : "not significant at 0.05: more repeats could separate them");
         } else {
             rp_para(d, "Best layout: %s (the only one).", lab);
         }

@@ -242,9 +242,21 @@ static void ops_section(rp_doc *d, const rp_run *r, const char *prefix, bool com
     vb_csv_free(&t);
 }
 
+/* One line for a sweep's run: the sweep's provenance section has the rest,
+ * and flags what differs between runs. */
+static void compact_provenance(rp_doc *d, const rp_run *r) {
+    rp_para(d, "Status %s, commit %s%s, machine_key %s, %s OpenMP threads.", r->status,
+            r->git_commit[0] ? r->git_commit : "?", strcmp(r->git_dirty, "true") == 0 ? " (dirty tree)" : "",
+            r->machine_key[0] ? r->machine_key : "?", r->omp_threads[0] ? r->omp_threads : "?");
+    if (r->command_line && r->command_line[0]) rp_pre(d, r->command_line);
+}
+
 void rp_run_sections(rp_doc *d, const rp_run *r, const char *out_dir, const char *prefix, bool compact,
                      int heading_level) {
-    rp_run_provenance(d, r);
+    if (compact)
+        compact_provenance(d, r);
+    else
+        rp_run_provenance(d, r);
     char trace[VB_PATH_MAX], rel[VB_PATH_MAX];
     vb_snprintf(trace, sizeof trace, "%s/trace.json", r->dir);
     if (vb_file_exists(trace)) {

@@ -180,35 +180,70 @@ static void pool_samples(rp_sweep *s) {
     }
 }
 
-/* What makes throughput comparable across rank counts: the fingerprint
- * without ranks (machine_key includes ranks, so it differs by design). */
-static void comparable_key(const rp_run *r, char *out, size_t n) {
-    snprintf(out, n, "%s|%s|%s|%s|%s|%s", r->cpu_model, r->affinity_cores, r->omp_threads, r->backend,
-             r->blas_coretype, r->gpu_name);
+/* What must agree across rank counts: the hardware and software identity.
+ * machine_key also holds ranks, affinity and OpenMP threads, which a sweep
+ * changes with the rank count on purpose (threads_per_rank), so it is only
+ * required to agree between runs with the same number of ranks. */
+static void identity_key(const rp_run *r, char *out, size_t n) {
+    snprintf(out, n, "%s|%s|%s|%s", r->cpu_model, r->backend, r->blas_coretype, r->gpu_name);
+}
+
+static bool runs_incomparable(const rp_run *a, const rp_run *b) {
+    char ka[1024], kb[1024];
+    identity_key(a, ka, sizeof ka);
+    identity_key(b, kb, sizeof kb);
+    if (strcmp(ka, kb) != 0) return true;
+    return a->ranks == b->ranks && strcmp(a->machine_key, b->machine_key) != 0;
 }
 
 static void check_fingerprints(rp_sweep *s) {
     const rp_run *ref = NULL;
-    char kref[1024], k[1024];
     for (int i = 0; i < s->nruns && !ref; i++)
         if (s->runs[i].has_json && s->runs[i].machine_key[0]) ref = &s->runs[i];
     if (!ref) return;
-    comparable_key(ref, kref, sizeof kref);
     for (int p = 0; p < s->npts; p++) {
         rp_point *pt = &s->pts[p];
         for (int a = 0; a < pt->nruns; a++) {
             const rp_run *r = &s->runs[pt->runs[a]];
             if (!r->machine_key[0]) continue;
-            comparable_key(r, k, sizeof k);
-            if (strcmp(k, kref) != 0) pt->fp_differs = true;
-            /* repeats of one point share ranks, so their machine_key must agree */
-            for (int b = 0; b < a; b++)
-                if (s->runs[pt->runs[b]].machine_key[0] &&
-                    strcmp(s->runs[pt->runs[b]].machine_key, r->machine_key) != 0)
+            for (int i = 0; i < s->nruns && !pt->fp_differs; i++) {
+                const rp_run *o = &s->runs[i];
+                /* against the reference's identity, and every run of the same rank count */
+                if (o->machine_key[0] && (o == ref || o->ranks == r->ranks) && runs_incomparable(r, o))
                     pt->fp_differs = true;
+            }
         }
         if (pt->fp_differs) s->fp_differs = true;
     }
+}
+
+/* Threads and cores per rank as the sweep set them, when they change. */
+static void threads_note(rp_doc *d, const rp_sweep *s) {
+    char text[1024] = "";
+    size_t k = 0;
+    bool varies = false;
+    const rp_run *first = NULL;
+    for (int i = 0; i < s->nruns; i++) {
+        const rp_run *r = &s->runs[i];
+        if (!r->has_json || !r->omp_threads[0]) continue;
+        if (!first) first = r;
+        if (strcmp(r->omp_threads, first->omp_threads) != 0 || strcmp(r->affinity_cores, first->affinity_cores) != 0)
+            varies = true;
+        bool seen = false;
+        for (int j = 0; j < i && !seen; j++)
+            seen = s->runs[j].has_json && s->runs[j].ranks == r->ranks &&
+                   strcmp(s->runs[j].omp_threads, r->omp_threads) == 0 &&
+                   strcmp(s->runs[j].affinity_cores, r->affinity_cores) == 0;
+        if (seen) continue;
+        int w = snprintf(text + k, sizeof text - k, "%s%g ranks: %s threads, %s cores per rank", k ? "; " : "",
+                         r->ranks, r->omp_threads, r->affinity_cores[0] ? r->affinity_cores : "?");
+        if (w < 0 || (size_t)w >= sizeof text - k) break;
+        k += (size_t)w;
+    }
+    if (varies)
+        rp_para(d, "Threads and cores per rank change across the sweep (%s): per-rank throughput is not per-core "
+                   "throughput; read scaling against the whole allocation.",
+                text);
 }
 
 static bool batch_constant(const rp_sweep *s, bool local) {
@@ -301,12 +336,13 @@ static void provenance_section(rp_doc *d, rp_sweep *s) {
         rp_para(d, "Reference run for provenance: %s.", ref->name);
         rp_run_provenance(d, ref);
     }
+    threads_note(d, s);
     if (commits_differ) rp_para(d, "WARNING: the runs were built from different commits (see runs.csv).");
     if (versions_differ) rp_para(d, "WARNING: library versions differ between runs (see each run's section).");
     if (s->fp_differs)
-        rp_para(d, "WARNING: fingerprints differ: some points ran on a different CPU model, affinity, OpenMP thread "
-                   "count, backend, BLAS core type or GPU than %s, or repeats of one point have different "
-                   "machine_key; rows marked 'fingerprint differs' are not comparable with the others.",
+        rp_para(d, "WARNING: fingerprints differ: some points ran on a different CPU model, backend, BLAS core type "
+                   "or GPU than %s, or runs with the same number of ranks have different machine_key; rows "
+                   "marked 'fingerprint differs' are not comparable with the others.",
                 ref ? ref->name : "the first run");
 }
 

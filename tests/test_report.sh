@@ -41,7 +41,7 @@ def fingerprint(ranks, cpu="Test CPU 9000"):
             "cflags": "-O3", "git_commit": "abc123", "git_dirty": False, "gpu_name": "", "gpu_driver": "",
             "machine_key": "%016x" % (0xfeed + ranks + (0 if cpu == "Test CPU 9000" else 1 << 40))}
 
-def make_run(d, ranks, local, glob, noddp, full, cpu="Test CPU 9000", bucket=25, tp=1, cp=1):
+def make_run(d, ranks, local, glob, noddp, full, cpu="Test CPU 9000", bucket=25, tp=1, cp=1, exposed=None):
     """full: the timed FULL samples_per_s of rank 0; every file a run writes."""
     os.makedirs(d)
     json.dump({"run_id": os.path.basename(d), "status": "completed", "command": "run",
@@ -66,7 +66,23 @@ def make_run(d, ranks, local, glob, noddp, full, cpu="Test CPU 9000", bucket=25,
                "ntrials", "config", "backend", "ranks", "tp", "cp", "dp", "global_batch_size", "local_batch_size",
                "bucket_cap_mb", "noddp", "peak_mem_bytes", "machine_key"],
               [["FULL", m, 0, min(full), max(full), len(full), "tiny", "cpu", ranks, tp, cp, ranks // (tp * cp),
-                glob, local, bucket, "true" if noddp else "false", 1048576 * 64, fingerprint(ranks, cpu)["machine_key"]]])
+                glob, local, bucket, "true" if noddp else "false", 1048576 * 64 // (tp * cp),
+                fingerprint(ranks, cpu)["machine_key"]]])
+    if exposed is not None:  # 4 timed FULL steps per rank, rank 1 waits twice as long as rank 0
+        write_csv(d + "/iterations.csv", ["trial", "trial_type", "trial_index", "warmup", "step", "rank", "seconds",
+                                          "data_wait_s", "allreduce_calls", "allreduce_bytes", "comm_exposed_s"],
+                  [["FULL_0", "FULL", 0, 0, st, rk, 0.1, 0, 1, 100, exposed * (1 + rk) / 1.5]
+                   for st in range(4) for rk in range(2)])
+    if tp * cp > 1:  # 10 timed FULL steps; 1 MB per step of the layout's own collective
+        write_csv(d + "/iterations.csv", ["trial", "trial_type", "trial_index", "warmup", "step", "rank", "seconds"],
+                  [["FULL_0", "FULL", 0, 0, st, 0, 0.1] for st in range(10)])
+        names = ["allreduce"] if tp > 1 else ["allgather", "reduce_scatter"]
+        write_csv(d + "/ops.csv", ["rank", "trial_type", "name", "category", "calls", "bytes", "flops", "total_s",
+                                   "avg_s", "min_s", "max_s", "median_s", "share_of_step"],
+                  [[0, "FULL", n, "comm", 10, 1e7 / len(names), 0, 0.1, 0.01, 0.01, 0.01, 0.01, 0.1 / len(names)]
+                   for n in names] +
+                  [[0, "FULL", "iallreduce", "comm", 10, 2e7, 0, 0.01, 0.001, 0.001, 0.001, 0.001, 0.01],
+                   [0, "SYNTHETIC", "allreduce", "comm", 10, 9e9, 0, 9, 1, 1, 1, 1, 0.9]])
 
 HEAD = ["run_index", "run_dir", "status", "exit_code", "repeat", "ranks", "threads_per_rank"]
 TAIL = ["full_samples_per_s", "full_std", "synthetic_samples_per_s", "synthetic_std", "io_samples_per_s", "io_std"]
@@ -123,6 +139,21 @@ def main():
           [("completed", 0, 1, {"variant": v, "num_data_workers": v[-1] if "workers" in v else "0",
                                 "disable_broadcast_buffers": "true" if "broadcast" in v else "false"},
             dict(local=4, glob=4, noddp=False, full=f)) for v, f in F.items()])
+
+    # DDP buckets at 2 ranks: 5 MB best and clearly above the 25 MB default; exposed comm per step known
+    B = {"baseline": (25, False, [100, 101, 99, 100.5, 99.5, 100.2], 0.010),
+         "bucket_cap_mb=1": (1, False, [90, 91, 89, 90.5, 89.5, 90.2], 0.030),
+         "bucket_cap_mb=5": (5, False, [110, 111, 109, 110.5, 109.5, 110.2], 0.004),
+         "noddp=true": (25, True, [120, 121, 119, 120.5, 119.5, 120.2], 0.0)}
+    sweep("buckets", "ddp_buckets", ["variant", "noddp", "bucket_cap_mb"],
+          [("completed", 0, 2, {"variant": v, "noddp": "true" if nd else "false", "bucket_cap_mb": b},
+            dict(local=4, glob=8, noddp=nd, full=f, bucket=b, exposed=e)) for v, (b, nd, f, e) in B.items()])
+
+    # layouts of 4 ranks: tp comm only in tp > 1, cp comm only in cp > 1
+    L = [(1, 1, "tp-cp-dp", [100, 101, 99]), (2, 1, "tp-cp-dp", [120, 121, 119]), (1, 2, "cp-tp-dp", [90, 91, 89])]
+    sweep("layouts", "tp_cp_layouts", ["tensor_parallel", "context_parallel", "parallel_order"],
+          [("completed", 0, 4, {"tensor_parallel": tp, "context_parallel": cp, "parallel_order": o},
+            dict(local=4, glob=16, noddp=False, full=f, tp=tp, cp=cp)) for tp, cp, o, f in L])
 
 if __name__ == "__main__":
     main()
@@ -254,6 +285,33 @@ elif which == "flags":
     near(t["num_data_workers=1"]["p_value"], 2 / math.comb(12, 6), "exact p-value", 1e-3)
     png_ok("flags/report/flags_ratio.png")
     svg_ok("flags/report/flags_ratio.svg", "Flags: throughput ratio to the baseline")
+elif which == "buckets":
+    t = {r["variant"]: r for r in rows("buckets/report/buckets.csv")}
+    nod = [120, 121, 119, 120.5, 119.5, 120.2]
+    for v, base, ex in (("baseline", [100, 101, 99, 100.5, 99.5, 100.2], 10.0), ("bucket_cap_mb=5",
+                        [110, 111, 109, 110.5, 109.5, 110.2], 4.0)):
+        near(t[v]["vs_noddp"], mean(base) / mean(nod), "vs_noddp %s" % v)
+        near(t[v]["exposed_comm_ms"], ex, "exposed comm ms per step %s" % v)
+    near(t["bucket_cap_mb=1"]["bucket_cap_mb"], 1, "bucket size column")
+    md = open("buckets/report/report.md").read()
+    if "Best bucket size: bucket_cap_mb=5 (5 MB)" not in md or "significantly different from the default" not in md \
+            or "not significantly" in md:
+        sys.exit("best bucket verdict missing or wrong")
+    png_ok("buckets/report/buckets_throughput.png")
+    svg_ok("buckets/report/buckets_exposed_comm.svg", "DDP buckets: exposed communication per step")
+elif which == "layouts":
+    t = {(r["tp"], r["cp"]): r for r in rows("layouts/report/layouts.csv")}
+    near(t[("2", "1")]["tp_mb_per_step"], 1.0, "tp MB per step")
+    near(t[("2", "1")]["tp_exposed_pct"], 10.0, "tp exposed share")
+    near(t[("2", "1")]["cp_mb_per_step"], 0.0, "no cp traffic at cp 1")
+    near(t[("1", "2")]["cp_mb_per_step"], 1.0, "cp MB per step")
+    near(t[("1", "2")]["dp_mb_per_step"], 2.0, "dp MB per step")
+    near(t[("2", "1")]["dp"], 2, "dp = ranks / (tp cp)")
+    near(t[("2", "1")]["peak_mem_mib_per_rank"], 32, "peak memory MiB")
+    md = open("layouts/report/report.md").read()
+    if "Best layout: tensor_parallel=2 context_parallel=1 parallel_order=tp-cp-dp" not in md:
+        sys.exit("best layout not named")
+    svg_ok("layouts/report/layouts_throughput.svg", "Layouts: throughput")
 elif which == "run":
     b = rows("run1/report/breakdown.csv")
     r0 = b[0]
@@ -293,6 +351,12 @@ grep -q "WARNING: fingerprints differ" strong_out/report.md || fail "differing f
 run_report flags >/dev/null
 python3 check.py flags || fail "flags tables"
 grep -q "kind flags (inferred" flags/report/report.md || fail "flags kind not inferred"
+
+run_report buckets >/dev/null
+python3 check.py buckets || fail "ddp bucket tables"
+grep -q "kind ddp_buckets (inferred" buckets/report/report.md || fail "ddp_buckets kind not inferred"
+run_report layouts >/dev/null
+python3 check.py layouts || fail "layout tables"
 
 # ---- 2. a run directory with timeline, iterations and ops ----
 python3 - <<'EOF' || fail "run fixture"
