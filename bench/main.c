@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/analysis.h"
 #include "bench/sweep.h"
 #include "bench/train_loop.h"
 #include "bench/trainer.h"
@@ -177,7 +178,8 @@ static int cmd_run_or_train(int argc, char **argv, vb_run_mode mode) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) vb_die_input("missing command (run, train, datagen, sweep, help, version; see vitbench help)");
+    if (argc < 2) vb_die_input("missing command (run, train, datagen, sweep, report, compare, trace, nsys, help, version; see "
+                     "vitbench help)");
     const char *cmd = argv[1];
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
         usage(stdout);
@@ -190,7 +192,13 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "datagen") == 0) return cmd_datagen(argc, argv);
     /* before any MPI init: the sweep launches mpirun itself */
     if (strcmp(cmd, "sweep") == 0) return vb_sweep_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "report") == 0) return vb_report_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "compare") == 0) return vb_compare_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "trace") == 0) return vb_trace_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "nsys") == 0) return vb_nsys_main(argc - 1, argv + 1);
     if (strcmp(cmd, "run") == 0) return cmd_run_or_train(argc, argv, VB_MODE_RUN);
     if (strcmp(cmd, "train") == 0) return cmd_run_or_train(argc, argv, VB_MODE_TRAIN);
-    vb_die_input("unknown command '%s' (commands: run, train, datagen, sweep, help, version)", cmd);
+    vb_die_input("unknown command '%s' (commands: run, train, datagen, sweep, report, compare, trace, nsys, help, "
+                 "version)",
+                 cmd);
 }

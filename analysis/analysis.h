@@ -1,0 +1,20 @@
+/* analysis.h: the commands that turn result directories into answers.
+ *
+ *   vitbench report PATH             report.md / report.html / tables / plots (report.c)
+ *   vitbench compare BASE NEW        noise-aware comparison and regression gate (compare.c)
+ *   vitbench trace PATH              Chrome trace (trace.json) from timeline.csv (trace.c)
+ *   vitbench nsys FILE...            import `nsys stats --format csv` reports (nsys.c)
+ *
+ * Each takes argv with argv[0] = the command's name and returns the process
+ * exit status; bad input exits 2 with one line naming the file or flag.
+ * None of them is an MPI program: they run before (instead of) MPI setup.
+ */
+#ifndef VB_ANALYSIS_H
+#define VB_ANALYSIS_H
+
+int vb_report_main(int argc, char **argv);
+int vb_compare_main(int argc, char **argv);
+int vb_trace_main(int argc, char **argv);
+int vb_nsys_main(int argc, char **argv);
+
+#endif
