@@ -9,6 +9,7 @@
 #include <math.h>
 #include <omp.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -202,42 +203,61 @@ static void setup_error_sync(void) {
     vb_world_finalize();
 }
 
+int vb_layout_check(const vb_config *c, int world, char *err, size_t n) {
+    const long long tpcp = (long long)c->tensor_parallel * c->context_parallel;
+    if (world % tpcp != 0) {
+        snprintf(err, n,
+                 "world size %d is not divisible by tensor_parallel %d x context_parallel %d = %lld: start a "
+                 "multiple of %lld ranks or change --tensor_parallel / --context_parallel",
+                 world, c->tensor_parallel, c->context_parallel, tpcp, tpcp);
+        return -1;
+    }
+    vb_layout l;
+    if (vb_layout_init(&l, world, c->tensor_parallel, c->context_parallel, c->parallel_order, err, n) != 0) return -1;
+    if (c->num_heads % c->tensor_parallel != 0) {
+        snprintf(err, n,
+                 "num_heads %d is not divisible by tensor_parallel %d (--tensor_parallel splits the attention "
+                 "heads; use a divisor of %d)",
+                 c->num_heads, c->tensor_parallel, c->num_heads);
+        return -1;
+    }
+    int ntok = vb_config_tokens(c);
+    if (c->context_parallel > ntok) {
+        snprintf(err, n,
+                 "context_parallel %d is larger than the %d tokens per sample (img_size %dx%d / patch_size %d): "
+                 "each cp rank needs at least one token",
+                 c->context_parallel, ntok, c->img_size[0], c->img_size[1], c->patch_size);
+        return -1;
+    }
+    /* the tutorial's batch rule: --local_batch_size fixes the global batch
+     * as local x dp; otherwise the global batch must split evenly */
+    if (c->local_batch_size <= 0 && c->global_batch_size % l.dp != 0) {
+        snprintf(err, n,
+                 "global_batch_size %d is not divisible by the %d data-parallel ranks (%d ranks / "
+                 "(tensor_parallel %d x context_parallel %d)); set --global_batch_size to a multiple of %d "
+                 "or give --local_batch_size",
+                 c->global_batch_size, l.dp, world, c->tensor_parallel, c->context_parallel, l.dp);
+        return -1;
+    }
+    return 0;
+}
+
 /* world = tp x cp x dp, the model's split constraints and the batch split.
  * Fills layout, coordinates, dp and the batch sizes. */
 static void setup_layout(vb_run *r) {
     const vb_config *c = &r->cfg;
     const vb_comm *w = &r->world;
-    const long long tpcp = (long long)c->tensor_parallel * c->context_parallel;
-    if (w->size % tpcp != 0)
-        vb_die_input("world size %d is not divisible by tensor_parallel %d x context_parallel %d = %lld: start a "
-                      "multiple of %lld ranks or change --tensor_parallel / --context_parallel", w->size,
-                   c->tensor_parallel, c->context_parallel, tpcp, tpcp);
-    char err[512];
+    char err[1024];
+    if (vb_layout_check(c, w->size, err, sizeof err) != 0) vb_die_input("%s", err);
     if (vb_layout_init(&r->layout, w->size, c->tensor_parallel, c->context_parallel, c->parallel_order, err,
                        sizeof err) != 0)
         vb_die_input("%s", err);
     vb_layout_coords(&r->layout, w->rank, &r->tp_rank, &r->cp_rank, &r->dp_rank);
     r->dp = r->layout.dp;
-    if (c->num_heads % c->tensor_parallel != 0)
-        vb_die_input("num_heads %d is not divisible by tensor_parallel %d (--tensor_parallel splits the attention "
-                      "heads; use a divisor of %d)", c->num_heads, c->tensor_parallel, c->num_heads);
-    int ntok = vb_config_tokens(c);
-    if (c->context_parallel > ntok)
-        vb_die_input("context_parallel %d is larger than the %d tokens per sample (img_size %dx%d / patch_size %d): "
-                      "each cp rank needs at least one token", c->context_parallel, ntok, c->img_size[0],
-                   c->img_size[1], c->patch_size);
-    /* The tutorial's batch rule: --local_batch_size wins and fixes the global
-     * batch as local x dp; otherwise the global batch is split evenly over
-     * the data-parallel ranks. */
     if (c->local_batch_size > 0) {
         r->local_batch = c->local_batch_size;
         r->global_batch = c->local_batch_size * r->dp;
     } else {
-        if (c->global_batch_size % r->dp != 0)
-            vb_die_input("global_batch_size %d is not divisible by the %d data-parallel ranks (%d ranks / "
-                          "(tensor_parallel %d x context_parallel %d)); set --global_batch_size to a multiple of %d "
-                          "or give --local_batch_size", c->global_batch_size, r->dp, w->size, c->tensor_parallel,
-                       c->context_parallel, r->dp);
         r->local_batch = c->global_batch_size / r->dp;
         r->global_batch = c->global_batch_size;
     }
@@ -251,17 +271,52 @@ static void setup_groups(vb_run *r) {
     const struct {
         vb_group_kind kind;
         vb_comm *out;
-    } g[4] = {{VB_GROUP_TP, &r->tp_comm},
-              {VB_GROUP_CP, &r->cp_comm},
-              {VB_GROUP_DP, &r->dp_comm},
+        const char *name; /* suffix of the group's op names in ops.csv / timeline.csv */
+    } g[4] = {{VB_GROUP_TP, &r->tp_comm, "tp"},
+              {VB_GROUP_CP, &r->cp_comm, "cp"},
+              {VB_GROUP_DP, &r->dp_comm, "dp"},
               /* with cp the weight gradients are partial sums over the cp
                * peers' tokens: they are summed over cp and dp together */
-              {VB_GROUP_CP_DP, &r->grad_comm}};
+              {VB_GROUP_CP_DP, &r->grad_comm, r->layout.cp > 1 ? "cpdp" : "dp"}};
     for (int i = 0; i < 4; i++) {
         int n = vb_layout_group(&r->layout, r->world.rank, g[i].kind, ranks);
         vb_comm_from_ranks(&r->world, ranks, n, g[i].out);
+        vb_snprintf(g[i].out->group, sizeof g[i].out->group, "%s", g[i].name);
     }
     free(ranks);
+}
+
+/* A rank never runs more OpenMP threads than cores in its affinity mask:
+ * under mpirun's binding a 2-thread rank on 1 core runs many times slower
+ * than 1 thread, and the figure would be the binding's, not the model's.
+ * Ranks x threads beyond the node's cores is allowed (oversubscription is a
+ * choice), warned about once and recorded. Collective (node-local size). */
+static void setup_threads(vb_run *r) {
+    r->threads_requested = omp_get_max_threads();
+    int cores = vb_affinity_cores();
+    if (r->threads_requested > cores) omp_set_num_threads(cores);
+    r->node_ranks = vb_node_local_size(&r->world);
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = omp_get_max_threads();
+    r->oversubscribed = online > 0 && (long)r->node_ranks * threads > online;
+    if (r->threads_requested > cores)
+        vb_warn("OpenMP threads capped at %d (the cores in this rank's affinity mask; %d requested)", cores,
+                r->threads_requested);
+    if (r->oversubscribed)
+        vb_warn("%d ranks x %d threads on a node with %ld cores: oversubscribed, throughput is not comparable to "
+                "a run with a core per thread",
+                r->node_ranks, threads, online);
+    vb_fingerprint_collect(&r->fp, r->ops ? r->ops->name : r->cfg.backend, r->world.size);
+}
+
+double vb_peak_rss_bytes(void) {
+    struct rusage u;
+    if (getrusage(RUSAGE_SELF, &u) != 0) return 0;
+    return (double)u.ru_maxrss * 1024.0; /* Linux reports kilobytes */
+}
+
+void vb_run_timeline_phase(vb_run *r, const char *phase, double t0, double t1) {
+    vb_tlrec_add(r->timeline, VB_TL_MAIN, VB_TLK_PHASE, phase, t0, t1 - t0, 0, 0, -1);
 }
 
 void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first, const vb_comm *world) {
@@ -299,6 +354,7 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
     vb_set_input_errors_collective(setup_error_sync);
     setup_layout(r);
     vb_set_input_errors_collective(NULL);
+    setup_threads(r);
 
     /* every input checked before the run directory exists */
     require_dir("train_data_path", c->train_data_path);
@@ -356,6 +412,15 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
     r->ddp_on = reduce_comm->size > 1;
     if (r->ddp_on) vb_ddp_attach(&r->ddp, r->model);
 
+    /* the timeline window: every op of profile_steps timed FULL steps, all ranks */
+    if (r->benchy && c->profile_steps > 0) {
+        int events_per_step = 64 * c->depth + 256; /* ~40 ops a block plus comm and the rest */
+        r->timeline = vb_tlrec_create(c->profile_steps, c->num_data_workers, events_per_step);
+        vb_prof_set_timeline(r->prof, r->timeline);
+        r->ddp.timeline = r->timeline;
+        vb_loader_set_timeline(r->train_loader, r->timeline);
+    }
+
     size_t hw = (size_t)c->img_size[0] * (size_t)c->img_size[1];
     r->inp_bytes = (size_t)r->local_batch * (size_t)c->n_in_channels * hw * sizeof(float);
     r->tar_bytes = (size_t)r->local_batch * (size_t)c->n_out_channels * hw * sizeof(float);
@@ -406,10 +471,13 @@ float vb_train_step(vb_run *r, const vb_batch *b, float *lr_used) {
     VB_NVTX_PUSH("step");
     vb_run_copy_batch(r, b);
 
+    const bool tl = vb_tlrec_active(r->timeline);
+    double t_fwd = tl ? vb_now() : 0;
     VB_NVTX_PUSH("forward");
     float loss = vit_forward(r->model, r->inp_dev, r->tar_dev, b->B);
     VB_NVTX_POP();
 
+    double t_bwd = tl ? vb_now() : 0;
     VB_NVTX_PUSH("backward");
     if (r->ddp_on) vb_ddp_begin_step(&r->ddp);
     vit_backward(r->model); /* the grad_ready hook starts each bucket's allreduce */
@@ -418,9 +486,16 @@ float vb_train_step(vb_run *r, const vb_batch *b, float *lr_used) {
 
     float lr = vb_lr_at(c->lr_schedule, c->lr, c->warmup, c->num_iters, r->iteration);
     if (c->base_batch_size > 0) lr *= sqrtf((float)r->global_batch / (float)c->base_batch_size);
+    double t_opt = tl ? vb_now() : 0;
     VB_NVTX_PUSH("optimizer");
     vb_adam_step(&r->opt, r->model->params, r->model->grads, lr, r->prof);
     VB_NVTX_POP();
+    if (tl) {
+        double t_end = vb_now();
+        vb_run_timeline_phase(r, "forward", t_fwd, t_bwd);
+        vb_run_timeline_phase(r, "backward", t_bwd, t_opt);
+        vb_run_timeline_phase(r, "optimizer", t_opt, t_end);
+    }
     r->iteration++;
     VB_NVTX_POP();
     vb_comm_totals_get(&after);
@@ -507,6 +582,44 @@ static void add_parallel(cJSON *root, const vb_run *r) {
     }
 }
 
+/* What makes runs comparable (core/fingerprint.h), the thread decision,
+ * the timeline window and every rank's peak memory. */
+static void add_fingerprint(cJSON *root, const vb_run *r) {
+    const vb_fingerprint *f = &r->fp;
+    cJSON *o = cJSON_AddObjectToObject(root, "fingerprint");
+    cJSON_AddStringToObject(o, "host", f->host);
+    cJSON_AddStringToObject(o, "cpu_model", f->cpu_model);
+    cJSON_AddNumberToObject(o, "affinity_cores", f->affinity_cores);
+    cJSON_AddNumberToObject(o, "omp_threads", f->omp_threads);
+    cJSON_AddNumberToObject(o, "ranks", f->ranks);
+    cJSON_AddStringToObject(o, "backend", f->backend);
+    cJSON_AddStringToObject(o, "blas", f->blas);
+    cJSON_AddStringToObject(o, "blas_coretype", f->blas_coretype);
+    cJSON_AddStringToObject(o, "compiler", f->compiler);
+    cJSON_AddStringToObject(o, "cflags", f->cflags);
+    cJSON_AddStringToObject(o, "git_commit", f->git_commit);
+    cJSON_AddBoolToObject(o, "git_dirty", f->git_dirty);
+    cJSON_AddStringToObject(o, "gpu_name", f->gpu_name);
+    cJSON_AddStringToObject(o, "gpu_driver", f->gpu_driver);
+    cJSON_AddStringToObject(o, "machine_key", f->machine_key);
+    cJSON *t = cJSON_AddObjectToObject(root, "threads");
+    cJSON_AddNumberToObject(t, "requested", r->threads_requested);
+    cJSON_AddNumberToObject(t, "per_rank", f->omp_threads);
+    cJSON_AddNumberToObject(t, "node_ranks", r->node_ranks);
+    cJSON_AddBoolToObject(t, "oversubscribed", r->oversubscribed);
+    if (r->timeline) {
+        cJSON *w = cJSON_AddObjectToObject(root, "timeline");
+        cJSON_AddNumberToObject(w, "profile_steps", r->cfg.profile_steps);
+        cJSON_AddNumberToObject(w, "steps_recorded", vb_tlrec_steps_done(r->timeline));
+        cJSON_AddNumberToObject(w, "events_rank0", (double)vb_tlrec_events(r->timeline));
+        cJSON_AddNumberToObject(w, "dropped_rank0", (double)vb_tlrec_dropped(r->timeline));
+    }
+    if (r->peak_mem) {
+        cJSON *m = cJSON_AddArrayToObject(root, "peak_mem_bytes_per_rank");
+        for (int k = 0; k < r->world.size; k++) cJSON_AddItemToArray(m, cJSON_CreateNumber(r->peak_mem[k]));
+    }
+}
+
 static void write_text(FILE *f, void *ctx) { fputs((const char *)ctx, f); }
 
 void vb_run_write_json(const vb_run *r, const char *status) {
@@ -538,6 +651,7 @@ void vb_run_write_json(const vb_run *r, const char *status) {
         cJSON_AddNumberToObject(root, "steps_per_epoch", vb_loader_steps_per_epoch(r->train_loader));
     }
     cJSON_AddNumberToObject(root, "iterations_done", r->iteration);
+    add_fingerprint(root, r);
     add_parallel(root, r);
     add_versions(root);
 
@@ -584,6 +698,8 @@ void vb_run_finish(vb_run *r) {
     vb_comm_free(&r->cp_comm);
     vb_comm_free(&r->tp_comm);
     vb_prof_destroy(r->prof);
+    vb_tlrec_destroy(r->timeline);
+    free(r->peak_mem);
     free(r->hosts);
     free(r->command_line);
     if (g_active_run == r) g_active_run = NULL;

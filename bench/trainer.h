@@ -16,6 +16,8 @@
 #include "core/comm.h"
 #include "core/config.h"
 #include "core/data.h"
+#include "core/fingerprint.h"
+#include "core/timeline.h"
 #include "core/ddp.h"
 #include "core/groups.h"
 #include "core/model.h"
@@ -58,6 +60,13 @@ typedef struct vb_run {
 
     const vb_ops *ops;
     vb_profiler *prof;
+    vb_tlrec *timeline;          /* the profile_steps window; NULL when profile_steps is 0 */
+    double time_origin;          /* vb_now() when every rank left the start barrier */
+    vb_fingerprint fp;           /* this rank's; rank 0's goes to run.json and summary.csv */
+    int threads_requested;       /* OpenMP threads before the affinity cap */
+    int node_ranks;              /* ranks sharing this rank's node */
+    bool oversubscribed;         /* node_ranks x threads > cores on the node */
+    double *peak_mem;            /* rank 0: every rank's max RSS in bytes (0 = not yet known) */
     vit_model *model;
     vb_adam opt;
     float *inp_dev, *tar_dev;    /* backend copies of the current batch [B,C,H,W] */
@@ -92,6 +101,13 @@ vb_loader *vb_config_loader(const vb_config *c, const char *dir, int local_batch
 
 void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first, const vb_comm *world);
 
+/* Whether config `c` can run on `world` ranks: world divisible by tp x cp, a
+ * valid parallel_order, num_heads divisible by tp, cp no larger than the
+ * token count, the global batch divisible by dp (unless local_batch_size is
+ * set). 0, or -1 with the one-line reason in err. Used by run setup and by
+ * the sweep's preflight alike. */
+int vb_layout_check(const vb_config *c, int world, char *err, size_t n);
+
 /* One training step on `b`: host->backend copy, forward, backward with the
  * DDP bucket allreduces overlapping it, wait + 1/dp scaling, Adam with the
  * scheduled lr. Returns this rank's forward loss (average it over dp_comm for
@@ -118,6 +134,13 @@ void vb_run_exit_interrupted(vb_run *r) __attribute__((noreturn));
 /* Python's repr() of a float (shortest round-trip form, ".0" on integers),
  * so the BENCHY:: lines read exactly as benchy prints them. */
 void vb_pyfloat(char *buf, size_t n, double x);
+
+/* This process's peak resident memory in bytes (getrusage's max RSS). */
+double vb_peak_rss_bytes(void);
+
+/* Records a phase (forward, backward, optimizer, data) of the current step
+ * on the timeline's main lane. */
+void vb_run_timeline_phase(vb_run *r, const char *phase, double t0, double t1);
 
 /* Path of a file inside the run directory. */
 void vb_run_path(const vb_run *r, char *buf, size_t n, const char *name);

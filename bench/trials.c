@@ -39,6 +39,7 @@ typedef struct {
 /* A finished trial as seen by one rank: what trials.csv needs per row. */
 typedef struct {
     double seconds, trial_rate;
+    double peak_rss;      /* the rank's max RSS so far, bytes */
 } rank_trial;
 
 #define ITER_DOUBLES ((int)(sizeof(iter_rec) / sizeof(double)))
@@ -57,11 +58,13 @@ typedef struct {
     iter_rec *all_iters;
     rank_trial *all_trials;
     double *gather_send, *gather_recv; /* packing buffers for one trial */
-    bool tty;
+    bool bar;             /* progress bar instead of per-iteration lines (rank 0) */
+    bool lines;           /* per-iteration lines every report_freq steps (rank 0) */
     bool profile_here;    /* this rank's profiler runs in timed SYNTHETIC/FULL trials */
     bool gather_ops;      /* profiler_mode all on > 1 rank: ops.csv holds every rank's rows */
     int epoch;            /* next loader epoch; every trial starts a fresh one */
     char json_path[VB_PATH_MAX];
+    bool timeline_written;
 } bench_state;
 
 static const vb_benchy_trial_cfg *type_cfg(const vb_benchy_config *b, int type) {
@@ -148,7 +151,15 @@ static void write_summary_csv(FILE *f, void *ctx) {
     const vb_config *c = &r->cfg;
     fprintf(f, "trial_type,mean_samples_per_s,std_samples_per_s,min_samples_per_s,max_samples_per_s,ntrials,"
                "config,backend,ranks,tp,cp,dp,global_batch_size,local_batch_size,embed_dim,depth,num_heads,"
-               "patch_size,img_h,img_w,n_in_channels,n_out_channels,num_data_workers,amp_mode,bucket_cap_mb,noddp\n");
+               "patch_size,img_h,img_w,n_in_channels,n_out_channels,num_data_workers,amp_mode,bucket_cap_mb,noddp,"
+               "achieved_tflop_per_s,peak_mem_bytes,host,cpu_model,affinity_cores,omp_threads,blas,blas_coretype,"
+               "compiler,git_commit,git_dirty,machine_key\n");
+    /* the largest peak over ranks: the one that decides whether a config fits */
+    double peak = 0;
+    for (int k = 0; r->peak_mem && k < r->world.size; k++) peak = r->peak_mem[k] > peak ? r->peak_mem[k] : peak;
+    const vb_fingerprint *fp = &r->fp;
+    /* training FLOPs of one sample over every shard of the model */
+    double flops_per_sample = r->model ? vit_train_flops(r->model, 1) * r->layout.tp * r->layout.cp : 0;
     for (int type = 0; type < TRIAL_NTYPES; type++) {
         type_stats st = stats_of(s, type);
         if (st.n == 0) continue;
@@ -164,7 +175,19 @@ static void write_summary_csv(FILE *f, void *ctx) {
             snprintf(cap, sizeof cap, "%.*g", prec, (double)c->bucket_cap_mb);
             if (strtof(cap, NULL) == c->bucket_cap_mb) break;
         }
-        fprintf(f, ",%s,%s\n", cap, c->noddp ? "true" : "false");
+        fprintf(f, ",%s,%s,", cap, c->noddp ? "true" : "false");
+        if (type != TRIAL_IO && flops_per_sample > 0) fprintf(f, "%.6g", flops_per_sample * st.mean * 1e-12);
+        fprintf(f, ",%.0f,", peak);
+        vb_csv_field(f, fp->host);
+        fputc(',', f);
+        vb_csv_field(f, fp->cpu_model);
+        fprintf(f, ",%d,%d,", fp->affinity_cores, fp->omp_threads);
+        vb_csv_field(f, fp->blas);
+        fputc(',', f);
+        vb_csv_field(f, fp->blas_coretype);
+        fputc(',', f);
+        vb_csv_field(f, fp->compiler);
+        fprintf(f, ",%s,%s,%s\n", fp->git_commit, fp->git_dirty ? "true" : "false", fp->machine_key);
     }
 }
 
@@ -244,6 +267,27 @@ static void write_results(bench_state *s) {
     if (vb_atomic_write(path, write_trials_csv, s) != 0) vb_warn("could not write %s", path);
 }
 
+/* timeline.csv once the window has closed (or the last FULL trial ended):
+ * every rank's rows gathered to rank 0. Collective: every rank reaches the
+ * same decision, since every rank runs the same steps. */
+static void write_timeline(bench_state *s, bool last_chance) {
+    vb_run *r = s->r;
+    if (!r->timeline || s->timeline_written) return;
+    if (!last_chance && vb_tlrec_steps_done(r->timeline) < r->cfg.profile_steps) return;
+    s->timeline_written = true;
+    char *mine = vb_tlrec_csv_rows(r->timeline, r->world.rank);
+    char *all = r->world.size > 1 ? vb_gatherv_bytes(&r->world, mine, strlen(mine), 0, NULL) : mine;
+    if (r->world.rank == 0) {
+        char path[VB_PATH_MAX];
+        vb_run_path(r, path, sizeof path, "timeline.csv");
+        if (vb_tlrec_write_csv(path, all) != 0) vb_warn("could not write %s", path);
+        long dropped = vb_tlrec_dropped(r->timeline);
+        if (dropped > 0) vb_warn("timeline: %ld events did not fit the window's buffers and were dropped", dropped);
+    }
+    if (all != mine) free(all);
+    free(mine);
+}
+
 /* ---- output lines ---- */
 
 static void progress_bar(const trial_rec *t, int done, double rate) {
@@ -267,11 +311,11 @@ static void print_rate_line(const char *label, const char *what, double x) {
 /* After a trial every rank sends its trial time and step records to rank 0
  * (one gather; outside the timed region), which keeps them for the files. */
 static void gather_trial(bench_state *s, const trial_rec *t) {
-    const vb_run *r = s->r;
+    vb_run *r = s->r;
     const int ti = (int)(t - s->trials);
     const size_t per_rank = (size_t)TRIAL_DOUBLES + (size_t)t->nbatches * ITER_DOUBLES;
     double *p = s->gather_send;
-    rank_trial mine = {t->seconds, t->trial_rate};
+    rank_trial mine = {t->seconds, t->trial_rate, vb_peak_rss_bytes()};
     memcpy(p, &mine, sizeof mine);
     memcpy(p + TRIAL_DOUBLES, &s->iters[t->first_iter], (size_t)t->nbatches * sizeof(iter_rec));
     vb_gather_bytes(&r->world, s->gather_send, per_rank * sizeof(double), s->gather_recv, 0);
@@ -279,6 +323,7 @@ static void gather_trial(bench_state *s, const trial_rec *t) {
     for (int k = 0; k < s->nranks; k++) {
         const double *q = s->gather_recv + (size_t)k * per_rank;
         memcpy(&s->all_trials[(size_t)k * (size_t)s->ntrials + (size_t)ti], q, sizeof(rank_trial));
+        if (r->peak_mem) r->peak_mem[k] = s->all_trials[(size_t)k * (size_t)s->ntrials + (size_t)ti].peak_rss;
         memcpy(&s->all_iters[(size_t)k * s->niters + t->first_iter], q + TRIAL_DOUBLES,
                (size_t)t->nbatches * sizeof(iter_rec));
     }
@@ -306,7 +351,11 @@ static void run_trial(bench_state *s, trial_rec *t) {
     }
     /* ops.csv covers exactly the timed steps, so shares add up to <= 1 */
     bool profiled = s->profile_here && !t->warmup && t->type != TRIAL_IO;
+    vb_prof_set_trial_type(r->prof, k_type_name[t->type]);
     vb_prof_set_enabled(r->prof, profiled);
+    /* the timeline window: the first profile_steps timed FULL steps, every rank */
+    bool windowed = r->timeline && t->type == TRIAL_FULL && !t->warmup &&
+                    vb_tlrec_steps_done(r->timeline) < r->cfg.profile_steps;
 
     const double per_iter = samples_per_iter(r);
     int report = s->b->report_freq;
@@ -317,12 +366,13 @@ static void run_trial(bench_state *s, trial_rec *t) {
     for (int k = 0; k < t->nbatches; k++) {
         if (vb_run_interrupted()) {
             /* the unfinished trial is dropped; every finished one is on disk */
-            if (rank0 && s->tty) printf("\n");
+            if (rank0 && s->bar) printf("\n");
             if (cached) vb_loader_release(loader, cached);
             vb_prof_set_enabled(r->prof, false);
             vb_run_exit_interrupted(r);
         }
         iter_rec *it = &s->iters[t->first_iter + (size_t)k];
+        bool in_window = windowed && vb_tlrec_begin_step(r->timeline, k_type_name[t->type], t->index, k);
         const vb_batch *batch = cached;
         it->data_wait = 0;
         it->allreduce_calls = it->allreduce_bytes = it->comm_exposed = 0;
@@ -336,6 +386,7 @@ static void run_trial(bench_state *s, trial_rec *t) {
             it->data_wait = vb_now() - tw;
             vb_prof_end(r->prof, data_id, tp, 0);
             VB_NVTX_POP();
+            if (in_window) vb_run_timeline_phase(r, "data", tw, tw + it->data_wait);
         }
         if (t->type != TRIAL_IO) {
             vb_train_step(r, batch, NULL);
@@ -347,15 +398,19 @@ static void run_trial(bench_state *s, trial_rec *t) {
 
         sync_point(s);
         double t1 = vb_now();
+        if (in_window) {
+            vb_tlrec_add(r->timeline, VB_TL_MAIN, VB_TLK_STEP, "step", t0, t1 - t0, 0, 0, -1);
+            vb_tlrec_end_step(r->timeline);
+        }
         it->seconds = t1 - t0;
         t0 = t1;
         if (profiled) vb_prof_add_step_time(r->prof, it->seconds);
         double rate = per_iter / it->seconds;
         rate_sum += rate;
         if (rank0) {
-            if (s->tty)
+            if (s->bar)
                 progress_bar(t, k + 1, rate);
-            else if (report > 0 && (k + 1) % report == 0)
+            else if (s->lines && report > 0 && (k + 1) % report == 0)
                 print_rate_line(t->label, "Iteration Throughput", rate);
         }
     }
@@ -363,12 +418,13 @@ static void run_trial(bench_state *s, trial_rec *t) {
     vb_prof_set_enabled(r->prof, false);
 
     t->seconds = t0 - t_start;
+    if (windowed) vb_tlrec_add_trial(r->timeline, k_type_name[t->type], t->index, t_start, t->seconds);
     t->avg_iter_rate = rate_sum / t->nbatches;
     t->trial_rate = (double)t->nbatches * per_iter / t->seconds;
     t->done = true;
     gather_trial(s, t);
     if (rank0) {
-        if (s->tty) printf("\n");
+        if (s->bar) printf("\n");
         print_rate_line(t->label, "Average Iteration Throughput", t->avg_iter_rate);
         print_rate_line(t->label, "Trial Throughput", t->trial_rate);
         fflush(stdout);
@@ -376,11 +432,34 @@ static void run_trial(bench_state *s, trial_rec *t) {
     VB_NVTX_POP();
 }
 
+/* --progress: a live bar only where a person watches (a terminal, not a
+ * launcher's pseudo-terminal: mpirun and srun hand ranks one, and the bar's
+ * escape codes would fill every sweep log); lines otherwise. */
+static bool started_by_launcher(void) {
+    static const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMIX_RANK", "SLURM_STEP_ID"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        if (getenv(vars[i])) return true;
+    return false;
+}
+
+static void choose_progress(bench_state *s) {
+    const char *mode = s->r->cfg.progress;
+    bool rank0 = s->r->world.rank == 0;
+    bool bar = strcmp(mode, "bar") == 0 ||
+               (strcmp(mode, "auto") == 0 && isatty(STDOUT_FILENO) && !started_by_launcher());
+    s->bar = rank0 && bar;
+    s->lines = rank0 && !bar && strcmp(mode, "none") != 0;
+}
+
 int vb_trials_run(vb_run *r) {
     const vb_benchy_config *b = &r->bcfg;
     bench_state s = {.r = r, .b = b};
     bool rank0 = r->world.rank == 0;
-    s.tty = rank0 && isatty(STDOUT_FILENO);
+    choose_progress(&s);
+    if (rank0) {
+        r->peak_mem = calloc((size_t)r->world.size, sizeof *r->peak_mem);
+        if (!r->peak_mem) vb_die_internal("out of memory");
+    }
 
     if (r->benchy_file[0])
         vb_log("BENCHY::INFO::Message: Using benchy configuration file %s.", r->benchy_file);
@@ -459,10 +538,16 @@ int vb_trials_run(vb_run *r) {
 
     vb_prof_reset(r->prof);
     write_results(&s); /* headers exist from the start */
+    /* the timeline's clock origin: every rank leaves this barrier together */
+    if (r->world.size > 1) vb_barrier(&r->world);
+    r->time_origin = vb_now();
+    vb_tlrec_set_origin(r->timeline, r->time_origin);
     for (int i = 0; i < s.ntrials; i++) {
         run_trial(&s, &s.trials[i]);
         write_results(&s);
+        write_timeline(&s, false);
     }
+    write_timeline(&s, true);
 
     if (rank0) {
         for (int type = 0; type < TRIAL_NTYPES; type++) {

@@ -48,7 +48,22 @@ typedef struct {
     double t_prof, t0;
 } comm_timer;
 
-static comm_timer timer_start(const vb_comm *c, int id) {
+/* The op's profiler id: "<op>_<group>" when the communicator names its group
+ * (allreduce_tp, allgather_cp, iallreduce_dp), so ops.csv and the timeline
+ * tell tensor-, context- and data-parallel traffic apart. Looked up by name
+ * (a short locked scan), only when a profiler is attached. */
+static int comm_op_id(const vb_comm *c, const char *op) {
+    if (!c || !c->prof) return 0;
+    char name[48];
+    if (c->group[0])
+        snprintf(name, sizeof name, "%s_%s", op, c->group);
+    else
+        snprintf(name, sizeof name, "%s", op);
+    return vb_prof_op(name, VB_CAT_COMM);
+}
+
+static comm_timer timer_start(const vb_comm *c, const char *op) {
+    int id = comm_op_id(c, op);
     comm_timer t = {c ? c->prof : NULL, id, 0.0, 0.0};
     t.t_prof = vb_prof_begin(t.prof, id);
     t.t0 = vb_now();
@@ -96,6 +111,16 @@ void vb_world_finalize(void) {
     VB_MPI(MPI_Finalize());
 }
 
+int vb_node_local_size(const vb_comm *world) {
+    if (trivial(world)) return 1;
+    MPI_Comm node = MPI_COMM_NULL;
+    VB_MPI(MPI_Comm_split_type(comm_of(world), MPI_COMM_TYPE_SHARED, world->rank, MPI_INFO_NULL, &node));
+    int n = 1;
+    VB_MPI(MPI_Comm_size(node, &n));
+    VB_MPI(MPI_Comm_free(&node));
+    return n;
+}
+
 void vb_hostname(char *buf, size_t n) {
     if (n == 0) return;
     if (gethostname(buf, n) != 0) vb_snprintf(buf, n, "unknown");
@@ -118,7 +143,7 @@ void vb_mpi_version(char *buf, size_t n) {
 
 void vb_barrier(const vb_comm *c) {
     if (trivial(c)) return;
-    comm_timer t = timer_start(c, VB_OP_ID(c ? c->prof : NULL, "barrier", VB_CAT_COMM));
+    comm_timer t = timer_start(c, "barrier");
     VB_MPI(MPI_Barrier(comm_of(c)));
     timer_stop(&t, 0, true);
 }
@@ -135,28 +160,28 @@ static void allreduce_chunked(const vb_comm *c, void *buf, size_t n, size_t elem
 
 void vb_allreduce_sum_f32(const vb_comm *c, float *buf, size_t n) {
     if (trivial(c)) return;
-    comm_timer t = timer_start(c, VB_OP_ID(c ? c->prof : NULL, "allreduce", VB_CAT_COMM));
+    comm_timer t = timer_start(c, "allreduce");
     allreduce_chunked(c, buf, n, sizeof(float), MPI_FLOAT, MPI_SUM);
     timer_stop(&t, n * sizeof(float), true);
 }
 
 void vb_allreduce_sum_f64(const vb_comm *c, double *buf, size_t n) {
     if (trivial(c)) return;
-    comm_timer t = timer_start(c, VB_OP_ID(c ? c->prof : NULL, "allreduce", VB_CAT_COMM));
+    comm_timer t = timer_start(c, "allreduce");
     allreduce_chunked(c, buf, n, sizeof(double), MPI_DOUBLE, MPI_SUM);
     timer_stop(&t, n * sizeof(double), true);
 }
 
 void vb_allreduce_max_f64(const vb_comm *c, double *buf, size_t n) {
     if (trivial(c)) return;
-    comm_timer t = timer_start(c, VB_OP_ID(c ? c->prof : NULL, "allreduce", VB_CAT_COMM));
+    comm_timer t = timer_start(c, "allreduce");
     allreduce_chunked(c, buf, n, sizeof(double), MPI_DOUBLE, MPI_MAX);
     timer_stop(&t, n * sizeof(double), true);
 }
 
 void vb_broadcast(const vb_comm *c, void *buf, size_t bytes, int root) {
     if (trivial(c)) return;
-    comm_timer t = timer_start(c, VB_OP_ID(c ? c->prof : NULL, "broadcast", VB_CAT_COMM));
+    comm_timer t = timer_start(c, "broadcast");
     const size_t chunk = (size_t)1 << 30;
     char *p = buf;
     for (size_t done = 0; done < bytes; done += chunk) {
@@ -175,7 +200,7 @@ void vb_gather_bytes(const vb_comm *c, const void *send, size_t bytes, void *rec
     if (!c) VB_MPI(MPI_Comm_size(MPI_COMM_WORLD, &size));
     if (bytes > (size_t)INT_MAX)
         vb_die_internal("vb_gather_bytes: %zu bytes per rank exceeds MPI's int count", bytes);
-    comm_timer t = timer_start(c, VB_OP_ID(c ? c->prof : NULL, "gather", VB_CAT_COMM));
+    comm_timer t = timer_start(c, "gather");
     VB_MPI(MPI_Gather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, root, comm_of(c)));
     timer_stop(&t, bytes * (size_t)size, true);
 }
@@ -200,6 +225,7 @@ void vb_comm_from_ranks(const vb_comm *parent, const int *ranks, int n, vb_comm 
     out->rank = key;
     out->size = n;
     out->prof = parent ? parent->prof : NULL;
+    out->group[0] = '\0'; /* the caller names it */
     MPI_Comm *h = malloc(sizeof *h);
     if (!h) vb_die_internal("out of memory");
     /* MPI_Comm_split is collective over the parent, so every rank calls it,
@@ -260,7 +286,7 @@ void vb_allgatherv_f32(const vb_comm *c, const float *send, float *recv, const i
     int *displs = size <= 64 ? stack : malloc((size_t)size * sizeof *displs);
     if (!displs) vb_die_internal("out of memory");
     int total = displacements(counts, size, displs, "vb_allgatherv_f32");
-    comm_timer t = timer_start(c, VB_OP_ID(c ? c->prof : NULL, "allgather", VB_CAT_COMM));
+    comm_timer t = timer_start(c, "allgather");
     /* send may already sit at its place in recv (the usual in-place use) */
     const void *sbuf = send == recv + displs[rank] ? MPI_IN_PLACE : (const void *)send;
     VB_MPI(MPI_Allgatherv(sbuf, counts[rank], MPI_FLOAT, recv, counts, displs, MPI_FLOAT, comm_of(c)));
@@ -279,7 +305,7 @@ void vb_reduce_scatterv_sum_f32(const vb_comm *c, const float *send, float *recv
     int *displs = size <= 64 ? stack : malloc((size_t)size * sizeof *displs);
     if (!displs) vb_die_internal("out of memory");
     int total = displacements(counts, size, displs, "vb_reduce_scatterv_sum_f32");
-    comm_timer t = timer_start(c, VB_OP_ID(c ? c->prof : NULL, "reduce_scatter", VB_CAT_COMM));
+    comm_timer t = timer_start(c, "reduce_scatter");
     VB_MPI(MPI_Reduce_scatter(send, recv, counts, MPI_FLOAT, MPI_SUM, comm_of(c)));
     timer_stop(&t, (size_t)total * sizeof(float), true);
     if (displs != stack) free(displs);
@@ -307,7 +333,7 @@ char *vb_gatherv_bytes(const vb_comm *c, const void *send, size_t bytes, int roo
     int *counts = size <= 64 ? stack : malloc(2 * (size_t)size * sizeof *counts);
     if (!counts) vb_die_internal("out of memory");
     int *displs = counts + size;
-    comm_timer t = timer_start(c, VB_OP_ID(c ? c->prof : NULL, "gatherv", VB_CAT_COMM));
+    comm_timer t = timer_start(c, "gatherv");
     /* root must know every count before it can size the buffer and place the
      * pieces: the lengths travel first, in the same timed collective */
     int mine = (int)bytes;
@@ -342,12 +368,13 @@ void vb_iallreduce_sum_f32(const vb_comm *c, float *buf, size_t n, vb_request *r
     memset(req, 0, sizeof *req);
     req->bytes = n * sizeof(float);
     req->t_start = vb_now();
+    req->t_end = req->t_start;
     if (trivial(c)) return; /* complete at once: nothing to reduce with */
     if (n > (size_t)INT_MAX)
         vb_die_internal("vb_iallreduce_sum_f32: %zu floats exceed MPI's int count (lower bucket_cap_mb)", n);
     /* the profiled time is the launch only; the part the step waits for is
      * vb_wait's, so ops.csv shares never count overlapped time */
-    comm_timer t = timer_start(c, VB_OP_ID(c ? c->prof : NULL, "iallreduce", VB_CAT_COMM));
+    comm_timer t = timer_start(c, "iallreduce");
     MPI_Request q = MPI_REQUEST_NULL;
     VB_MPI(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, comm_of(c), &q));
     timer_stop(&t, req->bytes, false);
@@ -361,7 +388,10 @@ bool vb_test(vb_request *req) {
     int done = 0;
     VB_MPI(MPI_Test(&q, &done, MPI_STATUS_IGNORE));
     req_set(req, q);
-    if (done) req->active = 0;
+    if (done) {
+        req->active = 0;
+        req->t_end = vb_now();
+    }
     return done != 0;
 }
 
@@ -372,7 +402,8 @@ double vb_wait(vb_request *req) {
     VB_MPI(MPI_Wait(&q, MPI_STATUS_IGNORE));
     req_set(req, q);
     req->active = 0;
-    double dt = vb_now() - t0;
+    req->t_end = vb_now();
+    double dt = req->t_end - t0;
     g_totals.blocking_s += dt;
     return dt;
 }

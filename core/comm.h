@@ -17,11 +17,14 @@ typedef struct vb_comm {
     int rank, size;
     void *handle;          /* MPI_Comm* */
     vb_profiler *prof;     /* may be NULL */
+    char group[8];         /* "tp", "cp", "dp", "cpdp" or "" (world): suffix of its ops' names */
 } vb_comm;
 
 /* Initialises MPI; fills `world`. Idempotent. */
 void vb_world_init(int *argc, char ***argv, vb_comm *world);
 void vb_world_finalize(void);
+/* Ranks of `world` on this rank's node (shared memory). Collective. */
+int vb_node_local_size(const vb_comm *world);
 /* Hostname of this rank (for run.json). */
 void vb_hostname(char *buf, size_t n);
 /* MPI library version string. */
@@ -53,6 +56,7 @@ void vb_reduce_scatterv_sum_f32(const vb_comm *c, const float *send, float *recv
 typedef struct vb_request {
     void *mpi;          /* MPI_Request storage */
     double t_start;
+    double t_end;       /* when vb_test or vb_wait saw it complete */
     size_t bytes;
     int active;
 } vb_request;

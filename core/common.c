@@ -12,7 +12,10 @@
 static int g_log_rank = 0;
 static void (*g_collective_sync)(void) = NULL;
 
+static char g_error_context[256] = "";
+
 void vb_set_log_rank(int rank) { g_log_rank = rank; }
+void vb_set_error_context(const char *ctx) { snprintf(g_error_context, sizeof g_error_context, "%s", ctx ? ctx : ""); }
 void vb_set_input_errors_collective(void (*sync)(void)) { g_collective_sync = sync; }
 int vb_log_rank(void) { return g_log_rank; }
 
@@ -22,10 +25,11 @@ static void vb_vprint(FILE *f, const char *prefix, const char *fmt, va_list ap) 
     /* keep it one line: a message must never smuggle newlines into the log */
     for (char *c = msg; *c; c++)
         if (*c == '\n') *c = ' ';
+    const char *ctx = g_error_context, *sep = g_error_context[0] ? ": " : "";
     if (g_log_rank > 0)
-        fprintf(f, "vitbench: [rank %d] %s%s\n", g_log_rank, prefix, msg);
+        fprintf(f, "vitbench: [rank %d] %s%s%s%s\n", g_log_rank, prefix, ctx, sep, msg);
     else
-        fprintf(f, "vitbench: %s%s\n", prefix, msg);
+        fprintf(f, "vitbench: %s%s%s%s\n", prefix, ctx, sep, msg);
     fflush(f);
 }
 

@@ -27,6 +27,10 @@ void vb_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Informational log line on rank 0 (stdout, flushed). */
 void vb_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Text put before every error and warning message ("" clears it), e.g. the
+ * sweep point being checked, so a line names what it is about. */
+void vb_set_error_context(const char *ctx);
+
 /* Rank used to prefix messages and to silence vb_log on ranks != 0.
  * Set by the communicator once MPI is initialised; 0 before that. */
 void vb_set_log_rank(int rank);

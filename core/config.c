@@ -90,6 +90,8 @@ static const key_def g_keys[] = {
     {"enable_benchy", KT_BOOL, FIELD(enable_benchy), false},
     {"benchy_config", KT_STR, FIELD(benchy_config), false},
     {"save_checkpoint", KT_BOOL, FIELD(save_checkpoint), false},
+    {"progress", KT_STR, FIELD(progress), false},
+    {"profile_steps", KT_INT, FIELD(profile_steps), false},
     /* distributed */
     {"tensor_parallel", KT_INT, FIELD(tensor_parallel), false},
     {"context_parallel", KT_INT, FIELD(context_parallel), false},
@@ -365,6 +367,8 @@ void vb_config_defaults(vb_config *c) {
     c->enable_benchy = false;
     c->benchy_config[0] = '\0';
     c->save_checkpoint = true;
+    snprintf(c->progress, sizeof c->progress, "auto");
+    c->profile_steps = 5;
     /* distributed */
     c->tensor_parallel = 1;
     c->context_parallel = 1;
@@ -638,6 +642,10 @@ void vb_config_validate(const vb_config *c, const char *origin) {
     require_min(c, origin, "warmup", c->warmup, 0);
     require_min(c, origin, "base_batch_size", c->base_batch_size, 0);
     require_min(c, origin, "num_data_workers", c->num_data_workers, 0);
+    require_min(c, origin, "profile_steps", c->profile_steps, 0);
+    if (strcmp(c->progress, "auto") != 0 && strcmp(c->progress, "bar") != 0 && strcmp(c->progress, "lines") != 0 &&
+        strcmp(c->progress, "none") != 0)
+        vfail(c, origin, "progress", NULL, "progress = '%s' must be auto, bar, lines or none", c->progress);
     if (c->limit_nsamples < 0)
         vfail(c, origin, "limit_nsamples", NULL, "limit_nsamples = %d must be >= 0 (0 or None = no limit)",
               c->limit_nsamples);

@@ -63,6 +63,8 @@ typedef struct vb_config {
     bool enable_benchy;            /* train --enable_benchy == run */
     char benchy_config[VB_PATH_MAX]; /* default "" -> $BENCHY_CONFIG_FILE -> benchy defaults */
     bool save_checkpoint;          /* default true for train */
+    char progress[8];              /* auto | bar | lines | none (default auto) */
+    int profile_steps;             /* timed FULL steps recorded in timeline.csv (default 5; 0 = off) */
 
     /* distributed (filled in by the distributed issue; validated against world size there) */
     int tensor_parallel, context_parallel; /* default 1 */

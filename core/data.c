@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 
 #include "core/common.h"
+#include "core/timeline.h"
 
 /* ---- HDF5 serialisation ----
  * A serial HDF5 build without --enable-threadsafe must never be entered by
@@ -207,6 +208,7 @@ struct vb_loader {
     int64_t next_seq; /* next sequence the consumer gets */
     vb_slot *held;
     double wait_s;
+    struct vb_tlrec *_Atomic timeline; /* workers record their reads here; may be NULL */
 };
 
 /* Fisher-Yates permutation of [0, n) seeded by (seed, epoch). */
@@ -317,7 +319,12 @@ static void *worker_main(void *p) {
         int epoch = l->start_epoch + (int)(s / l->steps);
         int index = (int)(s % l->steps);
         pthread_mutex_unlock(&l->mu);
+        double t_read = vb_now();
         bool ok = fill_batch(l, rd, sl, epoch, index, true, mygen);
+        vb_tlrec *tl = atomic_load(&l->timeline);
+        if (tl && ok)
+            vb_tlrec_add(tl, VB_TL_LOADER0 + w, VB_TLK_IO, "read_batch", t_read, vb_now() - t_read,
+                         (double)l->B * (double)(l->Cin + l->Cout) * l->H * l->W * sizeof(float), 0, -1);
         pthread_mutex_lock(&l->mu);
         if (ok && !atomic_load(&l->stop) && atomic_load(&l->gen) == mygen) {
             sl->seq = s;
@@ -581,3 +588,5 @@ const vb_batch *vb_loader_next(vb_loader *l) {
     l->wait_s = vb_now() - t0;
     return &sl->b;
 }
+
+void vb_loader_set_timeline(vb_loader *l, struct vb_tlrec *t) { atomic_store(&l->timeline, t); }

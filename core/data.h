@@ -81,6 +81,10 @@ typedef struct vb_loader vb_loader;
  * for dt (every sample's target step must lie inside its file), or a rank
  * gets fewer samples than one local batch. Workers start prefetching epoch 0. */
 vb_loader *vb_loader_create(const vb_loader_opts *o);
+/* Worker k records each batch it reads on timeline lane loader<k> while the
+ * recorder's window is open (core/timeline.h). NULL stops it. */
+struct vb_tlrec;
+void vb_loader_set_timeline(vb_loader *l, struct vb_tlrec *t);
 void vb_loader_destroy(vb_loader *l);
 int64_t vb_loader_nsamples(const vb_loader *l);      /* whole split after limit */
 int vb_loader_steps_per_epoch(const vb_loader *l);   /* per rank, drop_last */

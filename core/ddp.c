@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "core/timeline.h"
 
 size_t vb_ddp_cap_bytes(double cap_mb) {
     double b = cap_mb * 1024.0 * 1024.0;
@@ -123,6 +124,9 @@ void vb_ddp_grad_ready(void *ctx, int tensor_index) {
     vb_ddp_bucket *b = &d->buckets[d->bucket_of[tensor_index]];
     if (--b->pending == 0) {
         b->ready = true;
+        if (d->timeline)
+            vb_tlrec_add(d->timeline, VB_TL_COMM, VB_TLK_MARKER, "bucket_ready", vb_now(), 0, 0, 0,
+                         (int)(b - d->buckets));
         launch_ready(d);
     }
     /* poke the library: without a call into MPI an in-flight allreduce makes
@@ -139,6 +143,21 @@ static void scale_grads(vb_ddp *d) {
         for (size_t i = 0; i < d->nparams; i++) d->grads[i] *= d->scale;
 }
 
+/* Timeline: each bucket's allreduce on the comm lane, from its post to the
+ * test or wait that saw it complete (the CPU's stand-in for a NCCL stream). */
+static void record_in_flight(const vb_ddp *d) {
+    if (!d->timeline || !d->comm || d->comm->size <= 1) return;
+    const char *name = strcmp(d->comm->group, "cpdp") == 0 ? "allreduce_cpdp"
+                       : strcmp(d->comm->group, "cp") == 0 ? "allreduce_cp"
+                                                           : "allreduce_dp";
+    for (int k = 0; k < d->nbuckets; k++) {
+        const vb_ddp_bucket *b = &d->buckets[k];
+        if (!b->launched) continue;
+        vb_tlrec_add(d->timeline, VB_TL_COMM, VB_TLK_COMM, name, b->req.t_start, b->req.t_end - b->req.t_start,
+                     (double)b->numel * sizeof(float), 0, k);
+    }
+}
+
 double vb_ddp_finish(vb_ddp *d) {
     /* a bucket whose hook never fired still has to be reduced, and in the same
      * order on every rank: mark the rest ready and start them in order */
@@ -150,6 +169,7 @@ double vb_ddp_finish(vb_ddp *d) {
     for (int k = 0; k < d->nbuckets; k++) waited += vb_wait(&d->buckets[k].req);
     vb_prof_end(d->prof, id, t0, 0);
     d->stats.wait_s = waited;
+    record_in_flight(d);
     scale_grads(d);
     return waited;
 }

@@ -56,6 +56,7 @@ typedef struct vb_ddp {
     float scale;           /* applied after the reduction (1/dp); 1 skips it */
     const vb_ops *ops;     /* for scale; NULL: a host loop */
     vb_profiler *prof;     /* "allreduce_wait" samples; may be NULL */
+    struct vb_tlrec *timeline; /* bucket_ready markers and in-flight allreduces; may be NULL */
     size_t cap_bytes;
     int ntensors;
     int nbuckets;

@@ -30,6 +30,25 @@
         vb_prof_end((m)->prof, vit_op_id_, vit_op_t0_, 0);              \
     } while (0)
 #define VIT_OP(m, opname, call) VIT_TIMED(m, opname, VB_CAT_COMPUTE, call)
+/* A compute op that reports its work: FLOPs and bytes moved (ops.csv
+ * gflop_per_s / gb_per_s, timeline.csv). */
+#define VIT_OPW(m, opname, flops, bytes, call)                                       \
+    do {                                                                             \
+        int vit_op_id_ = VB_OP_ID((m)->prof, opname, VB_CAT_COMPUTE);               \
+        double vit_op_t0_ = vb_prof_begin((m)->prof, vit_op_id_);                    \
+        call;                                                                        \
+        vb_prof_end_flops((m)->prof, vit_op_id_, vit_op_t0_, (size_t)(bytes), (flops)); \
+    } while (0)
+/* out[M,N] = in[M,K] w[K,N]: 2MKN FLOPs, each operand touched once */
+#define VIT_MM_FWD(m, role, M, K, N, call)                                                      \
+    VIT_OPW(m, "matmul_forward_" role, 2.0 * (double)(M) * (K) * (N),                            \
+            sizeof(float) * ((double)(M) * (K) + (double)(K) * (N) + (double)(M) * (N)), call)
+/* dW (2MKN) and, when wanted, din (2MKN); reads dout, in, w, writes din, dW */
+#define VIT_MM_BWD(m, role, M, K, N, has_dinp, call)                                           \
+    VIT_OPW(m, "matmul_backward_" role, ((has_dinp) ? 4.0 : 2.0) * (double)(M) * (K) * (N),      \
+            sizeof(float) * (2.0 * (double)(M) * (K) + 2.0 * (double)(K) * (N) + (double)(M) * (N)), call)
+/* elementwise: bytes = n floats read per input + n written; FLOPs unreported */
+#define VIT_EW(m, opname, nfloats_moved, call) VIT_OPW(m, opname, 0.0, sizeof(float) * (double)(nfloats_moved), call)
 /* zeroing gradient buffers is memory traffic, not compute */
 #define VIT_ZERO(m, ptr, nbytes) VIT_TIMED(m, "zero", VB_CAT_MEMCPY, (m)->ops->zero(ptr, nbytes))
 
@@ -567,8 +586,8 @@ float vit_forward(vit_model *m, const float *inp, const float *tar, int B) {
     if (cp)
         VIT_TIMED(m, "cp_slice", VB_CAT_MEMCPY,
                   copy_token_rows(m, a->patches, Nl, 0, a->patches_all, N, m->tok_offset, Nl, B, m->patch_in));
-    VIT_OP(m, "matmul_forward",
-           ops->matmul_forward(a->x0, a->patches, m->p.pe_w, m->p.pe_b, BT, m->patch_in, D));
+    VIT_MM_FWD(m, "patch_embed", BT, m->patch_in, D,
+               ops->matmul_forward(a->x0, a->patches, m->p.pe_w, m->p.pe_b, BT, m->patch_in, D));
     VIT_OP(m, "add_pos_embed",
            ops->add_pos_embed(a->x0, a->x0, m->p.pos + (size_t)m->tok_offset * D, B, Nl, D));
 
@@ -577,46 +596,48 @@ float vit_forward(vit_model *m, const float *inp, const float *tar, int B) {
         const vit_block_params *w = &m->p.blocks[l];
         vit_block_acts *s = &a->blocks[l];
         /* x + attn(LN1(x)); LN1's output enters the tp region as is (identity) */
-        VIT_OP(m, "layernorm_forward",
+        VIT_EW(m, "layernorm_forward", 2.0 * BT * D,
                ops->layernorm_forward(s->ln1, s->ln1_mean, s->ln1_rstd, x, w->ln1_w, w->ln1_b, BT, D, eps));
         /* column-parallel q, k, v: this rank's heads */
-        VIT_OP(m, "matmul_forward", ops->matmul_forward(s->q, s->ln1, w->q_w, w->q_b, BT, D, Dl));
+        VIT_MM_FWD(m, "qkv", BT, D, Dl, ops->matmul_forward(s->q, s->ln1, w->q_w, w->q_b, BT, D, Dl));
         if (cp) {
             /* k then v of the local tokens side by side, one allgatherv for both */
             float *kl = a->kv_local, *vl = a->kv_local + (size_t)BT * Dl;
-            VIT_OP(m, "matmul_forward", ops->matmul_forward(kl, s->ln1, w->k_w, w->k_b, BT, D, Dl));
-            VIT_OP(m, "matmul_forward", ops->matmul_forward(vl, s->ln1, w->v_w, w->v_b, BT, D, Dl));
+            VIT_MM_FWD(m, "qkv", BT, D, Dl, ops->matmul_forward(kl, s->ln1, w->k_w, w->k_b, BT, D, Dl));
+            VIT_MM_FWD(m, "qkv", BT, D, Dl, ops->matmul_forward(vl, s->ln1, w->v_w, w->v_b, BT, D, Dl));
             float *kv[2] = {s->k, s->v};
             cp_allgather_tokens(m, a->kv_local, kv, 2, B, Dl);
         } else {
-            VIT_OP(m, "matmul_forward", ops->matmul_forward(s->k, s->ln1, w->k_w, w->k_b, BT, D, Dl));
-            VIT_OP(m, "matmul_forward", ops->matmul_forward(s->v, s->ln1, w->v_w, w->v_b, BT, D, Dl));
+            VIT_MM_FWD(m, "qkv", BT, D, Dl, ops->matmul_forward(s->k, s->ln1, w->k_w, w->k_b, BT, D, Dl));
+            VIT_MM_FWD(m, "qkv", BT, D, Dl, ops->matmul_forward(s->v, s->ln1, w->v_w, w->v_b, BT, D, Dl));
         }
         /* local queries against every token's keys and values */
-        VIT_OP(m, "attention_forward",
-               ops->attention_forward(s->atty, s->att, s->q, s->k, s->v, B, Nl, N, NHl, HD));
+        /* q k^T and P v: 2 x 2 B NHl Nl N HD; reads q, k, v, writes out and the probabilities */
+        VIT_OPW(m, "attention_forward", 4.0 * B * NHl * (double)Nl * N * HD,
+                sizeof(float) * (2.0 * BT * Dl + 2.0 * (double)B * N * Dl + (double)B * NHl * Nl * N),
+                ops->attention_forward(s->atty, s->att, s->q, s->k, s->v, B, Nl, N, NHl, HD));
         /* row-parallel proj: partial sums, then tp allreduce + bias */
-        VIT_OP(m, "matmul_forward",
-               ops->matmul_forward(s->res_att, s->atty, w->proj_w, tp ? NULL : w->proj_b, BT, Dl, D));
+        VIT_MM_FWD(m, "proj", BT, Dl, D,
+                   ops->matmul_forward(s->res_att, s->atty, w->proj_w, tp ? NULL : w->proj_b, BT, Dl, D));
         if (tp) tp_reduce_add_bias(m, s->res_att, w->proj_b, BT, D);
-        VIT_OP(m, "add", ops->add(s->res_att, s->res_att, x, (size_t)BT * D));
+        VIT_EW(m, "add", 3.0 * BT * D, ops->add(s->res_att, s->res_att, x, (size_t)BT * D));
         /* + mlp(LN2(.)): column-parallel fc1, row-parallel fc2 */
-        VIT_OP(m, "layernorm_forward",
+        VIT_EW(m, "layernorm_forward", 2.0 * BT * D,
                ops->layernorm_forward(s->ln2, s->ln2_mean, s->ln2_rstd, s->res_att, w->ln2_w, w->ln2_b,
                                       BT, D, eps));
-        VIT_OP(m, "matmul_forward", ops->matmul_forward(s->fc1, s->ln2, w->fc1_w, w->fc1_b, BT, D, D4l));
-        VIT_OP(m, "gelu_forward", ops->gelu_forward(s->gelu, s->fc1, (size_t)BT * D4l));
-        VIT_OP(m, "matmul_forward",
-               ops->matmul_forward(s->out, s->gelu, w->fc2_w, tp ? NULL : w->fc2_b, BT, D4l, D));
+        VIT_MM_FWD(m, "fc1", BT, D, D4l, ops->matmul_forward(s->fc1, s->ln2, w->fc1_w, w->fc1_b, BT, D, D4l));
+        VIT_EW(m, "gelu_forward", 2.0 * BT * D4l, ops->gelu_forward(s->gelu, s->fc1, (size_t)BT * D4l));
+        VIT_MM_FWD(m, "fc2", BT, D4l, D,
+                   ops->matmul_forward(s->out, s->gelu, w->fc2_w, tp ? NULL : w->fc2_b, BT, D4l, D));
         if (tp) tp_reduce_add_bias(m, s->out, w->fc2_b, BT, D);
-        VIT_OP(m, "add", ops->add(s->out, s->out, s->res_att, (size_t)BT * D));
+        VIT_EW(m, "add", 3.0 * BT * D, ops->add(s->out, s->out, s->res_att, (size_t)BT * D));
         x = s->out;
     }
 
-    VIT_OP(m, "layernorm_forward",
+    VIT_EW(m, "layernorm_forward", 2.0 * BT * D,
            ops->layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, m->p.norm_w, m->p.norm_b, BT, D, eps));
-    VIT_OP(m, "matmul_forward",
-           ops->matmul_forward(a->head, a->lnf, m->p.head_w, NULL, BT, D, m->head_out));
+    VIT_MM_FWD(m, "head", BT, D, m->head_out,
+               ops->matmul_forward(a->head, a->lnf, m->p.head_w, NULL, BT, D, m->head_out));
     /* every cp rank assembles the whole sequence: full prediction, same loss */
     if (cp) cp_allgather_tokens(m, a->head, &a->head_all, 1, B, m->head_out);
     VIT_OP(m, "unpatchify", ops->unpatchify(a->pred, a->head_all, B, d->cout, d->img_h, d->img_w, d->patch));
@@ -669,13 +690,13 @@ void vit_backward(vit_model *m) {
 
     /* head (no bias), then the final LayerNorm into the residual gradient */
     VIT_ZERO(m, a->dln, nD * sizeof(float));
-    VIT_OP(m, "matmul_backward",
-           ops->matmul_backward(a->dln, m->g.head_w, NULL, a->dhead, a->lnf, m->p.head_w, BT, D, m->head_out));
+    VIT_MM_BWD(m, "head", BT, D, m->head_out, true,
+               ops->matmul_backward(a->dln, m->g.head_w, NULL, a->dhead, a->lnf, m->p.head_w, BT, D, m->head_out));
     int t = m->ntensors - 1;
     grads_ready(m, t, t); /* head.weight */
     const float *x_last = d->depth > 0 ? a->blocks[d->depth - 1].out : a->x0;
     VIT_ZERO(m, a->dres, nD * sizeof(float));
-    VIT_OP(m, "layernorm_backward",
+    VIT_EW(m, "layernorm_backward", 4.0 * BT * D,
            ops->layernorm_backward(a->dres, m->g.norm_w, m->g.norm_b, a->dln, x_last, m->p.norm_w,
                                    a->lnf_mean, a->lnf_rstd, BT, D));
     grads_ready(m, t - 1, t - 2); /* norm.bias, norm.weight */
@@ -694,31 +715,33 @@ void vit_backward(vit_model *m) {
 
         /* out = res_att + fc2(gelu(fc1(LN2(res_att)))) */
         VIT_ZERO(m, a->dgelu, nD4l * sizeof(float));
-        VIT_OP(m, "matmul_backward",
-               ops->matmul_backward(a->dgelu, g->fc2_w, g->fc2_b, a->dres, s->gelu, w->fc2_w, BT, D4l, D));
+        VIT_MM_BWD(m, "fc2", BT, D4l, D, true,
+                   ops->matmul_backward(a->dgelu, g->fc2_w, g->fc2_b, a->dres, s->gelu, w->fc2_w, BT, D4l, D));
         grads_ready(m, base + 15, base + 14); /* fc2.bias, fc2.weight */
         VIT_ZERO(m, a->dfc1, nD4l * sizeof(float));
-        VIT_OP(m, "gelu_backward", ops->gelu_backward(a->dfc1, s->fc1, a->dgelu, nD4l));
+        VIT_EW(m, "gelu_backward", 3.0 * nD4l, ops->gelu_backward(a->dfc1, s->fc1, a->dgelu, nD4l));
         VIT_ZERO(m, a->dln, nD * sizeof(float));
-        VIT_OP(m, "matmul_backward",
-               ops->matmul_backward(a->dln, g->fc1_w, g->fc1_b, a->dfc1, s->ln2, w->fc1_w, BT, D, D4l));
+        VIT_MM_BWD(m, "fc1", BT, D, D4l, true,
+                   ops->matmul_backward(a->dln, g->fc1_w, g->fc1_b, a->dfc1, s->ln2, w->fc1_w, BT, D, D4l));
         grads_ready(m, base + 13, base + 12); /* fc1.bias, fc1.weight */
         /* leaving the tp region: LN2's output fed every rank's fc1 shard */
         if (tp) vb_allreduce_sum_f32(m->par.tp, a->dln, nD);
-        VIT_OP(m, "layernorm_backward",
+        VIT_EW(m, "layernorm_backward", 4.0 * BT * D,
                ops->layernorm_backward(a->dres, g->ln2_w, g->ln2_b, a->dln, s->res_att, w->ln2_w,
                                        s->ln2_mean, s->ln2_rstd, BT, D));
         grads_ready(m, base + 11, base + 10); /* norm2.bias, norm2.weight */
 
         /* res_att = x + proj(attention(q, k, v)) */
         VIT_ZERO(m, a->datty, nDl * sizeof(float));
-        VIT_OP(m, "matmul_backward",
-               ops->matmul_backward(a->datty, g->proj_w, g->proj_b, a->dres, s->atty, w->proj_w, BT, Dl, D));
+        VIT_MM_BWD(m, "proj", BT, Dl, D, true,
+                   ops->matmul_backward(a->datty, g->proj_w, g->proj_b, a->dres, s->atty, w->proj_w, BT, Dl, D));
         grads_ready(m, base + 9, base + 8); /* proj.bias, proj.weight */
         VIT_ZERO(m, a->dq, nDl * sizeof(float));
         VIT_ZERO(m, a->dk, nkv * sizeof(float));
         VIT_ZERO(m, a->dv, nkv * sizeof(float));
-        VIT_OP(m, "attention_backward",
+        /* recompute-free backward: dP = dO v^T, dv = P^T dO, dq, dk: 4 GEMMs of 2 B NHl Nl N HD */
+        VIT_OPW(m, "attention_backward", 8.0 * B * NHl * (double)Nl * N * HD,
+                sizeof(float) * (4.0 * BT * Dl + 4.0 * (double)B * N * Dl + 2.0 * (double)B * NHl * Nl * N),
                ops->attention_backward(a->dq, a->dk, a->dv, a->att_scratch, a->datty, s->att, s->q, s->k,
                                        s->v, B, Nl, N, NHl, HD));
         /* dk, dv cover every token but only this rank's queries: sum over cp
@@ -732,17 +755,17 @@ void vit_backward(vit_model *m) {
         }
         /* v, k, q in that order so their gradients finish in reverse tensor order */
         VIT_ZERO(m, a->dln, nD * sizeof(float));
-        VIT_OP(m, "matmul_backward",
-               ops->matmul_backward(a->dln, g->v_w, g->v_b, dv, s->ln1, w->v_w, BT, D, Dl));
+        VIT_MM_BWD(m, "qkv", BT, D, Dl, true,
+                   ops->matmul_backward(a->dln, g->v_w, g->v_b, dv, s->ln1, w->v_w, BT, D, Dl));
         grads_ready(m, base + 7, base + 6); /* v.bias, v.weight */
-        VIT_OP(m, "matmul_backward",
-               ops->matmul_backward(a->dln, g->k_w, g->k_b, dk, s->ln1, w->k_w, BT, D, Dl));
+        VIT_MM_BWD(m, "qkv", BT, D, Dl, true,
+                   ops->matmul_backward(a->dln, g->k_w, g->k_b, dk, s->ln1, w->k_w, BT, D, Dl));
         grads_ready(m, base + 5, base + 4); /* k.bias, k.weight */
-        VIT_OP(m, "matmul_backward",
-               ops->matmul_backward(a->dln, g->q_w, g->q_b, a->dq, s->ln1, w->q_w, BT, D, Dl));
+        VIT_MM_BWD(m, "qkv", BT, D, Dl, true,
+                   ops->matmul_backward(a->dln, g->q_w, g->q_b, a->dq, s->ln1, w->q_w, BT, D, Dl));
         grads_ready(m, base + 3, base + 2); /* q.bias, q.weight */
         if (tp) vb_allreduce_sum_f32(m->par.tp, a->dln, nD);
-        VIT_OP(m, "layernorm_backward",
+        VIT_EW(m, "layernorm_backward", 4.0 * BT * D,
                ops->layernorm_backward(a->dres, g->ln1_w, g->ln1_b, a->dln, x, w->ln1_w, s->ln1_mean,
                                        s->ln1_rstd, BT, D));
         grads_ready(m, base + 1, base); /* norm1.bias, norm1.weight */
@@ -754,9 +777,9 @@ void vit_backward(vit_model *m) {
            ops->add_pos_embed_backward(m->g.pos + (size_t)m->tok_offset * D, a->dres, B, Nl, D));
     grads_ready(m, 2, 2); /* pos_embed */
     /* dinp NULL: the patches are input data */
-    VIT_OP(m, "matmul_backward",
-           ops->matmul_backward(NULL, m->g.pe_w, m->g.pe_b, a->dres, a->patches, m->p.pe_w, BT,
-                                m->patch_in, D));
+    VIT_MM_BWD(m, "patch_embed", BT, m->patch_in, D, false,
+               ops->matmul_backward(NULL, m->g.pe_w, m->g.pe_b, a->dres, a->patches, m->p.pe_w, BT,
+                                    m->patch_in, D));
     grads_ready(m, 1, 0); /* patch_embed.proj.bias, .weight */
     VB_NVTX_POP();
 }

@@ -18,6 +18,7 @@
 
 #include "core/common.h"
 #include "core/results.h"
+#include "core/timeline.h"
 
 #define VB_PROF_MAX_OPS 512
 #define VB_PROF_MAX_NAME 64
@@ -37,16 +38,28 @@ static int g_nregistered = 0;
 typedef struct {
     long calls;
     double bytes;        /* double: a long run can pass 2^63 bytes of comm in theory */
+    double flops;
     double total, min, max;
     double *samples;
     size_t cap;
 } vb_op_stats;
 
-struct vb_profiler {
-    bool enabled;
+/* One trial type's accumulators (ops.csv keeps SYNTHETIC and FULL apart). */
+typedef struct {
+    const char *trial_type;
     int nops;            /* entries in stats (may lag the registry; grown on demand) */
     vb_op_stats *stats;
     double step_seconds;
+} vb_prof_section;
+
+#define VB_PROF_MAX_SECTIONS 8
+
+struct vb_profiler {
+    bool enabled;
+    vb_prof_section sections[VB_PROF_MAX_SECTIONS];
+    int nsections;
+    vb_prof_section *cur;
+    vb_tlrec *timeline;  /* may be NULL */
 };
 
 const char *vb_cat_name(vb_op_category c) {
@@ -94,13 +107,19 @@ static int registry_count(void) {
 vb_profiler *vb_prof_create(void) {
     vb_profiler *p = calloc(1, sizeof *p);
     if (!p) vb_die_internal("out of memory creating profiler");
+    p->sections[0].trial_type = "";
+    p->nsections = 1;
+    p->cur = &p->sections[0];
     return p;
 }
 
 void vb_prof_destroy(vb_profiler *p) {
     if (!p) return;
-    for (int i = 0; i < p->nops; i++) free(p->stats[i].samples);
-    free(p->stats);
+    for (int k = 0; k < p->nsections; k++) {
+        vb_prof_section *sec = &p->sections[k];
+        for (int i = 0; i < sec->nops; i++) free(sec->stats[i].samples);
+        free(sec->stats);
+    }
     free(p);
 }
 
@@ -108,20 +127,47 @@ void vb_prof_set_enabled(vb_profiler *p, bool on) {
     if (p) p->enabled = on;
 }
 
+void vb_prof_set_trial_type(vb_profiler *p, const char *trial_type) {
+    if (!p) return;
+    for (int k = 0; k < p->nsections; k++) {
+        if (strcmp(p->sections[k].trial_type, trial_type) == 0) {
+            p->cur = &p->sections[k];
+            return;
+        }
+    }
+    /* the unnamed section is taken over by the first named type */
+    if (p->nsections == 1 && p->sections[0].trial_type[0] == '\0' && p->sections[0].nops == 0) {
+        p->sections[0].trial_type = trial_type;
+        return;
+    }
+    if (p->nsections == VB_PROF_MAX_SECTIONS) vb_die_internal("profiler: more than %d trial types", VB_PROF_MAX_SECTIONS);
+    vb_prof_section *sec = &p->sections[p->nsections++];
+    memset(sec, 0, sizeof *sec);
+    sec->trial_type = trial_type;
+    p->cur = sec;
+}
+
+void vb_prof_set_timeline(vb_profiler *p, vb_tlrec *t) {
+    if (p) p->timeline = t;
+}
+
 void vb_prof_reset(vb_profiler *p) {
     if (!p) return;
-    for (int i = 0; i < p->nops; i++) {
-        vb_op_stats *s = &p->stats[i];
-        s->calls = 0;
-        s->bytes = s->total = s->min = s->max = 0;
-        /* samples and cap are kept: the next trial reuses the storage */
+    for (int k = 0; k < p->nsections; k++) {
+        vb_prof_section *sec = &p->sections[k];
+        for (int i = 0; i < sec->nops; i++) {
+            vb_op_stats *s = &sec->stats[i];
+            s->calls = 0;
+            s->bytes = s->flops = s->total = s->min = s->max = 0;
+            /* samples and cap are kept: the next trial reuses the storage */
+        }
+        sec->step_seconds = 0;
     }
-    p->step_seconds = 0;
 }
 
 /* Makes stats[id] exist. Allocates only the first time an op id is seen by
- * this profiler, i.e. in the first profiled step, never in steady state. */
-static void ensure_op(vb_profiler *p, int id) {
+ * this section, i.e. in its first profiled step, never in steady state. */
+static void ensure_op(vb_prof_section *p, int id) {
     if (id < p->nops) return;
     int n = registry_count();
     if (id >= n) vb_die_internal("profiler: op id %d was never registered", id);
@@ -135,17 +181,32 @@ static void ensure_op(vb_profiler *p, int id) {
 double vb_prof_begin(vb_profiler *p, int id) {
     if (!p) return 0.0;
     VB_NVTX_PUSH(g_registry[id].name);
-    return p->enabled ? vb_now() : 0.0;
+    return p->enabled || vb_tlrec_active(p->timeline) ? vb_now() : 0.0;
 }
 
-void vb_prof_end(vb_profiler *p, int id, double t0, size_t bytes) {
+static vb_tl_kind timeline_kind(vb_op_category c) {
+    switch (c) {
+    case VB_CAT_COMM: return VB_TLK_COMM;
+    case VB_CAT_MEMCPY: return VB_TLK_MEMCPY;
+    case VB_CAT_IO: return VB_TLK_IO;
+    default: return VB_TLK_COMPUTE;
+    }
+}
+
+void vb_prof_end_flops(vb_profiler *p, int id, double t0, size_t bytes, double flops) {
     if (!p) return;
     VB_NVTX_POP();
-    if (!p->enabled) return;
+    bool tl = vb_tlrec_active(p->timeline);
+    if (!p->enabled && !tl) return;
     double dt = vb_now() - t0;
     if (dt < 0) dt = 0;
-    ensure_op(p, id);
-    vb_op_stats *s = &p->stats[id];
+    if (tl)
+        vb_tlrec_add(p->timeline, VB_TL_MAIN, timeline_kind(g_registry[id].cat), g_registry[id].name, t0, dt,
+                     (double)bytes, flops, -1);
+    if (!p->enabled) return;
+    vb_prof_section *sec = p->cur;
+    ensure_op(sec, id);
+    vb_op_stats *s = &sec->stats[id];
     if ((size_t)s->calls == s->cap) {
         size_t cap = s->cap ? 2 * s->cap : 64;
         double *grown = realloc(s->samples, cap * sizeof *grown);
@@ -159,10 +220,13 @@ void vb_prof_end(vb_profiler *p, int id, double t0, size_t bytes) {
     s->calls++;
     s->total += dt;
     s->bytes += (double)bytes;
+    s->flops += flops;
 }
 
+void vb_prof_end(vb_profiler *p, int id, double t0, size_t bytes) { vb_prof_end_flops(p, id, t0, bytes, 0.0); }
+
 void vb_prof_add_step_time(vb_profiler *p, double seconds) {
-    if (p && p->enabled) p->step_seconds += seconds;
+    if (p && p->enabled) p->cur->step_seconds += seconds;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -170,7 +234,38 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static const char k_ops_header[] = "rank,name,category,calls,bytes,total_s,avg_s,min_s,max_s,median_s,share_of_step\n";
+static const char k_ops_header[] = "rank,trial_type,name,category,calls,bytes,flops,total_s,avg_s,min_s,max_s,"
+                                   "median_s,share_of_step,gflop_per_s,gb_per_s\n";
+
+static void section_rows(FILE *f, const vb_prof_section *sec, int rank) {
+    size_t most = 1;
+    for (int i = 0; i < sec->nops; i++)
+        if ((size_t)sec->stats[i].calls > most) most = (size_t)sec->stats[i].calls;
+    /* for the median: sorting must not reorder the live samples */
+    double *scratch = malloc(most * sizeof(double));
+    if (!scratch) vb_die_internal("out of memory rendering ops.csv rows");
+    for (int i = 0; i < sec->nops; i++) {
+        const vb_op_stats *s = &sec->stats[i];
+        if (s->calls == 0) continue;
+        size_t n = (size_t)s->calls;
+        memcpy(scratch, s->samples, n * sizeof(double));
+        qsort(scratch, n, sizeof(double), cmp_double);
+        double median = n % 2 ? scratch[n / 2] : 0.5 * (scratch[n / 2 - 1] + scratch[n / 2]);
+        double share = sec->step_seconds > 0 ? s->total / sec->step_seconds : 0.0;
+        fprintf(f, "%d,", rank);
+        vb_csv_field(f, sec->trial_type);
+        fputc(',', f);
+        vb_csv_field(f, g_registry[i].name);
+        fprintf(f, ",%s,%ld,%.0f,%.0f,%.9g,%.9g,%.9g,%.9g,%.9g,%.6f,", vb_cat_name(g_registry[i].cat), s->calls,
+                s->bytes, s->flops, s->total, s->total / (double)s->calls, s->min, s->max, median, share);
+        /* achieved rates only where the op reports its work: empty, not 0 */
+        if (s->flops > 0 && s->total > 0) fprintf(f, "%.6g", s->flops / s->total * 1e-9);
+        fputc(',', f);
+        if (s->bytes > 0 && s->total > 0) fprintf(f, "%.6g", s->bytes / s->total * 1e-9);
+        fputc('\n', f);
+    }
+    free(scratch);
+}
 
 char *vb_prof_csv_rows(vb_profiler *p, int rank) {
     char *buf = NULL;
@@ -178,28 +273,7 @@ char *vb_prof_csv_rows(vb_profiler *p, int rank) {
     /* a memory stream keeps the row formatting (vb_csv_field) identical to a file's */
     FILE *f = open_memstream(&buf, &len);
     if (!f) vb_die_internal("out of memory rendering ops.csv rows");
-    if (p && p->nops > 0) {
-        size_t most = 1;
-        for (int i = 0; i < p->nops; i++)
-            if ((size_t)p->stats[i].calls > most) most = (size_t)p->stats[i].calls;
-        /* for the median: sorting must not reorder the live samples */
-        double *scratch = malloc(most * sizeof(double));
-        if (!scratch) vb_die_internal("out of memory rendering ops.csv rows");
-        for (int i = 0; i < p->nops; i++) {
-            const vb_op_stats *s = &p->stats[i];
-            if (s->calls == 0) continue;
-            size_t n = (size_t)s->calls;
-            memcpy(scratch, s->samples, n * sizeof(double));
-            qsort(scratch, n, sizeof(double), cmp_double);
-            double median = n % 2 ? scratch[n / 2] : 0.5 * (scratch[n / 2 - 1] + scratch[n / 2]);
-            double share = p->step_seconds > 0 ? s->total / p->step_seconds : 0.0;
-            fprintf(f, "%d,", rank);
-            vb_csv_field(f, g_registry[i].name);
-            fprintf(f, ",%s,%ld,%.0f,%.9g,%.9g,%.9g,%.9g,%.9g,%.6f\n", vb_cat_name(g_registry[i].cat), s->calls,
-                    s->bytes, s->total, s->total / (double)s->calls, s->min, s->max, median, share);
-        }
-        free(scratch);
-    }
+    for (int k = 0; p && k < p->nsections; k++) section_rows(f, &p->sections[k], rank);
     bool bad = ferror(f) != 0;
     if (fclose(f) != 0 || bad || !buf) vb_die_internal("out of memory rendering ops.csv rows");
     return buf;

@@ -27,18 +27,32 @@ vb_profiler *vb_prof_create(void);
 void vb_prof_destroy(vb_profiler *p);
 void vb_prof_set_enabled(vb_profiler *p, bool on);
 void vb_prof_reset(vb_profiler *p);          /* drop samples, keep registrations */
+/* Samples go to the accumulators of this trial type (a string that outlives
+ * the profiler, e.g. "FULL"); ops.csv has one row per (trial type, op). */
+void vb_prof_set_trial_type(vb_profiler *p, const char *trial_type);
+/* While `t`'s window is open every timed op is also a timeline event (main
+ * lane), on every rank, whether or not this profiler is enabled. */
+struct vb_tlrec;
+void vb_prof_set_timeline(vb_profiler *p, struct vb_tlrec *t);
 
 /* Registers (or finds) an op by name in the PROCESS-WIDE registry; returns a
  * stable id valid for every profiler. Thread-safe. */
 int vb_prof_op(const char *name, vb_op_category cat);
 double vb_prof_begin(vb_profiler *p, int id);               /* returns start time */
 void vb_prof_end(vb_profiler *p, int id, double t0, size_t bytes);
+/* As vb_prof_end, with the floating-point operations the call performed
+ * (ops.csv flops and gflop_per_s; 0 = not reported). */
+void vb_prof_end_flops(vb_profiler *p, int id, double t0, size_t bytes, double flops);
 
 /* Step time accumulated by the harness: share_of_step = total / step_seconds. */
 void vb_prof_add_step_time(vb_profiler *p, double seconds);
 
-/* Writes ops.csv (header: rank,name,category,calls,bytes,total_s,avg_s,min_s,max_s,median_s,share_of_step)
- * atomically (tmp + rename). Returns 0 on success. */
+/* Writes ops.csv atomically (tmp + rename); header:
+ *   rank,trial_type,name,category,calls,bytes,flops,total_s,avg_s,min_s,max_s,
+ *   median_s,share_of_step,gflop_per_s,gb_per_s
+ * share_of_step = total / the trial type's summed step time; gflop_per_s and
+ * gb_per_s = flops or bytes / total, empty when the op reports none.
+ * Returns 0 on success. */
 int vb_prof_write_csv(vb_profiler *p, const char *path, int rank);
 
 /* This profiler's ops.csv rows (no header; rank column = `rank`) as a malloc'd

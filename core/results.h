@@ -3,14 +3,24 @@
  * output_dir/<run_id>/ is created fresh (never reusing an existing one: a
  * suffix -1, -2 ... is added) and holds:
  *   run.json            resolved config, command line, git commit, host, backend,
- *                       library versions, start/end time, status
+ *                       library versions, start/end time, status, and
+ *                       "fingerprint": {host, cpu_model, affinity_cores (cores in
+ *                       the rank's affinity mask), omp_threads, ranks, backend, blas,
+ *                       blas_coretype, compiler, cflags, git_commit, git_dirty,
+ *                       gpu_name, gpu_driver ("" without a GPU), machine_key}
+ *                       machine_key: 16 hex digits naming what makes throughput
+ *                       comparable (cpu_model, affinity_cores, omp_threads, ranks,
+ *                       backend, blas_coretype, gpu_name); host, compiler and
+ *                       commit are recorded but are what people change, not part of it
  *   trials.csv          run_id,trial_type,trial_index,warmup,nbatches,global_batch,ranks,rank,seconds,samples_per_s
  *   summary.csv         trial_type,mean_samples_per_s,std_samples_per_s,min_samples_per_s,
- *                       max_samples_per_s,ntrials,<key config columns>
+ *                       max_samples_per_s,ntrials,<key config columns>,
+ *                       achieved_tflop_per_s,peak_mem_bytes,<fingerprint columns>
  *   benchy_output.json  benchy's JSON: {"nranks":N,"IO":{"rates":[[..]],"avg_iter_throughput":[..],
  *                       "trial_throughput":[..],"trial_time":[..]},"SYNTHETIC":{..},"FULL":{..}}
- *   iterations.csv      trial,trial_type,trial_index,warmup,step,rank,seconds,data_wait_s
- *   ops.csv             (profile.h)
+ *   iterations.csv      trial,trial_type,trial_index,warmup,step,rank,seconds,data_wait_s,...
+ *   ops.csv             (profile.h) rank,trial_type,name,category,calls,bytes,flops,total_s,...
+ *   timeline.csv        (timeline.h) every event of the profile_steps window
  *   train_log.csv       step,epoch,loss,lr,seconds          (train runs)
  *   validation.csv      epoch,step,val_loss,rmse_u10m,seconds (train runs)
  * Every CSV is rewritten atomically (tmp file + rename) after every trial /

@@ -546,7 +546,7 @@ static const char *ALL_KEYS[] = {
     "expdir", "data_loader_config", "num_data_workers", "limit_nsamples", "limit_nsamples_val",
     "train_data_path", "valid_data_path", "inf_data_path", "time_means_path", "global_means_path",
     "global_stds_path", "shuffle", "seed", "init_checkpoint", "output_dir", "run_name", "backend",
-    "enable_benchy", "benchy_config", "save_checkpoint", "tensor_parallel", "context_parallel", "parallel_order",
+    "enable_benchy", "benchy_config", "save_checkpoint", "progress", "profile_steps", "tensor_parallel", "context_parallel", "parallel_order",
     "bucket_cap_mb", "noddp", "disable_broadcast_buffers", "wireup_info", "wireup_store",
 };
 

@@ -8,6 +8,7 @@
 
 #include "core/common.h"
 #include "core/profile.h"
+#include "core/timeline.h"
 
 static void test_registry_ids_stable(void **state) {
     (void)state;
@@ -34,9 +35,11 @@ typedef struct {
     int rank;
     char category[16];
     long calls;
-    double bytes, total, avg, min, max, median, share;
+    double bytes, flops, total, avg, min, max, median, share;
 } csv_row;
 
+/* The row of op `name` (first match) in ops.csv text:
+ * rank,trial_type,name,category,calls,bytes,flops,total_s,avg_s,min_s,max_s,median_s,share_of_step,... */
 static int find_row(const char *csv, const char *name, csv_row *r) {
     char needle[128];
     snprintf(needle, sizeof needle, ",%s,", name);
@@ -46,10 +49,9 @@ static int find_row(const char *csv, const char *name, csv_row *r) {
         const char *eol = strchr(line, '\n');
         if (hit && (!eol || hit < eol)) {
             memset(r, 0, sizeof *r);
-            char fmt[200];
-            snprintf(fmt, sizeof fmt, "%%d,%s,%%15[^,],%%ld,%%lf,%%lf,%%lf,%%lf,%%lf,%%lf,%%lf", name);
-            int k = sscanf(line, fmt, &r->rank, r->category, &r->calls, &r->bytes, &r->total, &r->avg, &r->min,
-                           &r->max, &r->median, &r->share);
+            if (sscanf(line, "%d,", &r->rank) != 1) return 0;
+            int k = sscanf(hit + strlen(needle), "%15[^,],%ld,%lf,%lf,%lf,%lf,%lf,%lf,%lf,%lf", r->category, &r->calls,
+                           &r->bytes, &r->flops, &r->total, &r->avg, &r->min, &r->max, &r->median, &r->share);
             return k == 10;
         }
         line = eol ? eol + 1 : NULL;
@@ -77,8 +79,9 @@ static void test_stats_and_csv(void **state) {
     assert_int_equal(vb_prof_write_csv(p, path, 3), 0);
     char *csv = tu_read_file(path);
     assert_non_null(csv);
-    assert_true(strncmp(csv, "rank,name,category,calls,bytes,total_s,avg_s,min_s,max_s,median_s,share_of_step\n",
-                        strlen("rank,name,category,calls,bytes,total_s,avg_s,min_s,max_s,median_s,share_of_step\n")) == 0);
+    static const char header[] = "rank,trial_type,name,category,calls,bytes,flops,total_s,avg_s,min_s,max_s,"
+                                 "median_s,share_of_step,gflop_per_s,gb_per_s\n";
+    assert_true(strncmp(csv, header, strlen(header)) == 0);
 
     csv_row r;
     assert_true(find_row(csv, "tp_matmul", &r));
@@ -163,7 +166,7 @@ static void test_rows_for_gather(void **state) {
     char *r1 = vb_prof_csv_rows(p, 1);
     assert_non_null(r0);
     assert_non_null(r1);
-    assert_null(strstr(r0, "rank,name"));
+    assert_null(strstr(r0, "rank,trial_type"));
     csv_row r;
     assert_true(find_row(r1, "tp_rows_op", &r));
     assert_int_equal(r.rank, 1);
@@ -180,7 +183,7 @@ static void test_rows_for_gather(void **state) {
     assert_int_equal(vb_prof_write_csv_rows(path, both), 0);
     char *csv = tu_read_file(path);
     assert_non_null(csv);
-    assert_true(strncmp(csv, "rank,name,", 10) == 0);
+    assert_true(strncmp(csv, "rank,trial_type,name,", 21) == 0);
     assert_true(find_row(csv, "tp_rows_op", &r));
     assert_int_equal(r.rank, 0); /* rank order: rank 0's row first */
     const char *second = strchr(strchr(csv, '\n') + 1, '\n') + 1;
@@ -210,8 +213,113 @@ static void test_rows_for_gather(void **state) {
     tu_rm_rf(dir);
 }
 
+/* SYNTHETIC and FULL samples are kept apart (one row each), FLOPs give
+ * gflop_per_s, and ops without reported work leave the rate empty. */
+static void test_trial_types_and_flops(void **state) {
+    (void)state;
+    vb_profiler *p = vb_prof_create();
+    vb_prof_set_enabled(p, true);
+    int id = vb_prof_op("tp_typed_gemm", VB_CAT_COMPUTE);
+    vb_prof_set_trial_type(p, "SYNTHETIC");
+    vb_prof_end_flops(p, id, vb_now() - 0.5, 100, 2e9);
+    vb_prof_add_step_time(p, 1.0);
+    vb_prof_set_trial_type(p, "FULL");
+    vb_prof_end_flops(p, id, vb_now() - 0.25, 100, 1e9);
+    vb_prof_end_flops(p, id, vb_now() - 0.25, 100, 1e9);
+    vb_prof_add_step_time(p, 1.0);
+    char *rows = vb_prof_csv_rows(p, 0);
+    const char *syn = strstr(rows, "0,SYNTHETIC,tp_typed_gemm,");
+    const char *full = strstr(rows, "0,FULL,tp_typed_gemm,");
+    assert_non_null(syn);
+    assert_non_null(full);
+    csv_row r;
+    assert_true(find_row(syn, "tp_typed_gemm", &r));
+    assert_int_equal(r.calls, 1);
+    assert_true(fabs(r.flops - 2e9) < 1);
+    assert_true(find_row(full, "tp_typed_gemm", &r));
+    assert_int_equal(r.calls, 2);
+    assert_true(fabs(r.flops - 2e9) < 1);
+    assert_true(fabs(r.share - 0.5) < 0.01);
+    /* gflop_per_s = 2e9 FLOPs / 0.5 s = 4 (the second-to-last field) */
+    const char *eol = strchr(full, '\n');
+    const char *q = eol;
+    int commas = 0;
+    while (q > full && commas < 2) commas += *--q == ',';
+    assert_true(fabs(strtod(q + 1, NULL) - 4.0) < 0.05);
+    free(rows);
+    /* an op reporting no FLOPs: its rate is left empty, not 0 */
+    vb_profiler *p2 = vb_prof_create();
+    vb_prof_set_enabled(p2, true);
+    vb_prof_end(p2, vb_prof_op("tp_untyped_op", VB_CAT_COMPUTE), vb_now() - 0.1, 0);
+    char *r2 = vb_prof_csv_rows(p2, 0);
+    assert_non_null(strstr(r2, ",,\n"));
+    free(r2);
+    vb_prof_destroy(p2);
+    vb_prof_destroy(p);
+}
+
+/* The timeline records only inside its window, on every lane, with a bounded
+ * buffer whose overflow is counted, and profiled ops become main-lane rows
+ * even while the profiler itself is disabled (ranks that do not profile). */
+static void test_timeline_window(void **state) {
+    (void)state;
+    vb_tlrec *t = vb_tlrec_create(2, 1, 4);
+    assert_non_null(t);
+    double origin = vb_now();
+    vb_tlrec_set_origin(t, origin);
+    vb_profiler *p = vb_prof_create(); /* disabled */
+    vb_prof_set_timeline(p, t);
+    int id = vb_prof_op("tp_tl_op", VB_CAT_COMPUTE);
+    vb_prof_end(p, id, vb_prof_begin(p, id), 8); /* outside the window: nothing */
+    assert_int_equal(vb_tlrec_events(t), 0);
+    for (int step = 0; step < 3; step++) {
+        bool open = vb_tlrec_begin_step(t, "FULL", 0, step);
+        assert_true(open == (step < 2)); /* two steps, then the window is closed */
+        double t0 = vb_prof_begin(p, id);
+        vb_prof_end(p, id, t0, 8);
+        vb_tlrec_add(t, VB_TL_COMM, VB_TLK_MARKER, "bucket_ready", vb_now(), 0, 0, 0, 3);
+        vb_tlrec_add(t, VB_TL_LOADER0, VB_TLK_IO, "read_batch", vb_now(), 0.001, 64, 0, -1);
+        vb_tlrec_add(t, VB_TL_MAIN, VB_TLK_STEP, "step", t0, vb_now() - t0, 0, 0, -1);
+        vb_tlrec_end_step(t);
+    }
+    assert_int_equal(vb_tlrec_steps_done(t), 2);
+    assert_int_equal(vb_tlrec_events(t), 8);
+    /* overflow: the main lane holds 2 x 4 + 16 events; the rest is counted */
+    vb_tlrec *small = vb_tlrec_create(1, 0, 1);
+    assert_true(vb_tlrec_begin_step(small, "FULL", 0, 0));
+    for (int i = 0; i < 30; i++) vb_tlrec_add(small, VB_TL_MAIN, VB_TLK_COMPUTE, "x", vb_now(), 0, 0, 0, -1);
+    assert_int_equal(vb_tlrec_events(small), 17);
+    assert_int_equal(vb_tlrec_dropped(small), 13);
+    vb_tlrec_destroy(small);
+
+    char *rows = vb_tlrec_csv_rows(t, 5);
+    assert_non_null(strstr(rows, "5,main,compute,tp_tl_op,FULL,0,0,"));
+    assert_non_null(strstr(rows, "5,comm,marker,bucket_ready,FULL,0,1,"));
+    assert_non_null(strstr(rows, "5,loader0,io,read_batch,FULL,0,0,"));
+    assert_non_null(strstr(rows, "5,main,step,step,FULL,0,1,"));
+    /* within a lane, rows are in start order and starts are relative to the origin */
+    double prev = -1;
+    for (const char *line = rows; *line;) {
+        if (strncmp(line, "5,main,", 7) == 0) {
+            const char *f = line;
+            for (int c = 0; c < 7; c++) f = strchr(f, ',') + 1;
+            double start = strtod(f, NULL);
+            assert_true(start >= prev);
+            assert_true(start >= 0 && start < 60);
+            prev = start;
+        }
+        const char *eol = strchr(line, '\n');
+        line = eol ? eol + 1 : line + strlen(line);
+    }
+    free(rows);
+    vb_prof_destroy(p);
+    vb_tlrec_destroy(t);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_trial_types_and_flops),
+        cmocka_unit_test(test_timeline_window),
         cmocka_unit_test(test_registry_ids_stable),
         cmocka_unit_test(test_stats_and_csv),
         cmocka_unit_test(test_disabled_records_nothing),

@@ -1,0 +1,38 @@
+/* fingerprint.h: what makes two runs' throughputs comparable.
+ *
+ * Collected once per rank at run setup and written to run.json
+ * ("fingerprint") and summary.csv. machine_key names the parts that decide
+ * throughput and that a user does not change on purpose between A and B:
+ * cpu_model, affinity_cores, omp_threads, ranks, backend, blas_coretype,
+ * gpu_name. host, compiler, cflags and git commit are recorded, not keyed:
+ * they are exactly what a comparison of two builds or two nodes varies.
+ */
+#ifndef VB_FINGERPRINT_H
+#define VB_FINGERPRINT_H
+
+#include <stdbool.h>
+
+typedef struct vb_fingerprint {
+    char host[256];
+    char cpu_model[256];     /* /proc/cpuinfo "model name" */
+    int affinity_cores;      /* CPUs in this rank's affinity mask */
+    int omp_threads;         /* OpenMP threads this rank runs */
+    int ranks;
+    char backend[32];
+    char blas[256];          /* openblas_get_config() */
+    char blas_coretype[64];  /* openblas_get_corename(): the kernels in use */
+    char compiler[128];
+    char cflags[256];
+    char git_commit[48];
+    bool git_dirty;
+    char gpu_name[128];      /* "" without a GPU */
+    char gpu_driver[64];
+    char machine_key[17];    /* 16 hex digits, FNV-1a of the keyed fields */
+} vb_fingerprint;
+
+void vb_fingerprint_collect(vb_fingerprint *f, const char *backend, int ranks);
+
+/* CPUs in the calling thread's affinity mask (at least 1). */
+int vb_affinity_cores(void);
+
+#endif

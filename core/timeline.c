@@ -1,0 +1,184 @@
+/* timeline.c: a bounded per-lane event recorder (timeline.h).
+ *
+ * Every lane owns a fixed array filled by exactly one thread, so the hot
+ * path is a bounds check and a store: no lock, no allocation. The window
+ * state is atomic because loader workers read it from their own threads.
+ */
+#include "core/timeline.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/common.h"
+#include "core/results.h"
+
+typedef struct {
+    double start, dur, bytes, flops;
+    const char *name;
+    const char *trial_type;
+    int trial_index, step, bucket;
+    unsigned char kind;
+} tl_event;
+
+typedef struct {
+    tl_event *ev;
+    long n, cap;
+    atomic_long dropped;
+} tl_lane;
+
+struct vb_tlrec {
+    int max_steps, nlanes;
+    tl_lane *lanes;
+    double origin;
+    atomic_int active;
+    atomic_int steps_done;
+    /* the window's current step; written by the training thread while no
+     * step is open, read by loader workers while one is */
+    const char *_Atomic trial_type;
+    atomic_int trial_index, step;
+};
+
+static const char *const k_kind[] = {"trial", "step", "phase", "compute", "comm", "memcpy", "io", "marker"};
+
+vb_tlrec *vb_tlrec_create(int steps, int nloaders, int events_per_step) {
+    if (steps <= 0) return NULL;
+    vb_tlrec *t = calloc(1, sizeof *t);
+    if (!t) vb_die_internal("out of memory for the timeline");
+    t->max_steps = steps;
+    t->nlanes = VB_TL_LOADER0 + (nloaders > 0 ? nloaders : 0);
+    t->lanes = calloc((size_t)t->nlanes, sizeof *t->lanes);
+    if (!t->lanes) vb_die_internal("out of memory for the timeline");
+    for (int l = 0; l < t->nlanes; l++) {
+        long per_step = l == VB_TL_MAIN ? events_per_step : l == VB_TL_COMM ? 1024 : 64;
+        tl_lane *ln = &t->lanes[l];
+        ln->cap = per_step * steps + (l == VB_TL_MAIN ? 16 : 0); /* + trial rows */
+        ln->ev = malloc((size_t)ln->cap * sizeof *ln->ev);
+        if (!ln->ev) vb_die_internal("out of memory for %ld timeline events", ln->cap);
+        atomic_init(&ln->dropped, 0);
+    }
+    atomic_init(&t->active, 0);
+    atomic_init(&t->steps_done, 0);
+    atomic_init(&t->trial_index, 0);
+    atomic_init(&t->step, 0);
+    t->trial_type = "";
+    return t;
+}
+
+void vb_tlrec_destroy(vb_tlrec *t) {
+    if (!t) return;
+    for (int l = 0; l < t->nlanes; l++) free(t->lanes[l].ev);
+    free(t->lanes);
+    free(t);
+}
+
+void vb_tlrec_set_origin(vb_tlrec *t, double origin) {
+    if (t) t->origin = origin;
+}
+
+bool vb_tlrec_begin_step(vb_tlrec *t, const char *trial_type, int trial_index, int step) {
+    if (!t || atomic_load(&t->steps_done) >= t->max_steps) return false;
+    t->trial_type = trial_type;
+    atomic_store(&t->trial_index, trial_index);
+    atomic_store(&t->step, step);
+    atomic_store(&t->active, 1);
+    return true;
+}
+
+void vb_tlrec_end_step(vb_tlrec *t) {
+    if (!t || !atomic_load(&t->active)) return;
+    atomic_store(&t->active, 0);
+    atomic_fetch_add(&t->steps_done, 1);
+}
+
+bool vb_tlrec_active(const vb_tlrec *t) { return t && atomic_load(&t->active); }
+int vb_tlrec_steps_done(const vb_tlrec *t) { return t ? atomic_load(&t->steps_done) : 0; }
+
+static void push(vb_tlrec *t, int lane, tl_event e) {
+    if (lane < 0 || lane >= t->nlanes) return;
+    tl_lane *ln = &t->lanes[lane];
+    if (ln->n >= ln->cap) {
+        atomic_fetch_add(&ln->dropped, 1);
+        return;
+    }
+    ln->ev[ln->n++] = e;
+}
+
+void vb_tlrec_add(vb_tlrec *t, int lane, vb_tl_kind kind, const char *name, double start, double dur, double bytes,
+                  double flops, int bucket) {
+    if (!t || !atomic_load(&t->active)) return;
+    tl_event e = {start - t->origin, dur < 0 ? 0 : dur, bytes, flops, name, t->trial_type,
+                  atomic_load(&t->trial_index), atomic_load(&t->step), bucket, (unsigned char)kind};
+    push(t, lane, e);
+}
+
+void vb_tlrec_add_trial(vb_tlrec *t, const char *trial_type, int trial_index, double start, double dur) {
+    if (!t) return;
+    tl_event e = {start - t->origin, dur, 0, 0, NULL, trial_type, trial_index, -1, -1, VB_TLK_TRIAL};
+    push(t, VB_TL_MAIN, e);
+}
+
+long vb_tlrec_events(const vb_tlrec *t) {
+    long n = 0;
+    if (t)
+        for (int l = 0; l < t->nlanes; l++) n += t->lanes[l].n;
+    return n;
+}
+
+long vb_tlrec_dropped(const vb_tlrec *t) {
+    long n = 0;
+    if (t)
+        for (int l = 0; l < t->nlanes; l++) n += atomic_load(&t->lanes[l].dropped);
+    return n;
+}
+
+static int cmp_start(const void *a, const void *b) {
+    const tl_event *x = a, *y = b;
+    if (x->start != y->start) return x->start < y->start ? -1 : 1;
+    /* a parent and its first child can start at the same tick: longer first */
+    return (x->dur < y->dur) - (x->dur > y->dur);
+}
+
+char *vb_tlrec_csv_rows(const vb_tlrec *t, int rank) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) vb_die_internal("out of memory rendering timeline rows");
+    for (int l = 0; t && l < t->nlanes; l++) {
+        tl_lane *ln = &t->lanes[l];
+        qsort(ln->ev, (size_t)ln->n, sizeof *ln->ev, cmp_start);
+        char lane[24];
+        if (l == VB_TL_MAIN)
+            snprintf(lane, sizeof lane, "main");
+        else if (l == VB_TL_COMM)
+            snprintf(lane, sizeof lane, "comm");
+        else
+            snprintf(lane, sizeof lane, "loader%d", l - VB_TL_LOADER0);
+        for (long i = 0; i < ln->n; i++) {
+            const tl_event *e = &ln->ev[i];
+            char trial_name[48];
+            const char *name = e->name;
+            if (e->kind == VB_TLK_TRIAL) {
+                snprintf(trial_name, sizeof trial_name, "%s_%d", e->trial_type, e->trial_index);
+                name = trial_name;
+            }
+            fprintf(f, "%d,%s,%s,", rank, lane, k_kind[e->kind]);
+            vb_csv_field(f, name ? name : "");
+            fprintf(f, ",%s,%d,%d,%.9f,%.9f,%.0f,%.0f,%d\n", e->trial_type ? e->trial_type : "", e->trial_index,
+                    e->step, e->start, e->dur, e->bytes, e->flops, e->bucket);
+        }
+    }
+    bool bad = ferror(f) != 0;
+    if (fclose(f) != 0 || bad || !buf) vb_die_internal("out of memory rendering timeline rows");
+    return buf;
+}
+
+static void write_rows(FILE *f, void *rows) {
+    fputs("rank,lane,kind,name,trial_type,trial_index,step,start_s,dur_s,bytes,flops,bucket\n", f);
+    fputs((const char *)rows, f);
+}
+
+int vb_tlrec_write_csv(const char *path, const char *rows) {
+    return vb_atomic_write(path, write_rows, (void *)(rows ? rows : ""));
+}

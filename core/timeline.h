@@ -1,0 +1,83 @@
+/* timeline.h: every event of a bounded window of timed steps (timeline.csv).
+ *
+ * For the first `profile_steps` timed FULL steps of a run (config key
+ * profile_steps, default 5; 0 turns the timeline off) each rank records
+ * every op, communication call, data wait and copy with its start and
+ * duration, per lane, into preallocated per-lane buffers (no allocation and
+ * no lock on the hot path; events past a lane's capacity are counted as
+ * dropped, never written over others). Rank 0 gathers every rank's events and
+ * writes timeline.csv after the window closes.
+ *
+ * timeline.csv, one row per event, rows grouped by rank then lane, each
+ * lane's rows in start order:
+ *   rank,lane,kind,name,trial_type,trial_index,step,start_s,dur_s,bytes,flops,bucket
+ *   lane    main (the training thread), comm (DDP gradient allreduces in flight:
+ *           from the non-blocking post to the test or wait that saw them
+ *           finish, i.e. the CPU's stand-in for a NCCL stream), loader<k>
+ *           (data-loader worker k's reads)
+ *   kind    trial | step | phase (forward, backward, optimizer, data) |
+ *           compute | comm | memcpy | io | marker (an instant, dur_s 0:
+ *           bucket_ready, where a DDP bucket's last gradient arrived)
+ *   name    op name as in ops.csv (matmul_forward_qkv, allreduce, h2d, ...),
+ *           the trial label (FULL_0), "step", or the phase
+ *   trial_type, trial_index   the trial the event belongs to (FULL, 0)
+ *   step    step index within the trial; -1 for the trial row
+ *   start_s seconds from the run's time origin: a barrier every rank leaves
+ *           together before the first trial, so one node's ranks share a clock
+ *   dur_s   seconds (0 for markers)
+ *   bytes, flops   what the event moved / computed (0 when not applicable)
+ *   bucket  DDP bucket index for allreduce rows and bucket_ready markers, else -1
+ * Nesting on the main lane: trial > step > phase > op; communication that
+ * blocks the training thread (a DDP wait, a tp/cp collective) is a main-lane
+ * comm row, i.e. exposed communication.
+ */
+#ifndef VB_TIMELINE_H
+#define VB_TIMELINE_H
+
+#include <stdbool.h>
+
+/* Lanes: 0 main, 1 comm, 2 + k loader worker k. */
+enum { VB_TL_MAIN = 0, VB_TL_COMM = 1, VB_TL_LOADER0 = 2 };
+
+typedef enum {
+    VB_TLK_TRIAL = 0,
+    VB_TLK_STEP,
+    VB_TLK_PHASE,
+    VB_TLK_COMPUTE,
+    VB_TLK_COMM,
+    VB_TLK_MEMCPY,
+    VB_TLK_IO,
+    VB_TLK_MARKER,
+} vb_tl_kind;
+
+typedef struct vb_tlrec vb_tlrec;
+
+/* A recorder for `steps` steps with `nloaders` loader lanes; buffers are
+ * sized for `events_per_step` main-lane events a step (more are dropped and
+ * counted). */
+vb_tlrec *vb_tlrec_create(int steps, int nloaders, int events_per_step);
+void vb_tlrec_destroy(vb_tlrec *t);
+/* The run's time origin (vb_now() after the start barrier). */
+void vb_tlrec_set_origin(vb_tlrec *t, double origin);
+/* Opens the window for one step: events are recorded until end_step. Returns
+ * false (recording nothing) once `steps` steps were recorded. trial_type must
+ * be a string that outlives the recorder. */
+bool vb_tlrec_begin_step(vb_tlrec *t, const char *trial_type, int trial_index, int step);
+void vb_tlrec_end_step(vb_tlrec *t);
+bool vb_tlrec_active(const vb_tlrec *t);
+int vb_tlrec_steps_done(const vb_tlrec *t);
+/* Records one event (start = absolute vb_now() time). `name` must outlive the
+ * recorder (an op registry name or a literal). No-op when t is NULL or the
+ * window is closed. Each lane has one writer thread. */
+void vb_tlrec_add(vb_tlrec *t, int lane, vb_tl_kind kind, const char *name, double start, double dur, double bytes,
+                  double flops, int bucket);
+/* A trial row (kind trial) for the trial that held window steps. */
+void vb_tlrec_add_trial(vb_tlrec *t, const char *trial_type, int trial_index, double start, double dur);
+long vb_tlrec_events(const vb_tlrec *t);
+long vb_tlrec_dropped(const vb_tlrec *t);
+/* This rank's rows (no header) as a malloc'd string; "" when NULL. */
+char *vb_tlrec_csv_rows(const vb_tlrec *t, int rank);
+/* Writes timeline.csv atomically: the header, then `rows`. 0 on success. */
+int vb_tlrec_write_csv(const char *path, const char *rows);
+
+#endif
