@@ -20,6 +20,10 @@
 #include "core/groups.h"
 #include "core/results.h"
 #include "core/yaml_util.h"
+#include "analysis/analysis.h"
+#include "analysis/csv.h"
+#include "bench/trainer.h"
+#include <math.h>
 
 #ifndef VB_GIT_COMMIT
 #define VB_GIT_COMMIT "unknown"
@@ -448,6 +452,7 @@ void vb_scenario_load(vb_scenario *s, const char *path) {
     if (strlen(path) >= sizeof s->path) vb_die_input("scenario file %.60s...: path too long", path);
     strcpy(s->path, path);
     snprintf(s->command, sizeof s->command, "run");
+    s->repeats = 1;
 
     yaml_document_t doc;
     if (!vb_yaml_load(&doc, path, path)) vb_die_input("%s: empty file (expected a scenario mapping)", path);
@@ -489,6 +494,17 @@ void vb_scenario_load(vb_scenario *s, const char *path) {
             s->timeout_s = int_or_die(&y, v, "timeout_s", 0);
         } else if (strcmp(k, "sbatch") == 0) {
             load_sbatch(&y, v, s);
+        } else if (strcmp(k, "repeats") == 0) {
+            s->repeats = int_or_die(&y, v, "repeats", 1);
+        } else if (strcmp(k, "order") == 0) {
+            const char *t = scalar_or_die(&y, v, "order");
+            if (strcmp(t, "shuffled") != 0 && strcmp(t, "sequential") != 0)
+                vb_die_input("%s: order (line %d): '%s' is not sequential or shuffled", path, line, t);
+            s->shuffled = strcmp(t, "shuffled") == 0;
+        } else if (strcmp(k, "order_seed") == 0) {
+            s->order_seed = (unsigned long long)int_or_die(&y, v, "order_seed", 0);
+        } else if (strcmp(k, "threads_per_rank") == 0) {
+            s->threads_per_rank = int_or_die(&y, v, "threads_per_rank", 1);
         } else if (strcmp(k, "matrix") == 0) {
             load_axes(&y, v, "matrix", &s->matrix, &s->nmatrix);
         } else if (strcmp(k, "layouts") == 0) {
@@ -504,7 +520,8 @@ void vb_scenario_load(vb_scenario *s, const char *path) {
             load_axes(&y, v, "flags", &s->flags, &s->nflags);
         } else {
             vb_die_input("%s: unknown key '%s' (line %d); known: name, description, command, base, ranks, "
-                         "ranks_per_node, timeout_s, sbatch, matrix, layouts, world_size, baseline, flags",
+                         "ranks_per_node, timeout_s, sbatch, repeats, order, order_seed, threads_per_rank, matrix, "
+                         "layouts, world_size, baseline, flags",
                          path, k, line);
         }
     }
@@ -784,6 +801,11 @@ typedef struct {
     bool dry_run;
     int ranks_per_node; /* -1 = the scenario's */
     int timeout_s;      /* -1 = the scenario's */
+    int repeats;        /* -1 = the scenario's */
+    int shuffled;       /* -1 = the scenario's, else 0 / 1 */
+    long long order_seed; /* -1 = the scenario's */
+    int threads_per_rank; /* -1 = the scenario's */
+    bool no_report;
     strvec launcher_args;
     vb_sweep_overrides ov;
 } sweep_cli;
@@ -792,7 +814,9 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: vitbench sweep FILE [--output_dir DIR] [--launcher mpirun|srun|sbatch] [--dry-run]\n"
             "                           [--ranks 1,2,4] [--world_size N] [--ranks_per_node N]\n"
-            "                           [--launcher_args \"ARGS\"] [--timeout_s S] [--<config key> VALUE ...]\n"
+            "                           [--launcher_args \"ARGS\"] [--timeout_s S] [--repeats N]\n"
+            "                           [--order sequential|shuffled] [--order_seed S] [--threads_per_rank T]\n"
+            "                           [--no_report] [--<config key> VALUE ...]\n"
             "Expands the scenario FILE (scenarios/*.yaml) into runs, launches each with its ranks and\n"
             "collects them under DIR/<name>_<timestamp>/ with index.csv (see bench/sweep.h).\n");
 }
@@ -809,6 +833,10 @@ static void parse_cli(int argc, char **argv, sweep_cli *c) {
     snprintf(c->out_dir, sizeof c->out_dir, "results");
     c->ranks_per_node = -1;
     c->timeout_s = -1;
+    c->repeats = -1;
+    c->shuffled = -1;
+    c->order_seed = -1;
+    c->threads_per_rank = -1;
     const char *slurm = getenv("SLURM_JOB_ID");
     c->launcher = (slurm && *slurm) ? LAUNCH_SRUN : LAUNCH_MPIRUN;
 
@@ -863,6 +891,28 @@ static void parse_cli(int argc, char **argv, sweep_cli *c) {
             const char *v = opt_value(argc, argv, &i, eq, "timeout_s");
             if (!parse_int(v, &c->timeout_s) || c->timeout_s < 0)
                 vb_die_input("flag --timeout_s: '%s' is not a number of seconds >= 0", v);
+        } else if (strcmp(opt, "repeats") == 0) {
+            const char *v = opt_value(argc, argv, &i, eq, "repeats");
+            if (!parse_int(v, &c->repeats) || c->repeats < 1)
+                vb_die_input("flag --repeats: '%s' is not a positive integer", v);
+        } else if (strcmp(opt, "order") == 0) {
+            const char *v = opt_value(argc, argv, &i, eq, "order");
+            if (strcmp(v, "shuffled") != 0 && strcmp(v, "sequential") != 0)
+                vb_die_input("flag --order: '%s' is not sequential or shuffled", v);
+            c->shuffled = strcmp(v, "shuffled") == 0;
+        } else if (strcmp(opt, "order_seed") == 0) {
+            const char *v = opt_value(argc, argv, &i, eq, "order_seed");
+            int x;
+            if (!parse_int(v, &x) || x < 0) vb_die_input("flag --order_seed: '%s' is not an integer >= 0", v);
+            c->order_seed = x;
+        } else if (strcmp(opt, "threads_per_rank") == 0) {
+            const char *v = opt_value(argc, argv, &i, eq, "threads_per_rank");
+            if (!parse_int(v, &c->threads_per_rank) || c->threads_per_rank < 1)
+                vb_die_input("flag --threads_per_rank: '%s' is not a positive integer", v);
+        } else if (strcmp(opt, "no_report") == 0) {
+            bool b = true;
+            if (eq && !parse_bool(eq + 1, &b)) vb_die_input("flag --no_report: '%s' is not true or false", eq + 1);
+            c->no_report = b;
         } else if (strcmp(opt, "launcher_args") == 0) {
             char *copy = xstrdup(opt_value(argc, argv, &i, eq, "launcher_args"));
             for (char *tok = strtok(copy, " \t"); tok; tok = strtok(NULL, " \t")) sv_push(&c->launcher_args, tok);
@@ -955,36 +1005,97 @@ static void fput_argv(FILE *f, char *const *argv) {
     }
 }
 
+/* One launch: a point of the plan in one repeat. */
+typedef struct {
+    const vb_sweep_run *run;
+    int repeat;
+    int threads;
+    char name[160];       /* run_name: the point's name, + _rep=R when repeats > 1 */
+    const char *status;   /* NULL until it ran */
+    int exit_code;        /* INT_MIN = none */
+    double headline[6];   /* FULL, SYNTHETIC, IO mean and std samples/s; NAN = none */
+} sweep_item;
+
+static const char *const k_headline_cols[6] = {"full_samples_per_s", "full_std", "synthetic_samples_per_s",
+                                               "synthetic_std", "io_samples_per_s", "io_std"};
+
 typedef struct {
     const vb_sweep_plan *plan;
-    const char *const *status;
-    const int *exit_code; /* INT_MIN = none */
+    const sweep_item *items;
     int done;
 } index_ctx;
 
 static void write_index(FILE *f, void *vctx) {
     const index_ctx *x = vctx;
-    fputs("run_index,run_dir,status,exit_code,ranks", f);
+    fputs("run_index,run_dir,status,exit_code,repeat,ranks,threads_per_rank", f);
     for (int c = 0; c < x->plan->ncolumns; c++) {
         fputc(',', f);
         vb_csv_field(f, x->plan->columns[c]);
     }
+    for (int h = 0; h < 6; h++) fprintf(f, ",%s", k_headline_cols[h]);
     fputc('\n', f);
     for (int i = 0; i < x->done; i++) {
-        const vb_sweep_run *r = &x->plan->runs[i];
-        fprintf(f, "%d,", r->index);
+        const sweep_item *it = &x->items[i];
+        const vb_sweep_run *r = it->run;
+        fprintf(f, "%d,", i);
         char dir[300];
-        snprintf(dir, sizeof dir, "runs/%s", r->name);
+        snprintf(dir, sizeof dir, "runs/%s", it->name);
         vb_csv_field(f, dir);
-        fprintf(f, ",%s,", x->status[i]);
-        if (x->exit_code[i] != INT_MIN) fprintf(f, "%d", x->exit_code[i]);
-        fprintf(f, ",%d", r->ranks);
+        fprintf(f, ",%s,", it->status ? it->status : "");
+        if (it->exit_code != INT_MIN) fprintf(f, "%d", it->exit_code);
+        fprintf(f, ",%d,%d,%d", it->repeat, r->ranks, it->threads);
         for (int c = 0; c < x->plan->ncolumns; c++) {
             fputc(',', f);
             vb_csv_field(f, vb_sweep_kvs_get(&r->params, x->plan->columns[c]));
         }
+        for (int h = 0; h < 6; h++) {
+            fputc(',', f);
+            if (!isnan(it->headline[h])) fprintf(f, "%.9g", it->headline[h]);
+        }
         fputc('\n', f);
     }
+}
+
+/* A finished run's FULL / SYNTHETIC / IO mean and std from its summary.csv. */
+static void read_headline(const char *runs_dir, sweep_item *it) {
+    for (int h = 0; h < 6; h++) it->headline[h] = NAN;
+    char path[VB_PATH_MAX];
+    vb_snprintf(path, sizeof path, "%s/%s/summary.csv", runs_dir, it->name);
+    vb_csv t;
+    char err[512];
+    if (vb_csv_read(path, &t, err, sizeof err) != 0) return;
+    static const char *types[3] = {"FULL", "SYNTHETIC", "IO"};
+    int ct = vb_csv_col(&t, "trial_type"), cm = vb_csv_col(&t, "mean_samples_per_s"),
+        cs = vb_csv_col(&t, "std_samples_per_s");
+    for (int row = 0; row < t.nrows; row++)
+        for (int k = 0; k < 3; k++)
+            if (strcmp(vb_csv_get(&t, row, ct), types[k]) == 0) {
+                vb_csv_num(&t, row, cm, &it->headline[2 * k]);
+                vb_csv_num(&t, row, cs, &it->headline[2 * k + 1]);
+            }
+    vb_csv_free(&t);
+}
+
+/* The sweep's table at its end: one line per run, read at a glance. */
+static void print_table(const vb_sweep_plan *plan, const sweep_item *items, int n) {
+    printf("\n%-4s %-44s %-9s %24s %24s %14s\n", "#", "run", "status", "FULL samples/s", "SYNTHETIC samples/s",
+           "IO samples/s");
+    for (int i = 0; i < n; i++) {
+        const sweep_item *it = &items[i];
+        char cell[3][40];
+        for (int k = 0; k < 3; k++) {
+            if (isnan(it->headline[2 * k]))
+                snprintf(cell[k], sizeof cell[k], "-");
+            else if (k == 2)
+                snprintf(cell[k], sizeof cell[k], "%.1f", it->headline[2 * k]);
+            else
+                snprintf(cell[k], sizeof cell[k], "%.2f +/- %.2f", it->headline[2 * k], it->headline[2 * k + 1]);
+        }
+        printf("%-4d %-44.44s %-9s %24s %24s %14s\n", i, it->name, it->status ? it->status : "-", cell[0], cell[1],
+               cell[2]);
+    }
+    (void)plan;
+    fflush(stdout);
 }
 
 /* DIR/<name>_<stamp>[-N]: mkdir is the atomic claim, so two sweeps started
@@ -1039,8 +1150,31 @@ static void write_json(FILE *f, void *vctx) {
     free(s);
 }
 
+static bool kvs_has_key(const vb_sweep_kvs *l, const char *key) { return vb_sweep_kvs_get(l, key) != NULL; }
+
+/* What the sweep varies, for `vitbench report`: scaling kinds by the batch
+ * that stays fixed while ranks vary (local: weak; global: strong). */
+static const char *sweep_kind(const vb_scenario *s, const vb_sweep_plan *p, const sweep_cli *c) {
+    if (s->has_layouts) return "layouts";
+    if (s->has_flags) {
+        bool ddp_only = true;
+        for (int i = 0; i < s->nflags; i++)
+            if (strcmp(s->flags[i].key, "bucket_cap_mb") != 0 && strcmp(s->flags[i].key, "noddp") != 0)
+                ddp_only = false;
+        return ddp_only ? "ddp_buckets" : "flags";
+    }
+    bool ranks_vary = false;
+    for (int i = 1; i < p->nruns; i++)
+        if (p->runs[i].ranks != p->runs[0].ranks) ranks_vary = true;
+    if (ranks_vary) {
+        bool local = kvs_has_key(&s->base, "local_batch_size") || kvs_has_key(&c->ov.config, "local_batch_size");
+        return local ? "weak_scaling" : "strong_scaling";
+    }
+    return s->nmatrix > 0 ? "matrix" : "single";
+}
+
 static void write_sweep_json(const char *dir, const char *id, const vb_scenario *s, const sweep_cli *c,
-                             const char *exe, int argc, char **argv, int nruns) {
+                             const vb_sweep_plan *plan, const char *exe, int argc, char **argv, int nruns) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "sweep_id", id);
     cJSON_AddStringToObject(j, "scenario", s->name);
@@ -1053,6 +1187,14 @@ static void write_sweep_json(const char *dir, const char *id, const vb_scenario 
     cJSON_AddStringToObject(j, "binary", exe);
     cJSON_AddBoolToObject(j, "dry_run", c->dry_run);
     cJSON_AddNumberToObject(j, "nruns", nruns);
+    cJSON_AddNumberToObject(j, "npoints", plan->nruns);
+    cJSON_AddNumberToObject(j, "repeats", s->repeats);
+    cJSON_AddStringToObject(j, "order", s->shuffled ? "shuffled" : "sequential");
+    cJSON_AddNumberToObject(j, "order_seed", (double)s->order_seed);
+    cJSON_AddStringToObject(j, "kind", sweep_kind(s, plan, c));
+    cJSON *cols = cJSON_AddArrayToObject(j, "swept_columns");
+    cJSON_AddItemToArray(cols, cJSON_CreateString("ranks"));
+    for (int i = 0; i < plan->ncolumns; i++) cJSON_AddItemToArray(cols, cJSON_CreateString(plan->columns[i]));
     char t[32], cwd[VB_PATH_MAX];
     vb_iso_time(t, sizeof t);
     cJSON_AddStringToObject(j, "start_time", t);
@@ -1067,7 +1209,7 @@ static void write_sweep_json(const char *dir, const char *id, const vb_scenario 
 
 /* The run's vitbench arguments: <exe> <command> --key value ... --output_dir D --run_name N */
 static void push_vitbench_args(strvec *a, const char *exe, const vb_scenario *s, const vb_sweep_run *r,
-                               const char *runs_dir) {
+                               const char *run_name, const char *runs_dir) {
     sv_push(a, exe);
     sv_push(a, s->command);
     for (int i = 0; i < r->args.n; i++) {
@@ -1083,10 +1225,19 @@ static void push_vitbench_args(strvec *a, const char *exe, const vb_scenario *s,
     sv_push(a, "--output_dir");
     sv_push(a, runs_dir);
     sv_push(a, "--run_name");
-    sv_push(a, r->name);
+    sv_push(a, run_name);
 }
 
 static int nodes_for(int ranks, int per_node) { return (ranks + per_node - 1) / per_node; }
+
+/* Does the user's --launcher_args already decide where ranks run? */
+static bool user_binds(const strvec *extra) {
+    for (int i = 0; i < extra->n; i++)
+        if (strncmp(extra->v[i], "--bind-to", 9) == 0 || strncmp(extra->v[i], "--map-by", 8) == 0 ||
+            strncmp(extra->v[i], "--cpu-set", 9) == 0 || strncmp(extra->v[i], "--rank-by", 9) == 0)
+            return true;
+    return false;
+}
 
 static void build_launch(strvec *a, launcher_kind k, int ranks, int per_node, const strvec *extra) {
     if (k == LAUNCH_MPIRUN) {
@@ -1094,6 +1245,14 @@ static void build_launch(strvec *a, launcher_kind k, int ranks, int per_node, co
         sv_push(a, "-np");
         sv_pushf(a, "%d", ranks);
         sv_push(a, "--oversubscribe");
+        /* every rank runs OMP_NUM_THREADS threads (threads_per_rank); mpirun's
+         * default core binding would squeeze them onto one core each */
+        sv_push(a, "-x");
+        sv_push(a, "OMP_NUM_THREADS");
+        if (!user_binds(extra)) {
+            sv_push(a, "--bind-to");
+            sv_push(a, "none");
+        }
     } else {
         sv_push(a, "srun");
         sv_pushf(a, "--ntasks=%d", ranks);
@@ -1143,7 +1302,7 @@ static void sleep_ms(long ms) {
  * group (so a timeout or Ctrl-C can stop mpirun and every rank it started).
  * Returns the exit status (128+signal when killed); *why says if the sweep
  * cut it short ("" otherwise). */
-static int launch(char *const *argv, const char *log_path, int timeout_s, const char **why) {
+static int launch(char *const *argv, const char *log_path, int timeout_s, int threads, const char **why) {
     *why = "";
     int logfd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0664);
     if (logfd < 0) vb_die_input("cannot open log %s (%s)", log_path, strerror(errno));
@@ -1160,6 +1319,11 @@ static int launch(char *const *argv, const char *log_path, int timeout_s, const 
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
         signal(SIGHUP, SIG_DFL);
+        if (threads > 0) {
+            char t[16];
+            snprintf(t, sizeof t, "%d", threads);
+            setenv("OMP_NUM_THREADS", t, 1);
+        }
         execvp(argv[0], argv);
         dprintf(2, "vitbench sweep: cannot execute %s: %s\n", argv[0], strerror(errno));
         _exit(127);
@@ -1200,11 +1364,12 @@ static void append_line(const char *path, const char *fmt, ...) {
 
 /* jobs/<run>.sbatch: allocation size, log, the scenario's extra options, then srun. */
 static void write_sbatch_script(const char *path, const char *sweep_id, const vb_scenario *s, const vb_sweep_run *r,
-                                int nruns, int per_node, const char *log_abs, char *const *srun_argv) {
+                                const char *run_name, int run_index, int nruns, int per_node, int threads,
+                                const char *log_abs, char *const *srun_argv) {
     FILE *f = fopen(path, "w");
     if (!f) vb_die_input("cannot write %s (%s)", path, strerror(errno));
     fprintf(f, "#!/bin/bash\n");
-    fprintf(f, "#SBATCH --job-name=%s_%03d\n", s->name, r->index);
+    fprintf(f, "#SBATCH --job-name=%s_%03d\n", s->name, run_index);
     fprintf(f, "#SBATCH --ntasks=%d\n", r->ranks);
     if (per_node > 0) {
         fprintf(f, "#SBATCH --nodes=%d\n", nodes_for(r->ranks, per_node));
@@ -1218,13 +1383,14 @@ static void write_sbatch_script(const char *path, const char *sweep_id, const vb
     }
     fputc('\n', f);
     for (int i = 0; i < s->sbatch.n; i++) fprintf(f, "#SBATCH --%s=%s\n", s->sbatch.v[i].key, s->sbatch.v[i].value);
-    fprintf(f, "# vitbench sweep %s (scenario %s): run %d of %d, %s\n", sweep_id, s->path, r->index + 1, nruns, r->name);
+    fprintf(f, "# vitbench sweep %s (scenario %s): run %d of %d, %s\n", sweep_id, s->path, run_index + 1, nruns, run_name);
     char cwd[VB_PATH_MAX];
     if (getcwd(cwd, sizeof cwd)) {
         fprintf(f, "cd ");
         fput_quoted(f, cwd);
         fprintf(f, " || exit 1\n");
     }
+    fprintf(f, "export OMP_NUM_THREADS=%d\n", threads);
     fprintf(f, "exec ");
     fput_argv(f, srun_argv);
     fputc('\n', f);
@@ -1232,6 +1398,129 @@ static void write_sbatch_script(const char *path, const char *sweep_id, const vb
     chmod(path, 0775);
 }
 
+
+/* OpenMP threads of a run's ranks: the scenario's or flag's, else the cores
+ * of a node split over the ranks on it (at least 1), so every point of a
+ * sweep gets the same share of a core per thread. Under Slurm the node's
+ * size is the allocation's (SLURM_CPUS_ON_NODE), not the login node's. */
+static int threads_for(const vb_scenario *s, launcher_kind launcher, int ranks, int per_node) {
+    if (s->threads_per_rank > 0) return s->threads_per_rank;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    const char *slurm = getenv("SLURM_CPUS_ON_NODE");
+    if (launcher != LAUNCH_MPIRUN && slurm && atoi(slurm) > 0) cores = atoi(slurm);
+    int on_node = per_node > 0 && per_node < ranks ? per_node : ranks;
+    long t = cores > 0 ? cores / on_node : 1;
+    return t >= 1 ? (int)t : 1;
+}
+
+/* Every (point, repeat) in the order they run: rounds of every point, each
+ * round in plan order or, shuffled, in a permutation seeded by (order_seed,
+ * round), so slow drift of a shared machine spreads over every point alike. */
+static sweep_item *plan_items(const vb_scenario *s, const vb_sweep_plan *plan, launcher_kind launcher, int per_node,
+                              int *count) {
+    int n = plan->nruns * s->repeats;
+    sweep_item *items = xrealloc(NULL, (size_t)n * sizeof *items);
+    int *perm = xrealloc(NULL, (size_t)plan->nruns * sizeof *perm);
+    int k = 0;
+    for (int rep = 0; rep < s->repeats; rep++) {
+        for (int i = 0; i < plan->nruns; i++) perm[i] = i;
+        if (s->shuffled) {
+            vb_rng g;
+            vb_rng_seed(&g, s->order_seed * 0x9E3779B97F4A7C15ULL + (uint64_t)rep + 1);
+            for (int i = plan->nruns - 1; i > 0; i--) {
+                int j = (int)(vb_rng_u64(&g) % (uint64_t)(i + 1));
+                int t = perm[i];
+                perm[i] = perm[j];
+                perm[j] = t;
+            }
+        }
+        for (int i = 0; i < plan->nruns; i++) {
+            sweep_item *it = &items[k++];
+            memset(it, 0, sizeof *it);
+            it->run = &plan->runs[perm[i]];
+            it->repeat = rep;
+            it->threads = threads_for(s, launcher, it->run->ranks, per_node);
+            it->exit_code = INT_MIN;
+            for (int h = 0; h < 6; h++) it->headline[h] = NAN;
+            if (s->repeats > 1)
+                vb_snprintf(it->name, sizeof it->name, "%s_rep=%d", it->run->name, rep);
+            else
+                vb_snprintf(it->name, sizeof it->name, "%s", it->run->name);
+        }
+    }
+    free(perm);
+    *count = n;
+    return items;
+}
+
+/* Before anything is launched, every point is checked as `vitbench run`
+ * would check it: keys and values (named config included), data paths, and
+ * whether its layout fits its world size. One line naming the point, exit 2:
+ * instead of N runs failing alike. Data paths are checked here for mpirun and
+ * srun; under sbatch (or a dry run, which prints commands for elsewhere) they
+ * may only exist where the runs will run: a warning. */
+static void preflight(const vb_scenario *s, const vb_sweep_plan *plan, launcher_kind launcher, bool dry_run) {
+    bool warned = false;
+    for (int i = 0; i < plan->nruns; i++) {
+        const vb_sweep_run *r = &plan->runs[i];
+        char ctx[256];
+        vb_snprintf(ctx, sizeof ctx, "sweep %s, point %.150s", s->name, r->name);
+        vb_set_error_context(ctx);
+        strvec a = {0};
+        sv_push(&a, "vitbench");
+        for (int j = 0; j < r->args.n; j++) sv_pushf(&a, "--%s=%s", r->args.v[j].key, r->args.v[j].value);
+        vb_config c;
+        vb_config_defaults(&c);
+        vb_config_from_args(&c, a.n, a.v, 1);
+        sv_free(&a);
+        char err[1024];
+        if (vb_layout_check(&c, r->ranks, err, sizeof err) != 0) vb_die_input("%d ranks: %s", r->ranks, err);
+        struct {
+            const char *key, *path;
+            bool dir;
+        } need[4] = {{"train_data_path", c.train_data_path, true},
+                     {"global_means_path", c.global_means_path, false},
+                     {"global_stds_path", c.global_stds_path, false},
+                     {"valid_data_path", c.valid_data_path, true}};
+        int nneed = strcmp(s->command, "train") == 0 ? 4 : 3;
+        for (int q = 0; q < nneed; q++) {
+            bool ok = need[q].dir ? vb_dir_exists(need[q].path) : vb_file_exists(need[q].path);
+            if (ok) continue;
+            if (launcher == LAUNCH_SBATCH || dry_run) {
+                if (!warned)
+                    vb_warn("%s %s is not visible here; the runs will need it where they run", need[q].key,
+                            need[q].path);
+                warned = true;
+                continue;
+            }
+            vb_die_input("%s %s: no such %s (make the data first, e.g. vitbench datagen, or set --%s)", need[q].key,
+                         need[q].path, need[q].dir ? "directory" : "file", need[q].key);
+        }
+    }
+    vb_set_error_context(NULL);
+}
+
+/* The sweep's report, as `vitbench report DIR` writes it: a failure to
+ * report is a warning, the runs' results stand either way. */
+static void write_report(const char *dir) {
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        vb_warn("report: fork failed (%s); run vitbench report %s", strerror(errno), dir);
+        return;
+    }
+    if (pid == 0) {
+        char *argv[] = {"report", (char *)dir, NULL};
+        exit(vb_report_main(2, argv));
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        vb_warn("the report of %s failed (see above); the runs' results are complete, retry with vitbench report %s",
+                dir, dir);
+}
 
 int vb_sweep_main(int argc, char **argv) {
     /* A sweep under mpirun would start a copy of itself per rank, each
@@ -1257,12 +1546,17 @@ int vb_sweep_main(int argc, char **argv) {
     resolve_scenario(cli.file, path, sizeof path);
     vb_scenario sc;
     vb_scenario_load(&sc, path);
+    if (cli.repeats > 0) sc.repeats = cli.repeats;
+    if (cli.shuffled >= 0) sc.shuffled = cli.shuffled;
+    if (cli.order_seed >= 0) sc.order_seed = (unsigned long long)cli.order_seed;
+    if (cli.threads_per_rank > 0) sc.threads_per_rank = cli.threads_per_rank;
     vb_sweep_plan plan;
     vb_sweep_expand(&sc, &cli.ov, &plan);
     check_named_configs(&plan);
     int per_node = cli.ranks_per_node >= 0 ? cli.ranks_per_node : sc.ranks_per_node;
     int timeout_s = cli.timeout_s >= 0 ? cli.timeout_s : sc.timeout_s;
     if (plan.nruns == 0) vb_die_input("%s: the scenario expands to no runs", sc.path);
+    preflight(&sc, &plan, cli.launcher, cli.dry_run);
 
     const char *launcher_prog = cli.launcher == LAUNCH_MPIRUN ? "mpirun" : "srun";
     if (!cli.dry_run) {
@@ -1276,6 +1570,9 @@ int vb_sweep_main(int argc, char **argv) {
     if (k <= 0) vb_die_internal("cannot locate the vitbench binary via /proc/self/exe: %s", strerror(errno));
     exe[k] = '\0';
 
+    int nitems = 0;
+    sweep_item *items = plan_items(&sc, &plan, cli.launcher, per_node, &nitems);
+
     char dir[VB_PATH_MAX], id[256];
     create_sweep_dir(cli.out_dir, sc.name, dir, sizeof dir, id, sizeof id);
     make_subdir(dir, "runs");
@@ -1284,7 +1581,7 @@ int vb_sweep_main(int argc, char **argv) {
     char p[VB_PATH_MAX];
     vb_snprintf(p, sizeof p, "%s/scenario.yaml", dir);
     copy_file(sc.path, p);
-    write_sweep_json(dir, id, &sc, &cli, exe, argc, argv, plan.nruns);
+    write_sweep_json(dir, id, &sc, &cli, &plan, exe, argc, argv, nitems);
     /* sbatch jobs start later, elsewhere: their paths must not depend on our cwd */
     char dir_abs[PATH_MAX];
     if (!realpath(dir, dir_abs)) vb_die_input("cannot resolve %s (%s)", dir, strerror(errno));
@@ -1293,73 +1590,76 @@ int vb_sweep_main(int argc, char **argv) {
     vb_snprintf(runs_dir, sizeof runs_dir, "%s/runs", run_base);
     vb_snprintf(index_path, sizeof index_path, "%s/index.csv", dir);
 
-    const char **status = xrealloc(NULL, (size_t)plan.nruns * sizeof *status);
-    int *codes = xrealloc(NULL, (size_t)plan.nruns * sizeof *codes);
-    index_ctx ix = {&plan, status, codes, 0};
+    index_ctx ix = {&plan, items, 0};
     if (vb_atomic_write(index_path, write_index, &ix) != 0) vb_die_input("cannot write %s", index_path);
-    printf("vitbench sweep: %s: %d runs (%s%s) -> %s\n", sc.name, plan.nruns, launcher_names[cli.launcher],
+    printf("vitbench sweep: %s: %d runs (%d points x %d repeats, %s order, %s%s) -> %s\n", sc.name, nitems, plan.nruns,
+           sc.repeats, sc.shuffled ? "shuffled" : "sequential", launcher_names[cli.launcher],
            cli.dry_run ? ", dry run" : "", dir);
     fflush(stdout);
     if (!cli.dry_run) vb_on_stop_signals(on_stop_signal);
 
     int failed = 0, interrupted = 0;
-    for (int i = 0; i < plan.nruns && !interrupted; i++) {
+    for (int i = 0; i < nitems && !interrupted; i++) {
         if (g_stop_signal) { /* arrived between runs: do not start another */
             interrupted = 1;
             break;
         }
-        const vb_sweep_run *r = &plan.runs[i];
+        sweep_item *it = &items[i];
+        const vb_sweep_run *r = it->run;
         strvec cmd = {0};
         build_launch(&cmd, cli.launcher, r->ranks, per_node, &cli.launcher_args);
-        push_vitbench_args(&cmd, exe, &sc, r, runs_dir);
+        push_vitbench_args(&cmd, exe, &sc, r, it->name, runs_dir);
         char log_path[VB_PATH_MAX];
-        vb_snprintf(log_path, sizeof log_path, "%s/logs/%s.log", cli.launcher == LAUNCH_SBATCH ? dir_abs : dir, r->name);
-        codes[i] = INT_MIN;
+        vb_snprintf(log_path, sizeof log_path, "%s/logs/%s.log", cli.launcher == LAUNCH_SBATCH ? dir_abs : dir, it->name);
 
         if (cli.launcher == LAUNCH_SBATCH) {
             char script[VB_PATH_MAX];
-            vb_snprintf(script, sizeof script, "%s/jobs/%s.sbatch", dir_abs, r->name);
-            write_sbatch_script(script, id, &sc, r, plan.nruns, per_node, log_path, cmd.v);
+            vb_snprintf(script, sizeof script, "%s/jobs/%s.sbatch", dir_abs, it->name);
+            write_sbatch_script(script, id, &sc, r, it->name, i, nitems, per_node, it->threads, log_path, cmd.v);
             char *sb[] = {"sbatch", script, NULL};
             if (cli.dry_run) {
                 fput_argv(stdout, sb);
                 fputc('\n', stdout);
-                status[i] = "dry-run";
+                it->status = "dry-run";
             } else {
                 char submit_log[VB_PATH_MAX];
-                vb_snprintf(submit_log, sizeof submit_log, "%s/logs/%s.submit.log", dir, r->name);
+                vb_snprintf(submit_log, sizeof submit_log, "%s/logs/%s.submit.log", dir, it->name);
                 const char *why;
-                codes[i] = launch(sb, submit_log, 120, &why);
-                status[i] = codes[i] == 0 ? "submitted" : "failed";
-                printf("vitbench sweep: [%d/%d] %s: %s (sbatch exit %d, see %s)\n", i + 1, plan.nruns, r->name,
-                       status[i], codes[i], submit_log);
-                if (codes[i] != 0) failed++;
+                it->exit_code = launch(sb, submit_log, 120, 0, &why);
+                it->status = it->exit_code == 0 ? "submitted" : "failed";
+                printf("vitbench sweep: [%d/%d] %s: %s (sbatch exit %d, see %s)\n", i + 1, nitems, it->name,
+                       it->status, it->exit_code, submit_log);
+                if (it->exit_code != 0) failed++;
                 if (g_stop_signal) interrupted = 1;
             }
         } else if (cli.dry_run) {
+            printf("OMP_NUM_THREADS=%d ", it->threads);
             fput_argv(stdout, cmd.v);
             fputc('\n', stdout);
-            status[i] = "dry-run";
+            it->status = "dry-run";
         } else {
-            printf("vitbench sweep: [%d/%d] %s: ", i + 1, plan.nruns, r->name);
+            printf("vitbench sweep: [%d/%d] %s: OMP_NUM_THREADS=%d ", i + 1, nitems, it->name, it->threads);
             fput_argv(stdout, cmd.v);
             fputc('\n', stdout);
             FILE *lf = fopen(log_path, "w");
             if (lf) {
-                fputs("# ", lf);
+                fprintf(lf, "# OMP_NUM_THREADS=%d ", it->threads);
                 fput_argv(lf, cmd.v);
                 fputc('\n', lf);
                 fclose(lf);
             }
             double t0 = vb_now();
             const char *why;
-            codes[i] = launch(cmd.v, log_path, timeout_s, &why);
+            it->exit_code = launch(cmd.v, log_path, timeout_s, it->threads, &why);
             if (why[0])
                 append_line(log_path, "vitbench sweep: run stopped (%s) after %.1f s", why, vb_now() - t0);
-            status[i] = codes[i] == 0 ? "completed" : "failed";
-            if (codes[i] != 0) failed++;
-            printf("vitbench sweep: [%d/%d] %s: %s, exit %d, %.1f s%s%s\n", i + 1, plan.nruns, r->name, status[i],
-                   codes[i], vb_now() - t0, why[0] ? ", " : "", why);
+            it->status = it->exit_code == 0 ? "completed" : "failed";
+            if (it->exit_code != 0) failed++;
+            if (it->exit_code == 0) read_headline(runs_dir, it);
+            printf("vitbench sweep: [%d/%d] %s: %s, exit %d, %.1f s%s%s", i + 1, nitems, it->name, it->status,
+                   it->exit_code, vb_now() - t0, why[0] ? ", " : "", why);
+            if (!isnan(it->headline[0])) printf(", FULL %.2f samples/s", it->headline[0]);
+            printf("\n");
             if (g_stop_signal) interrupted = 1;
         }
         fflush(stdout);
@@ -1368,16 +1668,26 @@ int vb_sweep_main(int argc, char **argv) {
         if (vb_atomic_write(index_path, write_index, &ix) != 0) vb_warn("could not rewrite %s", index_path);
     }
 
-    printf("vitbench sweep: index %s (%d of %d runs recorded)\n", index_path, ix.done, plan.nruns);
-    if (failed) vb_warn("%d of %d runs failed; their logs are in %s/logs", failed, ix.done, dir);
-    if (interrupted) vb_warn("sweep interrupted (signal %d) after %d of %d runs", (int)g_stop_signal, ix.done, plan.nruns);
+    if (!cli.dry_run && cli.launcher != LAUNCH_SBATCH) print_table(&plan, items, ix.done);
+    printf("vitbench sweep: index %s (%d of %d runs recorded)\n", index_path, ix.done, nitems);
+    /* the report of what finished, unless asked not to or nothing ran here */
+    int completed = 0;
+    for (int i = 0; i < ix.done; i++) completed += items[i].status && strcmp(items[i].status, "completed") == 0;
+    if (!cli.no_report && !interrupted && completed > 0) write_report(dir);
+    if (interrupted) vb_warn("sweep interrupted (signal %d) after %d of %d runs", (int)g_stop_signal, ix.done, nitems);
+    if (failed)
+        printf("vitbench sweep: %d of %d runs failed; their logs are in %s/logs\n", failed, ix.done, dir);
+    else if (!interrupted)
+        printf("vitbench sweep: all %d runs %s\n", ix.done,
+               cli.dry_run ? "printed (dry run)" : cli.launcher == LAUNCH_SBATCH ? "submitted" : "completed");
+    fflush(stdout);
 
-    free(status);
-    free(codes);
+    free(items);
     vb_sweep_plan_free(&plan);
     vb_scenario_free(&sc);
     free(cli.ov.ranks);
     vb_sweep_kvs_free(&cli.ov.config);
     sv_free(&cli.launcher_args);
-    return interrupted ? 130 : 0;
+    return interrupted ? 130 : failed ? 1 : 0;
 }
+

@@ -27,6 +27,13 @@
  *   ranks_per_node: 4        # optional: srun/sbatch get --nodes=ceil(R/4)
  *                            #           and --ntasks-per-node=min(R,4)
  *   timeout_s: 1800          # optional per-run limit; --timeout_s overrides
+ *   repeats: 3               # every point N times, in rounds (A B C, A B C, ...), so slow
+ *                            # drift of a shared machine hits every point alike; --repeats
+ *   order: shuffled          # sequential (default) or shuffled: each round in a seeded
+ *   order_seed: 0            # random order (--order, --order_seed)
+ *   threads_per_rank: 2      # OpenMP threads of every rank (default: cores on a node / ranks
+ *                            # on it, at least 1), so every point runs with the same threads;
+ *                            # exported as OMP_NUM_THREADS; --threads_per_rank
  *   sbatch: {time: "00:30:00", account: m1234, qos: regular}
  *                            # optional: each becomes "#SBATCH --key=value"
  *   matrix:                  # cartesian product over these keys, the first
@@ -48,19 +55,32 @@
  *   that does not exist or has an invalid value, a key both in base and
  *   swept, or a flag without a baseline value exit 2 naming file and key.
  *
+ * Before anything is launched every point's resolved config is checked as
+ * `vitbench run` would (keys and values, named config, data paths, the rank
+ * layout): one line naming the point and exit 2 instead of N failed runs.
+ *
  * What a sweep writes: DIR/<name>_<YYYYmmdd-HHMMSS>[-N]/ (never reused)
- *   index.csv     run_index,run_dir,status,exit_code,ranks,<swept keys...>
+ *   index.csv     run_index,run_dir,status,exit_code,repeat,ranks,threads_per_rank,<swept keys...>,
+ *                 full_samples_per_s,full_std,synthetic_samples_per_s,synthetic_std,
+ *                 io_samples_per_s,io_std
+ *                 one row per run in the order they ran; repeat counts from 0; the
+ *                 headline columns are the run's summary.csv means and stds (empty
+ *                 until it completed). The sweep prints them as a table at its end.
  *                 status: completed | failed | dry-run | submitted; exit_code
  *                 empty for dry-run, 128+signal for a killed run. run_dir is
  *                 relative to the directory holding index.csv. Rewritten
  *                 atomically after every run. Swept keys: the matrix keys;
  *                 tensor_parallel, context_parallel, parallel_order for layouts;
  *                 variant (baseline | key=value) then every baseline key for flags.
- *   runs/<NNN>_<param=value...>/  each run's own run directory: every run gets
- *                 --output_dir DIR/<sweep_id>/runs --run_name <NNN>_<...>
+ *   runs/<NNN>_<param=value...>[_rep=R]/  each run's own run directory: every run gets
+ *                 --output_dir DIR/<sweep_id>/runs --run_name <NNN>_<...>; NNN numbers
+ *                 the point, _rep=R the repeat when repeats > 1
  *   logs/<run>.log  the run's stdout + stderr (the job's output under sbatch)
  *   jobs/<run>.sbatch  sbatch launcher only
- *   scenario.yaml a copy of FILE; sweep.json: command line, launcher, binary.
+ *   scenario.yaml a copy of FILE; sweep.json: command line, launcher, binary,
+ *                 kind (weak_scaling | strong_scaling | ddp_buckets | layouts | flags |
+ *                 matrix | single), swept_columns, repeats, order.
+ *   report/       `vitbench report` of the sweep, written at its end (--no_report skips it)
  * Each run is started with fork/exec (no shell): mpirun -np R --oversubscribe
  * <vitbench> <command> <overrides...>, or srun --ntasks=R ..., where
  * <vitbench> is this executable (/proc/self/exe), in its own process group
@@ -108,6 +128,10 @@ typedef struct vb_scenario {
     int ranks_per_node;   /* 0 = not given */
     int timeout_s;        /* 0 = no limit */
     vb_sweep_kvs sbatch;  /* extra #SBATCH options */
+    int repeats;          /* runs of every point, in rounds (default 1) */
+    bool shuffled;        /* order: shuffled: a seeded permutation per round */
+    unsigned long long order_seed;
+    int threads_per_rank; /* 0 = cores on a node / ranks on it, at least 1 */
 
     bool has_layouts;
     int world_size;
@@ -166,8 +190,9 @@ void vb_sweep_plan_free(vb_sweep_plan *p);
 int *vb_sweep_parse_int_list(const char *text, const char *what, int *n);
 
 /* `vitbench sweep ...`; argv[0] is "sweep". Returns the process exit status:
- * 0 when every run was launched (failed runs are recorded in index.csv and
- * counted in a final warning), 130 when interrupted. Bad input exits 2. */
+ * 0 when every run completed (or was submitted, or printed by --dry-run),
+ * 1 when any run failed (its last line says how many), 130 when
+ * interrupted. Bad input exits 2. */
 int vb_sweep_main(int argc, char **argv);
 
 #endif

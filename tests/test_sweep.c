@@ -21,10 +21,23 @@
 #include "core/common.h"
 
 static char g_tmp[VB_PATH_MAX];
+static int g_last_sweep_rc;
+
+/* Data paths the preflight finds: the stand-in run reads nothing, but a
+ * sweep refuses points whose data is missing. */
+static char g_data_base[3 * VB_PATH_MAX];
 
 static int setup(void **state) {
     (void)state;
     tu_tmpdir(g_tmp, sizeof g_tmp, "sweep");
+    char out[256];
+    if (tu_run(out, sizeof out, "mkdir -p %s/data/train && touch %s/data/means.npy %s/data/stds.npy", g_tmp, g_tmp,
+               g_tmp) != 0)
+        return -1;
+    vb_snprintf(g_data_base, sizeof g_data_base,
+                "base: {train_data_path: %s/data/train, global_means_path: %s/data/means.npy, "
+                "global_stds_path: %s/data/stds.npy}\n",
+                g_tmp, g_tmp, g_tmp);
     return 0;
 }
 
@@ -314,7 +327,8 @@ static void test_dry_run_shipped_scenarios(void **state) {
         found[strcspn(found, "\n")] = '\0';
         assert_int_equal(tu_count_lines(found), cases[c].rows + 1);
         char *csv = tu_read_file(found);
-        assert_non_null(strstr(csv, "run_index,run_dir,status,exit_code,ranks"));
+        assert_non_null(strstr(csv, "run_index,run_dir,status,exit_code,repeat,ranks,threads_per_rank"));
+        assert_non_null(strstr(csv, "full_samples_per_s,full_std,synthetic_samples_per_s,synthetic_std,io_samples_per_s,io_std\n"));
         assert_non_null(strstr(csv, ",dry-run,,"));
         free(csv);
     }
@@ -327,16 +341,18 @@ static void test_dry_run_shipped_scenarios(void **state) {
  * directory in dir and its index.csv text (caller frees). */
 static char *launch_sweep(const char *text, const char *tag, const char *const *extra, char *dir, size_t n, char *out,
                           size_t outn) {
-    char path[VB_PATH_MAX], outdir[VB_PATH_MAX], name[64];
+    char path[VB_PATH_MAX], outdir[VB_PATH_MAX], name[64], full[8192];
     snprintf(name, sizeof name, "%s.yaml", tag);
-    write_text(path, sizeof path, name, text);
+    vb_snprintf(full, sizeof full, "%s%s", g_data_base, text);
+    write_text(path, sizeof path, name, full);
     vb_snprintf(outdir, sizeof outdir, "%s/%s_out", g_tmp, tag);
     const char *args[16] = {path, "--output_dir", outdir, "--launcher", "mpirun"};
     int k = 5;
     for (int i = 0; extra && extra[i]; i++) args[k++] = extra[i];
     args[k] = NULL;
     int rc = sweep_child(out, outn, args);
-    if (rc != 0) fail_msg("sweep exit %d: %s", rc, out);
+    g_last_sweep_rc = rc;
+    if (rc != 0 && rc != 1) fail_msg("sweep exit %d: %s", rc, out);
     assert_int_equal(tu_run(dir, n, "ls -d %s/%s_*", outdir, tag), 0);
     dir[strcspn(dir, "\n")] = '\0';
     char p[2 * VB_PATH_MAX];
@@ -350,11 +366,12 @@ static void test_launch_records_failures_and_goes_on(void **state) {
     (void)state;
     char dir[VB_PATH_MAX], out[16384], p[2 * VB_PATH_MAX];
     /* seed 13 makes the stand-in exit 3 */
-    char *csv = launch_sweep("name: launch\nranks: [1, 2]\nmatrix: {seed: [1, 13]}\n", "launch", NULL, dir, sizeof dir,
-                             out, sizeof out);
+    char *csv = launch_sweep("name: launch\nranks: [1, 2]\nthreads_per_rank: 1\nmatrix: {seed: [1, 13]}\n", "launch",
+                             L("--no_report"), dir, sizeof dir, out, sizeof out);
+    /* run_index,run_dir,status,exit_code,repeat,ranks,threads_per_rank,seed,<headline: empty for the stand-in> */
     static const char *rows[] = {
-        "0,runs/000_ranks=1_seed=1,completed,0,1,1\n", "1,runs/001_ranks=1_seed=13,failed,3,1,13\n",
-        "2,runs/002_ranks=2_seed=1,completed,0,2,1\n", "3,runs/003_ranks=2_seed=13,failed,3,2,13\n",
+        "0,runs/000_ranks=1_seed=1,completed,0,0,1,1,1,,,,,,\n", "1,runs/001_ranks=1_seed=13,failed,3,0,1,1,13,,,,,,\n",
+        "2,runs/002_ranks=2_seed=1,completed,0,0,2,1,1,,,,,,\n", "3,runs/003_ranks=2_seed=13,failed,3,0,2,1,13,,,,,,\n",
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         if (!strstr(csv, rows[i])) {
@@ -371,10 +388,11 @@ static void test_launch_records_failures_and_goes_on(void **state) {
     vb_snprintf(p, sizeof p, "%s/logs/003_ranks=2_seed=13.log", dir);
     char *log = tu_read_file(p);
     assert_non_null(log);
-    assert_non_null(strstr(log, "# mpirun -np 2 --oversubscribe "));
+    assert_non_null(strstr(log, "# OMP_NUM_THREADS=1 mpirun -np 2 --oversubscribe -x OMP_NUM_THREADS --bind-to none "));
     assert_non_null(strstr(log, "stand-in run failing on purpose"));
     free(log);
     assert_non_null(strstr(out, "2 of 4 runs failed"));
+    assert_int_equal(g_last_sweep_rc, 1); /* a sweep with failed runs exits 1 */
 }
 
 static void test_launch_timeout_kills_run(void **state) {
@@ -383,7 +401,7 @@ static void test_launch_timeout_kills_run(void **state) {
     /* seed 99 makes the stand-in sleep 30 s; mpirun itself takes ~2 s to start here */
     double t0 = vb_now();
     char *csv = launch_sweep("name: slow\nranks: [1]\nmatrix: {seed: [99]}\ntimeout_s: 60\n", "slow",
-                             L("--timeout_s", "5"), dir, sizeof dir, out, sizeof out);
+                             L("--timeout_s", "5", "--no_report"), dir, sizeof dir, out, sizeof out);
     if (!strstr(csv, "0,runs/000_ranks=1_seed=99,failed,")) fail_msg("timeout row missing:\n%s", csv);
     free(csv);
     assert_true(vb_now() - t0 < 25); /* --timeout_s beat the file's 60 and the 30 s sleep */
@@ -452,6 +470,110 @@ static int stand_in_run(int argc, char **argv) {
     return 0;
 }
 
+/* The run_dir column of every row of a dry run's index.csv, in order. */
+static int dry_run_dirs(const char *text, const char *tag, const char *const *extra, char dirs[][128], int max) {
+    char path[VB_PATH_MAX], outdir[VB_PATH_MAX], name[64], full[8192], out[16384];
+    snprintf(name, sizeof name, "%s.yaml", tag);
+    vb_snprintf(full, sizeof full, "%s%s", g_data_base, text);
+    write_text(path, sizeof path, name, full);
+    vb_snprintf(outdir, sizeof outdir, "%s/%s_out", g_tmp, tag);
+    const char *args[16] = {path, "--output_dir", outdir, "--dry-run"};
+    int k = 4;
+    for (int i = 0; extra && extra[i]; i++) args[k++] = extra[i];
+    args[k] = NULL;
+    int rc = sweep_child(out, sizeof out, args);
+    if (rc != 0) fail_msg("dry run exit %d: %s", rc, out);
+    char dir[VB_PATH_MAX], p[2 * VB_PATH_MAX];
+    assert_int_equal(tu_run(dir, sizeof dir, "ls -d %s/*/ | tail -1", outdir), 0);
+    dir[strcspn(dir, "\n")] = '\0';
+    vb_snprintf(p, sizeof p, "%s/index.csv", dir);
+    char *csv = tu_read_file(p);
+    assert_non_null(csv);
+    int n = 0;
+    for (char *line = strchr(csv, '\n') + 1; *line && n < max; line = strchr(line, '\n') + 1) {
+        char *c1 = strchr(line, ',') + 1;
+        size_t len = strcspn(c1, ",");
+        if (len >= 128) len = 127;
+        memcpy(dirs[n], c1, len);
+        dirs[n][len] = '\0';
+        n++;
+    }
+    free(csv);
+    return n;
+}
+
+/* repeats run in rounds: every point once per round; shuffled rounds are
+ * permutations fixed by the seed, and differ between rounds and seeds. */
+static void test_repeats_in_rounds_and_shuffled(void **state) {
+    (void)state;
+    const char *text = "name: rounds\nranks: [1]\nmatrix: {seed: [1, 2, 3, 4, 5, 6]}\n";
+    char a[16][128], b[16][128], c[16][128];
+    int n = dry_run_dirs(text, "rounds", L("--repeats", "2"), a, 16);
+    assert_int_equal(n, 12);
+    /* sequential: plan order in each round, named by point and repeat */
+    assert_string_equal(a[0], "runs/000_ranks=1_seed=1_rep=0");
+    assert_string_equal(a[5], "runs/005_ranks=1_seed=6_rep=0");
+    assert_string_equal(a[6], "runs/000_ranks=1_seed=1_rep=1");
+    n = dry_run_dirs(text, "shuf1", L("--repeats", "2", "--order", "shuffled", "--order_seed", "7"), b, 16);
+    assert_int_equal(n, 12);
+    int n2 = dry_run_dirs(text, "shuf2", L("--repeats", "2", "--order", "shuffled", "--order_seed", "7"), c, 16);
+    assert_int_equal(n2, 12);
+    bool same_seed_same = true, round_differs = false, differs_from_plan = false;
+    for (int i = 0; i < 12; i++) same_seed_same &= strcmp(b[i], c[i]) == 0;
+    assert_true(same_seed_same);
+    for (int round = 0; round < 2; round++) {
+        /* each round holds every point exactly once */
+        for (int pt = 0; pt < 6; pt++) {
+            char prefix[32];
+            snprintf(prefix, sizeof prefix, "runs/%03d_", pt);
+            int hits = 0;
+            for (int i = 0; i < 6; i++) hits += strncmp(b[round * 6 + i], prefix, strlen(prefix)) == 0;
+            assert_int_equal(hits, 1);
+        }
+    }
+    for (int i = 0; i < 6; i++) {
+        round_differs |= strncmp(b[i], b[6 + i], 9) != 0;
+        differs_from_plan |= strncmp(b[i], a[i], 9) != 0;
+    }
+    assert_true(round_differs);
+    assert_true(differs_from_plan);
+}
+
+/* A point that `vitbench run` would refuse stops the sweep before anything
+ * is created: one line naming the point, exit 2. */
+static void test_preflight_refuses_bad_points(void **state) {
+    (void)state;
+    static const struct {
+        const char *text, *want;
+    } cases[] = {
+        {"name: pf1\nranks: [2]\nmatrix: {tensor_parallel: [1, 3]}\n",
+         "point 001_ranks=2_tp=3: 2 ranks: world size 2 is not divisible"},
+        {"name: pf2\nranks: [1]\nmatrix: {embed_dim: [64, -3]}\n", "embed_dim"},
+        {"name: pf3\nranks: [1, 3]\nmatrix: {global_batch_size: [4]}\n", "point 001_ranks=3_global_batch_size=4: 3 ranks"},
+        {"name: pf4\nranks: [1]\nmatrix: {config: [tiny], num_heads: [3]}\n", "num_heads"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char path[VB_PATH_MAX], outdir[VB_PATH_MAX], full[8192], out[8192], name[32];
+        snprintf(name, sizeof name, "pf%zu.yaml", i);
+        vb_snprintf(full, sizeof full, "%s%s", g_data_base, cases[i].text);
+        write_text(path, sizeof path, name, full);
+        vb_snprintf(outdir, sizeof outdir, "%s/pf_out%zu", g_tmp, i);
+        int rc = sweep_child(out, sizeof out, L(path, "--output_dir", outdir, "--launcher", "mpirun"));
+        if (rc != 2 || !strstr(out, cases[i].want)) fail_msg("case %zu: exit %d, want 2 and '%s': %s", i, rc, cases[i].want, out);
+        int lines = 0;
+        for (const char *q = out; *q; q++) lines += *q == '\n';
+        if (lines != 1) fail_msg("case %zu: want one line: %s", i, out);
+        assert_false(vb_dir_exists(outdir)); /* refused before anything was created */
+    }
+    /* missing data: named, exit 2, for a real launch */
+    char path[VB_PATH_MAX], outdir[VB_PATH_MAX], out[8192];
+    write_text(path, sizeof path, "nodata.yaml", "name: nodata\nranks: [1]\nbase: {train_data_path: /nonexistent/train}\n");
+    vb_snprintf(outdir, sizeof outdir, "%s/nodata_out", g_tmp);
+    int rc = sweep_child(out, sizeof out, L(path, "--output_dir", outdir, "--launcher", "mpirun"));
+    if (rc != 2 || !strstr(out, "train_data_path /nonexistent/train: no such directory"))
+        fail_msg("missing data: exit %d: %s", rc, out);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "run") == 0) return stand_in_run(argc, argv);
     const struct CMUnitTest tests[] = {
@@ -464,6 +586,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_sbatch_dry_run_writes_job_scripts),
         cmocka_unit_test(test_launch_records_failures_and_goes_on),
         cmocka_unit_test(test_launch_timeout_kills_run),
+        cmocka_unit_test(test_repeats_in_rounds_and_shuffled),
+        cmocka_unit_test(test_preflight_refuses_bad_points),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

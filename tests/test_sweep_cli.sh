@@ -38,13 +38,13 @@ check_dry() { # name flag value rows
     local name=$1 flag=$2 value=$3 rows=$4 out n dir
     out=$("$VB" sweep "$SRC/scenarios/$name.yaml" --dry-run --output_dir "$TMP/dry" "$flag" "$value" \
         --config tiny --benchy_config "$QUICK" 2>&1) || fail "$name dry run exited $?: $out"
-    n=$(grep -c "^mpirun -np [0-9]* --oversubscribe $VB run " <<<"$out")
+    n=$(grep -c "^OMP_NUM_THREADS=[0-9]* mpirun -np [0-9]* --oversubscribe -x OMP_NUM_THREADS --bind-to none $VB run " <<<"$out")
     [ "$n" = "$rows" ] || fail "$name: $n mpirun lines, want $rows: $out"
     grep -q -- "--config tiny" <<<"$out" || fail "$name: --config tiny not passed to the runs: $out"
     grep -q -- "--benchy_config $QUICK" <<<"$out" || fail "$name: --benchy_config not passed: $out"
     dir=$(sweep_dir "$TMP/dry" "$name")
     [ "$(wc -l <"$dir/index.csv")" = $((rows + 1)) ] || fail "$name: index.csv has $(wc -l <"$dir/index.csv") lines, want $((rows + 1))"
-    head -1 "$dir/index.csv" | grep -q '^run_index,run_dir,status,exit_code,ranks' || fail "$name: index.csv header: $(head -1 "$dir/index.csv")"
+    head -1 "$dir/index.csv" | grep -q '^run_index,run_dir,status,exit_code,repeat,ranks,threads_per_rank,' || fail "$name: index.csv header: $(head -1 "$dir/index.csv")"
     [ -z "$(bad_status_rows "$dir/index.csv" dry-run)" ] || fail "$name: rows not dry-run: $(cat "$dir/index.csv")"
     [ -f "$dir/scenario.yaml" ] && [ -f "$dir/sweep.json" ] || fail "$name: scenario.yaml / sweep.json missing in $dir"
 }
@@ -55,8 +55,8 @@ check_dry tp_cp_layouts --world_size 4 9    # 6 factorizations, equivalent order
 check_dry optimization_flags --ranks 1 4    # baseline + workers 1, 2 + broadcast off
 # the layouts rows carry their layout as columns and flags
 d=$(sweep_dir "$TMP/dry" tp_cp_layouts)
-head -1 "$d/index.csv" | grep -q ',tensor_parallel,context_parallel,parallel_order$' || fail "layout columns: $(head -1 "$d/index.csv")"
-grep -q ',4,2,2,cp-tp-dp$' "$d/index.csv" || fail "tp 2 cp 2 cp-tp-dp row missing: $(cat "$d/index.csv")"
+head -1 "$d/index.csv" | grep -q ',tensor_parallel,context_parallel,parallel_order,full_samples_per_s,' || fail "layout columns: $(head -1 "$d/index.csv")"
+grep -q ',4,[0-9]*,2,2,cp-tp-dp,' "$d/index.csv" || fail "tp 2 cp 2 cp-tp-dp row missing: $(cat "$d/index.csv")"
 
 # any other scenario file in scenarios/ must at least expand
 for f in "$SRC"/scenarios/*.yaml; do
@@ -113,30 +113,43 @@ mkdir -p "$TMP/e2e" && cd "$TMP/e2e" || fail "cd $TMP/e2e"
 "$VB" datagen --output_dir data/tiny --years 1 --valid_years 1 --samples_per_year 16 --channels 4 --img_size 32,64 \
     >datagen.log 2>&1 || fail "datagen: $(cat datagen.log)"
 cat >e2e.yaml <<'EOF'
-# two good runs and two that fail inside the run (num_heads 3 does not divide embed_dim 64)
+# two good runs and two that fail inside the run (2 samples are less than one batch of 4:
+# the preflight does not read the data, the run does)
 name: e2e
 base: {config: tiny, global_batch_size: 4}
 ranks: [1, 2]
+threads_per_rank: 1
 matrix:
-  num_heads: [4, 3]
+  limit_nsamples: [16, 2]
 EOF
-out=$(OMP_NUM_THREADS=1 "$VB" sweep e2e.yaml --output_dir sweeps --benchy_config "$QUICK" --timeout_s 300 2>&1) ||
-    fail "real sweep exited $?: $out"
+rc=0
+out=$("$VB" sweep e2e.yaml --output_dir sweeps --benchy_config "$QUICK" --timeout_s 300 2>&1) || rc=$?
+[ "$rc" = 1 ] || fail "a sweep with failed runs exited $rc, want 1: $out"
 d=$(sweep_dir sweeps e2e)
 idx=$d/index.csv
 [ "$(wc -l <"$idx")" = 5 ] || fail "index.csv: want 4 rows: $(cat "$idx")"
-want_rows='0,runs/000_ranks=1_num_heads=4,completed,0,1,4
-1,runs/001_ranks=1_num_heads=3,failed,2,1,3
-2,runs/002_ranks=2_num_heads=4,completed,0,2,4
-3,runs/003_ranks=2_num_heads=3,failed,2,2,3'
-[ "$(tail -n +2 "$idx")" = "$want_rows" ] || fail "index.csv rows: $(cat "$idx"); sweep output: $out"
-for run in 000_ranks=1_num_heads=4 002_ranks=2_num_heads=4; do
-    for f in run.json summary.csv trials.csv; do
+want_rows='0,runs/000_ranks=1_limit_nsamples=16,completed,0,0,1,1,16
+1,runs/001_ranks=1_limit_nsamples=2,failed,2,0,1,1,2,,,,,,
+2,runs/002_ranks=2_limit_nsamples=16,completed,0,0,2,1,16
+3,runs/003_ranks=2_limit_nsamples=2,failed,2,0,2,1,2,,,,,,'
+got=$(tail -n +2 "$idx" | awk -F, -v OFS=, '$3 == "completed" { NF = 8 } 1')
+[ "$got" = "$want_rows" ] || fail "index.csv rows: $(cat "$idx"); sweep output: $out"
+# completed rows carry their headline: FULL, SYNTHETIC, IO mean (> 0) and std
+bad=$(awk -F, 'NR > 1 && $3 == "completed" && !($9 > 0 && $11 > 0 && $13 > 0 && $10 != "" && $12 != "" && $14 != "")' "$idx")
+[ -z "$bad" ] || fail "completed rows without headline numbers: $bad"
+grep -q 'FULL samples/s' <<<"$out" || fail "sweep printed no results table: $out"
+for run in 000_ranks=1_limit_nsamples=16 002_ranks=2_limit_nsamples=16; do
+    for f in run.json summary.csv trials.csv timeline.csv; do
         [ -f "$d/runs/$run/$f" ] || fail "completed run $run has no $f: $(ls "$d/runs/$run" 2>&1); log: $(cat "$d/logs/$run.log")"
     done
+    grep -q '"per_rank":[[:space:]]*1,' "$d/runs/$run/run.json" || fail "$run did not get threads_per_rank 1: $(grep -A4 '"threads"' "$d/runs/$run/run.json")"
+    # a launcher's pseudo-terminal gets lines, never the progress bar's escape codes
+    if grep -q $'\033\[K' "$d/logs/$run.log"; then fail "$run: progress-bar escape codes in the sweep log"; fi
 done
-grep -q '"nranks": *2' "$d/runs/002_ranks=2_num_heads=4/benchy_output.json" || fail "2-rank run did not run on 2 ranks: $(head -c 300 "$d/runs/002_ranks=2_num_heads=4/benchy_output.json")"
-grep -q 'num_heads' "$d/logs/001_ranks=1_num_heads=3.log" || fail "failed run's log does not say why: $(cat "$d/logs/001_ranks=1_num_heads=3.log")"
-grep -q '2 of 4 runs failed' <<<"$out" || fail "sweep did not report the failures: $out"
+grep -q '"nranks": *2' "$d/runs/002_ranks=2_limit_nsamples=16/benchy_output.json" || fail "2-rank run did not run on 2 ranks: $(head -c 300 "$d/runs/002_ranks=2_limit_nsamples=16/benchy_output.json")"
+grep -q 'fewer than one local batch' "$d/logs/001_ranks=1_limit_nsamples=2.log" || fail "failed run's log does not say why: $(cat "$d/logs/001_ranks=1_limit_nsamples=2.log")"
+tail -1 <<<"$out" | grep -q '2 of 4 runs failed' || fail "sweep's last line does not count the failures: $out"
+# ranks vary while the global batch (4) stays fixed: a strong-scaling sweep for the report
+grep -q '"kind":[[:space:]]*"strong_scaling"' "$d/sweep.json" || fail "sweep.json kind: $(cat "$d/sweep.json")"
 
 echo "test_sweep_cli: OK"
