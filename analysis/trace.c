@@ -499,10 +499,9 @@ static void put_counter(emitter *em, int rank, int64_t ts, double v) {
 static void put_counters(emitter *em, const trace_ctx *c) {
     if (c->global_batch <= 0) return;
     int prev = -1;
-    for (int k = 0; k <= c->t->n; k++) {
-        int i = k < c->t->n ? c->order[k] : -1;
-        bool step = i >= 0 && strcmp(c->t->ev[i].kind, "step") == 0 && c->end[i] > c->ts[i];
-        if (!step) continue;
+    for (int k = 0; k < c->t->n; k++) {
+        int i = c->order[k];
+        if (strcmp(c->t->ev[i].kind, "step") != 0 || c->end[i] <= c->ts[i]) continue;
         if (prev >= 0 && (c->t->ev[prev].rank != c->t->ev[i].rank || c->end[prev] < c->ts[i]))
             put_counter(em, c->t->ev[prev].rank, c->end[prev], 0.0);
         put_counter(em, c->t->ev[i].rank, c->ts[i], c->global_batch / ((double)(c->end[i] - c->ts[i]) * 1e-9));
