@@ -20,9 +20,12 @@
  *     (>= 0), bucket (>= 0), trial_type and trial_index (when the row has a
  *     trial type)
  *   - an "i" (instant, thread scope) event per marker row
- *   - a flow ("s" on the marker's thread, "f" with "bp":"e" on the comm
- *     lane) from each bucket_ready marker to the comm-lane row of the same
- *     rank, trial, step and bucket (the allreduce it released)
+ *   - a flow from each bucket_ready marker to the comm-lane row of the same
+ *     rank, trial, step and bucket (the allreduce it released): "s" at the
+ *     marker's time on the main lane (the training thread, whose backward
+ *     made the bucket ready; a flow must start inside a slice, and a marker
+ *     on the comm lane sits just before its allreduce, inside nothing),
+ *     "f" with "bp":"e" at the allreduce's start on its comm thread
  *   - a "samples/s" counter per rank: at each step's start, global batch /
  *     step duration (the global batch read from run.json), back to 0 where a
  *     step is not followed directly by another
@@ -575,7 +578,7 @@ static void put_flows(emitter *em, trace_ctx *c) {
             continue;
         }
         long id = ++c->nflows;
-        put_flow_end(em, "s", id, m->rank, c->tid[i], c->ts[i], m->bucket);
+        put_flow_end(em, "s", id, m->rank, 0, c->ts[i], m->bucket);
         put_flow_end(em, "f", id, t->ev[j].rank, c->tid[j], c->ts[j], m->bucket);
     }
     free(comm);

@@ -22,8 +22,9 @@ trap 'rm -rf "$TMP"' EXIT
 HDR=rank,lane,kind,name,trial_type,trial_index,step,start_s,dur_s,bytes,flops,bucket
 RUN=$TMP/run
 mkdir -p "$RUN"
-# rank 0: two steps of 4 ms; rank 1: one step, a marker whose bucket never
-# reached the comm lane (no flow), a name with quotes and a comma.
+# rank 0: two steps, markers on main; rank 1: one step, markers on the comm
+# lane (as runs write them), one whose bucket has no allreduce (no flow), a
+# name with quotes and a comma.
 # forward (0.1 + 0.2) and its last op (0.2 + 0.1) end together: decimal
 # rounding must not push the op past its parent.
 cat >"$RUN/timeline.csv" <<EOF
@@ -49,8 +50,8 @@ $HDR
 1,main,trial,FULL_0,FULL,0,-1,0.0,0.3,0,0,-1
 1,main,step,step,FULL,0,0,0.1,0.2,0,0,-1
 1,main,compute,"weird ""name"", x",FULL,0,0,0.1,0.15,0,0,-1
-1,main,marker,bucket_ready,FULL,0,0,0.24,0,0,0,0
-1,main,marker,bucket_ready,FULL,0,0,0.245,0,0,0,7
+1,comm,marker,bucket_ready,FULL,0,0,0.24,0,0,0,0
+1,comm,marker,bucket_ready,FULL,0,0,0.245,0,0,0,7
 1,comm,comm,allreduce,FULL,0,0,0.241,0.05,1048576,0,0
 EOF
 cat >"$RUN/run.json" <<'EOF'
@@ -123,9 +124,11 @@ wait = [e for e in X if e["name"] == "ddp_wait"]
 check(len(wait) == 1 and wait[0]["tid"] == 0, "blocking comm on main")
 
 inst = [e for e in ev if e["ph"] == "i"]
-check(len(inst) == 5 and all(e.get("s") == "t" and e["tid"] == 0 for e in inst), f"markers {inst}")
+check(len(inst) == 5 and all(e.get("s") == "t" for e in inst), f"markers {inst}")
+check(sorted((e["pid"], e["tid"]) for e in inst) == [(0, 0), (0, 0), (0, 0), (1, 1), (1, 1)], "markers on their lanes")
 
-# flows: each id once as s (marker's thread), once as f (comm lane, bp e),
+# flows: each id once as s (main lane, where the training thread runs even
+# when the marker sits on the comm lane), once as f (comm lane, bp e),
 # pointing from a bucket_ready marker to the allreduce of the same bucket
 S = {e["id"]: e for e in ev if e["ph"] == "s"}
 F = {e["id"]: e for e in ev if e["ph"] == "f"}
