@@ -3,6 +3,8 @@
  *   vitbench run      benchy's IO / SYNTHETIC / FULL trials (= train --enable_benchy)
  *   vitbench train    the tutorial's training loop with per-epoch validation
  *   vitbench datagen  a synthetic ERA5-like dataset in the tutorial's layout
+ *   vitbench sweep    a scenario file as many runs (bench/sweep.h)
+ *   vitbench report | compare | trace | nsys   results to answers (analysis/analysis.h)
  *   vitbench help | version
  *
  * Bad input of any kind exits 2 with one line naming the flag / key / file.
@@ -39,7 +41,16 @@ static void usage(FILE *f) {
             "             [--samples_per_year T] [--channels C] [--img_size H,W] [--seed S]\n"
             "  sweep      run a scenario file (scenarios/*.yaml) as many runs: FILE [--output_dir DIR]\n"
             "             [--launcher mpirun|srun|sbatch] [--dry-run] [--ranks 1,2,4] [--world_size N]\n"
-            "             [config overrides...]; writes DIR/<sweep_id>/index.csv\n"
+            "             [--repeats N] [--order sequential|shuffled] [--threads_per_rank T] [--no_report]\n"
+            "             [config overrides...]; writes DIR/<sweep_id>/index.csv and its report\n"
+            "  report     tables, plots and report.md / report.html of a run or sweep directory:\n"
+            "             PATH [--output_dir DIR] [--no_plots]\n"
+            "  compare    regression gate between two runs, sweeps or baselines (exit 1 on a regression):\n"
+            "             BASE NEW [--metric FULL,SYNTHETIC,IO,step_time,op:NAME] [--alpha A] [--threshold T]\n"
+            "             [--allow_different KEY,...]\n"
+            "  trace      Chrome trace (Perfetto, chrome://tracing) of a run's timeline.csv: PATH [--output FILE]\n"
+            "  nsys       import `nsys stats --format csv` reports: FILE... [--filter_time START/END]\n"
+            "             [--output_dir DIR]\n"
             "  help       this text\n"
             "  version    build and library versions\n"
             "\n"
@@ -55,6 +66,8 @@ static void usage(FILE *f) {
             "  --run_name NAME         run directory name (default <config>_<time>; never overwritten)\n"
             "  --benchy_config FILE    benchy's YAML (default $BENCHY_CONFIG_FILE, else benchy's defaults)\n"
             "  --enable_benchy         train: run benchy's trials instead\n"
+            "  --profile_steps N       timed FULL steps recorded in timeline.csv (default 5, 0 = none)\n"
+            "  --progress MODE         auto (a bar on a terminal, lines under mpirun/srun), bar, lines, none\n"
             "\n"
             "distributed (run under mpirun -np N or srun; a plain ./vitbench is one rank):\n"
             "  --tensor_parallel N     split heads / MLP over N ranks (default 1)\n"

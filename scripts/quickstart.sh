@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job on the CPU: install what is missing, build, generate a small
 # ERA5-layout dataset, run benchy's IO / SYNTHETIC / FULL trials, print the
-# summary and where the CSVs are.
+# summary and where the CSVs are, then the run's report (tables, plots,
+# report.md / report.html).
 #   CONFIG=small ./scripts/quickstart.sh          # the bigger CPU config
 #   ./scripts/quickstart.sh --num_data_workers 2  # any config override
 set -euo pipefail
@@ -27,4 +28,14 @@ if [ ! -f "data/$CONFIG/stats/global_stds.npy" ]; then
 fi
 
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
+marker=$(mktemp)
+trap 'rm -f "$marker"' EXIT
 ./build/vitbench run --config "$CONFIG" --output_dir results "$@"
+
+# The run directory this run created (an --output_dir override puts it elsewhere: no report then).
+run_json=$(find results -maxdepth 2 -name run.json -newer "$marker" 2>/dev/null | head -1)
+if [ -n "$run_json" ]; then
+  run_dir=$(dirname "$run_json")
+  ./build/vitbench report "$run_dir" >/dev/null
+  echo "quickstart: report $run_dir/report/report.html (and report.md; vitbench trace $run_dir for a Chrome trace)"
+fi

@@ -265,11 +265,23 @@ ops = rows("ops.csv")
 ranks = [int(o["rank"]) for o in ops]
 check(ranks == sorted(ranks) and set(ranks) == set(range(world)), f"ops.csv ranks {sorted(set(ranks))}, want 0..{world - 1} in order")
 for k in range(world):
-    mm = [o for o in ops if o["rank"] == str(k) and o["name"] == "matmul_forward"]
-    check(len(mm) == 1 and int(mm[0]["calls"]) > 0 and float(mm[0]["total_s"]) > 0, f"ops.csv rank {k} matmul_forward {mm}")
+    mm = [o for o in ops if o["rank"] == str(k) and o["name"] == "matmul_forward_qkv" and o["trial_type"] == "FULL"]
+    check(len(mm) == 1 and int(mm[0]["calls"]) > 0 and float(mm[0]["total_s"]) > 0, f"ops.csv rank {k} matmul_forward_qkv {mm}")
 if dp * cp > 1:
-    ia = [o for o in ops if o["name"] == "iallreduce"]
+    # the DDP bucket allreduce, named by the group it reduces over
+    ia = [o for o in ops if o["name"] == ("iallreduce_cpdp" if cp > 1 else "iallreduce_dp")]
     check(ia and ia[0]["category"] == "comm" and float(ia[0]["bytes"]) > 0, f"ops.csv iallreduce row {ia}")
+if tp > 1:
+    check(any(o["name"] == "allreduce_tp" for o in ops), "ops.csv has no allreduce_tp row")
+if cp > 1:
+    check(any(o["name"] == "allgather_cp" for o in ops), "ops.csv has no allgather_cp row")
+# timeline.csv: every rank's events; under DDP the comm lane holds the in-flight bucket allreduces
+tl = rows("timeline.csv")
+check({int(e["rank"]) for e in tl} == set(range(world)), f"timeline.csv ranks {sorted({e['rank'] for e in tl})}")
+if dp * cp > 1:
+    ar = [e for e in tl if e["lane"] == "comm" and e["kind"] == "comm"]
+    mk = [e for e in tl if e["lane"] == "comm" and e["kind"] == "marker" and e["name"] == "bucket_ready"]
+    check(ar and mk and all(int(e["bucket"]) >= 0 for e in ar + mk), f"timeline comm lane: {len(ar)} allreduces, {len(mk)} markers")
 for m in bad: print("test_dist:", m)
 sys.exit(1 if bad else 0)
 EOF

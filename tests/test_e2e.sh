@@ -154,19 +154,55 @@ for typ in ("IO", "SYNTHETIC", "FULL"):
     check(all(abs(x - y) <= 1e-6 * y for x, y in zip(e["trial_throughput"], timed)), f"{typ} json vs trials.csv")
 
 ops = rows("ops.csv")
-check(list(ops[0].keys()) == "rank,name,category,calls,bytes,total_s,avg_s,min_s,max_s,median_s,share_of_step".split(","),
-      "ops.csv header")
-names = {r["name"]: r for r in ops}
-for op in ("matmul_forward", "matmul_backward", "attention_forward", "layernorm_forward", "adam_update", "h2d"):
-    check(op in names, f"ops.csv has no {op}")
-# profiled: timed SYNTHETIC and FULL trials only = 4 trials x 3 steps; h2d once per step
-check(names["h2d"]["calls"] == "12" and names["h2d"]["category"] == "memcpy", f"h2d row {names['h2d']}")
-check(names["matmul_forward"]["category"] == "compute", "matmul_forward category")
-share = sum(float(r["share_of_step"]) for r in ops if r["category"] == "compute")
-check(0 < share <= 1.05, f"compute ops take {share} of the step time")
+check(list(ops[0].keys()) == ("rank,trial_type,name,category,calls,bytes,flops,total_s,avg_s,min_s,max_s,median_s,"
+                              "share_of_step,gflop_per_s,gb_per_s").split(","), "ops.csv header")
+check({r["trial_type"] for r in ops} == {"SYNTHETIC", "FULL"}, f"ops.csv trial types {sorted({r['trial_type'] for r in ops})}")
+for typ in ("SYNTHETIC", "FULL"):
+    names = {r["name"]: r for r in ops if r["trial_type"] == typ}
+    # GEMMs by role and direction
+    for op in ("matmul_forward_qkv", "matmul_forward_proj", "matmul_forward_fc1", "matmul_forward_fc2",
+               "matmul_forward_patch_embed", "matmul_forward_head", "matmul_backward_qkv", "matmul_backward_fc2",
+               "attention_forward", "layernorm_forward", "adam_update", "h2d"):
+        check(op in names, f"ops.csv {typ} has no {op}")
+    check("matmul_forward" not in names, "an unnamed matmul_forward row")
+    # profiled: 2 timed trials of a type x 3 steps; h2d once per step
+    check(names["h2d"]["calls"] == "6" and names["h2d"]["category"] == "memcpy", f"{typ} h2d row {names['h2d']}")
+    mm = names["matmul_forward_fc1"]
+    check(mm["category"] == "compute" and float(mm["flops"]) > 0 and float(mm["gflop_per_s"]) > 0,
+          f"{typ} matmul_forward_fc1 FLOPs / GFLOP/s {mm}")
+    # fc1: 2 x (B*tokens) x embed x 4*embed FLOPs per call, B 8, 128 tokens, embed 64
+    per_call = float(mm["flops"]) / int(mm["calls"])
+    check(abs(per_call - 2 * 8 * 128 * 64 * 256) < 1, f"fc1 FLOPs per call {per_call}")
+    share = sum(float(r["share_of_step"]) for r in names.values() if r["category"] == "compute")
+    check(0 < share <= 1.05, f"{typ} compute ops take {share} of the step time")
 check(all(float(r["min_s"]) <= float(r["median_s"]) <= float(r["max_s"]) for r in ops), "min <= median <= max")
 
+# timeline.csv: the first profile_steps (5 by default, capped by the 3 x 2 timed FULL steps) steps
+tl = rows("timeline.csv")
+check(tl and list(tl[0].keys()) == "rank,lane,kind,name,trial_type,trial_index,step,start_s,dur_s,bytes,flops,bucket".split(","),
+      "timeline.csv header")
+steps = [e for e in tl if e["kind"] == "step"]
+check(len(steps) == 5 and all(e["trial_type"] == "FULL" for e in steps), f"timeline steps {[(e['trial_index'], e['step']) for e in steps]}")
+check({e["name"] for e in tl if e["kind"] == "phase"} >= {"forward", "backward", "optimizer", "data"}, "timeline phases")
+check(all(float(e["dur_s"]) >= 0 for e in tl), "negative durations in timeline.csv")
+for st in steps:  # every op of the step lies inside it
+    s0, s1 = float(st["start_s"]), float(st["start_s"]) + float(st["dur_s"])
+    inner = [e for e in tl if e["kind"] in ("compute", "memcpy") and e["trial_index"] == st["trial_index"] and e["step"] == st["step"]]
+    check(inner and all(s0 - 1e-6 <= float(e["start_s"]) and float(e["start_s"]) + float(e["dur_s"]) <= s1 + 1e-6 for e in inner),
+          f"ops outside their step {st}")
+
+sm = rows("summary.csv")
+for r in sm:
+    check(r["machine_key"] and len(r["machine_key"]) == 16 and r["cpu_model"] and int(r["omp_threads"]) >= 1,
+          f"summary.csv fingerprint columns {r}")
+    check(float(r["peak_mem_bytes"]) > 1e6, f"summary.csv peak_mem_bytes {r['peak_mem_bytes']}")
+    check((r["trial_type"] == "IO") == (r["achieved_tflop_per_s"] == ""), f"achieved_tflop_per_s {r}")
+
 rj = json.load(open(os.path.join(rd, "run.json")))
+check(all(k in rj.get("fingerprint", {}) for k in ("host", "cpu_model", "affinity_cores", "omp_threads", "blas_coretype",
+                                                  "compiler", "cflags", "git_commit", "git_dirty", "machine_key")),
+      f"run.json fingerprint {rj.get('fingerprint')}")
+check(rj.get("threads", {}).get("per_rank", 0) <= rj["fingerprint"]["affinity_cores"], f"threads {rj.get('threads')}")
 for k in ("config", "git_commit", "host", "backend", "versions", "command_line", "start_time", "end_time", "status"):
     check(k in rj, f"run.json has no {k}")
 check(rj["status"] == "completed", f"run.json status {rj['status']}")
