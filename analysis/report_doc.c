@@ -298,15 +298,33 @@ static char *slurp(const char *path) {
     return buf;
 }
 
+/* Copies gnuplot's SVG with its ids (gnuplot_canvas, gpPt0...) prefixed by
+ * the figure's number: every figure uses the same names, and ids must be
+ * unique within one HTML page for the references to resolve to their own. */
+static void svg_unique_ids(FILE *f, const char *svg, int fig) {
+    static const char *const refs[] = {"id='", "id=\"", "href='#", "href=\"#", "url(#"};
+    while (*svg) {
+        size_t k = 0;
+        for (; k < sizeof refs / sizeof *refs; k++)
+            if (strncmp(svg, refs[k], strlen(refs[k])) == 0) break;
+        if (k == sizeof refs / sizeof *refs) {
+            fputc(*svg++, f);
+            continue;
+        }
+        fprintf(f, "%sfig%d_", refs[k], fig);
+        svg += strlen(refs[k]);
+    }
+}
+
 /* The figure's SVG from <svg on (the XML prolog is not allowed mid-document). */
-static void html_figure(FILE *f, const rp_block *b, const char *dir) {
+static void html_figure(FILE *f, const rp_block *b, const char *dir, int fig) {
     char path[VB_PATH_MAX];
     snprintf(path, sizeof path, "%s/%s.svg", dir, b->ref);
     char *svg = slurp(path);
     const char *start = svg ? strstr(svg, "<svg") : NULL;
     fputs("<figure>\n", f);
     if (start)
-        fputs(start, f);
+        svg_unique_ids(f, start, fig);
     else
         fprintf(f, "<p>(figure %s.svg missing)</p>", b->ref);
     fputs("\n<figcaption>", f);
@@ -320,6 +338,7 @@ static void html_figure(FILE *f, const rp_block *b, const char *dir) {
 static void write_html(FILE *f, void *ctx) {
     const render_ctx *rc = ctx;
     const rp_doc *d = rc->d;
+    int fig = 0;
     fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>", f);
     html_text(f, rc->title);
     fputs("</title>\n<style>\nbody{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;}\n"
@@ -357,7 +376,7 @@ static void write_html(FILE *f, void *ctx) {
             fputs("</a></p>\n", f);
             break;
         case RP_TABLE: html_table(f, b->table); break;
-        case RP_FIGURE: html_figure(f, b, rc->dir); break;
+        case RP_FIGURE: html_figure(f, b, rc->dir, fig++); break;
         }
     }
     if (d->nproblems) {

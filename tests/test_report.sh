@@ -330,6 +330,10 @@ elif which == "html":
     html = open(sys.argv[2]).read()
     if "<svg" not in html or "<?xml" in html:
         sys.exit("%s: no inline <svg, or an XML prolog inside the HTML" % sys.argv[2])
+    import re
+    ids = re.findall(r"""\bid=['"]([^'"]+)['"]""", html)
+    if len(ids) != len(set(ids)):
+        sys.exit("%s: duplicate ids across the inlined figures" % sys.argv[2])
 EOF
 
 out=$(run_report weak)
