@@ -393,9 +393,9 @@ static rp_table *layouts(rp_doc *d, rp_sweep *s, const rp_opts *o) {
         }
     }
     rp_para(d, "Communication per group from ops.csv (rank 0's timed FULL steps; every rank's with profiler_mode "
-               "all), by the op names the library registers: tp = blocking allreduce (Megatron row-parallel sums), "
-               "cp = allgather + reduce_scatter (K/V exchange), dp = iallreduce + allreduce_wait (DDP gradient "
-               "buckets). Each row is time the training thread spent in the call (a post for iallreduce), "
+               "all), by the group each collective ran on: tp = allreduce_tp (Megatron row-parallel sums), "
+               "cp = allgather_cp + reduce_scatter_cp (K/V exchange), dp = iallreduce_dp/_cpdp + allreduce_wait "
+               "(DDP gradient buckets). Each row is time the training thread spent in the call (a post for iallreduce), "
                "so its share of the step is exposed time; DDP's overlapped part is in the per-run breakdown.%s%s",
             cpdp ? " With cp > 1 DDP reduces gradients over cp x dp together: the dp columns include cp's share of "
                    "the gradient all-reduce, which ops.csv cannot separate."

@@ -9,18 +9,31 @@
 #include "analysis/report.h"
 #include "core/stats.h"
 
+#include <stdbool.h>
+
 const char *const rp_group_name[RP_NGROUPS] = {"tp", "cp", "dp", "other"};
 
-/* Which group a communication op of ops.csv belongs to, from the names
- * core/comm.c and core/ddp.c register: inside a timed step the blocking
- * allreduce is only the tensor-parallel row sums (core/model.c), allgather
- * and reduce_scatter only the context-parallel K/V exchange, iallreduce and
- * allreduce_wait only DDP's gradient buckets; barrier, broadcast and the
- * gathers are the harness's own. */
+/* Which group a communication op of ops.csv belongs to. Collectives are
+ * named after the communicator's group (core/comm.c): allreduce_tp,
+ * allgather_cp, reduce_scatter_cp, iallreduce_dp, iallreduce_cpdp (DDP over
+ * cp x dp); allreduce_wait is DDP's wait for its buckets. Runs from before
+ * the group suffix existed are read by what each op was used for inside a
+ * timed step: the blocking allreduce only for the tp row sums, allgather and
+ * reduce_scatter only for the cp K/V exchange, iallreduce for DDP. Barrier,
+ * broadcast, the gathers and world-wide collectives are the harness's own. */
+static bool has_suffix(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n > k && strcmp(s + n - k, suffix) == 0;
+}
+
 int rp_comm_group_of(const char *name) {
+    if (strcmp(name, "allreduce_wait") == 0) return RP_G_DP;
+    if (has_suffix(name, "_tp")) return RP_G_TP;
+    if (has_suffix(name, "_cpdp") || has_suffix(name, "_dp")) return RP_G_DP;
+    if (has_suffix(name, "_cp")) return RP_G_CP;
     if (strcmp(name, "allreduce") == 0) return RP_G_TP;
     if (strcmp(name, "allgather") == 0 || strcmp(name, "reduce_scatter") == 0) return RP_G_CP;
-    if (strcmp(name, "iallreduce") == 0 || strcmp(name, "allreduce_wait") == 0) return RP_G_DP;
+    if (strcmp(name, "iallreduce") == 0) return RP_G_DP;
     return RP_G_OTHER;
 }
 

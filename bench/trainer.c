@@ -413,9 +413,16 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
     if (r->ddp_on) vb_ddp_attach(&r->ddp, r->model);
 
     /* the timeline window: every op of profile_steps timed FULL steps, all ranks */
-    if (r->benchy && c->profile_steps > 0) {
+    /* memory: buffers for no more steps than the timed FULL trials have */
+    long full_steps = r->bcfg.full.run_benchmark ? (long)r->bcfg.full.ntrials *
+                                                       (r->bcfg.full.nbatches > 0 ? r->bcfg.full.nbatches : 1)
+                                                 : 0;
+    int spe = vb_loader_steps_per_epoch(r->train_loader);
+    if (r->bcfg.full.nbatches <= 0 || r->bcfg.full.nbatches > spe) full_steps = (long)r->bcfg.full.ntrials * spe;
+    int window = (long)c->profile_steps < full_steps ? c->profile_steps : (int)full_steps;
+    if (r->benchy && window > 0) {
         int events_per_step = 64 * c->depth + 256; /* ~40 ops a block plus comm and the rest */
-        r->timeline = vb_tlrec_create(c->profile_steps, c->num_data_workers, events_per_step);
+        r->timeline = vb_tlrec_create(window, c->num_data_workers, events_per_step);
         vb_prof_set_timeline(r->prof, r->timeline);
         r->ddp.timeline = r->timeline;
         vb_loader_set_timeline(r->train_loader, r->timeline);

@@ -76,13 +76,13 @@ def make_run(d, ranks, local, glob, noddp, full, cpu="Test CPU 9000", bucket=25,
     if tp * cp > 1:  # 10 timed FULL steps; 1 MB per step of the layout's own collective
         write_csv(d + "/iterations.csv", ["trial", "trial_type", "trial_index", "warmup", "step", "rank", "seconds"],
                   [["FULL_0", "FULL", 0, 0, st, 0, 0.1] for st in range(10)])
-        names = ["allreduce"] if tp > 1 else ["allgather", "reduce_scatter"]
+        names = ["allreduce_tp"] if tp > 1 else ["allgather_cp", "reduce_scatter_cp"]
         write_csv(d + "/ops.csv", ["rank", "trial_type", "name", "category", "calls", "bytes", "flops", "total_s",
                                    "avg_s", "min_s", "max_s", "median_s", "share_of_step"],
                   [[0, "FULL", n, "comm", 10, 1e7 / len(names), 0, 0.1, 0.01, 0.01, 0.01, 0.01, 0.1 / len(names)]
                    for n in names] +
-                  [[0, "FULL", "iallreduce", "comm", 10, 2e7, 0, 0.01, 0.001, 0.001, 0.001, 0.001, 0.01],
-                   [0, "SYNTHETIC", "allreduce", "comm", 10, 9e9, 0, 9, 1, 1, 1, 1, 0.9]])
+                  [[0, "FULL", "iallreduce_dp", "comm", 10, 2e7, 0, 0.01, 0.001, 0.001, 0.001, 0.001, 0.01],
+                   [0, "SYNTHETIC", "allreduce_tp", "comm", 10, 9e9, 0, 9, 1, 1, 1, 1, 0.9]])
 
 HEAD = ["run_index", "run_dir", "status", "exit_code", "repeat", "ranks", "threads_per_rank"]
 TAIL = ["full_samples_per_s", "full_std", "synthetic_samples_per_s", "synthetic_std", "io_samples_per_s", "io_std"]
