@@ -1500,24 +1500,42 @@ static void preflight(const vb_scenario *s, const vb_sweep_plan *plan, launcher_
     vb_set_error_context(NULL);
 }
 
-/* The sweep's report, as `vitbench report DIR` writes it: a failure to
- * report is a warning, the runs' results stand either way. */
-static void write_report(const char *dir) {
+/* Runs an analysis command (report, trace) in a child process, so that its
+ * exit on bad input cannot take the sweep down; returns its exit status. */
+static int run_analysis(int (*cmd_main)(int, char **), char *name, const char *path, bool quiet) {
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
-    if (pid < 0) {
-        vb_warn("report: fork failed (%s); run vitbench report %s", strerror(errno), dir);
-        return;
-    }
+    if (pid < 0) return -1;
     if (pid == 0) {
-        char *argv[] = {"report", (char *)dir, NULL};
-        exit(vb_report_main(2, argv));
+        if (quiet) {
+            int devnull = open("/dev/null", O_WRONLY);
+            if (devnull >= 0) dup2(devnull, 1);
+        }
+        char *argv[] = {name, (char *)path, NULL};
+        exit(cmd_main(2, argv));
     }
     int st = 0;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
     }
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* The sweep's report, as `vitbench report DIR` writes it, after a Chrome
+ * trace for every completed run that recorded a timeline (the report links
+ * them). A failure here is a warning: the runs' results stand either way. */
+static void write_report(const char *dir, const char *runs_dir, const sweep_item *items, int n) {
+    int traced = 0;
+    for (int i = 0; i < n; i++) {
+        if (!items[i].status || strcmp(items[i].status, "completed") != 0) continue;
+        char run[VB_PATH_MAX], tl[VB_PATH_MAX + 32];
+        vb_snprintf(run, sizeof run, "%s/%s", runs_dir, items[i].name);
+        vb_snprintf(tl, sizeof tl, "%s/timeline.csv", run);
+        if (!vb_file_exists(tl)) continue;
+        if (run_analysis(vb_trace_main, "trace", run, true) == 0) traced++;
+    }
+    if (traced) printf("vitbench sweep: trace.json written for %d runs\n", traced);
+    if (run_analysis(vb_report_main, "report", dir, false) != 0)
         vb_warn("the report of %s failed (see above); the runs' results are complete, retry with vitbench report %s",
                 dir, dir);
 }
@@ -1673,7 +1691,7 @@ int vb_sweep_main(int argc, char **argv) {
     /* the report of what finished, unless asked not to or nothing ran here */
     int completed = 0;
     for (int i = 0; i < ix.done; i++) completed += items[i].status && strcmp(items[i].status, "completed") == 0;
-    if (!cli.no_report && !interrupted && completed > 0) write_report(dir);
+    if (!cli.no_report && !interrupted && completed > 0) write_report(dir, runs_dir, items, ix.done);
     if (interrupted) vb_warn("sweep interrupted (signal %d) after %d of %d runs", (int)g_stop_signal, ix.done, nitems);
     if (failed)
         printf("vitbench sweep: %d of %d runs failed; their logs are in %s/logs\n", failed, ix.done, dir);

@@ -149,6 +149,12 @@ done
 grep -q '"nranks": *2' "$d/runs/002_ranks=2_limit_nsamples=16/benchy_output.json" || fail "2-rank run did not run on 2 ranks: $(head -c 300 "$d/runs/002_ranks=2_limit_nsamples=16/benchy_output.json")"
 grep -q 'fewer than one local batch' "$d/logs/001_ranks=1_limit_nsamples=2.log" || fail "failed run's log does not say why: $(cat "$d/logs/001_ranks=1_limit_nsamples=2.log")"
 tail -1 <<<"$out" | grep -q '2 of 4 runs failed' || fail "sweep's last line does not count the failures: $out"
+# the sweep ends with its report, linking a Chrome trace of every completed run
+[ -f "$d/report/report.md" ] && [ -f "$d/report/report.html" ] || fail "sweep wrote no report: $(ls "$d" "$d/report" 2>&1)"
+for run in 000_ranks=1_limit_nsamples=16 002_ranks=2_limit_nsamples=16; do
+    [ -f "$d/runs/$run/trace.json" ] || fail "no trace.json for $run"
+    grep -q "runs/$run/trace.json" "$d/report/report.md" || fail "report does not link $run's trace"
+done
 # ranks vary while the global batch (4) stays fixed: a strong-scaling sweep for the report
 grep -q '"kind":[[:space:]]*"strong_scaling"' "$d/sweep.json" || fail "sweep.json kind: $(cat "$d/sweep.json")"
 
