@@ -582,7 +582,8 @@ float vit_forward(vit_model *m, const float *inp, const float *tar, int B) {
 
     /* patch embedding: Conv2d(k = s = p) == patchify + Linear(Cin*p*p, D), on
      * this rank's tokens only; their rows of pos_embed */
-    VIT_OP(m, "patchify", ops->patchify(a->patches_all, inp, B, d->cin, d->img_h, d->img_w, d->patch));
+    const double nin = (double)B * d->cin * d->img_h * d->img_w, nout = (double)B * d->cout * d->img_h * d->img_w;
+    VIT_EW(m, "patchify", 2.0 * nin, ops->patchify(a->patches_all, inp, B, d->cin, d->img_h, d->img_w, d->patch));
     if (cp)
         VIT_TIMED(m, "cp_slice", VB_CAT_MEMCPY,
                   copy_token_rows(m, a->patches, Nl, 0, a->patches_all, N, m->tok_offset, Nl, B, m->patch_in));
@@ -640,12 +641,12 @@ float vit_forward(vit_model *m, const float *inp, const float *tar, int B) {
                ops->matmul_forward(a->head, a->lnf, m->p.head_w, NULL, BT, D, m->head_out));
     /* every cp rank assembles the whole sequence: full prediction, same loss */
     if (cp) cp_allgather_tokens(m, a->head, &a->head_all, 1, B, m->head_out);
-    VIT_OP(m, "unpatchify", ops->unpatchify(a->pred, a->head_all, B, d->cout, d->img_h, d->img_w, d->patch));
+    VIT_EW(m, "unpatchify", 2.0 * nout, ops->unpatchify(a->pred, a->head_all, B, d->cout, d->img_h, d->img_w, d->patch));
 
     float loss = 0.0f;
     if (tar) {
         const size_t n = (size_t)d->cout * d->img_h * d->img_w;
-        VIT_OP(m, "rel_l2_loss_forward", loss = ops->rel_l2_loss_forward(a->per_sample, a->pred, tar, B, n));
+        VIT_EW(m, "rel_l2_loss_forward", 2.0 * nout, loss = ops->rel_l2_loss_forward(a->per_sample, a->pred, tar, B, n));
     }
     m->loss = loss;
     VB_NVTX_POP();

@@ -33,7 +33,9 @@ void vb_adam_step(vb_adam *a, float *params, const float *grads, float lr, vb_pr
     int id = VB_OP_ID(prof, "adam_update", VB_CAT_COMPUTE);
     double t0 = vb_prof_begin(prof, id);
     a->ops->adam_update(params, grads, a->m, a->v, a->n, lr, a->beta1, a->beta2, a->eps, a->step);
-    vb_prof_end(prof, id, t0, 0);
+    /* per parameter: reads param, grad, m, v and writes param, m, v; ~12 FLOPs
+     * (two moment updates, bias corrections, sqrt, divide, the step) */
+    vb_prof_end_flops(prof, id, t0, 7 * sizeof(float) * a->n, 12.0 * (double)a->n);
     VB_NVTX_POP();
 }
 
