@@ -558,18 +558,42 @@ static void test_profiled_ops(void **state) {
     assert_int_equal(vb_prof_write_csv(prof, path, 0), 0);
     char *csv = tu_read_file(path);
     assert_non_null(csv);
-    const char *ops[] = {"matmul_forward", "matmul_backward", "attention_forward", "attention_backward",
-                         "layernorm_forward", "layernorm_backward", "gelu_forward", "gelu_backward",
-                         "patchify", "unpatchify", "rel_l2_loss_forward", "add_pos_embed_backward"};
+    const char *ops[] = {"matmul_forward_qkv", "matmul_forward_proj", "matmul_forward_fc1", "matmul_forward_fc2",
+                         "matmul_forward_patch_embed", "matmul_forward_head", "matmul_backward_qkv",
+                         "matmul_backward_proj", "matmul_backward_fc1", "matmul_backward_fc2",
+                         "matmul_backward_patch_embed", "matmul_backward_head", "attention_forward",
+                         "attention_backward", "layernorm_forward", "layernorm_backward", "gelu_forward",
+                         "gelu_backward", "patchify", "unpatchify", "rel_l2_loss_forward", "add_pos_embed_backward"};
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
         char key[64];
         snprintf(key, sizeof key, ",%s,", ops[i]);
         if (!strstr(csv, key)) fail_msg("ops.csv has no row for %s", ops[i]);
     }
-    /* matmul_forward: 1 patch embed + 6 per block x 2 blocks + 1 head = 14 calls */
-    char *row = strstr(csv, ",matmul_forward,compute,");
-    assert_non_null(row);
-    assert_int_equal(atoi(row + strlen(",matmul_forward,compute,")), 14);
+    /* calls by role: q, k, v per block x 2 blocks; one proj, fc1, fc2 per block; one patch embed and head */
+    static const struct {
+        const char *name;
+        int calls;
+    } calls[] = {{"matmul_forward_qkv", 6}, {"matmul_forward_proj", 2}, {"matmul_forward_fc1", 2},
+                 {"matmul_forward_fc2", 2}, {"matmul_forward_patch_embed", 1}, {"matmul_forward_head", 1}};
+    for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
+        char key[96];
+        snprintf(key, sizeof key, ",%s,compute,", calls[i].name);
+        char *row = strstr(csv, key);
+        assert_non_null(row);
+        assert_int_equal(atoi(row + strlen(key)), calls[i].calls);
+    }
+    /* the forward's reported FLOPs (GEMMs + attention) are a third of
+     * vit_train_flops, which counts forward + backward as 3 x forward */
+    double fwd = 0;
+    for (const char *line = strchr(csv, '\n') + 1; *line; line = strchr(line, '\n') + 1) {
+        char name[64];
+        long ncalls;
+        double bytes, flops;
+        if (sscanf(line, "%*d,,%63[^,],compute,%ld,%lf,%lf", name, &ncalls, &bytes, &flops) == 4 &&
+            (strncmp(name, "matmul_forward_", 15) == 0 || strcmp(name, "attention_forward") == 0))
+            fwd += flops;
+    }
+    assert_true(fabs(3 * fwd - vit_train_flops(m, 1)) <= 1e-9 * vit_train_flops(m, 1));
     free(csv);
     tu_rm_rf(dir);
     vb_free(inp), vb_free(tar);
