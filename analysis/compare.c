@@ -58,6 +58,10 @@
 #define BOOT_ITERS 2000
 #define BOOT_SEED 0x5eedc0deULL /* fixed: verdicts must not change between reruns */
 #define TOP_OPS 5
+/* max/min of one side's samples above this: the machine was most likely busy
+ * for part of the run (quiet tiny runs on 2 cores stay within 1.1-1.45); said, since a
+ * verdict from such samples mostly measures the load */
+#define NOISY_SPREAD 1.5
 
 /* ---- small helpers ---- */
 
@@ -658,6 +662,8 @@ typedef struct {
     int repeats_needed;  /* inconclusive: runs per side that give MIN_SAMPLES */
 } result;
 
+static bool noisy(const side_summary *s) { return s->n > 1 && s->min > 0 && s->max / s->min > NOISY_SPREAD; }
+
 static side_summary summarize(const samples *s) {
     side_summary r = {s->n, s->nruns, s->min_per_run, NAN, NAN, NAN, NAN, NAN};
     if (s->n == 0) return r;
@@ -675,7 +681,7 @@ static int repeats_for(const side_summary *s) {
 }
 
 static verdict decide(const result *r, double alpha, double threshold) {
-    if (!(r->ci.lo == r->ci.lo) || !isfinite(r->ratio)) return V_UNDEFINED; /* zero base median */
+    if (isnan(r->ci.lo) || !isfinite(r->ratio)) return V_UNDEFINED; /* a zero base median */
     bool sig = r->mwu.p < alpha;
     bool below = r->ci.hi < 1 - threshold, above = r->ci.lo > 1 + threshold;
     bool worse = r->m->higher_is_better ? below : above;
@@ -870,7 +876,7 @@ static void print_table(const result *rs, int n) {
             continue;
         }
         printf("%.6g | %.6g | %.4f | ", r->base.median, r->new_.median, r->ratio);
-        if (r->ci.lo == r->ci.lo)
+        if (!isnan(r->ci.lo))
             printf("[%.4f, %.4f] | ", r->ci.lo, r->ci.hi);
         else
             printf("undefined | ");
@@ -881,6 +887,21 @@ static void print_table(const result *rs, int n) {
             printf("undefined (base median 0) |\n");
         else
             printf("%s |\n", k_verdict[r->v]);
+    }
+}
+
+/* a line per noisy side, after the table */
+static void print_noise_notes(const result *rs, int n) {
+    for (int i = 0; i < n; i++) {
+        const side_summary *sides[2] = {&rs[i].base, &rs[i].new_};
+        for (int k = 0; k < 2; k++) {
+            if (!noisy(sides[k])) continue;
+            printf("note: %s %s%s%s samples range %.4g .. %.4g %s (max/min %.1f): the machine was probably busy "
+                   "during that run; rerun it before trusting the verdict\n",
+                   k ? "NEW" : "BASE", strcmp(rs[i].pr->label, "-") ? rs[i].pr->label : "",
+                   strcmp(rs[i].pr->label, "-") ? " " : "", rs[i].m->name, sides[k]->min, sides[k]->max, rs[i].m->unit,
+                   sides[k]->max / sides[k]->min);
+        }
     }
 }
 
@@ -896,6 +917,7 @@ static cJSON *summary_json(const side_summary *s) {
     cJSON_AddItemToObject(o, "std", num_or_null(s->std));
     cJSON_AddItemToObject(o, "min", num_or_null(s->min));
     cJSON_AddItemToObject(o, "max", num_or_null(s->max));
+    cJSON_AddBoolToObject(o, "noisy", noisy(s));
     return o;
 }
 
@@ -1098,6 +1120,7 @@ int vb_compare_main(int argc, char **argv) {
     for (int i = 0; i < nres; i++) cJSON_AddItemToArray(jr, result_json(&rs[i]));
 
     print_table(rs, nres);
+    print_noise_notes(rs, nres);
     bool regression = false;
     cJSON *suspects = cJSON_AddArrayToObject(root, "op_growth");
     for (int i = 0; i < npairs; i++) {

@@ -2,7 +2,8 @@
 # test_compare.sh <vitbench>: `vitbench compare` on hand-made run and sweep
 # directories (run.json, trials.csv, iterations.csv, ops.csv written here, so
 # every expected verdict is known in advance):
-#   1. identical samples: exit 0, "no regression", compare.json in NEW
+#   1. identical samples: exit 0, "no regression", compare.json in NEW; a
+#      side whose trials spread widely gets a note
 #   2. NEW 20% slower, 10 trials a side: exit 1, "regression", the op that grew
 #      listed first; same inputs give the same compare.json byte for byte
 #   3. NEW 20% faster: improvement, exit 0
@@ -122,6 +123,11 @@ case $out in *"grew most"*"| gemm |"*) ;; *) fail "gemm (the op that grew) not l
 cmp -s "$TMP/c1.json" "$TMP/c2.json" || fail "two comparisons of the same inputs differ"
 # a 20% loss under a 25% threshold is no regression
 expect 0 "no regression" "$VB" compare base slow --threshold 0.25 --output "$TMP/c3.json"
+
+# a run whose trials spread 2.5x is called out (the machine was busy)
+mkrun busy full=100,101,99,100.5,40,100.2,99.8,100.1,99.9,100.3 synth=120,121,119,120.5,119.5,120.2,119.8,120.1,119.9,120.3
+expect 0 "note: NEW FULL samples range 40 .. 101 samples/s" "$VB" compare base busy --output "$TMP/c3b.json"
+[ "$(printf '%s\n' "$out" | grep -c 'probably busy')" = 1 ] || fail "a quiet side was called noisy: $out"
 
 # ---- 3. improvement ----
 mkrun fast full=120,121,119,120.5,119.5,120.2,119.8,120.1,119.9,120.3
