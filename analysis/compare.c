@@ -32,8 +32,10 @@
  * fingerprint.machine_key must agree, else every difference is printed on
  * stdout, then one error line, exit 2. --allow_different accepts named ones.
  *
- * Output: a Markdown table on stdout, the ops that grew most under a
- * regression, then one verdict line; compare.json with every number goes to
+ * Output: a Markdown table on stdout, a note for each side whose samples
+ * spread more than 1.5x (max/min: a busy machine, whose verdict mostly
+ * measures the load), the ops that grew most under a regression, then one
+ * verdict line; compare.json with every number goes to
  * --output, else into NEW's directory, else (not writable) the working
  * directory. Exit 0: no regression; 1: a regression; 2: bad input or
  * incomparable sides.
