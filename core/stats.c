@@ -167,36 +167,44 @@ static double t_pdf(double t, double df) {
     return exp(l);
 }
 
-/* Upper-tail quantile of t for q = P(T > t) in (0, 0.5]: closed forms for df
- * 1 and 2; otherwise Newton on the CDF from a Cornish-Fisher start, kept inside
- * a bracket that bisection shrinks whenever a Newton step would leave it. */
+/* Upper-tail quantile of t for q = P(T > t) in (0, 0.5): closed forms for df
+ * 1 and 2; otherwise Newton on log tail(t) against log t, from a
+ * Cornish-Fisher start, inside a bracket that bisection (in log t) shrinks
+ * whenever a Newton step would leave it. In those coordinates the tail is
+ * nearly a straight line of slope -df far out (tail ~ t^-df), so Newton
+ * converges in a few steps even for q = 1e-300, where steps in t itself
+ * would crawl by a factor 1 + 1/df per iteration. */
 static double t_upper(double q, int df) {
     if (df == 1) return 1 / tan(M_PI * q); /* Cauchy: cot(pi q), no 0.5 - q cancellation */
     if (df == 2) {
         double a = 4 * q * (1 - q);
         return (1 - 2 * q) * sqrt(2 / a);
     }
-    double v = df, z = vb_stats_norm_quantile(1 - q);
+    double v = df, z = -vb_stats_norm_quantile(q); /* not quantile(1 - q): 1 - q rounds to 1 for tiny q */
     double z2 = z * z;
     double g1 = (z2 + 1) * z / 4, g2 = ((5 * z2 + 16) * z2 + 3) * z / 96;
     double g3 = (((3 * z2 + 19) * z2 + 17) * z2 - 15) * z / 384;
     double x = z + g1 / v + g2 / (v * v) + g3 / (v * v * v);
-    double lo = 0, hi = x > 0 ? 2 * x + 1 : 1;
-    while (t_tail(hi, v) > q) hi *= 2; /* bracket the root: tail(hi) <= q */
-    if (!(x > lo && x < hi)) x = (lo + hi) / 2;
+    if (!(x > 0 && isfinite(x))) x = 1;
+    /* bracket the root in t: tail(lo) > q >= tail(hi) */
+    double lo = x, hi = x;
+    while (t_tail(lo, v) <= q) lo /= 2;
+    while (t_tail(hi, v) > q) hi *= 2;
+    double s = log(x), slo = log(lo), shi = log(hi), lq = log(q);
+    if (!(s > slo && s < shi)) s = (slo + shi) / 2;
     for (int it = 0; it < 200; it++) {
-        double f = t_tail(x, v) - q; /* decreasing in x */
-        if (f > 0)
-            lo = x;
+        double t = exp(s), tail = t_tail(t, v);
+        if (tail > q)
+            slo = s;
         else
-            hi = x;
-        double step = f / t_pdf(x, v);
-        double nx = x + step;
-        if (!(nx > lo && nx < hi)) nx = (lo + hi) / 2;
-        if (fabs(nx - x) <= 1e-14 * fabs(nx) || hi - lo <= 1e-15 * hi) return nx;
-        x = nx;
+            shi = s;
+        /* d log tail / d log t = -pdf(t) t / tail */
+        double ns = tail > 0 ? s - (log(tail) - lq) / (-t_pdf(t, v) * t / tail) : NAN;
+        if (!(ns > slo && ns < shi)) ns = (slo + shi) / 2;
+        if (fabs(ns - s) <= 1e-15 * (1 + fabs(ns)) || shi - slo <= 1e-15 * (1 + fabs(shi))) return exp(ns);
+        s = ns;
     }
-    return x;
+    return exp(s);
 }
 
 double vb_stats_t_quantile(double p, int df) {

@@ -69,26 +69,33 @@ def mwu():
 
 
 # ---- quantiles ----
-T_P = [0.975, 0.995, 0.9, 0.6, 0.025, 0.999999, 0.5000001]
+T_P = [0.975, 0.995, 0.9, 0.6, 0.025, 0.999999, 0.5000001, 1e-100]
 T_DF = [1, 2, 3, 4, 5, 7, 10, 19, 30, 100, 999, 1000]
 N_P = [1e-10, 0.001, 0.025, 0.3, 0.5, 0.7, 0.975, 0.999, 1 - 1e-10]
 
 
 def t_ppf_mp(p, df):
-    """t quantile to 40 digits with mpmath: the root of the CDF written with the
-    regularized incomplete beta. scipy.stats.t.ppf loses digits next to p = 0.5
-    (for df 4 at p = 0.5000001 it is off by 4e-4 relative, while its own t.sf
-    confirms this root), so the table is mpmath's and scipy checks the rest."""
+    """t quantile to 40 digits with mpmath: the root, in u = log|t|, of
+    log tail(e^u) = log q (q = min(p, 1 - p), tail from the regularized
+    incomplete beta), which stays well scaled from q = 1e-100 to q = 0.4999999.
+    scipy.stats.t.ppf loses digits next to p = 0.5 (for df 4 at p = 0.5000001
+    it is off by 4e-4 relative, while its own t.sf confirms this root), so the
+    table is mpmath's and scipy checks the rest."""
     mpmath.mp.dps = 40
-    p, v = mpmath.mpf(p), mpmath.mpf(df)
+    pm, v = mpmath.mpf(p), mpmath.mpf(df)
+    q = pm if pm < 0.5 else 1 - pm
 
-    def cdf(t):
+    def log_tail(u):
+        t = mpmath.exp(u)
         x = v / (v + t * t)
-        tail = mpmath.betainc(v / 2, mpmath.mpf(1) / 2, 0, x, regularized=True) / 2
-        return 1 - tail if t > 0 else tail
+        return mpmath.log(mpmath.betainc(v / 2, mpmath.mpf(1) / 2, 0, x, regularized=True) / 2)
 
-    start = mpmath.mpf(st.t.ppf(float(p), df))
-    return float(mpmath.findroot(lambda t: cdf(t) - p, start, tol=mpmath.mpf(10) ** -35))
+    guess = abs(st.t.ppf(float(q), df))
+    if not (0 < guess < float("inf")) or q < 1e-20:
+        guess = float((q * v) ** (-1 / v))  # the far tail's power law, tail ~ t^-df
+    u = mpmath.findroot(lambda u: log_tail(u) - mpmath.log(q), mpmath.log(guess), tol=mpmath.mpf(10) ** -30)
+    t = float(mpmath.exp(u))
+    return t if pm > 0.5 else -t
 
 
 def quantiles():
@@ -96,7 +103,7 @@ def quantiles():
     for df in T_DF:
         for p in T_P:
             q = t_ppf_mp(p, df)
-            if abs(p - 0.5) > 1e-3:
+            if abs(p - 0.5) > 1e-3 and p > 1e-20:  # scipy is checked where it is reliable
                 assert abs(q - st.t.ppf(p, df)) <= 1e-9 * abs(q), (p, df)
             rows.append("    {%s, %d, %s}," % (c(p), df, c(q)))
     out = ["static const quantile_case t_cases[] = {\n" + "\n".join(rows) + "\n};"]
