@@ -468,7 +468,14 @@ typedef struct {
     int blocking;   /* differences not allowed */
     int accepted;   /* differences allowed by --allow_different */
     cJSON *list;    /* compare.json "differences" */
+    /* warnings wait until the sides pass: an exit 2 prints one line only */
+    char warnings[3][VB_PATH_MAX + 128];
+    int nwarnings;
 } diffs;
+
+static void defer_warning(diffs *d, const char *fmt, const char *a, const char *b) {
+    if (d->nwarnings < 3) vb_snprintf(d->warnings[d->nwarnings++], sizeof d->warnings[0], fmt, a, b);
+}
 
 static bool allowed(const diffs *d, const char *name) {
     for (int i = 0; i < d->nallowed; i++)
@@ -568,8 +575,8 @@ static void check_machine(diffs *d, const cJSON *a, const cJSON *b) {
     const cJSON *fa = cJSON_GetObjectItemCaseSensitive(a, "fingerprint");
     const cJSON *fb = cJSON_GetObjectItemCaseSensitive(b, "fingerprint");
     if (!cJSON_IsObject(fa) || !cJSON_IsObject(fb)) {
-        vb_warn("compare: %s run.json has no fingerprint: the machines are not compared",
-                !cJSON_IsObject(fa) ? "BASE's" : "NEW's");
+        defer_warning(d, "compare: %s run.json has no fingerprint: the machines are not compared%s",
+                      !cJSON_IsObject(fa) ? "BASE's" : "NEW's", "");
         return;
     }
     const cJSON *ka = cJSON_GetObjectItemCaseSensitive(fa, "machine_key");
@@ -577,7 +584,9 @@ static void check_machine(diffs *d, const cJSON *a, const cJSON *b) {
     char *ta = json_text(ka), *tb = json_text(kb);
     bool keys = ka && kb;
     bool same = keys && strcmp(ta, tb) == 0;
-    if (!keys) vb_warn("compare: no fingerprint.machine_key on one side: comparing the fingerprint fields both have");
+    if (!keys)
+        defer_warning(d, "compare: no fingerprint.machine_key on %s%s: comparing the fingerprint fields both have",
+                      !ka ? "BASE" : "NEW", "");
     if (!same) {
         int before = d->blocking + d->accepted;
         for (int i = 0; i < N_OF(k_machine_fields); i++) {
@@ -617,18 +626,19 @@ static void check_allow_names(const diffs *d, const cJSON *a, const cJSON *b) {
     }
 }
 
-static void warn_status(const char *run, const cJSON *j) {
+static void warn_status(diffs *d, const char *run, const cJSON *j) {
     const cJSON *st = cJSON_GetObjectItemCaseSensitive(j, "status");
     if (cJSON_IsString(st) && strcmp(st->valuestring, "completed") != 0)
-        vb_warn("compare: %s/run.json: status is '%s': comparing the trials it finished", run, st->valuestring);
+        defer_warning(d, "compare: %s/run.json: status is '%s': comparing the trials it finished", run,
+                      st->valuestring);
 }
 
 /* Exits 2 after listing the differences when the sides are not comparable. */
 static void check_comparable(diffs *d, const char *base_run, const char *new_run) {
     cJSON *a = load_run_json(base_run), *b = load_run_json(new_run);
     check_allow_names(d, a, b);
-    warn_status(base_run, a);
-    warn_status(new_run, b);
+    warn_status(d, base_run, a);
+    warn_status(d, new_run, b);
     check_config(d, a, b);
     check_layout(d, a, b);
     check_machine(d, a, b);
@@ -640,6 +650,7 @@ static void check_comparable(diffs *d, const char *base_run, const char *new_run
                      "with --allow_different KEY,...)",
                      d->blocking, d->blocking == 1 ? "" : "s");
     }
+    for (int i = 0; i < d->nwarnings; i++) vb_warn("%s", d->warnings[i]);
 }
 
 /* ---- statistics and verdicts ---- */

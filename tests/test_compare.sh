@@ -149,6 +149,9 @@ expect 2 "difference: fingerprint machine_key" "$VB" compare base otherbox
 # no fingerprint on one side: a warning, the comparison still runs
 mkrun oldrun no_fp=1
 expect 0 "machines are not compared" "$VB" compare oldrun base --output "$TMP/c8.json"
+# ... but an exit 2 still prints one line: the warning waits for the check
+mkrun oldwide no_fp=1 embed_dim=128
+expect_input_error "not comparable" "$VB" compare oldwide base
 expect_input_error "--allow_different: unknown key 'bogus'" "$VB" compare base same --allow_different bogus
 
 # ---- 5. too few samples ----
