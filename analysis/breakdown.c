@@ -84,14 +84,6 @@ void vb_timeline_add(vb_timeline *t, const vb_tl_event *e) {
     if (e->rank + 1 > t->nranks) t->nranks = e->rank + 1;
 }
 
-static void seterr(char *err, size_t errn, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t errn, const char *fmt, ...) {
-    if (!err || !errn) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errn, fmt, ap);
-    va_end(ap);
-}
 
 enum { C_RANK, C_LANE, C_KIND, C_NAME, C_TTYPE, C_TINDEX, C_STEP, C_START, C_DUR, C_BYTES, C_FLOPS, C_BUCKET, C_N };
 static const char *const k_cols[C_N] = {"rank",    "lane",  "kind",  "name",  "trial_type", "trial_index",
@@ -108,7 +100,7 @@ typedef struct {
 /* Data row r is record r + 2 (the header is record 1) for messages. */
 static bool read_num(tl_reader *rd, int r, int c, double *out) {
     if (vb_csv_num(rd->csv, r, rd->col[c], out)) return true;
-    seterr(rd->err, rd->errn, "%s: record %d: column %s: '%s' is not a number", rd->path, r + 2, k_cols[c],
+    vb_errf(rd->err, rd->errn, "%s: record %d: column %s: '%s' is not a number", rd->path, r + 2, k_cols[c],
            vb_csv_get(rd->csv, r, rd->col[c]));
     return false;
 }
@@ -117,7 +109,7 @@ static bool read_int(tl_reader *rd, int r, int c, long lo, long hi, int *out) {
     double v;
     if (!read_num(rd, r, c, &v)) return false;
     if (v != floor(v) || v < (double)lo || v > (double)hi) {
-        seterr(rd->err, rd->errn, "%s: record %d: column %s: '%s' is not an integer in [%ld, %ld]", rd->path, r + 2,
+        vb_errf(rd->err, rd->errn, "%s: record %d: column %s: '%s' is not an integer in [%ld, %ld]", rd->path, r + 2,
                k_cols[c], vb_csv_get(rd->csv, r, rd->col[c]), lo, hi);
         return false;
     }
@@ -129,7 +121,7 @@ static bool read_int(tl_reader *rd, int r, int c, long lo, long hi, int *out) {
 static bool read_word(tl_reader *rd, int r, int c, char *dst, size_t n) {
     const char *s = vb_csv_get(rd->csv, r, rd->col[c]);
     if (strlen(s) >= n) {
-        seterr(rd->err, rd->errn, "%s: record %d: column %s: '%s' is longer than %zu characters", rd->path, r + 2,
+        vb_errf(rd->err, rd->errn, "%s: record %d: column %s: '%s' is longer than %zu characters", rd->path, r + 2,
                k_cols[c], s, n - 1);
         return false;
     }
@@ -162,12 +154,12 @@ static bool read_row(tl_reader *rd, int r, vb_tl_event *e) {
     if (!read_num(rd, r, C_START, &e->start_s) || !read_num(rd, r, C_DUR, &e->dur_s)) return false;
     if (!read_num(rd, r, C_BYTES, &e->bytes) || !read_num(rd, r, C_FLOPS, &e->flops)) return false;
     if (e->dur_s < 0) {
-        seterr(rd->err, rd->errn, "%s: record %d: column dur_s: negative duration %s", rd->path, r + 2,
+        vb_errf(rd->err, rd->errn, "%s: record %d: column dur_s: negative duration %s", rd->path, r + 2,
                vb_csv_get(t, r, rd->col[C_DUR]));
         return false;
     }
     if (!e->lane[0] || !e->kind[0]) {
-        seterr(rd->err, rd->errn, "%s: record %d: column %s: empty", rd->path, r + 2, e->lane[0] ? "kind" : "lane");
+        vb_errf(rd->err, rd->errn, "%s: record %d: column %s: empty", rd->path, r + 2, e->lane[0] ? "kind" : "lane");
         return false;
     }
     return true;
@@ -182,7 +174,7 @@ int vb_timeline_read(const char *path, vb_timeline *t, char *err, size_t errn) {
     for (int c = 0; c < C_N; c++) {
         rd.col[c] = vb_csv_col(&csv, k_cols[c]);
         if (rd.col[c] < 0) {
-            seterr(err, errn, "%s: record 1: no column '%s' in the header (timeline.csv needs rank,lane,kind,name,"
+            vb_errf(err, errn, "%s: record 1: no column '%s' in the header (timeline.csv needs rank,lane,kind,name,"
                    "trial_type,trial_index,step,start_s,dur_s,bytes,flops,bucket)", path, k_cols[c]);
             vb_csv_free(&csv);
             return -2;

@@ -46,14 +46,6 @@ static void fv_push(fieldvec *f, char *s) {
     f->v[f->n++] = s;
 }
 
-static void seterr(char *err, size_t errn, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t errn, const char *fmt, ...) {
-    if (!err || !errn) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errn, fmt, ap);
-    va_end(ap);
-}
 
 void vb_csv_free(vb_csv *t) {
     if (!t) return;
@@ -88,7 +80,7 @@ int vb_csv_parse(const char *text, size_t len, vb_csv *t, char *err, size_t errn
                 i++;
                 for (;;) {
                     if (i >= len) {
-                        seterr(err, errn, "record %d: unterminated quoted field", record);
+                        vb_errf(err, errn, "record %d: unterminated quoted field", record);
                         free(field.s);
                         for (int k = 0; k < rec.n; k++) free(rec.v[k]);
                         free(rec.v);
@@ -109,7 +101,7 @@ int vb_csv_parse(const char *text, size_t len, vb_csv *t, char *err, size_t errn
             }
             while (i < len && text[i] != ',' && text[i] != '\n' && !(text[i] == '\r' && (i + 1 == len || text[i + 1] == '\n'))) {
                 if (quoted && text[i] != ' ') {
-                    seterr(err, errn, "record %d: text after a closing quote", record);
+                    vb_errf(err, errn, "record %d: text after a closing quote", record);
                     free(field.s);
                     for (int k = 0; k < rec.n; k++) free(rec.v[k]);
                     free(rec.v);
@@ -142,7 +134,7 @@ int vb_csv_parse(const char *text, size_t len, vb_csv *t, char *err, size_t errn
             continue;
         }
         if (rec.n > t->ncols) {
-            seterr(err, errn, "record %d: %d fields, the header has %d", record, rec.n, t->ncols);
+            vb_errf(err, errn, "record %d: %d fields, the header has %d", record, rec.n, t->ncols);
             for (int k = 0; k < rec.n; k++) free(rec.v[k]);
             free(rec.v);
             vb_csv_free(t);
@@ -167,7 +159,7 @@ int vb_csv_parse(const char *text, size_t len, vb_csv *t, char *err, size_t errn
     free(rec.v);
     free(field.s);
     if (!any) {
-        seterr(err, errn, "empty (no header line)");
+        vb_errf(err, errn, "empty (no header line)");
         vb_csv_free(t);
         return -1;
     }
@@ -179,7 +171,7 @@ int vb_csv_read(const char *path, vb_csv *t, char *err, size_t errn) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         int e = errno;
-        seterr(err, errn, "%s: cannot open (%s)", path, strerror(e));
+        vb_errf(err, errn, "%s: cannot open (%s)", path, strerror(e));
         errno = e;
         return -1;
     }
@@ -192,14 +184,14 @@ int vb_csv_read(const char *path, vb_csv *t, char *err, size_t errn) {
     fclose(f);
     if (bad) {
         free(b.s);
-        seterr(err, errn, "%s: read error", path);
+        vb_errf(err, errn, "%s: read error", path);
         return -1;
     }
     char why[256];
     int rc = vb_csv_parse(b.s ? b.s : "", b.n, t, why, sizeof why);
     free(b.s);
     if (rc != 0) {
-        seterr(err, errn, "%s: %s", path, why);
+        vb_errf(err, errn, "%s: %s", path, why);
         return -2;
     }
     return 0;

@@ -47,6 +47,14 @@ void vb_die_input(const char *fmt, ...) {
     exit(VB_EXIT_INPUT);
 }
 
+void vb_errf(char *err, size_t n, const char *fmt, ...) {
+    if (!err || !n) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, n, fmt, ap);
+    va_end(ap);
+}
+
 void vb_die_internal(const char *fmt, ...) {
     fflush(stdout);
     va_list ap;

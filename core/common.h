@@ -75,6 +75,10 @@ void vb_iso_time(char *buf, size_t n);
  * what they finished and mark themselves interrupted). */
 void vb_on_stop_signals(void (*handler)(int));
 
+/* Formats a one-line reason into err (n bytes) for functions that report
+ * failures to their caller instead of exiting; err may be NULL. */
+void vb_errf(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* snprintf that dies (internal) on truncation. */
 void vb_snprintf(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
