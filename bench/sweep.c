@@ -10,9 +10,11 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <libgen.h>
 #include <unistd.h>
 
 #include "core/common.h"
@@ -806,6 +808,8 @@ typedef struct {
     long long order_seed; /* -1 = the scenario's */
     int threads_per_rank; /* -1 = the scenario's */
     bool no_report;
+    const char *resume;   /* --resume SWEEP_DIR */
+    bool retry_failed;
     strvec launcher_args;
     vb_sweep_overrides ov;
 } sweep_cli;
@@ -817,8 +821,11 @@ static void usage(FILE *f) {
             "                           [--launcher_args \"ARGS\"] [--timeout_s S] [--repeats N]\n"
             "                           [--order sequential|shuffled] [--order_seed S] [--threads_per_rank T]\n"
             "                           [--no_report] [--<config key> VALUE ...]\n"
+            "       vitbench sweep --resume SWEEP_DIR [--retry_failed] [--timeout_s S] [--no_report]\n"
             "Expands the scenario FILE (scenarios/*.yaml) into runs, launches each with its ranks and\n"
-            "collects them under DIR/<name>_<timestamp>/ with index.csv (see bench/sweep.h).\n");
+            "collects them under DIR/<name>_<timestamp>/ with index.csv (see bench/sweep.h). --resume\n"
+            "continues a sweep that was stopped: completed runs are kept, missing or unfinished ones run\n"
+            "(failed ones too with --retry_failed), with the sweep's own scenario copy and options.\n");
 }
 
 /* Value of a sweep option: --opt=VALUE or --opt VALUE. */
@@ -913,6 +920,13 @@ static void parse_cli(int argc, char **argv, sweep_cli *c) {
             bool b = true;
             if (eq && !parse_bool(eq + 1, &b)) vb_die_input("flag --no_report: '%s' is not true or false", eq + 1);
             c->no_report = b;
+        } else if (strcmp(opt, "resume") == 0) {
+            c->resume = opt_value(argc, argv, &i, eq, "resume");
+            if (!c->resume[0]) vb_die_input("flag --resume: missing the sweep directory");
+        } else if (strcmp(opt, "retry_failed") == 0) {
+            bool b = true;
+            if (eq && !parse_bool(eq + 1, &b)) vb_die_input("flag --retry_failed: '%s' is not true or false", eq + 1);
+            c->retry_failed = b;
         } else if (strcmp(opt, "launcher_args") == 0) {
             char *copy = xstrdup(opt_value(argc, argv, &i, eq, "launcher_args"));
             for (char *tok = strtok(copy, " \t"); tok; tok = strtok(NULL, " \t")) sv_push(&c->launcher_args, tok);
@@ -935,7 +949,11 @@ static void parse_cli(int argc, char **argv, sweep_cli *c) {
             vb_sweep_kvs_set(&c->ov.config, key, value);
         }
     }
-    if (!c->file) vb_die_input("sweep: missing the scenario FILE, e.g. scenarios/weak_scaling.yaml (see vitbench sweep --help)");
+    if (c->resume && c->file)
+        vb_die_input("sweep: give either a scenario FILE or --resume SWEEP_DIR, not both (%s, --resume %s)", c->file,
+                     c->resume);
+    if (!c->file && !c->resume)
+        vb_die_input("sweep: missing the scenario FILE, e.g. scenarios/weak_scaling.yaml (see vitbench sweep --help)");
 }
 
 /* FILE as given, else under the source tree; a bare name means scenarios/<name>.yaml. */
@@ -1022,7 +1040,7 @@ static const char *const k_headline_cols[6] = {"full_samples_per_s", "full_std",
 typedef struct {
     const vb_sweep_plan *plan;
     const sweep_item *items;
-    int done;
+    int n;
 } index_ctx;
 
 static void write_index(FILE *f, void *vctx) {
@@ -1034,9 +1052,10 @@ static void write_index(FILE *f, void *vctx) {
     }
     for (int h = 0; h < 6; h++) fprintf(f, ",%s", k_headline_cols[h]);
     fputc('\n', f);
-    for (int i = 0; i < x->done; i++) {
+    for (int i = 0; i < x->n; i++) {
         const sweep_item *it = &x->items[i];
         const vb_sweep_run *r = it->run;
+        if (!it->status) continue; /* not run yet */
         fprintf(f, "%d,", i);
         char dir[300];
         snprintf(dir, sizeof dir, "runs/%s", it->name);
@@ -1078,10 +1097,12 @@ static void read_headline(const char *runs_dir, sweep_item *it) {
 
 /* The sweep's table at its end: one line per run, read at a glance. */
 static void print_table(const vb_sweep_plan *plan, const sweep_item *items, int n) {
+    /* rows in index.csv's order: every run with a status */
     printf("\n%-4s %-44s %-9s %24s %24s %14s\n", "#", "run", "status", "FULL samples/s", "SYNTHETIC samples/s",
            "IO samples/s");
     for (int i = 0; i < n; i++) {
         const sweep_item *it = &items[i];
+        if (!it->status) continue;
         char cell[3][40];
         for (int k = 0; k < 3; k++) {
             if (isnan(it->headline[2 * k]))
@@ -1308,10 +1329,16 @@ static int launch(char *const *argv, const char *log_path, int timeout_s, int th
     if (logfd < 0) vb_die_input("cannot open log %s (%s)", log_path, strerror(errno));
     fflush(stdout);
     fflush(stderr);
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) vb_die_internal("fork failed: %s", strerror(errno));
     if (pid == 0) {
         setpgid(0, 0);
+        /* a sweep killed with SIGKILL cannot stop its run: the run stops
+         * itself (mpirun passes SIGTERM on to its ranks) instead of finishing
+         * unrecorded; a resumed sweep runs it again */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent) _exit(128 + SIGTERM);
         int devnull = open("/dev/null", O_RDONLY);
         if (devnull >= 0) dup2(devnull, 0);
         dup2(logfd, 1);
@@ -1331,7 +1358,7 @@ static int launch(char *const *argv, const char *log_path, int timeout_s, int th
     setpgid(pid, pid); /* also here: whichever of parent and child runs first */
     close(logfd);
     double t0 = vb_now(), term_at = -1;
-    int st = 0;
+    int st = 0, sent = 0;
     for (;;) {
         pid_t w = waitpid(pid, &st, WNOHANG);
         if (w == pid) break;
@@ -1340,11 +1367,18 @@ static int launch(char *const *argv, const char *log_path, int timeout_s, int th
         if (term_at < 0 && (g_stop_signal || (timeout_s > 0 && now - t0 > timeout_s))) {
             *why = g_stop_signal ? "interrupted" : "timeout";
             kill(-pid, SIGTERM);
+            sent = SIGTERM;
             term_at = now;
         }
-        if (term_at >= 0 && now - term_at > 10) kill(-pid, SIGKILL); /* ignored SIGTERM */
+        if (term_at >= 0 && now - term_at > 10 && sent != SIGKILL) { /* ignored SIGTERM */
+            kill(-pid, SIGKILL);
+            sent = SIGKILL;
+        }
         sleep_ms(50);
     }
+    /* a run the sweep stopped is recorded as killed by that signal, whatever
+     * status mpirun chose to exit with after passing it on */
+    if (sent) return 128 + sent;
     if (WIFEXITED(st)) return WEXITSTATUS(st);
     if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
     return 1;
@@ -1540,6 +1574,100 @@ static void write_report(const char *dir, const char *runs_dir, const sweep_item
                 dir, dir);
 }
 
+/* --resume DIR: the sweep's own options, from the command line its
+ * sweep.json recorded; of the new command line only --retry_failed,
+ * --timeout_s and --no_report apply. */
+static void reload_cli(const char *dir, sweep_cli *cli) {
+    bool no_report = cli->no_report, retry = cli->retry_failed;
+    int timeout_s = cli->timeout_s;
+    if (cli->launcher_args.n || cli->ov.config.n || cli->ov.ranks || cli->ov.world_size || cli->repeats > 0 ||
+        cli->shuffled >= 0 || cli->order_seed >= 0 || cli->threads_per_rank > 0 || cli->ranks_per_node >= 0 ||
+        cli->dry_run)
+        vb_die_input("flag --resume %s: the sweep keeps the options it started with (sweep.json); only "
+                     "--retry_failed, --timeout_s and --no_report may be added",
+                     dir);
+    char path[VB_PATH_MAX];
+    vb_snprintf(path, sizeof path, "%s/sweep.json", dir);
+    FILE *f = fopen(path, "rb");
+    if (!f) vb_die_input("flag --resume %s: no sweep.json there (%s); is it a sweep directory?", dir, strerror(errno));
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    if (!mem) vb_die_internal("out of memory reading %s", path);
+    char buf[4096];
+    size_t k;
+    while ((k = fread(buf, 1, sizeof buf, f)) > 0) fwrite(buf, 1, k, mem);
+    fclose(f);
+    fclose(mem);
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    cJSON *cl = j ? cJSON_GetObjectItemCaseSensitive(j, "command_line") : NULL;
+    int n = cJSON_IsArray(cl) ? cJSON_GetArraySize(cl) : 0;
+    if (n < 2) vb_die_input("%s: no command_line array (not a sweep.json written by vitbench sweep)", path);
+    /* argv of the original `vitbench sweep ...`, without "vitbench"; kept for
+     * the process's lifetime since the parsed options point into it */
+    char **args = xrealloc(NULL, (size_t)n * sizeof *args);
+    for (int i = 1; i < n; i++) {
+        const cJSON *a = cJSON_GetArrayItem(cl, i);
+        if (!cJSON_IsString(a)) vb_die_input("%s: command_line item %d is not a string", path, i);
+        args[i - 1] = xstrdup(a->valuestring);
+    }
+    args[n - 1] = NULL;
+    cJSON_Delete(j);
+    sv_free(&cli->launcher_args);
+    vb_sweep_kvs_free(&cli->ov.config);
+    parse_cli(n - 1, args, cli);
+    if (cli->dry_run) vb_die_input("flag --resume %s: a dry run has nothing to resume", dir);
+    cli->no_report = no_report;
+    cli->retry_failed = retry;
+    if (timeout_s >= 0) cli->timeout_s = timeout_s;
+}
+
+/* --resume: rows of the sweep's index.csv that stand keep their status
+ * (completed and submitted always, failed unless --retry_failed); every other
+ * run (never started, or cut off when the sweep died) runs again, its
+ * leftover directory moved aside so the new run gets the name index.csv
+ * points to. Returns how many were kept. */
+static int keep_finished(const char *dir, const char *runs_dir, sweep_item *items, int n, bool retry_failed) {
+    char path[VB_PATH_MAX], err[512];
+    vb_snprintf(path, sizeof path, "%s/index.csv", dir);
+    vb_csv t;
+    if (vb_csv_read(path, &t, err, sizeof err) != 0) vb_die_input("flag --resume: %s", err);
+    int cdir = vb_csv_col(&t, "run_dir"), cst = vb_csv_col(&t, "status"), ccode = vb_csv_col(&t, "exit_code");
+    if (cdir < 0 || cst < 0) vb_die_input("flag --resume: %s has no run_dir / status columns", path);
+    int kept = 0;
+    for (int i = 0; i < n; i++) {
+        sweep_item *it = &items[i];
+        char want[300];
+        snprintf(want, sizeof want, "runs/%s", it->name);
+        for (int row = 0; row < t.nrows; row++) {
+            if (strcmp(vb_csv_get(&t, row, cdir), want) != 0) continue;
+            const char *st = vb_csv_get(&t, row, cst);
+            bool keep = strcmp(st, "completed") == 0 || strcmp(st, "submitted") == 0 ||
+                        (strcmp(st, "failed") == 0 && !retry_failed);
+            if (!keep) break;
+            it->status = strcmp(st, "completed") == 0 ? "completed" : strcmp(st, "submitted") == 0 ? "submitted" : "failed";
+            double code;
+            if (vb_csv_num(&t, row, ccode, &code)) it->exit_code = (int)code;
+            if (strcmp(st, "completed") == 0) read_headline(runs_dir, it);
+            kept++;
+            break;
+        }
+        if (it->status) continue;
+        char old[VB_PATH_MAX + 320], aside[VB_PATH_MAX + 360];
+        vb_snprintf(old, sizeof old, "%s/%s", runs_dir, it->name);
+        if (!vb_dir_exists(old)) continue;
+        for (int k = 1; k < 1000; k++) {
+            vb_snprintf(aside, sizeof aside, "%s.unfinished-%d", old, k);
+            if (!vb_dir_exists(aside)) break;
+        }
+        if (rename(old, aside) != 0) vb_die_input("cannot move the unfinished run %s aside (%s)", old, strerror(errno));
+        printf("vitbench sweep: %s did not finish before; moved to %s\n", it->name, aside);
+    }
+    vb_csv_free(&t);
+    return kept;
+}
+
 int vb_sweep_main(int argc, char **argv) {
     /* A sweep under mpirun would start a copy of itself per rank, each
      * launching every run: refuse before anything is created. */
@@ -1560,8 +1688,17 @@ int vb_sweep_main(int argc, char **argv) {
 
     sweep_cli cli;
     parse_cli(argc, argv, &cli);
+    char resume_dir[VB_PATH_MAX] = "";
+    bool retry_failed = cli.retry_failed;
+    if (cli.resume) {
+        vb_snprintf(resume_dir, sizeof resume_dir, "%s", cli.resume);
+        reload_cli(resume_dir, &cli);
+    }
     char path[VB_PATH_MAX];
-    resolve_scenario(cli.file, path, sizeof path);
+    if (resume_dir[0])
+        vb_snprintf(path, sizeof path, "%s/scenario.yaml", resume_dir); /* the sweep's own copy */
+    else
+        resolve_scenario(cli.file, path, sizeof path);
     vb_scenario sc;
     vb_scenario_load(&sc, path);
     if (cli.repeats > 0) sc.repeats = cli.repeats;
@@ -1592,14 +1729,23 @@ int vb_sweep_main(int argc, char **argv) {
     sweep_item *items = plan_items(&sc, &plan, cli.launcher, per_node, &nitems);
 
     char dir[VB_PATH_MAX], id[256];
-    create_sweep_dir(cli.out_dir, sc.name, dir, sizeof dir, id, sizeof id);
+    if (resume_dir[0]) {
+        vb_snprintf(dir, sizeof dir, "%s", resume_dir);
+        char copy[VB_PATH_MAX];
+        vb_snprintf(copy, sizeof copy, "%s", resume_dir);
+        vb_snprintf(id, sizeof id, "%s", basename(copy));
+    } else {
+        create_sweep_dir(cli.out_dir, sc.name, dir, sizeof dir, id, sizeof id);
+    }
     make_subdir(dir, "runs");
     make_subdir(dir, "logs");
     if (cli.launcher == LAUNCH_SBATCH) make_subdir(dir, "jobs");
-    char p[VB_PATH_MAX];
-    vb_snprintf(p, sizeof p, "%s/scenario.yaml", dir);
-    copy_file(sc.path, p);
-    write_sweep_json(dir, id, &sc, &cli, &plan, exe, argc, argv, nitems);
+    if (!resume_dir[0]) {
+        char p[VB_PATH_MAX];
+        vb_snprintf(p, sizeof p, "%s/scenario.yaml", dir);
+        copy_file(sc.path, p);
+        write_sweep_json(dir, id, &sc, &cli, &plan, exe, argc, argv, nitems);
+    }
     /* sbatch jobs start later, elsewhere: their paths must not depend on our cwd */
     char dir_abs[PATH_MAX];
     if (!realpath(dir, dir_abs)) vb_die_input("cannot resolve %s (%s)", dir, strerror(errno));
@@ -1608,11 +1754,13 @@ int vb_sweep_main(int argc, char **argv) {
     vb_snprintf(runs_dir, sizeof runs_dir, "%s/runs", run_base);
     vb_snprintf(index_path, sizeof index_path, "%s/index.csv", dir);
 
-    index_ctx ix = {&plan, items, 0};
+    int kept = resume_dir[0] ? keep_finished(dir, runs_dir, items, nitems, retry_failed) : 0;
+    index_ctx ix = {&plan, items, nitems};
     if (vb_atomic_write(index_path, write_index, &ix) != 0) vb_die_input("cannot write %s", index_path);
     printf("vitbench sweep: %s: %d runs (%d points x %d repeats, %s order, %s%s) -> %s\n", sc.name, nitems, plan.nruns,
            sc.repeats, sc.shuffled ? "shuffled" : "sequential", launcher_names[cli.launcher],
            cli.dry_run ? ", dry run" : "", dir);
+    if (resume_dir[0]) printf("vitbench sweep: resuming: %d runs kept, %d to run\n", kept, nitems - kept);
     fflush(stdout);
     if (!cli.dry_run) vb_on_stop_signals(on_stop_signal);
 
@@ -1623,6 +1771,7 @@ int vb_sweep_main(int argc, char **argv) {
             break;
         }
         sweep_item *it = &items[i];
+        if (it->status) continue; /* kept from before a resume */
         const vb_sweep_run *r = it->run;
         strvec cmd = {0};
         build_launch(&cmd, cli.launcher, r->ranks, per_node, &cli.launcher_args);
@@ -1682,21 +1831,28 @@ int vb_sweep_main(int argc, char **argv) {
         }
         fflush(stdout);
         sv_free(&cmd);
-        ix.done = i + 1;
         if (vb_atomic_write(index_path, write_index, &ix) != 0) vb_warn("could not rewrite %s", index_path);
     }
 
-    if (!cli.dry_run && cli.launcher != LAUNCH_SBATCH) print_table(&plan, items, ix.done);
-    printf("vitbench sweep: index %s (%d of %d runs recorded)\n", index_path, ix.done, nitems);
+    int recorded = 0, completed = 0;
+    failed = 0; /* over the whole table: a resumed sweep keeps its earlier failures */
+    for (int i = 0; i < nitems; i++) {
+        if (!items[i].status) continue;
+        recorded++;
+        completed += strcmp(items[i].status, "completed") == 0;
+        failed += strcmp(items[i].status, "failed") == 0;
+    }
+    if (!cli.dry_run && cli.launcher != LAUNCH_SBATCH) print_table(&plan, items, nitems);
+    printf("vitbench sweep: index %s (%d of %d runs recorded)\n", index_path, recorded, nitems);
     /* the report of what finished, unless asked not to or nothing ran here */
-    int completed = 0;
-    for (int i = 0; i < ix.done; i++) completed += items[i].status && strcmp(items[i].status, "completed") == 0;
-    if (!cli.no_report && !interrupted && completed > 0) write_report(dir, runs_dir, items, ix.done);
-    if (interrupted) vb_warn("sweep interrupted (signal %d) after %d of %d runs", (int)g_stop_signal, ix.done, nitems);
+    if (!cli.no_report && !interrupted && completed > 0) write_report(dir, runs_dir, items, nitems);
+    if (interrupted)
+        vb_warn("sweep interrupted (signal %d) after %d of %d runs; continue with vitbench sweep --resume %s",
+                (int)g_stop_signal, recorded, nitems, dir);
     if (failed)
-        printf("vitbench sweep: %d of %d runs failed; their logs are in %s/logs\n", failed, ix.done, dir);
+        printf("vitbench sweep: %d of %d runs failed; their logs are in %s/logs\n", failed, recorded, dir);
     else if (!interrupted)
-        printf("vitbench sweep: all %d runs %s\n", ix.done,
+        printf("vitbench sweep: all %d runs %s\n", recorded,
                cli.dry_run ? "printed (dry run)" : cli.launcher == LAUNCH_SBATCH ? "submitted" : "completed");
     fflush(stdout);
 

@@ -5,7 +5,10 @@
  *   vitbench sweep FILE [--output_dir DIR] [--launcher mpirun|srun|sbatch]
  *                       [--dry-run] [--ranks 1,2,4] [--world_size N]
  *                       [--ranks_per_node N] [--launcher_args "ARGS"]
- *                       [--timeout_s S] [--<config key> VALUE ...]
+ *                       [--timeout_s S] [--repeats N] [--order sequential|shuffled]
+ *                       [--order_seed S] [--threads_per_rank T] [--no_report]
+ *                       [--<config key> VALUE ...]
+ *   vitbench sweep --resume SWEEP_DIR [--retry_failed] [--timeout_s S] [--no_report]
  *   FILE is a path; if it does not exist relative to the working directory it
  *   is looked up under the source tree, and a bare name (weak_scaling) means
  *   scenarios/<name>.yaml.
@@ -16,7 +19,14 @@
  *   --launcher_args is split on spaces and goes right after the launcher's
  *   own rank-count options (e.g. "--bind-to none" or "--cpu-bind=cores").
  *   --timeout_s kills a run (its whole process group) after S seconds; the
- *   run is recorded as failed and the sweep goes on. 0 = no limit.
+ *   run is recorded as failed (exit_code 128 + the signal it was sent) and
+ *   the sweep goes on. 0 = no limit.
+ *   --resume continues a sweep that was stopped (Ctrl-C, a killed job, a
+ *   crash) in its own directory, with its own scenario.yaml copy and the
+ *   options sweep.json recorded: completed (and submitted) runs are kept,
+ *   runs with no row run, failed ones too with --retry_failed; a directory
+ *   left by a run that never finished is moved to <run>.unfinished-N first.
+ *   index.csv stays one table in run order.
  *
  * Scenario file (YAML; anchors and `<<:` merge keys work everywhere)
  *   name: weak_scaling       # required: [A-Za-z0-9_.-], names the sweep directory
@@ -85,7 +95,9 @@
  * <vitbench> <command> <overrides...>, or srun --ntasks=R ..., where
  * <vitbench> is this executable (/proc/self/exe), in its own process group
  * with stdin from /dev/null. Ctrl-C / SIGTERM stops the current run and the
- * sweep (exit 130); rows of finished runs stay in index.csv.
+ * sweep (exit 130); rows of finished runs stay in index.csv. A sweep killed
+ * outright (SIGKILL, OOM) takes its current run with it: the run gets
+ * SIGTERM when its parent dies, so nothing finishes unrecorded.
  * The sweep process itself must not be an MPI process: call vb_sweep_main
  * before (instead of) MPI initialisation; under mpirun/srun it exits 2.
  */

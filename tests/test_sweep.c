@@ -14,6 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -402,7 +405,8 @@ static void test_launch_timeout_kills_run(void **state) {
     double t0 = vb_now();
     char *csv = launch_sweep("name: slow\nranks: [1]\nmatrix: {seed: [99]}\ntimeout_s: 60\n", "slow",
                              L("--timeout_s", "5", "--no_report"), dir, sizeof dir, out, sizeof out);
-    if (!strstr(csv, "0,runs/000_ranks=1_seed=99,failed,")) fail_msg("timeout row missing:\n%s", csv);
+    /* the sweep stopped it with SIGTERM: recorded as 128 + 15, whatever mpirun exited with */
+    if (!strstr(csv, "0,runs/000_ranks=1_seed=99,failed,143,")) fail_msg("timeout row missing:\n%s", csv);
     free(csv);
     assert_true(vb_now() - t0 < 25); /* --timeout_s beat the file's 60 and the 30 s sleep */
     assert_non_null(strstr(out, "timeout"));
@@ -574,6 +578,89 @@ static void test_preflight_refuses_bad_points(void **state) {
         fail_msg("missing data: exit %d: %s", rc, out);
 }
 
+/* --resume: completed and failed rows stay, a run that never finished runs
+ * again (its leftover directory moved aside), --retry_failed reruns failures;
+ * index.csv stays one table in run order. */
+static void test_resume_continues_a_sweep(void **state) {
+    (void)state;
+    char dir[VB_PATH_MAX], out[16384], p[2 * VB_PATH_MAX];
+    char *csv = launch_sweep("name: resume\nranks: [1]\nthreads_per_rank: 1\nmatrix: {seed: [1, 13, 2]}\n", "resume",
+                             L("--no_report"), dir, sizeof dir, out, sizeof out);
+    assert_int_equal(g_last_sweep_rc, 1);
+    free(csv);
+    /* as if the sweep had died during its last run: no row, a half-written directory */
+    assert_int_equal(tu_run(out, sizeof out, "cd %s && head -3 index.csv > i && mv i index.csv && "
+                                             "rm -rf runs/002_ranks=1_seed=2 && mkdir runs/002_ranks=1_seed=2 && "
+                                             "touch runs/002_ranks=1_seed=2/half",
+                            dir),
+                     0);
+    int rc = sweep_child(out, sizeof out, L("--resume", dir));
+    if (rc != 1) fail_msg("resume: exit %d, want 1 (the failed run stays failed): %s", rc, out);
+    if (!strstr(out, "2 runs kept, 1 to run")) fail_msg("resume did not keep 2 runs: %s", out);
+    vb_snprintf(p, sizeof p, "%s/index.csv", dir);
+    csv = tu_read_file(p);
+    static const char *rows[] = {"0,runs/000_ranks=1_seed=1,completed,0,0,1,1,1,", "1,runs/001_ranks=1_seed=13,failed,3,0,1,1,13,",
+                                 "2,runs/002_ranks=1_seed=2,completed,0,0,1,1,2,"};
+    for (size_t i = 0; i < 3; i++)
+        if (!strstr(csv, rows[i])) fail_msg("index.csv after resume lacks '%s':\n%s", rows[i], csv);
+    assert_int_equal(tu_count_lines(p), 4);
+    free(csv);
+    vb_snprintf(p, sizeof p, "%s/runs/002_ranks=1_seed=2.unfinished-1/half", dir);
+    assert_true(vb_file_exists(p));
+    vb_snprintf(p, sizeof p, "%s/runs/002_ranks=1_seed=2/rank0", dir);
+    assert_true(vb_file_exists(p));
+    /* --retry_failed runs the failure again (it fails again: still exit 1) */
+    rc = sweep_child(out, sizeof out, L("--resume", dir, "--retry_failed"));
+    if (rc != 1 || !strstr(out, "2 runs kept, 1 to run") || !strstr(out, "001_ranks=1_seed=13: failed, exit 3"))
+        fail_msg("resume --retry_failed: exit %d: %s", rc, out);
+    /* options belong to the sweep: only a few may be added */
+    rc = sweep_child(out, sizeof out, L("--resume", dir, "--ranks", "2"));
+    if (rc != 2 || !strstr(out, "keeps the options it started with")) fail_msg("resume --ranks: exit %d: %s", rc, out);
+    vb_snprintf(p, sizeof p, "%s/nope", g_tmp);
+    rc = sweep_child(out, sizeof out, L("--resume", p));
+    if (rc != 2 || !strstr(out, "no sweep.json")) fail_msg("resume of no sweep: exit %d: %s", rc, out);
+}
+
+/* A sweep killed with SIGKILL takes its running run down with it instead of
+ * leaving mpirun and its ranks to finish unrecorded. */
+static void test_killed_sweep_leaves_no_run_behind(void **state) {
+    (void)state;
+    char path[VB_PATH_MAX], outdir[VB_PATH_MAX], full[8192], out[4096];
+    vb_snprintf(full, sizeof full, "%sname: orphan\nranks: [1]\nmatrix: {seed: [99]}\n", g_data_base);
+    write_text(path, sizeof path, "orphan.yaml", full);
+    vb_snprintf(outdir, sizeof outdir, "%s/orphan_out_%d", g_tmp, (int)getpid());
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_WRONLY);
+        if (devnull >= 0) dup2(devnull, 1), dup2(devnull, 2);
+        const char *args[] = {"sweep", path, "--output_dir", outdir, "--launcher", "mpirun", "--no_report", NULL};
+        _exit(vb_sweep_main(7, (char **)args));
+    }
+    /* pgrep patterns that match the run's command lines but not the shell
+     * running pgrep (whose own command line holds the pattern's text) */
+    char pat[VB_PATH_MAX + 16];
+    vb_snprintf(pat, sizeof pat, "%s/[o]rphan_out_%d", g_tmp, (int)getpid());
+    /* wait until the stand-in run is up (it sleeps 30 s), then kill the sweep */
+    bool up = false;
+    for (int i = 0; i < 200 && !up; i++) {
+        up = tu_run(out, sizeof out, "pgrep -f -- 'run .*%s' >/dev/null", pat) == 0;
+        if (!up) usleep(100000);
+    }
+    assert_true(up);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    bool gone = false;
+    for (int i = 0; i < 150 && !gone; i++) {
+        gone = tu_run(out, sizeof out, "pgrep -f -- '%s' >/dev/null", pat) != 0;
+        if (!gone) usleep(100000);
+    }
+    if (!gone) {
+        tu_run(out, sizeof out, "pkill -9 -f -- '%s'", pat); /* do not leave it to the next test */
+        fail_msg("the run outlived its SIGKILLed sweep");
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "run") == 0) return stand_in_run(argc, argv);
     const struct CMUnitTest tests[] = {
@@ -588,6 +675,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_launch_timeout_kills_run),
         cmocka_unit_test(test_repeats_in_rounds_and_shuffled),
         cmocka_unit_test(test_preflight_refuses_bad_points),
+        cmocka_unit_test(test_resume_continues_a_sweep),
+        cmocka_unit_test(test_killed_sweep_leaves_no_run_behind),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
