@@ -742,6 +742,14 @@ void vb_benchy_defaults(vb_benchy_config *b) {
 }
 
 /* Parses one benchy value; `where` is "<file> [<section>]". */
+/* benchy's JSON goes into output_dir (the run directory by default): a file
+ * name, never a path, so '../../etc/x.json' cannot send it elsewhere. */
+static void check_output_filename(const char *name, const char *where, const char *key, int line) {
+    if (!name[0] || strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+        vb_die_input("%s: %s = '%s' must be a file name without '/' (line %d); the file goes to output_dir", where, key,
+                     name, line);
+}
+
 static void benchy_value(key_type t, const yaml_node_t *v, void *dst, size_t size, const char *where, const char *key,
                          int line) {
     const char *text = vb_yaml_scalar(v);
@@ -801,6 +809,7 @@ static void benchy_load_labeled(vb_benchy_config *b, const char *path, const cha
                                      b->profiler_mode, line);
                 } else if (strcmp(key, "output_filename") == 0) {
                     benchy_value(KT_STR, v, b->output_filename, sizeof b->output_filename, where, key, line);
+                    check_output_filename(b->output_filename, where, key, line);
                 } else if (strcmp(key, "json_prefix") == 0) {
                     /* older benchy named the output by prefix; the file is <prefix>.json */
                     char prefix[VB_PATH_MAX];
@@ -809,6 +818,7 @@ static void benchy_load_labeled(vb_benchy_config *b, const char *path, const cha
                     bool has_ext = len >= 5 && strcmp(prefix + len - 5, ".json") == 0;
                     memcpy(b->output_filename, prefix, len + 1); /* fits: prefix leaves 5 bytes spare */
                     if (!has_ext) strcat(b->output_filename, ".json");
+                    check_output_filename(b->output_filename, where, key, line);
                 } else if (strcmp(key, "output_dir") == 0) {
                     benchy_value(KT_STR, v, b->output_dir, sizeof b->output_dir, where, key, line);
                 } else if (strcmp(key, "use_distributed_barrier") == 0) {

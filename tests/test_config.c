@@ -690,6 +690,9 @@ static void test_benchy_errors(void **state) {
     benchy_fail("IO:\n  nbatches: [1]\n", LIST("[IO]: nbatches: expected a single value, found a list"));
     benchy_fail("IO:\n  nbatches: 3\n nwarmup: 2\n", LIST("malformed YAML"));
     benchy_fail("- IO\n", LIST("expected a mapping"));
+    benchy_fail("global:\n  output_filename: '../../../etc/x.json'\n",
+                LIST("[global]: output_filename = '../../../etc/x.json' must be a file name without '/' (line 2)"));
+    benchy_fail("global:\n  json_prefix: 'sub/out'\n", LIST("json_prefix = 'sub/out.json' must be a file name"));
     tu_expect_exit_all(2, LIST("/nonexistent/benchy.yaml", "cannot open"), child_benchy_load,
                        (void *)"/nonexistent/benchy.yaml");
     /* a bad file named by the environment says so */
