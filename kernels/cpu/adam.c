@@ -13,6 +13,9 @@ void cpu_adam_update(float *param, const float *grad, float *m, float *v, size_t
     const float step_size = (float)((double)lr / bc1);
     const float bc2_sqrt = (float)sqrt(bc2);
     const float w1 = 1.0f - beta1, w2 = 1.0f - beta2;
+    // Vectorised only because kernels/cpu is compiled with -fno-math-errno
+    // (CMakeLists.txt): with errno semantics sqrtf is a library call per lane
+    // and neither GCC nor clang can vectorise the loop.
     #pragma omp parallel for simd if (n >= VB_CPU_PAR_MIN) schedule(static)
     for (size_t i = 0; i < n; i++) {
         float g = grad[i];
