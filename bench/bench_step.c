@@ -23,6 +23,7 @@
 #include <string.h>
 #include <cblas.h>
 
+#include "bench/memcheck.h"
 #include "bench/trainer.h"
 #include "core/common.h"
 #include "core/config.h"
@@ -196,6 +197,14 @@ int main(int argc, char **argv) {
     vit_parallel par = {.tp_size = 1, .tp_rank = 0, .cp_size = 1, .cp_rank = 0};
     vb_profiler *prof = o.ops_csv ? vb_prof_create() : NULL;
     trainer tr = {.ops = ops, .c = &c};
+    /* as a run does: a model that cannot fit is refused before it is allocated */
+    vb_benchy_config no_benchy;
+    vb_benchy_defaults(&no_benchy);
+    vb_mem_estimate mem;
+    vb_mem_estimate_run(&c, &no_benchy, false, false, &d, &par, B, 1, 1, &mem);
+    char mem_source[32];
+    double mem_limit = vb_mem_available(mem_source, sizeof mem_source);
+    vb_mem_check(&mem, 1, mem_limit, mem_source);
     tr.m = vit_create(&d, &par, B, ops, prof);
     vit_init_weights(tr.m, c.seed);
     vb_adam_init(&tr.opt, tr.m->nparams, ops);

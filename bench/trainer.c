@@ -388,6 +388,11 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
         .tp = r->layout.tp > 1 ? &r->tp_comm : NULL,
         .cp = r->layout.cp > 1 ? &r->cp_comm : NULL,
     };
+    /* memory: a run that cannot fit is refused before any of it is taken */
+    r->mem_limit = vb_mem_available(r->mem_limit_source, sizeof r->mem_limit_source);
+    vb_mem_estimate_run(c, &r->bcfg, r->benchy, do_train, &d, &par, r->local_batch,
+                        vb_loader_steps_per_epoch(r->train_loader), r->world.size, &r->mem);
+    vb_mem_check(&r->mem, r->node_ranks, r->mem_limit, r->mem_limit_source);
     r->model = vit_create(&d, &par, r->local_batch, r->ops, r->prof);
     vb_adam_init(&r->opt, r->model->nparams, r->ops);
     if (c->init_checkpoint[0])
@@ -620,6 +625,21 @@ static void add_fingerprint(cJSON *root, const vb_run *r) {
         cJSON_AddNumberToObject(w, "steps_recorded", vb_tlrec_steps_done(r->timeline));
         cJSON_AddNumberToObject(w, "events_rank0", (double)vb_tlrec_events(r->timeline));
         cJSON_AddNumberToObject(w, "dropped_rank0", (double)vb_tlrec_dropped(r->timeline));
+    }
+    cJSON *mem = cJSON_AddObjectToObject(root, "memory");
+    cJSON_AddNumberToObject(mem, "estimate_bytes", r->mem.total);
+    cJSON_AddNumberToObject(mem, "parameters_bytes", r->mem.params);
+    cJSON_AddNumberToObject(mem, "gradients_bytes", r->mem.grads);
+    cJSON_AddNumberToObject(mem, "optimizer_bytes", r->mem.optimizer);
+    cJSON_AddNumberToObject(mem, "activations_bytes", r->mem.activations);
+    cJSON_AddNumberToObject(mem, "data_bytes", r->mem.data);
+    cJSON_AddNumberToObject(mem, "records_bytes", r->mem.records);
+    cJSON_AddNumberToObject(mem, "available_bytes", r->mem_limit);
+    cJSON_AddStringToObject(mem, "available_source", r->mem_limit_source);
+    if (r->peak_mem) {
+        double peak = 0;
+        for (int k = 0; k < r->world.size; k++) peak = r->peak_mem[k] > peak ? r->peak_mem[k] : peak;
+        cJSON_AddNumberToObject(mem, "peak_rss_bytes", peak); /* measured: the largest rank's */
     }
     if (r->peak_mem) {
         cJSON *m = cJSON_AddArrayToObject(root, "peak_mem_bytes_per_rank");

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "bench/memcheck.h"
 #include "core/comm.h"
 #include "core/config.h"
 #include "core/data.h"
@@ -67,6 +68,9 @@ typedef struct vb_run {
     int node_ranks;              /* ranks sharing this rank's node */
     bool oversubscribed;         /* node_ranks x threads > cores on the node */
     double *peak_mem;            /* rank 0: every rank's max RSS in bytes (0 = not yet known) */
+    vb_mem_estimate mem;         /* this rank's estimated bytes (bench/memcheck.h) */
+    double mem_limit;            /* bytes available when the run started; 0 = unknown */
+    char mem_limit_source[32];
     vit_model *model;
     vb_adam opt;
     float *inp_dev, *tar_dev;    /* backend copies of the current batch [B,C,H,W] */

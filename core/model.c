@@ -368,30 +368,8 @@ static void check_dims(const vit_dims *d, const vit_parallel *par, int max_batch
                             comms[i].c->rank, comms[i].c->size, comms[i].rank, comms[i].size);
 }
 
-/* The CPU backend zero-fills its allocations, so an activation buffer larger
- * than RAM would not fail cleanly: the OOM killer would end the run mid-memset.
- * Refuse such a configuration up front, as bad input (it is the batch or image
- * size the user asked for). */
-static void check_host_memory(const vit_model *m) {
-    if (strcmp(m->ops->name, "cpu") != 0) return;
-    long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
-    if (pages <= 0 || page_size <= 0) return;
-    const double gib = 1024.0 * 1024.0 * 1024.0;
-    double ram = (double)pages * (double)page_size;
-    /* activations + params + grads + Adam's two moments */
-    double need = ((double)m->nacts + 4.0 * (double)m->nparams) * sizeof(float);
-    if (need > ram)
-        vb_die_input("model: batch %d of %dx%d images with embed_dim %d, depth %d needs %.1f GiB of "
-                     "activations and parameters, more than this machine's %.1f GiB of memory "
-                     "(reduce local_batch_size or img_size)",
-                     m->max_batch, m->d.img_h, m->d.img_w, m->d.dim, m->d.depth, need / gib, ram / gib);
-}
-
-vit_model *vit_create(const vit_dims *d, const vit_parallel *par, int max_batch,
-                      const vb_ops *ops, vb_profiler *prof) {
-    if (!d || !ops) vb_die_internal("vit_create: NULL dims or ops");
-    check_dims(d, par, max_batch);
-    vit_model *m = vb_malloc(sizeof *m);
+/* Dims, layout and the derived sizes (everything but memory). */
+static void set_shape(vit_model *m, const vit_dims *d, const vit_parallel *par, int max_batch) {
     m->d = *d;
     /* 0 means "not set": the tutorial's LayerNorm eps */
     if (m->d.ln_eps == 0.0f) m->d.ln_eps = 1e-6f;
@@ -404,14 +382,52 @@ vit_model *vit_create(const vit_dims *d, const vit_parallel *par, int max_batch,
     m->hidden = 4 * d->dim;
     m->patch_in = d->cin * d->patch * d->patch;
     m->head_out = d->cout * d->patch * d->patch;
+    m->max_batch = max_batch;
+    m->heads_local = d->heads / m->par.tp_size;
+    m->dim_local = m->heads_local * m->hd;
+    m->hidden_local = m->hidden / m->par.tp_size;
+}
+
+vit_footprint vit_footprint_of(const vit_dims *d, const vit_parallel *par, int max_batch) {
+    check_dims(d, par, max_batch);
+    vit_model m;
+    memset(&m, 0, sizeof m);
+    set_shape(&m, d, par, max_batch);
+    const int cp = m.par.cp_size;
+    int *counts = vb_malloc(sizeof(int) * (size_t)cp), *offsets = vb_malloc(sizeof(int) * (size_t)cp);
+    vit_token_split(m.ntok, cp, counts, offsets);
+    m.ntok_local = counts[m.par.cp_rank];
+    m.tok_offset = offsets[m.par.cp_rank];
+    vb_free(counts);
+    vb_free(offsets);
+    build_tensor_table(&m);
+    vit_footprint f = {.nparams = m.nparams};
+    vb_free(m.tensors);
+    /* layouts of one and of two blocks give the fixed and the per-block
+     * floats (each view is padded alike), without a table as deep as the model */
+    vit_block_acts blocks[2];
+    vit_acts a;
+    memset(&a, 0, sizeof a);
+    a.blocks = blocks;
+    carver one = {NULL, 0}, two = {NULL, 0};
+    m.d.depth = 1;
+    layout_acts(&m, &a, &one);
+    m.d.depth = 2;
+    layout_acts(&m, &a, &two);
+    size_t per_block = two.used - one.used;
+    f.nacts = one.used - per_block + per_block * (size_t)d->depth;
+    return f;
+}
+
+vit_model *vit_create(const vit_dims *d, const vit_parallel *par, int max_batch,
+                      const vb_ops *ops, vb_profiler *prof) {
+    if (!d || !ops) vb_die_internal("vit_create: NULL dims or ops");
+    check_dims(d, par, max_batch);
+    vit_model *m = vb_malloc(sizeof *m);
+    set_shape(m, d, par, max_batch);
     m->ops = ops;
     m->prof = prof;
-    m->max_batch = max_batch;
-
-    const int tp = m->par.tp_size, cp = m->par.cp_size;
-    m->heads_local = d->heads / tp;
-    m->dim_local = m->heads_local * m->hd;
-    m->hidden_local = m->hidden / tp;
+    const int cp = m->par.cp_size;
     vit_acts *a = vb_malloc(sizeof *a);
     a->tok_counts = vb_malloc(sizeof(int) * (size_t)cp);
     a->tok_offsets = vb_malloc(sizeof(int) * (size_t)cp);
@@ -430,7 +446,6 @@ vit_model *vit_create(const vit_dims *d, const vit_parallel *par, int max_batch,
     carver c = {NULL, 0};
     layout_acts(m, a, &c);
     m->nacts = c.used;
-    check_host_memory(m);
     m->acts = ops->alloc(m->nacts * sizeof(float));
     c = (carver){m->acts, 0};
     layout_acts(m, a, &c);

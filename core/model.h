@@ -164,6 +164,15 @@ int vit_find_tensor(const vit_model *m, const char *name);
  * (blocks, attention) counts what this rank computes; work replicated over tp
  * (patch embedding, head) counts 1/tp of it, so the sum over the tp x cp ranks
  * of one data-parallel replica equals the single-rank count. */
+/* Floats one rank's model needs, before it exists: its parameter shard
+ * (grads are as many; Adam keeps two more) and the activations of a batch of
+ * max_batch. Exactly what vit_create would allocate; dims and layout are
+ * checked as vit_create checks them (exit 2). */
+typedef struct vit_footprint {
+    size_t nparams, nacts;
+} vit_footprint;
+vit_footprint vit_footprint_of(const vit_dims *d, const vit_parallel *par, int max_batch);
+
 double vit_train_flops(const vit_model *m, int B);
 
 /* The tutorial's compute_split_shapes: chunk = ceil(ntok / cp), ranks

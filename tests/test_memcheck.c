@@ -1,0 +1,138 @@
+/* test_memcheck.c: the memory a run needs, estimated before it is taken
+ * (bench/memcheck.h, vit_footprint_of). */
+#include "tests/test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "bench/memcheck.h"
+#include "core/common.h"
+#include "core/config.h"
+#include "core/model.h"
+#include "kernels/ops.h"
+
+static const vit_dims DIMS = {.img_h = 16, .img_w = 32, .patch = 4, .cin = 3, .cout = 2,
+                              .dim = 24, .depth = 3, .heads = 4, .ln_eps = 1e-6f};
+
+/* The footprint is exactly what vit_create allocates, for every layout. */
+static void test_footprint_matches_create(void **state) {
+    (void)state;
+    const struct {
+        int tp, tp_rank, cp, cp_rank, batch;
+    } cases[] = {{1, 0, 1, 0, 1}, {1, 0, 1, 0, 5}, {2, 1, 1, 0, 3}, {1, 0, 3, 2, 2}, {2, 0, 2, 1, 4}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        vit_parallel par = {.tp_size = cases[i].tp, .tp_rank = cases[i].tp_rank, .cp_size = cases[i].cp,
+                            .cp_rank = cases[i].cp_rank};
+        vit_footprint f = vit_footprint_of(&DIMS, &par, cases[i].batch);
+        vit_model *m = vit_create(&DIMS, &par, cases[i].batch, vb_ops_cpu(), NULL);
+        if (f.nparams != m->nparams || f.nacts != m->nacts)
+            fail_msg("case %zu: footprint %zu params, %zu acts; vit_create %zu, %zu", i, f.nparams, f.nacts,
+                     m->nparams, m->nacts);
+        vit_destroy(m);
+    }
+    /* a model far too deep to build is still sized, without building its table of layers' views */
+    vit_dims deep = DIMS;
+    deep.depth = 1000000;
+    vit_footprint f = vit_footprint_of(&deep, NULL, 1);
+    vit_footprint f1 = vit_footprint_of(&DIMS, NULL, 1);
+    assert_true(f.nparams > 300000 * f1.nparams / 1000);
+}
+
+static vb_config tiny_config(void) {
+    vb_config c;
+    vb_config_defaults(&c);
+    c.img_size[0] = DIMS.img_h;
+    c.img_size[1] = DIMS.img_w;
+    c.n_in_channels = DIMS.cin;
+    c.n_out_channels = DIMS.cout;
+    return c;
+}
+
+typedef struct {
+    vb_mem_estimate e;
+    double limit;
+    int node_ranks;
+} check_args;
+
+static void check_child(void *ctx) {
+    check_args *a = ctx;
+    vb_mem_check(&a->e, a->node_ranks, a->limit, "MemAvailable");
+}
+
+/* Over the limit: exit 2, one line with the estimate, the limit and the
+ * largest batch that fits, and that batch really fits while one more does not. */
+static void test_check_names_the_batch_that_fits(void **state) {
+    (void)state;
+    vb_config c = tiny_config();
+    vb_benchy_config b;
+    vb_benchy_defaults(&b);
+    vb_mem_estimate e;
+    vb_mem_estimate_run(&c, &b, true, false, &DIMS, NULL, 64, 100, 1, &e);
+    assert_true(e.total > e.params + e.grads + e.optimizer + e.activations);
+    vb_mem_estimate e10, e11;
+    vb_mem_estimate_run(&c, &b, true, false, &DIMS, NULL, 10, 100, 1, &e10);
+    vb_mem_estimate_run(&c, &b, true, false, &DIMS, NULL, 11, 100, 1, &e11);
+    /* a limit between the estimates of batch 10 and 11 */
+    check_args a = {e, 0.5 * (e10.total + e11.total), 1};
+    tu_expect_exit(2, "the largest local batch that fits is 10 (--local_batch_size 10)", check_child, &a);
+    tu_expect_exit(2, "more than the", check_child, &a);
+    /* under the limit: nothing happens */
+    vb_mem_check(&e10, 1, a.limit, "MemAvailable");
+    /* two ranks on the node share the limit */
+    check_args two = {e10, 1.5 * e10.total, 2};
+    tu_expect_exit(2, "x 2 ranks on this node", check_child, &two);
+    /* a limit below the parameters alone: no batch fits, and it says so */
+    check_args none = {e, e.params, 1};
+    tu_expect_exit(2, "no batch fits", check_child, &none);
+    /* unknown limit (0): no check */
+    vb_mem_check(&e, 1, 0, "unknown");
+}
+
+static void base_child(void *ctx) {
+    (void)ctx;
+    /* the tutorial's full model (base) at batch 64 against a 24 GiB machine */
+    const vit_dims base = {.img_h = 360, .img_w = 720, .patch = 8, .cin = 20, .cout = 20,
+                           .dim = 384, .depth = 12, .heads = 8, .ln_eps = 1e-6f};
+    vb_config c;
+    vb_config_defaults(&c);
+    vb_benchy_config b;
+    vb_benchy_defaults(&b);
+    vb_mem_estimate e;
+    vb_mem_estimate_run(&c, &b, true, false, &base, NULL, 64, 100, 1, &e);
+    vb_mem_check(&e, 1, 24.0 * 1024 * 1024 * 1024, "MemAvailable");
+}
+
+/* The tutorial's base config at batch 64 needs hundreds of GiB of attention
+ * activations: refused with the batch that fits, not OOM-killed. */
+static void test_base_config_refused(void **state) {
+    (void)state;
+    tu_expect_exit(2, "the largest local batch that fits is", base_child, NULL);
+}
+
+/* benchy's records count: two billion trials are refused up front, not an
+ * allocation failure later. */
+static void test_records_of_huge_trials(void **state) {
+    (void)state;
+    vb_config c = tiny_config();
+    vb_benchy_config b;
+    vb_benchy_defaults(&b);
+    b.full.ntrials = 2000000000;
+    vb_mem_estimate e;
+    vb_mem_estimate_run(&c, &b, true, false, &DIMS, NULL, 8, 50, 2, &e);
+    assert_true(e.records > 1e12);
+    /* and the limit this machine reports is positive */
+    char src[32];
+    assert_true(vb_mem_available(src, sizeof src) > 0);
+    assert_true(strcmp(src, "MemAvailable") == 0 || strcmp(src, "cgroup memory.max") == 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_footprint_matches_create),
+        cmocka_unit_test(test_check_names_the_batch_that_fits),
+        cmocka_unit_test(test_records_of_huge_trials),
+        cmocka_unit_test(test_base_config_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
