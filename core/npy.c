@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "core/results.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "npy.c assumes a little-endian host (the .npy data is '<f4'/'<f8')"
@@ -204,6 +205,21 @@ void vb_npy_load_stats(const char *path, int C, float *out) {
     free(buf);
 }
 
+typedef struct {
+    const unsigned char *pre;
+    const char *hdr;
+    size_t hlen;
+    const float *data;
+    size_t n;
+} npy_out;
+
+static void write_npy(FILE *f, void *ctx) {
+    const npy_out *o = ctx;
+    /* a short write sets the stream's error flag, which vb_atomic_write checks */
+    if (fwrite(o->pre, 1, 10, f) == 10 && fwrite(o->hdr, 1, o->hlen, f) == o->hlen && o->n > 0)
+        (void)fwrite(o->data, sizeof(float), o->n, f);
+}
+
 int vb_npy_save_f32(const char *path, const float *data, const int *shape, int ndim) {
     if (ndim < 0 || ndim > NPY_MAX_DIMS) return -1;
     char sh[256];
@@ -229,10 +245,8 @@ int vb_npy_save_f32(const char *path, const float *data, const int *shape, int n
     size_t hlen = (size_t)k + pad + 1;
     unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hlen & 0xff), (unsigned char)(hlen >> 8)};
 
-    FILE *f = fopen(path, "wb");
-    if (!f) return -1;
-    bool ok = fwrite(pre, 1, 10, f) == 10 && fwrite(hdr, 1, hlen, f) == hlen &&
-              (n == 0 || fwrite(data, sizeof(float), n, f) == n);
-    if (fclose(f) != 0) ok = false;
-    return ok ? 0 : -1;
+    npy_out o = {pre, hdr, hlen, data, n};
+    /* atomic: a failed write (full disk) leaves no truncated stats file that
+     * would later load as garbage; errno names the cause */
+    return vb_atomic_write(path, write_npy, &o);
 }

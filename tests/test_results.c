@@ -1,9 +1,12 @@
 /* test_results.c: run directories never overwrite, atomic writes, CSV quoting. */
 #include "tests/test_util.h"
 
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -101,6 +104,60 @@ static void test_atomic_write(void **state) {
     tu_rm_rf(tmp);
 }
 
+/* A full disk without root or mount: RLIMIT_FSIZE makes a write past the
+ * limit fail with EFBIG (SIGXFSZ ignored), also for root, in a child so the
+ * limit ends with it. The child reports the call's result and errno in its
+ * exit status: 0 = failed with EFBIG, no temporary left, old file intact. */
+static char g_full_dir[256];
+
+static void write_big(FILE *f, void *ctx) {
+    (void)ctx;
+    for (int i = 0; i < 100000; i++) fputs("0123456789abcdef\n", f); /* 1.7 MB, fully buffered */
+}
+
+static void full_disk_child(void *ctx) {
+    (void)ctx;
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit rl = {.rlim_cur = 64 * 1024, .rlim_max = RLIM_INFINITY};
+    if (setrlimit(RLIMIT_FSIZE, &rl) != 0) exit(10);
+    char path[512];
+    snprintf(path, sizeof path, "%s/a.csv", g_full_dir);
+    errno = 0;
+    if (vb_atomic_write(path, write_big, NULL) == 0) exit(11);
+    if (errno != EFBIG) exit(12);
+    /* the caller's one line names the file and strerror */
+    vb_atomic_write_or_die(path, write_big, NULL);
+    exit(13);
+}
+
+static void test_atomic_write_full_disk_reports_errno(void **state) {
+    (void)state;
+    tu_tmpdir(g_full_dir, sizeof g_full_dir, "results_full");
+    char path[512];
+    snprintf(path, sizeof path, "%s/a.csv", g_full_dir);
+    assert_int_equal(vb_atomic_write(path, write_hello, "old"), 0);
+    char *err = NULL;
+    int rc = tu_run_child(full_disk_child, NULL, 30, &err);
+    if (rc != 1) fprintf(stderr, "child exited %d: <<%s>>\n", rc, err ? err : "");
+    assert_int_equal(rc, 1);
+    char want[700];
+    snprintf(want, sizeof want, "vitbench: error: cannot write %s: %s\n", path, strerror(EFBIG));
+    assert_string_equal(err, want);
+    free(err);
+    char *s = tu_read_file(path);
+    assert_string_equal(s, "hello old\n"); /* the previous version survives */
+    free(s);
+    char out[4096];
+    assert_int_equal(tu_run(out, sizeof out, "ls -A '%s'", g_full_dir), 0);
+    assert_string_equal(out, "a.csv\n"); /* the temporary was removed */
+    /* a missing directory reports ENOENT */
+    snprintf(path, sizeof path, "%s/missing/a.csv", g_full_dir);
+    errno = 0;
+    assert_int_not_equal(vb_atomic_write(path, write_hello, "x"), 0);
+    assert_int_equal(errno, ENOENT);
+    tu_rm_rf(g_full_dir);
+}
+
 static void write_fields(FILE *f, void *vctx) {
     const char **fields = vctx;
     for (int i = 0; fields[i]; i++) {
@@ -136,6 +193,7 @@ int main(void) {
         cmocka_unit_test(test_run_dir_never_overwrites),
         cmocka_unit_test(test_run_dir_bad_output_dir_exits_2),
         cmocka_unit_test(test_atomic_write),
+        cmocka_unit_test(test_atomic_write_full_disk_reports_errno),
         cmocka_unit_test(test_csv_quoting),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
