@@ -19,15 +19,17 @@
  */
 #include "core/checkpoint.h"
 
-#include <fcntl.h>
 #include <hdf5.h>
+#include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "core/comm.h"
 #include "core/common.h"
+#include "core/results.h"
 
 #define OPT_GROUP "optimizer"
 
@@ -47,24 +49,45 @@ static void h5_quiet_end(h5_quiet q) { VB_H5(H5Eset_auto2(H5E_DEFAULT, q.func, q
 /* ---------------------------------------------------------------------------
  * save */
 
-static void write_float_dataset(const char *path, hid_t loc, const char *name, int ndim,
-                                const hsize_t *dims, const float *data) {
+/* The file is built in memory (HDF5's core driver, no backing store) and
+ * written to disk by vb_atomic_write: every disk error then comes back as a
+ * plain errno from our own write, the temporary is always removed, and HDF5
+ * never holds a file whose writes failed (which leaves the library half torn
+ * down and crashes its exit-time cleanup). An in-memory HDF5 call failing
+ * is a bug or out of memory, not bad input. */
+static void ck_h5(herr_t rc, const char *path, const char *what) {
+    if (rc < 0) vb_die_internal("checkpoint %s: building it in memory failed at %s", path, what);
+}
+
+static void write_float_dataset(const char *path, hid_t loc, const char *name, int ndim, const hsize_t *dims,
+                                const float *data) {
     hid_t space = VB_H5(H5Screate_simple(ndim, dims, NULL));
     hid_t ds = H5Dcreate2(loc, name, H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    if (ds < 0) vb_die_input("%s: cannot create dataset '%s'", path, name);
-    if (H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
-        vb_die_input("%s: cannot write dataset '%s' (disk full?)", path, name);
-    VB_H5(H5Dclose(ds));
+    ck_h5(ds, path, name);
+    ck_h5(H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), path, name);
+    ck_h5(H5Dclose(ds), path, name);
     VB_H5(H5Sclose(space));
 }
 
-static void write_int_attr(hid_t loc, const char *name, int n, const int *values) {
+static void write_int_attr(const char *path, hid_t loc, const char *name, int n, const int *values) {
     hsize_t dims[1] = {(hsize_t)n};
     hid_t space = n == 1 ? VB_H5(H5Screate(H5S_SCALAR)) : VB_H5(H5Screate_simple(1, dims, NULL));
-    hid_t attr = VB_H5(H5Acreate2(loc, name, H5T_STD_I32LE, space, H5P_DEFAULT, H5P_DEFAULT));
-    VB_H5(H5Awrite(attr, H5T_NATIVE_INT, values));
-    VB_H5(H5Aclose(attr));
+    hid_t attr = H5Acreate2(loc, name, H5T_STD_I32LE, space, H5P_DEFAULT, H5P_DEFAULT);
+    ck_h5(attr, path, name);
+    ck_h5(H5Awrite(attr, H5T_NATIVE_INT, values), path, name);
+    ck_h5(H5Aclose(attr), path, name);
     VB_H5(H5Sclose(space));
+}
+
+typedef struct {
+    const void *bytes;
+    size_t n;
+} file_image;
+
+static void write_image(FILE *f, void *ctx) {
+    const file_image *im = ctx;
+    /* a short write sets the stream's error flag, which vb_atomic_write checks */
+    if (im->n) (void)fwrite(im->bytes, 1, im->n, f);
 }
 
 /* The single-rank (state_dict layout) host copy of a parameter-shaped
@@ -104,14 +127,11 @@ static float *gather_full(const vit_model *m, const float *buf, const vb_ops *op
     return full;
 }
 
-void vb_checkpoint_save(const char *path, const vit_model *m, const vb_adam *opt) {
+static void checkpoint_save(const char *path, const vit_model *m, const vb_adam *opt, int interrupted_step) {
     if (opt && opt->n != m->nparams)
         vb_die_internal("checkpoint save: optimizer has %zu values, model %zu params", opt->n, m->nparams);
     if (m->par.tp_size > 1 && !m->par.tp)
         vb_die_internal("checkpoint save: tensor_parallel %d but no tp communicator", m->par.tp_size);
-    char tmp[VB_PATH_MAX];
-    if (strlen(path) + 5 > sizeof tmp) vb_die_input("%s: checkpoint path too long", path);
-    vb_snprintf(tmp, sizeof tmp, "%s.tmp", path);
 
     /* every collective first: a failing write on tp rank 0 then leaves no
      * other rank waiting in one */
@@ -121,53 +141,79 @@ void vb_checkpoint_save(const char *path, const vit_model *m, const vb_adam *opt
     if (m->par.tp_rank != 0) return;
 
     h5_quiet q = h5_quiet_begin();
-    hid_t file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    if (file < 0)
-        vb_die_input("%s: cannot create checkpoint file %s (missing directory or no permission?)", path, tmp);
+    hid_t fapl = VB_H5(H5Pcreate(H5P_FILE_ACCESS));
+    const size_t floats = m->nparams_full * (opt ? 3 : 1);
+    VB_H5(H5Pset_fapl_core(fapl, floats * sizeof(float) + (1u << 20), 0)); /* memory only */
+    hid_t file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    ck_h5(file, path, "creating the file");
+    VB_H5(H5Pclose(fapl));
 
     for (int i = 0; i < m->ntensors; i++) {
         const vit_tensor *t = &m->tensors[i];
         hsize_t dims[VIT_MAX_NDIM];
         for (int k = 0; k < t->ndim; k++) dims[k] = (hsize_t)t->full_shape[k];
-        write_float_dataset(tmp, file, t->name, t->ndim, dims, host + t->full_offset);
+        write_float_dataset(path, file, t->name, t->ndim, dims, host + t->full_offset);
     }
 
     const vit_dims *d = &m->d;
     const int img[2] = {d->img_h, d->img_w};
-    write_int_attr(file, "img_size", 2, img);
-    write_int_attr(file, "patch_size", 1, &d->patch);
-    write_int_attr(file, "embed_dim", 1, &d->dim);
-    write_int_attr(file, "depth", 1, &d->depth);
-    write_int_attr(file, "num_heads", 1, &d->heads);
-    write_int_attr(file, "n_in_channels", 1, &d->cin);
-    write_int_attr(file, "n_out_channels", 1, &d->cout);
+    write_int_attr(path, file, "img_size", 2, img);
+    write_int_attr(path, file, "patch_size", 1, &d->patch);
+    write_int_attr(path, file, "embed_dim", 1, &d->dim);
+    write_int_attr(path, file, "depth", 1, &d->depth);
+    write_int_attr(path, file, "num_heads", 1, &d->heads);
+    write_int_attr(path, file, "n_in_channels", 1, &d->cin);
+    write_int_attr(path, file, "n_out_channels", 1, &d->cout);
+    if (interrupted_step >= 0) {
+        const int one = 1;
+        write_int_attr(path, file, "interrupted", 1, &one);
+        write_int_attr(path, file, "step", 1, &interrupted_step);
+    }
 
     if (opt) {
-        hid_t grp = VB_H5(H5Gcreate2(file, OPT_GROUP, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+        hid_t grp = H5Gcreate2(file, OPT_GROUP, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        ck_h5(grp, path, OPT_GROUP);
         hid_t scalar = VB_H5(H5Screate(H5S_SCALAR));
-        hid_t ds = VB_H5(H5Dcreate2(grp, "step", H5T_STD_I64LE, scalar, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+        hid_t ds = H5Dcreate2(grp, "step", H5T_STD_I64LE, scalar, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        ck_h5(ds, path, OPT_GROUP "/step");
         const int64_t step = opt->step;
-        VB_H5(H5Dwrite(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &step));
-        VB_H5(H5Dclose(ds));
+        ck_h5(H5Dwrite(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &step), path, OPT_GROUP "/step");
+        ck_h5(H5Dclose(ds), path, OPT_GROUP "/step");
         VB_H5(H5Sclose(scalar));
         const hsize_t n[1] = {(hsize_t)m->nparams_full};
-        write_float_dataset(tmp, grp, "exp_avg", 1, n, exp_avg);
-        write_float_dataset(tmp, grp, "exp_avg_sq", 1, n, exp_avg_sq);
-        VB_H5(H5Gclose(grp));
+        write_float_dataset(path, grp, "exp_avg", 1, n, exp_avg);
+        write_float_dataset(path, grp, "exp_avg_sq", 1, n, exp_avg_sq);
+        ck_h5(H5Gclose(grp), path, OPT_GROUP);
     }
-    if (H5Fclose(file) < 0) vb_die_input("%s: cannot finish writing the checkpoint (disk full?)", tmp);
-    h5_quiet_end(q);
+    /* the host copies are in the image now: free them before copying it out */
     vb_free(host);
     vb_free(exp_avg);
     vb_free(exp_avg_sq);
+    ck_h5(H5Fflush(file, H5F_SCOPE_GLOBAL), path, "flushing");
+    ssize_t len = H5Fget_file_image(file, NULL, 0);
+    ck_h5(len < 0 ? -1 : 0, path, "sizing the file image");
+    void *bytes = malloc((size_t)len > 0 ? (size_t)len : 1);
+    if (!bytes) vb_die_internal("checkpoint %s: out of memory for its %zd-byte image", path, len);
+    ck_h5(H5Fget_file_image(file, bytes, (size_t)len) == len ? 0 : -1, path, "copying the file image");
+    ck_h5(H5Fclose(file), path, "closing the file");
+    h5_quiet_end(q);
 
-    /* make the bytes durable before the rename publishes them */
-    int fd = open(tmp, O_RDONLY);
-    if (fd >= 0) {
-        if (fsync(fd) != 0) vb_warn("%s: fsync failed", tmp);
-        close(fd);
+    /* tmp + fsync + rename: the old checkpoint stays whole until the new
+     * one is; a failed write (full or read-only disk) removes the temporary
+     * and is an environment failure: one line, exit 1 */
+    file_image im = {bytes, (size_t)len};
+    if (vb_atomic_write(path, write_image, &im) != 0) {
+        int err = errno;
+        free(bytes);
+        vb_die_env("cannot write checkpoint %s: %s", path, strerror(err));
     }
-    if (rename(tmp, path) != 0) vb_die_input("%s: cannot rename %s into place", path, tmp);
+    free(bytes);
+}
+
+void vb_checkpoint_save(const char *path, const vit_model *m, const vb_adam *opt) { checkpoint_save(path, m, opt, -1); }
+
+void vb_checkpoint_save_interrupted(const char *path, const vit_model *m, const vb_adam *opt, int step) {
+    checkpoint_save(path, m, opt, step < 0 ? 0 : step);
 }
 
 /* ---------------------------------------------------------------------------
@@ -263,6 +309,15 @@ static void read_flat_shards(const char *path, hid_t ds, const char *label, cons
     VB_H5(H5Dclose(ds));
 }
 
+/* A NaN/Inf weight or moment would make every loss NaN from step 1: the
+ * file is bad input, named with its dataset and the first bad element. */
+static void require_finite(const char *path, const char *label, const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i]))
+            vb_die_input("%s: dataset '%s' holds %s at element %zu (of this rank's shard): a checkpoint must be finite",
+                         path, label, isnan(x[i]) ? "nan" : "inf", i);
+}
+
 /* A state_dict from a different architecture (e.g. a deeper model) would
  * otherwise load "successfully" into the first blocks; torch's strict
  * load_state_dict refuses that, and so do we. */
@@ -299,6 +354,7 @@ void vb_checkpoint_load(const char *path, vit_model *m, vb_adam *opt) {
         for (int k = 0; k < t->ndim; k++) dims[k] = (hsize_t)t->full_shape[k];
         hid_t ds = open_checked(path, file, t->name, t->name, t->ndim, dims, true);
         read_shard(path, ds, t, params + t->offset);
+        require_finite(path, t->name, params + t->offset, t->numel);
     }
 
     /* optimizer state: optional (a PyTorch-written init checkpoint has none) */
@@ -319,8 +375,10 @@ void vb_checkpoint_load(const char *path, vit_model *m, vb_adam *opt) {
         exp_avg_sq = vb_malloc(bytes);
         ds = open_checked(path, grp, "exp_avg", OPT_GROUP "/exp_avg", 1, n, true);
         read_flat_shards(path, ds, OPT_GROUP "/exp_avg", m, exp_avg);
+        require_finite(path, OPT_GROUP "/exp_avg", exp_avg, m->nparams);
         ds = open_checked(path, grp, "exp_avg_sq", OPT_GROUP "/exp_avg_sq", 1, n, true);
         read_flat_shards(path, ds, OPT_GROUP "/exp_avg_sq", m, exp_avg_sq);
+        require_finite(path, OPT_GROUP "/exp_avg_sq", exp_avg_sq, m->nparams);
         VB_H5(H5Gclose(grp));
     }
     VB_H5(H5Fclose(file));

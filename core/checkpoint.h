@@ -18,7 +18,9 @@
 #include "core/model.h"
 #include "core/optim.h"
 
-/* Writes atomically (tmp + rename). Exits 2 naming the path on IO failure.
+/* Writes atomically (tmp + rename). A failed write (full or read-only disk)
+ * removes the temporary file and exits 1 with one line naming the path and
+ * the OS error.
  * With tensor_parallel > 1 it is COLLECTIVE over m->par.tp: every rank of the
  * tp group must call it (same path; opt NULL on all or on none); it
  * all-gathers the shards and only tp rank 0 writes. Ranks at other cp / dp
@@ -26,9 +28,14 @@
  * call it on the ranks with cp rank 0 and dp rank 0 (the tp group of world
  * rank 0). With tp 1 it is local, as before. */
 void vb_checkpoint_save(const char *path, const vit_model *m, const vb_adam *opt);
+/* As vb_checkpoint_save, for a run stopped by a signal: the file's root also
+ * carries integer attributes "interrupted" = 1 and "step" = the updates done,
+ * so nobody mistakes it for the end of training. */
+void vb_checkpoint_save_interrupted(const char *path, const vit_model *m, const vb_adam *opt, int step);
 /* Loads this rank's shard of every tensor (local, no communication: every
  * rank calls it); a missing dataset or one whose shape is not the full
- * state_dict shape exits 2 naming it and the file. Optimizer state is loaded
+ * state_dict shape, or that holds a NaN or Inf, exits 2 naming it and the
+ * file. Optimizer state is loaded
  * when present and opt != NULL. */
 void vb_checkpoint_load(const char *path, vit_model *m, vb_adam *opt);
 

@@ -1,8 +1,12 @@
 /* test_checkpoint.c: HDF5 checkpoints round-trip bit-exactly, are laid out
- * like the PyTorch state_dict, and bad files exit 2 naming file and dataset. */
+ * like the PyTorch state_dict, bad files (NaN/Inf included) exit 2 naming file
+ * and dataset, and a save that cannot be written exits 1 leaving no temporary. */
 #include "tests/test_util.h"
 
 #include <hdf5.h>
+#include <math.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -232,6 +236,34 @@ static void test_params_only_checkpoint(void **state) {
     vit_destroy(m2);
 }
 
+/* Runs fn in a child and checks an environment failure: exit 1, ONE
+ * "vitbench: error: " line holding every needle. */
+static void expect_env_failure(tu_child_fn fn, void *ctx, const char *const *needles) {
+    char *err = NULL;
+    int rc = tu_run_child(fn, ctx, 30, &err);
+    if (rc != 1) fprintf(stderr, "child exited %d, want 1; stderr: <<%s>>\n", rc, err ? err : "");
+    assert_int_equal(rc, 1);
+    assert_non_null(err);
+    assert_true(strncmp(err, "vitbench: error: ", 17) == 0);
+    assert_non_null(strchr(err, '\n'));
+    assert_true(strchr(err, '\n')[1] == '\0'); /* one line */
+    for (const char *const *n = needles; *n; n++) {
+        if (!strstr(err, *n)) fprintf(stderr, "missing '%s' in <<%s>>\n", *n, err);
+        assert_non_null(strstr(err, *n));
+    }
+    free(err);
+}
+
+/* No file of the save is left in dir but `keep` (the temporaries removed). */
+static void assert_only_file(const char *dir, const char *keep) {
+    char out[4096];
+    assert_int_equal(tu_run(out, sizeof out, "ls -A '%s'", dir), 0);
+    char want[300];
+    snprintf(want, sizeof want, "%s\n", keep);
+    if (strcmp(out, want) != 0) fprintf(stderr, "files left: <<%s>>\n", out);
+    assert_string_equal(out, want);
+}
+
 static void save_child(void *p) {
     const fixture *f = p;
     char path[400];
@@ -239,8 +271,98 @@ static void save_child(void *p) {
     vb_checkpoint_save(path, f->m, &f->opt);
 }
 
-static void test_save_to_bad_dir_exits_2(void **state) {
-    tu_expect_exit(2, "no/such/dir/ckpt.h5", save_child, *state);
+/* A checkpoint that cannot be written (its directory gone) names the file
+ * and the OS error: an environment failure, exit 1. */
+static void test_save_to_bad_dir_exits_1(void **state) {
+    const char *needles[] = {"no/such/dir/ckpt.h5", "No such file or directory", NULL};
+    expect_env_failure(save_child, *state, needles);
+}
+
+/* A full disk, simulated root-proof with RLIMIT_FSIZE (writes past the limit
+ * fail with EFBIG once SIGXFSZ is ignored): exit 1 naming file and cause, the
+ * previous checkpoint intact and no temporary left behind. */
+static void save_full_disk_child(void *p) {
+    const fixture *f = p;
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit rl = {.rlim_cur = 4096, .rlim_max = RLIM_INFINITY};
+    if (setrlimit(RLIMIT_FSIZE, &rl) != 0) exit(99);
+    vb_checkpoint_save(f->path, f->m, &f->opt);
+}
+
+static void test_save_full_disk_exits_1(void **state) {
+    fixture *f = *state;
+    char *before = tu_read_file(f->path);
+    assert_non_null(before);
+    const char *needles[] = {"cannot write checkpoint", "ckpt.h5", "File too large", NULL};
+    expect_env_failure(save_full_disk_child, f, needles);
+    assert_only_file(f->dir, "ckpt.h5");
+    free(before);
+}
+
+static int read_root_int_attr(const char *path, const char *name) {
+    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    assert_true(file >= 0);
+    int v = -1;
+    if (H5Aexists(file, name) > 0) {
+        hid_t a = H5Aopen(file, name, H5P_DEFAULT);
+        assert_true(H5Aread(a, H5T_NATIVE_INT, &v) >= 0);
+        H5Aclose(a);
+    }
+    H5Fclose(file);
+    return v;
+}
+
+/* A save on the way out of an interrupted run is marked so, with its step;
+ * a regular save carries neither attribute. Both load like any checkpoint. */
+static void test_interrupted_checkpoint_is_marked(void **state) {
+    fixture *f = *state;
+    assert_int_equal(read_root_int_attr(f->path, "interrupted"), -1);
+    char path[400];
+    snprintf(path, sizeof path, "%s/stopped.h5", f->dir);
+    vb_checkpoint_save_interrupted(path, f->m, &f->opt, 17);
+    assert_int_equal(read_root_int_attr(path, "interrupted"), 1);
+    assert_int_equal(read_root_int_attr(path, "step"), 17);
+    vit_model *m2 = vit_create(&TINY, NULL, 1, vb_ops_cpu(), NULL);
+    vb_checkpoint_load(path, m2, NULL);
+    assert_memory_equal(m2->params, f->m->params, m2->nparams * sizeof(float));
+    vit_destroy(m2);
+}
+
+/* Overwrites element `at` of dataset `name` with v. */
+static void poke(const char *path, const char *name, hsize_t at, float v) {
+    hid_t file = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    assert_true(file >= 0);
+    hid_t ds = H5Dopen2(file, name, H5P_DEFAULT);
+    assert_true(ds >= 0);
+    hid_t fs = H5Dget_space(ds);
+    int nd = H5Sget_simple_extent_ndims(fs);
+    hsize_t dims[8], coord[8];
+    H5Sget_simple_extent_dims(fs, dims, NULL);
+    for (int k = nd - 1; k >= 0; k--) {
+        coord[k] = at % dims[k];
+        at /= dims[k];
+    }
+    assert_true(H5Sselect_elements(fs, H5S_SELECT_SET, 1, coord) >= 0);
+    hsize_t one = 1;
+    hid_t ms = H5Screate_simple(1, &one, NULL);
+    assert_true(H5Dwrite(ds, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, &v) >= 0);
+    H5Sclose(ms);
+    H5Sclose(fs);
+    H5Dclose(ds);
+    H5Fclose(file);
+}
+
+/* A NaN or Inf in a checkpoint is bad input naming the dataset, for the
+ * weights and the Adam moments alike. */
+static void test_non_finite_exits_2(void **state) {
+    fixture *f = *state;
+    char path[400];
+    copy_ckpt(f, "nan.h5", path, sizeof path);
+    poke(path, "blocks.0.attn.proj.weight", 5, NAN);
+    expect_load_dies(f, path, true, "nan.h5", "'blocks.0.attn.proj.weight' holds nan at element 5");
+    copy_ckpt(f, "inf.h5", path, sizeof path);
+    poke(path, "optimizer/exp_avg_sq", 3, INFINITY);
+    expect_load_dies(f, path, true, "inf.h5", "'optimizer/exp_avg_sq' holds inf");
 }
 
 int main(void) {
@@ -251,7 +373,10 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_missing_dataset_exits_2, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wrong_shape_exits_2, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_or_bad_file_exits_2, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_save_to_bad_dir_exits_2, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_save_to_bad_dir_exits_1, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_save_full_disk_exits_1, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_interrupted_checkpoint_is_marked, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_non_finite_exits_2, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
