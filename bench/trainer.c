@@ -15,6 +15,7 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "bench/agree.h"
 #include "core/checkpoint.h"
 #include "core/results.h"
 
@@ -375,6 +376,9 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
                          c->valid_data_path, (long long)vb_loader_nsamples(r->valid_loader), c->limit_nsamples_val,
                          r->local_batch, r->dp);
     }
+
+    /* every rank must run the same thing before the first collective that assumes it */
+    vb_run_agree(r);
 
     r->prof = vb_prof_create();
     r->world.prof = r->prof;

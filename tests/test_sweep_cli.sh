@@ -5,8 +5,9 @@
 #   2. --launcher sbatch --dry-run writes one valid job script per run.
 #   3. bad scenario / flag: exit 2 with one line naming the file / key / flag.
 #   4. a real 1- and 2-rank tiny sweep with the quick benchy config, one matrix
-#      point deliberately invalid (num_heads 3 does not divide embed_dim 64):
-#      those runs are recorded as failed, the others complete, the sweep goes on.
+#      point whose runs fail inside the run (fewer samples than a batch):
+#      those runs are recorded as failed, the others complete, the sweep goes on
+#      and exits 1; its report and traces are written.
 set -u
 
 VB=${1:?usage: test_sweep_cli.sh <path-to-vitbench>}
