@@ -74,6 +74,12 @@ typedef struct {
 /* ------------------------------------------------------------ header names */
 
 /* "Total Time (ns)" -> base "Total Time", unit "ns"; "Time(%)" -> "Time", "%". */
+/* qsort for arrays that may be empty: a report without rows leaves the
+ * array NULL, and qsort's pointer argument is declared never-null. */
+static void sort_n(void *v, size_t n, size_t size, int (*cmp)(const void *, const void *)) {
+    if (n > 1) qsort(v, n, size, cmp);
+}
+
 static void split_header(const char *h, char *base, size_t bn, char *unit, size_t un) {
     while (isspace((unsigned char)*h)) h++;
     size_t len = strlen(h);
@@ -449,7 +455,7 @@ static int cmp_act_name(const void *pa, const void *pb) {
 
 /* Per (device, name) statistics of the kept trace rows. Sorts acts. */
 static void trace_stats(gpu_acts *acts, op_rows *out) {
-    qsort(acts->v, (size_t)acts->n, sizeof *acts->v, cmp_act_name);
+    sort_n(acts->v, (size_t)acts->n, sizeof *acts->v, cmp_act_name);
     double *d = malloc((size_t)(acts->n > 0 ? acts->n : 1) * sizeof *d);
     if (!d) vb_die_internal("out of memory");
     for (int i = 0; i < acts->n;) {
@@ -467,7 +473,7 @@ static void trace_stats(gpu_acts *acts, op_rows *out) {
             o->total += d[k];
             o->bytes += acts->v[i + k].bytes;
         }
-        qsort(d, (size_t)n, sizeof *d, cmp_double);
+        sort_n(d, (size_t)n, sizeof *d, cmp_double);
         o->calls = n;
         o->avg = o->total / n;
         o->min = d[0];
@@ -505,7 +511,7 @@ static int cmp_op_total(const void *pa, const void *pb) {
 /* Keeps one row per (rank, GPU-or-NVTX, name): the best source's. Returns
  * how many were dropped. Then sorts by total time and fills share. */
 static int dedupe_and_share(op_rows *o) {
-    qsort(o->v, (size_t)o->n, sizeof *o->v, cmp_op_key);
+    sort_n(o->v, (size_t)o->n, sizeof *o->v, cmp_op_key);
     int k = 0, dropped = 0;
     for (int i = 0; i < o->n; i++) {
         if (k > 0) {
@@ -518,7 +524,7 @@ static int dedupe_and_share(op_rows *o) {
         o->v[k++] = o->v[i];
     }
     o->n = k;
-    qsort(o->v, (size_t)o->n, sizeof *o->v, cmp_op_total);
+    sort_n(o->v, (size_t)o->n, sizeof *o->v, cmp_op_total);
     for (int i = 0; i < o->n;) {
         int j = i;
         double sum = 0;
@@ -758,7 +764,7 @@ int vb_nsys_main(int argc, char **argv) {
             summary_rows(r, f, &ops);
         }
     }
-    qsort(acts.v, (size_t)acts.n, sizeof *acts.v, cmp_act_device);
+    sort_n(acts.v, (size_t)acts.n, sizeof *acts.v, cmp_act_device);
     check_devices(&acts, &a);
     prepare_outdir(&a);
 
@@ -769,7 +775,7 @@ int vb_nsys_main(int argc, char **argv) {
     vb_breakdown *bd = NULL;
     int nbd = 0;
     if (ntrace > 0) {
-        qsort(acts.v, (size_t)acts.n, sizeof *acts.v, cmp_act_time);
+        sort_n(acts.v, (size_t)acts.n, sizeof *acts.v, cmp_act_time);
         write_or_die(&a, "timeline.csv", write_timeline, &acts);
         vb_timeline t;
         to_timeline(&acts, &t);
