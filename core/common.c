@@ -33,6 +33,11 @@ static void vb_vprint(FILE *f, const char *prefix, const char *fmt, va_list ap) 
     fflush(f);
 }
 
+#ifdef VB_FUZZING
+static void (*g_fuzz_input_error)(void) = NULL;
+void vb_fuzz_set_input_error_handler(void (*handler)(void)) { g_fuzz_input_error = handler; }
+#endif
+
 void vb_die_input(const char *fmt, ...) {
     fflush(stdout);
     void (*sync)(void) = g_collective_sync;
@@ -44,6 +49,9 @@ void vb_die_input(const char *fmt, ...) {
         va_end(ap);
     }
     if (sync) sync();
+#ifdef VB_FUZZING
+    if (g_fuzz_input_error) g_fuzz_input_error();
+#endif
     exit(VB_EXIT_INPUT);
 }
 

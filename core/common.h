@@ -20,6 +20,12 @@
 
 /* One line "vitbench: error: <msg>" to stderr, then exit(2). */
 void vb_die_input(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+#ifdef VB_FUZZING
+/* Fuzz builds only (never the product): while a handler is set, vb_die_input
+ * prints its line and calls it instead of exit(2), so a fuzz harness can
+ * count a rejected input and go on (the handler must not return: longjmp). */
+void vb_fuzz_set_input_error_handler(void (*handler)(void));
+#endif
 /* One line "vitbench: internal error: <msg>" to stderr, then exit(1). */
 void vb_die_internal(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 /* Prints "vitbench: warning: <msg>" (rank 0 only once MPI is up). */
