@@ -50,9 +50,39 @@ static void write_logs(const vb_run *r, train_logs *l) {
     if (r->world.rank != 0) return;
     char path[VB_PATH_MAX];
     vb_run_path(r, path, sizeof path, "train_log.csv");
-    if (vb_atomic_write(path, write_train_log, l) != 0) vb_warn("could not write %s", path);
+    vb_atomic_write_or_die(path, write_train_log, l);
     vb_run_path(r, path, sizeof path, "validation.csv");
-    if (vb_atomic_write(path, write_validation, l) != 0) vb_warn("could not write %s", path);
+    vb_atomic_write_or_die(path, write_validation, l);
+}
+
+/* Above this size (parameters + two Adam moments) a save on the way out
+ * could take more than a few seconds, more than a job's grace period between
+ * SIGTERM and SIGKILL is likely to allow. */
+#define INTERRUPT_SAVE_MAX_BYTES (2.0 * 1024 * 1024 * 1024)
+
+/* A stop signal ends training early: keep the model it reached, marked as
+ * interrupted with its step, when that is quick and safe. A tensor-parallel
+ * save is collective and the tp peers may stop at another step, so it is
+ * only attempted without tp (a local write by the replica that saves). A
+ * second signal still kills at once (the handler resets it). */
+static void save_interrupted_checkpoint(vb_run *r) {
+    const vb_config *c = &r->cfg;
+    if (!c->save_checkpoint || r->cp_rank != 0 || r->dp_rank != 0) return;
+    char path[VB_PATH_MAX];
+    vb_run_path(r, path, sizeof path, "checkpoint.h5");
+    double bytes = 3.0 * (double)r->model->nparams_full * sizeof(float);
+    if (r->layout.tp > 1) {
+        vb_warn("interrupted at step %d: no checkpoint saved (a tensor-parallel save needs every tp rank)",
+                r->iteration);
+        return;
+    }
+    if (bytes > INTERRUPT_SAVE_MAX_BYTES) {
+        vb_warn("interrupted at step %d: no checkpoint saved (%.1f GB would take too long to write on the way out)",
+                r->iteration, bytes / 1e9);
+        return;
+    }
+    vb_checkpoint_save_interrupted(path, r->model, &r->opt, r->iteration);
+    vb_log("Saved checkpoint %s (interrupted at step %d)", path, r->iteration);
 }
 
 /* Whole valid split, no shuffle: mean loss over batches and the mean over
@@ -112,6 +142,7 @@ int vb_train_loop(vb_run *r) {
         for (int i = 0; i < steps; i++) {
             if (vb_run_interrupted()) {
                 write_logs(r, &logs); /* the steps done so far, without this epoch's validation */
+                save_interrupted_checkpoint(r);
                 vb_run_exit_interrupted(r);
             }
             double ts = vb_now();
@@ -137,9 +168,8 @@ int vb_train_loop(vb_run *r) {
             done++;
             logs.nrows = done;
             if (!isfinite(loss)) {
-                write_logs(r, &logs);
-                vb_die_internal("training loss is %f at step %d (epoch %d); train_log.csv has the steps so far",
-                                (double)loss, done, epoch + 1);
+                write_logs(r, &logs); /* train_log.csv keeps the steps so far, this one included */
+                vb_run_die_diverged(r, loss, lr, done);
             }
         }
         r->ops->synchronize();
@@ -161,6 +191,8 @@ int vb_train_loop(vb_run *r) {
         vrows[epoch] = (valid_row){epoch + 1, done, val_loss, rmse0, val_end - val_start};
         logs.nvrows = epoch + 1;
         write_logs(r, &logs);
+        /* the valid data is checked as it is loaded: a NaN here is the model's */
+        if (!isfinite(val_loss)) vb_run_die_diverged(r, (float)val_loss, rows[done - 1].lr, done);
     }
     if (nepochs == 0) write_logs(r, &logs); /* num_iters 0: the headers still say what the files are */
     char t_str[64];

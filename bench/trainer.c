@@ -5,6 +5,7 @@
 #include <cblas.h>
 #include <cjson/cJSON.h>
 #include <ctype.h>
+#include <errno.h>
 #include <hdf5.h>
 #include <math.h>
 #include <omp.h>
@@ -29,17 +30,37 @@ static void on_stop_signal(int sig) {
     signal(sig, SIG_DFL); /* a second Ctrl-C does not wait for the step to end */
 }
 
-bool vb_run_interrupted(void) { return g_stop_signal != 0; }
+/* A closed stdout (`vitbench run | head -1`) is a stop like SIGTERM: SIGPIPE
+ * is ignored, so the write fails with EPIPE instead of killing the process
+ * with run.json still "running", and the next poll sees the stream's error
+ * flag. A stdout that cannot take output any more (EPIPE, or a full disk
+ * under a redirect) would otherwise lose every line after it silently. */
+bool vb_run_interrupted(void) {
+    if (g_stop_signal == 0 && (ferror(stdout) || fflush(stdout) != 0)) g_stop_signal = SIGPIPE;
+    return g_stop_signal != 0;
+}
 
 void vb_run_exit_interrupted(vb_run *r) {
     int sig = g_stop_signal ? g_stop_signal : SIGINT;
     fflush(stdout);
     vb_iso_time(r->end_time, sizeof r->end_time);
-    if (r->world.rank == 0) vb_run_write_json(r, "interrupted");
+    if (r->world.rank == 0 && vb_run_write_json(r, "interrupted") != 0) {
+        char path[VB_PATH_MAX];
+        vb_run_path(r, path, sizeof path, "run.json");
+        vb_warn("cannot write %s: %s", path, strerror(errno));
+    }
     r->finished = true;
     vb_warn("interrupted by signal %d after %d training steps; finished results are in %s", sig, r->iteration,
             r->run_dir);
     exit(128 + sig);
+}
+
+void vb_run_die_diverged(const vb_run *r, float loss, float lr, int step) {
+    char lr_str[64];
+    vb_pyfloat(lr_str, sizeof lr_str, lr);
+    vb_die_env("training diverged: loss is %s at step %d with lr %s (the data is finite: it is checked as it is "
+               "loaded); lower --lr or the warm-up; results so far are in %s",
+               isnan(loss) ? "nan" : (loss > 0 ? "inf" : "-inf"), step, lr_str, r->run_dir);
 }
 
 void vb_pyfloat(char *buf, size_t n, double x) {
@@ -148,11 +169,23 @@ static void require_file(const char *key, const char *path) {
     if (!vb_file_exists(path)) vb_die_input("%s %s: no such file", key, path);
 }
 
+/* run.json must say what happened: a run that cannot record its status
+ * stops (exit 1) rather than carry on unrecorded. */
+static void write_json_or_die(const vb_run *r, const char *status) {
+    if (vb_run_write_json(r, status) == 0) return;
+    char path[VB_PATH_MAX];
+    vb_run_path(r, path, sizeof path, "run.json");
+    vb_die_env("cannot write %s: %s", path, strerror(errno));
+}
+
 static void mark_failed_at_exit(void) {
     vb_run *r = g_active_run;
     if (!r || r->finished || !r->run_dir[0] || r->world.rank != 0) return;
     vb_iso_time(r->end_time, sizeof r->end_time);
-    vb_run_write_json(r, "failed");
+    /* best effort and silent: the error that ends the process has been
+     * printed (often this very disk being full), and exit() from an atexit
+     * handler is undefined */
+    (void)vb_run_write_json(r, "failed");
 }
 
 vit_dims vb_config_vit_dims(const vb_config *c) {
@@ -458,6 +491,7 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
     vb_log("vitbench: run directory %s", r->run_dir);
 
     vb_on_stop_signals(on_stop_signal);
+    signal(SIGPIPE, SIG_IGN); /* EPIPE on stdout ends the run cleanly (vb_run_interrupted) */
 
     g_active_run = r;
     static bool registered = false;
@@ -465,7 +499,7 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
         atexit(mark_failed_at_exit);
         registered = true;
     }
-    if (r->world.rank == 0) vb_run_write_json(r, "running");
+    if (r->world.rank == 0) write_json_or_die(r, "running");
 }
 
 void vb_run_copy_batch(vb_run *r, const vb_batch *b) {
@@ -653,7 +687,7 @@ static void add_fingerprint(cJSON *root, const vb_run *r) {
 
 static void write_text(FILE *f, void *ctx) { fputs((const char *)ctx, f); }
 
-void vb_run_write_json(const vb_run *r, const char *status) {
+int vb_run_write_json(const vb_run *r, const char *status) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "run_id", r->run_id);
     cJSON_AddStringToObject(root, "run_dir", r->run_dir);
@@ -707,13 +741,16 @@ void vb_run_write_json(const vb_run *r, const char *status) {
     cJSON_free(text);
     char path[VB_PATH_MAX];
     vb_run_path(r, path, sizeof path, "run.json");
-    if (vb_atomic_write(path, write_text, withnl) != 0) vb_warn("could not write %s", path);
+    int rc = vb_atomic_write(path, write_text, withnl);
+    int err = errno;
     free(withnl);
+    errno = err;
+    return rc;
 }
 
 void vb_run_finish(vb_run *r) {
     vb_iso_time(r->end_time, sizeof r->end_time);
-    if (r->world.rank == 0) vb_run_write_json(r, "completed");
+    if (r->world.rank == 0) write_json_or_die(r, "completed");
     r->finished = true;
     vb_log("vitbench: run directory %s", r->run_dir);
 

@@ -122,8 +122,9 @@ float vb_train_step(vb_run *r, const vb_batch *b, float *lr_used);
 /* Copies a batch to the backend buffers (profiled as memcpy "h2d"). */
 void vb_run_copy_batch(vb_run *r, const vb_batch *b);
 
-/* Rewrites run.json atomically with `status` ("running", "completed", "failed"). */
-void vb_run_write_json(const vb_run *r, const char *status);
+/* Rewrites run.json atomically with `status` ("running", "completed",
+ * "failed", "interrupted"). 0, or -1 with errno set (vb_atomic_write). */
+int vb_run_write_json(const vb_run *r, const char *status);
 
 /* Marks the run completed (run.json), prints the run directory, frees everything. */
 void vb_run_finish(vb_run *r);
@@ -134,6 +135,12 @@ void vb_run_finish(vb_run *r);
  * and the process exits 128 + signal, like a shell reports it. */
 bool vb_run_interrupted(void);
 void vb_run_exit_interrupted(vb_run *r) __attribute__((noreturn));
+
+/* A non-finite loss from data the loader has checked to be finite: the
+ * training diverged (too large an lr), a failure of the run, not bad input
+ * nor a bug. One line with the step and the lr, exit 1; run.json becomes
+ * "failed" (atexit). Call after writing what the run has finished. */
+void vb_run_die_diverged(const vb_run *r, float loss, float lr, int step) __attribute__((noreturn));
 
 /* Python's repr() of a float (shortest round-trip form, ".0" on integers),
  * so the BENCHY:: lines read exactly as benchy prints them. */

@@ -231,7 +231,7 @@ static void write_benchy_json(bench_state *s) {
     memcpy(withnl, text, len);
     memcpy(withnl + len, "\n", 2);
     cJSON_free(text);
-    if (vb_atomic_write(s->json_path, write_text, withnl) != 0) vb_warn("could not write %s", s->json_path);
+    vb_atomic_write_or_die(s->json_path, write_text, withnl);
     free(withnl);
 }
 
@@ -256,15 +256,15 @@ static void write_results(bench_state *s) {
      * that sees trial N there finds it in every other file too */
     char path[VB_PATH_MAX];
     vb_run_path(r, path, sizeof path, "iterations.csv");
-    if (vb_atomic_write(path, write_iterations_csv, s) != 0) vb_warn("could not write %s", path);
+    vb_atomic_write_or_die(path, write_iterations_csv, s);
     vb_run_path(r, path, sizeof path, "summary.csv");
-    if (vb_atomic_write(path, write_summary_csv, s) != 0) vb_warn("could not write %s", path);
+    vb_atomic_write_or_die(path, write_summary_csv, s);
     vb_run_path(r, path, sizeof path, "ops.csv");
-    if (vb_prof_write_csv_rows(path, ops) != 0) vb_warn("could not write %s", path);
+    if (vb_prof_write_csv_rows(path, ops) != 0) vb_die_env("cannot write %s: %s", path, strerror(errno));
     free(ops);
     write_benchy_json(s);
     vb_run_path(r, path, sizeof path, "trials.csv");
-    if (vb_atomic_write(path, write_trials_csv, s) != 0) vb_warn("could not write %s", path);
+    vb_atomic_write_or_die(path, write_trials_csv, s);
 }
 
 /* timeline.csv once the window has closed (or the last FULL trial ended):
@@ -280,7 +280,7 @@ static void write_timeline(bench_state *s, bool last_chance) {
     if (r->world.rank == 0) {
         char path[VB_PATH_MAX];
         vb_run_path(r, path, sizeof path, "timeline.csv");
-        if (vb_tlrec_write_csv(path, all) != 0) vb_warn("could not write %s", path);
+        if (vb_tlrec_write_csv(path, all) != 0) vb_die_env("cannot write %s: %s", path, strerror(errno));
         long dropped = vb_tlrec_dropped(r->timeline);
         if (dropped > 0) vb_warn("timeline: %ld events did not fit the window's buffers and were dropped", dropped);
     }
@@ -389,7 +389,10 @@ static void run_trial(bench_state *s, trial_rec *t) {
             if (in_window) vb_run_timeline_phase(r, "data", tw, tw + it->data_wait);
         }
         if (t->type != TRIAL_IO) {
-            vb_train_step(r, batch, NULL);
+            float lr = 0;
+            float loss = vb_train_step(r, batch, &lr);
+            /* the trials finished so far are on disk: write_results ran after each */
+            if (!isfinite(loss)) vb_run_die_diverged(r, loss, lr, r->iteration);
             it->allreduce_calls = r->last_comm.allreduce_calls;
             it->allreduce_bytes = r->last_comm.allreduce_bytes;
             it->comm_exposed = r->last_comm.exposed_s;
