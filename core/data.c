@@ -18,6 +18,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <float.h>
 #include <hdf5.h>
 #include <math.h>
 #include <pthread.h>
@@ -254,12 +255,43 @@ static void read_sample(vb_loader *l, vb_reader *rd, int64_t g, float *inp, floa
     h5_unlock();
 }
 
-static void normalize(float *x, int C, size_t hw, const float *mean, const float *std) {
+/* Normalises x[C, hw] in place and returns the first channel holding a
+ * NaN or Inf afterwards (a NaN/Inf in the file, or a value the stats push
+ * past FLT_MAX), -1 if every value is finite. The check rides on the
+ * normalisation pass: the largest exponent field seen is kept as an integer
+ * max, which vectorises, and is all-ones only for a non-finite value. */
+static int normalize(float *x, int C, size_t hw, const float *mean, const float *std) {
     for (int c = 0; c < C; c++) {
         float m = mean[c], s = std[c];
         float *p = x + (size_t)c * hw;
-        for (size_t i = 0; i < hw; i++) p[i] = (p[i] - m) / s;
+        uint32_t maxexp = 0;
+        for (size_t i = 0; i < hw; i++) {
+            float v = (p[i] - m) / s;
+            p[i] = v;
+            uint32_t bits;
+            memcpy(&bits, &v, sizeof bits);
+            bits &= 0x7f800000u;
+            maxexp = bits > maxexp ? bits : maxexp;
+        }
+        if (maxexp == 0x7f800000u) return c;
     }
+    return -1;
+}
+
+/* Exits 2 naming the file, time index, sample and channel of the first
+ * non-finite value of channel c in x[hw] (normalised): training on it would
+ * give a NaN loss, or a NaN validation loss reported as a result. */
+static void die_non_finite(const vb_loader *l, int64_t g, bool target, int c, const float *x, size_t hw) {
+    int y, t;
+    vb_sample_location(g, l->split.T, l->dt, &y, &t);
+    if (target) t += l->dt;
+    size_t i = 0;
+    while (i < hw && isfinite(x[i])) i++;
+    if (i == hw) i = 0;
+    vb_die_input("%s: fields[%d, %d, %zu, %zu] is %s after normalisation (mean %g, std %g) in sample %lld (%s "
+                 "channel %d): the data must be finite",
+                 l->split.files[y], t, c, i / (size_t)l->W, i % (size_t)l->W, isnan(x[i]) ? "nan" : "inf",
+                 (double)l->mean[c], (double)l->std[c], (long long)g, target ? "target" : "input", c);
 }
 
 /* Fills slot `sl` with batch `index` of `epoch`. With gen_check, returns false
@@ -283,8 +315,10 @@ static bool fill_batch(vb_loader *l, vb_reader *rd, vb_slot *sl, int epoch, int 
         b->samples[k] = g;
         float *inp = b->inp + (size_t)k * nin, *tar = b->tar + (size_t)k * ntar;
         read_sample(l, rd, g, inp, tar);
-        normalize(inp, l->Cin, hw, l->mean, l->std);
-        normalize(tar, l->Cout, hw, l->mean, l->std);
+        int bad = normalize(inp, l->Cin, hw, l->mean, l->std);
+        if (bad >= 0) die_non_finite(l, g, false, bad, inp + (size_t)bad * hw, hw);
+        bad = normalize(tar, l->Cout, hw, l->mean, l->std);
+        if (bad >= 0) die_non_finite(l, g, true, bad, tar + (size_t)bad * hw, hw);
     }
     b->B = l->B;
     b->epoch = epoch;
@@ -383,6 +417,20 @@ static int max_target_index(int T, int dt) {
     return mx;
 }
 
+/* Stats come from users: a NaN/Inf mean, or a std that is not a finite
+ * normal positive number (zero, denormal, negative, NaN, Inf), would turn
+ * every sample into NaN/Inf or values near FLT_MAX. */
+static void check_stats(const char *means_path, const float *mean, const char *stds_path, const float *std, int C) {
+    for (int c = 0; c < C; c++) {
+        if (!isfinite(mean[c]))
+            vb_die_input("%s: mean of channel %d is %g, must be finite", means_path, c, (double)mean[c]);
+        if (!(isfinite(std[c]) && std[c] >= FLT_MIN))
+            vb_die_input("%s: std of channel %d is %g, must be a finite number >= %g (a zero or denormal std "
+                         "divides every sample into inf/nan)",
+                         stds_path, c, (double)std[c], (double)FLT_MIN);
+    }
+}
+
 vb_loader *vb_loader_create(const vb_loader_opts *o) {
     const char *dir = o->data_dir ? o->data_dir : "";
     if (!dir[0]) vb_die_input("data directory (train_data_path/valid_data_path) is empty");
@@ -421,8 +469,7 @@ vb_loader *vb_loader_create(const vb_loader_opts *o) {
     l->std = vb_malloc(sizeof(float) * (size_t)s->C);
     vb_npy_load_stats(o->means_path, s->C, l->mean);
     vb_npy_load_stats(o->stds_path, s->C, l->std);
-    for (int c = 0; c < s->C; c++)
-        if (!(l->std[c] > 0)) vb_die_input("%s: std of channel %d is %g, must be > 0", o->stds_path, c, (double)l->std[c]);
+    check_stats(o->means_path, l->mean, o->stds_path, l->std, s->C);
 
     l->Cin = o->n_in_channels;
     l->Cout = o->n_out_channels;

@@ -76,7 +76,9 @@ typedef struct vb_batch {
 
 typedef struct vb_loader vb_loader;
 
-/* Scans and checks the split and stats; exits 2 naming the file/dir/option
+/* Scans and checks the split and stats (a NaN/Inf mean, or a std that is
+ * not a finite normal positive number, exits 2 naming the file and channel);
+ * exits 2 naming the file/dir/option
  * if channels or crop exceed the files, the stats do not fit, T is too small
  * for dt (every sample's target step must lie inside its file), or a rank
  * gets fewer samples than one local batch. Workers start prefetching epoch 0. */
@@ -93,7 +95,9 @@ void vb_loader_reset(vb_loader *l, int epoch);
 /* Next batch (blocks until ready). Valid until vb_loader_release. At most
  * one batch is held by the caller at a time: calling next again (or reset)
  * releases the held one implicitly; releasing a batch that is no longer held
- * (or NULL) is a no-op. Any HDF5 read failure exits 2 naming the file. */
+ * (or NULL) is a no-op. Any HDF5 read failure exits 2 naming the file, and
+ * so does a NaN or Inf in a sample after normalisation (naming the file,
+ * the fields[t, c, y, x] element, the sample index and the channel). */
 const vb_batch *vb_loader_next(vb_loader *l);
 void vb_loader_release(vb_loader *l, const vb_batch *b);
 /* Seconds the last vb_loader_next call spent blocked on workers or reading
@@ -111,7 +115,11 @@ typedef struct vb_datagen_opts {
     uint64_t seed;
 } vb_datagen_opts;
 /* Writes DIR/train/<year>.h5, DIR/valid/<year>.h5, DIR/stats/global_means.npy,
- * DIR/stats/global_stds.npy (stats over the train split). Exits 2 on bad args/IO. */
+ * DIR/stats/global_stds.npy (stats over the train split). Exits 2 on bad
+ * args. Each file is written under a temporary name and renamed when
+ * complete: a failed write (full or read-only disk) exits 1 naming the file
+ * and the OS error, and a failure, exit or SIGINT/SIGTERM/SIGHUP removes the
+ * temporary, so no partial file is ever left under a year name. */
 void vb_datagen(const vb_datagen_opts *o);
 
 #endif
