@@ -22,11 +22,15 @@
 #include <dirent.h>
 #include <errno.h>
 #include <hdf5.h>
+#include <libgen.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/common.h"
+#include "core/results.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -140,6 +144,56 @@ static void dg_field(const dg_channel *ch, int H, int W, int64_t tt, int t, int 
     }
 }
 
+/* The year file being written lives under a temporary name (".2000.h5.tmp"
+ * in the same directory, which no split scan reads) until it is complete;
+ * a failure, exit or stop signal removes it, so a split never holds a
+ * partial file under a year name that would later train on zeros. */
+static char g_dg_tmp[VB_PATH_MAX];
+static volatile sig_atomic_t g_dg_tmp_live = 0;
+
+static void dg_remove_tmp(void) {
+    if (g_dg_tmp_live) unlink(g_dg_tmp);
+    g_dg_tmp_live = 0;
+}
+
+/* async-signal-safe: unlink, then die of the same signal (exit 128 + sig) */
+static void dg_on_signal(int sig) {
+    if (g_dg_tmp_live) unlink(g_dg_tmp);
+    g_dg_tmp_live = 0;
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void dg_install_cleanup(void) {
+    static bool done = false;
+    if (done) return;
+    done = true;
+    atexit(dg_remove_tmp);
+    const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = dg_on_signal;
+        sigemptyset(&sa.sa_mask);
+        sigaction(sigs[i], &sa, NULL);
+    }
+}
+
+/* A write that failed: full or read-only disk (an environment failure: exit
+ * 1, one line with the OS error; HDF5 leaves errno of the failed call). It
+ * ends with _exit: HDF5 still holds the file whose writes failed, and its
+ * exit-time cleanup of such a file crashes. Nothing else needs cleaning up. */
+static void dg_fail(const char *path, const char *what) __attribute__((noreturn));
+static void dg_fail(const char *path, const char *what) {
+    int err = errno;
+    dg_remove_tmp();
+    fflush(stdout);
+    fprintf(stderr, "vitbench: error: cannot write %s: %s%s%s\n", path, what, err ? ": " : "",
+            err ? strerror(err) : "");
+    fflush(stderr);
+    _exit(VB_EXIT_INTERNAL);
+}
+
 static uint64_t dg_mix(uint64_t a, uint64_t b) {
     vb_rng r;
     vb_rng_seed(&r, a ^ (b * 0xD6E8FEB86659FD93ull));
@@ -153,15 +207,22 @@ static void dg_write_year(const char *path, dg_channel *chs, const vb_datagen_op
     hid_t fcpl = VB_H5(H5Pcreate(H5P_FILE_CREATE));
     /* no object timestamps: the same arguments must give the same bytes */
     VB_H5(H5Pset_obj_track_times(fcpl, 0));
-    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
-    if (f < 0) vb_die_input("%s: cannot create HDF5 file", path);
+    char dir[VB_PATH_MAX], name[VB_PATH_MAX], tmp[VB_PATH_MAX];
+    vb_snprintf(dir, sizeof dir, "%s", path);
+    vb_snprintf(name, sizeof name, "%s", path);
+    vb_snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dirname(dir), basename(name));
+    vb_snprintf(g_dg_tmp, sizeof g_dg_tmp, "%s", tmp);
+    g_dg_tmp_live = 1;
+    errno = 0;
+    hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
+    if (f < 0) dg_fail(path, "cannot create the HDF5 file");
     hsize_t dims[4] = {(hsize_t)T, (hsize_t)C, (hsize_t)H, (hsize_t)W};
     hid_t fs = VB_H5(H5Screate_simple(4, dims, NULL));
     hid_t dcpl = VB_H5(H5Pcreate(H5P_DATASET_CREATE));
     VB_H5(H5Pset_obj_track_times(dcpl, 0));
     VB_H5(H5Pset_layout(dcpl, H5D_CONTIGUOUS));
     hid_t d = H5Dcreate2(f, "fields", H5T_IEEE_F32LE, fs, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-    if (d < 0) vb_die_input("%s: cannot create dataset 'fields' [%d, %d, %d, %d] (disk full?)", path, T, C, H, W);
+    if (d < 0) dg_fail(path, "cannot create dataset 'fields'");
     hsize_t mdims[3] = {(hsize_t)C, (hsize_t)H, (hsize_t)W};
     hid_t ms = VB_H5(H5Screate_simple(3, mdims, NULL));
 
@@ -197,17 +258,21 @@ static void dg_write_year(const char *path, dg_channel *chs, const vb_datagen_op
         }
         hsize_t start[4] = {(hsize_t)t, 0, 0, 0}, count[4] = {1, (hsize_t)C, (hsize_t)H, (hsize_t)W};
         VB_H5(H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL));
-        if (H5Dwrite(d, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, buf) < 0)
-            vb_die_input("%s: writing time step %d failed (disk full?)", path, t);
+        errno = 0;
+        if (H5Dwrite(d, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, buf) < 0) dg_fail(path, "writing a time step failed");
     }
     vb_free(rows);
     vb_free(buf);
     VB_H5(H5Sclose(ms));
-    VB_H5(H5Dclose(d));
+    errno = 0;
+    if (H5Dclose(d) < 0) dg_fail(path, "closing dataset 'fields' failed");
     VB_H5(H5Pclose(dcpl));
     VB_H5(H5Sclose(fs));
     VB_H5(H5Pclose(fcpl));
-    if (H5Fclose(f) < 0) vb_die_input("%s: closing the file failed (disk full?)", path);
+    errno = 0;
+    if (H5Fclose(f) < 0) dg_fail(path, "closing the file failed");
+    if (rename(tmp, path) != 0) dg_fail(path, "renaming the finished file into place failed");
+    g_dg_tmp_live = 0;
 }
 
 static void dg_mkdir(const char *dir) {
@@ -254,6 +319,7 @@ void vb_datagen(const vb_datagen_opts *o) {
     dg_mkdir(valid);
     dg_mkdir(stats);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    dg_install_cleanup();
 
     const int C = o->channels, H = o->img_h;
     vb_rng r;
@@ -283,9 +349,9 @@ void vb_datagen(const vb_datagen_opts *o) {
     }
     int shape[4] = {1, C, 1, 1};
     vb_snprintf(path, sizeof path, "%s/global_means.npy", stats);
-    if (vb_npy_save_f32(path, mean, shape, 4) != 0) vb_die_input("%s: cannot write: %s", path, strerror(errno));
+    if (vb_npy_save_f32(path, mean, shape, 4) != 0) vb_die_env("cannot write %s: %s", path, strerror(errno));
     vb_snprintf(path, sizeof path, "%s/global_stds.npy", stats);
-    if (vb_npy_save_f32(path, std, shape, 4) != 0) vb_die_input("%s: cannot write: %s", path, strerror(errno));
+    if (vb_npy_save_f32(path, std, shape, 4) != 0) vb_die_env("cannot write %s: %s", path, strerror(errno));
 
     for (int c = 0; c < C; c++) dg_free_channel(&chs[c]);
     vb_free(chs);
