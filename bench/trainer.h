@@ -129,10 +129,13 @@ int vb_run_write_json(const vb_run *r, const char *status);
 /* Marks the run completed (run.json), prints the run directory, frees everything. */
 void vb_run_finish(vb_run *r);
 
-/* SIGINT / SIGTERM: the handler only sets a flag (a second signal kills at
- * once). Loops poll vb_run_interrupted() between steps, write what they have
- * finished, then call vb_run_exit_interrupted: run.json says "interrupted"
- * and the process exits 128 + signal, like a shell reports it. */
+/* SIGINT / SIGTERM / SIGHUP: the handler only sets a flag (a second signal
+ * kills at once). A stdout that can no longer be written (its reader gone:
+ * `vitbench run | head -1`) counts as SIGPIPE, which is ignored so the write
+ * fails with EPIPE instead of killing the process. Loops poll
+ * vb_run_interrupted() between steps, write what they have finished, then
+ * call vb_run_exit_interrupted: run.json says "interrupted" and the process
+ * exits 128 + signal, like a shell reports it. */
 bool vb_run_interrupted(void);
 void vb_run_exit_interrupted(vb_run *r) __attribute__((noreturn));
 

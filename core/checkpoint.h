@@ -18,7 +18,9 @@
 #include "core/model.h"
 #include "core/optim.h"
 
-/* Writes atomically (tmp + rename). A failed write (full or read-only disk)
+/* Writes atomically (tmp + rename). The file is assembled in memory first
+ * (the saving rank briefly holds about twice the checkpoint's size), so
+ * every disk error is a plain errno from one write. A failed write (full or read-only disk)
  * removes the temporary file and exits 1 with one line naming the path and
  * the OS error.
  * With tensor_parallel > 1 it is COLLECTIVE over m->par.tp: every rank of the
