@@ -17,6 +17,7 @@
 #include "tests/test_util.h"
 #include "core/common.h"
 #include "kernels/ops.h"
+#include "kernels/cpu/cpu_math.h"
 
 static const vb_ops *ops;
 
@@ -611,6 +612,32 @@ static void test_gelu_forward(void **state) {
     ops->free(x), ops->free(out);
 }
 
+// NaN and inf inputs (a diverged step) must come out as NaN / the limit, and
+// without undefined behaviour: the float-to-int conversion in vb_exp_nonpos
+// once saw NaN, which UBSan reports (scripts/sanitize.sh).
+static void test_nonfinite_inputs(void **state) {
+    (void)state;
+    assert_true(isnan(vb_exp_nonpos(NAN)));
+    assert_true(vb_exp_nonpos(-INFINITY) == 0.0f && vb_exp_nonpos(0.0f) == 1.0f);
+    assert_true(vb_exp_nonpos(-1.0f) == expf(-1.0f) || fabsf(vb_exp_nonpos(-1.0f) - expf(-1.0f)) < 1e-7f);
+    const size_t n = 4;
+    float *x = falloc(n), *out = falloc(n), *dx = falloc(n), *dout = falloc(n);
+    x[0] = NAN, x[1] = -INFINITY, x[2] = 1.0f, x[3] = -NAN;
+    for (size_t i = 0; i < n; i++) dout[i] = 1.0f;
+    ops->gelu_forward(out, x, n);
+    assert_true(isnan(out[0]) && isnan(out[3]) && fabsf(out[2] - 0.841344746f) < 1e-6f);
+    ops->gelu_backward(dx, x, dout, n);
+    assert_true(isnan(dx[0]) && isnan(dx[3]));
+    // a softmax row holding NaN: NaN out, no trap
+    float *q = falloc(8), *k = falloc(8), *v = falloc(8), *att = falloc(4), *o = falloc(8);
+    for (int i = 0; i < 8; i++) q[i] = k[i] = v[i] = 1.0f;
+    k[0] = NAN;
+    ops->attention_forward(o, att, q, k, v, 1, 2, 2, 1, 4);
+    assert_true(isnan(o[0]));
+    ops->free(x), ops->free(out), ops->free(dx), ops->free(dout);
+    ops->free(q), ops->free(k), ops->free(v), ops->free(att), ops->free(o);
+}
+
 typedef struct {
     float *out, *inp, *r;
     size_t n;
@@ -980,6 +1007,7 @@ int main(void) {
         cmocka_unit_test(test_attention_backward_large),
         cmocka_unit_test(test_gelu_forward),
         cmocka_unit_test(test_gelu_backward),
+        cmocka_unit_test(test_nonfinite_inputs),
         cmocka_unit_test(test_vector_ops),
         cmocka_unit_test(test_patchify_unpatchify),
         cmocka_unit_test(test_pos_embed),

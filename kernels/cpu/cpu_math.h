@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 /* exp(x) for x <= 0. Results below 2^-126 (x < -87) are flushed to 0, which
- * is what softmax and the Gaussian in GELU need. x = n ln2 + r, |r| <= ln2/2,
+ * is what softmax and the Gaussian in GELU need; NaN gives NaN, -inf 0. x = n ln2 + r, |r| <= ln2/2,
  * exp(r) by a degree-6 minimax polynomial (rel. error 1.9e-9). */
 static inline float vb_exp_nonpos(float x) {
     const float log2e = 1.44269504088896341f;
@@ -26,6 +26,12 @@ static inline float vb_exp_nonpos(float x) {
     const float ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;
     float xc = x < -87.0f ? -87.0f : x;
     float n = rintf(xc * log2e);
+    // n goes to int below, and converting NaN or inf to int is undefined:
+    // NaN (the selects send it to -126) still reaches the result through r,
+    // and +inf or large x (outside the contract) stop at 2^127 instead of
+    // overflowing the exponent shift
+    n = n >= -126.0f ? n : -126.0f;
+    n = n <= 127.0f ? n : 127.0f;
     float r = xc - n * ln2_hi;
     r = r - n * ln2_lo;
     float p = 1.383684576e-03f;
@@ -35,7 +41,7 @@ static inline float vb_exp_nonpos(float x) {
     p = p * r + 4.999999106e-01f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
-    // 2^n from the exponent bits; n is in [-126, 0] here
+    // 2^n from the exponent bits; n is in [-126, 0] for x in [-87, 0]
     union { int32_t i; float f; } two_n;
     two_n.i = ((int32_t)n + 127) << 23;
     float y = p * two_n.f;
