@@ -391,6 +391,15 @@ static void load_side(side *sd, const char *role, const char *path) {
     point_add_run(&sd->pts[0], path);
 }
 
+static void free_side(side *sd) {
+    for (int i = 0; i < sd->npts; i++) {
+        point *p = &sd->pts[i];
+        for (int r = 0; r < p->nruns; r++) free(p->runs[r]);
+        free(p->runs), free(p->key), free(p->label);
+    }
+    free(sd->pts);
+}
+
 /* One point of each side, compared. */
 typedef struct {
     const point *base, *new_;
@@ -1150,5 +1159,8 @@ int vb_compare_main(int argc, char **argv) {
     free(rs);
     free(pairs);
     free(ms);
+    free_side(&base), free_side(&neu);
+    for (int i = 0; i < d.nallowed; i++) free(d.allowed[i]);
+    free(d.allowed);
     return regression ? 1 : 0;
 }

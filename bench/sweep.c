@@ -1605,8 +1605,10 @@ static void reload_cli(const char *dir, sweep_cli *cli) {
     int n = cJSON_IsArray(cl) ? cJSON_GetArraySize(cl) : 0;
     if (n < 2) vb_die_input("%s: no command_line array (not a sweep.json written by vitbench sweep)", path);
     /* argv of the original `vitbench sweep ...`, without "vitbench"; kept for
-     * the process's lifetime since the parsed options point into it */
-    char **args = xrealloc(NULL, (size_t)n * sizeof *args);
+     * the process's lifetime since the parsed options point into it (held in
+     * a static, so leak checkers see it as reachable, not lost) */
+    static char **args;
+    args = xrealloc(NULL, (size_t)n * sizeof *args);
     for (int i = 1; i < n; i++) {
         const cJSON *a = cJSON_GetArrayItem(cl, i);
         if (!cJSON_IsString(a)) vb_die_input("%s: command_line item %d is not a string", path, i);
