@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Fuzzes vitbench's input parsers with libFuzzer (ASan + UBSan):
 #   scripts/fuzz.sh [SECONDS]     each target for SECONDS (default 30)
+#   FUZZ_SEED=N scripts/fuzz.sh   the same input sequence on every machine (CI:
+#                                 a slower machine runs a prefix of it, so CI
+#                                 cannot fail on a finding the same seed did
+#                                 not already give here; a human run explores)
 # Targets (tests/fuzz/fuzz_*.c): config, benchy, scenario, npy, csv, nsys.
 # Seeds come from tests/fuzz/corpus/<target>/ (read only); what the fuzzer
 # adds goes to build-fuzz/corpus/<target>/ and findings to build-fuzz/findings/.
@@ -38,7 +42,7 @@ for src in tests/fuzz/fuzz_*.c; do
   log="$BUILD/findings/$name.log"
   # close_fd_mask=3: the parsers' own stdout/stderr lines (one per rejected
   # input) would drown the log; libFuzzer keeps a copy of stderr for reports.
-  if "$BUILD/$t" -max_total_time="$SECONDS_PER_TARGET" -timeout=10 -rss_limit_mb=2048 \
+  if "$BUILD/$t" -max_total_time="$SECONDS_PER_TARGET" ${FUZZ_SEED:+-seed="$FUZZ_SEED"} -timeout=10 -rss_limit_mb=2048 \
       -close_fd_mask=3 -print_final_stats=1 -artifact_prefix="$BUILD/findings/$name-" \
       "$BUILD/corpus/$name" "tests/fuzz/corpus/$name" >"$log" 2>&1; then
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
