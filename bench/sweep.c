@@ -1823,7 +1823,15 @@ int vb_sweep_main(int argc, char **argv) {
             if (why[0])
                 append_line(log_path, "vitbench sweep: run stopped (%s) after %.1f s", why, vb_now() - t0);
             it->status = it->exit_code == 0 ? "completed" : "failed";
-            if (it->exit_code != 0) failed++;
+            if (it->exit_code != 0) {
+                failed++;
+                /* a run killed outright (SIGKILL, OOM) could not say so itself */
+                char rj[VB_PATH_MAX + 200], why[128];
+                vb_snprintf(rj, sizeof rj, "%s/%s/run.json", runs_dir, it->name);
+                snprintf(why, sizeof why, "the run ended with exit status %d before it could record its end",
+                         it->exit_code);
+                vb_run_json_mark_failed(rj, why);
+            }
             if (it->exit_code == 0) read_headline(runs_dir, it);
             printf("vitbench sweep: [%d/%d] %s: %s, exit %d, %.1f s%s%s", i + 1, nitems, it->name, it->status,
                    it->exit_code, vb_now() - t0, why[0] ? ", " : "", why);

@@ -10,6 +10,10 @@
 #include <math.h>
 #include <omp.h>
 #include <signal.h>
+#include <time.h>
+#include <unistd.h>
+#include <pthread.h>
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -25,9 +29,61 @@ static vb_run *g_active_run = NULL;
 
 static volatile sig_atomic_t g_stop_signal = 0;
 
+/* The stop watchdog: the handler only sets a flag, and the training thread
+ * acts on it between steps. A thread blocked in a collective whose peer died
+ * never gets there, and the launcher's SIGKILL follows the SIGTERM within
+ * about a second (Open MPI), which would leave run.json at "running" forever.
+ * So the handler also wakes a watchdog thread through a pipe; if the process
+ * is still alive half a second later, the watchdog marks run.json "failed"
+ * (if it still says "running"). A training thread that does reach its stop
+ * point writes "interrupted" over it. Every rank has one, so the run is
+ * marked even when rank 0 is the one that died. */
+static int g_stop_pipe[2] = {-1, -1};
+static char g_watch_json[VB_PATH_MAX];
+
 static void on_stop_signal(int sig) {
     g_stop_signal = sig;
     signal(sig, SIG_DFL); /* a second Ctrl-C does not wait for the step to end */
+    if (g_stop_pipe[1] >= 0) {
+        unsigned char b = (unsigned char)sig;
+        ssize_t k = write(g_stop_pipe[1], &b, 1); /* async-signal-safe */
+        (void)k;
+    }
+}
+
+static void *stop_watchdog(void *arg) {
+    (void)arg;
+    unsigned char sig = 0;
+    while (read(g_stop_pipe[0], &sig, 1) < 0 && errno == EINTR) {
+    }
+    struct timespec grace = {0, 500 * 1000 * 1000};
+    nanosleep(&grace, NULL);
+    char why[160];
+    snprintf(why, sizeof why,
+             "stopped by signal %d while the training thread could not finish its step (blocked in a collective: "
+             "did another rank die?)",
+             (int)sig);
+    vb_run_json_mark_failed(g_watch_json, why);
+    return NULL;
+}
+
+static void start_stop_watchdog(const vb_run *r) {
+    if (g_stop_pipe[0] >= 0) return; /* one per process */
+    vb_run_path(r, g_watch_json, sizeof g_watch_json, "run.json");
+    if (pipe2(g_stop_pipe, O_CLOEXEC) != 0) {
+        g_stop_pipe[0] = g_stop_pipe[1] = -1;
+        return; /* no watchdog: runs still stop, only a blocked one stays "running" */
+    }
+    pthread_t t;
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &a, stop_watchdog, NULL) != 0) {
+        close(g_stop_pipe[0]);
+        close(g_stop_pipe[1]);
+        g_stop_pipe[0] = g_stop_pipe[1] = -1;
+    }
+    pthread_attr_destroy(&a);
 }
 
 /* A closed stdout (`vitbench run | head -1`) is a stop like SIGTERM: SIGPIPE
@@ -490,6 +546,7 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
     vb_gather_bytes(&r->world, r->host, VB_HOST_LEN, r->hosts, 0);
     vb_log("vitbench: run directory %s", r->run_dir);
 
+    start_stop_watchdog(r);
     vb_on_stop_signals(on_stop_signal);
     signal(SIGPIPE, SIG_IGN); /* EPIPE on stdout ends the run cleanly (vb_run_interrupted) */
 

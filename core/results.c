@@ -1,6 +1,7 @@
 /* results.c: the run directory and crash-safe file writes (results.h). */
 #include "core/results.h"
 
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -138,4 +139,50 @@ void vb_csv_field(FILE *f, const char *s) {
         fputc(*c, f);
     }
     fputc('"', f);
+}
+
+static void write_json_text(FILE *f, void *ctx) {
+    fputs((const char *)ctx, f);
+    fputc('\n', f);
+}
+
+int vb_run_json_mark_failed(const char *path, const char *why) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    if (!mem) {
+        fclose(f);
+        return -1;
+    }
+    char buf[8192];
+    size_t k;
+    while ((k = fread(buf, 1, sizeof buf, f)) > 0) fwrite(buf, 1, k, mem);
+    fclose(f);
+    fclose(mem);
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    const cJSON *st = j ? cJSON_GetObjectItemCaseSensitive(j, "status") : NULL;
+    if (!cJSON_IsString(st)) {
+        cJSON_Delete(j);
+        return -1;
+    }
+    if (strcmp(st->valuestring, "running") != 0) {
+        cJSON_Delete(j);
+        return 0;
+    }
+    char now[32];
+    vb_iso_time(now, sizeof now);
+    cJSON_ReplaceItemInObjectCaseSensitive(j, "status", cJSON_CreateString("failed"));
+    cJSON_DeleteItemFromObjectCaseSensitive(j, "end_time");
+    cJSON_AddStringToObject(j, "end_time", now);
+    cJSON_DeleteItemFromObjectCaseSensitive(j, "failure");
+    cJSON_AddStringToObject(j, "failure", why);
+    char *out = cJSON_Print(j);
+    cJSON_Delete(j);
+    if (!out) return -1;
+    int rc = vb_atomic_write(path, write_json_text, out);
+    cJSON_free(out);
+    return rc == 0 ? 1 : -1;
 }

@@ -56,6 +56,14 @@ void vb_die_env(const char *fmt, ...) __attribute__((noreturn, format(printf, 1,
  * warning (run and train results). */
 void vb_atomic_write_or_die(const char *path, void (*write_fn)(FILE *f, void *ctx), void *ctx);
 
+/* For a run that cannot record its own end (killed while blocked in a
+ * collective, SIGKILLed): if run.json at `path` still says "running", it is
+ * rewritten (atomically) as "failed" with `why` under "failure" and an
+ * end_time. Returns 1 when rewritten, 0 when the status was already final,
+ * -1 when the file cannot be read or written. Async-signal-unsafe: call from
+ * a thread or another process, never from a signal handler. */
+int vb_run_json_mark_failed(const char *path, const char *why);
+
 /* CSV field quoting (RFC 4180) into f. */
 void vb_csv_field(FILE *f, const char *s);
 

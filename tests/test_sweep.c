@@ -398,6 +398,22 @@ static void test_launch_records_failures_and_goes_on(void **state) {
     assert_int_equal(g_last_sweep_rc, 1); /* a sweep with failed runs exits 1 */
 }
 
+/* A run killed outright cannot record its end: the sweep marks its run.json
+ * failed with the exit status. */
+static void test_killed_run_marked_failed(void **state) {
+    (void)state;
+    char dir[VB_PATH_MAX], out[8192], p[2 * VB_PATH_MAX];
+    char *csv = launch_sweep("name: killed\nranks: [1]\nthreads_per_rank: 1\nmatrix: {seed: [77]}\n", "killed",
+                             L("--no_report"), dir, sizeof dir, out, sizeof out);
+    if (!strstr(csv, "0,runs/000_ranks=1_seed=77,failed,")) fail_msg("killed row missing:\n%s", csv);
+    free(csv);
+    vb_snprintf(p, sizeof p, "%s/runs/000_ranks=1_seed=77/run.json", dir);
+    char *j = tu_read_file(p);
+    assert_non_null(j);
+    if (!strstr(j, "\"failed\"") || !strstr(j, "before it could record its end")) fail_msg("run.json: %s", j);
+    free(j);
+}
+
 static void test_launch_timeout_kills_run(void **state) {
     (void)state;
     char dir[VB_PATH_MAX], out[8192];
@@ -459,6 +475,18 @@ static int stand_in_run(int argc, char **argv) {
     }
     if (!out || !name) return 2;
     if (strcmp(seed, "99") == 0) sleep(30);
+    if (strcmp(seed, "77") == 0) { /* killed outright with its run.json still "running" */
+        char d[2 * VB_PATH_MAX], j[3 * VB_PATH_MAX];
+        snprintf(d, sizeof d, "%s/%s", out, name);
+        mkdir(d, 0775);
+        snprintf(j, sizeof j, "%s/run.json", d);
+        FILE *fj = fopen(j, "w");
+        if (fj) {
+            fputs("{\"run_id\": \"x\", \"status\": \"running\"}\n", fj);
+            fclose(fj);
+        }
+        raise(SIGKILL);
+    }
     if (strcmp(seed, "13") == 0) {
         fprintf(stderr, "stand-in run failing on purpose\n");
         return 3;
@@ -673,6 +701,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_sbatch_dry_run_writes_job_scripts),
         cmocka_unit_test(test_launch_records_failures_and_goes_on),
         cmocka_unit_test(test_launch_timeout_kills_run),
+        cmocka_unit_test(test_killed_run_marked_failed),
         cmocka_unit_test(test_repeats_in_rounds_and_shuffled),
         cmocka_unit_test(test_preflight_refuses_bad_points),
         cmocka_unit_test(test_resume_continues_a_sweep),
