@@ -205,3 +205,28 @@ double vb_rng_trunc_normal(vb_rng *r, double mean, double std, double a, double 
     }
     return mean;
 }
+
+char *vb_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *text = NULL;
+    size_t n = 0;
+    FILE *mem = open_memstream(&text, &n);
+    if (!mem) {
+        fclose(f);
+        errno = ENOMEM;
+        return NULL;
+    }
+    char buf[8192];
+    size_t k;
+    while ((k = fread(buf, 1, sizeof buf, f)) > 0) fwrite(buf, 1, k, mem);
+    int err = ferror(f) ? EIO : 0;
+    fclose(f);
+    if (fclose(mem) != 0 || err) {
+        free(text);
+        errno = err ? err : ENOMEM;
+        return NULL;
+    }
+    if (len) *len = n;
+    return text;
+}

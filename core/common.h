@@ -89,6 +89,10 @@ void vb_errf(char *err, size_t n, const char *fmt, ...) __attribute__((format(pr
 void vb_snprintf(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* File helpers. */
+/* The whole file as a NUL-terminated malloc'd string (caller frees), its
+ * length in *len when len is not NULL; NULL with errno set when it cannot be
+ * read. */
+char *vb_read_file(const char *path, size_t *len);
 bool vb_file_exists(const char *path);
 bool vb_dir_exists(const char *path);
 /* mkdir -p; returns 0 on success, -1 with errno set. */

@@ -147,20 +147,8 @@ static void write_json_text(FILE *f, void *ctx) {
 }
 
 int vb_run_json_mark_failed(const char *path, const char *why) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return -1;
-    char *text = NULL;
-    size_t len = 0;
-    FILE *mem = open_memstream(&text, &len);
-    if (!mem) {
-        fclose(f);
-        return -1;
-    }
-    char buf[8192];
-    size_t k;
-    while ((k = fread(buf, 1, sizeof buf, f)) > 0) fwrite(buf, 1, k, mem);
-    fclose(f);
-    fclose(mem);
+    char *text = vb_read_file(path, NULL);
+    if (!text) return -1;
     cJSON *j = cJSON_Parse(text);
     free(text);
     const cJSON *st = j ? cJSON_GetObjectItemCaseSensitive(j, "status") : NULL;
