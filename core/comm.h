@@ -2,8 +2,9 @@
  *
  * vb_world_init() calls MPI_Init_thread (also works as a singleton without
  * mpirun) and sets MPI_ERRORS_RETURN so VB_MPI reports failures. A vb_comm is
- * one process group; the distributed issue adds tp/cp/dp groups and
- * non-blocking collectives. Every collective is timed into the profiler as
+ * one process group (the world, or a tp / cp / dp group from
+ * vb_comm_from_ranks); collectives are blocking or, for DDP buckets,
+ * non-blocking. Every collective is timed into the profiler as
  * category comm with its byte count.
  */
 #ifndef VB_COMM_H
@@ -35,7 +36,7 @@ void vb_allreduce_sum_f32(const vb_comm *c, float *buf, size_t n);   /* in place
 void vb_allreduce_sum_f64(const vb_comm *c, double *buf, size_t n);  /* in place */
 void vb_allreduce_max_f64(const vb_comm *c, double *buf, size_t n);
 void vb_broadcast(const vb_comm *c, void *buf, size_t bytes, int root);
-/* ---- process groups (distributed issue) ----
+/* ---- process groups ----
  * Collective over `parent`: every rank passes its own group's member list
  * (world ranks, increasing group-local rank, e.g. from vb_layout_group) and
  * gets a communicator whose rank order follows that list. Size-1 groups need

@@ -35,7 +35,7 @@ typedef struct vb_config {
     float lr;
     char lr_schedule[16];          /* "cosine" | "constant" */
     int warmup;
-    int base_batch_size;           /* 0 = off; else lr *= sqrt(global/base) (distributed issue) */
+    int base_batch_size;           /* 0 = off; else lr *= sqrt(global/base) */
     char optimizer[16];            /* "Adam" */
     char amp_mode[8];              /* "none" (fp16/bf16 arrive with the CUDA backend) */
     bool enable_fused, enable_jit; /* accepted for tutorial compatibility; no effect on CPU */
@@ -66,7 +66,7 @@ typedef struct vb_config {
     char progress[8];              /* auto | bar | lines | none (default auto) */
     int profile_steps;             /* timed FULL steps recorded in timeline.csv (default 5; 0 = off) */
 
-    /* distributed (filled in by the distributed issue; validated against world size there) */
+    /* distributed (checked against the world size at run setup: vb_layout_check) */
     int tensor_parallel, context_parallel; /* default 1 */
     char parallel_order[32];               /* default "tp-cp-dp" */
     float bucket_cap_mb;                   /* default 25 (MiB, PyTorch DDP's); fractions allowed */
