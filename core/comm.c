@@ -54,12 +54,30 @@ typedef struct {
  * (a short locked scan), only when a profiler is attached. */
 static int comm_op_id(const vb_comm *c, const char *op) {
     if (!c || !c->prof) return 0;
+    /* collectives run on the training thread only (MPI_THREAD_FUNNELED), so a
+     * small unlocked cache keyed by the call site's literal and the group
+     * spares the registry's locked scan on every tp allreduce and DDP bucket */
+    static struct {
+        const char *op;
+        char group[8];
+        int id;
+    } cache[32];
+    static int ncache = 0;
+    for (int i = 0; i < ncache; i++)
+        if (cache[i].op == op && strcmp(cache[i].group, c->group) == 0) return cache[i].id;
     char name[48];
     if (c->group[0])
         snprintf(name, sizeof name, "%s_%s", op, c->group);
     else
         snprintf(name, sizeof name, "%s", op);
-    return vb_prof_op(name, VB_CAT_COMM);
+    int id = vb_prof_op(name, VB_CAT_COMM);
+    if (ncache < (int)(sizeof cache / sizeof cache[0])) {
+        cache[ncache].op = op;
+        snprintf(cache[ncache].group, sizeof cache[ncache].group, "%s", c->group);
+        cache[ncache].id = id;
+        ncache++;
+    }
+    return id;
 }
 
 static comm_timer timer_start(const vb_comm *c, const char *op) {
