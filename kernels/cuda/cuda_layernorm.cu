@@ -1,0 +1,191 @@
+/* cuda_layernorm.cu: nn.LayerNorm over the last dimension (biased variance),
+ * the fused residual add + LayerNorm, and the backward.
+ *
+ * Forward and the input gradient: one warp per row, statistics in float32
+ * with a two-pass variance (mean first, then sum (x - mean)^2, as the CPU
+ * backend computes it: no cancellation when |mean| >> std). The weight and
+ * bias gradients are column sums over all rows, done deterministically in two
+ * passes (per row-range partials in the context's scratch, then a fixed-order
+ * sum per column); no atomics, so they are bitwise reproducible.
+ */
+#include "kernels/cuda/cuda_common.cuh"
+
+enum { LN_THREADS = 256, LN_ROWS_PER_BLOCK = LN_THREADS / 32 };
+
+// RESID: res[row] = a + b (rounded to T, what the backward will see as inp), then
+// out = (res - mean) * rstd * weight + bias. Otherwise a is the input.
+// res may alias a: each element is read and written by the same lane.
+template <typename T, bool RESID>
+__global__ void layernorm_forward_kernel(T *res, T *out, float *mean, float *rstd, const T *a,
+                                         const T *b, const T *weight, const T *bias, int N, int C,
+                                         float eps) {
+    const int lane = threadIdx.x % 32;
+    const int row = blockIdx.x * LN_ROWS_PER_BLOCK + threadIdx.x / 32;
+    if (row >= N) return;
+    const size_t off = (size_t)row * C;
+    const T *x = RESID ? res + off : a + off;
+    float sum = 0.0f;
+    if (RESID) {
+        for (int i = lane; i < C; i += 32) {
+            T r = from_f<T>(to_f(a[off + i]) + to_f(b[off + i]));
+            res[off + i] = r;
+            sum += to_f(r);
+        }
+    } else {
+        for (int i = lane; i < C; i += 32) sum += to_f(x[i]);
+    }
+    const float m = warp_sum(sum) / C;
+    float sq = 0.0f;
+    for (int i = lane; i < C; i += 32) {
+        float d = to_f(x[i]) - m;
+        sq += d * d;
+    }
+    const float s = 1.0f / sqrtf(warp_sum(sq) / C + eps);
+    T *y = out + off;
+    for (int i = lane; i < C; i += 32)
+        y[i] = from_f<T>((to_f(x[i]) - m) * s * to_f(weight[i]) + to_f(bias[i]));
+    if (lane == 0) {
+        if (mean) mean[row] = m;
+        if (rstd) rstd[row] = s;
+    }
+}
+
+// dinp_acc[row] += rstd * (dnorm - mean(dnorm) - xhat * mean(dnorm * xhat)), dnorm = weight * dout
+template <typename T>
+__global__ void layernorm_backward_dinp_kernel(T *dinp, const T *dout, const T *inp, const T *weight,
+                                               const float *mean, const float *rstd, int N, int C) {
+    const int lane = threadIdx.x % 32;
+    const int row = blockIdx.x * LN_ROWS_PER_BLOCK + threadIdx.x / 32;
+    if (row >= N) return;
+    const size_t off = (size_t)row * C;
+    const float m = mean[row], s = rstd[row];
+    float dn_sum = 0.0f, dn_xhat_sum = 0.0f;
+    for (int i = lane; i < C; i += 32) {
+        float dn = to_f(weight[i]) * to_f(dout[off + i]);
+        dn_sum += dn;
+        dn_xhat_sum += dn * (to_f(inp[off + i]) - m) * s;
+    }
+    const float dn_mean = warp_sum(dn_sum) / C, dn_xhat_mean = warp_sum(dn_xhat_sum) / C;
+    for (int i = lane; i < C; i += 32) {
+        float xhat = (to_f(inp[off + i]) - m) * s;
+        float g = (to_f(weight[i]) * to_f(dout[off + i]) - dn_mean - xhat * dn_xhat_mean) * s;
+        dinp[off + i] = from_f<T>(to_f(dinp[off + i]) + g);
+    }
+}
+
+// pass 1 of dweight/dbias: block (32, 8) owns 32 columns and rows [r0, r0 + rows_per);
+// pw/pb[blockIdx.y][col] = sum over those rows of dout * xhat / dout
+template <typename T>
+__global__ void layernorm_param_partial_kernel(float *pw, float *pb, const T *dout, const T *inp,
+                                               const float *mean, const float *rstd, int N, int C,
+                                               int rows_per) {
+    __shared__ float shw[8][33], shb[8][33];
+    const int col = blockIdx.x * 32 + threadIdx.x;
+    const int r0 = blockIdx.y * rows_per, r1 = min(N, r0 + rows_per);
+    float aw = 0.0f, ab = 0.0f;
+    if (col < C) {
+        for (int r = r0 + threadIdx.y; r < r1; r += 8) {
+            float dy = to_f(dout[(size_t)r * C + col]);
+            aw += dy * (to_f(inp[(size_t)r * C + col]) - mean[r]) * rstd[r];
+            ab += dy;
+        }
+    }
+    shw[threadIdx.y][threadIdx.x] = aw;
+    shb[threadIdx.y][threadIdx.x] = ab;
+    __syncthreads();
+    if (threadIdx.y == 0 && col < C) {
+        float sw = 0.0f, sb = 0.0f;
+        for (int j = 0; j < 8; j++) {
+            sw += shw[j][threadIdx.x];
+            sb += shb[j][threadIdx.x];
+        }
+        pw[(size_t)blockIdx.y * C + col] = sw;
+        pb[(size_t)blockIdx.y * C + col] = sb;
+    }
+}
+
+// pass 2: dweight[col] += sum_r pw[r][col], dbias likewise (either may be NULL)
+__global__ void layernorm_param_final_kernel(float *dweight, float *dbias, const float *pw,
+                                             const float *pb, int R, int C) {
+    const int col = blockIdx.x * blockDim.x + threadIdx.x;
+    if (col >= C) return;
+    float sw = 0.0f, sb = 0.0f;
+    for (int r = 0; r < R; r++) {
+        sw += pw[(size_t)r * C + col];
+        sb += pb[(size_t)r * C + col];
+    }
+    if (dweight) dweight[col] += sw;
+    if (dbias) dbias[col] += sb;
+}
+
+// out[N,C] = layernorm(inp), mean/rstd[N] saved (either may be NULL)
+void cuda_layernorm_forward(vb_ctx *ctx, vb_act *out, float *mean, float *rstd, const vb_act *inp,
+                            const vb_act *weight, const vb_act *bias, int N, int C, float eps) {
+    NvtxRange r("layernorm_forward");
+    if (N <= 0 || C <= 0) return;
+    const unsigned blocks = (unsigned)((N + LN_ROWS_PER_BLOCK - 1) / LN_ROWS_PER_BLOCK);
+    dispatch_act(ctx->act, [&](auto tag) {
+        typedef typename decltype(tag)::type T;
+        layernorm_forward_kernel<T, false><<<blocks, LN_THREADS, 0, cuda_stream(ctx)>>>(
+            NULL, (T *)out, mean, rstd, (const T *)inp, NULL, (const T *)weight, (const T *)bias, N,
+            C, eps);
+        CUDA_LAUNCH_CHECK();
+    });
+}
+
+// res[N,C] = a + b (res may alias a), out = layernorm(res)
+void cuda_residual_layernorm_forward(vb_ctx *ctx, vb_act *res, vb_act *out, float *mean,
+                                     float *rstd, const vb_act *a, const vb_act *b,
+                                     const vb_act *weight, const vb_act *bias, int N, int C,
+                                     float eps) {
+    NvtxRange r("residual_layernorm_forward");
+    if (N <= 0 || C <= 0) return;
+    const unsigned blocks = (unsigned)((N + LN_ROWS_PER_BLOCK - 1) / LN_ROWS_PER_BLOCK);
+    dispatch_act(ctx->act, [&](auto tag) {
+        typedef typename decltype(tag)::type T;
+        layernorm_forward_kernel<T, true><<<blocks, LN_THREADS, 0, cuda_stream(ctx)>>>(
+            (T *)res, (T *)out, mean, rstd, (const T *)a, (const T *)b, (const T *)weight,
+            (const T *)bias, N, C, eps);
+        CUDA_LAUNCH_CHECK();
+    });
+}
+
+// dinp_acc[N,C] += d layernorm / d inp; dweight[C], dbias[C] += (any may be NULL)
+void cuda_layernorm_backward(vb_ctx *ctx, vb_act *dinp_acc, float *dweight, float *dbias,
+                             const vb_act *dout, const vb_act *inp, const vb_act *weight,
+                             const float *mean, const float *rstd, int N, int C) {
+    NvtxRange r("layernorm_backward");
+    if (N <= 0 || C <= 0) return;
+    cuda_impl *c = cuda_impl_of(ctx);
+    if (dinp_acc) {
+        const unsigned blocks = (unsigned)((N + LN_ROWS_PER_BLOCK - 1) / LN_ROWS_PER_BLOCK);
+        dispatch_act(ctx->act, [&](auto tag) {
+            typedef typename decltype(tag)::type T;
+            layernorm_backward_dinp_kernel<T><<<blocks, LN_THREADS, 0, c->stream>>>(
+                (T *)dinp_acc, (const T *)dout, (const T *)inp, (const T *)weight, mean, rstd, N, C);
+            CUDA_LAUNCH_CHECK();
+        });
+    }
+    if (!dweight && !dbias) return;
+    const int col_blocks = (C + 31) / 32;
+    long R = ((long)c->num_sms * 4 + col_blocks - 1) / col_blocks;
+    long max_r = ((long)N + 7) / 8;
+    long fit = (long)(c->scratch_bytes / (2 * (size_t)C * sizeof(float)));
+    if (R > max_r) R = max_r;
+    if (R > fit) R = fit;
+    if (R > 65535) R = 65535;
+    if (R < 1) R = 1;
+    const int rows_per = (int)((N + R - 1) / R);
+    R = (N + rows_per - 1) / rows_per;
+    float *pw = (float *)cuda_scratch(ctx, 2 * (size_t)R * C * sizeof(float), "layernorm_backward");
+    float *pb = pw + (size_t)R * C;
+    dispatch_act(ctx->act, [&](auto tag) {
+        typedef typename decltype(tag)::type T;
+        layernorm_param_partial_kernel<T><<<dim3(col_blocks, (unsigned)R), dim3(32, 8), 0, c->stream>>>(
+            pw, pb, (const T *)dout, (const T *)inp, mean, rstd, N, C, rows_per);
+        CUDA_LAUNCH_CHECK();
+    });
+    layernorm_param_final_kernel<<<(C + 255) / 256, 256, 0, c->stream>>>(dweight, dbias, pw, pb,
+                                                                         (int)R, C);
+    CUDA_LAUNCH_CHECK();
+}

@@ -1,0 +1,289 @@
+/* ops_cuda.cu: the CUDA backend's op table, its contexts, memory and events.
+ *
+ * A context is one non-blocking stream (it does not synchronise with the
+ * legacy default stream) plus a cuBLASLt handle, a 32 MiB cuBLASLt workspace
+ * and an 8 MiB scratch buffer for the two-pass reductions. Every op of a
+ * context is enqueued on its stream, so ops of one context run in call order
+ * and share the workspace and scratch safely; two contexts are two queues
+ * ordered only by events.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kernels/cuda/cuda_common.cuh"
+
+extern "C" {
+#include "core/common.h"
+}
+
+// ---------------------------------------------------------------------------
+// error reporting
+
+static const char *host_name(void) {
+    static char name[256];
+    if (!name[0] && gethostname(name, sizeof name - 1) != 0) strcpy(name, "?");
+    return name;
+}
+
+static int current_device(void) {
+    int dev = -1;
+    if (cudaGetDevice(&dev) != cudaSuccess) dev = -1;
+    return dev;
+}
+
+void vb_cuda_fail(const char *call, cudaError_t err, const char *file, int line) {
+    vb_die_internal("CUDA call %s failed: %s (%s) on host %s, device %d, at %s:%d", call,
+                    cudaGetErrorName(err), cudaGetErrorString(err), host_name(), current_device(),
+                    file, line);
+}
+
+void vb_cublas_fail(const char *call, cublasStatus_t st, const char *file, int line) {
+    vb_die_internal("cuBLASLt call %s failed: %s (%s) on host %s, device %d, at %s:%d", call,
+                    cublasLtGetStatusName(st), cublasLtGetStatusString(st), host_name(),
+                    current_device(), file, line);
+}
+
+void *cuda_scratch(vb_ctx *ctx, size_t bytes, const char *op) {
+    cuda_impl *c = cuda_impl_of(ctx);
+    if (bytes > c->scratch_bytes)
+        vb_die_internal("CUDA %s needs %zu bytes of reduction scratch, the context has %zu", op,
+                        bytes, c->scratch_bytes);
+    return c->scratch;
+}
+
+// ---------------------------------------------------------------------------
+// context
+
+static vb_ctx *cuda_ctx_create(const vb_ctx_opts *opts, char *err, size_t errlen) {
+    vb_ctx_opts def;
+    memset(&def, 0, sizeof def);
+    if (!opts) opts = &def;
+    if (err && errlen) err[0] = '\0';
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0) {
+        if (err)
+            snprintf(err, errlen, "no CUDA device visible on host %s (%s)", host_name(),
+                     e != cudaSuccess ? cudaGetErrorString(e) : "device count 0");
+        cudaGetLastError(); // a failed probe must not stay as the sticky error
+        return NULL;
+    }
+    if (opts->device < 0 || opts->device >= count) {
+        if (err)
+            snprintf(err, errlen, "CUDA device %d requested but host %s has %d (0..%d)",
+                     opts->device, host_name(), count, count - 1);
+        return NULL;
+    }
+    if (opts->act != VB_DTYPE_F32 && opts->act != VB_DTYPE_BF16 && opts->act != VB_DTYPE_F16) {
+        if (err) snprintf(err, errlen, "unknown activation dtype %d", (int)opts->act);
+        return NULL;
+    }
+    cudaDeviceProp prop;
+    CUDACHECK(cudaGetDeviceProperties(&prop, opts->device));
+    if (prop.major < 8) {
+        // bfloat16 arithmetic and cp.async-era shared memory sizes are assumed
+        if (err)
+            snprintf(err, errlen, "CUDA device %d (%s) has compute capability %d.%d; 8.0 or newer needed",
+                     opts->device, prop.name, prop.major, prop.minor);
+        return NULL;
+    }
+    CUDACHECK(cudaSetDevice(opts->device));
+
+    vb_ctx *ctx = (vb_ctx *)calloc(1, sizeof(vb_ctx));
+    cuda_impl *c = (cuda_impl *)calloc(1, sizeof(cuda_impl));
+    if (!ctx || !c) vb_die_internal("out of host memory creating a CUDA context");
+    ctx->ops = vb_ops_cuda();
+    ctx->act = opts->act;
+    ctx->device = opts->device;
+    ctx->impl = c;
+    c->tf32 = opts->tf32 != 0;
+    c->num_sms = prop.multiProcessorCount;
+    c->max_smem_optin = prop.sharedMemPerBlockOptin;
+    CUDACHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    CUBLASCHECK(cublasLtCreate(&c->lt));
+    c->lt_workspace_bytes = CUDA_LT_WORKSPACE_BYTES;
+    c->lt_workspace = ctx->ops->alloc(ctx, c->lt_workspace_bytes);
+    c->scratch_bytes = CUDA_SCRATCH_BYTES;
+    c->scratch = ctx->ops->alloc(ctx, c->scratch_bytes);
+    return ctx;
+}
+
+static void cuda_ctx_destroy(vb_ctx *ctx) {
+    if (!ctx) return;
+    cuda_impl *c = cuda_impl_of(ctx);
+    CUDACHECK(cudaStreamSynchronize(c->stream));
+    CUDACHECK(cudaFree(c->lt_workspace));
+    CUDACHECK(cudaFree(c->scratch));
+    CUBLASCHECK(cublasLtDestroy(c->lt));
+    CUDACHECK(cudaStreamDestroy(c->stream));
+    free(c);
+    free(ctx);
+}
+
+static void cuda_synchronize(vb_ctx *ctx) { CUDACHECK(cudaStreamSynchronize(cuda_stream(ctx))); }
+
+// ---------------------------------------------------------------------------
+// memory
+
+static void *cuda_alloc(vb_ctx *ctx, size_t bytes) {
+    void *p = NULL;
+    size_t want = bytes ? bytes : 1; // a valid, distinct pointer even for 0 bytes
+    cudaError_t e = cudaMalloc(&p, want);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        size_t free_b = 0, total_b = 0;
+        if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) cudaGetLastError();
+        vb_die_internal("cudaMalloc of %zu bytes (%.1f MiB) failed on host %s, device %d: %s "
+                        "(%.1f MiB free of %.1f MiB)",
+                        bytes, bytes / 1048576.0, host_name(), ctx->device, cudaGetErrorString(e),
+                        free_b / 1048576.0, total_b / 1048576.0);
+    }
+    // zero-filled when alloc returns, for every queue of the device
+    CUDACHECK(cudaMemsetAsync(p, 0, want, cuda_stream(ctx)));
+    CUDACHECK(cudaStreamSynchronize(cuda_stream(ctx)));
+    return p;
+}
+
+static void cuda_free(vb_ctx *ctx, void *p) {
+    (void)ctx;
+    if (p) CUDACHECK(cudaFree(p));
+}
+
+static void *cuda_alloc_host(vb_ctx *ctx, size_t bytes) {
+    void *p = NULL;
+    size_t want = bytes ? bytes : 1;
+    cudaError_t e = cudaMallocHost(&p, want);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        vb_die_internal("cudaMallocHost (page-locked) of %zu bytes (%.1f MiB) failed on host %s, "
+                        "device %d: %s",
+                        bytes, bytes / 1048576.0, host_name(), ctx->device, cudaGetErrorString(e));
+    }
+    memset(p, 0, want);
+    return p;
+}
+
+static void cuda_free_host(vb_ctx *ctx, void *p) {
+    (void)ctx;
+    if (p) CUDACHECK(cudaFreeHost(p));
+}
+
+static void cuda_memcpy_h2d(vb_ctx *ctx, void *dst, const void *src, size_t bytes) {
+    if (bytes)
+        CUDACHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cuda_stream(ctx)));
+}
+
+static void cuda_memcpy_d2h(vb_ctx *ctx, void *dst, const void *src, size_t bytes) {
+    if (bytes)
+        CUDACHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, cuda_stream(ctx)));
+}
+
+static void cuda_memcpy_d2d(vb_ctx *ctx, void *dst, const void *src, size_t bytes) {
+    if (bytes)
+        CUDACHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cuda_stream(ctx)));
+}
+
+static void cuda_zero(vb_ctx *ctx, void *p, size_t bytes) {
+    if (bytes) CUDACHECK(cudaMemsetAsync(p, 0, bytes, cuda_stream(ctx)));
+}
+
+// ---------------------------------------------------------------------------
+// events
+
+struct vb_event {
+    cudaEvent_t ev;
+};
+
+static vb_event *cuda_event_create(vb_ctx *ctx) {
+    (void)ctx;
+    vb_event *e = (vb_event *)calloc(1, sizeof(vb_event));
+    if (!e) vb_die_internal("out of host memory creating a CUDA event");
+    CUDACHECK(cudaEventCreateWithFlags(&e->ev, cudaEventDefault)); // timing enabled
+    return e;
+}
+
+static void cuda_event_destroy(vb_ctx *ctx, vb_event *e) {
+    (void)ctx;
+    if (!e) return;
+    CUDACHECK(cudaEventDestroy(e->ev));
+    free(e);
+}
+
+static void cuda_event_record(vb_ctx *ctx, vb_event *e) {
+    CUDACHECK(cudaEventRecord(e->ev, cuda_stream(ctx)));
+}
+
+static void cuda_event_wait(vb_ctx *ctx, vb_event *e) {
+    CUDACHECK(cudaStreamWaitEvent(cuda_stream(ctx), e->ev, 0));
+}
+
+static void cuda_event_synchronize(vb_ctx *ctx, vb_event *e) {
+    (void)ctx;
+    CUDACHECK(cudaEventSynchronize(e->ev));
+}
+
+static double cuda_event_elapsed_ms(vb_ctx *ctx, vb_event *start, vb_event *end) {
+    (void)ctx;
+    float ms = 0.0f;
+    CUDACHECK(cudaEventElapsedTime(&ms, start->ev, end->ev));
+    return ms;
+}
+
+// ---------------------------------------------------------------------------
+// the table
+
+static vb_ops make_cuda_ops(void) {
+    vb_ops o;
+    memset(&o, 0, sizeof o);
+    o.name = "cuda";
+    o.ctx_create = cuda_ctx_create;
+    o.ctx_destroy = cuda_ctx_destroy;
+    o.synchronize = cuda_synchronize;
+    o.alloc = cuda_alloc;
+    o.free = cuda_free;
+    o.alloc_host = cuda_alloc_host;
+    o.free_host = cuda_free_host;
+    o.memcpy_h2d = cuda_memcpy_h2d;
+    o.memcpy_d2h = cuda_memcpy_d2h;
+    o.memcpy_d2d = cuda_memcpy_d2d;
+    o.zero = cuda_zero;
+    o.event_create = cuda_event_create;
+    o.event_destroy = cuda_event_destroy;
+    o.event_record = cuda_event_record;
+    o.event_wait = cuda_event_wait;
+    o.event_synchronize = cuda_event_synchronize;
+    o.event_elapsed_ms = cuda_event_elapsed_ms;
+    o.matmul_forward = cuda_matmul_forward;
+    o.matmul_bias_gelu_forward = cuda_matmul_bias_gelu_forward;
+    o.matmul_backward = cuda_matmul_backward;
+    o.layernorm_forward = cuda_layernorm_forward;
+    o.residual_layernorm_forward = cuda_residual_layernorm_forward;
+    o.layernorm_backward = cuda_layernorm_backward;
+    o.attention_workspace_bytes = cuda_attention_workspace_bytes;
+    o.attention_forward = cuda_attention_forward;
+    o.attention_backward = cuda_attention_backward;
+    o.gelu_forward = cuda_gelu_forward;
+    o.gelu_backward = cuda_gelu_backward;
+    o.add = cuda_add;
+    o.accumulate = cuda_accumulate;
+    o.scale = cuda_scale;
+    o.sum_squares = cuda_sum_squares;
+    o.cast_to_act = cuda_cast_to_act;
+    o.patchify = cuda_patchify;
+    o.unpatchify = cuda_unpatchify;
+    o.unpatchify_backward = cuda_unpatchify_backward;
+    o.add_pos_embed = cuda_add_pos_embed;
+    o.add_pos_embed_backward = cuda_add_pos_embed_backward;
+    o.rel_l2_loss_forward = cuda_rel_l2_loss_forward;
+    o.rel_l2_loss_backward = cuda_rel_l2_loss_backward;
+    o.weighted_rmse_accumulate = cuda_weighted_rmse_accumulate;
+    o.adam_update = cuda_adam_update;
+    return o;
+}
+
+extern "C" const vb_ops *vb_ops_cuda(void) {
+    static const vb_ops ops = make_cuda_ops(); // initialised once, thread-safe
+    return &ops;
+}
