@@ -1,0 +1,1195 @@
+/* test_cuda_ops.c: the CUDA op table against the CPU op table.
+ *
+ * Skips (exit 77, with the reason on stdout) when the CUDA backend is not
+ * compiled in (configure with -DVB_CUDA=ON) or no GPU is visible.
+ *
+ * Every op runs on both backends with the same inputs: fresh random values
+ * (never zeros) uploaded to each, outputs filled with NaN beforehand, results
+ * copied back after a synchronize. The CPU backend's numerics are the
+ * reference. One line per case names the op, the dtype, the shape, the worst
+ * error and its tolerance, so one run on a GPU shows the state of every op:
+ *   ok   matmul_forward   float32  N=576 C=192 OC=768 bias   err 1.2e-07 (tol 1e-05)
+ * A CUDA failure exits 1 with a line naming the case being run.
+ *
+ * Errors. "elem": max |g - r| / max(|r|, floor) over elements; "norm":
+ * max |g - r| / max |r| (for sums with cancellation: attention, LayerNorm
+ * gradients); "scaled": max |g - r| / s with s the same GEMM on |inputs|,
+ * i.e. sum |a||b| per element (the bound a float GEMM is held to);
+ * accumulated outputs are measured against max |r - preset| (the increment).
+ * float32 with TF32 off must agree to ~1e-5; TF32, bfloat16 and float16
+ * contexts run the same inputs (rounded to the dtype on both sides) with
+ * tolerances of the dtype's precision. A NaN anywhere fails.
+ *
+ * `test_cuda_ops --bench` instead times the GEMMs, attention and LayerNorm
+ * at the base config's shapes (CUDA events) for float32, TF32 and bfloat16.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/test_util.h"
+#include "core/common.h"
+#include "kernels/ops.h"
+
+static const vb_ops *G; // cuda
+static const vb_ops *H; // cpu (reference)
+static vb_ctx *hctx;
+static vb_ctx *gctx[3]; // indexed by vb_dtype
+static vb_ctx *gtf32;   // float32 with TF32 GEMMs
+
+// ---------------------------------------------------------------------------
+// host float <-> bfloat16 / float16 (round to nearest even)
+
+static uint16_t f2bf(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+static float bf2f(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static uint16_t f2h(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    const uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+    if (ax > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);
+    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); // >= 65520 rounds to inf
+    if (ax < 0x38800000u) {                                     // below 2^-14: subnormal
+        float af;
+        memcpy(&af, &ax, 4);
+        return (uint16_t)(sign | (uint32_t)nearbyintf(af * 16777216.0f));
+    }
+    const uint32_t e = (ax >> 23) - 127 + 15, m = ax & 0x7fffffu;
+    uint32_t h = (e << 10) | (m >> 13);
+    const uint32_t rem = m & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++;
+    return (uint16_t)(sign | h);
+}
+
+static float h2f(uint16_t h) {
+    const uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    float f;
+    if (e == 0) {
+        f = ldexpf((float)m, -24);
+    } else if (e == 31) {
+        f = m ? NAN : INFINITY;
+    } else {
+        uint32_t u = ((e - 15 + 127) << 23) | (m << 13);
+        memcpy(&f, &u, 4);
+    }
+    return (h & 0x8000u) ? -f : f;
+}
+
+// x rounded to dtype t (what a buffer of that dtype holds)
+static float round_to(vb_dtype t, float x) {
+    return t == VB_DTYPE_BF16 ? bf2f(f2bf(x)) : t == VB_DTYPE_F16 ? h2f(f2h(x)) : x;
+}
+
+// ---------------------------------------------------------------------------
+// buffers: host values, a CPU backend copy (float32) and a CUDA copy (in the
+// context's activation dtype when act is set, else float32), both `off`
+// elements into their allocation (to exercise unaligned views)
+
+typedef struct {
+    size_t n, off;
+    vb_ctx *g;
+    int act;
+    float *h;
+    char *c, *d;
+} tb;
+
+static size_t gelem(const tb *b) { return b->act ? vb_dtype_size(b->g->act) : 4; }
+static void *CP(const tb *b) { return b->c + b->off * 4; }
+static void *DP(const tb *b) { return b->d + b->off * gelem(b); }
+
+static tb tb_new_off(vb_ctx *g, size_t n, int act, size_t off) {
+    tb b = {n, off, g, act, calloc(n ? n : 1, sizeof(float)), NULL, NULL};
+    assert_non_null(b.h);
+    b.c = H->alloc(hctx, (n + off) * 4);
+    b.d = G->alloc(g, (n + off) * gelem(&b));
+    return b;
+}
+static tb tb_new(vb_ctx *g, size_t n, int act) { return tb_new_off(g, n, act, 0); }
+
+// h -> both backends (rounded to the CUDA side's dtype first, on both sides)
+static void tb_up(tb *b) {
+    const vb_dtype t = b->act ? b->g->act : VB_DTYPE_F32;
+    for (size_t i = 0; i < b->n; i++) b->h[i] = round_to(t, b->h[i]);
+    H->memcpy_h2d(hctx, CP(b), b->h, b->n * 4);
+    void *tmp = malloc(b->n * gelem(b) + 1);
+    assert_non_null(tmp);
+    if (t == VB_DTYPE_F32) memcpy(tmp, b->h, b->n * 4);
+    else
+        for (size_t i = 0; i < b->n; i++)
+            ((uint16_t *)tmp)[i] = t == VB_DTYPE_BF16 ? f2bf(b->h[i]) : f2h(b->h[i]);
+    G->memcpy_h2d(b->g, DP(b), tmp, b->n * gelem(b));
+    G->synchronize(b->g);
+    H->synchronize(hctx);
+    free(tmp);
+}
+
+static tb tb_rand(vb_ctx *g, size_t n, int act, float lo, float hi, uint64_t seed) {
+    tb b = tb_new(g, n, act);
+    tu_fill_uniform(b.h, n, lo, hi, seed);
+    tb_up(&b);
+    return b;
+}
+
+static void tb_fill(tb *b, float v) {
+    for (size_t i = 0; i < b->n; i++) b->h[i] = v;
+    tb_up(b);
+}
+
+// outputs start as NaN on both sides: whatever an op does not write stays NaN
+static void tb_poison(tb *b) { tb_fill(b, NAN); }
+
+// CUDA copy -> out (decoded to float)
+static void tb_gpu(const tb *b, float *out) {
+    const vb_dtype t = b->act ? b->g->act : VB_DTYPE_F32;
+    void *tmp = malloc(b->n * gelem(b) + 1);
+    assert_non_null(tmp);
+    G->memcpy_d2h(b->g, tmp, DP(b), b->n * gelem(b));
+    G->synchronize(b->g);
+    for (size_t i = 0; i < b->n; i++)
+        out[i] = t == VB_DTYPE_F32   ? ((float *)tmp)[i]
+                 : t == VB_DTYPE_BF16 ? bf2f(((uint16_t *)tmp)[i])
+                                      : h2f(((uint16_t *)tmp)[i]);
+    free(tmp);
+}
+
+static void tb_cpu(const tb *b, float *out) {
+    H->memcpy_d2h(hctx, out, CP(b), b->n * 4);
+    H->synchronize(hctx);
+}
+
+static void tb_free(tb *b) {
+    free(b->h);
+    H->free(hctx, b->c);
+    G->free(b->g, b->d);
+    memset(b, 0, sizeof *b);
+}
+
+#define TB_FREE(...)                                                              \
+    do {                                                                          \
+        tb *bs_[] = {__VA_ARGS__};                                                \
+        for (size_t i_ = 0; i_ < sizeof bs_ / sizeof *bs_; i_++) tb_free(bs_[i_]); \
+    } while (0)
+
+static float *fmalloc(size_t n) {
+    float *p = malloc((n ? n : 1) * sizeof(float));
+    assert_non_null(p);
+    return p;
+}
+
+// both sides of b, downloaded
+typedef struct {
+    float *g, *r;
+    size_t n;
+} pair;
+
+static pair fetch(const tb *b) {
+    pair p = {fmalloc(b->n), fmalloc(b->n), b->n};
+    tb_gpu(b, p.g);
+    tb_cpu(b, p.r);
+    return p;
+}
+
+static void pair_free(pair *p) {
+    free(p->g);
+    free(p->r);
+}
+
+// ---------------------------------------------------------------------------
+// errors and the report
+
+static int nan_mismatch(double g, double r) { return isnan(g) || isnan(r) || isinf(g) != isinf(r); }
+
+static double err_elem(const float *g, const float *r, size_t n, double floor) {
+    double worst = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        if (nan_mismatch(g[i], r[i])) return INFINITY;
+        if (isinf(r[i])) {
+            if (g[i] != r[i]) return INFINITY;
+            continue;
+        }
+        double s = fabs((double)r[i]);
+        double e = fabs((double)g[i] - (double)r[i]) / (s > floor ? s : floor);
+        if (e > worst) worst = e;
+    }
+    return worst;
+}
+
+static double err_norm(const float *g, const float *r, size_t n) {
+    double diff = 0.0, mag = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        if (nan_mismatch(g[i], r[i])) return INFINITY;
+        diff = fmax(diff, fabs((double)g[i] - (double)r[i]));
+        mag = fmax(mag, fabs((double)r[i]));
+    }
+    return diff / (mag > 0 ? mag : 1e-30);
+}
+
+// accumulated output: the error relative to the largest increment r - preset
+static double err_acc(const float *g, const float *r, const float *preset, size_t n) {
+    double diff = 0.0, mag = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        if (nan_mismatch(g[i], r[i])) return INFINITY;
+        diff = fmax(diff, fabs((double)g[i] - (double)r[i]));
+        mag = fmax(mag, fabs((double)r[i] - (double)preset[i]));
+    }
+    return diff / (mag > 0 ? mag : 1e-30);
+}
+
+static double err_scaled(const float *g, const float *r, const float *s, size_t n) {
+    double worst = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        if (nan_mismatch(g[i], r[i])) return INFINITY;
+        double e = fabs((double)g[i] - (double)r[i]) / (s[i] > 1e-30f ? (double)s[i] : 1e-30);
+        if (e > worst) worst = e;
+    }
+    return worst;
+}
+
+static double maxabs(const float *x, size_t n) {
+    double m = 0.0;
+    for (size_t i = 0; i < n; i++) m = fmax(m, fabs((double)x[i]));
+    return m;
+}
+
+// the smallest magnitude an element is measured relative to: float16 results
+// below its normal range (6.1e-5) are subnormal, with absolute spacing 6e-8
+static double act_floor(vb_ctx *g, double floor) {
+    return g->act == VB_DTYPE_F16 && floor < 6.1e-5 ? 6.1e-5 : floor;
+}
+
+static int g_failures;
+
+static const char *label(vb_ctx *g) { return g == gtf32 ? "tf32" : vb_dtype_name(g->act); }
+
+// one line per case; returns 1 on failure
+static int report(const char *op, vb_ctx *g, const char *shape, const char *what, double err,
+                  double tol) {
+    const int ok = err <= tol; // NaN and inf fail
+    printf("%-4s %-27s %-8s %-44s %-10s err %.2e (tol %.0e)\n", ok ? "ok" : "FAIL", op, label(g),
+           shape, what, err, tol);
+    fflush(stdout);
+    if (!ok) g_failures++;
+    return !ok;
+}
+
+// the case being run, named in a CUDA failure's line
+static void begin_case(const char *op, vb_ctx *g, const char *shape) {
+    char c[256];
+    snprintf(c, sizeof c, "test_cuda_ops %s %s %s", op, label(g), shape);
+    vb_set_error_context(c);
+}
+
+// a float32 copy of |x| on the CPU backend (for GEMM error scales)
+static void *cpu_abs(const tb *b) {
+    float *a = fmalloc(b->n);
+    for (size_t i = 0; i < b->n; i++) a[i] = fabsf(b->h[i]);
+    void *c = H->alloc(hctx, b->n * 4 + 4);
+    H->memcpy_h2d(hctx, c, a, b->n * 4);
+    H->synchronize(hctx);
+    free(a);
+    return c;
+}
+
+static float *cpu_read(const void *c, size_t n) {
+    float *x = fmalloc(n);
+    H->memcpy_d2h(hctx, x, c, n * 4);
+    H->synchronize(hctx);
+    return x;
+}
+
+// per-dtype tolerances: float32 ~1e-5; TF32 and half types their roundoff
+static double tol_gemm(vb_ctx *g) {
+    return g == gtf32 ? 4e-3 : g->act == VB_DTYPE_F32 ? 1e-5 : g->act == VB_DTYPE_BF16 ? 1.6e-2 : 4e-3;
+}
+static double tol_norm(vb_ctx *g) {
+    return g == gtf32 ? 1e-5 : g->act == VB_DTYPE_F32 ? 1e-5 : g->act == VB_DTYPE_BF16 ? 3e-2 : 5e-3;
+}
+// one rounding of the result to the dtype
+static double tol_round(vb_ctx *g) {
+    return g->act == VB_DTYPE_F32 ? 1e-6 : g->act == VB_DTYPE_BF16 ? 8e-3 : 1e-3;
+}
+
+// ---------------------------------------------------------------------------
+// memory and events
+
+static void test_memory_events(void **state) {
+    (void)state;
+    vb_ctx *g = gctx[VB_DTYPE_F32];
+    begin_case("memory", g, "");
+    const size_t n = 1 << 20;
+    float *dev = G->alloc(g, n * 4);
+    float *host = G->alloc_host(g, n * 4);
+    G->memcpy_d2h(g, host, dev, n * 4);
+    G->synchronize(g);
+    size_t nonzero = 0;
+    for (size_t i = 0; i < n; i++) nonzero += host[i] != 0.0f;
+    int bad = report("alloc (zero-filled)", g, "1M floats", "nonzero", (double)nonzero, 0);
+
+    for (size_t i = 0; i < n; i++) host[i] = (float)i + 0.5f;
+    float *dev2 = G->alloc(g, n * 4);
+    G->memcpy_h2d(g, dev, host, n * 4);
+    G->memcpy_d2d(g, dev2, dev, n * 4);
+    G->zero(g, dev2 + 10, 5 * 4);
+    float *back = G->alloc_host(g, n * 4);
+    G->memcpy_d2h(g, back, dev2, n * 4);
+    G->synchronize(g);
+    size_t wrong = 0;
+    for (size_t i = 0; i < n; i++) wrong += back[i] != ((i >= 10 && i < 15) ? 0.0f : host[i]);
+    bad += report("memcpy h2d/d2d/d2h, zero", g, "1M floats", "wrong", (double)wrong, 0);
+
+    // events: elapsed time of queued work; a second context ordered after the
+    // first by event_wait sees the first one's writes
+    vb_ctx *g2 = G->ctx_create(&(vb_ctx_opts){.act = VB_DTYPE_F32, .device = 0}, NULL, 0);
+    assert_non_null(g2);
+    vb_event *e0 = G->event_create(g), *e1 = G->event_create(g);
+    G->event_record(g, e0);
+    for (int rep = 0; rep < 50; rep++) G->scale(g, dev, 1.0f, n); // queued work on g
+    G->add(g, dev2, dev, dev, n);                                 // dev2 = 2 * host
+    G->event_record(g, e1);
+    G->event_wait(g2, e1);
+    G->memcpy_d2d(g2, dev, dev2, n * 4);                          // dev = 2 * host, after e1
+    G->memcpy_d2h(g2, back, dev, n * 4);
+    G->synchronize(g2);
+    G->event_synchronize(g, e1);
+    double ms = G->event_elapsed_ms(g, e0, e1);
+    wrong = 0;
+    for (size_t i = 0; i < n; i++) wrong += back[i] != 2.0f * host[i];
+    bad += report("event_wait across contexts", g, "1M floats", "wrong", (double)wrong, 0);
+    printf("     event_elapsed_ms: %.3f ms for 50 scale + 1 add over 1M floats\n", ms);
+    bad += report("event_elapsed_ms", g, "", "negative", ms >= 0.0 && ms < 1e4 ? 0.0 : 1.0, 0);
+    G->event_destroy(g, e0);
+    G->event_destroy(g, e1);
+    G->ctx_destroy(g2);
+    G->free_host(g, host);
+    G->free_host(g, back);
+    G->free(g, dev);
+    G->free(g, dev2);
+    vb_set_error_context("");
+    assert_int_equal(bad, 0);
+}
+
+// ---------------------------------------------------------------------------
+// matmul
+
+static int matmul_forward_case(vb_ctx *g, int N, int C, int OC, int with_bias, size_t off,
+                               uint64_t seed) {
+    char shape[128];
+    snprintf(shape, sizeof shape, "N=%d C=%d OC=%d%s%s", N, C, OC, with_bias ? " bias" : "",
+             off ? " unaligned" : "");
+    begin_case("matmul_forward", g, shape);
+    tb inp = tb_new_off(g, (size_t)N * C, 1, off), w = tb_new_off(g, (size_t)OC * C, 1, off);
+    tb bias = tb_new_off(g, (size_t)OC, 1, off), out = tb_new_off(g, (size_t)N * OC, 1, off);
+    tu_fill_uniform(inp.h, inp.n, -1, 1, seed);
+    tu_fill_uniform(w.h, w.n, -1, 1, seed + 1);
+    tu_fill_uniform(bias.h, bias.n, -1, 1, seed + 2);
+    tb_up(&inp), tb_up(&w), tb_up(&bias);
+    tb_poison(&out);
+    G->matmul_forward(g, DP(&out), DP(&inp), DP(&w), with_bias ? DP(&bias) : NULL, N, C, OC);
+    H->matmul_forward(hctx, CP(&out), CP(&inp), CP(&w), with_bias ? CP(&bias) : NULL, N, C, OC);
+    // scale: the same product over |inputs|
+    void *ai = cpu_abs(&inp), *aw = cpu_abs(&w), *ab = cpu_abs(&bias);
+    void *as = H->alloc(hctx, out.n * 4);
+    H->matmul_forward(hctx, as, ai, aw, with_bias ? ab : NULL, N, C, OC);
+    float *s = cpu_read(as, out.n);
+    pair p = fetch(&out);
+    int bad = report("matmul_forward", g, shape, "scaled", err_scaled(p.g, p.r, s, p.n), tol_gemm(g));
+    pair_free(&p);
+    free(s);
+    H->free(hctx, ai), H->free(hctx, aw), H->free(hctx, ab), H->free(hctx, as);
+    TB_FREE(&inp, &w, &bias, &out);
+    return bad;
+}
+
+static int matmul_bias_gelu_case(vb_ctx *g, int N, int C, int OC, uint64_t seed) {
+    char shape[128];
+    snprintf(shape, sizeof shape, "N=%d C=%d OC=%d", N, C, OC);
+    begin_case("matmul_bias_gelu_forward", g, shape);
+    tb inp = tb_rand(g, (size_t)N * C, 1, -1, 1, seed), w = tb_rand(g, (size_t)OC * C, 1, -1, 1, seed + 1);
+    tb bias = tb_rand(g, OC, 1, -1, 1, seed + 2);
+    tb pre = tb_new(g, (size_t)N * OC, 1), out = tb_new(g, (size_t)N * OC, 1);
+    tb_poison(&pre), tb_poison(&out);
+    G->matmul_bias_gelu_forward(g, DP(&pre), DP(&out), DP(&inp), DP(&w), DP(&bias), N, C, OC);
+    H->matmul_bias_gelu_forward(hctx, CP(&pre), CP(&out), CP(&inp), CP(&w), CP(&bias), N, C, OC);
+    void *ai = cpu_abs(&inp), *aw = cpu_abs(&w), *ab = cpu_abs(&bias);
+    void *as = H->alloc(hctx, pre.n * 4);
+    H->matmul_forward(hctx, as, ai, aw, ab, N, C, OC);
+    float *s = cpu_read(as, pre.n);
+    pair pp = fetch(&pre), po = fetch(&out);
+    // gelu' is within [-0.13, 1.13]: the output's error is bounded by the same scale
+    int bad = report("matmul_bias_gelu_forward", g, shape, "pre scaled", err_scaled(pp.g, pp.r, s, pp.n),
+                     tol_gemm(g));
+    bad += report("matmul_bias_gelu_forward", g, shape, "out scaled", err_scaled(po.g, po.r, s, po.n),
+                  1.2 * tol_gemm(g) + tol_round(g));
+    pair_free(&pp), pair_free(&po);
+    free(s);
+    H->free(hctx, ai), H->free(hctx, aw), H->free(hctx, ab), H->free(hctx, as);
+    TB_FREE(&inp, &w, &bias, &pre, &out);
+    return bad;
+}
+
+// want: 1 dinp, 2 dweight, 4 dbias
+static int matmul_backward_case(vb_ctx *g, int N, int C, int OC, int accumulate, int want,
+                                uint64_t seed) {
+    char shape[128];
+    snprintf(shape, sizeof shape, "N=%d C=%d OC=%d%s%s%s%s", N, C, OC, accumulate ? " acc" : "",
+             want & 1 ? "" : " dinp=NULL", want & 2 ? "" : " dW=NULL", want & 4 ? "" : " db=NULL");
+    begin_case("matmul_backward", g, shape);
+    tb dout = tb_rand(g, (size_t)N * OC, 1, -1, 1, seed), inp = tb_rand(g, (size_t)N * C, 1, -1, 1, seed + 1);
+    tb w = tb_rand(g, (size_t)OC * C, 1, -1, 1, seed + 2);
+    tb dinp = tb_new(g, (size_t)N * C, 1);
+    tb dw = tb_rand(g, (size_t)OC * C, 0, -1, 1, seed + 3), db = tb_rand(g, OC, 0, -1, 1, seed + 4);
+    if (accumulate) {
+        tu_fill_uniform(dinp.h, dinp.n, -1, 1, seed + 5);
+        tb_up(&dinp);
+    } else {
+        tb_poison(&dinp);
+    }
+    float *dinp0 = fmalloc(dinp.n), *dw0 = fmalloc(dw.n), *db0 = fmalloc(db.n);
+    memcpy(dinp0, dinp.h, dinp.n * 4), memcpy(dw0, dw.h, dw.n * 4), memcpy(db0, db.h, db.n * 4);
+    G->matmul_backward(g, want & 1 ? DP(&dinp) : NULL, want & 2 ? DP(&dw) : NULL,
+                       want & 4 ? DP(&db) : NULL, DP(&dout), DP(&inp), DP(&w), N, C, OC, accumulate);
+    H->matmul_backward(hctx, want & 1 ? CP(&dinp) : NULL, want & 2 ? CP(&dw) : NULL,
+                       want & 4 ? CP(&db) : NULL, CP(&dout), CP(&inp), CP(&w), N, C, OC, accumulate);
+    // scales: the same backward over |inputs| and |presets|
+    void *ado = cpu_abs(&dout), *ai = cpu_abs(&inp), *aw = cpu_abs(&w);
+    void *adi = cpu_abs(&dinp), *adw = cpu_abs(&dw), *adb = cpu_abs(&db);
+    H->matmul_backward(hctx, accumulate ? adi : NULL, adw, adb, ado, ai, aw, N, C, OC, 1);
+    if (!accumulate) H->matmul_backward(hctx, adi, NULL, NULL, ado, ai, aw, N, C, OC, 0);
+    int bad = 0;
+    if (want & 1) {
+        float *s = cpu_read(adi, dinp.n);
+        pair p = fetch(&dinp);
+        bad += report("matmul_backward", g, shape, "dinp", err_scaled(p.g, p.r, s, p.n), tol_gemm(g));
+        pair_free(&p), free(s);
+    } else {
+        float *x = fmalloc(dinp.n);
+        tb_gpu(&dinp, x);
+        bad += report("matmul_backward", g, shape, "dinp kept",
+                      accumulate ? err_elem(x, dinp0, dinp.n, 1e-30) : (isnan(x[0]) ? 0.0 : 1.0), 0);
+        free(x);
+    }
+    struct { tb *b; void *s; const float *pre; const char *name; } outs[2] = {
+        {&dw, adw, dw0, want & 2 ? "dweight" : "dW kept"}, {&db, adb, db0, want & 4 ? "dbias" : "db kept"}};
+    for (int k = 0; k < 2; k++) {
+        float *s = cpu_read(outs[k].s, outs[k].b->n);
+        pair p = fetch(outs[k].b);
+        const int used = want & (2 << k);
+        double e = used ? err_scaled(p.g, p.r, s, p.n) : err_elem(p.g, outs[k].pre, p.n, 1e-30);
+        // dbias is a plain column sum: float32 rounding only, whatever the dtype
+        double tol = !used ? 0 : k == 1 ? 1e-5 : g->act == VB_DTYPE_F32 && g != gtf32 ? 1e-5 : tol_gemm(g);
+        bad += report("matmul_backward", g, shape, outs[k].name, e, tol);
+        pair_free(&p), free(s);
+    }
+    free(dinp0), free(dw0), free(db0);
+    H->free(hctx, ado), H->free(hctx, ai), H->free(hctx, aw);
+    H->free(hctx, adi), H->free(hctx, adw), H->free(hctx, adb);
+    TB_FREE(&dout, &inp, &w, &dinp, &dw, &db);
+    return bad;
+}
+
+// small config: B=2 x 288 tokens, D=192, MLP 768, patch vector 20*8*8 = 1280
+static void test_matmul(void **state) {
+    (void)state;
+    int bad = 0;
+    vb_ctx *f = gctx[VB_DTYPE_F32];
+    bad += matmul_forward_case(f, 576, 192, 576, 1, 0, 100);  // qkv
+    bad += matmul_forward_case(f, 576, 192, 768, 1, 0, 110);  // fc1
+    bad += matmul_forward_case(f, 576, 768, 192, 1, 0, 120);  // fc2
+    bad += matmul_forward_case(f, 576, 1280, 192, 1, 0, 130); // patch embedding
+    bad += matmul_forward_case(f, 576, 192, 1280, 0, 0, 140); // head
+    bad += matmul_forward_case(f, 37, 29, 51, 1, 0, 150);
+    bad += matmul_forward_case(f, 37, 29, 51, 1, 1, 155);     // 4-byte aligned views
+    bad += matmul_forward_case(f, 1, 7, 1, 1, 0, 160);
+    bad += matmul_forward_case(f, 5, 1, 3, 0, 0, 170);
+    bad += matmul_bias_gelu_case(f, 576, 192, 768, 180);
+    bad += matmul_bias_gelu_case(f, 33, 17, 45, 190);
+    bad += matmul_backward_case(f, 576, 192, 768, 0, 7, 200);
+    bad += matmul_backward_case(f, 576, 768, 192, 1, 7, 210);
+    bad += matmul_backward_case(f, 576, 1280, 192, 0, 6, 220); // patch embedding: no dinp
+    bad += matmul_backward_case(f, 37, 29, 51, 0, 7, 230);
+    bad += matmul_backward_case(f, 37, 29, 51, 1, 1, 240);
+    bad += matmul_backward_case(f, 37, 29, 51, 0, 2, 250);
+    bad += matmul_backward_case(f, 3, 1, 2, 0, 7, 260);
+    // TF32 and the half types
+    vb_ctx *others[3] = {gtf32, gctx[VB_DTYPE_BF16], gctx[VB_DTYPE_F16]};
+    for (int i = 0; i < 3; i++) {
+        vb_ctx *g = others[i];
+        if (!g) continue;
+        bad += matmul_forward_case(g, 576, 192, 768, 1, 0, 300 + i);
+        bad += matmul_forward_case(g, 37, 29, 51, 1, 1, 310 + i);
+        bad += matmul_bias_gelu_case(g, 576, 192, 768, 320 + i);
+        bad += matmul_backward_case(g, 576, 768, 192, 1, 7, 330 + i);
+        bad += matmul_backward_case(g, 37, 29, 51, 0, 7, 340 + i);
+    }
+    vb_set_error_context("");
+    assert_int_equal(bad, 0);
+}
+
+// ---------------------------------------------------------------------------
+// layernorm
+
+static int layernorm_forward_case(vb_ctx *g, int N, int C, int resid, int alias, uint64_t seed) {
+    char shape[128];
+    snprintf(shape, sizeof shape, "N=%d C=%d%s", N, C, alias ? " res=a" : "");
+    const char *op = resid ? "residual_layernorm_forward" : "layernorm_forward";
+    begin_case(op, g, shape);
+    const size_t n = (size_t)N * C;
+    // inputs with |mean| > std: the two-pass variance matters
+    tb a = tb_rand(g, n, 1, 1.5f, 3.5f, seed), b = tb_rand(g, n, 1, -0.5f, 0.5f, seed + 1);
+    tb w = tb_rand(g, C, 1, 0.5f, 1.5f, seed + 2), bias = tb_rand(g, C, 1, -1, 1, seed + 3);
+    tb res = tb_new(g, n, 1), out = tb_new(g, n, 1), mean = tb_new(g, N, 0), rstd = tb_new(g, N, 0);
+    tb_poison(&res), tb_poison(&out), tb_poison(&mean), tb_poison(&rstd);
+    const float eps = 1e-5f;
+    if (resid) {
+        tb *r = alias ? &a : &res;
+        G->residual_layernorm_forward(g, DP(r), DP(&out), DP(&mean), DP(&rstd), DP(&a), DP(&b), DP(&w),
+                                      DP(&bias), N, C, eps);
+        H->residual_layernorm_forward(hctx, CP(r), CP(&out), CP(&mean), CP(&rstd), CP(&a), CP(&b),
+                                      CP(&w), CP(&bias), N, C, eps);
+    } else {
+        G->layernorm_forward(g, DP(&out), DP(&mean), DP(&rstd), DP(&a), DP(&w), DP(&bias), N, C, eps);
+        H->layernorm_forward(hctx, CP(&out), CP(&mean), CP(&rstd), CP(&a), CP(&w), CP(&bias), N, C, eps);
+    }
+    int bad = 0;
+    pair po = fetch(&out), pm = fetch(&mean), ps = fetch(&rstd);
+    bad += report(op, g, shape, "out norm", err_norm(po.g, po.r, po.n), tol_norm(g));
+    // a half type's residual sum is rounded before its statistics: the CPU's is not
+    const int f32 = g->act == VB_DTYPE_F32;
+    bad += report(op, g, shape, "mean", err_elem(pm.g, pm.r, pm.n, 1e-6), f32 ? 1e-5 : 2e-3);
+    bad += report(op, g, shape, "rstd", err_elem(ps.g, ps.r, ps.n, 1e-6), f32 ? 1e-5 : 1e-2);
+    if (resid) {
+        pair pr = fetch(alias ? &a : &res);
+        bad += report(op, g, shape, "res", err_elem(pr.g, pr.r, pr.n, 1e-3), tol_round(g));
+        pair_free(&pr);
+    }
+    pair_free(&po), pair_free(&pm), pair_free(&ps);
+    TB_FREE(&a, &b, &w, &bias, &res, &out, &mean, &rstd);
+    return bad;
+}
+
+static int layernorm_backward_case(vb_ctx *g, int N, int C, int want, uint64_t seed) {
+    char shape[128];
+    snprintf(shape, sizeof shape, "N=%d C=%d%s%s", N, C, want & 1 ? "" : " dinp=NULL",
+             want & 6 ? "" : " dW,db=NULL");
+    begin_case("layernorm_backward", g, shape);
+    const size_t n = (size_t)N * C;
+    tb inp = tb_rand(g, n, 1, 1.5f, 3.5f, seed), w = tb_rand(g, C, 1, 0.5f, 1.5f, seed + 1);
+    tb bias = tb_rand(g, C, 1, -1, 1, seed + 2), dout = tb_rand(g, n, 1, -1, 1, seed + 3);
+    tb mean = tb_new(g, N, 0), rstd = tb_new(g, N, 0), tmp = tb_new(g, n, 1);
+    // the statistics both sides use: the CPU forward's
+    H->layernorm_forward(hctx, CP(&tmp), CP(&mean), CP(&rstd), CP(&inp), CP(&w), CP(&bias), N, C, 1e-5f);
+    tb_cpu(&mean, mean.h), tb_cpu(&rstd, rstd.h);
+    tb_up(&mean), tb_up(&rstd);
+    tb dinp = tb_rand(g, n, 1, -1, 1, seed + 4); // *_acc: added onto
+    tb dw = tb_rand(g, C, 0, -1, 1, seed + 5), db = tb_rand(g, C, 0, -1, 1, seed + 6);
+    float *dinp0 = fmalloc(n), *dw0 = fmalloc(C), *db0 = fmalloc(C);
+    memcpy(dinp0, dinp.h, n * 4), memcpy(dw0, dw.h, C * 4), memcpy(db0, db.h, C * 4);
+    G->layernorm_backward(g, want & 1 ? DP(&dinp) : NULL, want & 2 ? DP(&dw) : NULL,
+                          want & 4 ? DP(&db) : NULL, DP(&dout), DP(&inp), DP(&w), DP(&mean),
+                          DP(&rstd), N, C);
+    H->layernorm_backward(hctx, want & 1 ? CP(&dinp) : NULL, want & 2 ? CP(&dw) : NULL,
+                          want & 4 ? CP(&db) : NULL, CP(&dout), CP(&inp), CP(&w), CP(&mean),
+                          CP(&rstd), N, C);
+    int bad = 0;
+    pair pi = fetch(&dinp), pw = fetch(&dw), pb = fetch(&db);
+    const double tn = g->act == VB_DTYPE_F32 ? 1e-5 : tol_norm(g);
+    if (want & 1) bad += report("layernorm_backward", g, shape, "dinp_acc", err_acc(pi.g, pi.r, dinp0, n), tn);
+    else bad += report("layernorm_backward", g, shape, "dinp kept", err_elem(pi.g, dinp0, n, 1e-30), 0);
+    if (want & 2) bad += report("layernorm_backward", g, shape, "dweight", err_acc(pw.g, pw.r, dw0, C), 1e-5);
+    else bad += report("layernorm_backward", g, shape, "dW kept", err_elem(pw.g, dw0, C, 1e-30), 0);
+    if (want & 4) bad += report("layernorm_backward", g, shape, "dbias", err_acc(pb.g, pb.r, db0, C), 1e-5);
+    else bad += report("layernorm_backward", g, shape, "db kept", err_elem(pb.g, db0, C, 1e-30), 0);
+    pair_free(&pi), pair_free(&pw), pair_free(&pb);
+    free(dinp0), free(dw0), free(db0);
+    TB_FREE(&inp, &w, &bias, &dout, &mean, &rstd, &tmp, &dinp, &dw, &db);
+    return bad;
+}
+
+static void test_layernorm(void **state) {
+    (void)state;
+    int bad = 0;
+    for (int d = 0; d < 3; d++) {
+        vb_ctx *g = gctx[d];
+        if (!g) continue;
+        bad += layernorm_forward_case(g, 576, 192, 0, 0, 400 + d);
+        bad += layernorm_forward_case(g, 37, 29, 0, 0, 410 + d);
+        bad += layernorm_forward_case(g, 576, 192, 1, 0, 420 + d);
+        bad += layernorm_forward_case(g, 37, 29, 1, 1, 430 + d);
+        bad += layernorm_backward_case(g, 576, 192, 7, 440 + d);
+        bad += layernorm_backward_case(g, 2000, 384, 7, 445 + d); // many row ranges per column
+        bad += layernorm_backward_case(g, 37, 29, 7, 450 + d);
+        if (d == 0) {
+            bad += layernorm_backward_case(g, 37, 29, 1, 460);
+            bad += layernorm_backward_case(g, 37, 29, 6, 470);
+        }
+    }
+    vb_set_error_context("");
+    assert_int_equal(bad, 0);
+}
+
+// ---------------------------------------------------------------------------
+// attention
+
+static int attention_case(vb_ctx *g, int B, int Tq, int Tk, int NH, int HD, uint64_t seed) {
+    char shape[128];
+    snprintf(shape, sizeof shape, "B=%d Tq=%d Tk=%d NH=%d HD=%d", B, Tq, Tk, NH, HD);
+    begin_case("attention_forward", g, shape);
+    const int D = NH * HD;
+    const size_t nq = (size_t)B * Tq * D, nk = (size_t)B * Tk * D;
+    tb q = tb_rand(g, nq, 1, -2, 2, seed), k = tb_rand(g, nk, 1, -2, 2, seed + 1);
+    tb v = tb_rand(g, nk, 1, -1, 1, seed + 2), dout = tb_rand(g, nq, 1, -1, 1, seed + 3);
+    tb out = tb_new(g, nq, 1), lse = tb_new(g, (size_t)B * NH * Tq, 0);
+    tb dq = tb_new(g, nq, 1), dk = tb_new(g, nk, 1), dv = tb_new(g, nk, 1);
+    tb_poison(&out), tb_poison(&lse), tb_poison(&dq), tb_poison(&dk), tb_poison(&dv);
+    void *gws = G->alloc(g, G->attention_workspace_bytes(g, B, Tq, Tk, NH, HD));
+    void *hws = H->alloc(hctx, H->attention_workspace_bytes(hctx, B, Tq, Tk, NH, HD));
+    G->attention_forward(g, DP(&out), DP(&lse), gws, DP(&q), DP(&k), DP(&v), B, Tq, Tk, NH, HD);
+    H->attention_forward(hctx, CP(&out), CP(&lse), hws, CP(&q), CP(&k), CP(&v), B, Tq, Tk, NH, HD);
+    int bad = 0;
+    pair po = fetch(&out), pl = fetch(&lse);
+    bad += report("attention_forward", g, shape, "out norm", err_norm(po.g, po.r, po.n), tol_norm(g));
+    bad += report("attention_forward", g, shape, "lse", err_elem(pl.g, pl.r, pl.n, 1.0),
+                  g->act == VB_DTYPE_F32 ? 1e-5 : 1e-4);
+    pair_free(&po), pair_free(&pl);
+
+    begin_case("attention_backward", g, shape);
+    G->attention_backward(g, DP(&dq), DP(&dk), DP(&dv), gws, DP(&dout), DP(&out), DP(&lse), DP(&q),
+                          DP(&k), DP(&v), B, Tq, Tk, NH, HD);
+    H->attention_backward(hctx, CP(&dq), CP(&dk), CP(&dv), hws, CP(&dout), CP(&out), CP(&lse), CP(&q),
+                          CP(&k), CP(&v), B, Tq, Tk, NH, HD);
+    tb *gr[3] = {&dq, &dk, &dv};
+    const char *names[3] = {"dq norm", "dk norm", "dv norm"};
+    for (int i = 0; i < 3; i++) {
+        pair p = fetch(gr[i]);
+        bad += report("attention_backward", g, shape, names[i], err_norm(p.g, p.r, p.n),
+                      g->act == VB_DTYPE_F32 ? 2e-5 : 2 * tol_norm(g));
+        pair_free(&p);
+    }
+    G->free(g, gws);
+    H->free(hctx, hws);
+    TB_FREE(&q, &k, &v, &dout, &out, &lse, &dq, &dk, &dv);
+    return bad;
+}
+
+static void test_attention(void **state) {
+    (void)state;
+    int bad = 0;
+    vb_ctx *f = gctx[VB_DTYPE_F32];
+    bad += attention_case(f, 2, 288, 288, 6, 32, 500);  // small config
+    bad += attention_case(f, 2, 128, 128, 4, 16, 510);  // tiny config
+    bad += attention_case(f, 1, 1000, 1000, 8, 48, 520); // base-like head dim, long sequence
+    bad += attention_case(f, 1, 250, 1000, 8, 48, 530);  // context parallel: Tq != Tk
+    bad += attention_case(f, 2, 37, 71, 3, 20, 540);     // odd everything
+    bad += attention_case(f, 1, 65, 63, 2, 64, 550);
+    bad += attention_case(f, 1, 1, 1, 1, 1, 560);
+    bad += attention_case(f, 1, 70, 3, 2, 40, 570);
+    for (int d = 1; d < 3; d++) {
+        if (!gctx[d]) continue;
+        bad += attention_case(gctx[d], 2, 288, 288, 6, 32, 580 + d);
+        bad += attention_case(gctx[d], 1, 100, 300, 8, 48, 590 + d);
+    }
+    vb_set_error_context("");
+    assert_int_equal(bad, 0);
+}
+
+// ---------------------------------------------------------------------------
+// elementwise
+
+static int gelu_case(vb_ctx *g, size_t n, uint64_t seed) {
+    char shape[64];
+    snprintf(shape, sizeof shape, "n=%zu", n);
+    begin_case("gelu", g, shape);
+    tb x = tb_rand(g, n, 1, -6, 6, seed), dout = tb_rand(g, n, 1, -1, 1, seed + 1);
+    tb out = tb_new(g, n, 1), dinp = tb_new(g, n, 1);
+    tb_poison(&out), tb_poison(&dinp);
+    G->gelu_forward(g, DP(&out), DP(&x), n);
+    H->gelu_forward(hctx, CP(&out), CP(&x), n);
+    G->gelu_backward(g, DP(&dinp), DP(&x), DP(&dout), n);
+    H->gelu_backward(hctx, CP(&dinp), CP(&x), CP(&dout), n);
+    pair po = fetch(&out), pd = fetch(&dinp);
+    const double tol = g->act == VB_DTYPE_F32 ? 1e-5 : tol_round(g);
+    int bad = report("gelu_forward", g, shape, "elem", err_elem(po.g, po.r, n, act_floor(g, 1e-6)), tol);
+    // gelu'(x) = Phi(x) + x phi(x) cancels near x = -0.75: the error is measured
+    // against |dout| (Phi(x) + |x| phi(x)), the size of the terms
+    float *s = fmalloc(n);
+    for (size_t i = 0; i < n; i++) {
+        const double xv = x.h[i], phi = exp(-0.5 * xv * xv) / sqrt(2.0 * M_PI);
+        s[i] = (float)(fabs((double)dout.h[i]) * (0.5 * erfc(-xv / sqrt(2.0)) + fabs(xv) * phi));
+        if (s[i] < act_floor(g, 1e-30)) s[i] = (float)act_floor(g, 1e-30);
+    }
+    bad += report("gelu_backward", g, shape, "scaled", err_scaled(pd.g, pd.r, s, n), tol);
+    free(s);
+    pair_free(&po), pair_free(&pd);
+    TB_FREE(&x, &dout, &out, &dinp);
+    return bad;
+}
+
+static int vector_case(vb_ctx *g, size_t n, uint64_t seed) {
+    char shape[64];
+    snprintf(shape, sizeof shape, "n=%zu", n);
+    begin_case("vector ops", g, shape);
+    int bad = 0;
+    tb a = tb_rand(g, n, 1, -1, 1, seed), b = tb_rand(g, n, 1, -1, 1, seed + 1), out = tb_new(g, n, 1);
+    tb_poison(&out);
+    G->add(g, DP(&out), DP(&a), DP(&b), n);
+    H->add(hctx, CP(&out), CP(&a), CP(&b), n);
+    G->add(g, DP(&a), DP(&a), DP(&b), n); // out aliasing a
+    H->add(hctx, CP(&a), CP(&a), CP(&b), n);
+    pair p = fetch(&out), pa = fetch(&a);
+    const double tr = g->act == VB_DTYPE_F32 ? 0 : tol_round(g);
+    bad += report("add", g, shape, "elem", err_elem(p.g, p.r, n, 1e-3), tr);
+    bad += report("add", g, shape, "out=a elem", err_elem(pa.g, pa.r, n, 1e-3), tr);
+    pair_free(&p), pair_free(&pa);
+
+    tb y = tb_rand(g, n, 0, -1, 1, seed + 2), x = tb_rand(g, n, 0, -1, 1, seed + 3);
+    G->accumulate(g, DP(&y), DP(&x), n);
+    H->accumulate(hctx, CP(&y), CP(&x), n);
+    G->scale(g, DP(&x), 0.37f, n);
+    H->scale(hctx, CP(&x), 0.37f, n);
+    pair py = fetch(&y), px = fetch(&x);
+    bad += report("accumulate", g, shape, "elem", err_elem(py.g, py.r, n, 1e-30), 0);
+    bad += report("scale", g, shape, "elem", err_elem(px.g, px.r, n, 1e-30), 0);
+    pair_free(&py), pair_free(&px);
+
+    // sum of squares, float64 in backend memory
+    double *gs = G->alloc(g, sizeof(double)), *hs = H->alloc(hctx, sizeof(double));
+    double nan = NAN, gv = 0, hv = 0;
+    G->memcpy_h2d(g, gs, &nan, sizeof nan);
+    G->sum_squares(g, gs, DP(&y), n);
+    H->sum_squares(hctx, hs, CP(&y), n);
+    G->memcpy_d2h(g, &gv, gs, sizeof gv);
+    G->synchronize(g);
+    H->memcpy_d2h(hctx, &hv, hs, sizeof hv);
+    H->synchronize(hctx);
+    bad += report("sum_squares", g, shape, "rel", isnan(gv) ? INFINITY : fabs(gv - hv) / fabs(hv), 1e-12);
+    G->free(g, gs);
+    H->free(hctx, hs);
+
+    // cast_to_act: bit-exact round to nearest even (checked against the host's rounding)
+    tb src = tb_rand(g, n, 0, -70000.0f, 70000.0f, seed + 4), dst = tb_new(g, n, 1);
+    for (size_t i = 0; i < 64 && i < n; i++) src.h[i] = ldexpf(src.h[i], -30); // tiny values (subnormal in fp16)
+    tb_up(&src);
+    tb_poison(&dst);
+    G->cast_to_act(g, DP(&dst), DP(&src), n);
+    float *got = fmalloc(n);
+    tb_gpu(&dst, got);
+    size_t wrong = 0;
+    for (size_t i = 0; i < n; i++) {
+        float want = round_to(g->act, src.h[i]);
+        wrong += !(got[i] == want || (isinf(got[i]) && isinf(want) && got[i] == want));
+    }
+    bad += report("cast_to_act", g, shape, "mismatch", (double)wrong, 0);
+    free(got);
+    TB_FREE(&a, &b, &out, &y, &x, &src, &dst);
+    return bad;
+}
+
+static int patch_case(vb_ctx *g, int B, int C, int Hh, int W, int p, uint64_t seed) {
+    char shape[96];
+    snprintf(shape, sizeof shape, "B=%d C=%d H=%d W=%d p=%d", B, C, Hh, W, p);
+    begin_case("patchify", g, shape);
+    const int T = (Hh / p) * (W / p), K = C * p * p;
+    const size_t ni = (size_t)B * C * Hh * W, nt = (size_t)B * T * K;
+    tb img = tb_rand(g, ni, 0, -3, 3, seed), patches = tb_new(g, nt, 1);
+    tb tokens = tb_rand(g, nt, 1, -3, 3, seed + 1), outimg = tb_new(g, ni, 1);
+    tb dimg = tb_rand(g, ni, 1, -3, 3, seed + 2), dtok = tb_new(g, nt, 1);
+    tb_poison(&patches), tb_poison(&outimg), tb_poison(&dtok);
+    G->patchify(g, DP(&patches), DP(&img), B, C, Hh, W, p);
+    H->patchify(hctx, CP(&patches), CP(&img), B, C, Hh, W, p);
+    G->unpatchify(g, DP(&outimg), DP(&tokens), B, C, Hh, W, p);
+    H->unpatchify(hctx, CP(&outimg), CP(&tokens), B, C, Hh, W, p);
+    G->unpatchify_backward(g, DP(&dtok), DP(&dimg), B, C, Hh, W, p);
+    H->unpatchify_backward(hctx, CP(&dtok), CP(&dimg), B, C, Hh, W, p);
+    pair pp = fetch(&patches), pu = fetch(&outimg), pd = fetch(&dtok);
+    // data movement: exact (patchify rounds the float32 image once to the dtype)
+    int bad = report("patchify", g, shape, "elem", err_elem(pp.g, pp.r, nt, 1e-30),
+                     g->act == VB_DTYPE_F32 ? 0 : tol_round(g));
+    bad += report("unpatchify", g, shape, "elem", err_elem(pu.g, pu.r, ni, 1e-30), 0);
+    bad += report("unpatchify_backward", g, shape, "elem", err_elem(pd.g, pd.r, nt, 1e-30), 0);
+    pair_free(&pp), pair_free(&pu), pair_free(&pd);
+
+    begin_case("add_pos_embed", g, shape);
+    const int D = 192;
+    const size_t n = (size_t)B * T * D;
+    tb inp = tb_rand(g, n, 1, -1, 1, seed + 3), pos = tb_rand(g, (size_t)T * D, 1, -1, 1, seed + 4);
+    tb out = tb_new(g, n, 1), dpos = tb_rand(g, (size_t)T * D, 0, -1, 1, seed + 5);
+    tb_poison(&out);
+    float *dpos0 = fmalloc(dpos.n);
+    memcpy(dpos0, dpos.h, dpos.n * 4);
+    G->add_pos_embed(g, DP(&out), DP(&inp), DP(&pos), B, T, D);
+    H->add_pos_embed(hctx, CP(&out), CP(&inp), CP(&pos), B, T, D);
+    G->add_pos_embed(g, DP(&inp), DP(&inp), DP(&pos), B, T, D); // out aliasing inp
+    H->add_pos_embed(hctx, CP(&inp), CP(&inp), CP(&pos), B, T, D);
+    G->add_pos_embed_backward(g, DP(&dpos), DP(&out), B, T, D);
+    H->add_pos_embed_backward(hctx, CP(&dpos), CP(&out), B, T, D);
+    pair po = fetch(&out), pi = fetch(&inp), pg = fetch(&dpos);
+    const double tr = g->act == VB_DTYPE_F32 ? 0 : tol_round(g);
+    bad += report("add_pos_embed", g, shape, "elem", err_elem(po.g, po.r, n, 1e-3), tr);
+    bad += report("add_pos_embed", g, shape, "out=inp elem", err_elem(pi.g, pi.r, n, 1e-3), tr);
+    // the backward reads each side's own forward output: a half type's
+    // rounding differences enter here
+    bad += report("add_pos_embed_backward", g, shape, "dpos acc", err_acc(pg.g, pg.r, dpos0, dpos.n),
+                  g->act == VB_DTYPE_F32 ? 1e-6 : 2 * tol_round(g));
+    pair_free(&po), pair_free(&pi), pair_free(&pg);
+    free(dpos0);
+    TB_FREE(&img, &patches, &tokens, &outimg, &dimg, &dtok, &inp, &pos, &out, &dpos);
+    return bad;
+}
+
+static void test_elementwise(void **state) {
+    (void)state;
+    int bad = 0;
+    for (int d = 0; d < 3; d++) {
+        vb_ctx *g = gctx[d];
+        if (!g) continue;
+        bad += gelu_case(g, 100003, 600 + d);
+        bad += vector_case(g, 100003, 610 + d);
+        bad += vector_case(g, 7, 620 + d);
+        bad += patch_case(g, 2, 20, 96, 192, 8, 630 + d); // small config
+        bad += patch_case(g, 1, 3, 12, 20, 4, 640 + d);
+    }
+    vb_set_error_context("");
+    assert_int_equal(bad, 0);
+}
+
+// ---------------------------------------------------------------------------
+// loss and metric
+
+static int loss_case(vb_ctx *g, int B, size_t n, uint64_t seed) {
+    char shape[64];
+    snprintf(shape, sizeof shape, "B=%d n=%zu", B, n);
+    begin_case("rel_l2_loss", g, shape);
+    const size_t total = (size_t)B * n;
+    tb pred = tb_rand(g, total, 1, -2, 2, seed), tar = tb_rand(g, total, 0, -2, 2, seed + 1);
+    tb loss = tb_new(g, 1, 0), per = tb_new(g, B, 0), dpred = tb_new(g, total, 1);
+    tb dloss = tb_new(g, 1, 0);
+    tb_poison(&loss), tb_poison(&per), tb_poison(&dpred);
+    tb_fill(&dloss, 3.5f);
+    G->rel_l2_loss_forward(g, DP(&loss), DP(&per), DP(&pred), DP(&tar), B, n);
+    H->rel_l2_loss_forward(hctx, CP(&loss), CP(&per), CP(&pred), CP(&tar), B, n);
+    pair pl = fetch(&loss), pp = fetch(&per);
+    int bad = report("rel_l2_loss_forward", g, shape, "loss", err_elem(pl.g, pl.r, 1, 1e-30), 1e-6);
+    bad += report("rel_l2_loss_forward", g, shape, "per_sample", err_elem(pp.g, pp.r, B, 1e-30), 1e-6);
+    pair_free(&pl), pair_free(&pp);
+    const double tol = g->act == VB_DTYPE_F32 ? 1e-5 : tol_round(g);
+    for (int with = 0; with < 2; with++) {
+        begin_case("rel_l2_loss_backward", g, shape);
+        tb_poison(&dpred);
+        G->rel_l2_loss_backward(g, DP(&dpred), DP(&pred), DP(&tar), B, n, with ? DP(&dloss) : NULL);
+        H->rel_l2_loss_backward(hctx, CP(&dpred), CP(&pred), CP(&tar), B, n, with ? CP(&dloss) : NULL);
+        pair pd = fetch(&dpred);
+        bad += report("rel_l2_loss_backward", g, shape, with ? "dloss=3.5" : "dloss=NULL",
+                      err_elem(pd.g, pd.r, total, act_floor(g, 1e-6 * maxabs(pd.r, total) + 1e-30)), tol);
+        pair_free(&pd);
+    }
+    TB_FREE(&pred, &tar, &loss, &per, &dpred, &dloss);
+    return bad;
+}
+
+static int rmse_case(vb_ctx *g, int B, int C, int Hh, int W, uint64_t seed) {
+    char shape[96];
+    snprintf(shape, sizeof shape, "B=%d C=%d H=%d W=%d", B, C, Hh, W);
+    begin_case("weighted_rmse_accumulate", g, shape);
+    const size_t n = (size_t)B * C * Hh * W;
+    tb pred = tb_rand(g, n, 1, -2, 2, seed), tar = tb_rand(g, n, 0, -2, 2, seed + 1);
+    double *pre = calloc(C, sizeof(double)), *gv = calloc(C, sizeof(double)), *hv = calloc(C, sizeof(double));
+    assert_true(pre && gv && hv);
+    for (int c = 0; c < C; c++) pre[c] = 0.25 + c;
+    double *gs = G->alloc(g, C * sizeof(double)), *hs = H->alloc(hctx, C * sizeof(double));
+    G->memcpy_h2d(g, gs, pre, C * sizeof(double));
+    H->memcpy_h2d(hctx, hs, pre, C * sizeof(double));
+    G->weighted_rmse_accumulate(g, gs, DP(&pred), DP(&tar), B, C, Hh, W);
+    H->weighted_rmse_accumulate(hctx, hs, CP(&pred), CP(&tar), B, C, Hh, W);
+    G->memcpy_d2h(g, gv, gs, C * sizeof(double));
+    G->synchronize(g);
+    H->memcpy_d2h(hctx, hv, hs, C * sizeof(double));
+    H->synchronize(hctx);
+    double worst = 0;
+    for (int c = 0; c < C; c++) {
+        double e = fabs(gv[c] - hv[c]) / fabs(hv[c] - pre[c]);
+        worst = isnan(e) ? INFINITY : fmax(worst, e);
+    }
+    int bad = report("weighted_rmse_accumulate", g, shape, "acc rel", worst, 1e-10);
+    G->free(g, gs);
+    H->free(hctx, hs);
+    free(pre), free(gv), free(hv);
+    TB_FREE(&pred, &tar);
+    return bad;
+}
+
+static void test_loss(void **state) {
+    (void)state;
+    int bad = 0;
+    for (int d = 0; d < 3; d++) {
+        vb_ctx *g = gctx[d];
+        if (!g) continue;
+        bad += loss_case(g, 2, (size_t)20 * 96 * 192, 700 + d); // small config
+        bad += loss_case(g, 3, 37, 710 + d);
+        bad += rmse_case(g, 2, 20, 96, 192, 720 + d);
+        bad += rmse_case(g, 3, 2, 7, 5, 730 + d);
+        bad += rmse_case(g, 1, 2, 1, 9, 740 + d); // H = 1: weight 1
+    }
+    vb_set_error_context("");
+    assert_int_equal(bad, 0);
+}
+
+// ---------------------------------------------------------------------------
+// Adam
+
+static int adam_case(vb_ctx *g, size_t n, int step, float grad_scale, int with_act, uint64_t seed) {
+    char shape[96];
+    snprintf(shape, sizeof shape, "n=%zu step=%d scale=%g%s", n, step, grad_scale,
+             with_act ? " +param_act" : "");
+    begin_case("adam_update", g, shape);
+    tb p = tb_rand(g, n, 0, -1, 1, seed), grad = tb_rand(g, n, 0, -1, 1, seed + 1);
+    tb m = tb_rand(g, n, 0, -0.1f, 0.1f, seed + 2), v = tb_rand(g, n, 0, 1e-4f, 1e-2f, seed + 3);
+    tb pact = tb_new(g, n, 1);
+    tb_poison(&pact);
+    const vb_adam_args args = {.lr = 5e-4f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
+                               .grad_scale = grad_scale, .step = step};
+    vb_adam_args *ga = G->alloc(g, sizeof args), *ha = H->alloc(hctx, sizeof args);
+    G->memcpy_h2d(g, ga, &args, sizeof args);
+    H->memcpy_h2d(hctx, ha, &args, sizeof args);
+    G->synchronize(g);
+    G->adam_update(g, DP(&p), with_act ? DP(&pact) : NULL, DP(&grad), DP(&m), DP(&v), n, ga);
+    H->adam_update(hctx, CP(&p), with_act ? CP(&pact) : NULL, CP(&grad), CP(&m), CP(&v), n, ha);
+    pair pp = fetch(&p), pm = fetch(&m), pv = fetch(&v);
+    int bad = report("adam_update", g, shape, "param", err_elem(pp.g, pp.r, n, 1e-3), 1e-6);
+    // m and v can cancel to ~0 in an element: measured against their largest value
+    bad += report("adam_update", g, shape, "m norm", err_norm(pm.g, pm.r, n), 1e-6);
+    bad += report("adam_update", g, shape, "v norm", err_norm(pv.g, pv.r, n), 1e-6);
+    if (with_act) {
+        float *got = fmalloc(n);
+        tb_gpu(&pact, got);
+        // the activation-dtype view of the GPU's own updated params
+        for (size_t i = 0; i < n; i++) pp.r[i] = round_to(g->act, pp.g[i]);
+        bad += report("adam_update", g, shape, "param_act", err_elem(got, pp.r, n, 1e-30), 0);
+        free(got);
+    } else {
+        float *got = fmalloc(n);
+        tb_gpu(&pact, got);
+        bad += report("adam_update", g, shape, "param_act kept", isnan(got[0]) && isnan(got[n - 1]) ? 0 : 1, 0);
+        free(got);
+    }
+    pair_free(&pp), pair_free(&pm), pair_free(&pv);
+    G->free(g, ga);
+    H->free(hctx, ha);
+    TB_FREE(&p, &grad, &m, &v, &pact);
+    return bad;
+}
+
+static void test_adam(void **state) {
+    (void)state;
+    int bad = 0;
+    bad += adam_case(gctx[VB_DTYPE_F32], 100003, 1, 1.0f, 1, 800);
+    bad += adam_case(gctx[VB_DTYPE_F32], 100003, 7, 0.5f, 0, 810);
+    bad += adam_case(gctx[VB_DTYPE_F32], 5, 30000, 1.0f, 1, 820);
+    for (int d = 1; d < 3; d++)
+        if (gctx[d]) bad += adam_case(gctx[d], 100003, 3, 1.0f, 1, 830 + d);
+    vb_set_error_context("");
+    assert_int_equal(bad, 0);
+}
+
+// ---------------------------------------------------------------------------
+// the half-type contexts exist (ctx_create accepts them)
+
+static void test_contexts(void **state) {
+    (void)state;
+    int bad = 0;
+    for (int d = 0; d < 3; d++) {
+        if (gctx[d]) continue;
+        printf("FAIL ctx_create %s: refused\n", vb_dtype_name((vb_dtype)d));
+        bad++;
+    }
+    if (!gtf32) {
+        printf("FAIL ctx_create float32 with tf32: refused\n");
+        bad++;
+    }
+    char err[256] = "";
+    vb_ctx *none = G->ctx_create(&(vb_ctx_opts){.act = VB_DTYPE_F32, .device = 1 << 20}, err, sizeof err);
+    printf("     ctx_create(device 1048576) -> %s: %s\n", none ? "a context" : "NULL", err);
+    bad += none != NULL || err[0] == '\0';
+    assert_int_equal(bad, 0);
+}
+
+// ---------------------------------------------------------------------------
+// --bench: base config shapes (B=2 per GPU: 8100 tokens, D=384, 8 heads of 48)
+
+static void bench_one(vb_ctx *g, const char *what, double flops, double bytes, int reps,
+                      void (*fn)(vb_ctx *, void *), void *arg) {
+    vb_event *e0 = G->event_create(g), *e1 = G->event_create(g);
+    fn(g, arg); // warm-up (and cuBLASLt's algorithm choice)
+    G->event_record(g, e0);
+    for (int i = 0; i < reps; i++) fn(g, arg);
+    G->event_record(g, e1);
+    G->event_synchronize(g, e1);
+    double ms = G->event_elapsed_ms(g, e0, e1) / reps;
+    printf("bench %-8s %-44s %9.3f ms", label(g), what, ms);
+    if (flops > 0) printf("  %7.1f TFLOP/s", flops / ms * 1e-9);
+    if (bytes > 0) printf("  %7.1f GB/s", bytes / ms * 1e-6);
+    printf("\n");
+    fflush(stdout);
+    G->event_destroy(g, e0);
+    G->event_destroy(g, e1);
+}
+
+typedef struct {
+    void *a, *b, *c, *d, *e, *f, *g2, *h, *i;
+    int N, C, OC, B, T, NH, HD;
+} bench_args;
+
+static void run_mm_fwd(vb_ctx *g, void *p) {
+    bench_args *a = p;
+    G->matmul_forward(g, a->c, a->a, a->b, a->d, a->N, a->C, a->OC);
+}
+static void run_mm_bwd(vb_ctx *g, void *p) {
+    bench_args *a = p;
+    G->matmul_backward(g, a->e, a->f, a->g2, a->c, a->a, a->b, a->N, a->C, a->OC, 0);
+}
+static void run_att_fwd(vb_ctx *g, void *p) {
+    bench_args *a = p;
+    G->attention_forward(g, a->d, a->e, a->i, a->a, a->b, a->c, a->B, a->T, a->T, a->NH, a->HD);
+}
+static void run_att_bwd(vb_ctx *g, void *p) {
+    bench_args *a = p;
+    G->attention_backward(g, a->f, a->g2, a->h, a->i, a->d, a->d, a->e, a->a, a->b, a->c, a->B, a->T,
+                          a->T, a->NH, a->HD);
+}
+static void run_ln_fwd(vb_ctx *g, void *p) {
+    bench_args *a = p;
+    G->layernorm_forward(g, a->b, a->e, a->f, a->a, a->c, a->d, a->N, a->C, 1e-5f);
+}
+static void run_ln_bwd(vb_ctx *g, void *p) {
+    bench_args *a = p;
+    G->layernorm_backward(g, a->g2, a->h, a->i, a->b, a->a, a->c, a->e, a->f, a->N, a->C);
+}
+
+// a device buffer of n activations (or floats) filled with values in [-1, 1)
+static void *bench_buf(vb_ctx *g, size_t n, int act) {
+    float *h = fmalloc(n), *f = G->alloc(g, n * 4);
+    tu_fill_uniform(h, n, -1, 1, n);
+    G->memcpy_h2d(g, f, h, n * 4);
+    void *d = f;
+    if (act && g->act != VB_DTYPE_F32) {
+        d = G->alloc(g, n * vb_dtype_size(g->act));
+        G->cast_to_act(g, d, f, n);
+    }
+    G->synchronize(g);
+    if (d != f) G->free(g, f);
+    free(h);
+    return d;
+}
+
+static int run_bench(void) {
+    vb_ctx *list[3] = {gctx[VB_DTYPE_F32], gtf32, gctx[VB_DTYPE_BF16]};
+    const int B = 2, T = 4050, D = 384, NH = 8, HD = 48, N = B * T;
+    const int shapes[5][2] = {{D, 3 * D}, {D, D}, {D, 4 * D}, {4 * D, D}, {1280, D}};
+    const char *names[5] = {"qkv", "proj", "fc1", "fc2", "patch embed"};
+    for (int l = 0; l < 3; l++) {
+        vb_ctx *g = list[l];
+        if (!g) continue;
+        const size_t es = vb_dtype_size(g->act);
+        for (int s = 0; s < 5; s++) {
+            const int C = shapes[s][0], OC = shapes[s][1];
+            bench_args a = {.N = N, .C = C, .OC = OC};
+            a.a = bench_buf(g, (size_t)N * C, 1), a.b = bench_buf(g, (size_t)OC * C, 1);
+            a.c = bench_buf(g, (size_t)N * OC, 1), a.d = bench_buf(g, OC, 1);
+            a.e = bench_buf(g, (size_t)N * C, 1), a.f = bench_buf(g, (size_t)OC * C, 0);
+            a.g2 = bench_buf(g, OC, 0);
+            char what[96];
+            const double fl = 2.0 * N * C * OC;
+            snprintf(what, sizeof what, "matmul_forward %s N=%d C=%d OC=%d", names[s], N, C, OC);
+            bench_one(g, what, fl, 0, 20, run_mm_fwd, &a);
+            snprintf(what, sizeof what, "matmul_backward %s", names[s]);
+            bench_one(g, what, 2 * fl, 0, 20, run_mm_bwd, &a);
+            G->free(g, a.a), G->free(g, a.b), G->free(g, a.c), G->free(g, a.d);
+            G->free(g, a.e), G->free(g, a.f), G->free(g, a.g2);
+        }
+        if (g == gtf32) continue; // attention and LayerNorm do not use TF32
+        bench_args a = {.B = B, .T = T, .NH = NH, .HD = HD};
+        const size_t n = (size_t)B * T * D;
+        a.a = bench_buf(g, n, 1), a.b = bench_buf(g, n, 1), a.c = bench_buf(g, n, 1);
+        a.d = bench_buf(g, n, 1), a.e = bench_buf(g, (size_t)B * NH * T, 0);
+        a.f = bench_buf(g, n, 1), a.g2 = bench_buf(g, n, 1), a.h = bench_buf(g, n, 1);
+        a.i = G->alloc(g, G->attention_workspace_bytes(g, B, T, T, NH, HD));
+        run_att_fwd(g, &a); // lse of these inputs, for the backward
+        const double fl = 4.0 * B * NH * (double)T * T * HD;
+        char what[96];
+        snprintf(what, sizeof what, "attention_forward B=%d T=%d NH=%d HD=%d", B, T, NH, HD);
+        bench_one(g, what, fl, 0, 3, run_att_fwd, &a);
+        // backward: 5 products per tile pair (dQ recomputes 2 of them: 7 done)
+        bench_one(g, "attention_backward (flops: 5 products)", 2.5 * fl, 0, 2, run_att_bwd, &a);
+        G->free(g, a.i);
+        G->free(g, a.e), G->free(g, a.f);
+        bench_args l2 = {.N = N, .C = D};
+        l2.a = a.a, l2.b = a.b, l2.c = bench_buf(g, D, 1), l2.d = bench_buf(g, D, 1);
+        l2.e = bench_buf(g, N, 0), l2.f = bench_buf(g, N, 0);
+        l2.g2 = a.c, l2.h = bench_buf(g, D, 0), l2.i = bench_buf(g, D, 0);
+        G->synchronize(g);
+        run_ln_fwd(g, &l2); // mean/rstd for the backward
+        snprintf(what, sizeof what, "layernorm_forward N=%d C=%d", N, D);
+        bench_one(g, what, 0, 2.0 * N * D * es, 20, run_ln_fwd, &l2);
+        bench_one(g, "layernorm_backward (dinp, dW, db)", 0, 4.0 * N * D * es, 20, run_ln_bwd, &l2);
+        G->free(g, l2.c), G->free(g, l2.d), G->free(g, l2.e), G->free(g, l2.f);
+        G->free(g, l2.h), G->free(g, l2.i);
+        G->free(g, a.a), G->free(g, a.b), G->free(g, a.c), G->free(g, a.d);
+        G->free(g, a.g2), G->free(g, a.h);
+    }
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+
+int main(int argc, char **argv) {
+    G = vb_ops_cuda();
+    if (!G) {
+        printf("test_cuda_ops: SKIP: the CUDA backend is not compiled in (configure with -DVB_CUDA=ON "
+               "on a machine with the CUDA toolkit)\n");
+        return 77;
+    }
+    H = vb_ops_cpu();
+    char err[512] = "";
+    gctx[VB_DTYPE_F32] = G->ctx_create(&(vb_ctx_opts){.act = VB_DTYPE_F32, .device = 0}, err, sizeof err);
+    if (!gctx[VB_DTYPE_F32]) {
+        printf("test_cuda_ops: SKIP: no usable GPU: %s\n", err);
+        return 77;
+    }
+    hctx = H->ctx_create(&(vb_ctx_opts){.act = VB_DTYPE_F32}, err, sizeof err);
+    if (!hctx) {
+        printf("test_cuda_ops: the CPU backend refused a float32 context: %s\n", err);
+        return 1;
+    }
+    for (int d = 1; d < 3; d++) {
+        gctx[d] = G->ctx_create(&(vb_ctx_opts){.act = (vb_dtype)d, .device = 0}, err, sizeof err);
+        if (!gctx[d]) printf("test_cuda_ops: %s context refused: %s\n", vb_dtype_name((vb_dtype)d), err);
+    }
+    gtf32 = G->ctx_create(&(vb_ctx_opts){.act = VB_DTYPE_F32, .device = 0, .tf32 = 1}, err, sizeof err);
+    if (argc > 1 && strcmp(argv[1], "--bench") == 0) return run_bench();
+
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_contexts),
+        cmocka_unit_test(test_memory_events),
+        cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_layernorm),
+        cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_elementwise),
+        cmocka_unit_test(test_loss),
+        cmocka_unit_test(test_adam),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    printf("test_cuda_ops: %d failing case%s\n", g_failures, g_failures == 1 ? "" : "s");
+    return rc;
+}
