@@ -23,8 +23,8 @@
  *   timeline.csv        (timeline.h) every event of the profile_steps window
  *   train_log.csv       step,epoch,loss,lr,seconds          (train runs)
  *   validation.csv      epoch,step,val_loss,rmse_u10m,seconds (train runs)
- * Every CSV is rewritten atomically (tmp file + rename) after every trial /
- * epoch, so a run killed mid-way keeps everything it finished.
+ * Every CSV is rewritten atomically (tmp file + rename, fileio.h) after every
+ * trial / epoch, so a run killed mid-way keeps everything it finished.
  */
 #ifndef VB_RESULTS_H
 #define VB_RESULTS_H
@@ -32,29 +32,14 @@
 #include <stdio.h>
 #include <stdbool.h>
 #include "core/config.h"
+/* vb_atomic_write, vb_atomic_write_or_die, vb_die_env and vb_csv_field: every
+ * writer of the run directory uses them, so they come with this header */
+#include "core/fileio.h"
 
 /* Creates output_dir/<run_id>/ where run_id = run_name or <config>_<YYYYmmdd-HHMMSS>;
  * writes the resolved path into dir (n bytes) and the id into run_id.
  * Exits 2 naming output_dir if it cannot be created. */
 void vb_run_dir_create(const vb_config *c, char *dir, size_t n, char *run_id, size_t idn);
-
-/* Atomic text file write: `write_fn(f, ctx)` writes into a temporary file in the
- * same directory which is then renamed over `path`. Returns 0 on success, or
- * -1 with errno set to the cause (creating, writing, flushing, fsync, close or
- * rename: a full disk is ENOSPC/EFBIG, a read-only one EROFS/EACCES); the
- * temporary file is removed and `path` keeps its previous contents. */
-int vb_atomic_write(const char *path, void (*write_fn)(FILE *f, void *ctx), void *ctx);
-
-/* An environment failure (full or read-only disk, closed stream): ONE line
- * "vitbench: error: <msg>" on stderr (with "[rank N]" on ranks other than 0),
- * then exit(1). Not an input error (exit 2) and not a bug: the user fixes the
- * machine, not the command line. */
-void vb_die_env(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
-
-/* vb_atomic_write, and on failure vb_die_env naming `path` and the OS error:
- * a result that cannot be written stops the run instead of being lost with a
- * warning (run and train results). */
-void vb_atomic_write_or_die(const char *path, void (*write_fn)(FILE *f, void *ctx), void *ctx);
 
 /* For a run that cannot record its own end (killed while blocked in a
  * collective, SIGKILLed): if run.json at `path` still says "running", it is
@@ -63,8 +48,5 @@ void vb_atomic_write_or_die(const char *path, void (*write_fn)(FILE *f, void *ct
  * -1 when the file cannot be read or written. Async-signal-unsafe: call from
  * a thread or another process, never from a signal handler. */
 int vb_run_json_mark_failed(const char *path, const char *why);
-
-/* CSV field quoting (RFC 4180) into f. */
-void vb_csv_field(FILE *f, const char *s);
 
 #endif

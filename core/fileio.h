@@ -1,0 +1,35 @@
+/* fileio.h: crash-safe file writes and CSV field quoting.
+ *
+ * The small file helpers every writer of results shares (the profiler's
+ * ops.csv, the timeline, the run directory's files, the analysis tools),
+ * kept apart from results.h so that a module that only writes a file does
+ * not depend on the run configuration.
+ */
+#ifndef VB_FILEIO_H
+#define VB_FILEIO_H
+
+#include <stdio.h>
+
+/* Atomic text file write: `write_fn(f, ctx)` writes into a temporary file in the
+ * same directory which is then renamed over `path`. Returns 0 on success, or
+ * -1 with errno set to the cause (creating, writing, flushing, fsync, close or
+ * rename: a full disk is ENOSPC/EFBIG, a read-only one EROFS/EACCES); the
+ * temporary file is removed and `path` keeps its previous contents. */
+int vb_atomic_write(const char *path, void (*write_fn)(FILE *f, void *ctx), void *ctx);
+
+/* An environment failure (full or read-only disk, closed stream): ONE line
+ * "vitbench: error: <msg>" on stderr (with "[rank N]" on ranks other than 0),
+ * then exit(1). Not an input error (exit 2) and not a bug: the user fixes the
+ * machine, not the command line. */
+void vb_die_env(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+
+/* vb_atomic_write, and on failure vb_die_env naming `path` and the OS error:
+ * a result that cannot be written stops the run instead of being lost with a
+ * warning (run and train results). */
+void vb_atomic_write_or_die(const char *path, void (*write_fn)(FILE *f, void *ctx), void *ctx);
+
+/* CSV field quoting (RFC 4180) into f: the field as is unless it holds a
+ * comma, a quote or a line break, else quoted with inner quotes doubled. */
+void vb_csv_field(FILE *f, const char *s);
+
+#endif
