@@ -20,24 +20,26 @@
 #include "core/comm.h"
 #include "core/common.h"
 
-/* Times one op call under its own name in the profiler. `call` may contain
- * commas (they are inside its parentheses). */
+/* Times one op call under its own name in the profiler: a token from
+ * vb_prof_begin, ended after the call (the duration is resolved at the
+ * profiler's next flush, once the op's work has completed). `call` may
+ * contain commas (they are inside its parentheses). */
 #define VIT_TIMED(m, opname, cat, call)                                 \
     do {                                                                \
-        int vit_op_id_ = VB_OP_ID((m)->prof, opname, cat);              \
-        double vit_op_t0_ = vb_prof_begin((m)->prof, vit_op_id_);       \
+        vb_prof_token vit_op_tok_ =                                     \
+            vb_prof_begin((m)->prof, VB_OP_ID((m)->prof, opname, cat)); \
         call;                                                           \
-        vb_prof_end((m)->prof, vit_op_id_, vit_op_t0_, 0);              \
+        vb_prof_end((m)->prof, vit_op_tok_, 0);                         \
     } while (0)
 #define VIT_OP(m, opname, call) VIT_TIMED(m, opname, VB_CAT_COMPUTE, call)
 /* A compute op that reports its work: FLOPs and bytes moved (ops.csv
  * gflop_per_s / gb_per_s, timeline.csv). */
 #define VIT_OPW(m, opname, flops, bytes, call)                                       \
     do {                                                                             \
-        int vit_op_id_ = VB_OP_ID((m)->prof, opname, VB_CAT_COMPUTE);               \
-        double vit_op_t0_ = vb_prof_begin((m)->prof, vit_op_id_);                    \
+        vb_prof_token vit_op_tok_ =                                                  \
+            vb_prof_begin((m)->prof, VB_OP_ID((m)->prof, opname, VB_CAT_COMPUTE));  \
         call;                                                                        \
-        vb_prof_end_flops((m)->prof, vit_op_id_, vit_op_t0_, (size_t)(bytes), (flops)); \
+        vb_prof_end_flops((m)->prof, vit_op_tok_, (size_t)(bytes), (flops));         \
     } while (0)
 /* out[M,N] = in[M,K] w[K,N]: 2MKN FLOPs, each operand touched once */
 #define VIT_MM_FWD(m, role, M, K, N, call)                                                      \

@@ -1,10 +1,18 @@
-/* profile.c: per-op CPU timers behind profile.h.
+/* profile.c: per-op timers behind profile.h.
  *
  * Two levels: a process-wide registry (name, category) that hands out stable
  * small integer ids, shared by every profiler, and per-profiler sample arrays
  * indexed by those ids. The registry is a fixed array so a name pointer never
  * moves once published; only registration takes the mutex, the hot path
  * (begin/end) never does.
+ *
+ * Begin and end only stamp: each takes a free slot of the clock's ring and
+ * records into it; an ended op becomes a pending record (its two slots, its
+ * bytes and FLOPs, and where it belongs: trial-type section, timeline step).
+ * A flush turns pending records into samples and timeline events and frees
+ * their slots; slots of ops still open stay taken, so tokens may nest and
+ * overlap in any order. Nothing here allocates per op once the sample arrays
+ * have grown.
  *
  * A profiler is used by one thread at a time (the training thread); loader
  * worker threads pass NULL or their own profiler.
@@ -17,7 +25,7 @@
 #include <string.h>
 
 #include "core/common.h"
-#include "core/results.h"
+#include "core/fileio.h"
 #include "core/timeline.h"
 
 #define VB_PROF_MAX_OPS 512
@@ -53,6 +61,16 @@ typedef struct {
 } vb_prof_section;
 
 #define VB_PROF_MAX_SECTIONS 8
+#define VB_PROF_DEFAULT_SLOTS 4096
+
+/* An ended op whose duration is not resolved yet. */
+typedef struct {
+    int id, start, end;       /* op id and its two clock slots */
+    double bytes, flops;
+    vb_prof_section *sec;     /* NULL: no ops.csv sample (the profiler was disabled when it ended) */
+    bool timeline;            /* a timeline event at `stamp` */
+    vb_tl_stamp stamp;
+} vb_prof_pending;
 
 struct vb_profiler {
     bool enabled;
@@ -60,6 +78,12 @@ struct vb_profiler {
     int nsections;
     vb_prof_section *cur;
     vb_tlrec *timeline;  /* may be NULL */
+    vb_prof_clock *clock;
+    unsigned char *slot_used; /* [clock->nslots] */
+    int nused, next_slot;     /* slots taken; where the search for a free one starts */
+    vb_prof_pending *pending; /* [clock->nslots / 2]: every record holds two slots */
+    int npending;
+    bool flushing;
 };
 
 const char *vb_cat_name(vb_op_category c) {
@@ -104,22 +128,81 @@ static int registry_count(void) {
     return n;
 }
 
+/* ---- the host clock: a slot is a vb_now() reading ---- */
+
+static void host_record(vb_prof_clock *c, int slot) { ((double *)c->impl)[slot] = vb_now(); }
+static void host_sync(vb_prof_clock *c) { (void)c; }
+static double host_elapsed(vb_prof_clock *c, int start, int end) {
+    const double *t = c->impl;
+    return t[end] - t[start];
+}
+static double host_time(vb_prof_clock *c, int slot) { return ((const double *)c->impl)[slot]; }
+static void host_destroy(vb_prof_clock *c) {
+    if (!c) return;
+    free(c->impl);
+    free(c);
+}
+
+vb_prof_clock *vb_prof_clock_host(int nslots) {
+    if (nslots < 2) vb_die_internal("profiler: a clock needs at least 2 slots (got %d)", nslots);
+    vb_prof_clock *c = calloc(1, sizeof *c);
+    double *t = calloc((size_t)nslots, sizeof *t);
+    if (!c || !t) vb_die_internal("out of memory for a profiler clock of %d slots", nslots);
+    *c = (vb_prof_clock){.nslots = nslots, .record = host_record, .sync = host_sync, .elapsed = host_elapsed,
+                         .host_time = host_time, .destroy = host_destroy, .impl = t};
+    return c;
+}
+
+/* Installs `clock` with fresh slot bookkeeping; nothing may hold a slot. */
+static void install_clock(vb_profiler *p, vb_prof_clock *clock) {
+    if (clock->nslots < 2 || !clock->record || !clock->sync || !clock->elapsed || !clock->host_time)
+        vb_die_internal("profiler: incomplete clock (%d slots)", clock->nslots);
+    unsigned char *used = calloc((size_t)clock->nslots, 1);
+    vb_prof_pending *pending = calloc((size_t)clock->nslots / 2, sizeof *pending);
+    if (!used || !pending) vb_die_internal("out of memory for a profiler clock of %d slots", clock->nslots);
+    free(p->slot_used);
+    free(p->pending);
+    if (p->clock && p->clock->destroy) p->clock->destroy(p->clock);
+    p->clock = clock;
+    p->slot_used = used;
+    p->pending = pending;
+    p->nused = p->next_slot = p->npending = 0;
+}
+
 vb_profiler *vb_prof_create(void) {
     vb_profiler *p = calloc(1, sizeof *p);
     if (!p) vb_die_internal("out of memory creating profiler");
     p->sections[0].trial_type = "";
     p->nsections = 1;
     p->cur = &p->sections[0];
+    install_clock(p, vb_prof_clock_host(VB_PROF_DEFAULT_SLOTS));
     return p;
 }
 
+void vb_prof_set_clock(vb_profiler *p, vb_prof_clock *clock) {
+    if (!p) {
+        if (clock && clock->destroy) clock->destroy(clock);
+        return;
+    }
+    vb_prof_flush(p);
+    if (p->nused != 0) vb_die_internal("profiler: clock changed while %d ops are open", p->nused);
+    install_clock(p, clock ? clock : vb_prof_clock_host(VB_PROF_DEFAULT_SLOTS));
+}
+
+static void timeline_source_flush(void *ctx) { vb_prof_flush(ctx); }
+
 void vb_prof_destroy(vb_profiler *p) {
     if (!p) return;
+    /* ops still pending are dropped: the results were written before this */
+    vb_tlrec_remove_source(p->timeline, p);
     for (int k = 0; k < p->nsections; k++) {
         vb_prof_section *sec = &p->sections[k];
         for (int i = 0; i < sec->nops; i++) free(sec->stats[i].samples);
         free(sec->stats);
     }
+    if (p->clock && p->clock->destroy) p->clock->destroy(p->clock);
+    free(p->slot_used);
+    free(p->pending);
     free(p);
 }
 
@@ -148,11 +231,19 @@ void vb_prof_set_trial_type(vb_profiler *p, const char *trial_type) {
 }
 
 void vb_prof_set_timeline(vb_profiler *p, vb_tlrec *t) {
-    if (p) p->timeline = t;
+    if (!p || p->timeline == t) return;
+    /* ops that ended under the old timeline go to it */
+    vb_prof_flush(p);
+    vb_tlrec_remove_source(p->timeline, p);
+    p->timeline = t;
+    vb_tlrec_add_source(t, timeline_source_flush, p);
 }
 
 void vb_prof_reset(vb_profiler *p) {
     if (!p) return;
+    /* samples of ops that ended before the reset are dropped with the rest;
+     * their timeline events still go to the timeline */
+    vb_prof_flush(p);
     for (int k = 0; k < p->nsections; k++) {
         vb_prof_section *sec = &p->sections[k];
         for (int i = 0; i < sec->nops; i++) {
@@ -178,10 +269,41 @@ static void ensure_op(vb_prof_section *p, int id) {
     p->nops = n;
 }
 
-double vb_prof_begin(vb_profiler *p, int id) {
-    if (!p) return 0.0;
+/* ---- stamp slots ---- */
+
+static int slot_take(vb_profiler *p) {
+    const int n = p->clock->nslots;
+    if (p->nused == n) {
+        vb_prof_flush(p);
+        if (p->nused == n)
+            vb_die_internal("profiler: %d ops open at once (a vb_prof_begin without its vb_prof_end?)", n);
+    }
+    int i = p->next_slot;
+    while (p->slot_used[i]) i = i + 1 == n ? 0 : i + 1;
+    p->slot_used[i] = 1;
+    p->nused++;
+    p->next_slot = i + 1 == n ? 0 : i + 1;
+    return i;
+}
+
+static void slot_free(vb_profiler *p, int slot) {
+    if (slot < 0 || slot >= p->clock->nslots || !p->slot_used[slot])
+        vb_die_internal("profiler: slot %d freed but not taken (a token ended twice?)", slot);
+    p->slot_used[slot] = 0;
+    p->nused--;
+}
+
+vb_prof_token vb_prof_begin(vb_profiler *p, int id) {
+    vb_prof_token tok = {id, -1};
+    if (!p) return tok;
     VB_NVTX_PUSH(g_registry[id].name);
-    return p->enabled || vb_tlrec_active(p->timeline) ? vb_now() : 0.0;
+    if (!p->enabled && !vb_tlrec_active(p->timeline)) return tok;
+    /* resolve early, while no stamp of this op is taken, so that a flush is
+     * not timed as part of it: its end then finds a slot without flushing */
+    if (p->nused > p->clock->nslots - p->clock->nslots / 4) vb_prof_flush(p);
+    tok.slot = slot_take(p);
+    p->clock->record(p->clock, tok.slot);
+    return tok;
 }
 
 static vb_tl_kind timeline_kind(vb_op_category c) {
@@ -193,18 +315,26 @@ static vb_tl_kind timeline_kind(vb_op_category c) {
     }
 }
 
-void vb_prof_end_flops(vb_profiler *p, int id, double t0, size_t bytes, double flops) {
+void vb_prof_end_flops(vb_profiler *p, vb_prof_token tok, size_t bytes, double flops) {
     if (!p) return;
     VB_NVTX_POP();
-    bool tl = vb_tlrec_active(p->timeline);
-    if (!p->enabled && !tl) return;
-    double dt = vb_now() - t0;
-    if (dt < 0) dt = 0;
-    if (tl)
-        vb_tlrec_add(p->timeline, VB_TL_MAIN, timeline_kind(g_registry[id].cat), g_registry[id].name, t0, dt,
-                     (double)bytes, flops, -1);
-    if (!p->enabled) return;
-    vb_prof_section *sec = p->cur;
+    if (tok.slot < 0) return;
+    /* where the op belongs is decided now, as if it were resolved at once */
+    vb_prof_pending r = {.id = tok.id, .start = tok.slot, .bytes = (double)bytes, .flops = flops};
+    r.timeline = vb_tlrec_stamp(p->timeline, &r.stamp);
+    r.sec = p->enabled ? p->cur : NULL;
+    if (!r.sec && !r.timeline) {
+        slot_free(p, tok.slot);
+        return;
+    }
+    r.end = slot_take(p);
+    p->clock->record(p->clock, r.end);
+    p->pending[p->npending++] = r;
+}
+
+void vb_prof_end(vb_profiler *p, vb_prof_token tok, size_t bytes) { vb_prof_end_flops(p, tok, bytes, 0.0); }
+
+static void add_sample(vb_prof_section *sec, int id, double dt, double bytes, double flops) {
     ensure_op(sec, id);
     vb_op_stats *s = &sec->stats[id];
     if ((size_t)s->calls == s->cap) {
@@ -219,14 +349,35 @@ void vb_prof_end_flops(vb_profiler *p, int id, double t0, size_t bytes, double f
     if (s->calls == 0 || dt > s->max) s->max = dt;
     s->calls++;
     s->total += dt;
-    s->bytes += (double)bytes;
+    s->bytes += bytes;
     s->flops += flops;
 }
 
-void vb_prof_end(vb_profiler *p, int id, double t0, size_t bytes) { vb_prof_end_flops(p, id, t0, bytes, 0.0); }
+void vb_prof_flush(vb_profiler *p) {
+    if (!p || p->flushing || p->npending == 0) return;
+    p->flushing = true;
+    vb_prof_clock *c = p->clock;
+    c->sync(c);
+    for (int k = 0; k < p->npending; k++) {
+        const vb_prof_pending *r = &p->pending[k];
+        double dt = c->elapsed(c, r->start, r->end);
+        if (dt < 0) dt = 0;
+        if (r->timeline)
+            vb_tlrec_add_stamped(p->timeline, &r->stamp, VB_TL_MAIN, timeline_kind(g_registry[r->id].cat),
+                                 g_registry[r->id].name, c->host_time(c, r->start), dt, r->bytes, r->flops, -1);
+        if (r->sec) add_sample(r->sec, r->id, dt, r->bytes, r->flops);
+        slot_free(p, r->start);
+        slot_free(p, r->end);
+    }
+    p->npending = 0;
+    p->flushing = false;
+}
 
 void vb_prof_add_step_time(vb_profiler *p, double seconds) {
-    if (p && p->enabled) p->cur->step_seconds += seconds;
+    if (!p) return;
+    /* the harness's step boundary: the step's work has completed */
+    vb_prof_flush(p);
+    if (p->enabled) p->cur->step_seconds += seconds;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -268,6 +419,7 @@ static void section_rows(FILE *f, const vb_prof_section *sec, int rank) {
 }
 
 char *vb_prof_csv_rows(vb_profiler *p, int rank) {
+    vb_prof_flush(p);
     char *buf = NULL;
     size_t len = 0;
     /* a memory stream keeps the row formatting (vb_csv_field) identical to a file's */

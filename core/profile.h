@@ -1,15 +1,34 @@
-/* profile.h: per-op CPU timers (ops.csv) and NVTX ranges.
+/* profile.h: per-op timers (ops.csv), timeline events and NVTX ranges.
  *
  * The model/optimizer/loader wrap each op call:
- *     double t0 = vb_prof_begin(prof, VB_OP_ID(prof, "matmul_forward", VB_CAT_COMPUTE));
- *     ops->matmul_forward(...);
- *     vb_prof_end(prof, id, t0, bytes);
- * vb_prof_begin also pushes an NVTX range of the op's name, vb_prof_end pops it.
+ *     vb_prof_token tok = vb_prof_begin(prof, VB_OP_ID(prof, "matmul_forward", VB_CAT_COMPUTE));
+ *     ops->matmul_forward(ctx, ...);
+ *     vb_prof_end(prof, tok, bytes);
+ * vb_prof_begin stamps the op's start on the profiler's clock and returns a
+ * token (the op and the stamp's slot); vb_prof_end stamps its end. Tokens may
+ * nest and overlap: each holds its own slots. Durations are not computed at
+ * vb_prof_end: the pair of stamps waits until the profiler is FLUSHED, after
+ * the work has completed, and only then becomes an ops.csv sample and a
+ * timeline event. That is what lets a device clock (events recorded into a
+ * stream, read back with event_elapsed after a synchronize) sit behind the
+ * same calls as the host clock, whose stamps are vb_now() readings and whose
+ * resolution is a subtraction.
+ *
+ * Flushes happen at vb_prof_flush (the harness calls it after synchronizing,
+ * e.g. at a step's end), when the slot ring is full, before ops.csv rows are
+ * rendered or the profiler is reset, and when the attached timeline closes a
+ * step or renders its rows. The trial type (vb_prof_set_trial_type), the
+ * enabled state and the timeline's step are taken at vb_prof_end, so a
+ * sample lands where it would have landed had it been resolved at once.
+ *
+ * vb_prof_begin also pushes an NVTX range of the op's name, vb_prof_end pops
+ * it (NVTX ranges nest: overlapping tokens show as nested ranges there).
  * `prof` may be NULL (then nothing is recorded and the calls cost a branch).
  * Samples are only recorded while the profiler is enabled (timed trials).
  * Sample storage grows by doubling and is reused across trials, so a steady
- * state step allocates nothing. The CUDA backend will swap the clock for CUPTI
- * activity records behind the same interface.
+ * state step allocates nothing.
+ *
+ * A profiler is used by one thread at a time (the training thread).
  */
 #ifndef VB_PROFILE_H
 #define VB_PROFILE_H
@@ -23,6 +42,7 @@ const char *vb_cat_name(vb_op_category c); /* "compute", "comm", "memcpy", "io" 
 
 typedef struct vb_profiler vb_profiler;
 
+/* A profiler on the host clock (vb_prof_clock_host(4096)). */
 vb_profiler *vb_prof_create(void);
 void vb_prof_destroy(vb_profiler *p);
 void vb_prof_set_enabled(vb_profiler *p, bool on);
@@ -31,18 +51,60 @@ void vb_prof_reset(vb_profiler *p);          /* drop samples, keep registrations
  * the profiler, e.g. "FULL"); ops.csv has one row per (trial type, op). */
 void vb_prof_set_trial_type(vb_profiler *p, const char *trial_type);
 /* While `t`'s window is open every timed op is also a timeline event (main
- * lane), on every rank, whether or not this profiler is enabled. */
+ * lane), on every rank, whether or not this profiler is enabled. The
+ * profiler registers with t as an event source (timeline.h) so its held-back
+ * ops reach t before a step closes; NULL detaches. Destroy the profiler (or
+ * detach it) before destroying t. */
 struct vb_tlrec;
 void vb_prof_set_timeline(vb_profiler *p, struct vb_tlrec *t);
 
 /* Registers (or finds) an op by name in the PROCESS-WIDE registry; returns a
  * stable id valid for every profiler. Thread-safe. */
 int vb_prof_op(const char *name, vb_op_category cat);
-double vb_prof_begin(vb_profiler *p, int id);               /* returns start time */
-void vb_prof_end(vb_profiler *p, int id, double t0, size_t bytes);
+
+/* An op in flight: its id and the clock slot holding its start stamp
+ * (slot < 0: nothing is being timed, e.g. a disabled profiler outside the
+ * timeline's window). A small value: pass it by value to vb_prof_end. */
+typedef struct vb_prof_token {
+    int id;
+    int slot;
+} vb_prof_token;
+
+vb_prof_token vb_prof_begin(vb_profiler *p, int id);
+void vb_prof_end(vb_profiler *p, vb_prof_token tok, size_t bytes);
 /* As vb_prof_end, with the floating-point operations the call performed
  * (ops.csv flops and gflop_per_s; 0 = not reported). */
-void vb_prof_end_flops(vb_profiler *p, int id, double t0, size_t bytes, double flops);
+void vb_prof_end_flops(vb_profiler *p, vb_prof_token tok, size_t bytes, double flops);
+/* Resolves every ended op's duration (clock->sync first, then elapsed per
+ * stamp pair) into ops.csv samples and timeline events, and frees their
+ * slots. Ops still open keep theirs. Call after the work has completed. */
+void vb_prof_flush(vb_profiler *p);
+
+/* Where stamps come from. The clock owns a ring of `nslots` stamp slots; the
+ * profiler hands out slots (record) and frees them after resolving (elapsed,
+ * host_time), and never asks for a slot that was not recorded.
+ *   host clock (vb_prof_clock_host): record reads vb_now() into the slot.
+ *   device clock (CUDA): slots are pre-created events; record enqueues one on
+ *     the stream, sync waits for the last one, elapsed is event_elapsed_ms,
+ *     host_time maps a slot onto vb_now()'s time line through a reference
+ *     event whose host time was taken at a synchronize. */
+typedef struct vb_prof_clock {
+    int nslots;
+    void (*record)(struct vb_prof_clock *c, int slot);
+    /* every stamp recorded so far has completed (host: nothing to do) */
+    void (*sync)(struct vb_prof_clock *c);
+    /* seconds from the stamp in slot `start` to the one in `end` */
+    double (*elapsed)(struct vb_prof_clock *c, int start, int end);
+    /* the stamp's time on vb_now()'s clock (timeline.csv start_s) */
+    double (*host_time)(struct vb_prof_clock *c, int slot);
+    void (*destroy)(struct vb_prof_clock *c);
+    void *impl;
+} vb_prof_clock;
+/* The host clock with `nslots` slots (at least 2). */
+vb_prof_clock *vb_prof_clock_host(int nslots);
+/* Replaces p's clock (the profiler owns it from now on and destroys it);
+ * resolves what the previous clock stamped first. NULL: a new host clock. */
+void vb_prof_set_clock(vb_profiler *p, vb_prof_clock *clock);
 
 /* Step time accumulated by the harness: share_of_step = total / step_seconds. */
 void vb_prof_add_step_time(vb_profiler *p, double seconds);

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "core/common.h"
-#include "core/results.h"
+#include "core/fileio.h"
 
 typedef struct {
     double start, dur, bytes, flops;
@@ -38,6 +38,12 @@ struct vb_tlrec {
      * step is open, read by loader workers while one is */
     const char *_Atomic trial_type;
     atomic_int trial_index, step;
+    /* recorders whose stamped events are added at a flush (training thread) */
+    struct {
+        void (*flush)(void *ctx);
+        void *ctx;
+    } sources[8];
+    int nsources;
 };
 
 static const char *const k_kind[] = {"trial", "step", "phase", "compute", "comm", "memcpy", "io", "marker"};
@@ -86,8 +92,38 @@ bool vb_tlrec_begin_step(vb_tlrec *t, const char *trial_type, int trial_index, i
     return true;
 }
 
+/* has every source add the events it holds back (training thread only) */
+static void pull_sources(const vb_tlrec *t) {
+    for (int i = 0; t && i < t->nsources; i++) t->sources[i].flush(t->sources[i].ctx);
+}
+
+void vb_tlrec_add_source(vb_tlrec *t, void (*flush)(void *ctx), void *ctx) {
+    if (!t) return;
+    for (int i = 0; i < t->nsources; i++)
+        if (t->sources[i].ctx == ctx) {
+            t->sources[i].flush = flush;
+            return;
+        }
+    if (t->nsources == (int)(sizeof t->sources / sizeof t->sources[0]))
+        vb_die_internal("timeline: more than %d event sources", t->nsources);
+    t->sources[t->nsources].flush = flush;
+    t->sources[t->nsources].ctx = ctx;
+    t->nsources++;
+}
+
+void vb_tlrec_remove_source(vb_tlrec *t, void *ctx) {
+    if (!t) return;
+    for (int i = 0; i < t->nsources; i++)
+        if (t->sources[i].ctx == ctx) {
+            t->sources[i] = t->sources[--t->nsources];
+            return;
+        }
+}
+
 void vb_tlrec_end_step(vb_tlrec *t) {
     if (!t || !atomic_load(&t->active)) return;
+    /* the step's ops still held back carry its stamp: add them before it closes */
+    pull_sources(t);
     atomic_store(&t->active, 0);
     atomic_fetch_add(&t->steps_done, 1);
 }
@@ -113,6 +149,22 @@ void vb_tlrec_add(vb_tlrec *t, int lane, vb_tl_kind kind, const char *name, doub
     push(t, lane, e);
 }
 
+bool vb_tlrec_stamp(const vb_tlrec *t, vb_tl_stamp *s) {
+    if (!t || !atomic_load(&t->active)) return false;
+    s->trial_type = t->trial_type;
+    s->trial_index = atomic_load(&t->trial_index);
+    s->step = atomic_load(&t->step);
+    return true;
+}
+
+void vb_tlrec_add_stamped(vb_tlrec *t, const vb_tl_stamp *s, int lane, vb_tl_kind kind, const char *name,
+                          double start, double dur, double bytes, double flops, int bucket) {
+    if (!t || !s) return;
+    tl_event e = {start - t->origin, dur < 0 ? 0 : dur, bytes, flops, name, s->trial_type,
+                  s->trial_index, s->step, bucket, (unsigned char)kind};
+    push(t, lane, e);
+}
+
 void vb_tlrec_add_trial(vb_tlrec *t, const char *trial_type, int trial_index, double start, double dur) {
     if (!t) return;
     tl_event e = {start - t->origin, dur, 0, 0, NULL, trial_type, trial_index, -1, -1, VB_TLK_TRIAL};
@@ -120,6 +172,7 @@ void vb_tlrec_add_trial(vb_tlrec *t, const char *trial_type, int trial_index, do
 }
 
 long vb_tlrec_events(const vb_tlrec *t) {
+    pull_sources(t);
     long n = 0;
     if (t)
         for (int l = 0; l < t->nlanes; l++) n += t->lanes[l].n;
@@ -127,6 +180,7 @@ long vb_tlrec_events(const vb_tlrec *t) {
 }
 
 long vb_tlrec_dropped(const vb_tlrec *t) {
+    pull_sources(t);
     long n = 0;
     if (t)
         for (int l = 0; l < t->nlanes; l++) n += atomic_load(&t->lanes[l].dropped);
@@ -143,6 +197,7 @@ static int cmp_start(const void *a, const void *b) {
 char *vb_tlrec_csv_rows(const vb_tlrec *t, int rank) {
     char *buf = NULL;
     size_t len = 0;
+    pull_sources(t);
     FILE *f = open_memstream(&buf, &len);
     if (!f) vb_die_internal("out of memory rendering timeline rows");
     for (int l = 0; t && l < t->nlanes; l++) {

@@ -59,7 +59,8 @@ vb_tlrec *vb_tlrec_create(int steps, int nloaders, int events_per_step);
 void vb_tlrec_destroy(vb_tlrec *t);
 /* The run's time origin (vb_now() after the start barrier). */
 void vb_tlrec_set_origin(vb_tlrec *t, double origin);
-/* Opens the window for one step: events are recorded until end_step. Returns
+/* Opens the window for one step: events are recorded until end_step (which
+ * first has every source add its stamped events). Returns
  * false (recording nothing) once `steps` steps were recorded. trial_type must
  * be a string that outlives the recorder. */
 bool vb_tlrec_begin_step(vb_tlrec *t, const char *trial_type, int trial_index, int step);
@@ -71,6 +72,27 @@ int vb_tlrec_steps_done(const vb_tlrec *t);
  * window is closed. Each lane has one writer thread. */
 void vb_tlrec_add(vb_tlrec *t, int lane, vb_tl_kind kind, const char *name, double start, double dur, double bytes,
                   double flops, int bucket);
+/* Where in the window an event happened: the open step's trial and index.
+ * A recorder that resolves its times later (the profiler, at a flush) takes
+ * the stamp when the event ends and adds the event with it afterwards. */
+typedef struct vb_tl_stamp {
+    const char *trial_type;
+    int trial_index, step;
+} vb_tl_stamp;
+/* Fills *s and returns true while a step is open; false (s untouched) when t
+ * is NULL or the window is closed. */
+bool vb_tlrec_stamp(const vb_tlrec *t, vb_tl_stamp *s);
+/* vb_tlrec_add at a stamped position: recorded even when the step has closed
+ * since (same lane rules and capacity). */
+void vb_tlrec_add_stamped(vb_tlrec *t, const vb_tl_stamp *s, int lane, vb_tl_kind kind, const char *name,
+                          double start, double dur, double bytes, double flops, int bucket);
+/* A source of stamped events not yet added (a profiler with unresolved op
+ * times): `flush(ctx)` is called on the training thread before a step closes
+ * and before the events are counted or rendered, so it adds them in time.
+ * At most 8 sources; adding one twice keeps one. remove_source before the
+ * source goes away (the profiler does it when detached or destroyed). */
+void vb_tlrec_add_source(vb_tlrec *t, void (*flush)(void *ctx), void *ctx);
+void vb_tlrec_remove_source(vb_tlrec *t, void *ctx);
 /* A trial row (kind trial) for the trial that held window steps. */
 void vb_tlrec_add_trial(vb_tlrec *t, const char *trial_type, int trial_index, double start, double dur);
 long vb_tlrec_events(const vb_tlrec *t);

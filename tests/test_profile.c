@@ -1,4 +1,5 @@
-/* test_profile.c: the op registry, per-op statistics and ops.csv. */
+/* test_profile.c: the op registry, tokens and their resolution at a flush,
+ * per-op statistics, ops.csv and the timeline. */
 #include "tests/test_util.h"
 
 #include <math.h>
@@ -9,6 +10,70 @@
 #include "core/common.h"
 #include "core/profile.h"
 #include "core/timeline.h"
+
+/* ---- a scripted clock: stamps read g_fake_now, which the test sets ----
+ * It also counts how often the profiler resolves, and checks that it syncs
+ * before it reads a duration, as a device clock needs. */
+static double g_fake_now;
+typedef struct {
+    double *t;
+    long elapsed_calls, syncs;
+    bool synced; /* a sync since the last record */
+} fake_impl;
+
+static void fake_record(vb_prof_clock *c, int slot) {
+    fake_impl *f = c->impl;
+    f->t[slot] = g_fake_now;
+    f->synced = false;
+}
+static void fake_sync(vb_prof_clock *c) {
+    fake_impl *f = c->impl;
+    f->syncs++;
+    f->synced = true;
+}
+static double fake_elapsed(vb_prof_clock *c, int a, int b) {
+    fake_impl *f = c->impl;
+    assert_true(f->synced); /* resolved only after a sync */
+    f->elapsed_calls++;
+    return f->t[b] - f->t[a];
+}
+static double fake_host_time(vb_prof_clock *c, int slot) { return ((fake_impl *)c->impl)->t[slot]; }
+static void fake_destroy(vb_prof_clock *c) {
+    fake_impl *f = c->impl;
+    free(f->t);
+    free(f);
+    free(c);
+}
+
+/* A scripted clock of nslots slots; *impl (if not NULL) lets the test read its counters. */
+static vb_prof_clock *fake_clock(int nslots, fake_impl **impl) {
+    vb_prof_clock *c = calloc(1, sizeof *c);
+    fake_impl *f = calloc(1, sizeof *f);
+    assert_non_null(c);
+    assert_non_null(f);
+    f->t = calloc((size_t)nslots, sizeof *f->t);
+    *c = (vb_prof_clock){.nslots = nslots, .record = fake_record, .sync = fake_sync, .elapsed = fake_elapsed,
+                         .host_time = fake_host_time, .destroy = fake_destroy, .impl = f};
+    if (impl) *impl = f;
+    return c;
+}
+
+/* One op of exactly `dur` seconds on the scripted clock. */
+static void timed(vb_profiler *p, int id, double dur, size_t bytes, double flops) {
+    g_fake_now += 1.0;
+    vb_prof_token tok = vb_prof_begin(p, id);
+    g_fake_now += dur;
+    vb_prof_end_flops(p, tok, bytes, flops);
+}
+
+/* A profiler on a scripted clock, enabled. */
+static vb_profiler *scripted_profiler(int nslots, fake_impl **impl) {
+    vb_profiler *p = vb_prof_create();
+    vb_prof_set_clock(p, fake_clock(nslots, impl));
+    vb_prof_set_enabled(p, true);
+    g_fake_now = 100.0;
+    return p;
+}
 
 static void test_registry_ids_stable(void **state) {
     (void)state;
@@ -61,16 +126,14 @@ static int find_row(const char *csv, const char *name, csv_row *r) {
 
 static void test_stats_and_csv(void **state) {
     (void)state;
-    vb_profiler *p = vb_prof_create();
-    vb_prof_set_enabled(p, true);
+    vb_profiler *p = scripted_profiler(4096, NULL);
     int id = vb_prof_op("tp_matmul", VB_CAT_COMPUTE);
     int cid = vb_prof_op("tp_allreduce", VB_CAT_COMM);
-    /* crafted starts: durations ~ 0.1, 0.5, 0.2, 0.4 s (plus microseconds);
-     * median of four = (0.2 + 0.4) / 2 */
+    /* durations 0.1, 0.5, 0.2, 0.4 s; median of four = (0.2 + 0.4) / 2 */
     const double d[4] = {0.1, 0.5, 0.2, 0.4};
-    for (int i = 0; i < 4; i++) vb_prof_end(p, id, vb_now() - d[i], 1000);
+    for (int i = 0; i < 4; i++) timed(p, id, d[i], 1000, 0);
     /* more calls than the initial sample capacity so the array must grow */
-    for (int i = 0; i < 200; i++) vb_prof_end(p, cid, vb_now() - 0.001, 8);
+    for (int i = 0; i < 200; i++) timed(p, cid, 0.001, 8, 0);
     vb_prof_add_step_time(p, 2.4);
 
     char dir[256], path[512];
@@ -89,7 +152,7 @@ static void test_stats_and_csv(void **state) {
     assert_string_equal(r.category, "compute");
     assert_int_equal(r.calls, 4);
     assert_true(fabs(r.bytes - 4000) < 0.5);
-    const double tol = 2e-3; /* clock reads between vb_now() calls */
+    const double tol = 1e-9; /* the scripted clock is exact; %.9g rounds */
     assert_true(fabs(r.total - 1.2) < 4 * tol);
     assert_true(fabs(r.avg - 0.3) < tol);
     assert_true(fabs(r.min - 0.1) < tol);
@@ -106,7 +169,7 @@ static void test_stats_and_csv(void **state) {
 
     /* reset drops the samples; ops with no calls are not written */
     vb_prof_reset(p);
-    vb_prof_end(p, cid, vb_now() - 0.25, 0);
+    timed(p, cid, 0.25, 0, 0);
     assert_int_equal(vb_prof_write_csv(p, path, 0), 0);
     csv = tu_read_file(path);
     assert_false(find_row(csv, "tp_matmul", &r));
@@ -128,13 +191,17 @@ static void test_disabled_records_nothing(void **state) {
     (void)state;
     vb_profiler *p = vb_prof_create();
     int id = vb_prof_op("tp_disabled_op", VB_CAT_IO);
-    /* a fresh profiler is disabled */
-    double t0 = vb_prof_begin(p, id);
-    vb_prof_end(p, id, t0, 123);
+    /* a fresh profiler is disabled: its tokens time nothing */
+    vb_prof_token t0 = vb_prof_begin(p, id);
+    assert_true(t0.slot < 0);
+    vb_prof_end(p, t0, 123);
     vb_prof_add_step_time(p, 1.0);
+    /* begun enabled, ended disabled: dropped (the state at the end decides) */
     vb_prof_set_enabled(p, true);
+    vb_prof_token t1 = vb_prof_begin(p, id);
+    assert_true(t1.slot >= 0);
     vb_prof_set_enabled(p, false);
-    vb_prof_end(p, id, vb_now() - 1.0, 123);
+    vb_prof_end(p, t1, 123);
 
     char dir[256], path[512];
     tu_tmpdir(dir, sizeof dir, "profile_off");
@@ -144,8 +211,9 @@ static void test_disabled_records_nothing(void **state) {
     vb_prof_destroy(p);
 
     /* NULL profiler: every call is a no-op */
-    double t = vb_prof_begin(NULL, id);
-    vb_prof_end(NULL, id, t, 1);
+    vb_prof_token t = vb_prof_begin(NULL, id);
+    vb_prof_end(NULL, t, 1);
+    vb_prof_flush(NULL);
     vb_prof_add_step_time(NULL, 1.0);
     vb_prof_set_enabled(NULL, true);
     vb_prof_reset(NULL);
@@ -156,10 +224,9 @@ static void test_disabled_records_nothing(void **state) {
  * ranks' rows concatenated under one header read back as both ranks' rows. */
 static void test_rows_for_gather(void **state) {
     (void)state;
-    vb_profiler *p = vb_prof_create();
-    vb_prof_set_enabled(p, true);
+    vb_profiler *p = scripted_profiler(64, NULL);
     int id = vb_prof_op("tp_rows_op", VB_CAT_COMPUTE);
-    vb_prof_end(p, id, vb_now() - 0.01, 16);
+    timed(p, id, 0.01, 16, 0);
     vb_prof_add_step_time(p, 0.02);
 
     char *r0 = vb_prof_csv_rows(p, 0);
@@ -217,16 +284,18 @@ static void test_rows_for_gather(void **state) {
  * gflop_per_s, and ops without reported work leave the rate empty. */
 static void test_trial_types_and_flops(void **state) {
     (void)state;
-    vb_profiler *p = vb_prof_create();
-    vb_prof_set_enabled(p, true);
+    vb_profiler *p = scripted_profiler(64, NULL);
     int id = vb_prof_op("tp_typed_gemm", VB_CAT_COMPUTE);
     vb_prof_set_trial_type(p, "SYNTHETIC");
-    vb_prof_end_flops(p, id, vb_now() - 0.5, 100, 2e9);
+    timed(p, id, 0.5, 100, 2e9);
+    /* the trial type at the op's end decides, although it resolves later */
+    vb_prof_set_trial_type(p, "FULL");
+    vb_prof_add_step_time(p, 1.0); /* FULL's step time; the SYNTHETIC op resolves here */
+    vb_prof_set_trial_type(p, "SYNTHETIC");
     vb_prof_add_step_time(p, 1.0);
     vb_prof_set_trial_type(p, "FULL");
-    vb_prof_end_flops(p, id, vb_now() - 0.25, 100, 1e9);
-    vb_prof_end_flops(p, id, vb_now() - 0.25, 100, 1e9);
-    vb_prof_add_step_time(p, 1.0);
+    timed(p, id, 0.25, 100, 1e9);
+    timed(p, id, 0.25, 100, 1e9);
     char *rows = vb_prof_csv_rows(p, 0);
     const char *syn = strstr(rows, "0,SYNTHETIC,tp_typed_gemm,");
     const char *full = strstr(rows, "0,FULL,tp_typed_gemm,");
@@ -248,9 +317,8 @@ static void test_trial_types_and_flops(void **state) {
     assert_true(fabs(strtod(q + 1, NULL) - 4.0) < 0.05);
     free(rows);
     /* an op reporting no FLOPs: its rate is left empty, not 0 */
-    vb_profiler *p2 = vb_prof_create();
-    vb_prof_set_enabled(p2, true);
-    vb_prof_end(p2, vb_prof_op("tp_untyped_op", VB_CAT_COMPUTE), vb_now() - 0.1, 0);
+    vb_profiler *p2 = scripted_profiler(64, NULL);
+    timed(p2, vb_prof_op("tp_untyped_op", VB_CAT_COMPUTE), 0.1, 0, 0);
     char *r2 = vb_prof_csv_rows(p2, 0);
     assert_non_null(strstr(r2, ",,\n"));
     free(r2);
@@ -270,13 +338,13 @@ static void test_timeline_window(void **state) {
     vb_profiler *p = vb_prof_create(); /* disabled */
     vb_prof_set_timeline(p, t);
     int id = vb_prof_op("tp_tl_op", VB_CAT_COMPUTE);
-    vb_prof_end(p, id, vb_prof_begin(p, id), 8); /* outside the window: nothing */
+    vb_prof_end(p, vb_prof_begin(p, id), 8); /* outside the window: nothing */
     assert_int_equal(vb_tlrec_events(t), 0);
     for (int step = 0; step < 3; step++) {
         bool open = vb_tlrec_begin_step(t, "FULL", 0, step);
         assert_true(open == (step < 2)); /* two steps, then the window is closed */
-        double t0 = vb_prof_begin(p, id);
-        vb_prof_end(p, id, t0, 8);
+        double t0 = vb_now();
+        vb_prof_end(p, vb_prof_begin(p, id), 8);
         vb_tlrec_add(t, VB_TL_COMM, VB_TLK_MARKER, "bucket_ready", vb_now(), 0, 0, 0, 3);
         vb_tlrec_add(t, VB_TL_LOADER0, VB_TLK_IO, "read_batch", vb_now(), 0.001, 64, 0, -1);
         vb_tlrec_add(t, VB_TL_MAIN, VB_TLK_STEP, "step", t0, vb_now() - t0, 0, 0, -1);
@@ -316,6 +384,199 @@ static void test_timeline_window(void **state) {
     vb_tlrec_destroy(t);
 }
 
+/* Durations are resolved at the flush, not at vb_prof_end: before it the
+ * clock was never asked for one; after it, after a sync, every pair was. */
+static void test_resolved_at_flush(void **state) {
+    (void)state;
+    fake_impl *f;
+    vb_profiler *p = scripted_profiler(64, &f);
+    int id = vb_prof_op("tp_deferred", VB_CAT_COMPUTE);
+    for (int i = 0; i < 5; i++) timed(p, id, 0.125 * (i + 1), 4, 0);
+    assert_int_equal(f->elapsed_calls, 0);
+    assert_int_equal(f->syncs, 0);
+    vb_prof_flush(p);
+    assert_int_equal(f->syncs, 1);
+    assert_int_equal(f->elapsed_calls, 5);
+    vb_prof_flush(p); /* nothing pending: no sync, nothing resolved twice */
+    assert_int_equal(f->syncs, 1);
+    assert_int_equal(f->elapsed_calls, 5);
+    char *rows = vb_prof_csv_rows(p, 0);
+    csv_row r;
+    assert_true(find_row(rows, "tp_deferred", &r));
+    assert_int_equal(r.calls, 5);
+    assert_true(fabs(r.total - 0.125 * 15) < 1e-9);
+    assert_true(fabs(r.min - 0.125) < 1e-9);
+    assert_true(fabs(r.max - 0.625) < 1e-9);
+    assert_true(fabs(r.median - 0.375) < 1e-9);
+    free(rows);
+    vb_prof_destroy(p);
+}
+
+/* Tokens nest and overlap in any order: each op's duration is its own
+ * begin-to-end span. */
+static void test_tokens_nested_overlapping(void **state) {
+    (void)state;
+    vb_profiler *p = scripted_profiler(64, NULL);
+    int a = vb_prof_op("tp_tok_a", VB_CAT_COMPUTE), b = vb_prof_op("tp_tok_b", VB_CAT_COMM),
+        c = vb_prof_op("tp_tok_c", VB_CAT_MEMCPY), d = vb_prof_op("tp_tok_d", VB_CAT_IO);
+    g_fake_now = 10.0;
+    vb_prof_token ta = vb_prof_begin(p, a); /* a: 10 .. 17 */
+    g_fake_now = 11.0;
+    vb_prof_token tb = vb_prof_begin(p, b); /* b: 11 .. 15, overlaps a's end */
+    g_fake_now = 12.0;
+    vb_prof_token td = vb_prof_begin(p, d); /* d: 12 .. 12.5, nested in both */
+    g_fake_now = 12.5;
+    vb_prof_end(p, td, 0);
+    g_fake_now = 14.0;
+    vb_prof_token tc = vb_prof_begin(p, c); /* c: 14 .. 20, begins inside a and b, ends last */
+    g_fake_now = 15.0;
+    vb_prof_end(p, tb, 0);
+    g_fake_now = 17.0;
+    vb_prof_end(p, ta, 0);
+    g_fake_now = 20.0;
+    vb_prof_end(p, tc, 0);
+    char *rows = vb_prof_csv_rows(p, 0);
+    const struct {
+        const char *name;
+        double dur;
+    } want[4] = {{"tp_tok_a", 7.0}, {"tp_tok_b", 4.0}, {"tp_tok_c", 6.0}, {"tp_tok_d", 0.5}};
+    for (int i = 0; i < 4; i++) {
+        csv_row r;
+        assert_true(find_row(rows, want[i].name, &r));
+        assert_int_equal(r.calls, 1);
+        assert_true(fabs(r.total - want[i].dur) < 1e-9);
+    }
+    free(rows);
+    vb_prof_destroy(p);
+}
+
+/* A ring smaller than a step's ops: it flushes when full, never frees a slot
+ * an open token holds, and an outer op spanning many flushes keeps its start. */
+static void test_small_ring_open_tokens(void **state) {
+    (void)state;
+    fake_impl *f;
+    vb_profiler *p = scripted_profiler(6, &f);
+    int outer = vb_prof_op("tp_ring_outer", VB_CAT_COMPUTE), inner = vb_prof_op("tp_ring_inner", VB_CAT_COMM);
+    g_fake_now = 0.0;
+    vb_prof_token to = vb_prof_begin(p, outer);
+    vb_prof_token t2 = vb_prof_begin(p, outer); /* a second long one, ended first */
+    for (int i = 0; i < 50; i++) {
+        g_fake_now += 1.0;
+        vb_prof_token ti = vb_prof_begin(p, inner);
+        g_fake_now += 0.5;
+        vb_prof_end(p, ti, 1);
+        if (i == 20) vb_prof_end(p, t2, 0); /* t2: 0 .. 20 * 1.5 + 1.5 */
+    }
+    g_fake_now += 1.0;
+    vb_prof_end(p, to, 0);
+    assert_true(f->syncs >= 10); /* 6 slots cannot hold 50 ops: resolved on the way */
+    char *rows = vb_prof_csv_rows(p, 0);
+    csv_row r;
+    assert_true(find_row(rows, "tp_ring_inner", &r));
+    assert_int_equal(r.calls, 50);
+    assert_true(fabs(r.total - 25.0) < 1e-9);
+    assert_true(fabs(r.max - 0.5) < 1e-9 && fabs(r.min - 0.5) < 1e-9);
+    assert_true(find_row(rows, "tp_ring_outer", &r));
+    assert_int_equal(r.calls, 2);
+    assert_true(fabs(r.max - 76.0) < 1e-9); /* 50 x 1.5 + 1 */
+    assert_true(fabs(r.min - 31.5) < 1e-9);
+    free(rows);
+    vb_prof_destroy(p);
+}
+
+/* On the host clock a resolved duration is the time between the begin and
+ * end calls, as when it was computed at vb_prof_end. */
+static void test_host_clock_durations(void **state) {
+    (void)state;
+    vb_profiler *p = vb_prof_create();
+    vb_prof_set_enabled(p, true);
+    int id = vb_prof_op("tp_host_spin", VB_CAT_COMPUTE);
+    double outside = 0;
+    for (int i = 0; i < 3; i++) {
+        double t0 = vb_now();
+        vb_prof_token tok = vb_prof_begin(p, id);
+        while (vb_now() - t0 < 0.01) {
+        }
+        vb_prof_end(p, tok, 0);
+        outside += vb_now() - t0;
+    }
+    vb_prof_flush(p);
+    char *rows = vb_prof_csv_rows(p, 0);
+    csv_row r;
+    assert_true(find_row(rows, "tp_host_spin", &r));
+    assert_int_equal(r.calls, 3);
+    assert_true(r.min >= 0.0099);
+    assert_true(r.total <= outside + 1e-9);
+    assert_true(r.total >= 0.0297);
+    free(rows);
+    vb_prof_destroy(p);
+}
+
+static void child_unended_tokens(void *ctx) {
+    (void)ctx;
+    vb_profiler *p = vb_prof_create();
+    vb_prof_set_clock(p, vb_prof_clock_host(8));
+    vb_prof_set_enabled(p, true);
+    int id = vb_prof_op("tp_never_ended", VB_CAT_COMPUTE);
+    for (int i = 0; i < 9; i++) (void)vb_prof_begin(p, id);
+}
+
+static void child_ended_twice(void *ctx) {
+    (void)ctx;
+    vb_profiler *p = vb_prof_create();
+    vb_prof_set_enabled(p, true);
+    int id = vb_prof_op("tp_ended_twice", VB_CAT_COMPUTE);
+    vb_prof_token t = vb_prof_begin(p, id);
+    vb_prof_end(p, t, 0);
+    vb_prof_flush(p);
+    vb_prof_end(p, t, 0);
+    vb_prof_flush(p);
+}
+
+/* Misuse is a bug, reported as one internal-error line. */
+static void test_token_misuse(void **state) {
+    (void)state;
+    tu_expect_exit(1, "ops open at once", child_unended_tokens, NULL);
+    tu_expect_exit(1, "ended twice", child_ended_twice, NULL);
+}
+
+/* An op ending inside a timeline step but resolved later (at end_step, when
+ * the timeline pulls its sources) is a row of that step, at its begin time,
+ * even when the profiler itself is disabled. */
+static void test_timeline_stamp_at_end(void **state) {
+    (void)state;
+    vb_tlrec *t = vb_tlrec_create(3, 0, 8);
+    vb_tlrec_set_origin(t, 1000.0);
+    fake_impl *f;
+    vb_profiler *p = vb_prof_create();
+    vb_prof_set_clock(p, fake_clock(64, &f));
+    vb_prof_set_timeline(p, t);
+    int id = vb_prof_op("tp_tl_stamped", VB_CAT_COMM);
+    for (int step = 0; step < 2; step++) {
+        assert_true(vb_tlrec_begin_step(t, "FULL", 4, step));
+        g_fake_now = 1000.0 + 10.0 * step + 1.0;
+        vb_prof_token tok = vb_prof_begin(p, id);
+        g_fake_now += 0.25;
+        vb_prof_end(p, tok, 64);
+        assert_int_equal(f->elapsed_calls, step); /* not resolved yet */
+        vb_tlrec_end_step(t);                     /* pulls the profiler */
+        assert_int_equal(f->elapsed_calls, step + 1);
+    }
+    /* ended outside the window: no row */
+    vb_prof_end(p, vb_prof_begin(p, id), 64);
+    assert_int_equal(vb_tlrec_events(t), 2);
+    char *rows = vb_tlrec_csv_rows(t, 0);
+    assert_non_null(strstr(rows, "0,main,comm,tp_tl_stamped,FULL,4,0,1.000000000,0.250000000,64,0,-1\n"));
+    assert_non_null(strstr(rows, "0,main,comm,tp_tl_stamped,FULL,4,1,11.000000000,0.250000000,64,0,-1\n"));
+    free(rows);
+    /* a disabled profiler recorded no ops.csv sample for them */
+    char *ops = vb_prof_csv_rows(p, 0);
+    assert_string_equal(ops, "");
+    free(ops);
+    vb_prof_destroy(p);
+    vb_tlrec_destroy(t);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_trial_types_and_flops),
@@ -324,6 +585,12 @@ int main(void) {
         cmocka_unit_test(test_stats_and_csv),
         cmocka_unit_test(test_disabled_records_nothing),
         cmocka_unit_test(test_rows_for_gather),
+        cmocka_unit_test(test_resolved_at_flush),
+        cmocka_unit_test(test_tokens_nested_overlapping),
+        cmocka_unit_test(test_small_ring_open_tokens),
+        cmocka_unit_test(test_host_clock_durations),
+        cmocka_unit_test(test_token_misuse),
+        cmocka_unit_test(test_timeline_stamp_at_end),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
