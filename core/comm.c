@@ -1,12 +1,10 @@
-/* comm.c: the MPI communicator layer (comm.h).
+/* comm.c: the control plane of the communicator layer (comm.h), and the
+ * profiling and totals every collective shares (comm_impl.h).
  *
  * Errors are set to return (MPI_ERRORS_RETURN) so VB_MPI can report the call
  * and line instead of Open MPI's default abort with a generic message. Every
- * collective is timed into the communicator's profiler as a "comm" op. Byte
- * counts follow nccl-tests' "size" convention (the whole logical buffer:
- * n floats for an allreduce, the full gathered vector for an allgather, the
- * full input vector for a reduce-scatter), so bandwidths computed from ops.csv
- * compare with the usual collective benchmarks.
+ * collective is timed into the communicator's profiler as a "comm" op with
+ * nccl-tests' byte convention (comm.h).
  *
  * Collectives on a size-1 communicator never reach MPI: they are a no-op or a
  * local copy, which keeps tp=1 / cp=1 / dp=1 layouts free of any overhead.
@@ -19,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/comm_impl.h"
 #include "core/common.h"
 
 /* MPI_COMM_WORLD is a macro for a global object; the handle points at a copy
@@ -29,24 +28,23 @@ static bool g_we_initialized = false;
 /* Running totals for vb_comm_totals_get (training thread only: FUNNELED). */
 static vb_comm_totals g_totals;
 
-/* The request handle lives inside vb_request.mpi itself (MPI_Request is a
- * pointer in Open MPI, an int in MPICH): no allocation per bucket. */
-_Static_assert(sizeof(MPI_Request) <= sizeof(void *), "MPI_Request must fit in vb_request.mpi");
+MPI_Comm vb_comm_mpi(const vb_comm *c) { return c && c->handle ? *(MPI_Comm *)c->handle : MPI_COMM_WORLD; }
+static MPI_Comm comm_of(const vb_comm *c) { return vb_comm_mpi(c); }
 
-static MPI_Comm comm_of(const vb_comm *c) {
-    return c && c->handle ? *(MPI_Comm *)c->handle : MPI_COMM_WORLD;
+bool vb_comm_trivial(const vb_comm *c) { return c && c->size <= 1; }
+static bool trivial(const vb_comm *c) { return vb_comm_trivial(c); }
+
+int vb_comm_size_of(const vb_comm *c) {
+    int size = c ? c->size : 0;
+    if (!c) VB_MPI(MPI_Comm_size(MPI_COMM_WORLD, &size));
+    return size;
 }
 
-/* True when the collective needs no MPI traffic. A NULL comm means the world
- * (as comm_of has it), which may itself be a single process. */
-static bool trivial(const vb_comm *c) { return c && c->size <= 1; }
-
-/* One timed collective: profiler sample + process totals. */
-typedef struct {
-    vb_profiler *prof;
-    int id;
-    double t_prof, t0;
-} comm_timer;
+int vb_comm_rank_of(const vb_comm *c) {
+    int rank = c ? c->rank : 0;
+    if (!c) VB_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    return rank;
+}
 
 /* The op's profiler id: "<op>_<group>" when the communicator names its group
  * (allreduce_tp, allgather_cp, iallreduce_dp), so ops.csv and the timeline
@@ -80,21 +78,22 @@ static int comm_op_id(const vb_comm *c, const char *op) {
     return id;
 }
 
-static comm_timer timer_start(const vb_comm *c, const char *op) {
-    int id = comm_op_id(c, op);
-    comm_timer t = {c ? c->prof : NULL, id, 0.0, 0.0};
-    t.t_prof = vb_prof_begin(t.prof, id);
+vb_comm_timer vb_comm_timer_start(const vb_comm *c, const char *op) {
+    vb_comm_timer t = {c ? c->prof : NULL, {0, -1}, 0.0};
+    t.tok = vb_prof_begin(t.prof, comm_op_id(c, op));
     t.t0 = vb_now();
     return t;
 }
 
-static void timer_stop(const comm_timer *t, size_t bytes, bool blocking) {
+void vb_comm_timer_stop(const vb_comm_timer *t, size_t bytes, bool blocking) {
     double dt = vb_now() - t->t0;
     if (blocking) g_totals.blocking_s += dt;
     g_totals.calls++;
     g_totals.bytes += (double)bytes;
-    vb_prof_end(t->prof, t->id, t->t_prof, bytes);
+    vb_prof_end(t->prof, t->tok, bytes);
 }
+
+void vb_comm_totals_add_blocking(double seconds) { g_totals.blocking_s += seconds; }
 
 void vb_comm_totals_get(vb_comm_totals *out) { *out = g_totals; }
 
@@ -118,6 +117,8 @@ void vb_world_init(int *argc, char ***argv, vb_comm *world) {
     world->handle = &g_world_comm;
     world->prof = NULL;
     vb_set_log_rank(world->rank);
+    world->data = vb_comm_data_mpi();
+    if (world->size > 1 && world->data->attach) world->data->attach(world);
 }
 
 void vb_world_finalize(void) {
@@ -161,9 +162,9 @@ void vb_mpi_version(char *buf, size_t n) {
 
 void vb_barrier(const vb_comm *c) {
     if (trivial(c)) return;
-    comm_timer t = timer_start(c, "barrier");
+    vb_comm_timer t = vb_comm_timer_start(c, "barrier");
     VB_MPI(MPI_Barrier(comm_of(c)));
-    timer_stop(&t, 0, true);
+    vb_comm_timer_stop(&t, 0, true);
 }
 
 /* MPI counts are int; chunk large buffers so n beyond 2^31 still works. */
@@ -176,37 +177,30 @@ static void allreduce_chunked(const vb_comm *c, void *buf, size_t n, size_t elem
     }
 }
 
-void vb_allreduce_sum_f32(const vb_comm *c, float *buf, size_t n) {
-    if (trivial(c)) return;
-    comm_timer t = timer_start(c, "allreduce");
-    allreduce_chunked(c, buf, n, sizeof(float), MPI_FLOAT, MPI_SUM);
-    timer_stop(&t, n * sizeof(float), true);
-}
-
 void vb_allreduce_sum_f64(const vb_comm *c, double *buf, size_t n) {
     if (trivial(c)) return;
-    comm_timer t = timer_start(c, "allreduce");
+    vb_comm_timer t = vb_comm_timer_start(c, "allreduce");
     allreduce_chunked(c, buf, n, sizeof(double), MPI_DOUBLE, MPI_SUM);
-    timer_stop(&t, n * sizeof(double), true);
+    vb_comm_timer_stop(&t, n * sizeof(double), true);
 }
 
 void vb_allreduce_max_f64(const vb_comm *c, double *buf, size_t n) {
     if (trivial(c)) return;
-    comm_timer t = timer_start(c, "allreduce");
+    vb_comm_timer t = vb_comm_timer_start(c, "allreduce");
     allreduce_chunked(c, buf, n, sizeof(double), MPI_DOUBLE, MPI_MAX);
-    timer_stop(&t, n * sizeof(double), true);
+    vb_comm_timer_stop(&t, n * sizeof(double), true);
 }
 
 void vb_broadcast(const vb_comm *c, void *buf, size_t bytes, int root) {
     if (trivial(c)) return;
-    comm_timer t = timer_start(c, "broadcast");
+    vb_comm_timer t = vb_comm_timer_start(c, "broadcast");
     const size_t chunk = (size_t)1 << 30;
     char *p = buf;
     for (size_t done = 0; done < bytes; done += chunk) {
         size_t k = bytes - done < chunk ? bytes - done : chunk;
         VB_MPI(MPI_Bcast(p + done, (int)k, MPI_BYTE, root, comm_of(c)));
     }
-    timer_stop(&t, bytes, true);
+    vb_comm_timer_stop(&t, bytes, true);
 }
 
 void vb_gather_bytes(const vb_comm *c, const void *send, size_t bytes, void *recv, int root) {
@@ -218,9 +212,9 @@ void vb_gather_bytes(const vb_comm *c, const void *send, size_t bytes, void *rec
     if (!c) VB_MPI(MPI_Comm_size(MPI_COMM_WORLD, &size));
     if (bytes > (size_t)INT_MAX)
         vb_die_internal("vb_gather_bytes: %zu bytes per rank exceeds MPI's int count", bytes);
-    comm_timer t = timer_start(c, "gather");
+    vb_comm_timer t = vb_comm_timer_start(c, "gather");
     VB_MPI(MPI_Gather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, root, comm_of(c)));
-    timer_stop(&t, bytes * (size_t)size, true);
+    vb_comm_timer_stop(&t, bytes * (size_t)size, true);
 }
 
 /* ---- process groups ---- */
@@ -266,10 +260,28 @@ void vb_comm_from_ranks(const vb_comm *parent, const int *ranks, int n, vb_comm 
         *h = MPI_COMM_SELF;
     }
     out->handle = h;
+    /* the group moves data the way its parent does */
+    out->data = vb_comm_data_plane(parent);
+    if (n > 1 && out->data->attach) out->data->attach(out);
+}
+
+const vb_comm_data_ops *vb_comm_data_plane(const vb_comm *c) {
+    return c && c->data ? c->data : vb_comm_data_mpi();
+}
+
+void vb_comm_set_data_plane(vb_comm *c, const vb_comm_data_ops *plane) {
+    if (!c || !plane) vb_die_internal("vb_comm_set_data_plane: no communicator or no plane");
+    const vb_comm_data_ops *old = vb_comm_data_plane(c);
+    if (old == plane && c->data) return;
+    if (c->data && c->size > 1 && old->detach) old->detach(c);
+    c->data = plane;
+    c->data_impl = NULL;
+    if (c->size > 1 && plane->attach) plane->attach(c);
 }
 
 void vb_comm_free(vb_comm *c) {
     if (!c || !c->handle) return;
+    if (c->data && c->size > 1 && c->data->detach) c->data->detach(c);
     MPI_Comm *h = c->handle;
     if (h != &g_world_comm) {
         if (*h != MPI_COMM_SELF && *h != MPI_COMM_WORLD && *h != MPI_COMM_NULL) VB_MPI(MPI_Comm_free(h));
@@ -288,45 +300,6 @@ static int displacements(const int *counts, int n, int *displs, const char *what
         if (total > INT_MAX) vb_die_internal("%s: %lld elements exceed MPI's int displacements", what, total);
     }
     return (int)total;
-}
-
-void vb_allgatherv_f32(const vb_comm *c, const float *send, float *recv, const int *counts) {
-    if (trivial(c)) {
-        if (recv != send && counts[0]) memmove(recv, send, (size_t)counts[0] * sizeof(float));
-        return;
-    }
-    int size = c ? c->size : 0, rank = c ? c->rank : 0;
-    if (!c) {
-        VB_MPI(MPI_Comm_size(MPI_COMM_WORLD, &size));
-        VB_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-    }
-    int stack[64];
-    int *displs = size <= 64 ? stack : malloc((size_t)size * sizeof *displs);
-    if (!displs) vb_die_internal("out of memory");
-    int total = displacements(counts, size, displs, "vb_allgatherv_f32");
-    comm_timer t = timer_start(c, "allgather");
-    /* send may already sit at its place in recv (the usual in-place use) */
-    const void *sbuf = send == recv + displs[rank] ? MPI_IN_PLACE : (const void *)send;
-    VB_MPI(MPI_Allgatherv(sbuf, counts[rank], MPI_FLOAT, recv, counts, displs, MPI_FLOAT, comm_of(c)));
-    timer_stop(&t, (size_t)total * sizeof(float), true);
-    if (displs != stack) free(displs);
-}
-
-void vb_reduce_scatterv_sum_f32(const vb_comm *c, const float *send, float *recv, const int *counts) {
-    if (trivial(c)) {
-        if (recv != send && counts[0]) memmove(recv, send, (size_t)counts[0] * sizeof(float));
-        return;
-    }
-    int size = c ? c->size : 0;
-    if (!c) VB_MPI(MPI_Comm_size(MPI_COMM_WORLD, &size));
-    int stack[64];
-    int *displs = size <= 64 ? stack : malloc((size_t)size * sizeof *displs);
-    if (!displs) vb_die_internal("out of memory");
-    int total = displacements(counts, size, displs, "vb_reduce_scatterv_sum_f32");
-    comm_timer t = timer_start(c, "reduce_scatter");
-    VB_MPI(MPI_Reduce_scatter(send, recv, counts, MPI_FLOAT, MPI_SUM, comm_of(c)));
-    timer_stop(&t, (size_t)total * sizeof(float), true);
-    if (displs != stack) free(displs);
 }
 
 char *vb_gatherv_bytes(const vb_comm *c, const void *send, size_t bytes, int root, size_t *total) {
@@ -351,7 +324,7 @@ char *vb_gatherv_bytes(const vb_comm *c, const void *send, size_t bytes, int roo
     int *counts = size <= 64 ? stack : malloc(2 * (size_t)size * sizeof *counts);
     if (!counts) vb_die_internal("out of memory");
     int *displs = counts + size;
-    comm_timer t = timer_start(c, "gatherv");
+    vb_comm_timer t = vb_comm_timer_start(c, "gatherv");
     /* root must know every count before it can size the buffer and place the
      * pieces: the lengths travel first, in the same timed collective */
     int mine = (int)bytes;
@@ -365,65 +338,10 @@ char *vb_gatherv_bytes(const vb_comm *c, const void *send, size_t bytes, int roo
         out[sum] = '\0';
     }
     VB_MPI(MPI_Gatherv(send, mine, MPI_BYTE, out, counts, displs, MPI_BYTE, root, comm_of(c)));
-    timer_stop(&t, sum, true);
+    vb_comm_timer_stop(&t, sum, true);
     if (counts != stack) free(counts);
     if (is_root && total) *total = sum;
     return out;
-}
-
-/* ---- non-blocking allreduce ---- */
-
-static MPI_Request req_get(const vb_request *r) {
-    MPI_Request q;
-    memcpy(&q, &r->mpi, sizeof q);
-    return q;
-}
-
-static void req_set(vb_request *r, MPI_Request q) { memcpy(&r->mpi, &q, sizeof q); }
-
-void vb_iallreduce_sum_f32(const vb_comm *c, float *buf, size_t n, vb_request *req) {
-    if (req->active) vb_die_internal("vb_iallreduce_sum_f32: request still in flight");
-    memset(req, 0, sizeof *req);
-    req->bytes = n * sizeof(float);
-    req->t_start = vb_now();
-    req->t_end = req->t_start;
-    if (trivial(c)) return; /* complete at once: nothing to reduce with */
-    if (n > (size_t)INT_MAX)
-        vb_die_internal("vb_iallreduce_sum_f32: %zu floats exceed MPI's int count (lower bucket_cap_mb)", n);
-    /* the profiled time is the launch only; the part the step waits for is
-     * vb_wait's, so ops.csv shares never count overlapped time */
-    comm_timer t = timer_start(c, "iallreduce");
-    MPI_Request q = MPI_REQUEST_NULL;
-    VB_MPI(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, comm_of(c), &q));
-    timer_stop(&t, req->bytes, false);
-    req_set(req, q);
-    req->active = 1;
-}
-
-bool vb_test(vb_request *req) {
-    if (!req->active) return true;
-    MPI_Request q = req_get(req);
-    int done = 0;
-    VB_MPI(MPI_Test(&q, &done, MPI_STATUS_IGNORE));
-    req_set(req, q);
-    if (done) {
-        req->active = 0;
-        req->t_end = vb_now();
-    }
-    return done != 0;
-}
-
-double vb_wait(vb_request *req) {
-    if (!req->active) return 0.0;
-    double t0 = vb_now();
-    MPI_Request q = req_get(req);
-    VB_MPI(MPI_Wait(&q, MPI_STATUS_IGNORE));
-    req_set(req, q);
-    req->active = 0;
-    req->t_end = vb_now();
-    double dt = req->t_end - t0;
-    g_totals.blocking_s += dt;
-    return dt;
 }
 
 void vb_abort_all(const vb_comm *c, int code) {

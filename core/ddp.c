@@ -54,13 +54,13 @@ int vb_ddp_plan(const vit_tensor *tensors, int ntensors, size_t nparams, size_t 
 }
 
 void vb_ddp_init(vb_ddp *d, const vit_tensor *tensors, int ntensors, size_t nparams, float *grads,
-                 double cap_mb, const vb_comm *comm, float scale, const vb_ops *ops, vb_profiler *prof) {
+                 double cap_mb, const vb_comm *comm, float scale, vb_ctx *ctx, vb_profiler *prof) {
     memset(d, 0, sizeof *d);
     d->comm = comm;
     d->grads = grads;
     d->nparams = nparams;
     d->scale = scale;
-    d->ops = ops;
+    d->ctx = ctx;
     d->prof = prof;
     d->cap_bytes = vb_ddp_cap_bytes(cap_mb);
     d->ntensors = ntensors;
@@ -105,7 +105,10 @@ static void launch(vb_ddp *d, vb_ddp_bucket *b) {
     b->launched = true;
     d->stats.allreduce_calls++;
     d->stats.allreduce_bytes += b->numel * sizeof(float);
-    if (d->comm) vb_iallreduce_sum_f32(d->comm, d->grads + b->offset, b->numel, &b->req);
+    /* ordered after the backward work that produced the bucket's gradients
+     * (d->ctx); a handle per bucket, completed by vb_test / vb_wait */
+    if (d->comm)
+        vb_data_iallreduce(d->comm, d->grads + b->offset, b->numel, VB_DTYPE_F32, VB_RED_SUM, d->ctx, &b->req);
 }
 
 /* start every ready bucket from next_launch on, stopping at the first that is not */
@@ -137,8 +140,8 @@ void vb_ddp_grad_ready(void *ctx, int tensor_index) {
 
 static void scale_grads(vb_ddp *d) {
     if (d->scale == 1.0f) return;
-    if (d->ops)
-        d->ops->scale(d->grads, d->scale, d->nparams);
+    if (d->ctx)
+        d->ctx->ops->scale(d->ctx, d->grads, d->scale, d->nparams);
     else
         for (size_t i = 0; i < d->nparams; i++) d->grads[i] *= d->scale;
 }
@@ -163,11 +166,10 @@ double vb_ddp_finish(vb_ddp *d) {
      * order on every rank: mark the rest ready and start them in order */
     for (int k = d->next_launch; k < d->nbuckets; k++) d->buckets[k].ready = true;
     launch_ready(d);
-    int id = VB_OP_ID(d->prof, "allreduce_wait", VB_CAT_COMM);
-    double t0 = vb_prof_begin(d->prof, id);
+    vb_prof_token tok = vb_prof_begin(d->prof, VB_OP_ID(d->prof, "allreduce_wait", VB_CAT_COMM));
     double waited = 0;
     for (int k = 0; k < d->nbuckets; k++) waited += vb_wait(&d->buckets[k].req);
-    vb_prof_end(d->prof, id, t0, 0);
+    vb_prof_end(d->prof, tok, 0);
     d->stats.wait_s = waited;
     record_in_flight(d);
     scale_grads(d);

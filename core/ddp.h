@@ -9,10 +9,11 @@
  * tensor bigger than the cap gets a bucket of its own.
  *
  * As soon as every tensor of a bucket is ready its sum-allreduce is started
- * non-blocking, so it overlaps the rest of backward. Buckets are started in
- * bucket order, as PyTorch's reducer does: every rank issues the same
- * collectives in the same order whatever the order its hooks fire in, which
- * MPI (and NCCL) require. Every grad_ready call also tests the buckets in
+ * non-blocking on the data plane (vb_data_iallreduce ordered after ctx, the
+ * context backward runs on; one handle per bucket), so it overlaps the rest
+ * of backward. Buckets are started in bucket order, as PyTorch's reducer
+ * does: every rank issues the same collectives in the same order whatever
+ * the order its hooks fire in, which MPI (and NCCL) require. Every grad_ready call also tests the buckets in
  * flight so the MPI library progresses during backward. vb_ddp_finish starts
  * any bucket still waiting (a hook that never fired), waits for all, and
  * multiplies the gradients by `scale` (1/dp). Time blocked there is the
@@ -39,7 +40,7 @@ typedef struct vb_ddp_bucket {
     int pending;          /* tensors not yet ready in this step */
     bool ready;           /* every tensor ready in this step */
     bool launched;        /* allreduce started in this step */
-    vb_request req;
+    vb_request req;       /* its allreduce's handle */
 } vb_ddp_bucket;
 
 /* What one step's gradient reduction did. */
@@ -54,7 +55,8 @@ typedef struct vb_ddp {
     float *grads;          /* the model's gradient buffer (backend memory) */
     size_t nparams;
     float scale;           /* applied after the reduction (1/dp); 1 skips it */
-    const vb_ops *ops;     /* for scale; NULL: a host loop */
+    vb_ctx *ctx;           /* the backend context backward and scale run on (the allreduces are
+                            * ordered after it); NULL: host memory, scale is a host loop */
     vb_profiler *prof;     /* "allreduce_wait" samples; may be NULL */
     struct vb_tlrec *timeline; /* bucket_ready markers and in-flight allreduces; may be NULL */
     size_t cap_bytes;
@@ -81,7 +83,7 @@ int vb_ddp_plan(const vit_tensor *tensors, int ntensors, size_t nparams, size_t 
 /* Plans the buckets for this tensor list and gradient buffer. comm may be
  * NULL (no communication; the bookkeeping still runs, for tests). */
 void vb_ddp_init(vb_ddp *d, const vit_tensor *tensors, int ntensors, size_t nparams, float *grads,
-                 double cap_mb, const vb_comm *comm, float scale, const vb_ops *ops, vb_profiler *prof);
+                 double cap_mb, const vb_comm *comm, float scale, vb_ctx *ctx, vb_profiler *prof);
 void vb_ddp_free(vb_ddp *d);
 
 /* Installs vb_ddp_grad_ready as the model's grad_ready hook. */

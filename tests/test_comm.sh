@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # test_comm.sh <vitbench>: the communicator layer across real ranks.
 #
-# Runs the cmocka program test_mpi_comm (tests/test_mpi_comm.c: uneven
-# allgatherv / reduce-scatterv, iallreduce with test/wait, group
-# communicators for every tp x cp layout and order, DDP buckets equal to the
-# full-batch gradient) under mpirun -np 3 and -np 4. ctest also runs the same
-# program as one process. Every rank must report all its tests passed, within
+# Runs the cmocka program test_mpi_comm (tests/test_mpi_comm.c: the data
+# plane's blocking and non-blocking collectives in every dtype, completed out
+# of order, even and padded-uneven; uneven allgatherv / reduce-scatterv,
+# group communicators for every tp x cp layout and order, DDP buckets equal to
+# the full-batch gradient) under mpirun -np 2, 3 and 4. ctest also runs the
+# same program as one process. Every rank must report all its tests passed, within
 # a timeout (a hang is a failure, not a stuck CI job).
 set -u
 
@@ -27,7 +28,7 @@ trap 'rm -rf "$TMP"' EXIT
 export OMP_NUM_THREADS=1
 MPIRUN=(mpirun --oversubscribe --mca mpi_yield_when_idle 1)
 
-for np in 3 4; do
+for np in 2 3 4; do
     timeout -k 10 "$TIMEOUT" "${MPIRUN[@]}" -np $np "$PROG" > "$TMP/np$np.txt" 2>&1
     rc=$?
     if [ $rc -ne 0 ]; then

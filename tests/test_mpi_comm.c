@@ -1,8 +1,9 @@
-/* test_mpi_comm.c: the communicator layer (core/comm.h) and DDP's reduction
- * across real MPI ranks.
+/* test_mpi_comm.c: the communicator layer (core/comm.h) -- control plane,
+ * data plane (blocking and non-blocking, even and padded-uneven, every dtype,
+ * ordered after a context) -- and DDP's reduction across real MPI ranks.
  *
  * ctest runs it as one process (MPI singleton: every size-1 short-circuit);
- * tests/test_comm.sh runs it under mpirun -np 3 and -np 4. Values are chosen
+ * tests/test_comm.sh runs it under mpirun -np 2, 3 and 4. Values are chosen
  * so every result is an exact small integer (or an exact comparison against a
  * single-process computation), so checks use ==.
  *
@@ -17,11 +18,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <stdint.h>
+
 #include "core/comm.h"
 #include "core/common.h"
 #include "core/ddp.h"
 #include "core/groups.h"
 #include "core/model.h"
+#include "core/profile.h"
 
 static vb_comm g_world;
 static int g_bad; /* mismatches on this rank in the current test */
@@ -133,6 +137,380 @@ static void test_iallreduce_wait_test(void **state) {
     end_test();
 }
 
+/* ---- data plane ---- */
+
+static const vb_dtype k_dtypes[3] = {VB_DTYPE_F32, VB_DTYPE_BF16, VB_DTYPE_F16};
+
+/* Element i of a buffer of t as float / from float. Only values exact in
+ * every dtype are used (small integers, a few binary fractions), so the
+ * 16-bit encodings are the plain bit patterns; anything else is a test bug. */
+static void put(void *buf, size_t i, vb_dtype t, float v) {
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    if (t == VB_DTYPE_F32) {
+        ((float *)buf)[i] = v;
+    } else if (t == VB_DTYPE_BF16) {
+        assert_true((u & 0xffffu) == 0);
+        ((uint16_t *)buf)[i] = (uint16_t)(u >> 16);
+    } else {
+        int e = (int)((u >> 23) & 0xff) - 127 + 15;
+        if (v == 0.0f) {
+            ((uint16_t *)buf)[i] = (uint16_t)((u >> 16) & 0x8000u);
+            return;
+        }
+        assert_true(e > 0 && e < 31 && (u & 0x1fffu) == 0);
+        ((uint16_t *)buf)[i] = (uint16_t)(((u >> 16) & 0x8000u) | ((uint32_t)e << 10) | ((u >> 13) & 0x3ffu));
+    }
+}
+
+static float get(const void *buf, size_t i, vb_dtype t) {
+    uint32_t u;
+    if (t == VB_DTYPE_F32) return ((const float *)buf)[i];
+    uint16_t h = ((const uint16_t *)buf)[i];
+    if (t == VB_DTYPE_BF16) {
+        u = (uint32_t)h << 16;
+    } else {
+        uint32_t e = (h >> 10) & 0x1fu;
+        if ((h & 0x7fffu) == 0)
+            u = (uint32_t)(h & 0x8000u) << 16;
+        else if (e == 0 || e == 31)
+            return NAN; /* subnormals and specials never appear in these tests */
+        else
+            u = ((uint32_t)(h & 0x8000u) << 16) | ((e + 112u) << 23) | ((uint32_t)(h & 0x3ffu) << 13);
+    }
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* A stand-in context: counts what the data plane asks of it. Only the calls
+ * the communicator makes are filled in; named "cpu" because its memory is
+ * host memory (the padded forms may then use their own staging). */
+static long g_ctx_syncs, g_ctx_copies;
+static void fake_synchronize(vb_ctx *ctx) {
+    (void)ctx;
+    g_ctx_syncs++;
+}
+static void fake_memcpy_d2d(vb_ctx *ctx, void *dst, const void *src, size_t bytes) {
+    (void)ctx;
+    g_ctx_copies++;
+    memmove(dst, src, bytes);
+}
+static const vb_ops k_fake_ops = {.name = "cpu", .synchronize = fake_synchronize, .memcpy_d2d = fake_memcpy_d2d};
+static vb_ctx g_fake_ctx = {.ops = &k_fake_ops, .act = VB_DTYPE_F32};
+
+/* The MPI plane without its native uneven forms: what an NCCL plane offers. */
+static vb_comm_data_ops g_even_only;
+static vb_comm even_only_world(void) {
+    g_even_only = *vb_comm_data_mpi();
+    g_even_only.allgatherv = NULL;
+    g_even_only.reduce_scatterv = NULL;
+    vb_comm c = g_world; /* a view of the world on another plane; never freed */
+    c.data = &g_even_only;
+    return c;
+}
+
+/* Blocking allreduce, sum and max, every dtype, host memory and a context. */
+static void test_data_allreduce(void **state) {
+    (void)state;
+    const int P = g_world.size, me = g_world.rank;
+    enum { N = 1000 };
+    for (int k = 0; k < 3; k++) {
+        const vb_dtype t = k_dtypes[k];
+        void *buf = malloc(N * vb_dtype_size(t));
+        for (int op = 0; op < 2; op++) {
+            for (size_t i = 0; i < N; i++) put(buf, i, t, (float)(me + 1 + (int)(i % 5)));
+            long syncs = g_ctx_syncs;
+            vb_ctx *ctx = op ? &g_fake_ctx : NULL;
+            vb_data_allreduce(&g_world, buf, N, t, op ? VB_RED_MAX : VB_RED_SUM, ctx);
+            if (op) CHECK(g_ctx_syncs == syncs + (P > 1), "%s max: context synchronized %ld times",
+                          vb_dtype_name(t), g_ctx_syncs - syncs);
+            for (size_t i = 0; i < N; i++) {
+                float want = op ? (float)(P + (int)(i % 5)) : (float)(P * (P + 1) / 2 + P * (int)(i % 5));
+                CHECK(get(buf, i, t) == want, "%s %s [%zu] = %g, want %g", vb_dtype_name(t), op ? "max" : "sum", i,
+                      (double)get(buf, i, t), (double)want);
+            }
+        }
+        free(buf);
+    }
+    end_test();
+}
+
+/* 16-bit sums are widened, summed in float32 and rounded once, to nearest
+ * even: rank r adds 1 + r/128 (exact in bfloat16), and the float32 sum sits
+ * exactly between two bfloat16 values for 4 ranks (4 + 6/128). */
+static void test_data_half_rounding(void **state) {
+    (void)state;
+    const int P = g_world.size, me = g_world.rank;
+    uint16_t b[2];
+    put(b, 0, VB_DTYPE_BF16, 1.0f + (float)me / 128.0f);
+    put(b, 1, VB_DTYPE_BF16, -1.0f - (float)me / 128.0f);
+    vb_data_allreduce(&g_world, b, 2, VB_DTYPE_BF16, VB_RED_SUM, NULL);
+    float sum = (float)P + (float)(P * (P - 1) / 2) / 128.0f;
+    /* bfloat16 keeps 8 significant bits: round the exact float32 sum to them */
+    uint32_t u;
+    memcpy(&u, &sum, sizeof u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    u &= 0xffff0000u;
+    float want;
+    memcpy(&want, &u, sizeof want);
+    if (P == 4) CHECK(want == 4.0625f, "reference rounding of 4 + 6/128 gave %g", (double)want);
+    CHECK(get(b, 0, VB_DTYPE_BF16) == want, "bf16 sum %g, want %g", (double)get(b, 0, VB_DTYPE_BF16), (double)want);
+    CHECK(get(b, 1, VB_DTYPE_BF16) == -want, "bf16 negative sum %g, want %g", (double)get(b, 1, VB_DTYPE_BF16),
+          (double)-want);
+    end_test();
+}
+
+/* Even allgather and reduce-scatter, out of place and in place, every dtype. */
+static void test_data_even(void **state) {
+    (void)state;
+    const int P = g_world.size, me = g_world.rank;
+    enum { C = 3 };
+    for (int k = 0; k < 3; k++) {
+        const vb_dtype t = k_dtypes[k];
+        const size_t es = vb_dtype_size(t);
+        char *send = calloc((size_t)P * C + 1, es), *recv = calloc((size_t)P * C + 1, es);
+        /* allgather: rank r sends r*10 + i */
+        for (int inplace = 0; inplace < 2; inplace++) {
+            memset(recv, 0, ((size_t)P * C + 1) * es);
+            char *src = inplace ? recv + (size_t)me * C * es : send;
+            for (int i = 0; i < C; i++) put(src, (size_t)i, t, (float)(me * 10 + i));
+            vb_data_allgather(&g_world, src, recv, C, t, inplace ? &g_fake_ctx : NULL);
+            for (int r = 0; r < P; r++)
+                for (int i = 0; i < C; i++)
+                    CHECK(get(recv, (size_t)r * C + i, t) == (float)(r * 10 + i), "%s allgather%s [%d][%d] = %g",
+                          vb_dtype_name(t), inplace ? " in place" : "", r, i, (double)get(recv, (size_t)r * C + i, t));
+            CHECK(get(recv, (size_t)P * C, t) == 0.0f, "%s allgather wrote past its end", vb_dtype_name(t));
+        }
+        /* reduce-scatter: rank r sends (r + 1) * (j + 1) at j; rank me gets
+         * sum_r (r + 1) * (me*C + i + 1), or the max P * (me*C + i + 1) */
+        for (int mode = 0; mode < 3; mode++) { /* sum, max, sum in place */
+            const bool inplace = mode == 2;
+            const vb_red_op op = mode == 1 ? VB_RED_MAX : VB_RED_SUM;
+            for (int j = 0; j < P * C; j++) put(send, (size_t)j, t, (float)((me + 1) * (j + 1)));
+            memset(recv, 0, ((size_t)P * C + 1) * es);
+            void *dst = inplace ? send + (size_t)me * C * es : recv;
+            vb_data_reduce_scatter(&g_world, send, dst, C, t, op, NULL);
+            for (int i = 0; i < C; i++) {
+                int j = me * C + i + 1;
+                float want = op == VB_RED_MAX ? (float)(P * j) : (float)(P * (P + 1) / 2 * j);
+                CHECK(get(dst, (size_t)i, t) == want, "%s reduce_scatter mode %d [%d] = %g, want %g", vb_dtype_name(t),
+                      mode, i, (double)get(dst, (size_t)i, t), (double)want);
+            }
+            if (!inplace) CHECK(get(recv, C, t) == 0.0f, "%s reduce_scatter wrote past its end", vb_dtype_name(t));
+        }
+        free(send);
+        free(recv);
+    }
+    end_test();
+}
+
+/* Broadcast from the last rank, every dtype. */
+static void test_data_broadcast(void **state) {
+    (void)state;
+    const int P = g_world.size, me = g_world.rank;
+    enum { N = 7 };
+    for (int k = 0; k < 3; k++) {
+        const vb_dtype t = k_dtypes[k];
+        char buf[N * 4];
+        for (int i = 0; i < N; i++) put(buf, (size_t)i, t, (float)(me == P - 1 ? 100 + i : -1));
+        vb_data_broadcast(&g_world, buf, N, t, P - 1, NULL);
+        for (int i = 0; i < N; i++)
+            CHECK(get(buf, (size_t)i, t) == (float)(100 + i), "%s broadcast [%d] = %g", vb_dtype_name(t), i,
+                  (double)get(buf, (size_t)i, t));
+    }
+    end_test();
+}
+
+/* Every non-blocking collective in flight at once, completed in another
+ * order than issued (one by vb_test polling, the rest by vb_wait). */
+static void test_data_nonblocking_out_of_order(void **state) {
+    (void)state;
+    const int P = g_world.size, me = g_world.rank;
+    enum { N = 257, C = 5 };
+    float *a = malloc(N * sizeof *a);
+    uint16_t *e = malloc(N * sizeof *e);
+    uint16_t gsend[C], *grecv = calloc((size_t)P * C, sizeof *grecv);
+    uint16_t *rsend = malloc((size_t)P * C * sizeof *rsend), rrecv[C];
+    float bc[C];
+    for (int i = 0; i < N; i++) {
+        a[i] = (float)(me + i % 11);
+        put(e, (size_t)i, VB_DTYPE_F16, (float)(me * (i % 3)));
+    }
+    for (int i = 0; i < C; i++) {
+        put(gsend, (size_t)i, VB_DTYPE_BF16, (float)(me * 8 + i));
+        bc[i] = me == 0 ? (float)(i * i) : -1.0f;
+    }
+    for (int j = 0; j < P * C; j++) put(rsend, (size_t)j, VB_DTYPE_BF16, (float)(j % 7 + me));
+    vb_request ra = {0}, rg = {0}, rr = {0}, rb = {0}, re = {0};
+    vb_data_iallreduce(&g_world, a, N, VB_DTYPE_F32, VB_RED_SUM, NULL, &ra);
+    vb_data_iallgather(&g_world, gsend, grecv, C, VB_DTYPE_BF16, NULL, &rg);
+    vb_data_ireduce_scatter(&g_world, rsend, rrecv, C, VB_DTYPE_BF16, VB_RED_SUM, &g_fake_ctx, &rr);
+    vb_data_ibroadcast(&g_world, bc, C, VB_DTYPE_F32, 0, NULL, &rb);
+    vb_data_iallreduce(&g_world, e, N, VB_DTYPE_F16, VB_RED_MAX, NULL, &re);
+    CHECK(ra.bytes == N * sizeof(float), "iallreduce request bytes %zu", ra.bytes);
+    CHECK(rg.bytes == (size_t)P * C * 2, "iallgather request bytes %zu", rg.bytes);
+    /* completion in another order: e, b, r polled, a, g */
+    double w = vb_wait(&re);
+    CHECK(w >= 0, "vb_wait returned %g", w);
+    vb_wait(&rb);
+    while (!vb_test(&rr)) {
+    }
+    CHECK(!rr.active && rr.stage == NULL, "a tested request is still active or holds its staging");
+    vb_wait(&ra);
+    vb_wait(&rg);
+    CHECK(vb_wait(&ra) == 0.0, "a second vb_wait on a finished request blocked");
+    CHECK(vb_test(&rg), "vb_test on a finished request is false");
+    for (int i = 0; i < N; i++) {
+        float wa = (float)(P * (P - 1) / 2 + P * (i % 11));
+        CHECK(a[i] == wa, "iallreduce a[%d] = %g, want %g", i, (double)a[i], (double)wa);
+        float we = (float)((P - 1) * (i % 3));
+        CHECK(get(e, (size_t)i, VB_DTYPE_F16) == we, "f16 max e[%d] = %g, want %g", i,
+              (double)get(e, (size_t)i, VB_DTYPE_F16), (double)we);
+    }
+    for (int r = 0; r < P; r++)
+        for (int i = 0; i < C; i++)
+            CHECK(get(grecv, (size_t)r * C + i, VB_DTYPE_BF16) == (float)(r * 8 + i), "iallgather [%d][%d]", r, i);
+    for (int i = 0; i < C; i++) {
+        int j = me * C + i;
+        float want = (float)(P * (j % 7) + P * (P - 1) / 2);
+        CHECK(get(rrecv, (size_t)i, VB_DTYPE_BF16) == want, "ireduce_scatter [%d] = %g, want %g", i,
+              (double)get(rrecv, (size_t)i, VB_DTYPE_BF16), (double)want);
+        CHECK(bc[i] == (float)(i * i), "ibroadcast [%d] = %g", i, (double)bc[i]);
+    }
+    free(a);
+    free(e);
+    free(grecv);
+    free(rsend);
+    end_test();
+}
+
+/* Uneven allgather / reduce-scatter: the native MPI forms, the padded forms
+ * (internal staging and the caller's), and the v conveniences on a plane
+ * without native uneven forms all agree, for the token splits context
+ * parallelism makes (5 tokens over 4 ranks: 1 1 1 2; 4050 over 4). */
+static void test_data_uneven_padded(void **state) {
+    (void)state;
+    const int P = g_world.size, me = g_world.rank;
+    assert_true(P <= 64);
+    vb_comm even = even_only_world();
+    const int ntoks[2] = {5, 4050};
+    for (int n = 0; n < 2; n++) {
+        if (ntoks[n] < P) continue;
+        int counts[64], offs[64];
+        vit_token_split(ntoks[n], P, counts, offs);
+        if (P == 4 && n == 0)
+            CHECK(counts[0] == 1 && counts[1] == 1 && counts[2] == 1 && counts[3] == 2, "5/4 split %d %d %d %d",
+                  counts[0], counts[1], counts[2], counts[3]);
+        const int total = ntoks[n];
+        for (int k = 0; k < 3; k++) {
+            const vb_dtype t = k_dtypes[k];
+            const size_t es = vb_dtype_size(t);
+            char *send = malloc((size_t)total * es), *recv = malloc((size_t)total * es);
+            char *staging = malloc(vb_data_padded_count(&g_world, counts) * es);
+            for (int way = 0; way < 4; way++) { /* native, padded internal, padded caller's, plane without v */
+                /* allgather: token j (global) carries j % 61 */
+                for (int i = 0; i < counts[me]; i++) put(send, (size_t)i, t, (float)((offs[me] + i) % 61));
+                memset(recv, 0xff, (size_t)total * es);
+                long copies = g_ctx_copies;
+                if (way == 0) vb_data_allgatherv(&g_world, send, recv, counts, t, NULL);
+                if (way == 1) vb_data_allgatherv_padded(&g_world, send, recv, counts, t, &g_fake_ctx, NULL);
+                if (way == 2) vb_data_allgatherv_padded(&g_world, send, recv, counts, t, NULL, staging);
+                if (way == 3) vb_data_allgatherv(&even, send, recv, counts, t, NULL);
+                /* into the staging slot, out of every slot; equal counts are
+                 * already the padded layout and need no copy */
+                bool equal = true;
+                for (int r = 1; r < P; r++) equal = equal && counts[r] == counts[0];
+                if (way == 1 && P > 1)
+                    CHECK(g_ctx_copies == copies + (equal ? 0 : 1 + P), "padded allgather: %ld copies on the context",
+                          g_ctx_copies - copies);
+                for (int j = 0; j < total; j++)
+                    CHECK(get(recv, (size_t)j, t) == (float)(j % 61), "ntok %d %s way %d allgatherv [%d] = %g", total,
+                          vb_dtype_name(t), way, j, (double)get(recv, (size_t)j, t));
+                /* reduce-scatter: rank r's token j holds (r + 1) * (j % 13); the
+                 * owner of token j gets its sum, P(P+1)/2 * (j % 13) */
+                for (int j = 0; j < total; j++) put(recv, (size_t)j, t, (float)((me + 1) * (j % 13)));
+                memset(send, 0xff, (size_t)total * es);
+                if (way == 0) vb_data_reduce_scatterv(&g_world, recv, send, counts, t, VB_RED_SUM, NULL);
+                if (way == 1) vb_data_reduce_scatterv_padded(&g_world, recv, send, counts, t, VB_RED_SUM, NULL, NULL);
+                if (way == 2)
+                    vb_data_reduce_scatterv_padded(&g_world, recv, send, counts, t, VB_RED_SUM, &g_fake_ctx, staging);
+                if (way == 3) vb_data_reduce_scatterv(&even, recv, send, counts, t, VB_RED_SUM, NULL);
+                for (int i = 0; i < counts[me]; i++) {
+                    float want = (float)(P * (P + 1) / 2 * ((offs[me] + i) % 13));
+                    CHECK(get(send, (size_t)i, t) == want, "ntok %d %s way %d reduce_scatterv [%d] = %g, want %g",
+                          total, vb_dtype_name(t), way, i, (double)get(send, (size_t)i, t), (double)want);
+                }
+                if (counts[me] < total) /* nothing written past this rank's block */
+                    CHECK(((unsigned char *)send)[(size_t)counts[me] * es] == 0xff, "way %d wrote past its block",
+                          way);
+            }
+            free(send);
+            free(recv);
+            free(staging);
+        }
+    }
+    end_test();
+}
+
+/* The float32 conveniences on a plane with only even collectives give what
+ * the native path gives, and profile under the same names and bytes, so
+ * ops.csv does not depend on the plane. */
+static void test_data_profiled_names(void **state) {
+    (void)state;
+    const int P = g_world.size, me = g_world.rank;
+    if (P == 1) { /* size-1 groups are never profiled */
+        end_test();
+        return;
+    }
+    vb_profiler *prof[2] = {vb_prof_create(), vb_prof_create()};
+    int counts[64], offs[64];
+    vit_token_split(4050, P, counts, offs);
+    float *send = calloc(4050, sizeof *send), *recv = calloc(4050, sizeof *recv);
+    for (int w = 0; w < 2; w++) {
+        vb_comm c = w ? even_only_world() : g_world;
+        c.prof = prof[w];
+        snprintf(c.group, sizeof c.group, "cp");
+        vb_prof_set_enabled(prof[w], true);
+        vb_allgatherv_f32(&c, send, recv, counts);
+        vb_reduce_scatterv_sum_f32(&c, recv, send, counts);
+        vb_allreduce_sum_f32(&c, recv, 100);
+        vb_request rq = {0};
+        vb_iallreduce_sum_f32(&c, recv, 10, &rq);
+        vb_wait(&rq);
+        vb_data_broadcast(&c, recv, 3, VB_DTYPE_BF16, 0, NULL);
+        vb_data_allgather(&c, send, recv, 2, VB_DTYPE_F16, NULL);
+        vb_data_reduce_scatter(&c, recv, send, 2, VB_DTYPE_F32, VB_RED_SUM, NULL);
+    }
+    char *rows[2] = {vb_prof_csv_rows(prof[0], me), vb_prof_csv_rows(prof[1], me)};
+    const struct {
+        const char *name;
+        long calls;
+        double bytes;
+    } want[] = {
+        {"allgather_cp", 2, 4050.0 * 4 + 2.0 * 2 * P},
+        {"reduce_scatter_cp", 2, 4050.0 * 4 + 2.0 * 4 * P},
+        {"allreduce_cp", 1, 400},
+        {"iallreduce_cp", 1, 40},
+        {"broadcast_cp", 1, 6},
+    };
+    for (int w = 0; w < 2; w++) {
+        for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+            char needle[96];
+            snprintf(needle, sizeof needle, "%d,,%s,comm,%ld,%.0f,0,", me, want[i].name, want[i].calls,
+                     want[i].bytes);
+            CHECK(strstr(rows[w], needle) != NULL, "plane %d: no ops row starting %s in:\n%s", w, needle, rows[w]);
+        }
+    }
+    free(rows[0]);
+    free(rows[1]);
+    vb_prof_destroy(prof[0]);
+    vb_prof_destroy(prof[1]);
+    free(send);
+    free(recv);
+    end_test();
+}
+
 /* For every layout of this world (each tp x cp dividing it, three orders),
  * communicators built from vb_layout_group must contain exactly the layout's
  * members in group-local rank order: an allgather of world ranks returns the
@@ -230,24 +608,31 @@ static void test_ddp_equals_full_batch(void **state) {
                            .dim = 16, .depth = 2, .heads = 2, .ln_eps = 1e-6f};
     const vb_ops *ops = vb_ops_by_name("cpu");
     assert_non_null(ops);
+    char err[256];
+    vb_ctx *ctx = ops->ctx_create(&(vb_ctx_opts){.act = VB_DTYPE_F32}, err, sizeof err);
+    if (!ctx) fail_msg("cpu context: %s", err);
     const int LB = 2, GB = LB * P;
-    vit_model *m = vit_create(&dims, NULL, GB, ops, NULL);
+    vit_model *m = vit_create(&dims, NULL, GB, ctx, NULL);
     vit_init_weights(m, 5);
     /* weights off the init so every tensor has a sizable gradient */
     vb_rng rng;
     vb_rng_seed(&rng, 9);
     for (size_t i = 0; i < m->nparams; i++) m->params[i] += (float)(0.1 * (2 * vb_rng_uniform(&rng) - 1));
+    vit_params_changed(m);
     const size_t in1 = (size_t)dims.cin * dims.img_h * dims.img_w, out1 = (size_t)dims.cout * dims.img_h * dims.img_w;
-    float *inp = ops->alloc((size_t)GB * in1 * sizeof(float)), *tar = ops->alloc((size_t)GB * out1 * sizeof(float));
+    float *inp = ops->alloc(ctx, (size_t)GB * in1 * sizeof(float));
+    float *tar = ops->alloc(ctx, (size_t)GB * out1 * sizeof(float));
     tu_fill_uniform(inp, (size_t)GB * in1, -1, 1, 21);
     tu_fill_uniform(tar, (size_t)GB * out1, -1, 1, 22);
 
     float *full = malloc(m->nparams * sizeof *full), *local = malloc(m->nparams * sizeof *local);
     vit_forward(m, inp, tar, GB);
     vit_backward(m);
+    ops->synchronize(ctx);
     memcpy(full, m->grads, m->nparams * sizeof *full);
     vit_forward(m, inp + (size_t)me * LB * in1, tar + (size_t)me * LB * out1, LB);
     vit_backward(m);
+    ops->synchronize(ctx);
     memcpy(local, m->grads, m->nparams * sizeof *local);
 
     double gmax = 0;
@@ -262,13 +647,14 @@ static void test_ddp_equals_full_batch(void **state) {
     const double caps[] = {1e-6, 0.002, 0.01, 25};
     for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++) {
         vb_ddp d;
-        vb_ddp_init(&d, m->tensors, m->ntensors, m->nparams, m->grads, caps[c], &g_world, 1.0f / (float)P, ops, NULL);
+        vb_ddp_init(&d, m->tensors, m->ntensors, m->nparams, m->grads, caps[c], &g_world, 1.0f / (float)P, ctx, NULL);
         vb_ddp_attach(&d, m);
         for (int step = 0; step < 2; step++) {
             vb_ddp_begin_step(&d);
             vit_forward(m, inp + (size_t)me * LB * in1, tar + (size_t)me * LB * out1, LB);
             vit_backward(m);
             vb_ddp_finish(&d);
+            ops->synchronize(ctx);
             double worst = 0;
             for (size_t i = 0; i < m->nparams; i++) worst = fmax(worst, fabs(m->grads[i] - full[i]));
             CHECK(worst / gmax <= 1e-5, "cap %g MiB step %d: max |ddp - full| / max|full| = %g", caps[c], step,
@@ -284,9 +670,10 @@ static void test_ddp_equals_full_batch(void **state) {
     }
     free(full);
     free(local);
-    ops->free(inp);
-    ops->free(tar);
+    ops->free(ctx, inp);
+    ops->free(ctx, tar);
     vit_destroy(m);
+    ops->ctx_destroy(ctx);
     end_test();
 }
 
@@ -318,6 +705,13 @@ static void test_gather_and_totals(void **state) {
 int main(int argc, char **argv) {
     vb_world_init(&argc, &argv, &g_world);
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_data_allreduce),
+        cmocka_unit_test(test_data_half_rounding),
+        cmocka_unit_test(test_data_even),
+        cmocka_unit_test(test_data_broadcast),
+        cmocka_unit_test(test_data_nonblocking_out_of_order),
+        cmocka_unit_test(test_data_uneven_padded),
+        cmocka_unit_test(test_data_profiled_names),
         cmocka_unit_test(test_allgatherv_uneven),
         cmocka_unit_test(test_reduce_scatterv_uneven),
         cmocka_unit_test(test_iallreduce_wait_test),
