@@ -22,6 +22,7 @@
 #include <strings.h>
 
 #include "core/yaml_util.h"
+#include "kernels/ops.h"
 
 typedef enum {
     KT_INT,   /* int */
@@ -68,6 +69,7 @@ static const key_def g_keys[] = {
     {"amp_mode", KT_STR, FIELD(amp_mode), false},
     {"enable_fused", KT_BOOL, FIELD(enable_fused), false},
     {"enable_jit", KT_BOOL, FIELD(enable_jit), false},
+    {"tf32", KT_BOOL, FIELD(tf32), false},
     {"expdir", KT_STR, FIELD(expdir), false},
     /* data */
     {"data_loader_config", KT_STR, FIELD(data_loader_config), false},
@@ -346,6 +348,7 @@ void vb_config_defaults(vb_config *c) {
     snprintf(c->amp_mode, sizeof c->amp_mode, "none");
     c->enable_fused = false;
     c->enable_jit = false;
+    c->tf32 = true;
     snprintf(c->expdir, sizeof c->expdir, "/logs");
     snprintf(c->data_loader_config, sizeof c->data_loader_config, "pytorch");
     c->num_data_workers = 0;
@@ -660,9 +663,13 @@ void vb_config_validate(const vb_config *c, const char *origin) {
         vfail(c, origin, "lr_schedule", NULL, "lr_schedule = '%s' must be cosine or constant", c->lr_schedule);
     if (strcmp(c->optimizer, "Adam") != 0)
         vfail(c, origin, "optimizer", NULL, "optimizer = '%s' is not supported (only Adam)", c->optimizer);
-    if (strcmp(c->amp_mode, "fp16") == 0 || strcmp(c->amp_mode, "bf16") == 0)
+    const bool amp_half = strcmp(c->amp_mode, "fp16") == 0 || strcmp(c->amp_mode, "bf16") == 0;
+    if (amp_half && strcmp(c->backend, "cpu") == 0)
         vfail(c, origin, "amp_mode", NULL, "amp_mode = %s needs the CUDA backend (use none on cpu)", c->amp_mode);
-    if (strcmp(c->amp_mode, "none") != 0)
+    else if (strcmp(c->amp_mode, "fp16") == 0)
+        vfail(c, origin, "amp_mode", NULL,
+              "amp_mode = fp16 is not supported yet: it needs dynamic loss scaling (use bf16)");
+    if (!amp_half && strcmp(c->amp_mode, "none") != 0)
         vfail(c, origin, "amp_mode", NULL, "amp_mode = '%s' must be none, fp16 or bf16", c->amp_mode);
     if (strcmp(c->data_loader_config, "dali") == 0)
         vfail(c, origin, "data_loader_config", NULL,
@@ -670,8 +677,12 @@ void vb_config_validate(const vb_config *c, const char *origin) {
     if (strcmp(c->data_loader_config, "pytorch") != 0)
         vfail(c, origin, "data_loader_config", NULL, "data_loader_config = '%s' must be pytorch",
               c->data_loader_config);
-    if (strcmp(c->backend, "cpu") != 0)
-        vfail(c, origin, "backend", NULL, "backend = '%s' is not available in this build (only cpu)", c->backend);
+    /* auto is resolved when the run starts (cuda when compiled in and a GPU is visible) */
+    if (strcmp(c->backend, "cpu") != 0 && strcmp(c->backend, "cuda") != 0 && strcmp(c->backend, "auto") != 0)
+        vfail(c, origin, "backend", NULL, "backend = '%s' must be cpu, cuda or auto", c->backend);
+    else if (strcmp(c->backend, "cuda") == 0 && !vb_ops_by_name("cuda"))
+        vfail(c, origin, "backend", NULL,
+              "backend = cuda is not available in this build (configure with -DVB_CUDA=ON on a machine with the CUDA toolkit)");
     require_min(c, origin, "tensor_parallel", c->tensor_parallel, 1);
     require_min(c, origin, "context_parallel", c->context_parallel, 1);
     if (!valid_parallel_order(c->parallel_order))

@@ -37,8 +37,9 @@ typedef struct vb_config {
     int warmup;
     int base_batch_size;           /* 0 = off; else lr *= sqrt(global/base) */
     char optimizer[16];            /* "Adam" */
-    char amp_mode[8];              /* "none" (fp16/bf16 arrive with the CUDA backend) */
+    char amp_mode[8];              /* "none", "bf16" or "fp16" (the last two on the CUDA backend only) */
     bool enable_fused, enable_jit; /* accepted for tutorial compatibility; no effect on CPU */
+    bool tf32;                     /* float32 GEMMs on TF32 tensor cores (CUDA, amp_mode none; PyTorch's default, as the tutorial measured); no effect on CPU */
     char expdir[VB_PATH_MAX];      /* accepted, unused: output_dir holds results */
 
     /* data */
@@ -59,7 +60,7 @@ typedef struct vb_config {
     char init_checkpoint[VB_PATH_MAX];
     char output_dir[VB_PATH_MAX];  /* default "results" */
     char run_name[128];            /* default "" -> run id is <config>_<timestamp> */
-    char backend[16];              /* default "cpu" */
+    char backend[16];              /* "cpu" (default), "cuda" or "auto" (cuda when compiled in and a GPU is visible) */
     bool enable_benchy;            /* train --enable_benchy == run */
     char benchy_config[VB_PATH_MAX]; /* default "" -> $BENCHY_CONFIG_FILE -> benchy defaults */
     bool save_checkpoint;          /* default true for train */

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/config.h"
+#include "kernels/ops.h"
 
 static char g_vit[VB_PATH_MAX];     /* <source>/scenarios/vit.yaml */
 static char g_quick[VB_PATH_MAX];   /* <source>/scenarios/benchy/quick.yaml */
@@ -121,6 +122,7 @@ static void check_tutorial_base(const vb_config *c) {
     assert_string_equal(c->amp_mode, "none");
     assert_false(c->enable_fused);
     assert_false(c->enable_jit);
+    assert_true(c->tf32);
     assert_string_equal(c->expdir, "/logs");
     assert_string_equal(c->lr_schedule, "cosine");
     assert_true(c->lr == 5e-4f);
@@ -462,7 +464,7 @@ static void test_validation_errors(void **state) {
         {"--data_loader_config", "dali", "data_loader_config = dali is unavailable"},
         {"--data_loader_config", "numpy", "data_loader_config = 'numpy' must be pytorch"},
         {"--dropout", "0.1", "dropout = 0.1 is not supported"},
-        {"--backend", "cuda", "backend = 'cuda' is not available"},
+        {"--backend", "gpu", "backend = 'gpu' must be cpu, cuda or auto"},
         {"--tensor_parallel", "0", "tensor_parallel = 0 must be >= 1"},
         {"--context_parallel", "0", "context_parallel = 0 must be >= 1"},
         {"--parallel_order", "tp-dp", "parallel_order = 'tp-dp'"},
@@ -479,6 +481,11 @@ static void test_validation_errors(void **state) {
         args_fail(LIST("--yaml_config", g_vit, "--config", "tiny", cases[i].flag, cases[i].value),
                   LIST(origin, cases[i].needle));
     }
+    /* cuda is a valid name; whether it is accepted depends on the build */
+    if (!vb_ops_by_name("cuda"))
+        args_fail(LIST("--yaml_config", g_vit, "--config", "tiny", "--backend", "cuda"),
+                  LIST("flag --backend: ", "backend = cuda is not available in this build"));
+
     /* accepted permutation and values on the edge */
     vb_config c;
     parse_ok(&c, LIST("--yaml_config", g_vit, "--config", "tiny", "--parallel_order", "dp-tp-cp", "--lr_schedule",
@@ -542,7 +549,7 @@ static void test_set_unknown(void **state) {
 static const char *ALL_KEYS[] = {
     "yaml_config", "config", "embed_dim", "depth", "patch_size", "num_heads", "dropout", "img_size",
     "n_in_channels", "n_out_channels", "dt", "global_batch_size", "local_batch_size", "num_iters", "num_epochs",
-    "lr", "lr_schedule", "warmup", "base_batch_size", "optimizer", "amp_mode", "enable_fused", "enable_jit",
+    "lr", "lr_schedule", "warmup", "base_batch_size", "optimizer", "amp_mode", "enable_fused", "enable_jit", "tf32",
     "expdir", "data_loader_config", "num_data_workers", "limit_nsamples", "limit_nsamples_val",
     "train_data_path", "valid_data_path", "inf_data_path", "time_means_path", "global_means_path",
     "global_stds_path", "shuffle", "seed", "init_checkpoint", "output_dir", "run_name", "backend",
