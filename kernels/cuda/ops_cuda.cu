@@ -56,6 +56,13 @@ void *cuda_scratch(vb_ctx *ctx, size_t bytes, const char *op) {
 // ---------------------------------------------------------------------------
 // context
 
+#ifndef VB_CUDA_ARCHS
+#define VB_CUDA_ARCHS "?"
+#endif
+
+// launched never: ctx_create asks the runtime whether it has an image for the device
+__global__ void probe_kernel(void) {}
+
 static vb_ctx *cuda_ctx_create(const vb_ctx_opts *opts, char *err, size_t errlen) {
     vb_ctx_opts def;
     memset(&def, 0, sizeof def);
@@ -82,14 +89,21 @@ static vb_ctx *cuda_ctx_create(const vb_ctx_opts *opts, char *err, size_t errlen
     }
     cudaDeviceProp prop;
     CUDACHECK(cudaGetDeviceProperties(&prop, opts->device));
-    if (prop.major < 8) {
-        // bfloat16 arithmetic and cp.async-era shared memory sizes are assumed
+    CUDACHECK(cudaSetDevice(opts->device));
+    // a device this build has no machine code (or PTX) for fails here, with a
+    // reason, instead of at the first kernel launch
+    cudaFuncAttributes fa;
+    e = cudaFuncGetAttributes(&fa, probe_kernel);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
         if (err)
-            snprintf(err, errlen, "CUDA device %d (%s) has compute capability %d.%d; 8.0 or newer needed",
-                     opts->device, prop.name, prop.major, prop.minor);
+            snprintf(err, errlen,
+                     "CUDA device %d (%s, compute capability %d.%d) cannot run this build's kernels "
+                     "(built for CMAKE_CUDA_ARCHITECTURES %s): %s",
+                     opts->device, prop.name, prop.major, prop.minor, VB_CUDA_ARCHS,
+                     cudaGetErrorString(e));
         return NULL;
     }
-    CUDACHECK(cudaSetDevice(opts->device));
 
     vb_ctx *ctx = (vb_ctx *)calloc(1, sizeof(vb_ctx));
     cuda_impl *c = (cuda_impl *)calloc(1, sizeof(cuda_impl));
@@ -234,56 +248,54 @@ static double cuda_event_elapsed_ms(vb_ctx *ctx, vb_event *start, vb_event *end)
 // ---------------------------------------------------------------------------
 // the table
 
-static vb_ops make_cuda_ops(void) {
-    vb_ops o;
-    memset(&o, 0, sizeof o);
-    o.name = "cuda";
-    o.ctx_create = cuda_ctx_create;
-    o.ctx_destroy = cuda_ctx_destroy;
-    o.synchronize = cuda_synchronize;
-    o.alloc = cuda_alloc;
-    o.free = cuda_free;
-    o.alloc_host = cuda_alloc_host;
-    o.free_host = cuda_free_host;
-    o.memcpy_h2d = cuda_memcpy_h2d;
-    o.memcpy_d2h = cuda_memcpy_d2h;
-    o.memcpy_d2d = cuda_memcpy_d2d;
-    o.zero = cuda_zero;
-    o.event_create = cuda_event_create;
-    o.event_destroy = cuda_event_destroy;
-    o.event_record = cuda_event_record;
-    o.event_wait = cuda_event_wait;
-    o.event_synchronize = cuda_event_synchronize;
-    o.event_elapsed_ms = cuda_event_elapsed_ms;
-    o.matmul_forward = cuda_matmul_forward;
-    o.matmul_bias_gelu_forward = cuda_matmul_bias_gelu_forward;
-    o.matmul_backward = cuda_matmul_backward;
-    o.layernorm_forward = cuda_layernorm_forward;
-    o.residual_layernorm_forward = cuda_residual_layernorm_forward;
-    o.layernorm_backward = cuda_layernorm_backward;
-    o.attention_workspace_bytes = cuda_attention_workspace_bytes;
-    o.attention_forward = cuda_attention_forward;
-    o.attention_backward = cuda_attention_backward;
-    o.gelu_forward = cuda_gelu_forward;
-    o.gelu_backward = cuda_gelu_backward;
-    o.add = cuda_add;
-    o.accumulate = cuda_accumulate;
-    o.scale = cuda_scale;
-    o.sum_squares = cuda_sum_squares;
-    o.cast_to_act = cuda_cast_to_act;
-    o.patchify = cuda_patchify;
-    o.unpatchify = cuda_unpatchify;
-    o.unpatchify_backward = cuda_unpatchify_backward;
-    o.add_pos_embed = cuda_add_pos_embed;
-    o.add_pos_embed_backward = cuda_add_pos_embed_backward;
-    o.rel_l2_loss_forward = cuda_rel_l2_loss_forward;
-    o.rel_l2_loss_backward = cuda_rel_l2_loss_backward;
-    o.weighted_rmse_accumulate = cuda_weighted_rmse_accumulate;
-    o.adam_update = cuda_adam_update;
-    return o;
-}
+// Designated initializers (C++20) in the order of vb_ops: a field added to or
+// moved in kernels/ops.h without updating this table fails to compile. The
+// table is constant-initialized (no run-time construction, no guard).
+static const vb_ops cuda_ops = {
+    .name = "cuda",
+    .host_memory = 0, // device memory: the model's buffers do not count against host RAM
+    .ctx_create = cuda_ctx_create,
+    .ctx_destroy = cuda_ctx_destroy,
+    .synchronize = cuda_synchronize,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .alloc_host = cuda_alloc_host,
+    .free_host = cuda_free_host,
+    .memcpy_h2d = cuda_memcpy_h2d,
+    .memcpy_d2h = cuda_memcpy_d2h,
+    .memcpy_d2d = cuda_memcpy_d2d,
+    .zero = cuda_zero,
+    .event_create = cuda_event_create,
+    .event_destroy = cuda_event_destroy,
+    .event_record = cuda_event_record,
+    .event_wait = cuda_event_wait,
+    .event_synchronize = cuda_event_synchronize,
+    .event_elapsed_ms = cuda_event_elapsed_ms,
+    .matmul_forward = cuda_matmul_forward,
+    .matmul_bias_gelu_forward = cuda_matmul_bias_gelu_forward,
+    .matmul_backward = cuda_matmul_backward,
+    .layernorm_forward = cuda_layernorm_forward,
+    .residual_layernorm_forward = cuda_residual_layernorm_forward,
+    .layernorm_backward = cuda_layernorm_backward,
+    .attention_workspace_bytes = cuda_attention_workspace_bytes,
+    .attention_forward = cuda_attention_forward,
+    .attention_backward = cuda_attention_backward,
+    .gelu_forward = cuda_gelu_forward,
+    .gelu_backward = cuda_gelu_backward,
+    .add = cuda_add,
+    .accumulate = cuda_accumulate,
+    .scale = cuda_scale,
+    .sum_squares = cuda_sum_squares,
+    .cast_to_act = cuda_cast_to_act,
+    .patchify = cuda_patchify,
+    .unpatchify = cuda_unpatchify,
+    .unpatchify_backward = cuda_unpatchify_backward,
+    .add_pos_embed = cuda_add_pos_embed,
+    .add_pos_embed_backward = cuda_add_pos_embed_backward,
+    .rel_l2_loss_forward = cuda_rel_l2_loss_forward,
+    .rel_l2_loss_backward = cuda_rel_l2_loss_backward,
+    .weighted_rmse_accumulate = cuda_weighted_rmse_accumulate,
+    .adam_update = cuda_adam_update,
+};
 
-extern "C" const vb_ops *vb_ops_cuda(void) {
-    static const vb_ops ops = make_cuda_ops(); // initialised once, thread-safe
-    return &ops;
-}
+extern "C" const vb_ops *vb_ops_cuda(void) { return &cuda_ops; }
