@@ -1,109 +1,227 @@
 /* ops.h: the table of compute ops a backend provides.
  *
  * The model, optimizer and harness call compute ONLY through this table, so a
- * backend (kernels/cpu now, kernels/cuda later) is one struct of function
- * pointers. All pointers passed to an op are backend memory obtained from
- * ops->alloc. Layouts are row-major; "N" below is the number of rows (tokens
- * times batch), weights follow PyTorch's nn.Linear convention [out, in].
+ * backend (kernels/cpu, kernels/cuda) is one struct of function pointers plus
+ * a context. This header includes nothing from core/: kernels depend on it,
+ * never the other way round.
  *
- * Gradient convention (llm.c): every *_backward ACCUMULATES (+=) into
- * parameter gradients (dweight, dbias, ...) and into dinp. The caller zeroes
- * gradient buffers before a backward pass. A NULL output pointer means "not
- * needed" and the op skips that work (e.g. dinp of the first layer).
+ * Context. Every op takes a vb_ctx first: the backend's handle on one ordered
+ * queue of work (on CUDA a stream plus library handles and a workspace; on the
+ * CPU nothing to hold, every op has finished when it returns). Ops enqueue on
+ * the context and may return before the work is done; host code that reads
+ * backend memory copies it out (memcpy_d2h_async) and synchronizes first. A
+ * second context of the same backend (ctx_create again) is a second queue,
+ * e.g. for communication; events order one queue after another.
+ *
+ * Memory. All pointers passed to an op are backend memory from ops->alloc,
+ * except where a comment says host. Layouts are row-major; "N" below is the
+ * number of rows (tokens times batch); weights follow PyTorch's nn.Linear
+ * convention [out, in].
+ *
+ * Precision. Activations and matmul operands (vb_act) are stored in the
+ * context's activation dtype (ctx->act: float32, bfloat16 or float16).
+ * Parameters have float32 master copies; forward ops read them through an
+ * activation-dtype view (the same buffer when ctx->act is float32). Parameter
+ * gradients, Adam state, LayerNorm statistics, the attention log-sum-exp, the
+ * loss and the metrics are always float32 (RMSE sums float64). The CPU backend
+ * supports float32 only: ctx_create refuses another dtype.
+ *
+ * Gradient convention. Parameter gradients (dweight, dbias, dpos) ACCUMULATE
+ * (+=): the caller zeroes the gradient buffer once per step. Input gradients
+ * OVERWRITE, because the op is their only writer, except where the argument is
+ * named *_acc (matmul_backward's dinp when accumulate_dinp is set, and
+ * layernorm_backward's dinp, which is where the residual stream's gradient
+ * adds up). A NULL output pointer means "not needed": the op skips that work.
  */
 #ifndef VB_OPS_H
 #define VB_OPS_H
 
 #include <stddef.h>
 
+typedef enum vb_dtype { VB_DTYPE_F32 = 0, VB_DTYPE_BF16 = 1, VB_DTYPE_F16 = 2 } vb_dtype;
+
+/* bytes of one element; the name as the config spells it ("float32", "bfloat16", "float16") */
+static inline size_t vb_dtype_size(vb_dtype t) { return t == VB_DTYPE_F32 ? 4 : 2; }
+static inline const char *vb_dtype_name(vb_dtype t) {
+    return t == VB_DTYPE_F32 ? "float32" : t == VB_DTYPE_BF16 ? "bfloat16" : "float16";
+}
+
+/* An element of an activation or matmul operand, in ctx->act. Pointer
+ * arithmetic goes through vb_act_at. */
+typedef void vb_act;
+#define vb_act_at(ctx, p, i) ((void *)((char *)(p) + (size_t)(i) * vb_dtype_size((ctx)->act)))
+
+struct vb_ops;
+
+typedef struct vb_ctx_opts {
+    vb_dtype act;   /* activation / matmul operand dtype */
+    int device;     /* device index (CUDA); ignored by the CPU */
+    int tf32;       /* float32 matmuls may use TF32 tensor cores (CUDA); ignored by the CPU */
+} vb_ctx_opts;
+
+typedef struct vb_ctx {
+    const struct vb_ops *ops;
+    vb_dtype act;
+    int device;
+    void *impl;     /* the backend's own: stream, handles, workspace */
+} vb_ctx;
+
+/* A point in a context's queue: record it, wait on it from another context,
+ * or time the span between two of them once both have completed. */
+typedef struct vb_event vb_event;
+
+/* Adam's per-step arguments, kept in backend memory so that a captured step
+ * can be replayed with a new learning rate: the host writes them (one small
+ * async copy) before the step. step is 1-based (bias correction uses beta^step).
+ * grad_scale multiplies every gradient first (1, or 1/loss_scale under fp16). */
+typedef struct vb_adam_args {
+    float lr, beta1, beta2, eps;
+    float grad_scale;
+    int step;
+} vb_adam_args;
+
 typedef struct vb_ops {
     const char *name; /* "cpu", "cuda" */
+    /* 1 when alloc returns host memory (the CPU): the model's buffers then
+     * count against the host's available memory; 0 for device memory */
+    int host_memory;
+
+    /* ---- context ----
+     * NULL with a one-line reason in err (errlen bytes) when the backend cannot
+     * give what opts asks (no device, unsupported dtype). */
+    vb_ctx *(*ctx_create)(const vb_ctx_opts *opts, char *err, size_t errlen);
+    void (*ctx_destroy)(vb_ctx *ctx);
+    /* waits until every op enqueued on ctx has finished */
+    void (*synchronize)(vb_ctx *ctx);
 
     /* ---- memory ---- */
-    void *(*alloc)(size_t bytes);            /* zero-filled */
-    void (*free)(void *p);
-    void (*memcpy_h2d)(void *dst, const void *src, size_t bytes);
-    void (*memcpy_d2h)(void *dst, const void *src, size_t bytes);
-    void (*memcpy_d2d)(void *dst, const void *src, size_t bytes);
-    void (*zero)(void *p, size_t bytes);
-    void (*synchronize)(void);
+    void *(*alloc)(vb_ctx *ctx, size_t bytes); /* zero-filled; exits 1 naming the size on failure */
+    void (*free)(vb_ctx *ctx, void *p);
+    /* page-locked host memory for asynchronous copies (plain host memory on the CPU) */
+    void *(*alloc_host)(vb_ctx *ctx, size_t bytes);
+    void (*free_host)(vb_ctx *ctx, void *p);
+    /* enqueued copies; a host buffer must stay valid (and unchanged) until the
+     * context is synchronized or an event recorded after the copy completes */
+    void (*memcpy_h2d)(vb_ctx *ctx, void *dst, const void *src, size_t bytes);
+    void (*memcpy_d2h)(vb_ctx *ctx, void *dst, const void *src, size_t bytes);
+    void (*memcpy_d2d)(vb_ctx *ctx, void *dst, const void *src, size_t bytes);
+    void (*zero)(vb_ctx *ctx, void *p, size_t bytes);
+
+    /* ---- events ---- */
+    vb_event *(*event_create)(vb_ctx *ctx);
+    void (*event_destroy)(vb_ctx *ctx, vb_event *ev);
+    void (*event_record)(vb_ctx *ctx, vb_event *ev);       /* at this point of ctx's queue */
+    void (*event_wait)(vb_ctx *ctx, vb_event *ev);         /* ctx's later work waits for ev */
+    void (*event_synchronize)(vb_ctx *ctx, vb_event *ev);  /* the host waits for ev */
+    /* milliseconds from start to end; both recorded and completed */
+    double (*event_elapsed_ms)(vb_ctx *ctx, vb_event *start, vb_event *end);
 
     /* ---- linear: out[N,OC] = inp[N,C] @ weight[OC,C]^T + bias[OC] (bias may be NULL) ---- */
-    void (*matmul_forward)(float *out, const float *inp, const float *weight, const float *bias,
-                           int N, int C, int OC);
-    /* dinp[N,C] += dout @ weight; dweight[OC,C] += dout^T @ inp; dbias[OC] += sum_rows(dout).
-     * Any of dinp, dweight, dbias may be NULL. */
-    void (*matmul_backward)(float *dinp, float *dweight, float *dbias, const float *dout,
-                            const float *inp, const float *weight, int N, int C, int OC);
+    void (*matmul_forward)(vb_ctx *ctx, vb_act *out, const vb_act *inp, const vb_act *weight,
+                           const vb_act *bias, int N, int C, int OC);
+    /* The MLP's first layer with its activation fused in: pre[N,OC] = inp @ weight^T + bias
+     * (kept for backward) and out[N,OC] = gelu(pre), exact erf GELU. */
+    void (*matmul_bias_gelu_forward)(vb_ctx *ctx, vb_act *pre, vb_act *out, const vb_act *inp,
+                                     const vb_act *weight, const vb_act *bias, int N, int C, int OC);
+    /* dinp[N,C] = (or += when accumulate_dinp) dout @ weight;
+     * dweight[OC,C] += dout^T @ inp; dbias[OC] += sum_rows(dout). Any output may be NULL. */
+    void (*matmul_backward)(vb_ctx *ctx, vb_act *dinp, float *dweight, float *dbias,
+                            const vb_act *dout, const vb_act *inp, const vb_act *weight, int N, int C,
+                            int OC, int accumulate_dinp);
 
-    /* ---- layernorm over the last dim C, eps given; saves mean[N], rstd[N] for backward ---- */
-    void (*layernorm_forward)(float *out, float *mean, float *rstd, const float *inp,
-                              const float *weight, const float *bias, int N, int C, float eps);
-    void (*layernorm_backward)(float *dinp, float *dweight, float *dbias, const float *dout,
-                               const float *inp, const float *weight, const float *mean,
-                               const float *rstd, int N, int C);
+    /* ---- layernorm over the last dim C; saves mean[N], rstd[N] (float32) for backward ---- */
+    void (*layernorm_forward)(vb_ctx *ctx, vb_act *out, float *mean, float *rstd, const vb_act *inp,
+                              const vb_act *weight, const vb_act *bias, int N, int C, float eps);
+    /* A residual add and the LayerNorm that follows it, in one pass:
+     * res[N,C] = a + b (res may alias a), out = layernorm(res). */
+    void (*residual_layernorm_forward)(vb_ctx *ctx, vb_act *res, vb_act *out, float *mean,
+                                       float *rstd, const vb_act *a, const vb_act *b,
+                                       const vb_act *weight, const vb_act *bias, int N, int C,
+                                       float eps);
+    /* dinp_acc[N,C] += d layernorm/d inp; dweight, dbias += */
+    void (*layernorm_backward)(vb_ctx *ctx, vb_act *dinp_acc, float *dweight, float *dbias,
+                               const vb_act *dout, const vb_act *inp, const vb_act *weight,
+                               const float *mean, const float *rstd, int N, int C);
 
-    /* ---- multi-head attention core ----
+    /* ---- multi-head attention core (flash-style) ----
      * q[B,Tq,D], k[B,Tk,D], v[B,Tk,D] with D = NH*HD, head h = columns [h*HD, (h+1)*HD).
-     * att[B,NH,Tq,Tk] = softmax(q k^T / sqrt(HD)) is saved for backward;
-     * out[B,Tq,D] = att @ v. (Tq != Tk is how context parallelism will call it.) */
-    void (*attention_forward)(float *out, float *att, const float *q, const float *k, const float *v,
-                              int B, int Tq, int Tk, int NH, int HD);
-    /* dq, dk, dv accumulate (+=). scratch: at least B*NH*Tq*Tk floats. */
-    void (*attention_backward)(float *dq, float *dk, float *dv, float *scratch, const float *dout,
-                               const float *att, const float *q, const float *k, const float *v,
-                               int B, int Tq, int Tk, int NH, int HD);
+     * out[B,Tq,D] = softmax(q k^T / sqrt(HD)) v. Only lse[B,NH,Tq] (float32, the
+     * natural log of each row's sum of exp(scores)) is saved for backward; the
+     * probabilities are never stored whole. Tq != Tk is how context
+     * parallelism calls it (local queries against every token).
+     * workspace: attention_workspace_bytes(...) bytes of backend memory,
+     * shared by forward and backward, contents not kept between calls. */
+    size_t (*attention_workspace_bytes)(vb_ctx *ctx, int B, int Tq, int Tk, int NH, int HD);
+    void (*attention_forward)(vb_ctx *ctx, vb_act *out, float *lse, void *workspace, const vb_act *q,
+                              const vb_act *k, const vb_act *v, int B, int Tq, int Tk, int NH, int HD);
+    /* dq[B,Tq,D], dk[B,Tk,D], dv[B,Tk,D] are overwritten (dk, dv are this call's
+     * queries' share: under cp the caller sums them over ranks). */
+    void (*attention_backward)(vb_ctx *ctx, vb_act *dq, vb_act *dk, vb_act *dv, void *workspace,
+                               const vb_act *dout, const vb_act *out, const float *lse,
+                               const vb_act *q, const vb_act *k, const vb_act *v, int B, int Tq,
+                               int Tk, int NH, int HD);
 
     /* ---- exact (erf) GELU, elementwise over n ---- */
-    void (*gelu_forward)(float *out, const float *inp, size_t n);
-    void (*gelu_backward)(float *dinp, const float *inp, const float *dout, size_t n); /* dinp += */
+    void (*gelu_forward)(vb_ctx *ctx, vb_act *out, const vb_act *inp, size_t n);
+    /* dinp = dout * gelu'(inp) (overwrites) */
+    void (*gelu_backward)(vb_ctx *ctx, vb_act *dinp, const vb_act *inp, const vb_act *dout, size_t n);
 
-    /* ---- out[i] = a[i] + b[i] (out may alias a) ---- */
-    void (*add)(float *out, const float *a, const float *b, size_t n);
-    /* ---- y[i] += x[i] ---- */
-    void (*accumulate)(float *y, const float *x, size_t n);
+    /* ---- out[i] = a[i] + b[i] (out may alias a or b) ---- */
+    void (*add)(vb_ctx *ctx, vb_act *out, const vb_act *a, const vb_act *b, size_t n);
+    /* ---- y[i] += x[i], float32 (gradients) ---- */
+    void (*accumulate)(vb_ctx *ctx, float *y, const float *x, size_t n);
+    /* ---- x[i] *= s, float32 (gradients) ---- */
+    void (*scale)(vb_ctx *ctx, float *x, float s, size_t n);
+    /* ---- *out (backend memory, float64) = sum x[i]^2 over float32 x ---- */
+    void (*sum_squares)(vb_ctx *ctx, double *out, const float *x, size_t n);
+    /* ---- dst[i] = (activation dtype) src[i] ---- */
+    void (*cast_to_act)(vb_ctx *ctx, vb_act *dst, const float *src, size_t n);
 
     /* ---- patch embedding data movement (conv with kernel = stride = p as a GEMM) ----
-     * img[B,C,H,W] -> patches[B, (H/p)*(W/p), C*p*p], inner order (c, i, j) to match
-     * Conv2d's weight [D, C, p, p]. */
-    void (*patchify)(float *patches, const float *img, int B, int C, int H, int W, int p);
+     * img[B,C,H,W] (float32, the loader's) -> patches[B, (H/p)*(W/p), C*p*p],
+     * inner order (c, i, j) to match Conv2d's weight [D, C, p, p]. */
+    void (*patchify)(vb_ctx *ctx, vb_act *patches, const float *img, int B, int C, int H, int W, int p);
     /* head output [B, (H/p)*(W/p), p*p*C] in order (i, j, c) -> img[B,C,H,W]:
      * einsum("nhwpqc->nchpwq"). unpatchify_backward is the inverse permutation
-     * (dimg -> dtokens, overwriting, not accumulating). */
-    void (*unpatchify)(float *img, const float *tokens, int B, int C, int H, int W, int p);
-    void (*unpatchify_backward)(float *dtokens, const float *dimg, int B, int C, int H, int W, int p);
+     * (dimg -> dtokens, overwriting). */
+    void (*unpatchify)(vb_ctx *ctx, vb_act *img, const vb_act *tokens, int B, int C, int H, int W, int p);
+    void (*unpatchify_backward)(vb_ctx *ctx, vb_act *dtokens, const vb_act *dimg, int B, int C, int H,
+                                int W, int p);
     /* out[b,t,:] = inp[b,t,:] + pos[t,:] over T tokens, D channels (out may alias inp) */
-    void (*add_pos_embed)(float *out, const float *inp, const float *pos, int B, int T, int D);
+    void (*add_pos_embed)(vb_ctx *ctx, vb_act *out, const vb_act *inp, const vb_act *pos, int B, int T,
+                          int D);
     /* dpos[t,:] += sum_b dout[b,t,:] */
-    void (*add_pos_embed_backward)(float *dpos, const float *dout, int B, int T, int D);
+    void (*add_pos_embed_backward)(vb_ctx *ctx, float *dpos, const vb_act *dout, int B, int T, int D);
 
     /* ---- loss: mean_b ||pred_b - tar_b||_2 / ||tar_b||_2 over n elements per sample ----
-     * returns the loss (host float); per_sample[B] (backend memory, may be NULL) receives
-     * the per-sample terms. loss_backward writes (overwrites) dpred = dloss * d loss/d pred. */
-    float (*rel_l2_loss_forward)(float *per_sample, const float *pred, const float *tar, int B, size_t n);
-    void (*rel_l2_loss_backward)(float *dpred, const float *pred, const float *tar, int B, size_t n,
-                                 float dloss);
+     * loss[1] and per_sample[B] (backend memory, float32; per_sample may be
+     * NULL) are written, never returned: the host reads them after the step. */
+    void (*rel_l2_loss_forward)(vb_ctx *ctx, float *loss, float *per_sample, const vb_act *pred,
+                                const float *tar, int B, size_t n);
+    /* dpred = dloss * d loss/d pred (overwrites); dloss is backend memory
+     * (the fp16 loss scale lives there), NULL meaning 1 */
+    void (*rel_l2_loss_backward)(vb_ctx *ctx, vb_act *dpred, const vb_act *pred, const float *tar,
+                                 int B, size_t n, const float *dloss);
 
     /* ---- latitude-weighted RMSE per channel (the tutorial's weighted_rmse_channels):
-     * pred, tar [B,C,H,W]; rmse_out[C] (host memory) += sum over b of rmse[b,c]. ---- */
-    void (*weighted_rmse_accumulate)(double *rmse_out, const float *pred, const float *tar,
-                                     int B, int C, int H, int W);
+     * pred, tar [B,C,H,W]; rmse_sum[C] (backend memory, float64) += sum over b of rmse[b,c]. ---- */
+    void (*weighted_rmse_accumulate)(vb_ctx *ctx, double *rmse_sum, const vb_act *pred,
+                                     const float *tar, int B, int C, int H, int W);
 
-    /* ---- Adam (torch.optim.Adam, no weight decay) over n contiguous params.
-     * step is 1-based (bias correction uses beta^step). ---- */
-    void (*adam_update)(float *param, const float *grad, float *m, float *v, size_t n, float lr,
-                        float beta1, float beta2, float eps, int step);
-
-    /* ---- helpers for tests / metrics ---- */
-    double (*sum_squares)(const float *x, size_t n);
-    /* x[i] *= s */
-    void (*scale)(float *x, float s, size_t n);
+    /* ---- Adam (torch.optim.Adam, no weight decay) over n contiguous float32 params.
+     * args: backend memory. param_act (may be NULL) receives the updated params
+     * in the activation dtype, the view the next forward reads. ---- */
+    void (*adam_update)(vb_ctx *ctx, float *param, vb_act *param_act, const float *grad, float *m,
+                        float *v, size_t n, const vb_adam_args *args);
 } vb_ops;
 
-/* The CPU backend (OpenMP + OpenBLAS). Always available. */
+/* The CPU backend (OpenMP + a BLAS). Always available. */
 const vb_ops *vb_ops_cpu(void);
 
-/* Backend by name ("cpu"); NULL if unknown or not compiled in. */
+/* The CUDA backend; NULL when not compiled in. */
+const vb_ops *vb_ops_cuda(void);
+
+/* Backend by name ("cpu", "cuda"); NULL if unknown or not compiled in. */
 const vb_ops *vb_ops_by_name(const char *name);
 
 #endif

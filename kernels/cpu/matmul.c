@@ -2,7 +2,8 @@
  *
  * Called outside an OpenMP region, the OpenMP build of OpenBLAS spreads each
  * sgemm over all threads, so these functions call it directly and only the
- * bias loops carry their own OpenMP pragmas.
+ * bias loops carry their own OpenMP pragmas. The CPU's activations are
+ * float32 (its context refuses another dtype), so vb_act is float here.
  */
 #include <omp.h>
 #include <string.h>
@@ -11,8 +12,11 @@
 #include "kernels/cpu/cpu_kernels.h"
 
 // out[N,OC] = inp[N,C] @ weight[OC,C]^T + bias[OC]
-void cpu_matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
-                        int N, int C, int OC) {
+void cpu_matmul_forward(vb_ctx *ctx, vb_act *out_, const vb_act *inp_, const vb_act *weight_,
+                        const vb_act *bias_, int N, int C, int OC) {
+    (void)ctx;
+    float *out = out_;
+    const float *inp = inp_, *weight = weight_, *bias = bias_;
     if (N <= 0 || OC <= 0) return;
     size_t nout = (size_t)N * OC;
     // Seeding the rows with the bias and letting sgemm add onto them (beta = 1)
@@ -26,6 +30,22 @@ void cpu_matmul_forward(float *out, const float *inp, const float *weight, const
     if (C <= 0) return; // empty reduction: out is the bias (BLAS rejects lda = 0)
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, weight, C,
                 bias ? 1.0f : 0.0f, out, OC);
+}
+
+// pre = inp @ weight^T, then one pass adds the bias and applies GELU while
+// the row is in cache (instead of a bias pass plus a separate GELU pass)
+void cpu_matmul_bias_gelu_forward(vb_ctx *ctx, vb_act *pre_, vb_act *out_, const vb_act *inp_,
+                                  const vb_act *weight_, const vb_act *bias_, int N, int C, int OC) {
+    (void)ctx;
+    float *pre = pre_, *out = out_;
+    const float *inp = inp_, *weight = weight_, *bias = bias_;
+    if (N <= 0 || OC <= 0) return;
+    if (C <= 0)
+        memset(pre, 0, (size_t)N * OC * sizeof(float)); // empty reduction (BLAS rejects lda = 0)
+    else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, weight, C, 0.0f,
+                    pre, OC);
+    cpu_bias_gelu_inplace(pre, out, bias, N, OC);
 }
 
 // dbias[OC] += column sums of dout[N,OC]. Each thread owns a contiguous range of
@@ -52,18 +72,28 @@ static void bias_backward(float *dbias, const float *dout, int N, int OC) {
     }
 }
 
-void cpu_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
-                         const float *inp, const float *weight, int N, int C, int OC) {
-    if (N <= 0 || OC <= 0) return;
+void cpu_matmul_backward(vb_ctx *ctx, vb_act *dinp_, float *dweight, float *dbias, const vb_act *dout_,
+                         const vb_act *inp_, const vb_act *weight_, int N, int C, int OC,
+                         int accumulate_dinp) {
+    (void)ctx;
+    float *dinp = dinp_;
+    const float *dout = dout_, *inp = inp_, *weight = weight_;
+    if (N <= 0) return;
+    if (OC <= 0) {
+        // an empty sum: dinp is zero (it is overwritten unless accumulating)
+        if (dinp && !accumulate_dinp && C > 0) memset(dinp, 0, (size_t)N * C * sizeof(float));
+        return;
+    }
     if (C > 0) {
-        // dinp[N,C] += dout[N,OC] @ weight[OC,C]
+        // dinp[N,C] = (or +=) dout[N,OC] @ weight[OC,C]: beta 0 overwrites, so
+        // a first (or only) writer needs no zeroing pass before it
         if (dinp)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC,
-                        weight, C, 1.0f, dinp, C);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, weight, C,
+                        accumulate_dinp ? 1.0f : 0.0f, dinp, C);
         // dweight[OC,C] += dout^T @ inp[N,C]
         if (dweight)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC,
-                        inp, C, 1.0f, dweight, C);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f,
+                        dweight, C);
     }
     if (dbias) bias_backward(dbias, dout, N, OC);
 }
