@@ -7,6 +7,8 @@
 # every per-step loss in train_log.csv against tests/golden/tiny_losses.csv to
 # 1e-4 relative. How the golden files were made: tests/golden/README.md.
 # Needs nothing but awk (CI has no torch / numpy).
+# VB_GOLDEN_ARGS adds flags to the run (e.g. "--backend cuda --tf32 false"
+# with VB_GOLDEN_TOL for the GPU; scripts/gpu_check.sh does this).
 set -u
 
 VB=${1:?usage: test_golden.sh <path-to-vitbench>}
@@ -75,7 +77,7 @@ D=$G/era5
     --train_data_path "$D/train" --valid_data_path "$D/valid" \
     --global_means_path "$D/stats/global_means.npy" --global_stds_path "$D/stats/global_stds.npy" \
     --init_checkpoint "$G/tiny_init.h5" --shuffle false --num_iters $STEPS \
-    --output_dir "$TMP/out" --run_name golden > "$TMP/train.txt" 2>&1
+    --output_dir "$TMP/out" --run_name golden ${VB_GOLDEN_ARGS:-} > "$TMP/train.txt" 2>&1
 rc=$?
 if [ $rc -ne 0 ]; then
     tail -n 20 "$TMP/train.txt" >&2
