@@ -95,11 +95,12 @@ static void write_image(FILE *f, void *ctx) {
  * memory). Collective over tp: every tp rank's shards are all-gathered and tp
  * rank 0 assembles the full tensors. Returns nparams_full floats on tp rank 0,
  * NULL on the others. */
-static float *gather_full(const vit_model *m, const float *buf, const vb_ops *ops) {
+static float *gather_full(const vit_model *m, const float *buf, vb_ctx *ctx) {
     const size_t n = m->nparams;
     const int tp = m->par.tp_size;
     float *all = vb_malloc(n * sizeof(float) * (size_t)tp);
-    ops->memcpy_d2h(all, buf, n * sizeof(float));
+    ctx->ops->memcpy_d2h(ctx, all, buf, n * sizeof(float));
+    ctx->ops->synchronize(ctx); /* the copy has landed before the host reads it */
     if (tp > 1) {
         /* heads % tp == 0, so every tp rank holds shards of the same sizes */
         if (n > (size_t)INT_MAX) vb_die_internal("checkpoint save: %zu params exceed MPI's int count", n);
@@ -135,9 +136,9 @@ static void checkpoint_save(const char *path, const vit_model *m, const vb_adam 
 
     /* every collective first: a failing write on tp rank 0 then leaves no
      * other rank waiting in one */
-    float *host = gather_full(m, m->params, m->ops);
-    float *exp_avg = opt ? gather_full(m, opt->m, opt->ops) : NULL;
-    float *exp_avg_sq = opt ? gather_full(m, opt->v, opt->ops) : NULL;
+    float *host = gather_full(m, m->params, m->ctx);
+    float *exp_avg = opt ? gather_full(m, opt->m, opt->ctx) : NULL;
+    float *exp_avg_sq = opt ? gather_full(m, opt->v, opt->ctx) : NULL;
     if (m->par.tp_rank != 0) return;
 
     h5_quiet q = h5_quiet_begin();
@@ -384,13 +385,17 @@ void vb_checkpoint_load(const char *path, vit_model *m, vb_adam *opt) {
     VB_H5(H5Fclose(file));
     h5_quiet_end(q);
 
-    m->ops->memcpy_h2d(m->params, params, bytes);
-    vb_free(params);
+    m->ops->memcpy_h2d(m->ctx, m->params, params, bytes);
+    vit_params_changed(m);
     if (exp_avg) {
-        opt->ops->memcpy_h2d(opt->m, exp_avg, bytes);
-        opt->ops->memcpy_h2d(opt->v, exp_avg_sq, bytes);
+        opt->ctx->ops->memcpy_h2d(opt->ctx, opt->m, exp_avg, bytes);
+        opt->ctx->ops->memcpy_h2d(opt->ctx, opt->v, exp_avg_sq, bytes);
         opt->step = (int)step;
-        vb_free(exp_avg);
-        vb_free(exp_avg_sq);
+        opt->ctx->ops->synchronize(opt->ctx);
     }
+    /* the copies read the host buffers until they complete */
+    m->ops->synchronize(m->ctx);
+    vb_free(params);
+    vb_free(exp_avg);
+    vb_free(exp_avg_sq);
 }

@@ -52,47 +52,53 @@
 /* elementwise: bytes = n floats read per input + n written; FLOPs unreported */
 #define VIT_EW(m, opname, nfloats_moved, call) VIT_OPW(m, opname, 0.0, sizeof(float) * (double)(nfloats_moved), call)
 /* zeroing gradient buffers is memory traffic, not compute */
-#define VIT_ZERO(m, ptr, nbytes) VIT_TIMED(m, "zero", VB_CAT_MEMCPY, (m)->ops->zero(ptr, nbytes))
+#define VIT_ZERO(m, ptr, nbytes) VIT_TIMED(m, "zero", VB_CAT_MEMCPY, (m)->ops->zero((m)->ctx, ptr, nbytes))
 
-/* Saved activations of one block (views into m->acts, sized for max_batch). */
+/* Saved activations of one block (views into m->acts, sized for max_batch).
+ * vb_act tensors are in the context's dtype, statistics float32. */
 typedef struct vit_block_acts {
-    float *ln1, *ln1_mean, *ln1_rstd;  /* [BT,D], [BT], [BT] */
-    float *q;                          /* [BT,Dl] */
-    float *k, *v;                      /* [B,N,Dl] each: all tokens (gathered over cp) */
-    float *att;                        /* [B,NHl,Nl,N] softmax probabilities */
-    float *atty;                       /* [BT,Dl] attention output before proj */
-    float *res_att;                    /* [BT,D] x + proj(atty) */
-    float *ln2, *ln2_mean, *ln2_rstd;  /* [BT,D], [BT], [BT] */
-    float *fc1;                        /* [BT,D4l] pre-GELU */
-    float *gelu;                       /* [BT,D4l] */
-    float *out;                        /* [BT,D] block output = res_att + fc2(gelu) */
+    vb_act *ln1;                       /* [BT,D] */
+    float *ln1_mean, *ln1_rstd;        /* [BT], [BT] */
+    vb_act *q;                         /* [BT,Dl] */
+    vb_act *k, *v;                     /* [B,N,Dl] each: all tokens (gathered over cp) */
+    vb_act *atty;                      /* [BT,Dl] attention output before proj */
+    float *lse;                        /* [B,NHl,Nl] log-sum-exp of each query's scores */
+    vb_act *res_att;                   /* [BT,D] x + proj(atty) */
+    vb_act *ln2;                       /* [BT,D] */
+    float *ln2_mean, *ln2_rstd;        /* [BT], [BT] */
+    vb_act *fc1;                       /* [BT,D4l] pre-GELU */
+    vb_act *gelu;                      /* [BT,D4l] */
+    vb_act *out;                       /* [BT,D] block output = res_att + fc2(gelu) */
 } vit_block_acts;
 
 typedef struct vit_acts {
     /* forward */
-    float *patches_all;                /* [B,N,Cin*p*p] every patch (cp > 1; else == patches) */
-    float *patches;                    /* [B,Nl,Cin*p*p] this rank's patches */
-    float *x0;                         /* [BT,D] patch embedding + pos_embed */
+    vb_act *patches_all;               /* [B,N,Cin*p*p] every patch (cp > 1; else == patches) */
+    vb_act *patches;                   /* [B,Nl,Cin*p*p] this rank's patches */
+    vb_act *x0;                        /* [BT,D] patch embedding + pos_embed */
     vit_block_acts *blocks;            /* host array [depth] */
-    float *lnf, *lnf_mean, *lnf_rstd;  /* [BT,D], [BT], [BT] */
-    float *head;                       /* [BT,Cout*p*p] this rank's tokens */
-    float *head_all;                   /* [B,N,Cout*p*p] gathered over cp (cp > 1; else == head) */
-    float *pred;                       /* [B,Cout,H,W] */
+    vb_act *lnf;                       /* [BT,D] */
+    float *lnf_mean, *lnf_rstd;        /* [BT], [BT] */
+    vb_act *head;                      /* [BT,Cout*p*p] this rank's tokens */
+    vb_act *head_all;                  /* [B,N,Cout*p*p] gathered over cp (cp > 1; else == head) */
+    vb_act *pred;                      /* [B,Cout,H,W] */
+    float *loss;                       /* [1] */
     float *per_sample;                 /* [B] loss terms */
     /* backward scratch (shared by all blocks) */
-    float *dpred;                      /* [B,Cout,H,W] */
-    float *dhead_all;                  /* [B,N,Cout*p*p] (cp > 1; else == dhead) */
-    float *dhead;                      /* [BT,Cout*p*p] */
-    float *dres;                       /* [BT,D] gradient of the residual stream */
-    float *dln;                        /* [BT,D] gradient of a LayerNorm output */
-    float *datty;                      /* [BT,Dl] */
-    float *dq;                         /* [BT,Dl] */
-    float *dk, *dv;                    /* [B,N,Dl] each: partial over cp until reduce-scattered */
-    float *dfc1, *dgelu;               /* [BT,D4l] each */
-    float *att_scratch;                /* [B,NHl,Nl,N] */
+    vb_act *dpred;                     /* [B,Cout,H,W] */
+    vb_act *dhead_all;                 /* [B,N,Cout*p*p] (cp > 1; else == dhead) */
+    vb_act *dhead;                     /* [BT,Cout*p*p] */
+    vb_act *dres;                      /* [BT,D] gradient of the residual stream */
+    vb_act *dln;                       /* [BT,D] gradient of a LayerNorm output */
+    vb_act *datty;                     /* [BT,Dl] */
+    vb_act *dq;                        /* [BT,Dl] */
+    vb_act *dk, *dv;                   /* [B,N,Dl] each: partial over cp until reduce-scattered */
+    vb_act *dfc1, *dgelu;              /* [BT,D4l] each */
+    void *att_ws;                      /* attention workspace, shared by every block's forward and backward */
+    size_t att_ws_bytes;
     /* context-parallel staging (cp > 1 only, else NULL) */
-    float *kv_local;                   /* [2][B][Nl][Dl]: this rank's k then v, or their gradients */
-    float *cp_buf;                     /* rank-major [cp][...]: allgatherv output / reduce-scatter input */
+    vb_act *kv_local;                  /* [2][B][Nl][Dl]: this rank's k then v, or their gradients */
+    vb_act *cp_buf;                    /* rank-major [cp][...]: allgatherv output / reduce-scatter input */
     /* the target of the last forward (caller's memory), for backward */
     const float *tar;
     /* cp token split (host) and per-collective counts */
@@ -234,42 +240,57 @@ static void build_tensor_table(vit_model *m) {
     m->nparams_full = full;
 }
 
-/* Points the per-layer views of `base` (params or grads) at the tensor table.
- * Relies on the table order above: 3 stem tensors, 16 per block, 3 at the end. */
-static void bind_param_ptrs(vit_model *m, vit_param_ptrs *pp, float *base) {
-    const vit_tensor *t = m->tensors;
-    pp->pe_w = base + t[0].offset;
-    pp->pe_b = base + t[1].offset;
-    pp->pos = base + t[2].offset;
-    pp->blocks = vb_malloc(sizeof(vit_block_params) * (size_t)m->d.depth);
-    for (int l = 0; l < m->d.depth; l++) {
-        const vit_tensor *bt = t + 3 + 16 * l;
-        vit_block_params *b = &pp->blocks[l];
-        float **slots[16] = {&b->ln1_w, &b->ln1_b, &b->q_w,   &b->q_b,   &b->k_w,   &b->k_b,
-                             &b->v_w,   &b->v_b,   &b->proj_w, &b->proj_b, &b->ln2_w, &b->ln2_b,
-                             &b->fc1_w, &b->fc1_b, &b->fc2_w, &b->fc2_b};
-        for (int i = 0; i < 16; i++) *slots[i] = base + bt[i].offset;
-    }
-    int e = 3 + 16 * m->d.depth;
-    pp->norm_w = base + t[e].offset;
-    pp->norm_b = base + t[e + 1].offset;
-    pp->head_w = base + t[e + 2].offset;
-}
+/* Points the per-layer views of `base` (elements of esz bytes: grads, or
+ * params_act) at the tensor table. Relies on the table order above: 3 stem
+ * tensors, 16 per block, 3 at the end. A macro, since the two view structs
+ * differ only in their element type. */
+#define VIT_BIND_VIEWS(m, pp, block_type, base, esz)                                                   \
+    do {                                                                                               \
+        const vit_tensor *t_ = (m)->tensors;                                                           \
+        char *b_ = (char *)(base);                                                                     \
+        (pp)->pe_w = (void *)(b_ + t_[0].offset * (esz));                                              \
+        (pp)->pe_b = (void *)(b_ + t_[1].offset * (esz));                                              \
+        (pp)->pos = (void *)(b_ + t_[2].offset * (esz));                                               \
+        (pp)->blocks = vb_malloc(sizeof(block_type) * (size_t)(m)->d.depth);                           \
+        for (int l_ = 0; l_ < (m)->d.depth; l_++) {                                                    \
+            const vit_tensor *bt_ = t_ + 3 + 16 * l_;                                                  \
+            block_type *k_ = &(pp)->blocks[l_];                                                        \
+            void *v_[16];                                                                              \
+            for (int i_ = 0; i_ < 16; i_++) v_[i_] = b_ + bt_[i_].offset * (esz);                      \
+            k_->ln1_w = v_[0], k_->ln1_b = v_[1], k_->q_w = v_[2], k_->q_b = v_[3];                    \
+            k_->k_w = v_[4], k_->k_b = v_[5], k_->v_w = v_[6], k_->v_b = v_[7];                        \
+            k_->proj_w = v_[8], k_->proj_b = v_[9], k_->ln2_w = v_[10], k_->ln2_b = v_[11];            \
+            k_->fc1_w = v_[12], k_->fc1_b = v_[13], k_->fc2_w = v_[14], k_->fc2_b = v_[15];            \
+        }                                                                                              \
+        int e_ = 3 + 16 * (m)->d.depth;                                                                \
+        (pp)->norm_w = (void *)(b_ + t_[e_].offset * (esz));                                           \
+        (pp)->norm_b = (void *)(b_ + t_[e_ + 1].offset * (esz));                                       \
+        (pp)->head_w = (void *)(b_ + t_[e_ + 2].offset * (esz));                                       \
+    } while (0)
 
 /* ---------------------------------------------------------------------------
  * activation layout */
 
 /* Hands out 64-byte aligned views of one buffer. With base == NULL it only
- * measures, so the same code both sizes and carves the buffer. */
-typedef struct { float *base; size_t used; } carver;
+ * measures, so the same code both sizes and carves the buffer. esz: bytes of
+ * an activation element (the context's dtype). */
+typedef struct {
+    char *base;
+    size_t used; /* bytes */
+    size_t esz;
+} carver;
 
-static float *carve(carver *c, size_t nfloats) {
-    float *p = c->base ? c->base + c->used : NULL;
-    c->used += (nfloats + 15) & ~(size_t)15; /* keep every view 64-byte aligned */
+static void *carve_bytes(carver *c, size_t bytes) {
+    void *p = c->base ? c->base + c->used : NULL;
+    c->used += (bytes + 63) & ~(size_t)63; /* keep every view 64-byte aligned */
     return p;
 }
 
-static void layout_acts(vit_model *m, vit_acts *a, carver *c) {
+static vb_act *carve(carver *c, size_t n) { return carve_bytes(c, n * c->esz); }
+static float *carve_f32(carver *c, size_t n) { return carve_bytes(c, n * sizeof(float)); }
+
+/* ws_bytes: the backend's attention workspace for max_batch */
+static void layout_acts(vit_model *m, vit_acts *a, carver *c, size_t ws_bytes) {
     const size_t B = (size_t)m->max_batch, N = (size_t)m->ntok, Nl = (size_t)m->ntok_local;
     const size_t D = (size_t)m->d.dim, Dl = (size_t)m->dim_local, D4l = (size_t)m->hidden_local;
     const size_t NHl = (size_t)m->heads_local, BT = B * Nl, HO = (size_t)m->head_out;
@@ -281,28 +302,29 @@ static void layout_acts(vit_model *m, vit_acts *a, carver *c) {
     for (int l = 0; l < m->d.depth; l++) {
         vit_block_acts *b = &a->blocks[l];
         b->ln1 = carve(c, BT * D);
-        b->ln1_mean = carve(c, BT);
-        b->ln1_rstd = carve(c, BT);
+        b->ln1_mean = carve_f32(c, BT);
+        b->ln1_rstd = carve_f32(c, BT);
         b->q = carve(c, BT * Dl);
         b->k = carve(c, B * N * Dl);
         b->v = carve(c, B * N * Dl);
-        b->att = carve(c, B * NHl * Nl * N);
         b->atty = carve(c, BT * Dl);
+        b->lse = carve_f32(c, B * NHl * Nl);
         b->res_att = carve(c, BT * D);
         b->ln2 = carve(c, BT * D);
-        b->ln2_mean = carve(c, BT);
-        b->ln2_rstd = carve(c, BT);
+        b->ln2_mean = carve_f32(c, BT);
+        b->ln2_rstd = carve_f32(c, BT);
         b->fc1 = carve(c, BT * D4l);
         b->gelu = carve(c, BT * D4l);
         b->out = carve(c, BT * D);
     }
     a->lnf = carve(c, BT * D);
-    a->lnf_mean = carve(c, BT);
-    a->lnf_rstd = carve(c, BT);
+    a->lnf_mean = carve_f32(c, BT);
+    a->lnf_rstd = carve_f32(c, BT);
     a->head = carve(c, BT * HO);
     a->head_all = cp ? carve(c, B * N * HO) : a->head;
     a->pred = carve(c, img_out);
-    a->per_sample = carve(c, B);
+    a->loss = carve_f32(c, 1);
+    a->per_sample = carve_f32(c, B);
     a->dpred = carve(c, img_out);
     a->dhead = carve(c, BT * HO);
     a->dhead_all = cp ? carve(c, B * N * HO) : a->dhead;
@@ -314,7 +336,8 @@ static void layout_acts(vit_model *m, vit_acts *a, carver *c) {
     a->dv = carve(c, B * N * Dl);
     a->dfc1 = carve(c, BT * D4l);
     a->dgelu = carve(c, BT * D4l);
-    a->att_scratch = carve(c, B * NHl * Nl * N);
+    a->att_ws = carve_bytes(c, ws_bytes);
+    a->att_ws_bytes = ws_bytes;
     if (cp) {
         a->kv_local = carve(c, 2 * BT * Dl);
         /* the largest rank-major exchange: k and v of all tokens, or the head output */
@@ -390,11 +413,20 @@ static void set_shape(vit_model *m, const vit_dims *d, const vit_parallel *par, 
     m->hidden_local = m->hidden / m->par.tp_size;
 }
 
-vit_footprint vit_footprint_of(const vit_dims *d, const vit_parallel *par, int max_batch) {
+static void check_ctx(const vb_ctx *ctx) {
+    if (!ctx || !ctx->ops) vb_die_internal("model: NULL backend context");
+}
+
+static size_t attention_ws_bytes(const vit_model *m, vb_ctx *ctx) {
+    return ctx->ops->attention_workspace_bytes(ctx, m->max_batch, m->ntok_local, m->ntok, m->heads_local, m->hd);
+}
+
+vit_footprint vit_footprint_of(const vit_dims *d, const vit_parallel *par, int max_batch, vb_ctx *ctx) {
     check_dims(d, par, max_batch);
     vit_model m;
     memset(&m, 0, sizeof m);
     set_shape(&m, d, par, max_batch);
+    check_ctx(ctx);
     const int cp = m.par.cp_size;
     int *counts = vb_malloc(sizeof(int) * (size_t)cp), *offsets = vb_malloc(sizeof(int) * (size_t)cp);
     vit_token_split(m.ntok, cp, counts, offsets);
@@ -403,32 +435,38 @@ vit_footprint vit_footprint_of(const vit_dims *d, const vit_parallel *par, int m
     vb_free(counts);
     vb_free(offsets);
     build_tensor_table(&m);
-    vit_footprint f = {.nparams = m.nparams};
+    const size_t esz = vb_dtype_size(ctx->act);
+    vit_footprint f = {.nparams = m.nparams,
+                       .param_act_bytes = ctx->act == VB_DTYPE_F32 ? 0 : m.nparams * esz};
     vb_free(m.tensors);
     /* layouts of one and of two blocks give the fixed and the per-block
-     * floats (each view is padded alike), without a table as deep as the model */
+     * bytes (each view is padded alike), without a table as deep as the model */
+    const size_t ws = attention_ws_bytes(&m, ctx);
     vit_block_acts blocks[2];
     vit_acts a;
     memset(&a, 0, sizeof a);
     a.blocks = blocks;
-    carver one = {NULL, 0}, two = {NULL, 0};
+    carver one = {NULL, 0, esz}, two = {NULL, 0, esz};
     m.d.depth = 1;
-    layout_acts(&m, &a, &one);
+    layout_acts(&m, &a, &one, ws);
     m.d.depth = 2;
-    layout_acts(&m, &a, &two);
+    layout_acts(&m, &a, &two, ws);
     size_t per_block = two.used - one.used;
-    f.nacts = one.used - per_block + per_block * (size_t)d->depth;
+    f.act_bytes = one.used - per_block + per_block * (size_t)d->depth;
     return f;
 }
 
-vit_model *vit_create(const vit_dims *d, const vit_parallel *par, int max_batch,
-                      const vb_ops *ops, vb_profiler *prof) {
-    if (!d || !ops) vb_die_internal("vit_create: NULL dims or ops");
+vit_model *vit_create(const vit_dims *d, const vit_parallel *par, int max_batch, vb_ctx *ctx,
+                      vb_profiler *prof) {
+    if (!d || !ctx) vb_die_internal("vit_create: NULL dims or context");
     check_dims(d, par, max_batch);
     vit_model *m = vb_malloc(sizeof *m);
     set_shape(m, d, par, max_batch);
-    m->ops = ops;
+    check_ctx(ctx);
+    m->ctx = ctx;
+    m->ops = ctx->ops;
     m->prof = prof;
+    const vb_ops *ops = m->ops;
     const int cp = m->par.cp_size;
     vit_acts *a = vb_malloc(sizeof *a);
     a->tok_counts = vb_malloc(sizeof(int) * (size_t)cp);
@@ -439,19 +477,25 @@ vit_model *vit_create(const vit_dims *d, const vit_parallel *par, int max_batch,
     m->tok_offset = a->tok_offsets[m->par.cp_rank];
 
     build_tensor_table(m);
-    m->params = ops->alloc(m->nparams * sizeof(float));
-    m->grads = ops->alloc(m->nparams * sizeof(float));
-    bind_param_ptrs(m, &m->p, m->params);
-    bind_param_ptrs(m, &m->g, m->grads);
+    const size_t esz = vb_dtype_size(ctx->act);
+    m->params = ops->alloc(ctx, m->nparams * sizeof(float));
+    m->grads = ops->alloc(ctx, m->nparams * sizeof(float));
+    /* float32 activations read the master weights themselves */
+    m->params_act = ctx->act == VB_DTYPE_F32 ? (vb_act *)m->params : ops->alloc(ctx, m->nparams * esz);
+    VIT_BIND_VIEWS(m, &m->p, vit_block_weights, m->params_act, esz);
+    VIT_BIND_VIEWS(m, &m->g, vit_block_params, m->grads, sizeof(float));
 
     a->blocks = vb_malloc(sizeof(vit_block_acts) * (size_t)d->depth);
-    carver c = {NULL, 0};
-    layout_acts(m, a, &c);
-    m->nacts = c.used;
-    m->acts = ops->alloc(m->nacts * sizeof(float));
-    c = (carver){m->acts, 0};
-    layout_acts(m, a, &c);
+    const size_t ws = attention_ws_bytes(m, ctx);
+    carver c = {NULL, 0, esz};
+    layout_acts(m, a, &c, ws);
+    m->act_bytes = c.used;
+    m->acts = ops->alloc(ctx, m->act_bytes);
+    c = (carver){m->acts, 0, esz};
+    layout_acts(m, a, &c, ws);
     m->pred = a->pred;
+    m->loss_dev = a->loss;
+    m->per_sample_dev = a->per_sample;
     m->priv = a;
     return m;
 }
@@ -459,9 +503,12 @@ vit_model *vit_create(const vit_dims *d, const vit_parallel *par, int max_batch,
 void vit_destroy(vit_model *m) {
     if (!m) return;
     vit_acts *a = m->priv;
-    m->ops->free(m->acts);
-    m->ops->free(m->params);
-    m->ops->free(m->grads);
+    /* nothing enqueued may still use the buffers */
+    m->ops->synchronize(m->ctx);
+    m->ops->free(m->ctx, m->acts);
+    if (m->params_act != (vb_act *)m->params) m->ops->free(m->ctx, m->params_act);
+    m->ops->free(m->ctx, m->params);
+    m->ops->free(m->ctx, m->grads);
     vb_free(a->blocks);
     vb_free(a->tok_counts);
     vb_free(a->tok_offsets);
@@ -471,6 +518,10 @@ void vit_destroy(vit_model *m) {
     vb_free(m->g.blocks);
     vb_free(m->tensors);
     vb_free(m);
+}
+
+void vit_params_changed(vit_model *m) {
+    if (m->params_act != (vb_act *)m->params) m->ops->cast_to_act(m->ctx, m->params_act, m->params, m->nparams);
 }
 
 /* Every rank draws the FULL tensors in state_dict order from the same stream
@@ -497,7 +548,10 @@ void vit_init_weights(vit_model *m, uint64_t seed) {
         }
         vit_shard_extract(t, t->shard_offset, full, host + t->offset);
     }
-    m->ops->memcpy_h2d(m->params, host, m->nparams * sizeof(float));
+    m->ops->memcpy_h2d(m->ctx, m->params, host, m->nparams * sizeof(float));
+    vit_params_changed(m);
+    /* the copy reads host until it completes */
+    m->ops->synchronize(m->ctx);
     vb_free(full);
     vb_free(host);
 }
@@ -521,32 +575,33 @@ static void require_comms(const vit_model *m, const char *what) {
 }
 
 /* dst[b, dst_off + t, :] = src[b, src_off + t, :] for t < count and every b:
- * moves a token range between two [B, ntok, C] layouts. */
-static void copy_token_rows(const vit_model *m, float *dst, int dst_ntok, int dst_off, const float *src,
+ * moves a token range between two [B, ntok, C] layouts of activations. */
+static void copy_token_rows(const vit_model *m, vb_act *dst, int dst_ntok, int dst_off, const vb_act *src,
                             int src_ntok, int src_off, int count, int B, int C) {
-    const size_t run = (size_t)count * C * sizeof(float);
+    const size_t esz = vb_dtype_size(m->ctx->act);
+    const size_t run = (size_t)count * C * esz;
     for (int b = 0; b < B; b++)
-        m->ops->memcpy_d2d(dst + ((size_t)b * dst_ntok + dst_off) * C,
-                           src + ((size_t)b * src_ntok + src_off) * C, run);
+        m->ops->memcpy_d2d(m->ctx, (char *)dst + ((size_t)b * dst_ntok + dst_off) * C * esz,
+                           (const char *)src + ((size_t)b * src_ntok + src_off) * C * esz, run);
 }
 
 /* cp_buf holds, rank-major, [cp][nmat][B][Nl_r][C] (the layout of a cp
  * allgatherv of [nmat][B][Nl][C] per rank). to_tokens: scatter it into the
  * token-major mats[j] [B][N][C]; else pack mats into it. */
-static void cp_rearrange(const vit_model *m, float *const *mats, int nmat, int B, int C, bool to_tokens) {
+static void cp_rearrange(const vit_model *m, vb_act *const *mats, int nmat, int B, int C, bool to_tokens) {
     const vit_acts *a = m->priv;
-    float *blk = a->cp_buf;
+    vb_act *blk = a->cp_buf;
     for (int r = 0; r < m->par.cp_size; r++) {
         const int n = a->tok_counts[r], off = a->tok_offsets[r];
         for (int j = 0; j < nmat; j++) {
             if (to_tokens) copy_token_rows(m, mats[j], m->ntok, off, blk, n, 0, n, B, C);
             else copy_token_rows(m, blk, n, 0, mats[j], m->ntok, off, n, B, C);
-            blk += (size_t)B * n * C;
+            blk = vb_act_at(m->ctx, blk, (size_t)B * n * C);
         }
     }
 }
 
-/* Sets coll_counts[r] = floats of rank r's [nmat][B][Nl_r][C] block. */
+/* Sets coll_counts[r] = elements of rank r's [nmat][B][Nl_r][C] block. */
 static const int *cp_counts(const vit_model *m, int nmat, int B, int C) {
     vit_acts *a = m->priv;
     for (int r = 0; r < m->par.cp_size; r++) a->coll_counts[r] = nmat * B * a->tok_counts[r] * C;
@@ -554,37 +609,45 @@ static const int *cp_counts(const vit_model *m, int nmat, int B, int C) {
 }
 
 /* All-gathers over cp: send [nmat][B][Nl][C] (this rank's tokens, packed so
- * ONE collective moves all nmat tensors) -> mats[j] [B][N][C], every token. */
-static void cp_allgather_tokens(vit_model *m, const float *send, float *const *mats, int nmat, int B, int C) {
+ * ONE collective moves all nmat tensors) -> mats[j] [B][N][C], every token.
+ * The collectives run on the data plane in the activation dtype, ordered
+ * after the model's context (the plane synchronizes it when it must). */
+static void cp_allgather_tokens(vit_model *m, const vb_act *send, vb_act *const *mats, int nmat, int B, int C) {
     vit_acts *a = m->priv;
-    vb_allgatherv_f32(m->par.cp, send, a->cp_buf, cp_counts(m, nmat, B, C));
+    vb_data_allgatherv(m->par.cp, send, a->cp_buf, cp_counts(m, nmat, B, C), m->ctx->act, m->ctx);
     VIT_TIMED(m, "cp_rearrange", VB_CAT_MEMCPY, cp_rearrange(m, mats, nmat, B, C, true));
 }
 
 /* The adjoint: mats[j] [B][N][C] hold this rank's partial gradients for every
  * token; recv [nmat][B][Nl][C] gets this rank's tokens summed over cp. */
-static void cp_reduce_scatter_tokens(vit_model *m, float *const *mats, float *recv, int nmat, int B, int C) {
+static void cp_reduce_scatter_tokens(vit_model *m, vb_act *const *mats, vb_act *recv, int nmat, int B, int C) {
     vit_acts *a = m->priv;
     VIT_TIMED(m, "cp_rearrange", VB_CAT_MEMCPY, cp_rearrange(m, mats, nmat, B, C, false));
-    vb_reduce_scatterv_sum_f32(m->par.cp, a->cp_buf, recv, cp_counts(m, nmat, B, C));
+    vb_data_reduce_scatterv(m->par.cp, a->cp_buf, recv, cp_counts(m, nmat, B, C), m->ctx->act, VB_RED_SUM, m->ctx);
+}
+
+/* Sum over tp of an activation (or its gradient) every tp rank holds a partial of. */
+static void tp_allreduce(vit_model *m, vb_act *x, size_t n) {
+    vb_data_allreduce(m->par.tp, x, n, m->ctx->act, VB_RED_SUM, m->ctx);
 }
 
 /* Row-parallel Linear epilogue: out [BT,D] holds this rank's partial sum over
  * its input columns; sum over tp, then add the replicated bias once. */
-static void tp_reduce_add_bias(vit_model *m, float *out, const float *bias, int BT, int D) {
-    vb_allreduce_sum_f32(m->par.tp, out, (size_t)BT * D);
+static void tp_reduce_add_bias(vit_model *m, vb_act *out, const vb_act *bias, int BT, int D) {
+    tp_allreduce(m, out, (size_t)BT * D);
     /* add_pos_embed with T = 1 adds one [D] row to each of BT rows */
-    VIT_OP(m, "add_bias", m->ops->add_pos_embed(out, out, bias, BT, 1, D));
+    VIT_OP(m, "add_bias", m->ops->add_pos_embed(m->ctx, out, out, bias, BT, 1, D));
 }
 
 /* ---------------------------------------------------------------------------
  * forward */
 
-float vit_forward(vit_model *m, const float *inp, const float *tar, int B) {
+void vit_forward(vit_model *m, const float *inp, const float *tar, int B) {
     if (B < 1 || B > m->max_batch)
         vb_die_internal("vit_forward: batch %d outside [1, max_batch %d]", B, m->max_batch);
     require_comms(m, "vit_forward");
     const vb_ops *ops = m->ops;
+    vb_ctx *ctx = m->ctx;
     vit_acts *a = m->priv;
     const vit_dims *d = &m->d;
     const int N = m->ntok, Nl = m->ntok_local, D = d->dim, HD = m->hd;
@@ -600,74 +663,95 @@ float vit_forward(vit_model *m, const float *inp, const float *tar, int B) {
     /* patch embedding: Conv2d(k = s = p) == patchify + Linear(Cin*p*p, D), on
      * this rank's tokens only; their rows of pos_embed */
     const double nin = (double)B * d->cin * d->img_h * d->img_w, nout = (double)B * d->cout * d->img_h * d->img_w;
-    VIT_EW(m, "patchify", 2.0 * nin, ops->patchify(a->patches_all, inp, B, d->cin, d->img_h, d->img_w, d->patch));
+    VIT_EW(m, "patchify", 2.0 * nin, ops->patchify(ctx, a->patches_all, inp, B, d->cin, d->img_h, d->img_w, d->patch));
     if (cp)
         VIT_TIMED(m, "cp_slice", VB_CAT_MEMCPY,
                   copy_token_rows(m, a->patches, Nl, 0, a->patches_all, N, m->tok_offset, Nl, B, m->patch_in));
     VIT_MM_FWD(m, "patch_embed", BT, m->patch_in, D,
-               ops->matmul_forward(a->x0, a->patches, m->p.pe_w, m->p.pe_b, BT, m->patch_in, D));
+               ops->matmul_forward(ctx, a->x0, a->patches, m->p.pe_w, m->p.pe_b, BT, m->patch_in, D));
     VIT_OP(m, "add_pos_embed",
-           ops->add_pos_embed(a->x0, a->x0, m->p.pos + (size_t)m->tok_offset * D, B, Nl, D));
-
-    const float *x = a->x0; /* residual stream entering the block */
-    for (int l = 0; l < d->depth; l++) {
-        const vit_block_params *w = &m->p.blocks[l];
-        vit_block_acts *s = &a->blocks[l];
-        /* x + attn(LN1(x)); LN1's output enters the tp region as is (identity) */
+           ops->add_pos_embed(ctx, a->x0, a->x0, vb_act_at(ctx, m->p.pos, (size_t)m->tok_offset * D), B, Nl, D));
+    /* the first LN1 (depth >= 1: check_dims); every later LayerNorm is fused
+     * with the residual add before it */
+    {
+        const vit_block_weights *w0 = &m->p.blocks[0];
+        vit_block_acts *s0 = &a->blocks[0];
         VIT_EW(m, "layernorm_forward", 2.0 * BT * D,
-               ops->layernorm_forward(s->ln1, s->ln1_mean, s->ln1_rstd, x, w->ln1_w, w->ln1_b, BT, D, eps));
+               ops->layernorm_forward(ctx, s0->ln1, s0->ln1_mean, s0->ln1_rstd, a->x0, w0->ln1_w, w0->ln1_b, BT, D,
+                                      eps));
+    }
+
+    const vb_act *x = a->x0; /* residual stream entering the block */
+    for (int l = 0; l < d->depth; l++) {
+        const vit_block_weights *w = &m->p.blocks[l];
+        vit_block_acts *s = &a->blocks[l];
+        /* x + attn(LN1(x)); LN1's output (s->ln1, made by the previous block's
+         * fused residual add) enters the tp region as is (identity) */
         /* column-parallel q, k, v: this rank's heads */
-        VIT_MM_FWD(m, "qkv", BT, D, Dl, ops->matmul_forward(s->q, s->ln1, w->q_w, w->q_b, BT, D, Dl));
+        VIT_MM_FWD(m, "qkv", BT, D, Dl, ops->matmul_forward(ctx, s->q, s->ln1, w->q_w, w->q_b, BT, D, Dl));
         if (cp) {
             /* k then v of the local tokens side by side, one allgatherv for both */
-            float *kl = a->kv_local, *vl = a->kv_local + (size_t)BT * Dl;
-            VIT_MM_FWD(m, "qkv", BT, D, Dl, ops->matmul_forward(kl, s->ln1, w->k_w, w->k_b, BT, D, Dl));
-            VIT_MM_FWD(m, "qkv", BT, D, Dl, ops->matmul_forward(vl, s->ln1, w->v_w, w->v_b, BT, D, Dl));
-            float *kv[2] = {s->k, s->v};
+            vb_act *kl = a->kv_local, *vl = vb_act_at(ctx, a->kv_local, (size_t)BT * Dl);
+            VIT_MM_FWD(m, "qkv", BT, D, Dl, ops->matmul_forward(ctx, kl, s->ln1, w->k_w, w->k_b, BT, D, Dl));
+            VIT_MM_FWD(m, "qkv", BT, D, Dl, ops->matmul_forward(ctx, vl, s->ln1, w->v_w, w->v_b, BT, D, Dl));
+            vb_act *kv[2] = {s->k, s->v};
             cp_allgather_tokens(m, a->kv_local, kv, 2, B, Dl);
         } else {
-            VIT_MM_FWD(m, "qkv", BT, D, Dl, ops->matmul_forward(s->k, s->ln1, w->k_w, w->k_b, BT, D, Dl));
-            VIT_MM_FWD(m, "qkv", BT, D, Dl, ops->matmul_forward(s->v, s->ln1, w->v_w, w->v_b, BT, D, Dl));
+            VIT_MM_FWD(m, "qkv", BT, D, Dl, ops->matmul_forward(ctx, s->k, s->ln1, w->k_w, w->k_b, BT, D, Dl));
+            VIT_MM_FWD(m, "qkv", BT, D, Dl, ops->matmul_forward(ctx, s->v, s->ln1, w->v_w, w->v_b, BT, D, Dl));
         }
         /* local queries against every token's keys and values */
-        /* q k^T and P v: 2 x 2 B NHl Nl N HD; reads q, k, v, writes out and the probabilities */
+        /* q k^T and P v: 2 x 2 B NHl Nl N HD; reads q, k, v, writes out and the log-sum-exps */
         VIT_OPW(m, "attention_forward", 4.0 * B * NHl * (double)Nl * N * HD,
-                sizeof(float) * (2.0 * BT * Dl + 2.0 * (double)B * N * Dl + (double)B * NHl * Nl * N),
-                ops->attention_forward(s->atty, s->att, s->q, s->k, s->v, B, Nl, N, NHl, HD));
+                sizeof(float) * (2.0 * BT * Dl + 2.0 * (double)B * N * Dl + (double)B * NHl * Nl),
+                ops->attention_forward(ctx, s->atty, s->lse, a->att_ws, s->q, s->k, s->v, B, Nl, N, NHl, HD));
         /* row-parallel proj: partial sums, then tp allreduce + bias */
         VIT_MM_FWD(m, "proj", BT, Dl, D,
-                   ops->matmul_forward(s->res_att, s->atty, w->proj_w, tp ? NULL : w->proj_b, BT, Dl, D));
+                   ops->matmul_forward(ctx, s->res_att, s->atty, w->proj_w, tp ? NULL : w->proj_b, BT, Dl, D));
         if (tp) tp_reduce_add_bias(m, s->res_att, w->proj_b, BT, D);
-        VIT_EW(m, "add", 3.0 * BT * D, ops->add(s->res_att, s->res_att, x, (size_t)BT * D));
-        /* + mlp(LN2(.)): column-parallel fc1, row-parallel fc2 */
-        VIT_EW(m, "layernorm_forward", 2.0 * BT * D,
-               ops->layernorm_forward(s->ln2, s->ln2_mean, s->ln2_rstd, s->res_att, w->ln2_w, w->ln2_b,
-                                      BT, D, eps));
-        VIT_MM_FWD(m, "fc1", BT, D, D4l, ops->matmul_forward(s->fc1, s->ln2, w->fc1_w, w->fc1_b, BT, D, D4l));
-        VIT_EW(m, "gelu_forward", 2.0 * BT * D4l, ops->gelu_forward(s->gelu, s->fc1, (size_t)BT * D4l));
+        /* res_att = x + proj(...), and LN2 of it in the same pass (after the tp
+         * sum and bias: the residual needs the whole projection) */
+        VIT_EW(m, "residual_layernorm_forward", 4.0 * BT * D,
+               ops->residual_layernorm_forward(ctx, s->res_att, s->ln2, s->ln2_mean, s->ln2_rstd, s->res_att, x,
+                                               w->ln2_w, w->ln2_b, BT, D, eps));
+        /* + mlp(LN2(.)): column-parallel fc1 with its GELU fused, row-parallel fc2 */
+        VIT_MM_FWD(m, "fc1", BT, D, D4l,
+                   ops->matmul_bias_gelu_forward(ctx, s->fc1, s->gelu, s->ln2, w->fc1_w, w->fc1_b, BT, D, D4l));
         VIT_MM_FWD(m, "fc2", BT, D4l, D,
-                   ops->matmul_forward(s->out, s->gelu, w->fc2_w, tp ? NULL : w->fc2_b, BT, D4l, D));
+                   ops->matmul_forward(ctx, s->out, s->gelu, w->fc2_w, tp ? NULL : w->fc2_b, BT, D4l, D));
         if (tp) tp_reduce_add_bias(m, s->out, w->fc2_b, BT, D);
-        VIT_EW(m, "add", 3.0 * BT * D, ops->add(s->out, s->out, s->res_att, (size_t)BT * D));
+        /* out = res_att + mlp(...), fused with the LayerNorm that reads it:
+         * the next block's LN1, or the final norm */
+        vb_act *ln_out;
+        float *ln_mean, *ln_rstd;
+        const vb_act *ln_w, *ln_b;
+        if (l + 1 < d->depth) {
+            vit_block_acts *sn = &a->blocks[l + 1];
+            ln_out = sn->ln1, ln_mean = sn->ln1_mean, ln_rstd = sn->ln1_rstd;
+            ln_w = m->p.blocks[l + 1].ln1_w, ln_b = m->p.blocks[l + 1].ln1_b;
+        } else {
+            ln_out = a->lnf, ln_mean = a->lnf_mean, ln_rstd = a->lnf_rstd;
+            ln_w = m->p.norm_w, ln_b = m->p.norm_b;
+        }
+        VIT_EW(m, "residual_layernorm_forward", 4.0 * BT * D,
+               ops->residual_layernorm_forward(ctx, s->out, ln_out, ln_mean, ln_rstd, s->out, s->res_att, ln_w, ln_b,
+                                               BT, D, eps));
         x = s->out;
     }
 
-    VIT_EW(m, "layernorm_forward", 2.0 * BT * D,
-           ops->layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, m->p.norm_w, m->p.norm_b, BT, D, eps));
     VIT_MM_FWD(m, "head", BT, D, m->head_out,
-               ops->matmul_forward(a->head, a->lnf, m->p.head_w, NULL, BT, D, m->head_out));
+               ops->matmul_forward(ctx, a->head, a->lnf, m->p.head_w, NULL, BT, D, m->head_out));
     /* every cp rank assembles the whole sequence: full prediction, same loss */
     if (cp) cp_allgather_tokens(m, a->head, &a->head_all, 1, B, m->head_out);
-    VIT_EW(m, "unpatchify", 2.0 * nout, ops->unpatchify(a->pred, a->head_all, B, d->cout, d->img_h, d->img_w, d->patch));
+    VIT_EW(m, "unpatchify", 2.0 * nout,
+           ops->unpatchify(ctx, a->pred, a->head_all, B, d->cout, d->img_h, d->img_w, d->patch));
 
-    float loss = 0.0f;
     if (tar) {
         const size_t n = (size_t)d->cout * d->img_h * d->img_w;
-        VIT_EW(m, "rel_l2_loss_forward", 2.0 * nout, loss = ops->rel_l2_loss_forward(a->per_sample, a->pred, tar, B, n));
+        VIT_EW(m, "rel_l2_loss_forward", 2.0 * nout,
+               ops->rel_l2_loss_forward(ctx, a->loss, a->per_sample, a->pred, tar, B, n));
     }
-    m->loss = loss;
     VB_NVTX_POP();
-    return loss;
 }
 
 /* ---------------------------------------------------------------------------
@@ -685,37 +769,41 @@ void vit_backward(vit_model *m) {
     if (!a->tar) vb_die_internal("vit_backward: the last forward had no target");
     require_comms(m, "vit_backward");
     const vb_ops *ops = m->ops;
+    vb_ctx *ctx = m->ctx;
     const vit_dims *d = &m->d;
     const int B = m->batch, N = m->ntok, Nl = m->ntok_local, D = d->dim, HD = m->hd;
     const int Dl = m->dim_local, D4l = m->hidden_local, NHl = m->heads_local;
     const int BT = B * Nl;
     const bool tp = m->par.tp_size > 1, cp = m->par.cp_size > 1;
-    const size_t nD = (size_t)BT * D, nDl = (size_t)BT * Dl, nD4l = (size_t)BT * D4l;
-    const size_t nkv = (size_t)B * N * Dl; /* k, v of every token */
+    const size_t nD = (size_t)BT * D, nD4l = (size_t)BT * D4l;
     const size_t nimg = (size_t)d->cout * d->img_h * d->img_w;
+    const size_t esz = vb_dtype_size(ctx->act);
 
     VB_NVTX_PUSH("backward");
+    /* parameter gradients accumulate: one zeroing per step. Input gradients
+     * are overwritten by their op, so no activation gradient is zeroed except
+     * dres, which only LayerNorm backwards (+=) write. */
     VIT_ZERO(m, m->grads, m->nparams * sizeof(float));
 
     /* loss -> head tokens. Every cp rank has the whole dpred; each keeps its
      * own tokens' rows, so together they backpropagate each token once. */
-    VIT_OP(m, "rel_l2_loss_backward", ops->rel_l2_loss_backward(a->dpred, a->pred, a->tar, B, nimg, 1.0f));
+    VIT_OP(m, "rel_l2_loss_backward", ops->rel_l2_loss_backward(ctx, a->dpred, a->pred, a->tar, B, nimg, NULL));
     VIT_OP(m, "unpatchify_backward",
-           ops->unpatchify_backward(a->dhead_all, a->dpred, B, d->cout, d->img_h, d->img_w, d->patch));
+           ops->unpatchify_backward(ctx, a->dhead_all, a->dpred, B, d->cout, d->img_h, d->img_w, d->patch));
     if (cp)
         VIT_TIMED(m, "cp_slice", VB_CAT_MEMCPY,
                   copy_token_rows(m, a->dhead, Nl, 0, a->dhead_all, N, m->tok_offset, Nl, B, m->head_out));
 
     /* head (no bias), then the final LayerNorm into the residual gradient */
-    VIT_ZERO(m, a->dln, nD * sizeof(float));
     VIT_MM_BWD(m, "head", BT, D, m->head_out, true,
-               ops->matmul_backward(a->dln, m->g.head_w, NULL, a->dhead, a->lnf, m->p.head_w, BT, D, m->head_out));
+               ops->matmul_backward(ctx, a->dln, m->g.head_w, NULL, a->dhead, a->lnf, m->p.head_w, BT, D,
+                                    m->head_out, 0));
     int t = m->ntensors - 1;
     grads_ready(m, t, t); /* head.weight */
-    const float *x_last = d->depth > 0 ? a->blocks[d->depth - 1].out : a->x0;
-    VIT_ZERO(m, a->dres, nD * sizeof(float));
+    const vb_act *x_last = a->blocks[d->depth - 1].out;
+    VIT_ZERO(m, a->dres, nD * esz);
     VIT_EW(m, "layernorm_backward", 4.0 * BT * D,
-           ops->layernorm_backward(a->dres, m->g.norm_w, m->g.norm_b, a->dln, x_last, m->p.norm_w,
+           ops->layernorm_backward(ctx, a->dres, m->g.norm_w, m->g.norm_b, a->dln, x_last, m->p.norm_w,
                                    a->lnf_mean, a->lnf_rstd, BT, D));
     grads_ready(m, t - 1, t - 2); /* norm.bias, norm.weight */
 
@@ -725,66 +813,62 @@ void vit_backward(vit_model *m) {
      * (LayerNorms, the proj/fc2 biases, which sum the full dres) gets the same
      * gradient on every tp rank. */
     for (int l = d->depth - 1; l >= 0; l--) {
-        const vit_block_params *w = &m->p.blocks[l];
+        const vit_block_weights *w = &m->p.blocks[l];
         vit_block_params *g = &m->g.blocks[l];
         const vit_block_acts *s = &a->blocks[l];
-        const float *x = l > 0 ? a->blocks[l - 1].out : a->x0;
+        const vb_act *x = l > 0 ? a->blocks[l - 1].out : a->x0;
         const int base = 3 + 16 * l; /* index of blocks.l.norm1.weight */
 
         /* out = res_att + fc2(gelu(fc1(LN2(res_att)))) */
-        VIT_ZERO(m, a->dgelu, nD4l * sizeof(float));
         VIT_MM_BWD(m, "fc2", BT, D4l, D, true,
-                   ops->matmul_backward(a->dgelu, g->fc2_w, g->fc2_b, a->dres, s->gelu, w->fc2_w, BT, D4l, D));
+                   ops->matmul_backward(ctx, a->dgelu, g->fc2_w, g->fc2_b, a->dres, s->gelu, w->fc2_w, BT, D4l, D, 0));
         grads_ready(m, base + 15, base + 14); /* fc2.bias, fc2.weight */
-        VIT_ZERO(m, a->dfc1, nD4l * sizeof(float));
-        VIT_EW(m, "gelu_backward", 3.0 * nD4l, ops->gelu_backward(a->dfc1, s->fc1, a->dgelu, nD4l));
-        VIT_ZERO(m, a->dln, nD * sizeof(float));
+        VIT_EW(m, "gelu_backward", 3.0 * nD4l, ops->gelu_backward(ctx, a->dfc1, s->fc1, a->dgelu, nD4l));
         VIT_MM_BWD(m, "fc1", BT, D, D4l, true,
-                   ops->matmul_backward(a->dln, g->fc1_w, g->fc1_b, a->dfc1, s->ln2, w->fc1_w, BT, D, D4l));
+                   ops->matmul_backward(ctx, a->dln, g->fc1_w, g->fc1_b, a->dfc1, s->ln2, w->fc1_w, BT, D, D4l, 0));
         grads_ready(m, base + 13, base + 12); /* fc1.bias, fc1.weight */
         /* leaving the tp region: LN2's output fed every rank's fc1 shard */
-        if (tp) vb_allreduce_sum_f32(m->par.tp, a->dln, nD);
+        if (tp) tp_allreduce(m, a->dln, nD);
         VIT_EW(m, "layernorm_backward", 4.0 * BT * D,
-               ops->layernorm_backward(a->dres, g->ln2_w, g->ln2_b, a->dln, s->res_att, w->ln2_w,
+               ops->layernorm_backward(ctx, a->dres, g->ln2_w, g->ln2_b, a->dln, s->res_att, w->ln2_w,
                                        s->ln2_mean, s->ln2_rstd, BT, D));
         grads_ready(m, base + 11, base + 10); /* norm2.bias, norm2.weight */
 
         /* res_att = x + proj(attention(q, k, v)) */
-        VIT_ZERO(m, a->datty, nDl * sizeof(float));
         VIT_MM_BWD(m, "proj", BT, Dl, D, true,
-                   ops->matmul_backward(a->datty, g->proj_w, g->proj_b, a->dres, s->atty, w->proj_w, BT, Dl, D));
+                   ops->matmul_backward(ctx, a->datty, g->proj_w, g->proj_b, a->dres, s->atty, w->proj_w, BT, Dl, D,
+                                        0));
         grads_ready(m, base + 9, base + 8); /* proj.bias, proj.weight */
-        VIT_ZERO(m, a->dq, nDl * sizeof(float));
-        VIT_ZERO(m, a->dk, nkv * sizeof(float));
-        VIT_ZERO(m, a->dv, nkv * sizeof(float));
-        /* recompute-free backward: dP = dO v^T, dv = P^T dO, dq, dk: 4 GEMMs of 2 B NHl Nl N HD */
-        VIT_OPW(m, "attention_backward", 8.0 * B * NHl * (double)Nl * N * HD,
-                sizeof(float) * (4.0 * BT * Dl + 4.0 * (double)B * N * Dl + 2.0 * (double)B * NHl * Nl * N),
-               ops->attention_backward(a->dq, a->dk, a->dv, a->att_scratch, a->datty, s->att, s->q, s->k,
-                                       s->v, B, Nl, N, NHl, HD));
+        /* flash-style backward: recomputes the probabilities from q, k and the
+         * saved log-sum-exps; S = q k^T and P, then dv = P^T dO, dP = dO v^T,
+         * dq, dk: 5 GEMMs of 2 B NHl Nl N HD */
+        VIT_OPW(m, "attention_backward", 10.0 * B * NHl * (double)Nl * N * HD,
+                sizeof(float) * (4.0 * BT * Dl + 4.0 * (double)B * N * Dl + (double)B * NHl * Nl),
+                ops->attention_backward(ctx, a->dq, a->dk, a->dv, a->att_ws, a->datty, s->atty, s->lse, s->q, s->k,
+                                        s->v, B, Nl, N, NHl, HD));
         /* dk, dv cover every token but only this rank's queries: sum over cp
          * and keep this rank's tokens */
-        const float *dk = a->dk, *dv = a->dv;
+        const vb_act *dk = a->dk, *dv = a->dv;
         if (cp) {
-            float *kv[2] = {a->dk, a->dv};
+            vb_act *kv[2] = {a->dk, a->dv};
             cp_reduce_scatter_tokens(m, kv, a->kv_local, 2, B, Dl);
             dk = a->kv_local;
-            dv = a->kv_local + nDl;
+            dv = vb_act_at(ctx, a->kv_local, (size_t)BT * Dl);
         }
-        /* v, k, q in that order so their gradients finish in reverse tensor order */
-        VIT_ZERO(m, a->dln, nD * sizeof(float));
+        /* v, k, q in that order so their gradients finish in reverse tensor
+         * order; the first overwrites dln, the other two add to it */
         VIT_MM_BWD(m, "qkv", BT, D, Dl, true,
-                   ops->matmul_backward(a->dln, g->v_w, g->v_b, dv, s->ln1, w->v_w, BT, D, Dl));
+                   ops->matmul_backward(ctx, a->dln, g->v_w, g->v_b, dv, s->ln1, w->v_w, BT, D, Dl, 0));
         grads_ready(m, base + 7, base + 6); /* v.bias, v.weight */
         VIT_MM_BWD(m, "qkv", BT, D, Dl, true,
-                   ops->matmul_backward(a->dln, g->k_w, g->k_b, dk, s->ln1, w->k_w, BT, D, Dl));
+                   ops->matmul_backward(ctx, a->dln, g->k_w, g->k_b, dk, s->ln1, w->k_w, BT, D, Dl, 1));
         grads_ready(m, base + 5, base + 4); /* k.bias, k.weight */
         VIT_MM_BWD(m, "qkv", BT, D, Dl, true,
-                   ops->matmul_backward(a->dln, g->q_w, g->q_b, a->dq, s->ln1, w->q_w, BT, D, Dl));
+                   ops->matmul_backward(ctx, a->dln, g->q_w, g->q_b, a->dq, s->ln1, w->q_w, BT, D, Dl, 1));
         grads_ready(m, base + 3, base + 2); /* q.bias, q.weight */
-        if (tp) vb_allreduce_sum_f32(m->par.tp, a->dln, nD);
+        if (tp) tp_allreduce(m, a->dln, nD);
         VIT_EW(m, "layernorm_backward", 4.0 * BT * D,
-               ops->layernorm_backward(a->dres, g->ln1_w, g->ln1_b, a->dln, x, w->ln1_w, s->ln1_mean,
+               ops->layernorm_backward(ctx, a->dres, g->ln1_w, g->ln1_b, a->dln, x, w->ln1_w, s->ln1_mean,
                                        s->ln1_rstd, BT, D));
         grads_ready(m, base + 1, base); /* norm1.bias, norm1.weight */
     }
@@ -792,12 +876,12 @@ void vit_backward(vit_model *m) {
     /* x0 = patch_embed(patches) + pos_embed: only this rank's pos_embed rows
      * get a gradient here; the cp sum of the caller fills in the rest */
     VIT_OP(m, "add_pos_embed_backward",
-           ops->add_pos_embed_backward(m->g.pos + (size_t)m->tok_offset * D, a->dres, B, Nl, D));
+           ops->add_pos_embed_backward(ctx, m->g.pos + (size_t)m->tok_offset * D, a->dres, B, Nl, D));
     grads_ready(m, 2, 2); /* pos_embed */
     /* dinp NULL: the patches are input data */
     VIT_MM_BWD(m, "patch_embed", BT, m->patch_in, D, false,
-               ops->matmul_backward(NULL, m->g.pe_w, m->g.pe_b, a->dres, a->patches, m->p.pe_w, BT,
-                                    m->patch_in, D));
+               ops->matmul_backward(ctx, NULL, m->g.pe_w, m->g.pe_b, a->dres, a->patches, m->p.pe_w, BT,
+                                    m->patch_in, D, 0));
     grads_ready(m, 1, 0); /* patch_embed.proj.bias, .weight */
     VB_NVTX_POP();
 }

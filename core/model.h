@@ -29,7 +29,15 @@
  * order; vit_tensor also records the full shape and the slice held here.
  *
  * Activations are allocated once for max_batch in vit_create; forward and
- * backward allocate nothing. All compute goes through model->ops.
+ * backward allocate nothing. All compute goes through model->ops on the
+ * caller's context (model->ctx, one per rank); nothing here reads backend
+ * memory on the host: the loss and the prediction stay in backend memory
+ * until the caller copies them out.
+ *
+ * Precision: parameters, their gradients and Adam's state are float32;
+ * activations are in the context's dtype (ctx->act). Forward and backward
+ * read the weights through params_act, the activation-dtype copy of params,
+ * which is params itself when ctx->act is float32 (the CPU).
  */
 #ifndef VB_MODEL_H
 #define VB_MODEL_H
@@ -79,19 +87,29 @@ typedef struct vit_tensor {
 
 enum { VIT_INIT_TRUNC_NORMAL = 0, VIT_INIT_ZERO, VIT_INIT_ONE };
 
-typedef struct vit_block_params {
-    float *ln1_w, *ln1_b;
-    float *q_w, *q_b, *k_w, *k_b, *v_w, *v_b;
-    float *proj_w, *proj_b;
-    float *ln2_w, *ln2_b;
-    float *fc1_w, *fc1_b, *fc2_w, *fc2_b;
-} vit_block_params;
+/* Per-layer views of one parameter-shaped buffer: T float for the gradients,
+ * vb_act for the weights forward reads. */
+#define VIT_BLOCK_TENSORS(T)                      \
+    T *ln1_w, *ln1_b;                             \
+    T *q_w, *q_b, *k_w, *k_b, *v_w, *v_b;         \
+    T *proj_w, *proj_b;                           \
+    T *ln2_w, *ln2_b;                             \
+    T *fc1_w, *fc1_b, *fc2_w, *fc2_b;
 
-typedef struct vit_param_ptrs {
+typedef struct vit_block_params { VIT_BLOCK_TENSORS(float) } vit_block_params;
+typedef struct vit_block_weights { VIT_BLOCK_TENSORS(vb_act) } vit_block_weights;
+
+typedef struct vit_param_ptrs {      /* float32: gradients */
     float *pe_w, *pe_b, *pos;
-    vit_block_params *blocks;  /* [depth] */
+    vit_block_params *blocks;        /* [depth] */
     float *norm_w, *norm_b, *head_w;
 } vit_param_ptrs;
+
+typedef struct vit_weight_ptrs {     /* activation dtype: params_act */
+    vb_act *pe_w, *pe_b, *pos;
+    vit_block_weights *blocks;       /* [depth] */
+    vb_act *norm_w, *norm_b, *head_w;
+} vit_weight_ptrs;
 
 /* Called from backward as soon as tensor `index`'s gradient is final
  * (tensors finish in reverse order). DDP buckets hook in here. */
@@ -106,25 +124,29 @@ typedef struct vit_model {
     int patch_in;        /* cin * p * p */
     int head_out;        /* cout * p * p */
 
-    const vb_ops *ops;
+    vb_ctx *ctx;         /* the caller's; every op runs on it */
+    const vb_ops *ops;   /* ctx->ops */
     vb_profiler *prof;   /* may be NULL */
 
     int ntensors;
     vit_tensor *tensors; /* host array [ntensors] */
     size_t nparams;
-    float *params;       /* backend memory [nparams] */
+    float *params;       /* backend memory [nparams], float32 master weights */
+    vb_act *params_act;  /* [nparams] in ctx->act: == params when that is float32 */
     float *grads;        /* backend memory [nparams] */
-    vit_param_ptrs p, g; /* views into params / grads */
+    vit_weight_ptrs p;   /* views into params_act (what forward and backward read) */
+    vit_param_ptrs g;    /* views into grads */
 
     vit_grad_ready_fn grad_ready;
     void *grad_ready_ctx;
 
     int max_batch;
     int batch;           /* batch of the last forward */
-    float *acts;         /* one backend buffer for every activation */
-    size_t nacts;
-    float *pred;         /* [B,Cout,H,W] of the last forward (view into acts) */
-    float loss;          /* of the last forward with a target */
+    void *acts;          /* one backend buffer for every activation and scratch */
+    size_t act_bytes;
+    vb_act *pred;        /* [B,Cout,H,W] of the last forward (view into acts) */
+    float *loss_dev;     /* backend [1]: the loss of the last forward with a target */
+    float *per_sample_dev; /* backend [max_batch]: its per-sample terms */
     void *priv;          /* activation and scratch views, model.c's business */
 
     /* this rank's share under vit_parallel (single rank: the full sizes) */
@@ -139,18 +161,26 @@ typedef struct vit_model {
 /* Checks dims and the layout (exit 2 naming the value if impossible:
  * num_heads % tensor_parallel, fewer tokens than context_parallel), lays out
  * this rank's tensors, allocates params/grads/activations for up to
- * max_batch samples. par NULL: one rank. */
+ * max_batch samples on ctx (created by the caller with ctx->ops->ctx_create,
+ * kept by the caller; it must outlive the model). par NULL: one rank. */
 vit_model *vit_create(const vit_dims *d, const vit_parallel *par, int max_batch,
-                      const vb_ops *ops, vb_profiler *prof);
+                      vb_ctx *ctx, vb_profiler *prof);
 void vit_destroy(vit_model *m);
 
 /* The tutorial's init: trunc_normal(std 0.02) for Linear weights and pos_embed
  * (and the patch-embed conv weight), zero biases, LayerNorm (1, 0). Seeded. */
 void vit_init_weights(vit_model *m, uint64_t seed);
 
+/* After params were written other than by the optimizer (a copy, a load, a
+ * broadcast): refreshes params_act from them (nothing when they are the same
+ * buffer). Enqueued on m->ctx. */
+void vit_params_changed(vit_model *m);
+
 /* Forward for B <= max_batch samples. inp [B,Cin,H,W] and tar [B,Cout,H,W] are
- * backend memory (tar may be NULL: no loss). Returns the loss (or 0). */
-float vit_forward(vit_model *m, const float *inp, const float *tar, int B);
+ * float32 backend memory (tar may be NULL: no loss). With a target the loss
+ * goes to m->loss_dev and the per-sample terms to m->per_sample_dev: backend
+ * memory, read by copying out after the step. Enqueued on m->ctx. */
+void vit_forward(vit_model *m, const float *inp, const float *tar, int B);
 
 /* Zeroes grads, backpropagates the loss of the last forward (which must have
  * had a target), calling grad_ready per tensor as gradients become final. */
@@ -164,14 +194,19 @@ int vit_find_tensor(const vit_model *m, const char *name);
  * (blocks, attention) counts what this rank computes; work replicated over tp
  * (patch embedding, head) counts 1/tp of it, so the sum over the tp x cp ranks
  * of one data-parallel replica equals the single-rank count. */
-/* Floats one rank's model needs, before it exists: its parameter shard
- * (grads are as many; Adam keeps two more) and the activations of a batch of
- * max_batch. Exactly what vit_create would allocate; dims and layout are
- * checked as vit_create checks them (exit 2). */
+/* What one rank's model needs, before it exists: its parameter shard in
+ * floats (grads are as many; Adam keeps two more), the bytes of the
+ * activation-dtype copy of them (0 when params serve, float32), and the bytes
+ * of the activations, saved statistics and scratch (the attention workspace
+ * included) for a batch of max_batch. Exactly what vit_create would allocate
+ * on a context like ctx; dims and layout are checked as vit_create checks
+ * them (exit 2). */
 typedef struct vit_footprint {
-    size_t nparams, nacts;
+    size_t nparams;
+    size_t param_act_bytes;
+    size_t act_bytes;
 } vit_footprint;
-vit_footprint vit_footprint_of(const vit_dims *d, const vit_parallel *par, int max_batch);
+vit_footprint vit_footprint_of(const vit_dims *d, const vit_parallel *par, int max_batch, vb_ctx *ctx);
 
 double vit_train_flops(const vit_model *m, int B);
 

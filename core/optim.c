@@ -7,7 +7,7 @@
 
 #include "core/common.h"
 
-void vb_adam_init(vb_adam *a, size_t n, const vb_ops *ops) {
+void vb_adam_init(vb_adam *a, size_t n, vb_ctx *ctx) {
     memset(a, 0, sizeof *a);
     /* the tutorial: optim.Adam(model.parameters(), lr, betas=(0.9, 0.95)), eps default 1e-8 */
     a->beta1 = 0.9f;
@@ -15,27 +15,46 @@ void vb_adam_init(vb_adam *a, size_t n, const vb_ops *ops) {
     a->eps = 1e-8f;
     a->step = 0;
     a->n = n;
-    a->ops = ops;
-    a->m = ops->alloc(n * sizeof(float)); /* zero-filled == torch's fresh state */
-    a->v = ops->alloc(n * sizeof(float));
+    a->ctx = ctx;
+    const vb_ops *ops = ctx->ops;
+    a->m = ops->alloc(ctx, n * sizeof(float)); /* zero-filled == torch's fresh state */
+    a->v = ops->alloc(ctx, n * sizeof(float));
+    a->args_dev = ops->alloc(ctx, sizeof(vb_adam_args));
+    a->args_host = ops->alloc_host(ctx, 2 * sizeof(vb_adam_args));
+    for (int k = 0; k < 2; k++) a->slot_ev[k] = ops->event_create(ctx);
 }
 
 void vb_adam_free(vb_adam *a) {
-    if (!a || !a->ops) return;
-    a->ops->free(a->m);
-    a->ops->free(a->v);
-    a->m = a->v = NULL;
+    if (!a || !a->ctx) return;
+    const vb_ops *ops = a->ctx->ops;
+    ops->synchronize(a->ctx); /* no update or copy may still use the buffers */
+    ops->free(a->ctx, a->m);
+    ops->free(a->ctx, a->v);
+    ops->free(a->ctx, a->args_dev);
+    ops->free_host(a->ctx, a->args_host);
+    for (int k = 0; k < 2; k++) ops->event_destroy(a->ctx, a->slot_ev[k]);
+    memset(a, 0, sizeof *a);
 }
 
-void vb_adam_step(vb_adam *a, float *params, const float *grads, float lr, vb_profiler *prof) {
+void vb_adam_step(vb_adam *a, float *params, vb_act *params_act, const float *grads, float lr,
+                  vb_profiler *prof) {
     VB_NVTX_PUSH("optimizer");
+    const vb_ops *ops = a->ctx->ops;
     a->step++;
-    int id = VB_OP_ID(prof, "adam_update", VB_CAT_COMPUTE);
-    double t0 = vb_prof_begin(prof, id);
-    a->ops->adam_update(params, grads, a->m, a->v, a->n, lr, a->beta1, a->beta2, a->eps, a->step);
+    vb_prof_token tok = vb_prof_begin(prof, VB_OP_ID(prof, "adam_update", VB_CAT_COMPUTE));
+    /* this slot's previous copy (two steps ago) must have read it */
+    const int k = a->step & 1;
+    if (a->slot_used[k]) ops->event_synchronize(a->ctx, a->slot_ev[k]);
+    a->args_host[k] = (vb_adam_args){
+        .lr = lr, .beta1 = a->beta1, .beta2 = a->beta2, .eps = a->eps, .grad_scale = 1.0f, .step = a->step};
+    ops->memcpy_h2d(a->ctx, a->args_dev, &a->args_host[k], sizeof(vb_adam_args));
+    ops->event_record(a->ctx, a->slot_ev[k]);
+    a->slot_used[k] = 1;
+    ops->adam_update(a->ctx, params, params_act == (vb_act *)params ? NULL : params_act, grads, a->m, a->v, a->n,
+                     a->args_dev);
     /* per parameter: reads param, grad, m, v and writes param, m, v; ~12 FLOPs
      * (two moment updates, bias corrections, sqrt, divide, the step) */
-    vb_prof_end_flops(prof, id, t0, 7 * sizeof(float) * a->n, 12.0 * (double)a->n);
+    vb_prof_end_flops(prof, tok, 7 * sizeof(float) * a->n, 12.0 * (double)a->n);
     VB_NVTX_POP();
 }
 

@@ -12,13 +12,25 @@ typedef struct vb_adam {
     int step;                  /* updates done so far */
     size_t n;
     float *m, *v;              /* backend memory [n] */
-    const vb_ops *ops;
+    vb_ctx *ctx;
+    /* The step's arguments: written by the host into a page-locked slot and
+     * copied (asynchronously) into args_dev, which adam_update reads. Two
+     * slots, so a step never rewrites the slot a copy may still be reading;
+     * slot_ev[k] marks where slot k's copy was enqueued. */
+    vb_adam_args *args_dev;    /* backend memory [1] */
+    vb_adam_args *args_host;   /* page-locked host [2] */
+    vb_event *slot_ev[2];
+    int slot_used[2];
 } vb_adam;
 
-void vb_adam_init(vb_adam *a, size_t n, const vb_ops *ops);
+void vb_adam_init(vb_adam *a, size_t n, vb_ctx *ctx);
 void vb_adam_free(vb_adam *a);
-/* One update with learning rate lr: step++, then torch.optim.Adam's math. */
-void vb_adam_step(vb_adam *a, float *params, const float *grads, float lr, vb_profiler *prof);
+/* One update with learning rate lr: step++, then torch.optim.Adam's math on
+ * params (float32 master) and, when it is a separate buffer, params_act (the
+ * activation-dtype copy the next forward reads; == params or NULL: none).
+ * Enqueued on a->ctx: returns without waiting. */
+void vb_adam_step(vb_adam *a, float *params, vb_act *params_act, const float *grads, float lr,
+                  vb_profiler *prof);
 
 /* Learning rate for the update at 0-based iteration t:
  *   "cosine", warmup 0:  lr * 0.5 * (1 + cos(pi * t / num_iters))

@@ -205,18 +205,19 @@ static void test_model_backward_launches_all(void **state) {
     (void)state;
     const vit_dims dims = {.img_h = 8, .img_w = 16, .patch = 4, .cin = 3, .cout = 2,
                            .dim = 16, .depth = 2, .heads = 2, .ln_eps = 1e-6f};
-    const vb_ops *ops = vb_ops_by_name("cpu");
-    assert_non_null(ops);
-    vit_model *m = vit_create(&dims, NULL, 2, ops, NULL);
+    vb_ctx *ctx = tu_ctx();
+    vit_model *m = vit_create(&dims, NULL, 2, ctx, NULL);
     vit_init_weights(m, 3);
     size_t nin = (size_t)2 * dims.cin * dims.img_h * dims.img_w, nout = (size_t)2 * dims.cout * dims.img_h * dims.img_w;
-    float *inp = ops->alloc(nin * sizeof(float)), *tar = ops->alloc(nout * sizeof(float));
-    tu_fill_uniform(inp, nin, -1, 1, 1);
-    tu_fill_uniform(tar, nout, -1, 1, 2);
+    float *inp_h = vb_malloc(nin * sizeof(float)), *tar_h = vb_malloc(nout * sizeof(float));
+    tu_fill_uniform(inp_h, nin, -1, 1, 1);
+    tu_fill_uniform(tar_h, nout, -1, 1, 2);
+    float *inp = tu_upload(ctx, inp_h, nin), *tar = tu_upload(ctx, tar_h, nout);
+    vb_free(inp_h), vb_free(tar_h);
     const double caps[] = {1e-6, 0.001, 0.004, 25};
     for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++) {
         vb_ddp d;
-        vb_ddp_init(&d, m->tensors, m->ntensors, m->nparams, m->grads, caps[c], NULL, 1.0f, ops, NULL);
+        vb_ddp_init(&d, m->tensors, m->ntensors, m->nparams, m->grads, caps[c], NULL, 1.0f, ctx, NULL);
         vb_ddp_attach(&d, m);
         vb_ddp_begin_step(&d);
         vit_forward(m, inp, tar, 2);
@@ -230,8 +231,8 @@ static void test_model_backward_launches_all(void **state) {
         m->grad_ready = NULL;
         vb_ddp_free(&d);
     }
-    ops->free(inp);
-    ops->free(tar);
+    ctx->ops->free(ctx, inp);
+    ctx->ops->free(ctx, tar);
     vit_destroy(m);
 }
 

@@ -2,8 +2,8 @@
  * forward, whole-model finite-difference gradient checks, the tensor table,
  * init statistics, grad_ready ordering, determinism, FLOPs and bad dims.
  *
- * The CPU backend's "device" memory is host memory, so the tests read and
- * poke m->params / m->grads / m->pred directly.
+ * Parameters, gradients, the prediction and the loss live in backend memory:
+ * the tests read and write them through copies (tests/test_util.h).
  */
 #include "tests/test_util.h"
 
@@ -26,7 +26,7 @@ static size_t in_numel(int B) { return (size_t)B * TINY.cin * TINY.img_h * TINY.
 static size_t out_numel(int B) { return (size_t)B * TINY.cout * TINY.img_h * TINY.img_w; }
 
 static vit_model *tiny_model(int max_batch, uint64_t seed) {
-    vit_model *m = vit_create(&TINY, NULL, max_batch, vb_ops_cpu(), NULL);
+    vit_model *m = vit_create(&TINY, NULL, max_batch, tu_ctx(), NULL);
     vit_init_weights(m, seed);
     tu_randomize_params(m, seed + 1000);
     return m;
@@ -71,7 +71,10 @@ static double ref_forward(const vit_model *m, const float *inp, const float *tar
     const int H = TINY.img_h, W = TINY.img_w, p = TINY.patch, C = TINY.cin, Co = TINY.cout;
     const int D = TINY.dim, NH = TINY.heads, HD = D / NH, D4 = 4 * D, N = (H / p) * (W / p), Wp = W / p;
     double *P = malloc(sizeof(double) * m->nparams);
-    for (size_t i = 0; i < m->nparams; i++) P[i] = m->params[i];
+    float *host = vb_malloc(sizeof(float) * m->nparams);
+    tu_get_params(m, host);
+    for (size_t i = 0; i < m->nparams; i++) P[i] = host[i];
+    vb_free(host);
     double *x = calloc((size_t)N * D, sizeof(double)), *ln = calloc((size_t)N * D, sizeof(double));
     double *q = calloc((size_t)N * D, sizeof(double)), *k = calloc((size_t)N * D, sizeof(double));
     double *v = calloc((size_t)N * D, sizeof(double)), *y = calloc((size_t)N * D, sizeof(double));
@@ -148,33 +151,60 @@ static double ref_forward(const vit_model *m, const float *inp, const float *tar
     return loss;
 }
 
+/* host inputs and their backend copies */
+typedef struct {
+    float *inp, *tar;       /* host */
+    float *inp_d, *tar_d;   /* backend */
+} io_pair;
+
+static io_pair make_io(int B, uint64_t seed) {
+    io_pair io;
+    io.inp = vb_malloc(sizeof(float) * in_numel(B));
+    io.tar = vb_malloc(sizeof(float) * out_numel(B));
+    tu_fill_uniform(io.inp, in_numel(B), -1, 1, seed);
+    tu_fill_uniform(io.tar, out_numel(B), -1, 1, seed + 1);
+    io.inp_d = tu_upload(tu_ctx(), io.inp, in_numel(B));
+    io.tar_d = tu_upload(tu_ctx(), io.tar, out_numel(B));
+    return io;
+}
+
+static void free_io(io_pair *io) {
+    vb_free(io->inp), vb_free(io->tar);
+    tu_ctx()->ops->free(tu_ctx(), io->inp_d);
+    tu_ctx()->ops->free(tu_ctx(), io->tar_d);
+}
+
 static void test_forward_matches_reference(void **state) {
     (void)state;
     vit_model *m = tiny_model(TB, 7);
-    float *inp = vb_malloc(sizeof(float) * in_numel(TB)), *tar = vb_malloc(sizeof(float) * out_numel(TB));
-    tu_fill_uniform(inp, in_numel(TB), -1, 1, 11);
-    tu_fill_uniform(tar, out_numel(TB), -1, 1, 12);
+    io_pair io = make_io(TB, 11);
     double *pred = malloc(sizeof(double) * out_numel(TB));
-    double ref_loss = ref_forward(m, inp, tar, TB, pred);
-    float loss = vit_forward(m, inp, tar, TB);
+    double ref_loss = ref_forward(m, io.inp, io.tar, TB, pred);
+    vit_forward(m, io.inp_d, io.tar_d, TB);
+    const float loss = tu_get_loss(m);
+    float *got = vb_malloc(sizeof(float) * out_numel(TB));
+    tu_get_pred(m, got, TB);
 
     double worst = 0, scale = 0;
     for (size_t i = 0; i < out_numel(TB); i++) scale = fmax(scale, fabs(pred[i]));
-    for (size_t i = 0; i < out_numel(TB); i++) worst = fmax(worst, fabs(m->pred[i] - pred[i]) / scale);
+    for (size_t i = 0; i < out_numel(TB); i++) worst = fmax(worst, fabs(got[i] - pred[i]) / scale);
     print_message("pred max err / max|pred| = %.3g (max|pred| %.3g), loss %.7f ref %.7f\n", worst, scale,
                   (double)loss, ref_loss);
     assert_true(scale > 0.1); /* the output is not trivially ~0 */
     assert_true(worst < 1e-4);
     assert_true(fabs(loss - ref_loss) < 1e-5 * ref_loss);
 
-    /* no target: prediction only, loss 0, same prediction */
+    /* no target: prediction only (the same), and the loss is left alone */
     float *pred1 = vb_malloc(sizeof(float) * out_numel(TB));
-    memcpy(pred1, m->pred, sizeof(float) * out_numel(TB));
-    assert_true(vit_forward(m, inp, NULL, TB) == 0.0f);
-    assert_memory_equal(pred1, m->pred, sizeof(float) * out_numel(TB));
-    vb_free(pred1);
+    float sentinel = -3.0f;
+    tu_h2d(m->ctx, m->loss_dev, &sentinel, sizeof sentinel);
+    vit_forward(m, io.inp_d, NULL, TB);
+    tu_get_pred(m, pred1, TB);
+    assert_memory_equal(pred1, got, sizeof(float) * out_numel(TB));
+    assert_true(tu_get_loss(m) == sentinel);
+    vb_free(pred1), vb_free(got);
     free(pred);
-    vb_free(inp), vb_free(tar);
+    free_io(&io);
     vit_destroy(m);
 }
 
@@ -183,20 +213,31 @@ static void test_forward_matches_reference(void **state) {
 
 /* The loss in double from the float prediction: finite differences then see
  * no rounding of the loss itself. */
-static double loss_at(vit_model *m, const float *inp, const float *tar, int B) {
-    vit_forward(m, inp, tar, B);
-    double total = 0;
+static double loss_at(vit_model *m, const io_pair *io, int B) {
+    vit_forward(m, io->inp_d, io->tar_d, B);
     const size_t n = (size_t)m->d.cout * m->d.img_h * m->d.img_w;
+    float *pred = vb_malloc(sizeof(float) * n * (size_t)B);
+    tu_get_pred(m, pred, B);
+    const float *tar = io->tar;
+    double total = 0;
     for (int b = 0; b < B; b++) {
         double dd = 0, tt = 0;
         for (size_t i = 0; i < n; i++) {
-            double d = (double)m->pred[b * n + i] - tar[b * n + i];
+            double d = (double)pred[b * n + i] - tar[b * n + i];
             dd += d * d;
             tt += (double)tar[b * n + i] * tar[b * n + i];
         }
         total += sqrt(dd) / sqrt(tt);
     }
+    vb_free(pred);
     return total / B;
+}
+
+/* params[j] = v in backend memory (and the copy the forward reads) */
+static void set_param(vit_model *m, size_t j, float v) {
+    tu_h2d(m->ctx, m->params + j, &v, sizeof v);
+    vit_params_changed(m);
+    m->ops->synchronize(m->ctx);
 }
 
 /* Central differences for `samples` entries of EVERY tensor (first, last,
@@ -209,12 +250,13 @@ static double loss_at(vit_model *m, const float *inp, const float *tar, int B) {
  * wrong or missing gradient term (typically O(1) relative) cannot hide.
  * A tensor whose sampled gradients are all below `nonzero` fails: an
  * identically-zero gradient would otherwise pass vacuously. */
-static int gradcheck_every_tensor(vit_model *m, const float *inp, const float *tar, int B, int samples,
-                                  double rtol, double floor, double nonzero, double *worst) {
-    vit_forward(m, inp, tar, B);
+static int gradcheck_every_tensor(vit_model *m, const io_pair *io, int B, int samples, double rtol, double floor,
+                                  double nonzero, double *worst) {
+    vit_forward(m, io->inp_d, io->tar_d, B);
     vit_backward(m);
-    float *grads = vb_malloc(sizeof(float) * m->nparams);
-    memcpy(grads, m->grads, sizeof(float) * m->nparams);
+    float *grads = vb_malloc(sizeof(float) * m->nparams), *params = vb_malloc(sizeof(float) * m->nparams);
+    tu_get_grads(m, grads);
+    tu_get_params(m, params);
     const float eps = 1e-2f;
     vb_rng r;
     vb_rng_seed(&r, 99);
@@ -225,13 +267,13 @@ static int gradcheck_every_tensor(vit_model *m, const float *inp, const float *t
         double tensor_max_grad = 0;
         for (int s = 0; s < samples; s++) {
             size_t j = s == 0 ? 0 : s == 1 ? t->numel - 1 : (size_t)(vb_rng_u64(&r) % t->numel);
-            float *w = m->params + t->offset + j;
-            const float w0 = *w;
-            *w = w0 + eps;
-            double lp = loss_at(m, inp, tar, B);
-            *w = w0 - eps;
-            double lm = loss_at(m, inp, tar, B);
-            *w = w0;
+            const size_t at = t->offset + j;
+            const float w0 = params[at];
+            set_param(m, at, w0 + eps);
+            double lp = loss_at(m, io, B);
+            set_param(m, at, w0 - eps);
+            double lm = loss_at(m, io, B);
+            set_param(m, at, w0);
             /* the step actually taken in float, not the nominal eps */
             double numeric = (lp - lm) / ((double)(w0 + eps) - (double)(w0 - eps));
             double analytic = grads[t->offset + j];
@@ -259,21 +301,19 @@ static int gradcheck_every_tensor(vit_model *m, const float *inp, const float *t
             print_message("%s: sampled gradients all below %g\n", t->name, nonzero);
         }
     }
-    vb_free(grads);
+    vb_free(grads), vb_free(params);
     return bad;
 }
 
 static void test_gradcheck_every_tensor(void **state) {
     (void)state;
     vit_model *m = tiny_model(TB, 3);
-    float *inp = vb_malloc(sizeof(float) * in_numel(TB)), *tar = vb_malloc(sizeof(float) * out_numel(TB));
-    tu_fill_uniform(inp, in_numel(TB), -1, 1, 21);
-    tu_fill_uniform(tar, out_numel(TB), -1, 1, 22);
+    io_pair io = make_io(TB, 21);
     double worst = 0;
-    int bad = gradcheck_every_tensor(m, inp, tar, TB, 6, 1e-2, 1e-3, 1e-3, &worst);
+    int bad = gradcheck_every_tensor(m, &io, TB, 6, 1e-2, 1e-3, 1e-3, &worst);
     print_message("gradcheck: 6 params in each of %d tensors, worst rel err %.3g\n", m->ntensors, worst);
     assert_int_equal(bad, 0);
-    vb_free(inp), vb_free(tar);
+    free_io(&io);
     vit_destroy(m);
 }
 
@@ -291,21 +331,24 @@ static void test_gradcheck_tiny_config(void **state) {
     assert_int_equal(d.dim, 64);
     assert_int_equal(d.img_h * d.img_w / (d.patch * d.patch), 128);
     const int B = 2;
-    vit_model *m = vit_create(&d, NULL, B, vb_ops_cpu(), NULL);
+    vit_model *m = vit_create(&d, NULL, B, tu_ctx(), NULL);
     vit_init_weights(m, 7);
     tu_randomize_params(m, 1007);
     const size_t nin = (size_t)B * d.cin * d.img_h * d.img_w, nout = (size_t)B * d.cout * d.img_h * d.img_w;
-    float *inp = vb_malloc(sizeof(float) * nin), *tar = vb_malloc(sizeof(float) * nout);
-    tu_fill_uniform(inp, nin, -1, 1, 41);
-    tu_fill_uniform(tar, nout, -1, 1, 42);
+    io_pair io;
+    io.inp = vb_malloc(sizeof(float) * nin), io.tar = vb_malloc(sizeof(float) * nout);
+    tu_fill_uniform(io.inp, nin, -1, 1, 41);
+    tu_fill_uniform(io.tar, nout, -1, 1, 42);
+    io.inp_d = tu_upload(tu_ctx(), io.inp, nin);
+    io.tar_d = tu_upload(tu_ctx(), io.tar, nout);
     double worst = 0;
     /* 8192 pos_embed entries share the signal: its per-entry gradients are
      * ~1e-4, under the error floor but far from zero */
-    int bad = gradcheck_every_tensor(m, inp, tar, B, 4, 2e-2, 1e-3, 1e-6, &worst);
+    int bad = gradcheck_every_tensor(m, &io, B, 4, 2e-2, 1e-3, 1e-6, &worst);
     print_message("gradcheck (config tiny): 4 params in each of %d tensors, worst rel err %.3g\n", m->ntensors,
                   worst);
     assert_int_equal(bad, 0);
-    vb_free(inp), vb_free(tar);
+    free_io(&io);
     vit_destroy(m);
 }
 
@@ -314,29 +357,31 @@ static void test_gradcheck_tiny_config(void **state) {
 static void test_gradcheck_directional(void **state) {
     (void)state;
     vit_model *m = tiny_model(TB, 5);
-    float *inp = vb_malloc(sizeof(float) * in_numel(TB)), *tar = vb_malloc(sizeof(float) * out_numel(TB));
-    tu_fill_uniform(inp, in_numel(TB), -1, 1, 31);
-    tu_fill_uniform(tar, out_numel(TB), -1, 1, 32);
-    vit_forward(m, inp, tar, TB);
+    io_pair io = make_io(TB, 31);
+    vit_forward(m, io.inp_d, io.tar_d, TB);
     vit_backward(m);
     const size_t n = m->nparams;
     float *w0 = vb_malloc(sizeof(float) * n), *dir = vb_malloc(sizeof(float) * n);
-    memcpy(w0, m->params, sizeof(float) * n);
+    float *g = vb_malloc(sizeof(float) * n), *w = vb_malloc(sizeof(float) * n);
+    tu_get_params(m, w0);
+    tu_get_grads(m, g);
     tu_fill_uniform(dir, n, -1, 1, 33);
     double directional = 0;
-    for (size_t i = 0; i < n; i++) directional += (double)m->grads[i] * dir[i];
+    for (size_t i = 0; i < n; i++) directional += (double)g[i] * dir[i];
 
     const float h = 1e-3f;
-    for (size_t i = 0; i < n; i++) m->params[i] = w0[i] + h * dir[i];
-    double lp = loss_at(m, inp, tar, TB);
-    for (size_t i = 0; i < n; i++) m->params[i] = w0[i] - h * dir[i];
-    double lm = loss_at(m, inp, tar, TB);
+    for (size_t i = 0; i < n; i++) w[i] = w0[i] + h * dir[i];
+    tu_set_params(m, w);
+    double lp = loss_at(m, &io, TB);
+    for (size_t i = 0; i < n; i++) w[i] = w0[i] - h * dir[i];
+    tu_set_params(m, w);
+    double lm = loss_at(m, &io, TB);
     double numeric = (lp - lm) / (2.0 * h);
     print_message("directional derivative: analytic %.7g numeric %.7g\n", directional, numeric);
     assert_true(fabs(directional) > 1e-2);
     assert_true(fabs(directional - numeric) < 5e-3 * fabs(numeric));
-    vb_free(w0), vb_free(dir);
-    vb_free(inp), vb_free(tar);
+    vb_free(w0), vb_free(dir), vb_free(g), vb_free(w);
+    free_io(&io);
     vit_destroy(m);
 }
 
@@ -345,7 +390,7 @@ static void test_gradcheck_directional(void **state) {
 
 static void test_tensor_table(void **state) {
     (void)state;
-    vit_model *m = vit_create(&TINY, NULL, 1, vb_ops_cpu(), NULL);
+    vit_model *m = vit_create(&TINY, NULL, 1, tu_ctx(), NULL);
     const int D = 16, N = 8, L = 2, Cin = 3, Cout = 2, p = 4;
     assert_int_equal(m->ntok, N);
     assert_int_equal(m->hd, 8);
@@ -403,13 +448,16 @@ static void test_tensor_table(void **state) {
     assert_int_equal(m->tensors[e - 1].shape[1], D);
     assert_int_equal(vit_find_tensor(m, "blocks.2.norm1.weight"), -1);
 
-    /* the per-layer views point at the table's offsets, in params and grads */
-    assert_ptr_equal(m->p.blocks[1].fc1_w, m->params + m->tensors[fc1].offset);
+    /* the per-layer views point at the table's offsets, in params_act and
+     * grads; float32 activations read the float32 params themselves */
+    assert_ptr_equal(m->params_act, m->params);
+    assert_ptr_equal(m->p.blocks[1].fc1_w, vb_act_at(m->ctx, m->params_act, m->tensors[fc1].offset));
     assert_ptr_equal(m->g.blocks[1].fc2_w, m->grads + m->tensors[fc2].offset);
-    assert_ptr_equal(m->p.blocks[0].v_b, m->params + m->tensors[vit_find_tensor(m, "blocks.0.attn.v.bias")].offset);
-    assert_ptr_equal(m->p.head_w, m->params + m->tensors[e - 1].offset);
+    assert_ptr_equal(m->p.blocks[0].v_b,
+                     vb_act_at(m->ctx, m->params_act, m->tensors[vit_find_tensor(m, "blocks.0.attn.v.bias")].offset));
+    assert_ptr_equal(m->p.head_w, vb_act_at(m->ctx, m->params_act, m->tensors[e - 1].offset));
     assert_ptr_equal(m->g.pos, m->grads + m->tensors[2].offset);
-    assert_ptr_equal(m->p.norm_b, m->params + m->tensors[e - 2].offset);
+    assert_ptr_equal(m->p.norm_b, vb_act_at(m->ctx, m->params_act, m->tensors[e - 2].offset));
     vit_destroy(m);
 }
 
@@ -418,13 +466,15 @@ static void test_tensor_table(void **state) {
 
 static void test_init_statistics(void **state) {
     (void)state;
-    vit_model *m = vit_create(&TINY, NULL, 1, vb_ops_cpu(), NULL);
+    vit_model *m = vit_create(&TINY, NULL, 1, tu_ctx(), NULL);
     vit_init_weights(m, 1234);
+    float *host = vb_malloc(sizeof(float) * m->nparams), *again = vb_malloc(sizeof(float) * m->nparams);
+    tu_get_params(m, host);
     double s1 = 0, s2 = 0;
     size_t count = 0;
     for (int i = 0; i < m->ntensors; i++) {
         const vit_tensor *t = &m->tensors[i];
-        const float *w = m->params + t->offset;
+        const float *w = host + t->offset;
         bool is_weight = strstr(t->name, "norm") == NULL &&
                          (strstr(t->name, ".weight") != NULL || strcmp(t->name, "pos_embed") == 0);
         bool is_ln_weight = strstr(t->name, "norm") != NULL && strstr(t->name, ".weight") != NULL;
@@ -448,13 +498,13 @@ static void test_init_statistics(void **state) {
     assert_true(fabs(mean) < 4 * 0.02 / sqrt((double)count));
 
     /* seeded: same seed same weights, another seed other weights */
-    float *first = vb_malloc(sizeof(float) * m->nparams);
-    memcpy(first, m->params, sizeof(float) * m->nparams);
     vit_init_weights(m, 1234);
-    assert_memory_equal(first, m->params, sizeof(float) * m->nparams);
+    tu_get_params(m, again);
+    assert_memory_equal(host, again, sizeof(float) * m->nparams);
     vit_init_weights(m, 1235);
-    assert_memory_not_equal(first, m->params, sizeof(float) * m->nparams);
-    vb_free(first);
+    tu_get_params(m, again);
+    assert_memory_not_equal(host, again, sizeof(float) * m->nparams);
+    vb_free(host), vb_free(again);
     vit_destroy(m);
 }
 
@@ -473,35 +523,35 @@ static void on_ready(void *ctx, int index) {
     if (log->calls < 256) log->order[log->calls] = index;
     log->calls++;
     const vit_tensor *t = &log->m->tensors[index];
-    memcpy(log->snapshot + t->offset, log->m->grads + t->offset, sizeof(float) * t->numel);
+    tu_d2h(log->m->ctx, log->snapshot + t->offset, log->m->grads + t->offset, sizeof(float) * t->numel);
 }
 
 static void test_grad_ready_order_and_zeroing(void **state) {
     (void)state;
     vit_model *m = tiny_model(TB, 9);
-    float *inp = vb_malloc(sizeof(float) * in_numel(TB)), *tar = vb_malloc(sizeof(float) * out_numel(TB));
-    tu_fill_uniform(inp, in_numel(TB), -1, 1, 41);
-    tu_fill_uniform(tar, out_numel(TB), -1, 1, 42);
+    io_pair io = make_io(TB, 41);
     ready_log log = {.m = m, .snapshot = vb_malloc(sizeof(float) * m->nparams)};
     m->grad_ready = on_ready;
     m->grad_ready_ctx = &log;
 
-    vit_forward(m, inp, tar, TB);
+    vit_forward(m, io.inp_d, io.tar_d, TB);
     vit_backward(m);
     assert_int_equal(log.calls, m->ntensors);
     for (int k = 0; k < m->ntensors; k++) assert_int_equal(log.order[k], m->ntensors - 1 - k);
     /* reported as soon as final: nothing changed any gradient afterwards */
-    assert_memory_equal(log.snapshot, m->grads, sizeof(float) * m->nparams);
+    float *first = vb_malloc(sizeof(float) * m->nparams), *again = vb_malloc(sizeof(float) * m->nparams);
+    tu_get_grads(m, first);
+    assert_memory_equal(log.snapshot, first, sizeof(float) * m->nparams);
 
-    /* backward zeroes first: a second backward gives the same gradients, not double */
-    float *first = vb_malloc(sizeof(float) * m->nparams);
-    memcpy(first, m->grads, sizeof(float) * m->nparams);
+    /* backward zeroes first: a second backward gives the same gradients, not
+     * double; and the activation gradients it overwrites carry nothing over */
     log.calls = 0;
     vit_backward(m);
     assert_int_equal(log.calls, m->ntensors);
-    assert_memory_equal(first, m->grads, sizeof(float) * m->nparams);
-    vb_free(first), vb_free(log.snapshot);
-    vb_free(inp), vb_free(tar);
+    tu_get_grads(m, again);
+    assert_memory_equal(first, again, sizeof(float) * m->nparams);
+    vb_free(first), vb_free(again), vb_free(log.snapshot);
+    free_io(&io);
     vit_destroy(m);
 }
 
@@ -509,19 +559,26 @@ static void test_forward_deterministic_and_partial_batch(void **state) {
     (void)state;
     /* max_batch 3 run with B = 2 must equal a max_batch 2 model: views are per-sample prefixes */
     vit_model *m3 = tiny_model(3, 17), *m2 = tiny_model(TB, 17);
-    assert_memory_equal(m3->params, m2->params, sizeof(float) * m2->nparams);
-    float *inp = vb_malloc(sizeof(float) * in_numel(TB)), *tar = vb_malloc(sizeof(float) * out_numel(TB));
-    tu_fill_uniform(inp, in_numel(TB), -1, 1, 51);
-    tu_fill_uniform(tar, out_numel(TB), -1, 1, 52);
-    float l1 = vit_forward(m2, inp, tar, TB);
-    float *pred1 = vb_malloc(sizeof(float) * out_numel(TB));
-    memcpy(pred1, m2->pred, sizeof(float) * out_numel(TB));
-    float l2 = vit_forward(m2, inp, tar, TB);
+    float *p3 = vb_malloc(sizeof(float) * m2->nparams), *p2 = vb_malloc(sizeof(float) * m2->nparams);
+    tu_get_params(m3, p3);
+    tu_get_params(m2, p2);
+    assert_memory_equal(p3, p2, sizeof(float) * m2->nparams);
+    vb_free(p3), vb_free(p2);
+    io_pair io = make_io(TB, 51);
+    vit_forward(m2, io.inp_d, io.tar_d, TB);
+    float l1 = tu_get_loss(m2);
+    float *pred1 = vb_malloc(sizeof(float) * out_numel(TB)), *pred = vb_malloc(sizeof(float) * out_numel(TB));
+    tu_get_pred(m2, pred1, TB);
+    vit_forward(m2, io.inp_d, io.tar_d, TB);
+    float l2 = tu_get_loss(m2);
     assert_true(l1 == l2);
-    assert_memory_equal(pred1, m2->pred, sizeof(float) * out_numel(TB));
-    float l3 = vit_forward(m3, inp, tar, TB);
+    tu_get_pred(m2, pred, TB);
+    assert_memory_equal(pred1, pred, sizeof(float) * out_numel(TB));
+    vit_forward(m3, io.inp_d, io.tar_d, TB);
+    float l3 = tu_get_loss(m3);
     assert_true(l1 == l3);
-    assert_memory_equal(pred1, m3->pred, sizeof(float) * out_numel(TB));
+    tu_get_pred(m3, pred, TB);
+    assert_memory_equal(pred1, pred, sizeof(float) * out_numel(TB));
     /* samples are independent: sample 0 alone gives sample 0's prediction, up
      * to rounding: a BLAS may pick other kernels (another summation order) for
      * M = 1 rows than for M = 2, so bit-equality is not promised. Each float32
@@ -529,15 +586,16 @@ static void test_forward_deterministic_and_partial_batch(void **state) {
      * (test_forward_matches_reference); two of them differ by at most twice
      * that, and 1e-5 of max|pred| leaves a 15x margin while a mixed-up sample
      * (errors of order max|pred|) still fails. */
-    vit_forward(m3, inp, tar, 1);
+    vit_forward(m3, io.inp_d, io.tar_d, 1);
+    tu_get_pred(m3, pred, 1);
     double maxabs = 0, maxdiff = 0;
     for (size_t i = 0; i < out_numel(1); i++) {
         maxabs = fmax(maxabs, fabs(pred1[i]));
-        maxdiff = fmax(maxdiff, fabs((double)m3->pred[i] - pred1[i]));
+        maxdiff = fmax(maxdiff, fabs((double)pred[i] - pred1[i]));
     }
     assert_true(maxdiff <= 1e-5 * maxabs);
-    vb_free(pred1);
-    vb_free(inp), vb_free(tar);
+    vb_free(pred1), vb_free(pred);
+    free_io(&io);
     vit_destroy(m3), vit_destroy(m2);
 }
 
@@ -545,12 +603,10 @@ static void test_profiled_ops(void **state) {
     (void)state;
     vb_profiler *prof = vb_prof_create();
     vb_prof_set_enabled(prof, true);
-    vit_model *m = vit_create(&TINY, NULL, 1, vb_ops_cpu(), prof);
+    vit_model *m = vit_create(&TINY, NULL, 1, tu_ctx(), prof);
     vit_init_weights(m, 1);
-    float *inp = vb_malloc(sizeof(float) * in_numel(1)), *tar = vb_malloc(sizeof(float) * out_numel(1));
-    tu_fill_uniform(inp, in_numel(1), -1, 1, 61);
-    tu_fill_uniform(tar, out_numel(1), -1, 1, 62);
-    vit_forward(m, inp, tar, 1);
+    io_pair io = make_io(1, 61);
+    vit_forward(m, io.inp_d, io.tar_d, 1);
     vit_backward(m);
     char dir[256], path[300];
     tu_tmpdir(dir, sizeof dir, "model");
@@ -562,8 +618,9 @@ static void test_profiled_ops(void **state) {
                          "matmul_forward_patch_embed", "matmul_forward_head", "matmul_backward_qkv",
                          "matmul_backward_proj", "matmul_backward_fc1", "matmul_backward_fc2",
                          "matmul_backward_patch_embed", "matmul_backward_head", "attention_forward",
-                         "attention_backward", "layernorm_forward", "layernorm_backward", "gelu_forward",
-                         "gelu_backward", "patchify", "unpatchify", "rel_l2_loss_forward", "add_pos_embed_backward"};
+                         "attention_backward", "layernorm_forward", "residual_layernorm_forward",
+                         "layernorm_backward", "gelu_backward", "patchify", "unpatchify", "rel_l2_loss_forward",
+                         "add_pos_embed_backward"};
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
         char key[64];
         snprintf(key, sizeof key, ",%s,", ops[i]);
@@ -594,16 +651,31 @@ static void test_profiled_ops(void **state) {
             fwd += flops;
     }
     assert_true(fabs(3 * fwd - vit_train_flops(m, 1)) <= 1e-9 * vit_train_flops(m, 1));
+    /* the fused forward: one LayerNorm alone (the first LN1), the other
+     * 2 x depth fused with the residual add before them; GELU inside fc1 */
+    static const struct {
+        const char *name;
+        int calls;
+    } fused[] = {{"layernorm_forward", 1}, {"residual_layernorm_forward", 4}, {"layernorm_backward", 5}};
+    for (size_t i = 0; i < sizeof fused / sizeof fused[0]; i++) {
+        char key[96];
+        snprintf(key, sizeof key, ",%s,compute,", fused[i].name);
+        char *row = strstr(csv, key);
+        assert_non_null(row);
+        assert_int_equal(atoi(row + strlen(key)), fused[i].calls);
+    }
+    if (strstr(csv, ",gelu_forward,") || strstr(csv, ",add,compute,"))
+        fail_msg("ops.csv shows an unfused GELU or residual add:\n%s", csv);
     free(csv);
     tu_rm_rf(dir);
-    vb_free(inp), vb_free(tar);
+    free_io(&io);
     vit_destroy(m);
     vb_prof_destroy(prof);
 }
 
 static void test_train_flops(void **state) {
     (void)state;
-    vit_model *m = vit_create(&TINY, NULL, 1, vb_ops_cpu(), NULL);
+    vit_model *m = vit_create(&TINY, NULL, 1, tu_ctx(), NULL);
     /* B=2, N=8: GEMM MACs per token = every Linear/conv weight numel
      * (48*16 + 2*(4*16*16 + 2*64*16) + 16*32 = 7424), attention per block and
      * sample 2 heads * 2 matmuls * 8*8*8 = 2048 MACs. Forward FLOPs
@@ -624,7 +696,7 @@ typedef struct {
 
 static void create_child(void *p) {
     const create_args *a = p;
-    vit_create(&a->d, a->par, a->max_batch, vb_ops_cpu(), NULL);
+    vit_create(&a->d, a->par, a->max_batch, tu_ctx(), NULL);
 }
 
 static void expect_create_dies(vit_dims d, const vit_parallel *par, int max_batch, const char *needle) {
@@ -658,7 +730,7 @@ static void test_bad_dims_exit_2(void **state) {
     expect_create_dies(TINY, &par, 1, "tensor_parallel");
     /* and the good dims with an explicit single-rank layout are fine */
     par = (vit_parallel){.tp_size = 1, .tp_rank = 0, .cp_size = 1, .cp_rank = 0};
-    vit_model *m = vit_create(&TINY, &par, 1, vb_ops_cpu(), NULL);
+    vit_model *m = vit_create(&TINY, &par, 1, tu_ctx(), NULL);
     assert_int_equal(m->par.tp_size, 1);
     vit_destroy(m);
 }

@@ -26,7 +26,7 @@ static const vit_dims TINY = {.img_h = 8, .img_w = 16, .patch = 4, .cin = 3, .co
 
 static vit_model *make(int tp, int tp_rank, int cp, int cp_rank) {
     vit_parallel par = {.tp_size = tp, .tp_rank = tp_rank, .cp_size = cp, .cp_rank = cp_rank};
-    return vit_create(&TINY, &par, 2, vb_ops_cpu(), NULL);
+    return vit_create(&TINY, &par, 2, tu_ctx(), NULL);
 }
 
 /* ---------------------------------------------------------------------------
@@ -144,9 +144,9 @@ static void test_tensor_table_tp2(void **state) {
         assert_int_equal(m->nparams, off);
         /* the views follow the local offsets */
         int q = vit_find_tensor(m, "blocks.1.attn.q.weight"), fc2 = vit_find_tensor(m, "blocks.0.mlp.fc2.weight");
-        assert_ptr_equal(m->p.blocks[1].q_w, m->params + m->tensors[q].offset);
+        assert_ptr_equal(m->p.blocks[1].q_w, vb_act_at(m->ctx, m->params_act, m->tensors[q].offset));
         assert_ptr_equal(m->g.blocks[0].fc2_w, m->grads + m->tensors[fc2].offset);
-        assert_ptr_equal(m->p.head_w, m->params + m->tensors[m->ntensors - 1].offset);
+        assert_ptr_equal(m->p.head_w, vb_act_at(m->ctx, m->params_act, m->tensors[m->ntensors - 1].offset));
         /* spot values: fc1.weight [64,16] -> [32,16] rows 32r..; fc2.weight [16,64] -> [16,32] cols 32r.. */
         int fc1 = vit_find_tensor(m, "blocks.0.mlp.fc1.weight");
         assert_int_equal(m->tensors[fc1].shape[0], 32);
@@ -179,26 +179,28 @@ static void test_init_shards_are_slices(void **state) {
     (void)state;
     vit_model *one = make(1, 0, 1, 0);
     vit_init_weights(one, 1234);
+    float *one_p = tu_download(one->ctx, one->params, one->nparams);
     const int layouts[][4] = {{2, 0, 1, 0}, {2, 1, 1, 0}, {2, 1, 2, 1}, {1, 0, 3, 1}};
     for (size_t li = 0; li < sizeof layouts / sizeof layouts[0]; li++) {
         const int *L = layouts[li];
         vit_model *m = make(L[0], L[1], L[2], L[3]);
         vit_init_weights(m, 1234);
-        float *want = vb_malloc(sizeof(float) * m->nparams);
+        float *want = vb_malloc(sizeof(float) * m->nparams), *got = tu_download(m->ctx, m->params, m->nparams);
         for (int i = 0; i < m->ntensors; i++)
-            tu_expected_shard(&m->tensors[i], one->params + one->tensors[i].offset, want + m->tensors[i].offset);
-        if (memcmp(want, m->params, sizeof(float) * m->nparams) != 0)
+            tu_expected_shard(&m->tensors[i], one_p + one->tensors[i].offset, want + m->tensors[i].offset);
+        if (memcmp(want, got, sizeof(float) * m->nparams) != 0)
             fail_msg("tp %d rank %d cp %d rank %d: init shards differ from the single-rank slices", L[0], L[1],
                      L[2], L[3]);
         /* and it is not trivially so: rank 1's q shard differs from rank 0's rows */
         if (L[0] == 2 && L[1] == 1) {
             int q = vit_find_tensor(m, "blocks.0.attn.q.weight");
-            assert_memory_not_equal(m->params + m->tensors[q].offset, one->params + one->tensors[q].offset,
+            assert_memory_not_equal(got + m->tensors[q].offset, one_p + one->tensors[q].offset,
                                     sizeof(float) * m->tensors[q].numel);
         }
-        vb_free(want);
+        vb_free(want), vb_free(got);
         vit_destroy(m);
     }
+    vb_free(one_p);
     vit_destroy(one);
 }
 
@@ -208,9 +210,10 @@ static void test_shard_copies(void **state) {
     vit_model *one = make(1, 0, 1, 0);
     vit_init_weights(one, 5);
     vit_model *r0 = make(2, 0, 1, 0), *r1 = make(2, 1, 1, 0);
+    float *one_p = tu_download(one->ctx, one->params, one->nparams);
     for (int i = 0; i < one->ntensors; i++) {
         const vit_tensor *t0 = &r0->tensors[i], *t1 = &r1->tensors[i];
-        const float *full = one->params + one->tensors[i].offset;
+        const float *full = one_p + one->tensors[i].offset;
         float *s = vb_malloc(sizeof(float) * t1->numel), *want = vb_malloc(sizeof(float) * t1->numel);
         float *back = vb_malloc(sizeof(float) * t1->full_numel);
         vit_shard_extract(t1, t1->shard_offset, full, s);
@@ -223,6 +226,7 @@ static void test_shard_copies(void **state) {
         assert_memory_equal(back, full, sizeof(float) * t1->full_numel);
         vb_free(s), vb_free(want), vb_free(back);
     }
+    vb_free(one_p);
     vit_destroy(r0), vit_destroy(r1), vit_destroy(one);
 }
 
@@ -267,34 +271,42 @@ static void test_checkpoint_load_shards(void **state) {
     snprintf(path, sizeof path, "%s/ckpt.h5", dir);
     vit_model *one = make(1, 0, 1, 0);
     vit_init_weights(one, 9);
-    tu_fill_uniform(one->params, one->nparams, -1, 1, 10); /* every element distinct */
+    /* every element distinct; host copies of what the file will hold */
+    const size_t n = one->nparams;
+    float *srcs[3] = {vb_malloc(sizeof(float) * n), vb_malloc(sizeof(float) * n), vb_malloc(sizeof(float) * n)};
+    tu_fill_uniform(srcs[0], n, -1, 1, 10);
+    tu_fill_uniform(srcs[1], n, -1, 1, 11);
+    tu_fill_uniform(srcs[2], n, 0, 1, 12);
+    tu_set_params(one, srcs[0]);
     vb_adam opt;
-    vb_adam_init(&opt, one->nparams, vb_ops_cpu());
-    tu_fill_uniform(opt.m, one->nparams, -1, 1, 11);
-    tu_fill_uniform(opt.v, one->nparams, 0, 1, 12);
+    vb_adam_init(&opt, n, tu_ctx());
+    tu_h2d(tu_ctx(), opt.m, srcs[1], sizeof(float) * n);
+    tu_h2d(tu_ctx(), opt.v, srcs[2], sizeof(float) * n);
     opt.step = 7;
     vb_checkpoint_save(path, one, &opt);
 
     for (int r = 0; r < 2; r++) {
         vit_model *m = make(2, r, 1, 0);
         vb_adam o;
-        vb_adam_init(&o, m->nparams, vb_ops_cpu());
+        vb_adam_init(&o, m->nparams, tu_ctx());
         vb_checkpoint_load(path, m, &o);
         assert_int_equal(o.step, 7);
         float *want = vb_malloc(sizeof(float) * m->nparams);
-        const float *srcs[3] = {one->params, opt.m, opt.v};
-        const float *gots[3] = {m->params, o.m, o.v};
+        const float *gots_dev[3] = {m->params, o.m, o.v};
         for (int s = 0; s < 3; s++) {
+            float *got = tu_download(tu_ctx(), gots_dev[s], m->nparams);
             for (int i = 0; i < m->ntensors; i++)
                 tu_expected_shard(&m->tensors[i], srcs[s] + one->tensors[i].offset, want + m->tensors[i].offset);
-            if (memcmp(want, gots[s], sizeof(float) * m->nparams) != 0)
+            if (memcmp(want, got, sizeof(float) * m->nparams) != 0)
                 fail_msg("tp rank %d: loaded %s differs from the file's slices", r,
                          s == 0 ? "params" : s == 1 ? "exp_avg" : "exp_avg_sq");
+            vb_free(got);
         }
         vb_free(want);
         vb_adam_free(&o);
         vit_destroy(m);
     }
+    for (int s = 0; s < 3; s++) vb_free(srcs[s]);
     vb_adam_free(&opt);
     vit_destroy(one);
     tu_rm_rf(dir);
@@ -306,7 +318,7 @@ static void test_checkpoint_load_shards(void **state) {
 typedef struct { vit_dims d; vit_parallel par; } create_args;
 static void create_child(void *p) {
     create_args *a = p;
-    vit_create(&a->d, &a->par, 1, vb_ops_cpu(), NULL);
+    vit_create(&a->d, &a->par, 1, tu_ctx(), NULL);
 }
 
 static void forward_child(void *p) {

@@ -120,32 +120,41 @@ static void check_checkpoint(layout *L, const vit_model *one, const vit_model *p
     float *mfull = vb_malloc(sizeof(float) * nfull), *vfull = vb_malloc(sizeof(float) * nfull);
     tu_fill_uniform(mfull, nfull, -1, 1, 901);
     tu_fill_uniform(vfull, nfull, 0, 1, 902);
+    vb_ctx *ctx = tu_ctx();
     vb_adam opt;
-    vb_adam_init(&opt, pm->nparams, vb_ops_cpu());
-    expected_buffer(pm, one, mfull, opt.m);
-    expected_buffer(pm, one, vfull, opt.v);
+    vb_adam_init(&opt, pm->nparams, ctx);
+    float *mshard = vb_malloc(sizeof(float) * pm->nparams), *vshard = vb_malloc(sizeof(float) * pm->nparams);
+    expected_buffer(pm, one, mfull, mshard);
+    expected_buffer(pm, one, vfull, vshard);
+    tu_h2d(ctx, opt.m, mshard, sizeof(float) * pm->nparams);
+    tu_h2d(ctx, opt.v, vshard, sizeof(float) * pm->nparams);
+    vb_free(mshard), vb_free(vshard);
     opt.step = 5;
     if (L->cp_rank == 0) vb_checkpoint_save(path, pm, &opt); /* the tp group(s) of cp rank 0 */
     vb_barrier(&g_world);
 
     double bad_full = 0, bad_shard = 0;
     /* the file has full state_dict shapes and the single-rank optimizer layout */
-    vit_model *one2 = vit_create(&DIMS, NULL, 1, vb_ops_cpu(), NULL);
+    vit_model *one2 = vit_create(&DIMS, NULL, 1, ctx, NULL);
     vb_adam o1;
-    vb_adam_init(&o1, one2->nparams, vb_ops_cpu());
+    vb_adam_init(&o1, one2->nparams, ctx);
     vb_checkpoint_load(path, one2, &o1);
-    if (memcmp(one2->params, one->params, sizeof(float) * nfull) != 0) bad_full = 1;
-    if (memcmp(o1.m, mfull, sizeof(float) * nfull) != 0) bad_full = 2;
-    if (memcmp(o1.v, vfull, sizeof(float) * nfull) != 0) bad_full = 3;
+    float *h = vb_malloc(sizeof(float) * nfull);
+    if (tu_dev_cmp(ctx, one2->params, one->params, sizeof(float) * nfull) != 0) bad_full = 1;
+    tu_d2h(ctx, h, o1.m, sizeof(float) * nfull);
+    if (memcmp(h, mfull, sizeof(float) * nfull) != 0) bad_full = 2;
+    tu_d2h(ctx, h, o1.v, sizeof(float) * nfull);
+    if (memcmp(h, vfull, sizeof(float) * nfull) != 0) bad_full = 3;
     if (o1.step != 5) bad_full = 4;
+    vb_free(h);
     /* and reads back into the shards */
-    vit_model *pm2 = vit_create(&DIMS, &L->par, 1, vb_ops_cpu(), NULL);
+    vit_model *pm2 = vit_create(&DIMS, &L->par, 1, ctx, NULL);
     vb_adam o2;
-    vb_adam_init(&o2, pm2->nparams, vb_ops_cpu());
+    vb_adam_init(&o2, pm2->nparams, ctx);
     vb_checkpoint_load(path, pm2, &o2);
-    if (memcmp(pm2->params, pm->params, sizeof(float) * pm->nparams) != 0) bad_shard = 1;
-    if (memcmp(o2.m, opt.m, sizeof(float) * pm->nparams) != 0) bad_shard = 2;
-    if (memcmp(o2.v, opt.v, sizeof(float) * pm->nparams) != 0) bad_shard = 3;
+    if (tu_dev_cmp(ctx, pm2->params, pm->params, sizeof(float) * pm->nparams) != 0) bad_shard = 1;
+    if (tu_dev_cmp(ctx, o2.m, opt.m, sizeof(float) * pm->nparams) != 0) bad_shard = 2;
+    if (tu_dev_cmp(ctx, o2.v, opt.v, sizeof(float) * pm->nparams) != 0) bad_shard = 3;
     bad_full = world_max(bad_full);
     bad_shard = world_max(bad_shard);
     vb_barrier(&g_world);
@@ -166,31 +175,44 @@ static void check_layout(int tp, int cp) {
     make_layout(&L, tp, cp);
 
     /* the reference: one rank, full model */
-    vit_model *one = vit_create(&DIMS, NULL, MAXB, vb_ops_cpu(), NULL);
-    vit_model *pm = vit_create(&DIMS, &L.par, MAXB, vb_ops_cpu(), NULL);
+    vb_ctx *ctx = tu_ctx();
+    vit_model *one = vit_create(&DIMS, NULL, MAXB, ctx, NULL);
+    vit_model *pm = vit_create(&DIMS, &L.par, MAXB, ctx, NULL);
     vit_init_weights(one, 77);
     vit_init_weights(pm, 77);
-    float *want = vb_malloc(sizeof(float) * pm->nparams);
-    expected_buffer(pm, one, one->params, want);
-    const double init_bad = world_max(memcmp(want, pm->params, sizeof(float) * pm->nparams) != 0);
+    float *want = vb_malloc(sizeof(float) * pm->nparams), *got = vb_malloc(sizeof(float) * pm->nparams);
+    float *one_h = vb_malloc(sizeof(float) * one->nparams);
+    tu_get_params(one, one_h);
+    tu_get_params(pm, got);
+    expected_buffer(pm, one, one_h, want);
+    const double init_bad = world_max(memcmp(want, got, sizeof(float) * pm->nparams) != 0);
     /* move away from the init, identically: the shards are slices of the full weights */
     tu_randomize_params(one, 78);
-    expected_buffer(pm, one, one->params, pm->params);
+    tu_get_params(one, one_h);
+    expected_buffer(pm, one, one_h, got);
+    tu_set_params(pm, got);
 
-    float *inp = vb_malloc(sizeof(float) * in_numel()), *tar = vb_malloc(sizeof(float) * out_numel());
-    tu_fill_uniform(inp, in_numel(), -1, 1, 79);
-    tu_fill_uniform(tar, out_numel(), -1, 1, 80);
+    float *inp_h = vb_malloc(sizeof(float) * in_numel()), *tar_h = vb_malloc(sizeof(float) * out_numel());
+    tu_fill_uniform(inp_h, in_numel(), -1, 1, 79);
+    tu_fill_uniform(tar_h, out_numel(), -1, 1, 80);
+    float *inp = tu_upload(ctx, inp_h, in_numel()), *tar = tu_upload(ctx, tar_h, out_numel());
 
-    const float l1 = vit_forward(one, inp, tar, B);
-    const float lp = vit_forward(pm, inp, tar, B);
+    vit_forward(one, inp, tar, B);
+    const float l1 = tu_get_loss(one);
+    float *pred1 = vb_malloc(sizeof(float) * out_numel()), *predp = vb_malloc(sizeof(float) * out_numel());
+    tu_get_pred(one, pred1, B);
+    vit_forward(pm, inp, tar, B);
+    const float lp = tu_get_loss(pm);
+    tu_get_pred(pm, predp, B);
     const double loss_err = world_max(fabs((double)lp - l1) / fabs((double)l1));
     /* relative to the largest |pred|: elementwise ratios blow up near zero crossings */
     double pscale = 0, pdiff = 0;
     for (size_t i = 0; i < out_numel(); i++) {
-        pscale = fmax(pscale, fabs(one->pred[i]));
-        pdiff = fmax(pdiff, fabs(pm->pred[i] - one->pred[i]));
+        pscale = fmax(pscale, fabs(pred1[i]));
+        pdiff = fmax(pdiff, fabs(predp[i] - pred1[i]));
     }
     const double pred_err = world_max(pdiff / pscale);
+    vb_free(pred1), vb_free(predp);
 
     vit_backward(one);
     g_ready_calls = 0;
@@ -198,30 +220,34 @@ static void check_layout(int tp, int cp) {
     vit_backward(pm);
     const int ready_calls = g_ready_calls;
     /* weights are replicated over cp: their gradients are partial sums (the DDP engine's job) */
-    if (cp > 1) vb_allreduce_sum_f32(&L.cpc, pm->grads, pm->nparams);
+    float *pg = vb_malloc(sizeof(float) * pm->nparams), *one_g = one_h;
+    tu_get_grads(pm, pg);
+    tu_get_grads(one, one_g);
+    if (cp > 1) vb_allreduce_sum_f32(&L.cpc, pg, pm->nparams);
 
-    expected_buffer(pm, one, one->grads, want);
+    expected_buffer(pm, one, one_g, want);
     double gmax = 0;
-    for (size_t i = 0; i < one->nparams; i++) gmax = fmax(gmax, fabs(one->grads[i]));
+    for (size_t i = 0; i < one->nparams; i++) gmax = fmax(gmax, fabs(one_g[i]));
     char worst_name[VIT_MAX_NAME] = "";
     /* floor: attn.k.bias's true gradient is 0 (softmax shift invariance), only noise */
-    const double grad_err = worst_tensor_err(pm, pm->grads, want, 1e-3 * gmax, worst_name, sizeof worst_name);
+    const double grad_err = worst_tensor_err(pm, pg, want, 1e-3 * gmax, worst_name, sizeof worst_name);
     const double grad_err_all = world_max(grad_err);
 
     /* replicated over tp: the gradient must be the same on every tp rank */
     double repl_diff = 0;
     if (tp > 1) {
         float *g0 = vb_malloc(sizeof(float) * pm->nparams);
-        memcpy(g0, pm->grads, sizeof(float) * pm->nparams);
+        memcpy(g0, pg, sizeof(float) * pm->nparams);
         vb_broadcast(&L.tpc, g0, sizeof(float) * pm->nparams, 0);
         for (int i = 0; i < pm->ntensors; i++) {
             const vit_tensor *t = &pm->tensors[i];
             if (t->shard_dim >= 0) continue;
             for (size_t j = 0; j < t->numel; j++)
-                repl_diff = fmax(repl_diff, fabs(pm->grads[t->offset + j] - g0[t->offset + j]));
+                repl_diff = fmax(repl_diff, fabs(pg[t->offset + j] - g0[t->offset + j]));
         }
         vb_free(g0);
     }
+    vb_free(pg);
     repl_diff = world_max(repl_diff / gmax);
 
     print_message("rank %d tp %d/%d cp %d/%d: loss %.7f vs %.7f (rel %.2g), pred rel %.2g, "
@@ -232,7 +258,8 @@ static void check_layout(int tp, int cp) {
 
     if (init_bad == 0) check_checkpoint(&L, one, pm);
 
-    vb_free(want), vb_free(inp), vb_free(tar);
+    vb_free(want), vb_free(got), vb_free(one_h), vb_free(inp_h), vb_free(tar_h);
+    ctx->ops->free(ctx, inp), ctx->ops->free(ctx, tar);
     vit_destroy(one), vit_destroy(pm);
     free_layout(&L);
 

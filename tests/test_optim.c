@@ -22,37 +22,48 @@ static void ref_adam(double *p, double *m, double *v, const float *g, size_t n, 
     }
 }
 
+/* vb_adam_step writes its step's arguments (lr included) into backend memory
+ * before each update; six steps with six learning rates follow the double
+ * reference, with params, gradients and moments in backend memory. */
 static void test_adam_matches_reference(void **state) {
     (void)state;
     const size_t n = 4099; /* not a multiple of any vector width */
-    const vb_ops *ops = vb_ops_cpu();
+    vb_ctx *ctx = tu_ctx();
+    const vb_ops *ops = ctx->ops;
     vb_adam a;
-    vb_adam_init(&a, n, ops);
+    vb_adam_init(&a, n, ctx);
     assert_true(a.beta1 == 0.9f && a.beta2 == 0.95f && a.eps == 1e-8f);
     assert_int_equal(a.step, 0);
     assert_int_equal(a.n, n);
 
-    float *p = ops->alloc(n * sizeof(float)), *g = ops->alloc(n * sizeof(float));
+    float *p_dev = ops->alloc(ctx, n * sizeof(float)), *g_dev = ops->alloc(ctx, n * sizeof(float));
+    float *p = malloc(n * sizeof(float)), *g = malloc(n * sizeof(float));
+    float *am = malloc(n * sizeof(float)), *av = malloc(n * sizeof(float));
     double *rp = calloc(n, sizeof(double)), *rm = calloc(n, sizeof(double)), *rv = calloc(n, sizeof(double));
     float *p0 = malloc(n * sizeof(float));
-    tu_fill_uniform(p, n, -1, 1, 1);
-    memcpy(p0, p, n * sizeof(float));
-    for (size_t i = 0; i < n; i++) rp[i] = p[i];
+    tu_fill_uniform(p0, n, -1, 1, 1);
+    tu_h2d(ctx, p_dev, p0, n * sizeof(float));
+    for (size_t i = 0; i < n; i++) rp[i] = p0[i];
     const float lrs[6] = {1e-3f, 5e-4f, 2e-3f, 1e-3f, 1e-4f, 3e-3f};
     for (int t = 1; t <= 6; t++) {
         /* gradients of mixed scale, including tiny ones where eps matters */
         tu_fill_uniform(g, n, -1, 1, 100 + (uint64_t)t);
         for (size_t i = 0; i < n; i += 7) g[i] *= 1e-6f;
-        vb_adam_step(&a, p, g, lrs[t - 1], NULL);
+        tu_h2d(ctx, g_dev, g, n * sizeof(float));
+        /* float32 activations: no separate copy of the params to update */
+        vb_adam_step(&a, p_dev, p_dev, g_dev, lrs[t - 1], NULL);
         ref_adam(rp, rm, rv, g, n, lrs[t - 1], t);
         assert_int_equal(a.step, t);
     }
+    tu_d2h(ctx, p, p_dev, n * sizeof(float));
+    tu_d2h(ctx, am, a.m, n * sizeof(float));
+    tu_d2h(ctx, av, a.v, n * sizeof(float));
     double worst_p = 0, worst_m = 0, worst_v = 0, moved = 0;
     for (size_t i = 0; i < n; i++) {
         worst_p = fmax(worst_p, fabs(p[i] - rp[i]));
         /* m is a signed running mean that can cancel to ~0: compare absolutely (|g| <= 1) */
-        worst_m = fmax(worst_m, fabs(a.m[i] - rm[i]));
-        worst_v = fmax(worst_v, fabs(a.v[i] - rv[i]) / fmax(fabs(rv[i]), 1e-12));
+        worst_m = fmax(worst_m, fabs(am[i] - rm[i]));
+        worst_v = fmax(worst_v, fabs(av[i] - rv[i]) / fmax(fabs(rv[i]), 1e-12));
         moved = fmax(moved, fabs((double)p[i] - p0[i]));
     }
     print_message("adam: max |dp| %.3g, max |dm| %.3g, max rel dv %.3g\n", worst_p, worst_m, worst_v);
@@ -65,7 +76,8 @@ static void test_adam_matches_reference(void **state) {
     /* the update really happened: Adam moves a param by up to ~lr per step */
     assert_true(moved > 3e-3);
 
-    ops->free(p), ops->free(g);
+    ops->free(ctx, p_dev), ops->free(ctx, g_dev);
+    free(p), free(g), free(am), free(av);
     free(rp), free(rm), free(rv), free(p0);
     vb_adam_free(&a);
 }

@@ -112,12 +112,82 @@ double tu_max_rel_err(const float *a, const float *b, size_t n, double floor) {
     return worst;
 }
 
+vb_ctx *tu_ctx(void) {
+    static vb_ctx *ctx = NULL;
+    if (!ctx) {
+        char err[256] = "";
+        vb_ctx_opts o = {.act = VB_DTYPE_F32};
+        ctx = vb_ops_cpu()->ctx_create(&o, err, sizeof err);
+        if (!ctx) {
+            fprintf(stderr, "test: cpu ctx_create: %s\n", err);
+            abort();
+        }
+    }
+    return ctx;
+}
+
+void tu_h2d(vb_ctx *ctx, void *dev, const void *host, size_t bytes) {
+    ctx->ops->memcpy_h2d(ctx, dev, host, bytes);
+    ctx->ops->synchronize(ctx);
+}
+
+void tu_d2h(vb_ctx *ctx, void *host, const void *dev, size_t bytes) {
+    ctx->ops->memcpy_d2h(ctx, host, dev, bytes);
+    ctx->ops->synchronize(ctx);
+}
+
+float *tu_upload(vb_ctx *ctx, const float *host, size_t n) {
+    float *d = ctx->ops->alloc(ctx, n * sizeof(float));
+    tu_h2d(ctx, d, host, n * sizeof(float));
+    return d;
+}
+
+float *tu_download(vb_ctx *ctx, const float *dev, size_t n) {
+    float *h = vb_malloc(n * sizeof(float));
+    tu_d2h(ctx, h, dev, n * sizeof(float));
+    return h;
+}
+
+int tu_dev_cmp(vb_ctx *ctx, const void *a, const void *b, size_t bytes) {
+    char *ha = vb_malloc(bytes), *hb = vb_malloc(bytes);
+    tu_d2h(ctx, ha, a, bytes);
+    tu_d2h(ctx, hb, b, bytes);
+    int c = memcmp(ha, hb, bytes);
+    vb_free(ha), vb_free(hb);
+    return c;
+}
+
+void tu_get_params(const vit_model *m, float *host) { tu_d2h(m->ctx, host, m->params, m->nparams * sizeof(float)); }
+
+void tu_set_params(vit_model *m, const float *host) {
+    tu_h2d(m->ctx, m->params, host, m->nparams * sizeof(float));
+    vit_params_changed(m);
+    m->ops->synchronize(m->ctx);
+}
+
+void tu_get_grads(const vit_model *m, float *host) { tu_d2h(m->ctx, host, m->grads, m->nparams * sizeof(float)); }
+
+size_t tu_pred_numel(const vit_model *m, int B) {
+    return (size_t)B * (size_t)m->d.cout * (size_t)m->d.img_h * (size_t)m->d.img_w;
+}
+
+void tu_get_pred(const vit_model *m, float *host, int B) {
+    tu_d2h(m->ctx, host, m->pred, tu_pred_numel(m, B) * sizeof(float));
+}
+
+float tu_get_loss(const vit_model *m) {
+    float l;
+    tu_d2h(m->ctx, &l, m->loss_dev, sizeof l);
+    return l;
+}
+
 void tu_randomize_params(vit_model *m, uint64_t seed) {
     vb_rng r;
     vb_rng_seed(&r, seed);
+    float *host = vb_malloc(m->nparams * sizeof(float));
     for (int i = 0; i < m->ntensors; i++) {
         const vit_tensor *t = &m->tensors[i];
-        float *w = m->params + t->offset;
+        float *w = host + t->offset;
         for (size_t j = 0; j < t->numel; j++) {
             double u = 2.0 * vb_rng_uniform(&r) - 1.0;
             if (t->init == VIT_INIT_ONE) w[j] = (float)(1.0 + 0.2 * u);
@@ -125,6 +195,8 @@ void tu_randomize_params(vit_model *m, uint64_t seed) {
             else w[j] = (float)(0.35 * u);
         }
     }
+    tu_set_params(m, host);
+    vb_free(host);
 }
 
 void tu_expected_shard(const vit_tensor *t, const float *full, float *out) {

@@ -28,10 +28,34 @@ void tu_fill_uniform(float *x, size_t n, float lo, float hi, uint64_t seed);
 /* max |a-b| / max(|b|, floor) */
 double tu_max_rel_err(const float *a, const float *b, size_t n, double floor);
 
+/* ---- backend memory: tests read and write it through copies ---- */
+
+struct vb_ctx;
+/* The CPU backend's float32 context of this test process (made on first use). */
+struct vb_ctx *tu_ctx(void);
+/* Copies between host and backend memory of ctx and waits for them. */
+void tu_h2d(struct vb_ctx *ctx, void *dev, const void *host, size_t bytes);
+void tu_d2h(struct vb_ctx *ctx, void *host, const void *dev, size_t bytes);
+/* A backend copy of n host floats (free it with ctx->ops->free). */
+float *tu_upload(struct vb_ctx *ctx, const float *host, size_t n);
+/* A host copy of n backend floats (free it with vb_free). */
+float *tu_download(struct vb_ctx *ctx, const float *dev, size_t n);
+/* memcmp of two backend buffers, through host copies */
+int tu_dev_cmp(struct vb_ctx *ctx, const void *a, const void *b, size_t bytes);
+
 /* ---- models ---- */
 
 struct vit_model;
 struct vit_tensor;
+/* A model's parameters, gradients, prediction of the last forward (B
+ * samples: tu_pred_numel floats) and loss, copied out; tu_set_params copies
+ * parameters in and refreshes the activation-dtype copy the forward reads. */
+void tu_get_params(const struct vit_model *m, float *host);
+void tu_set_params(struct vit_model *m, const float *host);
+void tu_get_grads(const struct vit_model *m, float *host);
+size_t tu_pred_numel(const struct vit_model *m, int B);
+void tu_get_pred(const struct vit_model *m, float *host, int B);
+float tu_get_loss(const struct vit_model *m);
 /* Weights well away from the init (which makes the output ~0 and the deep
  * gradients tiny): every path, including LayerNorm affine and biases, then
  * carries a gradient that finite differences and cross-rank comparisons can
