@@ -221,7 +221,10 @@ const vb_ops *vb_ops_cpu(void);
 /* The CUDA backend; NULL when not compiled in. */
 const vb_ops *vb_ops_cuda(void);
 
-/* Backend by name ("cpu", "cuda"); NULL if unknown or not compiled in. */
+/* cuda when compiled in and a usable GPU is visible, else cpu. */
+const vb_ops *vb_ops_auto(void);
+
+/* Backend by name ("cpu", "cuda", "auto"); NULL if unknown or not compiled in. */
 const vb_ops *vb_ops_by_name(const char *name);
 
 #endif
