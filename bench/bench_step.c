@@ -152,18 +152,21 @@ static void stats_add(step_stats *s, double dt) {
 typedef struct trainer {
     vit_model *m;
     vb_adam opt;
-    const vb_ops *ops;
-    const vb_config *c;
+    vb_ctx *ctx;
+    vb_step step;        /* the run's step: schedule, lr scaling, optimizer */
+    float *loss_host;    /* page-locked [1] */
     int t;               /* update count, drives the lr schedule */
 } trainer;
 
+/* One update through the run's own step (vb_step_train), then its loss: the
+ * timed step ends when its work has finished. */
 static void train_step(trainer *tr, const float *inp, const float *tar, int B) {
-    vit_forward(tr->m, inp, tar, B);
-    vit_backward(tr->m);
-    float lr = vb_lr_at(tr->c->lr_schedule, tr->c->lr, tr->c->warmup, tr->c->num_iters, tr->t++);
-    vb_adam_step(&tr->opt, tr->m->params, tr->m->grads, lr, tr->m->prof);
-    tr->ops->synchronize();
-    if (!isfinite(tr->m->loss)) vb_die_internal("loss is %f at benchmark step %d", tr->m->loss, tr->t);
+    float lr = vb_step_train(&tr->step, tr->t++, inp, tar, B);
+    const vb_ops *ops = tr->ctx->ops;
+    ops->memcpy_d2h(tr->ctx, tr->loss_host, tr->m->loss_dev, sizeof(float));
+    ops->synchronize(tr->ctx);
+    if (!isfinite(tr->loss_host[0]))
+        vb_die_internal("loss is %f at benchmark step %d (lr %g)", (double)tr->loss_host[0], tr->t, (double)lr);
 }
 
 static void print_row(const char *trial, const char *what, double ms, double gflops, double sps,
@@ -184,8 +187,6 @@ int main(int argc, char **argv) {
     vb_config c;
     vb_config_defaults(&c);
     vb_config_from_args(&c, cargc, cargv, 1);
-    const vb_ops *ops = vb_ops_by_name(c.backend);
-    if (!ops) vb_die_input("flag --backend: '%s' is not a compiled-in backend", c.backend);
     int B = c.local_batch_size > 0 ? c.local_batch_size : c.global_batch_size;
 
     // FULL needs the dataset: say so before spending minutes on the rest
@@ -196,18 +197,22 @@ int main(int argc, char **argv) {
     vit_dims d = vb_config_vit_dims(&c);
     vit_parallel par = {.tp_size = 1, .tp_rank = 0, .cp_size = 1, .cp_rank = 0};
     vb_profiler *prof = o.ops_csv ? vb_prof_create() : NULL;
-    trainer tr = {.ops = ops, .c = &c};
+    trainer tr = {.ctx = vb_run_ctx_create(&c)};
+    const vb_ops *ops = tr.ctx->ops;
     /* as a run does: a model that cannot fit is refused before it is allocated */
     vb_benchy_config no_benchy;
     vb_benchy_defaults(&no_benchy);
     vb_mem_estimate mem;
-    vb_mem_estimate_run(&c, &no_benchy, false, false, &d, &par, B, 1, 1, &mem);
+    vb_mem_estimate_run(&c, &no_benchy, false, false, &d, &par, B, 1, 1, tr.ctx, &mem);
     char mem_source[32];
     double mem_limit = vb_mem_available(mem_source, sizeof mem_source);
     vb_mem_check(&mem, 1, mem_limit, mem_source);
-    tr.m = vit_create(&d, &par, B, ops, prof);
+    tr.m = vit_create(&d, &par, B, tr.ctx, prof);
     vit_init_weights(tr.m, c.seed);
-    vb_adam_init(&tr.opt, tr.m->nparams, ops);
+    vb_adam_init(&tr.opt, tr.m->nparams, tr.ctx);
+    /* one rank: the global batch is B, no gradient reduction */
+    tr.step = (vb_step){.model = tr.m, .opt = &tr.opt, .ddp = NULL, .cfg = &c, .global_batch = B, .timeline = NULL};
+    tr.loss_host = ops->alloc_host(tr.ctx, sizeof(float));
 
     const int N = tr.m->ntok, D = c.embed_dim, BN = B * N;
     const double step_flops = vit_train_flops(tr.m, B);
@@ -246,22 +251,25 @@ int main(int argc, char **argv) {
      * one, else N(0,1)), copied to backend memory once. */
     size_t nin = (size_t)B * c.n_in_channels * c.img_size[0] * c.img_size[1];
     size_t ntar = (size_t)B * c.n_out_channels * c.img_size[0] * c.img_size[1];
-    float *inp = ops->alloc(nin * sizeof(float)), *tar = ops->alloc(ntar * sizeof(float));
+    float *inp = ops->alloc(tr.ctx, nin * sizeof(float)), *tar = ops->alloc(tr.ctx, ntar * sizeof(float));
     vb_loader *loader = NULL;
     if (vb_dir_exists(c.train_data_path)) {
         loader = vb_config_loader(&c, c.train_data_path, B, c.limit_nsamples, c.shuffle, 0, 1);
         const vb_batch *b = vb_loader_next(loader);
-        ops->memcpy_h2d(inp, b->inp, nin * sizeof(float));
-        ops->memcpy_h2d(tar, b->tar, ntar * sizeof(float));
+        ops->memcpy_h2d(tr.ctx, inp, b->inp, nin * sizeof(float));
+        ops->memcpy_h2d(tr.ctx, tar, b->tar, ntar * sizeof(float));
+        ops->synchronize(tr.ctx); /* the copies read the batch until they complete */
         vb_loader_release(loader, b);
     } else {
         float *h = vb_malloc((nin > ntar ? nin : ntar) * sizeof(float));
         vb_rng r;
         vb_rng_seed(&r, c.seed + 1);
         for (size_t i = 0; i < nin; i++) h[i] = (float)vb_rng_normal(&r);
-        ops->memcpy_h2d(inp, h, nin * sizeof(float));
+        ops->memcpy_h2d(tr.ctx, inp, h, nin * sizeof(float));
+        ops->synchronize(tr.ctx); /* h is refilled next */
         for (size_t i = 0; i < ntar; i++) h[i] = (float)vb_rng_normal(&r);
-        ops->memcpy_h2d(tar, h, ntar * sizeof(float));
+        ops->memcpy_h2d(tr.ctx, tar, h, ntar * sizeof(float));
+        ops->synchronize(tr.ctx);
         vb_free(h);
     }
     for (int i = 0; i < o.warmup; i++) train_step(&tr, inp, tar, B);
@@ -298,8 +306,9 @@ int main(int argc, char **argv) {
             double t0 = vb_now();
             const vb_batch *b = vb_loader_next(loader);
             double t1 = vb_now();
-            ops->memcpy_h2d(inp, b->inp, nin * sizeof(float));
-            ops->memcpy_h2d(tar, b->tar, ntar * sizeof(float));
+            ops->memcpy_h2d(tr.ctx, inp, b->inp, nin * sizeof(float));
+            ops->memcpy_h2d(tr.ctx, tar, b->tar, ntar * sizeof(float));
+            ops->synchronize(tr.ctx); /* the copies read the batch until they complete */
             vb_loader_release(loader, b);
             train_step(&tr, inp, tar, B);
             if (i == 0) continue;
@@ -323,10 +332,12 @@ int main(int argc, char **argv) {
            syn_step, syn.min);
 
     if (loader) vb_loader_destroy(loader);
-    ops->free(inp);
-    ops->free(tar);
+    ops->free(tr.ctx, inp);
+    ops->free(tr.ctx, tar);
+    ops->free_host(tr.ctx, tr.loss_host);
     vb_adam_free(&tr.opt);
     vit_destroy(tr.m);
+    ops->ctx_destroy(tr.ctx);
     if (prof) vb_prof_destroy(prof);
     free(cargv);
     return 0;

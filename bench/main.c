@@ -27,6 +27,7 @@
 #include "core/comm.h"
 #include "core/common.h"
 #include "core/data.h"
+#include "kernels/ops.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -87,7 +88,7 @@ static void print_version(void) {
     char mpi[256];
     vb_mpi_version(mpi, sizeof mpi); /* MPI_Get_library_version needs no MPI_Init */
     printf("vitbench %s\n", VB_GIT_COMMIT);
-    printf("backends: cpu\n");
+    printf("backends: cpu%s\n", vb_ops_cuda() ? " cuda" : "");
     printf("hdf5 %u.%u.%u\n", maj, min, rel);
     printf("openblas %s\n", openblas_get_config());
     printf("mpi %s\n", mpi);

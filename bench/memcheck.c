@@ -23,25 +23,27 @@ static double steps_of(const vb_benchy_trial_cfg *t, int steps_per_epoch) {
 }
 
 void vb_mem_estimate_run(const vb_config *c, const vb_benchy_config *b, bool benchy, bool train, const vit_dims *d,
-                         const vit_parallel *par, int local_batch, int steps_per_epoch, int world,
+                         const vit_parallel *par, int local_batch, int steps_per_epoch, int world, vb_ctx *ctx,
                          vb_mem_estimate *e) {
     memset(e, 0, sizeof *e);
     e->local_batch = local_batch;
-    vit_footprint f = vit_footprint_of(d, par, local_batch);
-    e->params = (double)f.nparams * sizeof(float);
-    e->grads = e->params;
-    e->optimizer = 2.0 * e->params;
-    e->activations = (double)f.nacts * sizeof(float);
+    vit_footprint f = vit_footprint_of(d, par, local_batch, ctx);
+    e->params = (double)f.nparams * sizeof(float) + (double)f.param_act_bytes;
+    e->grads = (double)f.nparams * sizeof(float);
+    e->optimizer = 2.0 * (double)f.nparams * sizeof(float);
+    e->activations = (double)f.act_bytes;
     /* activations grow with the batch; the padding of each view makes the
      * step from B to B + 1 the honest per-sample figure */
-    vit_footprint f1 = vit_footprint_of(d, par, local_batch + 1);
-    double act_per_sample = ((double)f1.nacts - (double)f.nacts) * sizeof(float);
+    vit_footprint f1 = vit_footprint_of(d, par, local_batch + 1, ctx);
+    double act_per_sample = (double)f1.act_bytes - (double)f.act_bytes;
+    const bool host = ctx->ops->host_memory != 0;
 
     /* a batch is inputs and targets; the loader keeps 1 slot (no workers) or
-     * 2 per worker, the backend one copy, validation (train) its own slots */
+     * 2 per worker, the backend one copy (host memory on the CPU),
+     * validation (train) its own slots */
     double sample = (double)(c->n_in_channels + c->n_out_channels) * c->img_size[0] * c->img_size[1] * sizeof(float);
     double slots = c->num_data_workers > 0 ? 2.0 * c->num_data_workers : 1.0;
-    double buffers = slots + 1.0 + (train ? slots : 0.0);
+    double buffers = slots + (host ? 1.0 : 0.0) + (train ? slots : 0.0);
     e->data = buffers * sample * local_batch;
 
     if (benchy) {
@@ -59,8 +61,16 @@ void vb_mem_estimate_run(const vb_config *c, const vb_benchy_config *b, bool ben
         if (b->full.run_benchmark && window > 0)
             e->records += window * ((64.0 * d->depth + 256.0) + 1024.0) * TIMELINE_EVENT_BYTES;
     }
-    e->per_sample = act_per_sample + buffers * sample;
-    e->total = e->params + e->grads + e->optimizer + e->activations + e->data + e->records;
+    const double model = e->params + e->grads + e->optimizer + e->activations;
+    if (host) {
+        e->per_sample = act_per_sample + buffers * sample;
+        e->total = model + e->data + e->records;
+    } else {
+        /* the model and the batch copy live on the device */
+        e->device = model + sample * local_batch;
+        e->per_sample = buffers * sample;
+        e->total = e->data + e->records;
+    }
 }
 
 /* A number from a cgroup file ("max" = no limit: -1). */
@@ -124,13 +134,22 @@ void vb_mem_check(const vb_mem_estimate *e, int node_ranks, double limit, const 
     if (fits >= 1)
         snprintf(advice, sizeof advice, "the largest local batch that fits is %ld (--local_batch_size %ld)", fits,
                  fits);
+    else if (e->device > 0)
+        snprintf(advice, sizeof advice, "no batch fits: the run's records alone need %.2f GiB a rank",
+                 gib(e->records));
     else
         snprintf(advice, sizeof advice, "no batch fits: the model and optimizer alone need %.2f GiB a rank",
                  gib(e->params + e->grads + e->optimizer));
-    vb_die_input("memory: local batch %d needs an estimated %.2f GiB a rank (parameters %.2f, gradients %.2f, Adam "
-                 "%.2f, activations %.2f, data %.2f, records %.2f) x %d rank%s on this node, more than the %.2f GiB "
-                 "available (%s); %s",
-                 e->local_batch, gib(e->total), gib(e->params), gib(e->grads), gib(e->optimizer), gib(e->activations),
-                 gib(e->data), gib(e->records), node_ranks, node_ranks == 1 ? "" : "s", gib(limit), limit_source,
-                 advice);
+    if (e->device > 0) /* the model is on the device: only host buffers count here */
+        vb_die_input("memory: local batch %d needs an estimated %.2f GiB of host memory a rank (data %.2f, records "
+                     "%.2f) x %d rank%s on this node, more than the %.2f GiB available (%s); %s",
+                     e->local_batch, gib(e->total), gib(e->data), gib(e->records), node_ranks,
+                     node_ranks == 1 ? "" : "s", gib(limit), limit_source, advice);
+    else
+        vb_die_input("memory: local batch %d needs an estimated %.2f GiB a rank (parameters %.2f, gradients %.2f, "
+                     "Adam %.2f, activations %.2f, data %.2f, records %.2f) x %d rank%s on this node, more than the "
+                     "%.2f GiB available (%s); %s",
+                     e->local_batch, gib(e->total), gib(e->params), gib(e->grads), gib(e->optimizer),
+                     gib(e->activations), gib(e->data), gib(e->records), node_ranks, node_ranks == 1 ? "" : "s",
+                     gib(limit), limit_source, advice);
 }

@@ -12,6 +12,10 @@
  * (a GPU backend will compare with free device memory). Estimate x ranks on
  * the node over the limit exits 2 with one line: the estimate, the limit and
  * the largest local batch that would fit.
+ *
+ * Where the model's buffers live is the backend's property (ops->host_memory):
+ * host memory (the CPU) counts them here; device memory does not, and only
+ * the host side (loader buffers, records) is checked against the host.
  */
 #ifndef VB_MEMCHECK_H
 #define VB_MEMCHECK_H
@@ -24,16 +28,20 @@
 
 typedef struct vb_mem_estimate {
     /* bytes for one rank */
-    double params, grads, optimizer, activations, data, records, total;
-    double per_sample;    /* the part that grows with each sample of the local batch */
+    double params, grads, optimizer, activations, data, records;
+    double total;         /* what counts against the host's memory */
+    double device;        /* the model's bytes in device memory (0 when the backend's memory is the host's) */
+    double per_sample;    /* the part of total that grows with each sample of the local batch */
     int local_batch;
 } vb_mem_estimate;
 
 /* The estimate for config c (benchy b when `benchy`, else the train loop)
  * with this rank's model dims and layout, local batch and loader epoch
- * length; world = ranks in the run (rank 0 keeps every rank's records). */
+ * length; world = ranks in the run (rank 0 keeps every rank's records).
+ * ctx: the backend context the model will be created on (its activation
+ * dtype, attention workspace and kind of memory). */
 void vb_mem_estimate_run(const vb_config *c, const vb_benchy_config *b, bool benchy, bool train, const vit_dims *d,
-                         const vit_parallel *par, int local_batch, int steps_per_epoch, int world,
+                         const vit_parallel *par, int local_batch, int steps_per_epoch, int world, vb_ctx *ctx,
                          vb_mem_estimate *e);
 
 /* Bytes this process may still take, and where the figure comes from

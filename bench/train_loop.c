@@ -85,27 +85,63 @@ static void save_interrupted_checkpoint(vb_run *r) {
     vb_log("Saved checkpoint %s (interrupted at step %d)", path, r->iteration);
 }
 
+/* Backend and host buffers of validation, allocated once. */
+typedef struct {
+    double *rmse_dev;   /* backend [n_out_channels]: RMSE sums over the samples */
+    float *losses_dev;  /* backend [steps]: each batch's loss */
+    double *rmse_host;  /* page-locked copies of both, read once at the end */
+    float *losses_host;
+    int steps;
+} valid_bufs;
+
+static void valid_bufs_init(vb_run *r, valid_bufs *v) {
+    const int C = r->cfg.n_out_channels;
+    v->steps = vb_loader_steps_per_epoch(r->valid_loader);
+    v->rmse_dev = r->ops->alloc(r->ctx, (size_t)C * sizeof(double));
+    v->losses_dev = r->ops->alloc(r->ctx, (size_t)v->steps * sizeof(float));
+    v->rmse_host = r->ops->alloc_host(r->ctx, (size_t)C * sizeof(double));
+    v->losses_host = r->ops->alloc_host(r->ctx, (size_t)v->steps * sizeof(float));
+}
+
+static void valid_bufs_free(vb_run *r, valid_bufs *v) {
+    if (!v->rmse_dev) return;
+    r->ops->synchronize(r->ctx);
+    r->ops->free(r->ctx, v->rmse_dev);
+    r->ops->free(r->ctx, v->losses_dev);
+    r->ops->free_host(r->ctx, v->rmse_host);
+    r->ops->free_host(r->ctx, v->losses_host);
+}
+
 /* Whole valid split, no shuffle: mean loss over batches and the mean over
- * samples of channel 0's latitude-weighted RMSE (train.py's "RMSE(u10m)"). */
-static void validate(vb_run *r, double *rmse_host, double *val_loss, double *rmse0) {
+ * samples of channel 0's latitude-weighted RMSE (train.py's "RMSE(u10m)").
+ * The losses and RMSE sums stay in backend memory until the split is done:
+ * one copy out and one wait for the whole validation. */
+static void validate(vb_run *r, valid_bufs *v, double *val_loss, double *rmse0) {
     const vb_config *c = &r->cfg;
+    const size_t C = (size_t)c->n_out_channels;
     vb_loader *vl = r->valid_loader;
     int steps = vb_loader_steps_per_epoch(vl);
     vb_loader_reset(vl, 0);
-    memset(rmse_host, 0, (size_t)c->n_out_channels * sizeof(double));
+    r->ops->zero(r->ctx, v->rmse_dev, C * sizeof(double));
     double sums[3] = {0, 0, 0}; /* loss sum, batches, samples */
     VB_NVTX_PUSH("validation");
     for (int i = 0; i < steps; i++) {
         const vb_batch *b = vb_loader_next(vl);
         vb_run_copy_batch(r, b);
-        float loss = vit_forward(r->model, r->inp_dev, r->tar_dev, b->B);
-        r->ops->weighted_rmse_accumulate(rmse_host, r->model->pred, r->tar_dev, b->B, c->n_out_channels,
+        vit_forward(r->model, r->inp_dev, r->tar_dev, b->B);
+        r->ops->memcpy_d2d(r->ctx, v->losses_dev + i, r->model->loss_dev, sizeof(float));
+        r->ops->weighted_rmse_accumulate(r->ctx, v->rmse_dev, r->model->pred, r->tar_dev, b->B, c->n_out_channels,
                                          c->img_size[0], c->img_size[1]);
-        sums[0] += loss;
         sums[1] += 1;
         sums[2] += b->B;
         vb_loader_release(vl, b);
     }
+    r->ops->memcpy_d2h(r->ctx, v->losses_host, v->losses_dev, (size_t)steps * sizeof(float));
+    r->ops->memcpy_d2h(r->ctx, v->rmse_host, v->rmse_dev, C * sizeof(double));
+    r->ops->synchronize(r->ctx);
+    /* summed in batch order in double, as each batch's loss came in before */
+    for (int i = 0; i < steps; i++) sums[0] += v->losses_host[i];
+    double *rmse_host = v->rmse_host;
     VB_NVTX_POP();
     /* over dp only: tp / cp peers saw the same samples and hold the same loss */
     vb_allreduce_sum_f64(&r->dp_comm, sums, 3);
@@ -125,8 +161,9 @@ int vb_train_loop(vb_run *r) {
     /* all log rows up front: the loop itself allocates nothing */
     train_row *rows = calloc((size_t)(total > 0 ? total : 1), sizeof *rows);
     valid_row *vrows = calloc((size_t)(nepochs > 0 ? nepochs : 1), sizeof *vrows);
-    double *rmse_host = calloc((size_t)c->n_out_channels, sizeof *rmse_host);
-    if (!rows || !vrows || !rmse_host) vb_die_internal("out of memory for %d training log rows", total);
+    if (!rows || !vrows) vb_die_internal("out of memory for %d training log rows", total);
+    valid_bufs vbufs = {0};
+    if (nepochs > 0 && r->valid_loader) valid_bufs_init(r, &vbufs);
     train_logs logs = {rows, 0, vrows, 0};
 
     vb_log("Starting Training Loop...");
@@ -135,7 +172,7 @@ int vb_train_loop(vb_run *r) {
     const double t_train = vb_now();
     for (int epoch = 0; epoch < nepochs; epoch++) {
         vb_loader_reset(tl, epoch);
-        r->ops->synchronize();
+        r->ops->synchronize(r->ctx);
         const double start = vb_now();
         int steps = total - done < spe ? total - done : spe;
         double loss_sum = 0;
@@ -148,8 +185,10 @@ int vb_train_loop(vb_run *r) {
             double ts = vb_now();
             const vb_batch *b = vb_loader_next(tl);
             float lr = 0;
-            float loss = vb_train_step(r, b, &lr);
+            vb_train_step(r, b, &lr);
             vb_loader_release(tl, b);
+            /* each row needs its step's loss: wait for the step and read it */
+            float loss = vb_run_step_loss(r);
             if (r->dp > 1) {
                 /* the replica-wide loss: mean over the dp ranks' local batches
                  * (tp / cp peers hold the same loss, so they are left out) */
@@ -157,7 +196,6 @@ int vb_train_loop(vb_run *r) {
                 vb_allreduce_sum_f64(&r->dp_comm, &l, 1);
                 loss = (float)(l / r->dp);
             }
-            r->ops->synchronize();
             train_row *row = &rows[done];
             row->step = done + 1;
             row->epoch = epoch + 1;
@@ -172,7 +210,7 @@ int vb_train_loop(vb_run *r) {
                 vb_run_die_diverged(r, loss, lr, done);
             }
         }
-        r->ops->synchronize();
+        r->ops->synchronize(r->ctx);
         const double end = vb_now();
         char t_str[64], rate_str[64];
         vb_pyfloat(t_str, sizeof t_str, end - start);
@@ -182,7 +220,7 @@ int vb_train_loop(vb_run *r) {
 
         const double val_start = vb_now();
         double val_loss = 0, rmse0 = 0;
-        validate(r, rmse_host, &val_loss, &rmse0);
+        validate(r, &vbufs, &val_loss, &rmse0);
         const double val_end = vb_now();
         vb_log("  Avg val loss=%f", val_loss);
         vb_log("  RMSE(u10m)=%f", rmse0);
@@ -210,6 +248,6 @@ int vb_train_loop(vb_run *r) {
     }
     free(rows);
     free(vrows);
-    free(rmse_host);
+    valid_bufs_free(r, &vbufs);
     return 0;
 }

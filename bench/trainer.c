@@ -409,6 +409,30 @@ void vb_run_timeline_phase(vb_run *r, const char *phase, double t0, double t1) {
     vb_tlrec_add(r->timeline, VB_TL_MAIN, VB_TLK_PHASE, phase, t0, t1 - t0, 0, 0, -1);
 }
 
+vb_ctx *vb_run_ctx_create(const vb_config *c) {
+    vb_ctx_opts opts = {.act = VB_DTYPE_F32, .device = 0, .tf32 = c->tf32 ? 1 : 0};
+    if (strcmp(c->amp_mode, "bf16") == 0) opts.act = VB_DTYPE_BF16;
+    else if (strcmp(c->amp_mode, "fp16") == 0) opts.act = VB_DTYPE_F16;
+    char err[256] = "";
+    if (strcmp(c->backend, "auto") == 0) {
+        /* cuda when it is compiled in and gives a context (a GPU is visible), else cpu */
+        const vb_ops *cuda = vb_ops_cuda();
+        vb_ctx *ctx = cuda ? cuda->ctx_create(&opts, err, sizeof err) : NULL;
+        if (ctx) return ctx;
+        err[0] = '\0';
+        ctx = vb_ops_cpu()->ctx_create(&opts, err, sizeof err);
+        if (!ctx) vb_die_input("backend auto: no CUDA device, and cpu: %s", err[0] ? err : "cannot create a context");
+        return ctx;
+    }
+    const vb_ops *ops = vb_ops_by_name(c->backend);
+    if (!ops)
+        vb_die_input("backend %s: not available in this build (available: cpu%s)", c->backend,
+                     vb_ops_cuda() ? ", cuda" : "");
+    vb_ctx *ctx = ops->ctx_create(&opts, err, sizeof err);
+    if (!ctx) vb_die_input("backend %s: %s", ops->name, err[0] ? err : "cannot create a context");
+    return ctx;
+}
+
 void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first, const vb_comm *world) {
     memset(r, 0, sizeof *r);
     r->mode = mode;
@@ -438,8 +462,8 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
         vb_benchy_defaults(&r->bcfg);
     }
 
-    r->ops = vb_ops_by_name(c->backend);
-    if (!r->ops) vb_die_input("backend %s: not available in this build (available: cpu)", c->backend);
+    r->ctx = vb_run_ctx_create(c);
+    r->ops = r->ctx->ops;
 
     vb_set_input_errors_collective(setup_error_sync);
     setup_layout(r);
@@ -484,18 +508,20 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
     /* memory: a run that cannot fit is refused before any of it is taken */
     r->mem_limit = vb_mem_available(r->mem_limit_source, sizeof r->mem_limit_source);
     vb_mem_estimate_run(c, &r->bcfg, r->benchy, do_train, &d, &par, r->local_batch,
-                        vb_loader_steps_per_epoch(r->train_loader), r->world.size, &r->mem);
+                        vb_loader_steps_per_epoch(r->train_loader), r->world.size, r->ctx, &r->mem);
     vb_mem_check(&r->mem, r->node_ranks, r->mem_limit, r->mem_limit_source);
-    r->model = vit_create(&d, &par, r->local_batch, r->ops, r->prof);
-    vb_adam_init(&r->opt, r->model->nparams, r->ops);
+    r->model = vit_create(&d, &par, r->local_batch, r->ctx, r->prof);
+    vb_adam_init(&r->opt, r->model->nparams, r->ctx);
     if (c->init_checkpoint[0])
         vb_checkpoint_load(c->init_checkpoint, r->model, &r->opt);
     else
         vit_init_weights(r->model, c->seed);
     /* As DDP's constructor: every replica starts from the parameters of the
      * first rank of its group, whatever its own init or file read produced
-     * (the grad group spans every replica of this rank's shard). */
-    vb_broadcast(&r->grad_comm, r->model->params, r->model->nparams * sizeof(float), 0);
+     * (the grad group spans every replica of this rank's shard), on the data
+     * plane, ordered after the context that wrote them. */
+    vb_data_broadcast(&r->grad_comm, r->model->params, r->model->nparams, VB_DTYPE_F32, 0, r->ctx);
+    vit_params_changed(r->model);
 
     /* The bucket plan always exists (run.json reports it); the hook only when
      * gradients are actually reduced. */
@@ -506,7 +532,7 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
     const vb_comm *reduce_comm = c->noddp ? &r->cp_comm : &r->grad_comm;
     float reduce_scale = c->noddp ? 1.0f : 1.0f / (float)r->dp;
     vb_ddp_init(&r->ddp, r->model->tensors, r->model->ntensors, r->model->nparams, r->model->grads,
-                c->bucket_cap_mb, reduce_comm, reduce_scale, r->ops, r->prof);
+                c->bucket_cap_mb, reduce_comm, reduce_scale, r->ctx, r->prof);
     r->ddp_on = reduce_comm->size > 1;
     if (r->ddp_on) vb_ddp_attach(&r->ddp, r->model);
 
@@ -529,8 +555,16 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
     size_t hw = (size_t)c->img_size[0] * (size_t)c->img_size[1];
     r->inp_bytes = (size_t)r->local_batch * (size_t)c->n_in_channels * hw * sizeof(float);
     r->tar_bytes = (size_t)r->local_batch * (size_t)c->n_out_channels * hw * sizeof(float);
-    r->inp_dev = r->ops->alloc(r->inp_bytes);
-    r->tar_dev = r->ops->alloc(r->tar_bytes);
+    r->inp_dev = r->ops->alloc(r->ctx, r->inp_bytes);
+    r->tar_dev = r->ops->alloc(r->ctx, r->tar_bytes);
+    r->batch_copied = r->ops->event_create(r->ctx);
+    r->loss_host = r->ops->alloc_host(r->ctx, sizeof(float));
+    r->step = (vb_step){.model = r->model,
+                        .opt = &r->opt,
+                        .ddp = r->ddp_on ? &r->ddp : NULL,
+                        .cfg = &r->cfg,
+                        .global_batch = r->global_batch,
+                        .timeline = r->timeline};
 
     /* rank 0 picks the (fresh) directory; the others learn its name */
     if (r->world.rank == 0) vb_run_dir_create(c, r->run_dir, sizeof r->run_dir, r->run_id, sizeof r->run_id);
@@ -564,45 +598,60 @@ void vb_run_copy_batch(vb_run *r, const vb_batch *b) {
     size_t hw = (size_t)c->img_size[0] * (size_t)c->img_size[1];
     size_t inp = (size_t)b->B * (size_t)c->n_in_channels * hw * sizeof(float);
     size_t tar = (size_t)b->B * (size_t)c->n_out_channels * hw * sizeof(float);
-    int id = VB_OP_ID(r->prof, "h2d", VB_CAT_MEMCPY);
-    double t0 = vb_prof_begin(r->prof, id);
-    r->ops->memcpy_h2d(r->inp_dev, b->inp, inp);
-    r->ops->memcpy_h2d(r->tar_dev, b->tar, tar);
-    vb_prof_end(r->prof, id, t0, inp + tar);
+    vb_prof_token tok = vb_prof_begin(r->prof, VB_OP_ID(r->prof, "h2d", VB_CAT_MEMCPY));
+    r->ops->memcpy_h2d(r->ctx, r->inp_dev, b->inp, inp);
+    r->ops->memcpy_h2d(r->ctx, r->tar_dev, b->tar, tar);
+    vb_prof_end(r->prof, tok, inp + tar);
+    /* the copies read the loader's buffer, which the caller releases (and a
+     * worker refills) as soon as this returns: wait for them, not for the
+     * work queued before them */
+    r->ops->event_record(r->ctx, r->batch_copied);
+    r->ops->event_synchronize(r->ctx, r->batch_copied);
 }
 
-float vb_train_step(vb_run *r, const vb_batch *b, float *lr_used) {
-    const vb_config *c = &r->cfg;
-    vb_comm_totals before, after;
-    vb_comm_totals_get(&before);
-    VB_NVTX_PUSH("step");
-    vb_run_copy_batch(r, b);
+float vb_step_lr(const vb_config *c, int global_batch, int iteration) {
+    float lr = vb_lr_at(c->lr_schedule, c->lr, c->warmup, c->num_iters, iteration);
+    if (c->base_batch_size > 0) lr *= sqrtf((float)global_batch / (float)c->base_batch_size);
+    return lr;
+}
 
-    const bool tl = vb_tlrec_active(r->timeline);
+float vb_step_train(const vb_step *s, int iteration, const float *inp, const float *tar, int B) {
+    vit_model *m = s->model;
+    const bool tl = vb_tlrec_active(s->timeline);
     double t_fwd = tl ? vb_now() : 0;
     VB_NVTX_PUSH("forward");
-    float loss = vit_forward(r->model, r->inp_dev, r->tar_dev, b->B);
+    vit_forward(m, inp, tar, B);
     VB_NVTX_POP();
 
     double t_bwd = tl ? vb_now() : 0;
     VB_NVTX_PUSH("backward");
-    if (r->ddp_on) vb_ddp_begin_step(&r->ddp);
-    vit_backward(r->model); /* the grad_ready hook starts each bucket's allreduce */
-    if (r->ddp_on) vb_ddp_finish(&r->ddp); /* the optimizer needs every bucket, averaged */
+    if (s->ddp) vb_ddp_begin_step(s->ddp);
+    vit_backward(m); /* the grad_ready hook starts each bucket's allreduce */
+    if (s->ddp) vb_ddp_finish(s->ddp); /* the optimizer needs every bucket, averaged */
     VB_NVTX_POP();
 
-    float lr = vb_lr_at(c->lr_schedule, c->lr, c->warmup, c->num_iters, r->iteration);
-    if (c->base_batch_size > 0) lr *= sqrtf((float)r->global_batch / (float)c->base_batch_size);
+    float lr = vb_step_lr(s->cfg, s->global_batch, iteration);
     double t_opt = tl ? vb_now() : 0;
     VB_NVTX_PUSH("optimizer");
-    vb_adam_step(&r->opt, r->model->params, r->model->grads, lr, r->prof);
+    vb_adam_step(s->opt, m->params, m->params_act, m->grads, lr, m->prof);
     VB_NVTX_POP();
     if (tl) {
         double t_end = vb_now();
-        vb_run_timeline_phase(r, "forward", t_fwd, t_bwd);
-        vb_run_timeline_phase(r, "backward", t_bwd, t_opt);
-        vb_run_timeline_phase(r, "optimizer", t_opt, t_end);
+        vb_tlrec_add(s->timeline, VB_TL_MAIN, VB_TLK_PHASE, "forward", t_fwd, t_bwd - t_fwd, 0, 0, -1);
+        vb_tlrec_add(s->timeline, VB_TL_MAIN, VB_TLK_PHASE, "backward", t_bwd, t_opt - t_bwd, 0, 0, -1);
+        vb_tlrec_add(s->timeline, VB_TL_MAIN, VB_TLK_PHASE, "optimizer", t_opt, t_end - t_opt, 0, 0, -1);
     }
+    return lr;
+}
+
+void vb_train_step(vb_run *r, const vb_batch *b, float *lr_used) {
+    vb_comm_totals before, after;
+    vb_comm_totals_get(&before);
+    VB_NVTX_PUSH("step");
+    vb_run_copy_batch(r, b);
+    float lr = vb_step_train(&r->step, r->iteration, r->inp_dev, r->tar_dev, b->B);
+    /* the loss leaves backend memory once per step, after the step's work */
+    r->ops->memcpy_d2h(r->ctx, r->loss_host, r->model->loss_dev, sizeof(float));
     r->iteration++;
     VB_NVTX_POP();
     vb_comm_totals_get(&after);
@@ -610,7 +659,11 @@ float vb_train_step(vb_run *r, const vb_batch *b, float *lr_used) {
     r->last_comm.allreduce_bytes = r->ddp_on ? (double)r->ddp.stats.allreduce_bytes : 0.0;
     r->last_comm.exposed_s = after.blocking_s - before.blocking_s;
     if (lr_used) *lr_used = lr;
-    return loss;
+}
+
+float vb_run_step_loss(vb_run *r) {
+    r->ops->synchronize(r->ctx);
+    return r->loss_host[0];
 }
 
 /* ---- run.json ---- */
@@ -813,11 +866,15 @@ void vb_run_finish(vb_run *r) {
 
     if (r->train_loader) vb_loader_destroy(r->train_loader);
     if (r->valid_loader) vb_loader_destroy(r->valid_loader);
-    if (r->inp_dev) r->ops->free(r->inp_dev);
-    if (r->tar_dev) r->ops->free(r->tar_dev);
+    if (r->ctx) r->ops->synchronize(r->ctx);
+    if (r->inp_dev) r->ops->free(r->ctx, r->inp_dev);
+    if (r->tar_dev) r->ops->free(r->ctx, r->tar_dev);
+    if (r->loss_host) r->ops->free_host(r->ctx, r->loss_host);
+    if (r->batch_copied) r->ops->event_destroy(r->ctx, r->batch_copied);
     vb_ddp_free(&r->ddp);
     vb_adam_free(&r->opt);
     if (r->model) vit_destroy(r->model);
+    if (r->ctx) r->ops->ctx_destroy(r->ctx);
     vb_comm_free(&r->grad_comm);
     vb_comm_free(&r->dp_comm);
     vb_comm_free(&r->cp_comm);

@@ -37,6 +37,27 @@ typedef struct vb_step_comm {
                              * vb_wait plus every blocking collective (tp/cp included) */
 } vb_step_comm;
 
+/* One training step's compute, whoever set the run up: forward, backward with
+ * DDP's bucket allreduces overlapping it, wait + 1/dp scaling, Adam with the
+ * run's lr (the schedule, and the sqrt(global / base_batch_size) scaling when
+ * set). vb_train_step and bench_step both run their steps through it. */
+typedef struct vb_step {
+    vit_model *model;
+    vb_adam *opt;
+    vb_ddp *ddp;            /* NULL: gradients are not reduced */
+    const vb_config *cfg;   /* lr, lr_schedule, warmup, num_iters, base_batch_size */
+    int global_batch;       /* samples per update over every data-parallel rank */
+    vb_tlrec *timeline;     /* forward / backward / optimizer phases of windowed steps; may be NULL */
+} vb_step;
+
+/* The lr of update `iteration` (0-based) for config c. */
+float vb_step_lr(const vb_config *c, int global_batch, int iteration);
+
+/* Update `iteration` on inp / tar (B samples, backend memory); returns the lr
+ * it used. Enqueued on the model's context: the loss (model->loss_dev) can be
+ * copied out once the context has finished it. */
+float vb_step_train(const vb_step *s, int iteration, const float *inp, const float *tar, int B);
+
 typedef struct vb_run {
     vb_run_mode mode;
     bool benchy;                 /* run, or train --enable_benchy */
@@ -60,6 +81,7 @@ typedef struct vb_run {
     char *hosts;                 /* rank 0: world x VB_HOST_LEN host names (run.json) */
 
     const vb_ops *ops;
+    vb_ctx *ctx;                 /* this rank's backend context: every op of the run is on it */
     vb_profiler *prof;
     vb_tlrec *timeline;          /* the profile_steps window; NULL when profile_steps is 0 */
     double time_origin;          /* vb_now() when every rank left the start barrier */
@@ -73,8 +95,11 @@ typedef struct vb_run {
     char mem_limit_source[32];
     vit_model *model;
     vb_adam opt;
+    vb_step step;                /* model, optimizer, DDP and lr of vb_train_step */
     float *inp_dev, *tar_dev;    /* backend copies of the current batch [B,C,H,W] */
     size_t inp_bytes, tar_bytes; /* for a full local batch */
+    vb_event *batch_copied;      /* recorded after a batch's host-to-backend copies */
+    float *loss_host;            /* page-locked [1]: the last step's loss, copied out at its end */
 
     vb_loader *train_loader;
     vb_loader *valid_loader;     /* train mode only */
@@ -105,6 +130,11 @@ vb_loader *vb_config_loader(const vb_config *c, const char *dir, int local_batch
 
 void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first, const vb_comm *world);
 
+/* A context of config c's backend (auto: cuda when compiled in and a device
+ * gives one, else cpu), activation dtype from amp_mode, TF32 from tf32;
+ * exits 2 with the backend's reason when it cannot give one. */
+vb_ctx *vb_run_ctx_create(const vb_config *c);
+
 /* Whether config `c` can run on `world` ranks: world divisible by tp x cp, a
  * valid parallel_order, num_heads divisible by tp, cp no larger than the
  * token count, the global batch divisible by dp (unless local_batch_size is
@@ -112,14 +142,18 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
  * the sweep's preflight alike. */
 int vb_layout_check(const vb_config *c, int world, char *err, size_t n);
 
-/* One training step on `b`: host->backend copy, forward, backward with the
- * DDP bucket allreduces overlapping it, wait + 1/dp scaling, Adam with the
- * scheduled lr. Returns this rank's forward loss (average it over dp_comm for
- * the replica-wide loss); *lr_used receives the lr (may be NULL). r->last_comm
+/* One training step on `b`: host->backend copy, then vb_step_train, then
+ * the loss copied out into r->loss_host. Returns once the work is enqueued
+ * (b may be released); *lr_used receives the lr (may be NULL). r->last_comm
  * describes the step's communication. */
-float vb_train_step(vb_run *r, const vb_batch *b, float *lr_used);
+void vb_train_step(vb_run *r, const vb_batch *b, float *lr_used);
 
-/* Copies a batch to the backend buffers (profiled as memcpy "h2d"). */
+/* This rank's forward loss of the last vb_train_step (average it over
+ * dp_comm for the replica-wide loss): waits for the step to finish. */
+float vb_run_step_loss(vb_run *r);
+
+/* Copies a batch to the backend buffers (profiled as memcpy "h2d"); b may be
+ * released when it returns. */
 void vb_run_copy_batch(vb_run *r, const vb_batch *b);
 
 /* Rewrites run.json atomically with `status` ("running", "completed",

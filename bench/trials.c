@@ -73,7 +73,7 @@ static const vb_benchy_trial_cfg *type_cfg(const vb_benchy_config *b, int type) 
 
 /* benchy's timing point: device sync (a no-op on CPU), optionally a barrier */
 static void sync_point(bench_state *s) {
-    s->r->ops->synchronize();
+    s->r->ops->synchronize(s->r->ctx);
     if (s->b->use_distributed_barrier) vb_barrier(&s->r->world);
 }
 
@@ -360,6 +360,7 @@ static void run_trial(bench_state *s, trial_rec *t) {
     const double per_iter = samples_per_iter(r);
     int report = s->b->report_freq;
     double rate_sum = 0;
+    float last_lr = 0; /* the lr of the step in flight, for a divergence report */
     sync_point(s);
     double t0 = vb_now();
     const double t_start = t0;
@@ -380,19 +381,18 @@ static void run_trial(bench_state *s, trial_rec *t) {
             char nv[48];
             vb_snprintf(nv, sizeof nv, "data %d", k);
             VB_NVTX_PUSH(nv);
-            double tp = vb_prof_begin(r->prof, data_id);
+            vb_prof_token tp = vb_prof_begin(r->prof, data_id);
             double tw = vb_now();
             batch = vb_loader_next(loader);
             it->data_wait = vb_now() - tw;
-            vb_prof_end(r->prof, data_id, tp, 0);
+            vb_prof_end(r->prof, tp, 0);
             VB_NVTX_POP();
             if (in_window) vb_run_timeline_phase(r, "data", tw, tw + it->data_wait);
         }
         if (t->type != TRIAL_IO) {
-            float lr = 0;
-            float loss = vb_train_step(r, batch, &lr);
-            /* the trials finished so far are on disk: write_results ran after each */
-            if (!isfinite(loss)) vb_run_die_diverged(r, loss, lr, r->iteration);
+            vb_train_step(r, batch, &last_lr);
+            /* the loss is read after benchy's timing point below (which waits
+             * for the step anyway), not here in the middle of the step */
             it->allreduce_calls = r->last_comm.allreduce_calls;
             it->allreduce_bytes = r->last_comm.allreduce_bytes;
             it->comm_exposed = r->last_comm.exposed_s;
@@ -401,6 +401,11 @@ static void run_trial(bench_state *s, trial_rec *t) {
 
         sync_point(s);
         double t1 = vb_now();
+        if (t->type != TRIAL_IO) {
+            float loss = vb_run_step_loss(r); /* the step has finished: sync_point waited for it */
+            /* the trials finished so far are on disk: write_results ran after each */
+            if (!isfinite(loss)) vb_run_die_diverged(r, loss, last_lr, r->iteration);
+        }
         if (in_window) {
             vb_tlrec_add(r->timeline, VB_TL_MAIN, VB_TLK_STEP, "step", t0, t1 - t0, 0, 0, -1);
             vb_tlrec_end_step(r->timeline);

@@ -24,19 +24,37 @@ static void test_footprint_matches_create(void **state) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         vit_parallel par = {.tp_size = cases[i].tp, .tp_rank = cases[i].tp_rank, .cp_size = cases[i].cp,
                             .cp_rank = cases[i].cp_rank};
-        vit_footprint f = vit_footprint_of(&DIMS, &par, cases[i].batch);
-        vit_model *m = vit_create(&DIMS, &par, cases[i].batch, vb_ops_cpu(), NULL);
-        if (f.nparams != m->nparams || f.nacts != m->nacts)
-            fail_msg("case %zu: footprint %zu params, %zu acts; vit_create %zu, %zu", i, f.nparams, f.nacts,
-                     m->nparams, m->nacts);
+        vit_footprint f = vit_footprint_of(&DIMS, &par, cases[i].batch, tu_ctx());
+        vit_model *m = vit_create(&DIMS, &par, cases[i].batch, tu_ctx(), NULL);
+        if (f.nparams != m->nparams || f.act_bytes != m->act_bytes || f.param_act_bytes != 0)
+            fail_msg("case %zu: footprint %zu params, %zu activation bytes, %zu param copy bytes; vit_create %zu, %zu",
+                     i, f.nparams, f.act_bytes, f.param_act_bytes, m->nparams, m->act_bytes);
         vit_destroy(m);
     }
     /* a model far too deep to build is still sized, without building its table of layers' views */
     vit_dims deep = DIMS;
     deep.depth = 1000000;
-    vit_footprint f = vit_footprint_of(&deep, NULL, 1);
-    vit_footprint f1 = vit_footprint_of(&DIMS, NULL, 1);
+    vit_footprint f = vit_footprint_of(&deep, NULL, 1, tu_ctx());
+    vit_footprint f1 = vit_footprint_of(&DIMS, NULL, 1, tu_ctx());
     assert_true(f.nparams > 300000 * f1.nparams / 1000);
+}
+
+/* No activation grows with N^2: the attention keeps a log-sum-exp per query,
+ * not the probabilities. Doubling the tokens (img_w 32 -> 64) at most doubles
+ * the activations plus the attention workspace, which the backend sizes per
+ * thread and per tile, not per token pair. */
+static void test_activations_linear_in_tokens(void **state) {
+    (void)state;
+    vit_dims wide = DIMS;
+    wide.img_w = 2 * DIMS.img_w;
+    vit_footprint f = vit_footprint_of(&DIMS, NULL, 4, tu_ctx()), f2 = vit_footprint_of(&wide, NULL, 4, tu_ctx());
+    const vb_ops *ops = tu_ctx()->ops;
+    const int N = (DIMS.img_h / DIMS.patch) * (DIMS.img_w / DIMS.patch);
+    const size_t ws = ops->attention_workspace_bytes(tu_ctx(), 4, N, N, DIMS.heads, DIMS.dim / DIMS.heads);
+    const size_t ws2 = ops->attention_workspace_bytes(tu_ctx(), 4, 2 * N, 2 * N, DIMS.heads, DIMS.dim / DIMS.heads);
+    if (!(f2.act_bytes - ws2 <= 2 * (f.act_bytes - ws) + 4096))
+        fail_msg("activations %zu -> %zu bytes (workspace %zu -> %zu) for twice the tokens", f.act_bytes, f2.act_bytes,
+                 ws, ws2);
 }
 
 static vb_config tiny_config(void) {
@@ -68,11 +86,12 @@ static void test_check_names_the_batch_that_fits(void **state) {
     vb_benchy_config b;
     vb_benchy_defaults(&b);
     vb_mem_estimate e;
-    vb_mem_estimate_run(&c, &b, true, false, &DIMS, NULL, 64, 100, 1, &e);
+    vb_mem_estimate_run(&c, &b, true, false, &DIMS, NULL, 64, 100, 1, tu_ctx(), &e);
     assert_true(e.total > e.params + e.grads + e.optimizer + e.activations);
+    assert_true(e.device == 0); /* the CPU's buffers are host memory */
     vb_mem_estimate e10, e11;
-    vb_mem_estimate_run(&c, &b, true, false, &DIMS, NULL, 10, 100, 1, &e10);
-    vb_mem_estimate_run(&c, &b, true, false, &DIMS, NULL, 11, 100, 1, &e11);
+    vb_mem_estimate_run(&c, &b, true, false, &DIMS, NULL, 10, 100, 1, tu_ctx(), &e10);
+    vb_mem_estimate_run(&c, &b, true, false, &DIMS, NULL, 11, 100, 1, tu_ctx(), &e11);
     /* a limit between the estimates of batch 10 and 11 */
     check_args a = {e, 0.5 * (e10.total + e11.total), 1};
     tu_expect_exit(2, "the largest local batch that fits is 10 (--local_batch_size 10)", check_child, &a);
@@ -89,25 +108,40 @@ static void test_check_names_the_batch_that_fits(void **state) {
     vb_mem_check(&e, 1, 0, "unknown");
 }
 
+/* the tutorial's full model (base): 4050 tokens, embed_dim 384, depth 12 */
+static const vit_dims BASE = {.img_h = 360, .img_w = 720, .patch = 8, .cin = 20, .cout = 20,
+                              .dim = 384, .depth = 12, .heads = 8, .ln_eps = 1e-6f};
+
 static void base_child(void *ctx) {
     (void)ctx;
-    /* the tutorial's full model (base) at batch 64 against a 24 GiB machine */
-    const vit_dims base = {.img_h = 360, .img_w = 720, .patch = 8, .cin = 20, .cout = 20,
-                           .dim = 384, .depth = 12, .heads = 8, .ln_eps = 1e-6f};
+    /* batch 64 against a 24 GiB machine */
     vb_config c;
     vb_config_defaults(&c);
     vb_benchy_config b;
     vb_benchy_defaults(&b);
     vb_mem_estimate e;
-    vb_mem_estimate_run(&c, &b, true, false, &base, NULL, 64, 100, 1, &e);
+    vb_mem_estimate_run(&c, &b, true, false, &BASE, NULL, 64, 100, 1, tu_ctx(), &e);
     vb_mem_check(&e, 1, 24.0 * 1024 * 1024 * 1024, "MemAvailable");
 }
 
-/* The tutorial's base config at batch 64 needs hundreds of GiB of attention
- * activations: refused with the batch that fits, not OOM-killed. */
-static void test_base_config_refused(void **state) {
+/* The tutorial's base config at batch 64 needs ~70 GiB of activations:
+ * refused with the batch that fits, not OOM-killed. At batch 1 it fits in
+ * under 4 GiB, the attention's probabilities (4050^2 per head) not being kept. */
+static void test_base_config(void **state) {
     (void)state;
     tu_expect_exit(2, "the largest local batch that fits is", base_child, NULL);
+    vb_config c;
+    vb_config_defaults(&c);
+    c.img_size[0] = BASE.img_h, c.img_size[1] = BASE.img_w;
+    c.n_in_channels = BASE.cin, c.n_out_channels = BASE.cout;
+    vb_benchy_config b;
+    vb_benchy_defaults(&b);
+    vb_mem_estimate e;
+    vb_mem_estimate_run(&c, &b, true, false, &BASE, NULL, 1, 100, 1, tu_ctx(), &e);
+    print_message("base, batch 1: %.2f GiB (activations %.2f GiB)\n", e.total / 1073741824.0,
+                  e.activations / 1073741824.0);
+    assert_true(e.total < 4.0 * 1024 * 1024 * 1024);
+    vb_mem_check(&e, 1, 24.0 * 1024 * 1024 * 1024, "MemAvailable");
 }
 
 /* benchy's records count: two billion trials are refused up front, not an
@@ -119,7 +153,7 @@ static void test_records_of_huge_trials(void **state) {
     vb_benchy_defaults(&b);
     b.full.ntrials = 2000000000;
     vb_mem_estimate e;
-    vb_mem_estimate_run(&c, &b, true, false, &DIMS, NULL, 8, 50, 2, &e);
+    vb_mem_estimate_run(&c, &b, true, false, &DIMS, NULL, 8, 50, 2, tu_ctx(), &e);
     assert_true(e.records > 1e12);
     /* and the limit this machine reports is positive */
     char src[32];
@@ -132,7 +166,8 @@ int main(void) {
         cmocka_unit_test(test_footprint_matches_create),
         cmocka_unit_test(test_check_names_the_batch_that_fits),
         cmocka_unit_test(test_records_of_huge_trials),
-        cmocka_unit_test(test_base_config_refused),
+        cmocka_unit_test(test_activations_linear_in_tokens),
+        cmocka_unit_test(test_base_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
