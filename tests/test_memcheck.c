@@ -144,6 +144,43 @@ static void test_base_config(void **state) {
     vb_mem_check(&e, 1, 24.0 * 1024 * 1024 * 1024, "MemAvailable");
 }
 
+/* A backend whose buffers are device memory (ops->host_memory 0): the
+ * model's bytes are reported as device memory and not counted against the
+ * host, so a host limit that holds the loader's buffers but not the model
+ * passes; the host part alone still has to fit. */
+typedef struct {
+    vb_mem_estimate e;
+    double limit;
+} device_args;
+
+static void device_child(void *p) {
+    device_args *a = p;
+    vb_mem_check(&a->e, 1, a->limit, "MemAvailable");
+}
+
+static void test_device_memory_not_counted_on_host(void **state) {
+    (void)state;
+    vb_ops device_ops = *vb_ops_cpu();
+    device_ops.host_memory = 0;
+    vb_ctx device_ctx = *tu_ctx();
+    device_ctx.ops = &device_ops;
+    vb_config c = tiny_config();
+    vb_benchy_config b;
+    vb_benchy_defaults(&b);
+    vb_mem_estimate host, dev;
+    vb_mem_estimate_run(&c, &b, true, false, &DIMS, NULL, 8, 100, 1, tu_ctx(), &host);
+    vb_mem_estimate_run(&c, &b, true, false, &DIMS, NULL, 8, 100, 1, &device_ctx, &dev);
+    const double model = host.params + host.grads + host.optimizer + host.activations;
+    assert_true(dev.device >= model);
+    assert_true(fabs(dev.total - (dev.data + dev.records)) <= 1e-6 * dev.total);
+    assert_true(dev.total < host.total - model + 1.0); /* no model bytes on the host */
+    device_args a = {dev, dev.total + 0.5 * model};
+    assert_true(a.limit < host.total); /* would refuse the same run on the CPU */
+    vb_mem_check(&a.e, 1, a.limit, "MemAvailable");
+    a.limit = 0.5 * dev.total;
+    tu_expect_exit(2, "of host memory", device_child, &a);
+}
+
 /* benchy's records count: two billion trials are refused up front, not an
  * allocation failure later. */
 static void test_records_of_huge_trials(void **state) {
@@ -167,6 +204,7 @@ int main(void) {
         cmocka_unit_test(test_check_names_the_batch_that_fits),
         cmocka_unit_test(test_records_of_huge_trials),
         cmocka_unit_test(test_activations_linear_in_tokens),
+        cmocka_unit_test(test_device_memory_not_counted_on_host),
         cmocka_unit_test(test_base_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
