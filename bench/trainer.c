@@ -414,17 +414,7 @@ vb_ctx *vb_run_ctx_create(const vb_config *c) {
     if (strcmp(c->amp_mode, "bf16") == 0) opts.act = VB_DTYPE_BF16;
     else if (strcmp(c->amp_mode, "fp16") == 0) opts.act = VB_DTYPE_F16;
     char err[256] = "";
-    if (strcmp(c->backend, "auto") == 0) {
-        /* cuda when it is compiled in and gives a context (a GPU is visible), else cpu */
-        const vb_ops *cuda = vb_ops_cuda();
-        vb_ctx *ctx = cuda ? cuda->ctx_create(&opts, err, sizeof err) : NULL;
-        if (ctx) return ctx;
-        err[0] = '\0';
-        ctx = vb_ops_cpu()->ctx_create(&opts, err, sizeof err);
-        if (!ctx) vb_die_input("backend auto: no CUDA device, and cpu: %s", err[0] ? err : "cannot create a context");
-        return ctx;
-    }
-    const vb_ops *ops = vb_ops_by_name(c->backend);
+    const vb_ops *ops = vb_ops_by_name(c->backend); /* auto: cuda when a device is usable, else cpu */
     if (!ops)
         vb_die_input("backend %s: not available in this build (available: cpu%s)", c->backend,
                      vb_ops_cuda() ? ", cuda" : "");

@@ -130,9 +130,9 @@ vb_loader *vb_config_loader(const vb_config *c, const char *dir, int local_batch
 
 void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first, const vb_comm *world);
 
-/* A context of config c's backend (auto: cuda when compiled in and a device
- * gives one, else cpu), activation dtype from amp_mode, TF32 from tf32;
- * exits 2 with the backend's reason when it cannot give one. */
+/* A context of config c's backend (vb_ops_by_name: auto is cuda when a
+ * device is usable, else cpu), activation dtype from amp_mode, TF32 from
+ * tf32; exits 2 with the backend's reason when it cannot give one. */
 vb_ctx *vb_run_ctx_create(const vb_config *c);
 
 /* Whether config `c` can run on `world` ranks: world divisible by tp x cp, a
