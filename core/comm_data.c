@@ -223,7 +223,7 @@ static size_t g_pad_stage_bytes;
 
 static void *pad_staging(vb_ctx *ctx, void *staging, size_t bytes, const char *what) {
     if (staging) return staging;
-    if (ctx && strcmp(ctx->ops->name, "cpu") != 0)
+    if (ctx && !ctx->ops->host_memory)
         vb_die_internal("%s: a %s context needs a staging buffer in its memory", what, ctx->ops->name);
     if (bytes > g_pad_stage_bytes) {
         void *grown = calloc(1, bytes);

@@ -35,9 +35,6 @@
 
 #include "kernels/cuda/cuda_common.cuh"
 
-extern "C" {
-#include "core/common.h"
-}
 
 enum { ATT_BQ = 64, ATT_BK = 64, ATT_THREADS = 128, ATT_LDP = ATT_BK + 2 };
 
@@ -415,11 +412,11 @@ template <typename F> static void dispatch_hdp(int HD, F f) {
 
 static void attention_check_shape(vb_ctx *ctx, const char *op, int B, int NH, int HD, size_t smem) {
     if (HD > 64)
-        vb_die_internal("CUDA %s: head dimension %d is not supported (at most 64)", op, HD);
+        vb_cuda_die("CUDA %s: head dimension %d is not supported (at most 64)", op, HD);
     if ((long)B * NH > 65535)
-        vb_die_internal("CUDA %s: B*NH = %ld exceeds the grid limit 65535", op, (long)B * NH);
+        vb_cuda_die("CUDA %s: B*NH = %ld exceeds the grid limit 65535", op, (long)B * NH);
     if (smem > cuda_impl_of(ctx)->max_smem_optin)
-        vb_die_internal("CUDA %s needs %zu bytes of shared memory per block, device %d allows %zu",
+        vb_cuda_die("CUDA %s needs %zu bytes of shared memory per block, device %d allows %zu",
                         op, smem, ctx->device, cuda_impl_of(ctx)->max_smem_optin);
 }
 

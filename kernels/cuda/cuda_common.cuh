@@ -35,6 +35,10 @@ extern "C" {
 // ---------------------------------------------------------------------------
 // error checking
 
+// One line on stderr ("vitbench: internal error: cuda backend: ..."), exit 1:
+// a failed CUDA call is the environment's or a bug, never bad input. kernels/
+// includes nothing from core/, so this is the backend's own.
+[[noreturn]] void vb_cuda_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 [[noreturn]] void vb_cuda_fail(const char *call, cudaError_t err, const char *file, int line);
 [[noreturn]] void vb_cublas_fail(const char *call, cublasStatus_t st, const char *file, int line);
 

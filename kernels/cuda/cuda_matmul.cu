@@ -21,9 +21,6 @@
 
 #include "kernels/cuda/cuda_common.cuh"
 
-extern "C" {
-#include "core/common.h"
-}
 
 // largest power of two (<= 256) dividing the address: cuBLASLt assumes 256-byte
 // aligned operands unless told otherwise, and parameter views inside an arena
@@ -77,7 +74,7 @@ static cublasLtMatmulAlgo_t lt_algo(cuda_impl *c, const cuda_gemm_key &key, cubl
     CUBLASCHECK(cublasLtMatmulAlgoGetHeuristic(c->lt, op, la, lb, lc, lc, pref, 1, &res, &returned));
     CUBLASCHECK(cublasLtMatmulPreferenceDestroy(pref));
     if (returned == 0)
-        vb_die_internal("cuBLASLt has no algorithm for m=%d n=%d k=%d (transa %d transb %d, "
+        vb_cuda_die("cuBLASLt has no algorithm for m=%d n=%d k=%d (transa %d transb %d, "
                         "operand type %d, output type %d, epilogue %d, alignments %d/%d/%d/%d)",
                         key.m, key.n, key.k, key.transa, key.transb, key.ab_type, key.cd_type,
                         key.epilogue, key.align_a, key.align_b, key.align_c, key.align_d);

@@ -7,6 +7,7 @@
  * and share the workspace and scratch safely; two contexts are two queues
  * ordered only by events.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,9 +15,6 @@
 
 #include "kernels/cuda/cuda_common.cuh"
 
-extern "C" {
-#include "core/common.h"
-}
 
 // ---------------------------------------------------------------------------
 // error reporting
@@ -33,14 +31,27 @@ static int current_device(void) {
     return dev;
 }
 
+void vb_cuda_die(const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    for (char *c = msg; *c; c++) // one line in the log
+        if (*c == '\n') *c = ' ';
+    fflush(stdout);
+    fprintf(stderr, "vitbench: internal error: cuda backend: %s\n", msg);
+    exit(1);
+}
+
 void vb_cuda_fail(const char *call, cudaError_t err, const char *file, int line) {
-    vb_die_internal("CUDA call %s failed: %s (%s) on host %s, device %d, at %s:%d", call,
+    vb_cuda_die("CUDA call %s failed: %s (%s) on host %s, device %d, at %s:%d", call,
                     cudaGetErrorName(err), cudaGetErrorString(err), host_name(), current_device(),
                     file, line);
 }
 
 void vb_cublas_fail(const char *call, cublasStatus_t st, const char *file, int line) {
-    vb_die_internal("cuBLASLt call %s failed: %s (%s) on host %s, device %d, at %s:%d", call,
+    vb_cuda_die("cuBLASLt call %s failed: %s (%s) on host %s, device %d, at %s:%d", call,
                     cublasLtGetStatusName(st), cublasLtGetStatusString(st), host_name(),
                     current_device(), file, line);
 }
@@ -48,7 +59,7 @@ void vb_cublas_fail(const char *call, cublasStatus_t st, const char *file, int l
 void *cuda_scratch(vb_ctx *ctx, size_t bytes, const char *op) {
     cuda_impl *c = cuda_impl_of(ctx);
     if (bytes > c->scratch_bytes)
-        vb_die_internal("CUDA %s needs %zu bytes of reduction scratch, the context has %zu", op,
+        vb_cuda_die("CUDA %s needs %zu bytes of reduction scratch, the context has %zu", op,
                         bytes, c->scratch_bytes);
     return c->scratch;
 }
@@ -107,7 +118,7 @@ static vb_ctx *cuda_ctx_create(const vb_ctx_opts *opts, char *err, size_t errlen
 
     vb_ctx *ctx = (vb_ctx *)calloc(1, sizeof(vb_ctx));
     cuda_impl *c = (cuda_impl *)calloc(1, sizeof(cuda_impl));
-    if (!ctx || !c) vb_die_internal("out of host memory creating a CUDA context");
+    if (!ctx || !c) vb_cuda_die("out of host memory creating a CUDA context");
     ctx->ops = vb_ops_cuda();
     ctx->act = opts->act;
     ctx->device = opts->device;
@@ -149,7 +160,7 @@ static void *cuda_alloc(vb_ctx *ctx, size_t bytes) {
         cudaGetLastError();
         size_t free_b = 0, total_b = 0;
         if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) cudaGetLastError();
-        vb_die_internal("cudaMalloc of %zu bytes (%.1f MiB) failed on host %s, device %d: %s "
+        vb_cuda_die("cudaMalloc of %zu bytes (%.1f MiB) failed on host %s, device %d: %s "
                         "(%.1f MiB free of %.1f MiB)",
                         bytes, bytes / 1048576.0, host_name(), ctx->device, cudaGetErrorString(e),
                         free_b / 1048576.0, total_b / 1048576.0);
@@ -171,7 +182,7 @@ static void *cuda_alloc_host(vb_ctx *ctx, size_t bytes) {
     cudaError_t e = cudaMallocHost(&p, want);
     if (e != cudaSuccess) {
         cudaGetLastError();
-        vb_die_internal("cudaMallocHost (page-locked) of %zu bytes (%.1f MiB) failed on host %s, "
+        vb_cuda_die("cudaMallocHost (page-locked) of %zu bytes (%.1f MiB) failed on host %s, "
                         "device %d: %s",
                         bytes, bytes / 1048576.0, host_name(), ctx->device, cudaGetErrorString(e));
     }
@@ -213,7 +224,7 @@ struct vb_event {
 static vb_event *cuda_event_create(vb_ctx *ctx) {
     (void)ctx;
     vb_event *e = (vb_event *)calloc(1, sizeof(vb_event));
-    if (!e) vb_die_internal("out of host memory creating a CUDA event");
+    if (!e) vb_cuda_die("out of host memory creating a CUDA event");
     CUDACHECK(cudaEventCreateWithFlags(&e->ev, cudaEventDefault)); // timing enabled
     return e;
 }
