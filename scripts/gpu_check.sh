@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# gpu_check.sh: one command for anyone with a GPU node.
+#
+#   scripts/gpu_check.sh [--quick] [--arch 90] [--out DIR]
+#
+# Builds vitbench with the CUDA backend (build-gpu/, or $BUILD_DIR), runs the
+# CUDA op tests (every op against the CPU op), the 20-step golden test on the
+# GPU (float32 with TF32 off against the PyTorch losses to 1e-4, bfloat16 to
+# 2e-2), then the tutorial's `base` config (batch 16) SYNTHETIC and FULL in
+# amp_mode none with TF32, none in full float32 and bf16, and prints a table:
+# samples/s, achieved TFLOP/s, MFU against the GPU's dense peak for that
+# precision, the process's peak GPU memory, and the tutorial's H100 NVL figures
+# beside them. --quick runs fewer batches. Logs and run directories go to
+# --out (default gpu_check_out/).
+#
+# Not yet switches here: enable_fused (fused Adam), enable_jit (fused
+# elementwise kernels), CUDA graphs, fp16 with loss scaling and the dali-style
+# prefetch; the table says which configuration each row is.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+SRC=$(pwd)
+ARCH=${CUDA_ARCH:-}
+OUTDIR=$SRC/gpu_check_out
+QUICK=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --quick) QUICK=1 ;;
+    --arch) ARCH=${2:?--arch needs a value}; shift ;;
+    --out) OUTDIR=${2:?--out needs a directory}; shift ;;
+    -h | --help) sed -n 2,18p "$0"; exit 0 ;;
+    *) echo "gpu_check: unknown flag '$1' (see --help)" >&2; exit 2 ;;
+    esac
+    shift
+done
+BUILD=${BUILD_DIR:-$SRC/build-gpu}
+mkdir -p "$OUTDIR" || { echo "gpu_check: cannot create $OUTDIR" >&2; exit 1; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+command -v nvidia-smi > /dev/null || { echo "gpu_check: nvidia-smi not found: no NVIDIA GPU driver here" >&2; exit 1; }
+GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+[ -n "$GPU" ] || { echo "gpu_check: nvidia-smi lists no GPU" >&2; exit 1; }
+if [ -z "$ARCH" ]; then
+    ARCH=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d '. ')
+fi
+echo "gpu_check: $GPU (sm_$ARCH); logs in $OUTDIR"
+
+# ---- build ----
+t0=$(date +%s)
+cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DVB_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$ARCH" \
+    > "$OUTDIR/cmake.log" 2>&1 || { tail -n 30 "$OUTDIR/cmake.log" >&2; echo "gpu_check: configure failed" >&2; exit 1; }
+cmake --build "$BUILD" -j "$(nproc)" > "$OUTDIR/build.log" 2>&1 ||
+    { grep -E "error" "$OUTDIR/build.log" | head -n 30 >&2; echo "gpu_check: build failed ($OUTDIR/build.log)" >&2; exit 1; }
+echo "gpu_check: built in $(( $(date +%s) - t0 )) s"
+VB=$BUILD/vitbench
+FAILED=0
+
+# ---- op tests ----
+"$BUILD/test_cuda_ops" > "$OUTDIR/test_cuda_ops.log" 2>&1
+rc=$?
+echo "gpu_check: test_cuda_ops rc=$rc: $(grep -c '^ok' "$OUTDIR/test_cuda_ops.log") cases ok, $(grep -c '^FAIL' "$OUTDIR/test_cuda_ops.log") failing"
+[ $rc = 0 ] || { FAILED=1; grep '^FAIL' "$OUTDIR/test_cuda_ops.log" | head -n 20; }
+
+# ---- golden test on the GPU ----
+golden() { # name tol args...
+    local name=$1 tol=$2
+    shift 2
+    VB_GOLDEN_TOL=$tol VB_GOLDEN_ARGS="$*" bash "$SRC/tests/test_golden.sh" "$VB" > "$OUTDIR/golden_$name.log" 2>&1
+    local r=$?
+    echo "gpu_check: golden $name (tol $tol): $([ $r = 0 ] && echo pass || echo FAIL) — $(grep -m1 'loss: rows' "$OUTDIR/golden_$name.log")"
+    [ $r = 0 ] || FAILED=1
+}
+golden fp32 1e-4 --backend cuda --tf32 false
+golden bf16 2e-2 --backend cuda --amp_mode bf16
+
+# ---- base config, batch 16 ----
+DATA=$OUTDIR/data_base
+if [ ! -f "$DATA/stats/global_stds.npy" ]; then
+    "$VB" datagen --output_dir "$DATA" --years 2 --valid_years 1 --channels 20 --img_size 360,720 \
+        --samples_per_year 48 --seed 0 > "$OUTDIR/datagen.log" 2>&1 ||
+        { tail -n 5 "$OUTDIR/datagen.log" >&2; echo "gpu_check: datagen failed" >&2; exit 1; }
+fi
+NB=20 NT=3
+[ $QUICK = 1 ] && NB=5 NT=2
+BENCHY=$OUTDIR/benchy.yaml
+cat > "$BENCHY" << EOF
+global: {report_freq: 5, exit_after_tests: True, profiler_mode: 'single', output_filename: 'benchy_output.json', output_dir: '', use_distributed_barrier: False}
+IO: {run_benchmark: True, nbatches: $NB, ntrials: $NT, nwarmup: 1}
+synthetic: {run_benchmark: True, nbatches: $NB, ntrials: $NT, nwarmup: 1}
+full: {run_benchmark: True, nbatches: $NB, ntrials: $NT, nwarmup: 1}
+EOF
+
+# dense peak TFLOP/s of the GPU for a precision (datasheet, without sparsity)
+peak() { # precision: fp32 tf32 bf16
+    case "$GPU" in
+    *H100*NVL*) p=(60 417.5 835) ;;
+    *H100*PCIe*) p=(51.2 378 756.5) ;;
+    *H100* | *H200* | *GH200*) p=(66.9 494.7 989.4) ;;
+    *A100*) p=(19.5 156 312) ;;
+    *) p=(0 0 0) ;;
+    esac
+    case "$1" in fp32) echo "${p[0]}" ;; tf32) echo "${p[1]}" ;; bf16) echo "${p[2]}" ;; esac
+}
+
+ROWS=()
+run_base() { # label precision tutorial-figure args...
+    local label=$1 prec=$2 tut=$3
+    shift 3
+    local dir=$OUTDIR/runs
+    rm -rf "${dir:?}/base_$label"
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$OUTDIR/mem_$label.txt" 2> /dev/null &
+    local smi=$!
+    "$VB" run --config base --backend cuda --global_batch_size 16 --num_data_workers 4 \
+        --train_data_path "$DATA/train" --valid_data_path "$DATA/valid" \
+        --global_means_path "$DATA/stats/global_means.npy" --global_stds_path "$DATA/stats/global_stds.npy" \
+        --benchy_config "$BENCHY" --output_dir "$dir" --run_name "base_$label" --progress none "$@" \
+        > "$OUTDIR/run_$label.log" 2>&1
+    local r=$?
+    kill $smi 2> /dev/null
+    wait $smi 2> /dev/null
+    local sum=$dir/base_$label/summary.csv
+    if [ $r != 0 ] || [ ! -f "$sum" ]; then
+        echo "gpu_check: base $label FAILED (rc $r): $(tail -n 1 "$OUTDIR/run_$label.log")"
+        FAILED=1
+        return
+    fi
+    local mem
+    mem=$(sort -n "$OUTDIR/mem_$label.txt" | tail -n 1)
+    ROWS+=("$(awk -F, -v label="$label" -v prec="$prec" -v pk="$(peak "$prec")" -v mem="${mem:-0}" -v tut="$tut" '
+        NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+        { sps[$c["trial_type"]] = $c["mean_samples_per_s"]; tf[$c["trial_type"]] = $c["achieved_tflop_per_s"] }
+        END {
+            mfu = pk > 0 ? 100 * tf["SYNTHETIC"] / pk : 0
+            printf "| %-10s | %-5s | %9.1f | %9.1f | %8.1f | %6.1f%% | %8.1f | %s |", label, prec, sps["SYNTHETIC"],
+                   sps["FULL"], tf["SYNTHETIC"], mfu, mem / 1024, tut
+        }' "$sum")")
+}
+run_base none_tf32 tf32 12.5 --amp_mode none --tf32 true
+run_base none_fp32 fp32 - --amp_mode none --tf32 false
+run_base bf16 bf16 102 --amp_mode bf16
+
+echo
+echo "base config, batch 16, one $GPU (SYNTHETIC and FULL: samples/s, mean of $NT trials of $NB batches)"
+echo "| run        | prec  | SYNTHETIC |      FULL | TFLOP/s  |   MFU   | GPU GiB  | tutorial H100 NVL samples/s |"
+echo "|------------|-------|-----------|-----------|----------|---------|----------|-----------------------------|"
+for r in "${ROWS[@]}"; do echo "$r"; done
+echo "(MFU: SYNTHETIC achieved TFLOP/s over the dense peak of the precision; GPU GiB: most memory in use on the GPU during the run, from nvidia-smi)"
+exit $FAILED
