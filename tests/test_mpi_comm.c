@@ -196,7 +196,8 @@ static void fake_memcpy_d2d(vb_ctx *ctx, void *dst, const void *src, size_t byte
     g_ctx_copies++;
     memmove(dst, src, bytes);
 }
-static const vb_ops k_fake_ops = {.name = "cpu", .synchronize = fake_synchronize, .memcpy_d2d = fake_memcpy_d2d};
+static const vb_ops k_fake_ops = {
+    .name = "cpu", .host_memory = 1, .synchronize = fake_synchronize, .memcpy_d2d = fake_memcpy_d2d};
 static vb_ctx g_fake_ctx = {.ops = &k_fake_ops, .act = VB_DTYPE_F32};
 
 /* The MPI plane without its native uneven forms: what an NCCL plane offers. */
