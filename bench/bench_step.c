@@ -31,6 +31,7 @@
 #include "core/model.h"
 #include "core/optim.h"
 #include "core/profile.h"
+#include "core/stats.h"
 #include "kernels/ops.h"
 
 typedef struct bench_opts {
@@ -135,19 +136,6 @@ static gemm_result time_sgemm(const gemm_shape *s, double budget) {
 }
 
 /* ---- 2./3. training steps ---- */
-
-typedef struct step_stats {
-    int n;
-    double total, min, max;  /* seconds */
-    double data_wait;        /* FULL only: time blocked in the loader */
-} step_stats;
-
-static void stats_add(step_stats *s, double dt) {
-    if (s->n == 0 || dt < s->min) s->min = dt;
-    if (s->n == 0 || dt > s->max) s->max = dt;
-    s->total += dt;
-    s->n++;
-}
 
 typedef struct trainer {
     vit_model *m;
@@ -273,21 +261,25 @@ int main(int argc, char **argv) {
         vb_free(h);
     }
     for (int i = 0; i < o.warmup; i++) train_step(&tr, inp, tar, B);
-    step_stats syn = {0};
+    /* seconds of every timed step (SYNTHETIC, then FULL with its data waits) */
+    int most = o.steps > o.full_steps ? o.steps : o.full_steps;
+    double *step_s = calloc((size_t)most, sizeof *step_s), *wait_s = calloc((size_t)most, sizeof *wait_s);
+    if (!step_s || !wait_s) vb_die_internal("out of memory");
     if (prof) vb_prof_set_enabled(prof, true);
     for (int i = 0; i < o.steps; i++) {
         double t0 = vb_now();
         train_step(&tr, inp, tar, B);
         double dt = vb_now() - t0;
-        stats_add(&syn, dt);
+        step_s[i] = dt;
         if (prof) vb_prof_add_step_time(prof, dt);
     }
+    vb_stats_summary syn = vb_stats_summarize(step_s, o.steps, 0);
     if (prof) {
         vb_prof_set_enabled(prof, false);
         if (vb_prof_write_csv(prof, o.ops_csv, 0) != 0)
             vb_die_input("--ops_csv '%s': cannot write", o.ops_csv);
     }
-    double syn_step = syn.total / syn.n, syn_sps = B / syn_step;
+    double syn_step = syn.mean, syn_sps = B / syn_step;
     double step_gflops = step_flops / syn_step * 1e-9;
     char what[64];
     vb_snprintf(what, sizeof what, "step fwd+bwd+adam, %d steps", syn.n);
@@ -301,7 +293,6 @@ int main(int argc, char **argv) {
     double full_sps = 0;
     if (!o.skip_full) {
         vb_loader_reset(loader, 0);
-        step_stats full = {0};
         for (int i = 0; i < 1 + o.full_steps; i++) {
             double t0 = vb_now();
             const vb_batch *b = vb_loader_next(loader);
@@ -312,15 +303,16 @@ int main(int argc, char **argv) {
             vb_loader_release(loader, b);
             train_step(&tr, inp, tar, B);
             if (i == 0) continue;
-            stats_add(&full, vb_now() - t0);
-            full.data_wait += t1 - t0;
+            step_s[i - 1] = vb_now() - t0;
+            wait_s[i - 1] = t1 - t0;
         }
-        double full_step = full.total / full.n;
+        int n = o.full_steps;
+        double full_step = vb_stats_mean(step_s, n);
         full_sps = B / full_step;
-        vb_snprintf(what, sizeof what, "loader+step, %d steps, %d workers", full.n, c.num_data_workers);
+        vb_snprintf(what, sizeof what, "loader+step, %d steps, %d workers", n, c.num_data_workers);
         print_row("FULL", what, 1e3 * full_step, step_flops / full_step * 1e-9, full_sps, 0);
         vb_snprintf(what, sizeof what, "  of which waiting for data");
-        print_row("", what, 1e3 * full.data_wait / full.n, 0, 0, 0);
+        print_row("", what, 1e3 * vb_stats_mean(wait_s, n), 0, 0, 0);
     }
 
     printf("#\n# step GFLOP/s = vit_train_flops / mean SYNTHETIC step time; %%sgemm = that / best model-shape sgemm (%.2f GFLOP/s)\n",
@@ -331,6 +323,8 @@ int main(int argc, char **argv) {
            c.config, B, best, step_gflops, step_gflops / best, syn_sps, B / syn.min, full_sps,
            syn_step, syn.min);
 
+    free(step_s);
+    free(wait_s);
     if (loader) vb_loader_destroy(loader);
     ops->free(tr.ctx, inp);
     ops->free(tr.ctx, tar);
