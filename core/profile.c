@@ -49,8 +49,8 @@ typedef struct {
     long calls;
     double bytes;        /* double: a long run can pass 2^63 bytes of comm in theory */
     double flops;
-    double total, min, max;
-    double *samples;
+    double total;
+    double *samples;     /* every call's seconds: min, max, median come from these */
     size_t cap;
 } vb_op_stats;
 
@@ -251,7 +251,7 @@ void vb_prof_reset(vb_profiler *p) {
         for (int i = 0; i < sec->nops; i++) {
             vb_op_stats *s = &sec->stats[i];
             s->calls = 0;
-            s->bytes = s->flops = s->total = s->min = s->max = 0;
+            s->bytes = s->flops = s->total = 0;
             /* samples and cap are kept: the next trial reuses the storage */
         }
         sec->step_seconds = 0;
@@ -347,8 +347,6 @@ static void add_sample(vb_prof_section *sec, int id, double dt, double bytes, do
         s->cap = cap;
     }
     s->samples[s->calls] = dt;
-    if (s->calls == 0 || dt < s->min) s->min = dt;
-    if (s->calls == 0 || dt > s->max) s->max = dt;
     s->calls++;
     s->total += dt;
     s->bytes += bytes;
