@@ -13,7 +13,7 @@
  * its fraction of the best model-shape sgemm rate. Output is a table with units
  * in the style of nccl-tests plus one `bench_step key=value ...` line for scripts.
  *
- * Own flags (removed before the config sees argv):
+ * Own flags (parsed by core/cli, listed by --help; removed before the config sees argv):
  *   --warmup N (2)  --steps N (5)  --full_steps N (= --steps)  --skip_full
  *   --sgemm_seconds S (0.3 per shape)  --ops_csv PATH (per-op profile of the timed SYNTHETIC steps)
  */
@@ -25,6 +25,7 @@
 
 #include "bench/memcheck.h"
 #include "bench/trainer.h"
+#include "core/cli.h"
 #include "core/common.h"
 #include "core/config.h"
 #include "core/data.h"
@@ -41,52 +42,64 @@ typedef struct bench_opts {
     const char *ops_csv;
 } bench_opts;
 
-static int parse_count(const char *flag, const char *v, int min) {
-    char *end = NULL;
-    long x = v ? strtol(v, &end, 10) : 0;
-    if (!v || *v == '\0' || *end != '\0' || x < min || x > 1000000)
-        vb_die_input("flag %s: '%s' is not an integer >= %d", flag, v ? v : "(missing)", min);
-    return (int)x;
+/* Config arguments, in order, for vb_config_from_args (argv[0] first). */
+typedef struct config_args {
+    char **v;
+    int n;
+    bool have_config;
+} config_args;
+
+/* Everything that is not bench_step's own goes to the config parser as
+ * given, values included; it names any unknown key or bad value itself. */
+static void pass_to_config(void *ctx, const char *arg, const char *next) {
+    config_args *c = ctx;
+    if (!strcmp(arg, "--config") || !strncmp(arg, "--config=", 9)) c->have_config = true;
+    c->v[c->n++] = (char *)arg;
+    if (next) c->v[c->n++] = (char *)next;
 }
 
-/* Splits argv into our flags (consumed) and the config's (copied into cargv).
- * Injects `--config small` first when no --config is given, so the config's
- * own parser still sees a later --config override as usual. */
+/* Parses bench_step's own flags into o and leaves every other argument in
+ * cargv for the config. `--config small` goes first when no --config is
+ * given, so the config's own parser still sees a later --config as usual. */
 static int split_args(int argc, char **argv, bench_opts *o, char **cargv) {
+    char **rest = calloc((size_t)argc + 1, sizeof *rest);
+    if (!rest) vb_die_internal("out of memory");
+    config_args ca = {.v = rest};
+    const vb_cli_opt opts[] = {
+        {.name = "warmup", .kind = VB_CLI_INT, .ptr = &o->warmup, .ilo = 0, .ihi = 1000000, .arg = "N",
+         .help = "untimed SYNTHETIC steps first (default 2)"},
+        {.name = "steps", .kind = VB_CLI_INT, .ptr = &o->steps, .ilo = 1, .ihi = 1000000, .arg = "N",
+         .help = "timed SYNTHETIC steps (default 5)"},
+        {.name = "full_steps", .kind = VB_CLI_INT, .ptr = &o->full_steps, .ilo = 1, .ihi = 1000000, .arg = "N",
+         .help = "timed FULL steps (default: --steps)"},
+        {.name = "skip_full", .kind = VB_CLI_BOOL, .ptr = &o->skip_full, .help = "no FULL trial (needs no dataset)"},
+        {.name = "sgemm_seconds", .kind = VB_CLI_DOUBLE, .ptr = &o->sgemm_seconds, .dlo = 0, .dlo_open = true,
+         .dhi = 60, .arg = "S", .help = "time per sgemm shape (default 0.3)"},
+        {.name = "ops_csv", .kind = VB_CLI_STRING, .ptr = &o->ops_csv, .arg = "PATH",
+         .help = "per-op profile of the timed SYNTHETIC steps (a run's ops.csv format)"},
+    };
+    const vb_cli cli = {
+        .cmd = "bench_step",
+        .usage = "bench_step [options] [--config NAME] [--<config key> VALUE ...]",
+        .about = "One training step against the machine: sgemm ceiling, SYNTHETIC and FULL samples/s, GFLOP/s.",
+        .opts = opts,
+        .nopts = (int)(sizeof opts / sizeof opts[0]),
+        .other = pass_to_config,
+        .ctx = &ca,
+        .other_help = "Any other --<key> VALUE sets that key of the config, as vitbench run takes it\n"
+                      "(default --config small from scenarios/vit.yaml).",
+    };
+    vb_cli_parse(&cli, argc, argv);
     int cargc = 0;
-    bool have_config = false;
     cargv[cargc++] = argv[0];
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--config") || !strncmp(argv[i], "--config=", 9)) have_config = true;
-    if (!have_config) {
+    if (!ca.have_config) {
         cargv[cargc++] = "--config";
         cargv[cargc++] = "small";
     }
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *next = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--warmup")) { o->warmup = parse_count(a, next, 0); i++; }
-        else if (!strcmp(a, "--steps")) { o->steps = parse_count(a, next, 1); i++; }
-        else if (!strcmp(a, "--full_steps")) { o->full_steps = parse_count(a, next, 1); i++; }
-        else if (!strcmp(a, "--skip_full")) o->skip_full = true;
-        else if (!strcmp(a, "--ops_csv")) {
-            if (!next) vb_die_input("flag --ops_csv needs a path");
-            o->ops_csv = next;
-            i++;
-        } else if (!strcmp(a, "--sgemm_seconds")) {
-            char *end = NULL;
-            o->sgemm_seconds = next ? strtod(next, &end) : -1;
-            if (!next || *end != '\0' || !(o->sgemm_seconds > 0 && o->sgemm_seconds <= 60))
-                vb_die_input("flag --sgemm_seconds: '%s' is not a number in (0, 60]", next ? next : "(missing)");
-            i++;
-        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("usage: bench_step [--warmup N] [--steps N] [--full_steps N] [--skip_full]\n"
-                   "                  [--sgemm_seconds S] [--ops_csv PATH] [--config NAME] [--<config key> VALUE ...]\n");
-            exit(0);
-        } else cargv[cargc++] = argv[i];
-    }
-    if (o->full_steps == 0) o->full_steps = o->steps;
+    for (int i = 0; i < ca.n; i++) cargv[cargc++] = rest[i];
     cargv[cargc] = NULL;
+    free(rest);
+    if (o->full_steps == 0) o->full_steps = o->steps;
     return cargc;
 }
 
