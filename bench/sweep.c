@@ -17,6 +17,7 @@
 #include <libgen.h>
 #include <unistd.h>
 
+#include "core/cli.h"
 #include "core/common.h"
 #include "core/config.h"
 #include "core/groups.h"
@@ -814,25 +815,50 @@ typedef struct {
     vb_sweep_overrides ov;
 } sweep_cli;
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: vitbench sweep FILE [--output_dir DIR] [--launcher mpirun|srun|sbatch] [--dry-run]\n"
-            "                           [--ranks 1,2,4] [--world_size N] [--ranks_per_node N]\n"
-            "                           [--launcher_args \"ARGS\"] [--timeout_s S] [--repeats N]\n"
-            "                           [--order sequential|shuffled] [--order_seed S] [--threads_per_rank T]\n"
-            "                           [--no_report] [--<config key> VALUE ...]\n"
-            "       vitbench sweep --resume SWEEP_DIR [--retry_failed] [--timeout_s S] [--no_report]\n"
-            "Expands the scenario FILE (scenarios/*.yaml) into runs, launches each with its ranks and\n"
-            "collects them under DIR/<name>_<timestamp>/ with index.csv (see bench/sweep.h). --resume\n"
-            "continues a sweep that was stopped: completed runs are kept, missing or unfinished ones run\n"
-            "(failed ones too with --retry_failed), with the sweep's own scenario copy and options.\n");
+static void set_output_dir(const char *flag, const char *v, void *ptr) {
+    char *out = ptr; /* sweep_cli.out_dir */
+    if (!v[0]) vb_die_input("sweep: %s expects a non-empty value", flag);
+    if (strlen(v) >= VB_PATH_MAX - 300) vb_die_input("sweep: %s: '%.60s...' is too long", flag, v);
+    snprintf(out, VB_PATH_MAX, "%s", v);
 }
 
-/* Value of a sweep option: --opt=VALUE or --opt VALUE. */
-static const char *opt_value(int argc, char **argv, int *i, const char *eq, const char *opt) {
-    if (eq) return eq + 1;
-    if (*i + 1 >= argc) vb_die_input("flag --%s: missing value", opt);
-    return argv[++*i];
+static void set_ranks(const char *flag, const char *v, void *ptr) {
+    vb_sweep_overrides *ov = ptr;
+    char what[64];
+    snprintf(what, sizeof what, "flag %s", flag);
+    free(ov->ranks);
+    ov->ranks = vb_sweep_parse_int_list(v, what, &ov->nranks);
+}
+
+static void add_launcher_args(const char *flag, const char *v, void *ptr) {
+    (void)flag;
+    strvec *args = ptr;
+    char *copy = xstrdup(v);
+    for (char *tok = strtok(copy, " \t"); tok; tok = strtok(NULL, " \t")) sv_push(args, tok);
+    free(copy);
+}
+
+/* The scenario FILE, or a config override for every run (--key VALUE,
+ * --key=VALUE, or a bare --key meaning true), checked by the config
+ * parser's rules. */
+static void file_or_override(void *ctx, const char *arg, const char *next) {
+    sweep_cli *c = ctx;
+    if (strncmp(arg, "--", 2) != 0) {
+        if (c->file) vb_die_input("unexpected argument '%s' (one scenario FILE, already given: %s)", arg, c->file);
+        c->file = arg;
+        return;
+    }
+    const char *name = arg + 2, *eq = strchr(name, '=');
+    size_t len = eq ? (size_t)(eq - name) : strlen(name);
+    char key[96];
+    if (len >= sizeof key) vb_die_input("flag '%.100s': not an option", arg);
+    memcpy(key, name, len);
+    key[len] = '\0';
+    const char *value = eq ? eq + 1 : next ? next : "true"; /* a bare boolean flag such as --noddp */
+    char origin[160];
+    snprintf(origin, sizeof origin, "flag --%s", key);
+    check_setting(key, value, origin);
+    vb_sweep_kvs_set(&c->ov.config, key, value);
 }
 
 static void parse_cli(int argc, char **argv, sweep_cli *c) {
@@ -845,110 +871,58 @@ static void parse_cli(int argc, char **argv, sweep_cli *c) {
     c->order_seed = -1;
     c->threads_per_rank = -1;
     const char *slurm = getenv("SLURM_JOB_ID");
-    c->launcher = (slurm && *slurm) ? LAUNCH_SRUN : LAUNCH_MPIRUN;
-
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage(stdout);
-            exit(0);
-        }
-        if (strncmp(a, "--", 2) != 0) {
-            if (c->file) vb_die_input("unexpected argument '%s' (one scenario FILE, already given: %s)", a, c->file);
-            c->file = a;
-            continue;
-        }
-        char opt[96];
-        const char *name = a + 2, *eq = strchr(name, '=');
-        size_t len = eq ? (size_t)(eq - name) : strlen(name);
-        if (len == 0 || len >= sizeof opt) vb_die_input("flag '%s': not an option", a);
-        memcpy(opt, name, len);
-        opt[len] = '\0';
-        /* both spellings, like the rest of vitbench's --key_name flags */
-        for (char *p = opt; *p; p++)
-            if (*p == '-') *p = '_';
-
-        if (strcmp(opt, "dry_run") == 0) {
-            bool b = true;
-            if (eq && !parse_bool(eq + 1, &b)) vb_die_input("flag --dry-run: '%s' is not true or false", eq + 1);
-            c->dry_run = b;
-        } else if (strcmp(opt, "output_dir") == 0) {
-            const char *v = opt_value(argc, argv, &i, eq, "output_dir");
-            if (!v[0] || strlen(v) >= sizeof c->out_dir - 300) vb_die_input("flag --output_dir: '%s' is empty or too long", v);
-            snprintf(c->out_dir, sizeof c->out_dir, "%s", v);
-        } else if (strcmp(opt, "launcher") == 0) {
-            const char *v = opt_value(argc, argv, &i, eq, "launcher");
-            int k = -1;
-            for (int j = 0; j < 3; j++)
-                if (strcmp(v, launcher_names[j]) == 0) k = j;
-            if (k < 0) vb_die_input("flag --launcher: '%s' is not mpirun, srun or sbatch", v);
-            c->launcher = (launcher_kind)k;
-        } else if (strcmp(opt, "ranks") == 0) {
-            free(c->ov.ranks);
-            c->ov.ranks = vb_sweep_parse_int_list(opt_value(argc, argv, &i, eq, "ranks"), "flag --ranks", &c->ov.nranks);
-        } else if (strcmp(opt, "world_size") == 0) {
-            const char *v = opt_value(argc, argv, &i, eq, "world_size");
-            if (!parse_int(v, &c->ov.world_size) || c->ov.world_size < 1)
-                vb_die_input("flag --world_size: '%s' is not a positive integer", v);
-        } else if (strcmp(opt, "ranks_per_node") == 0) {
-            const char *v = opt_value(argc, argv, &i, eq, "ranks_per_node");
-            if (!parse_int(v, &c->ranks_per_node) || c->ranks_per_node < 1)
-                vb_die_input("flag --ranks_per_node: '%s' is not a positive integer", v);
-        } else if (strcmp(opt, "timeout_s") == 0) {
-            const char *v = opt_value(argc, argv, &i, eq, "timeout_s");
-            if (!parse_int(v, &c->timeout_s) || c->timeout_s < 0)
-                vb_die_input("flag --timeout_s: '%s' is not a number of seconds >= 0", v);
-        } else if (strcmp(opt, "repeats") == 0) {
-            const char *v = opt_value(argc, argv, &i, eq, "repeats");
-            if (!parse_int(v, &c->repeats) || c->repeats < 1)
-                vb_die_input("flag --repeats: '%s' is not a positive integer", v);
-        } else if (strcmp(opt, "order") == 0) {
-            const char *v = opt_value(argc, argv, &i, eq, "order");
-            if (strcmp(v, "shuffled") != 0 && strcmp(v, "sequential") != 0)
-                vb_die_input("flag --order: '%s' is not sequential or shuffled", v);
-            c->shuffled = strcmp(v, "shuffled") == 0;
-        } else if (strcmp(opt, "order_seed") == 0) {
-            const char *v = opt_value(argc, argv, &i, eq, "order_seed");
-            int x;
-            if (!parse_int(v, &x) || x < 0) vb_die_input("flag --order_seed: '%s' is not an integer >= 0", v);
-            c->order_seed = x;
-        } else if (strcmp(opt, "threads_per_rank") == 0) {
-            const char *v = opt_value(argc, argv, &i, eq, "threads_per_rank");
-            if (!parse_int(v, &c->threads_per_rank) || c->threads_per_rank < 1)
-                vb_die_input("flag --threads_per_rank: '%s' is not a positive integer", v);
-        } else if (strcmp(opt, "no_report") == 0) {
-            bool b = true;
-            if (eq && !parse_bool(eq + 1, &b)) vb_die_input("flag --no_report: '%s' is not true or false", eq + 1);
-            c->no_report = b;
-        } else if (strcmp(opt, "resume") == 0) {
-            c->resume = opt_value(argc, argv, &i, eq, "resume");
-            if (!c->resume[0]) vb_die_input("flag --resume: missing the sweep directory");
-        } else if (strcmp(opt, "retry_failed") == 0) {
-            bool b = true;
-            if (eq && !parse_bool(eq + 1, &b)) vb_die_input("flag --retry_failed: '%s' is not true or false", eq + 1);
-            c->retry_failed = b;
-        } else if (strcmp(opt, "launcher_args") == 0) {
-            char *copy = xstrdup(opt_value(argc, argv, &i, eq, "launcher_args"));
-            for (char *tok = strtok(copy, " \t"); tok; tok = strtok(NULL, " \t")) sv_push(&c->launcher_args, tok);
-            free(copy);
-        } else {
-            /* a config override for every run; checked by the config parser's rules */
-            char key[96];
-            memcpy(key, name, len);
-            key[len] = '\0';
-            const char *value;
-            if (eq)
-                value = eq + 1;
-            else if (i + 1 < argc && !(strncmp(argv[i + 1], "--", 2) == 0 && argv[i + 1][2]))
-                value = argv[++i];
-            else
-                value = "true"; /* a bare boolean flag such as --noddp */
-            char origin[160];
-            snprintf(origin, sizeof origin, "flag --%s", key);
-            check_setting(key, value, origin);
-            vb_sweep_kvs_set(&c->ov.config, key, value);
-        }
-    }
+    int launcher = (slurm && *slurm) ? LAUNCH_SRUN : LAUNCH_MPIRUN;
+    int order_seed = -1; /* as the scenario's order_seed: an int */
+    static const char *const orders[] = {"sequential", "shuffled", NULL}; /* index = shuffled */
+    static const char *const launchers[] = {"mpirun", "srun", "sbatch", NULL};
+    const vb_cli_opt opts[] = {
+        {.name = "output_dir", .kind = VB_CLI_FUNC, .ptr = c->out_dir, .fn = set_output_dir, .arg = "DIR",
+         .help = "where the sweep directory goes (default results)"},
+        {.name = "launcher", .kind = VB_CLI_CHOICE, .ptr = &launcher, .choices = launchers,
+         .arg = "mpirun|srun|sbatch", .help = "how runs start (default srun under Slurm, else mpirun)"},
+        {.name = "dry-run", .kind = VB_CLI_BOOL, .ptr = &c->dry_run,
+         .help = "print every run's command (sbatch: write the job scripts) and run nothing"},
+        {.name = "ranks", .kind = VB_CLI_FUNC, .ptr = &c->ov, .fn = set_ranks, .arg = "1,2,4",
+         .help = "world sizes instead of the scenario's ranks"},
+        {.name = "world_size", .kind = VB_CLI_INT, .ptr = &c->ov.world_size, .ilo = 1, .ihi = INT_MAX, .arg = "N",
+         .help = "world size of a layouts scenario"},
+        {.name = "ranks_per_node", .kind = VB_CLI_INT, .ptr = &c->ranks_per_node, .ilo = 1, .ihi = INT_MAX,
+         .arg = "N", .help = "srun / sbatch: --nodes=ceil(R/N) --ntasks-per-node=min(R,N)"},
+        {.name = "launcher_args", .kind = VB_CLI_FUNC, .ptr = &c->launcher_args, .fn = add_launcher_args,
+         .arg = "\"ARGS\"", .help = "split on spaces, right after the launcher's rank-count options"},
+        {.name = "timeout_s", .kind = VB_CLI_INT, .ptr = &c->timeout_s, .ilo = 0, .ihi = INT_MAX, .arg = "S",
+         .help = "stop a run after S seconds and record it failed (0 = no limit)"},
+        {.name = "repeats", .kind = VB_CLI_INT, .ptr = &c->repeats, .ilo = 1, .ihi = INT_MAX, .arg = "N",
+         .help = "every point N times, in rounds"},
+        {.name = "order", .kind = VB_CLI_CHOICE, .ptr = &c->shuffled, .choices = orders,
+         .arg = "sequential|shuffled", .help = "each round in plan order or in a seeded random order"},
+        {.name = "order_seed", .kind = VB_CLI_INT, .ptr = &order_seed, .ilo = 0, .ihi = INT_MAX, .arg = "S",
+         .help = "seed of the shuffled order"},
+        {.name = "threads_per_rank", .kind = VB_CLI_INT, .ptr = &c->threads_per_rank, .ilo = 1, .ihi = INT_MAX,
+         .arg = "T", .help = "OpenMP threads of every rank (default: a node's cores / its ranks)"},
+        {.name = "no_report", .kind = VB_CLI_BOOL, .ptr = &c->no_report, .help = "no report at the end"},
+        {.name = "resume", .kind = VB_CLI_STRING, .ptr = &c->resume, .arg = "SWEEP_DIR",
+         .help = "continue a stopped sweep in its own directory"},
+        {.name = "retry_failed", .kind = VB_CLI_BOOL, .ptr = &c->retry_failed,
+         .help = "with --resume: run the failed runs again"},
+    };
+    const vb_cli cli = {
+        .cmd = "sweep",
+        .usage = "vitbench sweep FILE [options] [--<config key> VALUE ...]\n"
+                 "       vitbench sweep --resume SWEEP_DIR [--retry_failed] [--timeout_s S] [--no_report]",
+        .about = "Expands the scenario FILE (scenarios/*.yaml) into runs, launches each with its ranks and\n"
+                 "collects them under DIR/<name>_<timestamp>/ with index.csv (see bench/sweep.h). --resume\n"
+                 "continues a sweep that was stopped: completed runs are kept, missing or unfinished ones run\n"
+                 "(failed ones too with --retry_failed), with the sweep's own scenario copy and options.",
+        .opts = opts,
+        .nopts = (int)(sizeof opts / sizeof opts[0]),
+        .other = file_or_override,
+        .ctx = c,
+        .other_help = "Any other --<config key> VALUE (or --key=VALUE) is a config override for every run.",
+    };
+    vb_cli_parse(&cli, argc, argv);
+    c->launcher = (launcher_kind)launcher;
+    c->order_seed = order_seed;
     if (c->resume && c->file)
         vb_die_input("sweep: give either a scenario FILE or --resume SWEEP_DIR, not both (%s, --resume %s)", c->file,
                      c->resume);
