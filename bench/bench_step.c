@@ -13,7 +13,7 @@
  * its fraction of the best model-shape sgemm rate. Output is a table with units
  * in the style of nccl-tests plus one `bench_step key=value ...` line for scripts.
  *
- * Own flags (removed before the config sees argv):
+ * Own flags (parsed by core/cli, listed by --help; removed before the config sees argv):
  *   --warmup N (2)  --steps N (5)  --full_steps N (= --steps)  --skip_full
  *   --sgemm_seconds S (0.3 per shape)  --ops_csv PATH (per-op profile of the timed SYNTHETIC steps)
  */
@@ -25,12 +25,14 @@
 
 #include "bench/memcheck.h"
 #include "bench/trainer.h"
+#include "core/cli.h"
 #include "core/common.h"
 #include "core/config.h"
 #include "core/data.h"
 #include "core/model.h"
 #include "core/optim.h"
 #include "core/profile.h"
+#include "core/stats.h"
 #include "kernels/ops.h"
 
 typedef struct bench_opts {
@@ -40,52 +42,64 @@ typedef struct bench_opts {
     const char *ops_csv;
 } bench_opts;
 
-static int parse_count(const char *flag, const char *v, int min) {
-    char *end = NULL;
-    long x = v ? strtol(v, &end, 10) : 0;
-    if (!v || *v == '\0' || *end != '\0' || x < min || x > 1000000)
-        vb_die_input("flag %s: '%s' is not an integer >= %d", flag, v ? v : "(missing)", min);
-    return (int)x;
+/* Config arguments, in order, for vb_config_from_args (argv[0] first). */
+typedef struct config_args {
+    char **v;
+    int n;
+    bool have_config;
+} config_args;
+
+/* Everything that is not bench_step's own goes to the config parser as
+ * given, values included; it names any unknown key or bad value itself. */
+static void pass_to_config(void *ctx, const char *arg, const char *next) {
+    config_args *c = ctx;
+    if (!strcmp(arg, "--config") || !strncmp(arg, "--config=", 9)) c->have_config = true;
+    c->v[c->n++] = (char *)arg;
+    if (next) c->v[c->n++] = (char *)next;
 }
 
-/* Splits argv into our flags (consumed) and the config's (copied into cargv).
- * Injects `--config small` first when no --config is given, so the config's
- * own parser still sees a later --config override as usual. */
+/* Parses bench_step's own flags into o and leaves every other argument in
+ * cargv for the config. `--config small` goes first when no --config is
+ * given, so the config's own parser still sees a later --config as usual. */
 static int split_args(int argc, char **argv, bench_opts *o, char **cargv) {
+    char **rest = calloc((size_t)argc + 1, sizeof *rest);
+    if (!rest) vb_die_internal("out of memory");
+    config_args ca = {.v = rest};
+    const vb_cli_opt opts[] = {
+        {.name = "warmup", .kind = VB_CLI_INT, .ptr = &o->warmup, .ilo = 0, .ihi = 1000000, .arg = "N",
+         .help = "untimed SYNTHETIC steps first (default 2)"},
+        {.name = "steps", .kind = VB_CLI_INT, .ptr = &o->steps, .ilo = 1, .ihi = 1000000, .arg = "N",
+         .help = "timed SYNTHETIC steps (default 5)"},
+        {.name = "full_steps", .kind = VB_CLI_INT, .ptr = &o->full_steps, .ilo = 1, .ihi = 1000000, .arg = "N",
+         .help = "timed FULL steps (default: --steps)"},
+        {.name = "skip_full", .kind = VB_CLI_BOOL, .ptr = &o->skip_full, .help = "no FULL trial (needs no dataset)"},
+        {.name = "sgemm_seconds", .kind = VB_CLI_DOUBLE, .ptr = &o->sgemm_seconds, .dlo = 0, .dlo_open = true,
+         .dhi = 60, .arg = "S", .help = "time per sgemm shape (default 0.3)"},
+        {.name = "ops_csv", .kind = VB_CLI_STRING, .ptr = &o->ops_csv, .arg = "PATH",
+         .help = "per-op profile of the timed SYNTHETIC steps (a run's ops.csv format)"},
+    };
+    const vb_cli cli = {
+        .cmd = "bench_step",
+        .usage = "bench_step [options] [--config NAME] [--<config key> VALUE ...]",
+        .about = "One training step against the machine: sgemm ceiling, SYNTHETIC and FULL samples/s, GFLOP/s.",
+        .opts = opts,
+        .nopts = (int)(sizeof opts / sizeof opts[0]),
+        .other = pass_to_config,
+        .ctx = &ca,
+        .other_help = "Any other --<key> VALUE sets that key of the config, as vitbench run takes it\n"
+                      "(default --config small from scenarios/vit.yaml).",
+    };
+    vb_cli_parse(&cli, argc, argv);
     int cargc = 0;
-    bool have_config = false;
     cargv[cargc++] = argv[0];
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--config") || !strncmp(argv[i], "--config=", 9)) have_config = true;
-    if (!have_config) {
+    if (!ca.have_config) {
         cargv[cargc++] = "--config";
         cargv[cargc++] = "small";
     }
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *next = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--warmup")) { o->warmup = parse_count(a, next, 0); i++; }
-        else if (!strcmp(a, "--steps")) { o->steps = parse_count(a, next, 1); i++; }
-        else if (!strcmp(a, "--full_steps")) { o->full_steps = parse_count(a, next, 1); i++; }
-        else if (!strcmp(a, "--skip_full")) o->skip_full = true;
-        else if (!strcmp(a, "--ops_csv")) {
-            if (!next) vb_die_input("flag --ops_csv needs a path");
-            o->ops_csv = next;
-            i++;
-        } else if (!strcmp(a, "--sgemm_seconds")) {
-            char *end = NULL;
-            o->sgemm_seconds = next ? strtod(next, &end) : -1;
-            if (!next || *end != '\0' || !(o->sgemm_seconds > 0 && o->sgemm_seconds <= 60))
-                vb_die_input("flag --sgemm_seconds: '%s' is not a number in (0, 60]", next ? next : "(missing)");
-            i++;
-        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("usage: bench_step [--warmup N] [--steps N] [--full_steps N] [--skip_full]\n"
-                   "                  [--sgemm_seconds S] [--ops_csv PATH] [--config NAME] [--<config key> VALUE ...]\n");
-            exit(0);
-        } else cargv[cargc++] = argv[i];
-    }
-    if (o->full_steps == 0) o->full_steps = o->steps;
+    for (int i = 0; i < ca.n; i++) cargv[cargc++] = rest[i];
     cargv[cargc] = NULL;
+    free(rest);
+    if (o->full_steps == 0) o->full_steps = o->steps;
     return cargc;
 }
 
@@ -135,19 +149,6 @@ static gemm_result time_sgemm(const gemm_shape *s, double budget) {
 }
 
 /* ---- 2./3. training steps ---- */
-
-typedef struct step_stats {
-    int n;
-    double total, min, max;  /* seconds */
-    double data_wait;        /* FULL only: time blocked in the loader */
-} step_stats;
-
-static void stats_add(step_stats *s, double dt) {
-    if (s->n == 0 || dt < s->min) s->min = dt;
-    if (s->n == 0 || dt > s->max) s->max = dt;
-    s->total += dt;
-    s->n++;
-}
 
 typedef struct trainer {
     vit_model *m;
@@ -273,21 +274,25 @@ int main(int argc, char **argv) {
         vb_free(h);
     }
     for (int i = 0; i < o.warmup; i++) train_step(&tr, inp, tar, B);
-    step_stats syn = {0};
+    /* seconds of every timed step (SYNTHETIC, then FULL with its data waits) */
+    int most = o.steps > o.full_steps ? o.steps : o.full_steps;
+    double *step_s = calloc((size_t)most, sizeof *step_s), *wait_s = calloc((size_t)most, sizeof *wait_s);
+    if (!step_s || !wait_s) vb_die_internal("out of memory");
     if (prof) vb_prof_set_enabled(prof, true);
     for (int i = 0; i < o.steps; i++) {
         double t0 = vb_now();
         train_step(&tr, inp, tar, B);
         double dt = vb_now() - t0;
-        stats_add(&syn, dt);
+        step_s[i] = dt;
         if (prof) vb_prof_add_step_time(prof, dt);
     }
+    vb_stats_summary syn = vb_stats_summarize(step_s, o.steps, 0);
     if (prof) {
         vb_prof_set_enabled(prof, false);
         if (vb_prof_write_csv(prof, o.ops_csv, 0) != 0)
             vb_die_input("--ops_csv '%s': cannot write", o.ops_csv);
     }
-    double syn_step = syn.total / syn.n, syn_sps = B / syn_step;
+    double syn_step = syn.mean, syn_sps = B / syn_step;
     double step_gflops = step_flops / syn_step * 1e-9;
     char what[64];
     vb_snprintf(what, sizeof what, "step fwd+bwd+adam, %d steps", syn.n);
@@ -301,7 +306,6 @@ int main(int argc, char **argv) {
     double full_sps = 0;
     if (!o.skip_full) {
         vb_loader_reset(loader, 0);
-        step_stats full = {0};
         for (int i = 0; i < 1 + o.full_steps; i++) {
             double t0 = vb_now();
             const vb_batch *b = vb_loader_next(loader);
@@ -312,15 +316,16 @@ int main(int argc, char **argv) {
             vb_loader_release(loader, b);
             train_step(&tr, inp, tar, B);
             if (i == 0) continue;
-            stats_add(&full, vb_now() - t0);
-            full.data_wait += t1 - t0;
+            step_s[i - 1] = vb_now() - t0;
+            wait_s[i - 1] = t1 - t0;
         }
-        double full_step = full.total / full.n;
+        int n = o.full_steps;
+        double full_step = vb_stats_mean(step_s, n);
         full_sps = B / full_step;
-        vb_snprintf(what, sizeof what, "loader+step, %d steps, %d workers", full.n, c.num_data_workers);
+        vb_snprintf(what, sizeof what, "loader+step, %d steps, %d workers", n, c.num_data_workers);
         print_row("FULL", what, 1e3 * full_step, step_flops / full_step * 1e-9, full_sps, 0);
         vb_snprintf(what, sizeof what, "  of which waiting for data");
-        print_row("", what, 1e3 * full.data_wait / full.n, 0, 0, 0);
+        print_row("", what, 1e3 * vb_stats_mean(wait_s, n), 0, 0, 0);
     }
 
     printf("#\n# step GFLOP/s = vit_train_flops / mean SYNTHETIC step time; %%sgemm = that / best model-shape sgemm (%.2f GFLOP/s)\n",
@@ -331,6 +336,8 @@ int main(int argc, char **argv) {
            c.config, B, best, step_gflops, step_gflops / best, syn_sps, B / syn.min, full_sps,
            syn_step, syn.min);
 
+    free(step_s);
+    free(wait_s);
     if (loader) vb_loader_destroy(loader);
     ops->free(tr.ctx, inp);
     ops->free(tr.ctx, tar);

@@ -27,6 +27,7 @@
 #include "core/comm.h"
 #include "core/common.h"
 #include "core/data.h"
+#include "core/datagen.h"
 #include "kernels/ops.h"
 
 static void usage(FILE *f) {
@@ -96,76 +97,6 @@ static void print_version(void) {
     printf("cjson %s\n", cJSON_Version());
 }
 
-/* ---- datagen ---- */
-
-static long parse_int_flag(const char *flag, const char *v, long lo, long hi) {
-    if (!v) vb_die_input("flag %s: missing value", flag);
-    char *end = NULL;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || end == v || *end != '\0') vb_die_input("flag %s: '%s' is not an integer", flag, v);
-    if (x < lo || x > hi) vb_die_input("flag %s: %ld is out of range [%ld, %ld]", flag, x, lo, hi);
-    return x;
-}
-
-static int cmd_datagen(int argc, char **argv) {
-    vb_datagen_opts o = {
-        .output_dir = NULL,
-        .years = 2,
-        .valid_years = 1,
-        .samples_per_year = 64,
-        .channels = 20,
-        .img_h = 96,
-        .img_w = 192,
-        .seed = 0,
-    };
-    for (int i = 2; i < argc; i++) {
-        const char *arg = argv[i];
-        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-            usage(stdout);
-            return 0;
-        }
-        if (strncmp(arg, "--", 2) != 0) vb_die_input("datagen: unexpected argument '%s'", arg);
-        /* --flag value or --flag=value */
-        char flag[64];
-        const char *eq = strchr(arg, '=');
-        size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
-        if (len >= sizeof flag) vb_die_input("datagen: unknown flag %.60s", arg);
-        memcpy(flag, arg, len);
-        flag[len] = '\0';
-        const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
-        if (strcmp(flag, "--output_dir") == 0) {
-            if (!v || !*v) vb_die_input("flag --output_dir: missing value");
-            o.output_dir = v;
-        } else if (strcmp(flag, "--years") == 0) {
-            o.years = (int)parse_int_flag(flag, v, 1, 1000);
-        } else if (strcmp(flag, "--valid_years") == 0) {
-            o.valid_years = (int)parse_int_flag(flag, v, 1, 1000);
-        } else if (strcmp(flag, "--samples_per_year") == 0) {
-            o.samples_per_year = (int)parse_int_flag(flag, v, 2, 1 << 20);
-        } else if (strcmp(flag, "--channels") == 0) {
-            o.channels = (int)parse_int_flag(flag, v, 1, 1024);
-        } else if (strcmp(flag, "--seed") == 0) {
-            o.seed = (uint64_t)parse_int_flag(flag, v, 0, LONG_MAX);
-        } else if (strcmp(flag, "--img_size") == 0) {
-            if (!v) vb_die_input("flag --img_size: missing value");
-            int h = 0, w = 0, used = 0;
-            if (sscanf(v, "%d,%d%n", &h, &w, &used) != 2 || v[used] != '\0' || h < 1 || w < 1 || h > 65536 ||
-                w > 65536)
-                vb_die_input("flag --img_size: '%s' is not H,W with positive integers", v);
-            o.img_h = h;
-            o.img_w = w;
-        } else {
-            vb_die_input("datagen: unknown flag %s", flag);
-        }
-    }
-    if (!o.output_dir) vb_die_input("datagen: missing required flag --output_dir");
-    vb_datagen(&o);
-    vb_log("vitbench: wrote dataset %s (train %d x %d samples, valid %d x %d, %d channels, %dx%d)", o.output_dir,
-           o.years, o.samples_per_year, o.valid_years, o.samples_per_year, o.channels, o.img_h, o.img_w);
-    return 0;
-}
-
 /* ---- run / train ---- */
 
 static int cmd_run_or_train(int argc, char **argv, vb_run_mode mode) {
@@ -203,7 +134,7 @@ int main(int argc, char **argv) {
         print_version();
         return 0;
     }
-    if (strcmp(cmd, "datagen") == 0) return cmd_datagen(argc, argv);
+    if (strcmp(cmd, "datagen") == 0) return vb_datagen_main(argc - 1, argv + 1);
     /* before any MPI init: the sweep launches mpirun itself */
     if (strcmp(cmd, "sweep") == 0) return vb_sweep_main(argc - 1, argv + 1);
     if (strcmp(cmd, "report") == 0) return vb_report_main(argc - 1, argv + 1);

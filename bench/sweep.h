@@ -1,5 +1,6 @@
 /* sweep.h: `vitbench sweep FILE`: expand a scenario file into runs, launch
  * each with its number of ranks, collect them under one sweep directory.
+ * (Implemented in bench/sweep_*.c; sweep_internal.h says which file holds what.)
  *
  * Command line
  *   vitbench sweep FILE [--output_dir DIR] [--launcher mpirun|srun|sbatch]

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/results.h"
+#include "core/stats.h"
 
 enum { TRIAL_IO = 0, TRIAL_SYNTHETIC, TRIAL_FULL, TRIAL_NTYPES };
 static const char *const k_type_name[TRIAL_NTYPES] = {"IO", "SYNTHETIC", "FULL"};
@@ -117,31 +118,19 @@ static void write_iterations_csv(FILE *f, void *ctx) {
     }
 }
 
-typedef struct {
-    int n;
-    double mean, std, min, max;
-} type_stats;
-
-/* mean and population std (np.std) of the finished timed trials of a type */
-static type_stats stats_of(const bench_state *s, int type) {
-    type_stats st = {0, 0, 0, 0, 0};
+/* Trial throughputs of the finished timed trials of a type, in run order:
+ * summary.csv's and the SUMMARY line's mean, population std (np.std, ddof 0,
+ * benchy's convention), min and max. n == 0 when there are none. */
+static vb_stats_summary stats_of(const bench_state *s, int type) {
+    double *rates = malloc((size_t)(s->ntrials > 0 ? s->ntrials : 1) * sizeof *rates);
+    if (!rates) vb_die_internal("out of memory");
+    int n = 0;
     for (int i = 0; i < s->ntrials; i++) {
         const trial_rec *t = &s->trials[i];
-        if (t->type != type || t->warmup || !t->done) continue;
-        if (st.n == 0 || t->trial_rate < st.min) st.min = t->trial_rate;
-        if (st.n == 0 || t->trial_rate > st.max) st.max = t->trial_rate;
-        st.mean += t->trial_rate;
-        st.n++;
+        if (t->type == type && !t->warmup && t->done) rates[n++] = t->trial_rate;
     }
-    if (st.n == 0) return st;
-    st.mean /= st.n;
-    double var = 0;
-    for (int i = 0; i < s->ntrials; i++) {
-        const trial_rec *t = &s->trials[i];
-        if (t->type != type || t->warmup || !t->done) continue;
-        var += (t->trial_rate - st.mean) * (t->trial_rate - st.mean);
-    }
-    st.std = sqrt(var / st.n);
+    vb_stats_summary st = vb_stats_summarize(rates, n, 0);
+    free(rates);
     return st;
 }
 
@@ -161,7 +150,7 @@ static void write_summary_csv(FILE *f, void *ctx) {
     /* training FLOPs of one sample over every shard of the model */
     double flops_per_sample = r->model ? vit_train_flops(r->model, 1) * r->layout.tp * r->layout.cp : 0;
     for (int type = 0; type < TRIAL_NTYPES; type++) {
-        type_stats st = stats_of(s, type);
+        vb_stats_summary st = stats_of(s, type);
         if (st.n == 0) continue;
         fprintf(f, "%s,%.9g,%.9g,%.9g,%.9g,%d,", k_type_name[type], st.mean, st.std, st.min, st.max, st.n);
         vb_csv_field(f, c->config);
@@ -559,7 +548,7 @@ int vb_trials_run(vb_run *r) {
 
     if (rank0) {
         for (int type = 0; type < TRIAL_NTYPES; type++) {
-            type_stats st = stats_of(&s, type);
+            vb_stats_summary st = stats_of(&s, type);
             if (st.n == 0) continue;
             printf("BENCHY::SUMMARY::%s%s average trial throughput: %.3f +/- %.3f\n", type == TRIAL_SYNTHETIC ? " " : "",
                    k_type_name[type], st.mean, st.std);

@@ -19,6 +19,7 @@
  */
 #include "core/profile.h"
 
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -26,6 +27,7 @@
 
 #include "core/common.h"
 #include "core/fileio.h"
+#include "core/stats.h"
 #include "core/timeline.h"
 
 #define VB_PROF_MAX_OPS 512
@@ -47,8 +49,8 @@ typedef struct {
     long calls;
     double bytes;        /* double: a long run can pass 2^63 bytes of comm in theory */
     double flops;
-    double total, min, max;
-    double *samples;
+    double total;
+    double *samples;     /* every call's seconds: min, max, median come from these */
     size_t cap;
 } vb_op_stats;
 
@@ -249,7 +251,7 @@ void vb_prof_reset(vb_profiler *p) {
         for (int i = 0; i < sec->nops; i++) {
             vb_op_stats *s = &sec->stats[i];
             s->calls = 0;
-            s->bytes = s->flops = s->total = s->min = s->max = 0;
+            s->bytes = s->flops = s->total = 0;
             /* samples and cap are kept: the next trial reuses the storage */
         }
         sec->step_seconds = 0;
@@ -345,8 +347,6 @@ static void add_sample(vb_prof_section *sec, int id, double dt, double bytes, do
         s->cap = cap;
     }
     s->samples[s->calls] = dt;
-    if (s->calls == 0 || dt < s->min) s->min = dt;
-    if (s->calls == 0 || dt > s->max) s->max = dt;
     s->calls++;
     s->total += dt;
     s->bytes += bytes;
@@ -380,42 +380,30 @@ void vb_prof_add_step_time(vb_profiler *p, double seconds) {
     if (p->enabled) p->cur->step_seconds += seconds;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static const char k_ops_header[] = "rank,trial_type,name,category,calls,bytes,flops,total_s,avg_s,min_s,max_s,"
                                    "median_s,share_of_step,gflop_per_s,gb_per_s\n";
 
 static void section_rows(FILE *f, const vb_prof_section *sec, int rank) {
-    size_t most = 1;
-    for (int i = 0; i < sec->nops; i++)
-        if ((size_t)sec->stats[i].calls > most) most = (size_t)sec->stats[i].calls;
-    /* for the median: sorting must not reorder the live samples */
-    double *scratch = malloc(most * sizeof(double));
-    if (!scratch) vb_die_internal("out of memory rendering ops.csv rows");
     for (int i = 0; i < sec->nops; i++) {
         const vb_op_stats *s = &sec->stats[i];
         if (s->calls == 0) continue;
-        size_t n = (size_t)s->calls;
-        memcpy(scratch, s->samples, n * sizeof(double));
-        qsort(scratch, n, sizeof(double), cmp_double);
-        double median = n % 2 ? scratch[n / 2] : 0.5 * (scratch[n / 2 - 1] + scratch[n / 2]);
+        if (s->calls > INT_MAX) vb_die_internal("profiler: %ld calls of %s are more than ops.csv can summarise", s->calls,
+                                                g_registry[i].name);
+        /* np.median's median; the summary sorts a copy, never the live samples */
+        vb_stats_summary st = vb_stats_summarize(s->samples, (int)s->calls, 0);
         double share = sec->step_seconds > 0 ? s->total / sec->step_seconds : 0.0;
         fprintf(f, "%d,", rank);
         vb_csv_field(f, sec->trial_type);
         fputc(',', f);
         vb_csv_field(f, g_registry[i].name);
         fprintf(f, ",%s,%ld,%.0f,%.0f,%.9g,%.9g,%.9g,%.9g,%.9g,%.6f,", vb_cat_name(g_registry[i].cat), s->calls,
-                s->bytes, s->flops, s->total, s->total / (double)s->calls, s->min, s->max, median, share);
+                s->bytes, s->flops, s->total, st.mean, st.min, st.max, st.median, share);
         /* achieved rates only where the op reports its work: empty, not 0 */
         if (s->flops > 0 && s->total > 0) fprintf(f, "%.6g", s->flops / s->total * 1e-9);
         fputc(',', f);
         if (s->bytes > 0 && s->total > 0) fprintf(f, "%.6g", s->bytes / s->total * 1e-9);
         fputc('\n', f);
     }
-    free(scratch);
 }
 
 char *vb_prof_csv_rows(vb_profiler *p, int rank) {

@@ -77,6 +77,27 @@ double vb_stats_max(const double *x, int n) {
     return m;
 }
 
+vb_stats_summary vb_stats_summarize(const double *x, int n, int ddof) {
+    vb_stats_summary r = {0, NAN, NAN, NAN, NAN, NAN, NAN, NAN};
+    if (n <= 0) return r;
+    r.n = n;
+    r.mean = vb_stats_mean(x, n);
+    r.std = vb_stats_std(x, n, ddof);
+    /* scans in input order, not s[0] / s[n-1]: the same value as the
+     * functions, NaNs included */
+    r.min = vb_stats_min(x, n);
+    r.max = vb_stats_max(x, n);
+    double *s = sorted_copy(x, n);
+    /* np.median averages the two middle values: one rounding of a + b, so
+     * (a + b) / 2 exactly, which the interpolation of percentile_sorted
+     * does not always give */
+    r.median = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+    r.p05 = percentile_sorted(s, n, 5);
+    r.p95 = percentile_sorted(s, n, 95);
+    free(s);
+    return r;
+}
+
 /* ---- distributions ---- */
 
 double vb_stats_norm_cdf(double z) { return 0.5 * erfc(-z / sqrt(2.0)); }

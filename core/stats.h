@@ -22,11 +22,31 @@
 double vb_stats_mean(const double *x, int n);
 /* ddof 0: population (np.std, benchy's summary); ddof 1: sample. n <= ddof gives 0. */
 double vb_stats_std(const double *x, int n, int ddof);
+/* np.percentile(x, 50): for an even count the linear interpolation
+ * b - (b - a) / 2 of the two middle values a <= b (what compare and report
+ * print). vb_stats_summarize's median is np.median's (a + b) / 2 instead; the
+ * two agree except, when a < b / 2, possibly in the last bit. */
 double vb_stats_median(const double *x, int n);
 /* q in [0, 100], numpy's linear method. */
 double vb_stats_percentile(const double *x, int n, double q);
+/* The first smallest / largest value in input order (NaNs are skipped unless
+ * x[0] is one). */
 double vb_stats_min(const double *x, int n);
 double vb_stats_max(const double *x, int n);
+
+/* A sample's descriptive statistics in one call (one sorted copy). */
+typedef struct vb_stats_summary {
+    int n;
+    double mean;     /* sum in input order / n, as vb_stats_mean */
+    double std;      /* vb_stats_std with the ddof passed to vb_stats_summarize */
+    double min, max; /* vb_stats_min / vb_stats_max */
+    double median;   /* np.median: the middle value, or (a + b) / 2 of the two middle ones */
+    double p05, p95; /* vb_stats_percentile 5 and 95 */
+} vb_stats_summary;
+
+/* Summary of x[0..n-1]; ddof 0 (population) or 1 (sample) picks the std.
+ * n == 0 gives n 0 and NaN everywhere else. */
+vb_stats_summary vb_stats_summarize(const double *x, int n, int ddof);
 
 /* Quantile of Student's t with df degrees of freedom (df >= 1), p in (0, 1). */
 double vb_stats_t_quantile(double p, int df);

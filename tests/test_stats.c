@@ -329,6 +329,44 @@ static void test_bootstrap_deterministic_and_close_to_scipy(void **state) {
     assert_true(isnan(z.lo) && isnan(z.hi));
 }
 
+/* vb_stats_summarize: the same numbers as the single functions, np.median's
+ * midpoint for an even count, NaN for no samples. */
+static void test_summary(void **state) {
+    (void)state;
+    int n = N_OF(desc_x);
+    for (int ddof = 0; ddof <= 1; ddof++) {
+        vb_stats_summary s = vb_stats_summarize(desc_x, n, ddof);
+        assert_int_equal(s.n, n);
+        /* bit for bit: callers print these where they printed their own */
+        assert_true(s.mean == vb_stats_mean(desc_x, n));
+        assert_true(s.std == vb_stats_std(desc_x, n, ddof));
+        assert_true(s.min == vb_stats_min(desc_x, n) && s.max == vb_stats_max(desc_x, n));
+        assert_true(s.median == vb_stats_median(desc_x, n)); /* odd count: the middle value */
+        assert_true(s.p05 == vb_stats_percentile(desc_x, n, 5));
+        assert_true(s.p95 == vb_stats_percentile(desc_x, n, 95));
+        near(s.std, desc_ref[2 + ddof], 1e-12, 0, "summary std");
+    }
+    near(vb_stats_summarize(desc_x, 10, 0).median, desc_median_even[0], 1e-14, 0, "summary median, even count");
+    /* even count, middle values a < b / 2: np.median gives (a + b) / 2 =
+     * 2.0645000000000002, np.percentile(50) interpolates to 2.0645 */
+    static const double pair[] = {3.487, 0.642, 9.0, 0.1};
+    vb_stats_summary m = vb_stats_summarize(pair, 4, 0);
+    assert_true(m.median == 0.5 * (0.642 + 3.487));
+    assert_true(m.median == 2.0645000000000002);
+    assert_true(vb_stats_median(pair, 4) == 2.0645);
+    /* one value: everything is it, std 0 for either ddof */
+    vb_stats_summary one = vb_stats_summarize(desc_x, 1, 1);
+    assert_true(one.mean == 523.1 && one.median == 523.1 && one.min == 523.1 && one.max == 523.1);
+    assert_true(one.p05 == 523.1 && one.p95 == 523.1 && one.std == 0);
+    /* no samples */
+    vb_stats_summary none = vb_stats_summarize(desc_x, 0, 0);
+    assert_int_equal(none.n, 0);
+    assert_true(isnan(none.mean) && isnan(none.std) && isnan(none.min) && isnan(none.max));
+    assert_true(isnan(none.median) && isnan(none.p05) && isnan(none.p95));
+    /* the input is never reordered */
+    assert_true(pair[0] == 3.487 && pair[1] == 0.642);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mann_whitney_matches_scipy),
@@ -337,6 +375,7 @@ int main(void) {
         cmocka_unit_test(test_norm_quantile_matches_scipy),
         cmocka_unit_test(test_descriptive_matches_numpy),
         cmocka_unit_test(test_bootstrap_deterministic_and_close_to_scipy),
+        cmocka_unit_test(test_summary),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,456 @@
+/* sweep_cmd.c: `vitbench sweep`, vb_sweep_main (sweep.h).
+ *
+ * Contract: refuses to run inside an MPI job or a multi-task srun step;
+ * parses the flags (core/cli) and the scenario, expands and checks every
+ * point before creating anything (bad input: exit 2, nothing written), then
+ * creates the sweep directory, launches the runs one at a time and rewrites
+ * index.csv after each, and ends with the results table and the report.
+ * Exit status: 0 all runs completed / submitted / printed, 1 some failed,
+ * 130 stopped by a signal. --resume reloads the options sweep.json recorded.
+ */
+#include "bench/sweep_internal.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "analysis/analysis.h"
+#include "core/cli.h"
+#include "core/results.h"
+
+#ifndef VB_SOURCE_DIR
+#define VB_SOURCE_DIR "."
+#endif
+
+static void set_output_dir(const char *flag, const char *v, void *ptr) {
+    char *out = ptr; /* sweep_cli.out_dir */
+    if (!v[0]) vb_die_input("sweep: %s expects a non-empty value", flag);
+    if (strlen(v) >= VB_PATH_MAX - 300) vb_die_input("sweep: %s: '%.60s...' is too long", flag, v);
+    snprintf(out, VB_PATH_MAX, "%s", v);
+}
+
+static void set_ranks(const char *flag, const char *v, void *ptr) {
+    vb_sweep_overrides *ov = ptr;
+    char what[64];
+    snprintf(what, sizeof what, "flag %s", flag);
+    free(ov->ranks);
+    ov->ranks = vb_sweep_parse_int_list(v, what, &ov->nranks);
+}
+
+static void add_launcher_args(const char *flag, const char *v, void *ptr) {
+    (void)flag;
+    sweep_strvec *args = ptr;
+    char *copy = sweep_strdup(v);
+    for (char *tok = strtok(copy, " \t"); tok; tok = strtok(NULL, " \t")) sweep_sv_push(args, tok);
+    free(copy);
+}
+
+/* The scenario FILE, or a config override for every run (--key VALUE,
+ * --key=VALUE, or a bare --key meaning true), checked by the config
+ * parser's rules. */
+static void file_or_override(void *ctx, const char *arg, const char *next) {
+    sweep_cli *c = ctx;
+    if (strncmp(arg, "--", 2) != 0) {
+        if (c->file) vb_die_input("unexpected argument '%s' (one scenario FILE, already given: %s)", arg, c->file);
+        c->file = arg;
+        return;
+    }
+    const char *name = arg + 2, *eq = strchr(name, '=');
+    size_t len = eq ? (size_t)(eq - name) : strlen(name);
+    char key[96];
+    if (len >= sizeof key) vb_die_input("flag '%.100s': not an option", arg);
+    memcpy(key, name, len);
+    key[len] = '\0';
+    const char *value = eq ? eq + 1 : next ? next : "true"; /* a bare boolean flag such as --noddp */
+    char origin[160];
+    snprintf(origin, sizeof origin, "flag --%s", key);
+    sweep_check_setting(key, value, origin);
+    vb_sweep_kvs_set(&c->ov.config, key, value);
+}
+
+static void parse_cli(int argc, char **argv, sweep_cli *c) {
+    memset(c, 0, sizeof *c);
+    snprintf(c->out_dir, sizeof c->out_dir, "results");
+    c->ranks_per_node = -1;
+    c->timeout_s = -1;
+    c->repeats = -1;
+    c->shuffled = -1;
+    c->order_seed = -1;
+    c->threads_per_rank = -1;
+    const char *slurm = getenv("SLURM_JOB_ID");
+    int launcher = (slurm && *slurm) ? LAUNCH_SRUN : LAUNCH_MPIRUN;
+    int order_seed = -1; /* as the scenario's order_seed: an int */
+    static const char *const orders[] = {"sequential", "shuffled", NULL}; /* index = shuffled */
+    static const char *const launchers[] = {"mpirun", "srun", "sbatch", NULL};
+    const vb_cli_opt opts[] = {
+        {.name = "output_dir", .kind = VB_CLI_FUNC, .ptr = c->out_dir, .fn = set_output_dir, .arg = "DIR",
+         .help = "where the sweep directory goes (default results)"},
+        {.name = "launcher", .kind = VB_CLI_CHOICE, .ptr = &launcher, .choices = launchers,
+         .arg = "mpirun|srun|sbatch", .help = "how runs start (default srun under Slurm, else mpirun)"},
+        {.name = "dry-run", .kind = VB_CLI_BOOL, .ptr = &c->dry_run,
+         .help = "print every run's command (sbatch: write the job scripts) and run nothing"},
+        {.name = "ranks", .kind = VB_CLI_FUNC, .ptr = &c->ov, .fn = set_ranks, .arg = "1,2,4",
+         .help = "world sizes instead of the scenario's ranks"},
+        {.name = "world_size", .kind = VB_CLI_INT, .ptr = &c->ov.world_size, .ilo = 1, .ihi = INT_MAX, .arg = "N",
+         .help = "world size of a layouts scenario"},
+        {.name = "ranks_per_node", .kind = VB_CLI_INT, .ptr = &c->ranks_per_node, .ilo = 1, .ihi = INT_MAX,
+         .arg = "N", .help = "srun / sbatch: --nodes=ceil(R/N) --ntasks-per-node=min(R,N)"},
+        {.name = "launcher_args", .kind = VB_CLI_FUNC, .ptr = &c->launcher_args, .fn = add_launcher_args,
+         .arg = "\"ARGS\"", .help = "split on spaces, right after the launcher's rank-count options"},
+        {.name = "timeout_s", .kind = VB_CLI_INT, .ptr = &c->timeout_s, .ilo = 0, .ihi = INT_MAX, .arg = "S",
+         .help = "stop a run after S seconds and record it failed (0 = no limit)"},
+        {.name = "repeats", .kind = VB_CLI_INT, .ptr = &c->repeats, .ilo = 1, .ihi = INT_MAX, .arg = "N",
+         .help = "every point N times, in rounds"},
+        {.name = "order", .kind = VB_CLI_CHOICE, .ptr = &c->shuffled, .choices = orders,
+         .arg = "sequential|shuffled", .help = "each round in plan order or in a seeded random order"},
+        {.name = "order_seed", .kind = VB_CLI_INT, .ptr = &order_seed, .ilo = 0, .ihi = INT_MAX, .arg = "S",
+         .help = "seed of the shuffled order"},
+        {.name = "threads_per_rank", .kind = VB_CLI_INT, .ptr = &c->threads_per_rank, .ilo = 1, .ihi = INT_MAX,
+         .arg = "T", .help = "OpenMP threads of every rank (default: a node's cores / its ranks)"},
+        {.name = "no_report", .kind = VB_CLI_BOOL, .ptr = &c->no_report, .help = "no report at the end"},
+        {.name = "resume", .kind = VB_CLI_STRING, .ptr = &c->resume, .arg = "SWEEP_DIR",
+         .help = "continue a stopped sweep in its own directory"},
+        {.name = "retry_failed", .kind = VB_CLI_BOOL, .ptr = &c->retry_failed,
+         .help = "with --resume: run the failed runs again"},
+    };
+    const vb_cli cli = {
+        .cmd = "sweep",
+        .usage = "vitbench sweep FILE [options] [--<config key> VALUE ...]\n"
+                 "       vitbench sweep --resume SWEEP_DIR [--retry_failed] [--timeout_s S] [--no_report]",
+        .about = "Expands the scenario FILE (scenarios/*.yaml) into runs, launches each with its ranks and\n"
+                 "collects them under DIR/<name>_<timestamp>/ with index.csv (see bench/sweep.h). --resume\n"
+                 "continues a sweep that was stopped: completed runs are kept, missing or unfinished ones run\n"
+                 "(failed ones too with --retry_failed), with the sweep's own scenario copy and options.",
+        .opts = opts,
+        .nopts = (int)(sizeof opts / sizeof opts[0]),
+        .other = file_or_override,
+        .ctx = c,
+        .other_help = "Any other --<config key> VALUE (or --key=VALUE) is a config override for every run.",
+    };
+    vb_cli_parse(&cli, argc, argv);
+    c->launcher = (launcher_kind)launcher;
+    c->order_seed = order_seed;
+    if (c->resume && c->file)
+        vb_die_input("sweep: give either a scenario FILE or --resume SWEEP_DIR, not both (%s, --resume %s)", c->file,
+                     c->resume);
+    if (!c->file && !c->resume)
+        vb_die_input("sweep: missing the scenario FILE, e.g. scenarios/weak_scaling.yaml (see vitbench sweep --help)");
+}
+
+/* FILE as given, else under the source tree; a bare name means scenarios/<name>.yaml. */
+static void resolve_scenario(const char *file, char *out, size_t n) {
+    char cand[4][2 * VB_PATH_MAX];
+    int k = 0;
+    if (strlen(file) >= VB_PATH_MAX - 32) vb_die_input("scenario file %.60s...: path too long", file);
+    vb_snprintf(cand[k++], sizeof cand[0], "%s", file);
+    bool bare = !strchr(file, '/') && !strstr(file, ".y");
+    if (bare) vb_snprintf(cand[k++], sizeof cand[0], "scenarios/%s.yaml", file);
+    if (file[0] != '/') {
+        const char *src = getenv("VB_SOURCE_DIR");
+        if (!src || !*src) src = VB_SOURCE_DIR;
+        if (strlen(src) < VB_PATH_MAX) {
+            vb_snprintf(cand[k++], sizeof cand[0], "%s/%s", src, file);
+            if (bare) vb_snprintf(cand[k++], sizeof cand[0], "%s/scenarios/%s.yaml", src, file);
+        }
+    }
+    for (int i = 0; i < k; i++) {
+        if (strlen(cand[i]) < n && vb_file_exists(cand[i])) {
+            vb_snprintf(out, n, "%s", cand[i]);
+            return;
+        }
+    }
+    vb_snprintf(out, n, "%s", file); /* vb_yaml_load names it and says why it cannot be opened */
+}
+
+/* Runs an analysis command (report, trace) in a child process, so that its
+ * exit on bad input cannot take the sweep down; returns its exit status. */
+static int run_analysis(int (*cmd_main)(int, char **), char *name, const char *path, bool quiet) {
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        if (quiet) {
+            int devnull = open("/dev/null", O_WRONLY);
+            if (devnull >= 0) dup2(devnull, 1);
+        }
+        char *argv[] = {name, (char *)path, NULL};
+        exit(cmd_main(2, argv));
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* The sweep's report, as `vitbench report DIR` writes it, after a Chrome
+ * trace for every completed run that recorded a timeline (the report links
+ * them). A failure here is a warning: the runs' results stand either way. */
+static void write_report(const char *dir, const char *runs_dir, const sweep_item *items, int n) {
+    int traced = 0;
+    for (int i = 0; i < n; i++) {
+        if (!items[i].status || strcmp(items[i].status, "completed") != 0) continue;
+        char run[VB_PATH_MAX], tl[VB_PATH_MAX + 32];
+        vb_snprintf(run, sizeof run, "%s/%s", runs_dir, items[i].name);
+        vb_snprintf(tl, sizeof tl, "%s/timeline.csv", run);
+        if (!vb_file_exists(tl)) continue;
+        if (run_analysis(vb_trace_main, "trace", run, true) == 0) traced++;
+    }
+    if (traced) printf("vitbench sweep: trace.json written for %d runs\n", traced);
+    if (run_analysis(vb_report_main, "report", dir, false) != 0)
+        vb_warn("the report of %s failed (see above); the runs' results are complete, retry with vitbench report %s",
+                dir, dir);
+}
+
+/* --resume DIR: the sweep's own options, from the command line its
+ * sweep.json recorded; of the new command line only --retry_failed,
+ * --timeout_s and --no_report apply. */
+static void reload_cli(const char *dir, sweep_cli *cli) {
+    bool no_report = cli->no_report, retry = cli->retry_failed;
+    int timeout_s = cli->timeout_s;
+    if (cli->launcher_args.n || cli->ov.config.n || cli->ov.ranks || cli->ov.world_size || cli->repeats > 0 ||
+        cli->shuffled >= 0 || cli->order_seed >= 0 || cli->threads_per_rank > 0 || cli->ranks_per_node >= 0 ||
+        cli->dry_run)
+        vb_die_input("flag --resume %s: the sweep keeps the options it started with (sweep.json); only "
+                     "--retry_failed, --timeout_s and --no_report may be added",
+                     dir);
+    char path[VB_PATH_MAX];
+    vb_snprintf(path, sizeof path, "%s/sweep.json", dir);
+    char *text = vb_read_file(path, NULL);
+    if (!text) vb_die_input("flag --resume %s: no sweep.json there (%s); is it a sweep directory?", dir, strerror(errno));
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    cJSON *cl = j ? cJSON_GetObjectItemCaseSensitive(j, "command_line") : NULL;
+    int n = cJSON_IsArray(cl) ? cJSON_GetArraySize(cl) : 0;
+    if (n < 2) vb_die_input("%s: no command_line array (not a sweep.json written by vitbench sweep)", path);
+    /* argv of the original `vitbench sweep ...`, without "vitbench"; kept for
+     * the process's lifetime since the parsed options point into it (held in
+     * a static, so leak checkers see it as reachable, not lost) */
+    static char **args;
+    args = sweep_realloc(NULL, (size_t)n * sizeof *args);
+    for (int i = 1; i < n; i++) {
+        const cJSON *a = cJSON_GetArrayItem(cl, i);
+        if (!cJSON_IsString(a)) vb_die_input("%s: command_line item %d is not a string", path, i);
+        args[i - 1] = sweep_strdup(a->valuestring);
+    }
+    args[n - 1] = NULL;
+    cJSON_Delete(j);
+    sweep_sv_free(&cli->launcher_args);
+    vb_sweep_kvs_free(&cli->ov.config);
+    parse_cli(n - 1, args, cli);
+    if (cli->dry_run) vb_die_input("flag --resume %s: a dry run has nothing to resume", dir);
+    cli->no_report = no_report;
+    cli->retry_failed = retry;
+    if (timeout_s >= 0) cli->timeout_s = timeout_s;
+}
+
+int vb_sweep_main(int argc, char **argv) {
+    /* A sweep under mpirun would start a copy of itself per rank, each
+     * launching every run: refuse before anything is created. */
+    static const char *mpi_env[] = {"OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMIX_RANK"};
+    for (size_t i = 0; i < sizeof mpi_env / sizeof mpi_env[0]; i++)
+        if (getenv(mpi_env[i]))
+            vb_die_input("sweep: running inside an MPI job (%s is set); start the sweep itself without mpirun/srun, "
+                         "it launches each run's ranks",
+                         mpi_env[i]);
+    /* srun --mpi=none (a common MpiDefault) sets no PMI variable: a step of
+     * several tasks would still start one sweep per task. A one-task step
+     * (srun --pty bash) is an ordinary interactive shell and is allowed. */
+    const char *step_tasks = getenv("SLURM_STEP_NUM_TASKS");
+    if (getenv("SLURM_STEP_ID") && step_tasks && atoi(step_tasks) > 1)
+        vb_die_input("sweep: running inside an srun step of %s tasks; start the sweep itself without srun, "
+                     "it launches each run's ranks",
+                     step_tasks);
+
+    sweep_cli cli;
+    parse_cli(argc, argv, &cli);
+    char resume_dir[VB_PATH_MAX] = "";
+    bool retry_failed = cli.retry_failed;
+    if (cli.resume) {
+        vb_snprintf(resume_dir, sizeof resume_dir, "%s", cli.resume);
+        reload_cli(resume_dir, &cli);
+    }
+    char path[VB_PATH_MAX];
+    if (resume_dir[0])
+        vb_snprintf(path, sizeof path, "%s/scenario.yaml", resume_dir); /* the sweep's own copy */
+    else
+        resolve_scenario(cli.file, path, sizeof path);
+    vb_scenario sc;
+    vb_scenario_load(&sc, path);
+    if (cli.repeats > 0) sc.repeats = cli.repeats;
+    if (cli.shuffled >= 0) sc.shuffled = cli.shuffled;
+    if (cli.order_seed >= 0) sc.order_seed = (unsigned long long)cli.order_seed;
+    if (cli.threads_per_rank > 0) sc.threads_per_rank = cli.threads_per_rank;
+    vb_sweep_plan plan;
+    vb_sweep_expand(&sc, &cli.ov, &plan);
+    sweep_check_named_configs(&plan);
+    int per_node = cli.ranks_per_node >= 0 ? cli.ranks_per_node : sc.ranks_per_node;
+    int timeout_s = cli.timeout_s >= 0 ? cli.timeout_s : sc.timeout_s;
+    if (plan.nruns == 0) vb_die_input("%s: the scenario expands to no runs", sc.path);
+    sweep_preflight(&sc, &plan, cli.launcher, cli.dry_run);
+
+    const char *launcher_prog = cli.launcher == LAUNCH_MPIRUN ? "mpirun" : "srun";
+    if (!cli.dry_run) {
+        if (!sweep_in_path(launcher_prog))
+            vb_die_input("flag --launcher %s: '%s' not found in PATH", sweep_launcher_names[cli.launcher], launcher_prog);
+        if (cli.launcher == LAUNCH_SBATCH && !sweep_in_path("sbatch"))
+            vb_die_input("flag --launcher sbatch: 'sbatch' not found in PATH (use --dry-run to only write job scripts)");
+    }
+    char exe[VB_PATH_MAX];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k <= 0) vb_die_internal("cannot locate the vitbench binary via /proc/self/exe: %s", strerror(errno));
+    exe[k] = '\0';
+
+    int nitems = 0;
+    sweep_item *items = sweep_plan_items(&sc, &plan, cli.launcher, per_node, &nitems);
+
+    char dir[VB_PATH_MAX], id[256];
+    if (resume_dir[0]) {
+        vb_snprintf(dir, sizeof dir, "%s", resume_dir);
+        char copy[VB_PATH_MAX];
+        vb_snprintf(copy, sizeof copy, "%s", resume_dir);
+        vb_snprintf(id, sizeof id, "%s", basename(copy));
+    } else {
+        sweep_create_dir(cli.out_dir, sc.name, dir, sizeof dir, id, sizeof id);
+    }
+    sweep_make_subdir(dir, "runs");
+    sweep_make_subdir(dir, "logs");
+    if (cli.launcher == LAUNCH_SBATCH) sweep_make_subdir(dir, "jobs");
+    if (!resume_dir[0]) {
+        char p[VB_PATH_MAX];
+        vb_snprintf(p, sizeof p, "%s/scenario.yaml", dir);
+        sweep_copy_file(sc.path, p);
+        sweep_write_sweep_json(dir, id, &sc, &cli, &plan, exe, argc, argv, nitems);
+    }
+    /* sbatch jobs start later, elsewhere: their paths must not depend on our cwd */
+    char dir_abs[PATH_MAX];
+    if (!realpath(dir, dir_abs)) vb_die_input("cannot resolve %s (%s)", dir, strerror(errno));
+    const char *run_base = cli.launcher == LAUNCH_SBATCH ? dir_abs : dir;
+    char runs_dir[VB_PATH_MAX], index_path[VB_PATH_MAX];
+    vb_snprintf(runs_dir, sizeof runs_dir, "%s/runs", run_base);
+    vb_snprintf(index_path, sizeof index_path, "%s/index.csv", dir);
+
+    int kept = resume_dir[0] ? sweep_keep_finished(dir, runs_dir, items, nitems, retry_failed) : 0;
+    if (sweep_write_index(index_path, &plan, items, nitems) != 0) vb_die_input("cannot write %s", index_path);
+    printf("vitbench sweep: %s: %d runs (%d points x %d repeats, %s order, %s%s) -> %s\n", sc.name, nitems, plan.nruns,
+           sc.repeats, sc.shuffled ? "shuffled" : "sequential", sweep_launcher_names[cli.launcher],
+           cli.dry_run ? ", dry run" : "", dir);
+    if (resume_dir[0]) printf("vitbench sweep: resuming: %d runs kept, %d to run\n", kept, nitems - kept);
+    fflush(stdout);
+    if (!cli.dry_run) sweep_catch_stop_signals();
+
+    int failed = 0, interrupted = 0;
+    for (int i = 0; i < nitems && !interrupted; i++) {
+        if (sweep_stop_signal()) { /* arrived between runs: do not start another */
+            interrupted = 1;
+            break;
+        }
+        sweep_item *it = &items[i];
+        if (it->status) continue; /* kept from before a resume */
+        const vb_sweep_run *r = it->run;
+        sweep_strvec cmd = {0};
+        sweep_build_launch(&cmd, cli.launcher, r->ranks, per_node, &cli.launcher_args);
+        sweep_push_vitbench_args(&cmd, exe, &sc, r, it->name, runs_dir);
+        char log_path[VB_PATH_MAX];
+        vb_snprintf(log_path, sizeof log_path, "%s/logs/%s.log", cli.launcher == LAUNCH_SBATCH ? dir_abs : dir, it->name);
+
+        if (cli.launcher == LAUNCH_SBATCH) {
+            char script[VB_PATH_MAX];
+            vb_snprintf(script, sizeof script, "%s/jobs/%s.sbatch", dir_abs, it->name);
+            sweep_write_sbatch_script(script, id, &sc, r, it->name, i, nitems, per_node, it->threads, log_path, cmd.v);
+            char *sb[] = {"sbatch", script, NULL};
+            if (cli.dry_run) {
+                sweep_fput_argv(stdout, sb);
+                fputc('\n', stdout);
+                it->status = "dry-run";
+            } else {
+                char submit_log[VB_PATH_MAX];
+                vb_snprintf(submit_log, sizeof submit_log, "%s/logs/%s.submit.log", dir, it->name);
+                const char *why;
+                it->exit_code = sweep_launch(sb, submit_log, 120, 0, &why);
+                it->status = it->exit_code == 0 ? "submitted" : "failed";
+                printf("vitbench sweep: [%d/%d] %s: %s (sbatch exit %d, see %s)\n", i + 1, nitems, it->name,
+                       it->status, it->exit_code, submit_log);
+                if (it->exit_code != 0) failed++;
+                if (sweep_stop_signal()) interrupted = 1;
+            }
+        } else if (cli.dry_run) {
+            printf("OMP_NUM_THREADS=%d ", it->threads);
+            sweep_fput_argv(stdout, cmd.v);
+            fputc('\n', stdout);
+            it->status = "dry-run";
+        } else {
+            printf("vitbench sweep: [%d/%d] %s: OMP_NUM_THREADS=%d ", i + 1, nitems, it->name, it->threads);
+            sweep_fput_argv(stdout, cmd.v);
+            fputc('\n', stdout);
+            FILE *lf = fopen(log_path, "w");
+            if (lf) {
+                fprintf(lf, "# OMP_NUM_THREADS=%d ", it->threads);
+                sweep_fput_argv(lf, cmd.v);
+                fputc('\n', lf);
+                fclose(lf);
+            }
+            double t0 = vb_now();
+            const char *why;
+            it->exit_code = sweep_launch(cmd.v, log_path, timeout_s, it->threads, &why);
+            if (why[0])
+                sweep_append_line(log_path, "vitbench sweep: run stopped (%s) after %.1f s", why, vb_now() - t0);
+            it->status = it->exit_code == 0 ? "completed" : "failed";
+            if (it->exit_code != 0) {
+                failed++;
+                /* a run killed outright (SIGKILL, OOM) could not say so itself */
+                char rj[VB_PATH_MAX + 200], why[128];
+                vb_snprintf(rj, sizeof rj, "%s/%s/run.json", runs_dir, it->name);
+                snprintf(why, sizeof why, "the run ended with exit status %d before it could record its end",
+                         it->exit_code);
+                vb_run_json_mark_failed(rj, why);
+            }
+            if (it->exit_code == 0) sweep_read_headline(runs_dir, it);
+            printf("vitbench sweep: [%d/%d] %s: %s, exit %d, %.1f s%s%s", i + 1, nitems, it->name, it->status,
+                   it->exit_code, vb_now() - t0, why[0] ? ", " : "", why);
+            if (!isnan(it->headline[0])) printf(", FULL %.2f samples/s", it->headline[0]);
+            printf("\n");
+            if (sweep_stop_signal()) interrupted = 1;
+        }
+        fflush(stdout);
+        sweep_sv_free(&cmd);
+        if (sweep_write_index(index_path, &plan, items, nitems) != 0) vb_warn("could not rewrite %s", index_path);
+    }
+
+    int recorded = 0, completed = 0;
+    failed = 0; /* over the whole table: a resumed sweep keeps its earlier failures */
+    for (int i = 0; i < nitems; i++) {
+        if (!items[i].status) continue;
+        recorded++;
+        completed += strcmp(items[i].status, "completed") == 0;
+        failed += strcmp(items[i].status, "failed") == 0;
+    }
+    if (!cli.dry_run && cli.launcher != LAUNCH_SBATCH) sweep_print_table(&plan, items, nitems);
+    printf("vitbench sweep: index %s (%d of %d runs recorded)\n", index_path, recorded, nitems);
+    /* the report of what finished, unless asked not to or nothing ran here */
+    if (!cli.no_report && !interrupted && completed > 0) write_report(dir, runs_dir, items, nitems);
+    if (interrupted)
+        vb_warn("sweep interrupted (signal %d) after %d of %d runs; continue with vitbench sweep --resume %s",
+                sweep_stop_signal(), recorded, nitems, dir);
+    if (failed)
+        printf("vitbench sweep: %d of %d runs failed; their logs are in %s/logs\n", failed, recorded, dir);
+    else if (!interrupted)
+        printf("vitbench sweep: all %d runs %s\n", recorded,
+               cli.dry_run ? "printed (dry run)" : cli.launcher == LAUNCH_SBATCH ? "submitted" : "completed");
+    fflush(stdout);
+
+    free(items);
+    vb_sweep_plan_free(&plan);
+    vb_scenario_free(&sc);
+    free(cli.ov.ranks);
+    vb_sweep_kvs_free(&cli.ov.config);
+    sweep_sv_free(&cli.launcher_args);
+    return interrupted ? 130 : failed ? 1 : 0;
+}

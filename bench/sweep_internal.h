@@ -1,0 +1,141 @@
+/* sweep_internal.h: what the files of `vitbench sweep` share; not for other
+ * callers (bench/sweep.h is the public interface, for main.c and the tests).
+ *
+ *   sweep_util.c      key/value lists and argv vectors; strict integer parsing
+ *   sweep_scenario.c  scenario files: the schema, loading, per-key checks
+ *   sweep_plan.c      scenario -> runs: expansion, the order of (point, repeat)
+ *                     launches, every point checked before anything starts
+ *   sweep_launch.c    starting one run: mpirun / srun argv, sbatch job
+ *                     scripts, fork/exec with its log, timeouts, stop signals
+ *   sweep_index.c     the sweep directory: creating it, index.csv, sweep.json,
+ *                     the results table, what a resume keeps
+ *   sweep_cmd.c       the command: its flags, the loop over runs, the report
+ * Helpers that need memory exit 1 (vb_die_internal) when there is none.
+ */
+#ifndef VB_SWEEP_INTERNAL_H
+#define VB_SWEEP_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "bench/sweep.h"
+#include "core/common.h"
+
+/* ---- sweep_util.c ---- */
+
+char *sweep_strdup(const char *s); /* NULL copies as "" */
+void *sweep_realloc(void *p, size_t bytes);
+bool sweep_kvs_has(const vb_sweep_kvs *l, const char *key);
+/* Sets every key of src in dst, in src's order (vb_sweep_kvs_set's rules). */
+void sweep_kvs_copy(vb_sweep_kvs *dst, const vb_sweep_kvs *src);
+
+/* A growable argv, NULL-terminated for execvp; each string is its own copy. */
+typedef struct {
+    char **v;
+    int n, cap;
+} sweep_strvec;
+
+void sweep_sv_push(sweep_strvec *a, const char *s);
+void sweep_sv_pushf(sweep_strvec *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void sweep_sv_free(sweep_strvec *a);
+
+/* Strict decimal int: no leading space, no trailing text, in int's range. */
+bool sweep_parse_int(const char *s, int *out);
+
+/* ---- sweep_scenario.c ---- */
+
+/* output_dir, run_name, run_num: set by the sweep for every run. */
+bool sweep_is_reserved_key(const char *key);
+/* tensor_parallel, context_parallel, parallel_order: set by a layouts scenario. */
+bool sweep_is_layout_key(const char *key);
+/* Checks key = value with the config parser's rules; exits 2 naming origin. */
+void sweep_check_setting(const char *key, const char *value, const char *origin);
+const vb_sweep_axis *sweep_axis_find(const vb_sweep_axis *a, int n, const char *key);
+
+/* ---- the command's state, shared by plan, launch, index and cmd ---- */
+
+typedef enum { LAUNCH_MPIRUN, LAUNCH_SRUN, LAUNCH_SBATCH } launcher_kind;
+extern const char *const sweep_launcher_names[3]; /* by launcher_kind */
+
+/* The parsed command line (sweep_cmd.c). */
+typedef struct {
+    const char *file;
+    char out_dir[VB_PATH_MAX];
+    launcher_kind launcher;
+    bool dry_run;
+    int ranks_per_node; /* -1 = the scenario's */
+    int timeout_s;      /* -1 = the scenario's */
+    int repeats;        /* -1 = the scenario's */
+    int shuffled;       /* -1 = the scenario's, else 0 / 1 */
+    long long order_seed; /* -1 = the scenario's */
+    int threads_per_rank; /* -1 = the scenario's */
+    bool no_report;
+    const char *resume;   /* --resume SWEEP_DIR */
+    bool retry_failed;
+    sweep_strvec launcher_args;
+    vb_sweep_overrides ov;
+} sweep_cli;
+
+/* One launch: a point of the plan in one repeat. */
+typedef struct {
+    const vb_sweep_run *run;
+    int repeat;
+    int threads;
+    char name[160];       /* run_name: the point's name, + _rep=R when repeats > 1 */
+    const char *status;   /* NULL until it ran */
+    int exit_code;        /* INT_MIN = none */
+    double headline[6];   /* FULL, SYNTHETIC, IO mean and std samples/s; NAN = none */
+} sweep_item;
+
+/* ---- sweep_plan.c ---- */
+
+/* Every (point, repeat) in launch order; *count of them (caller frees). */
+sweep_item *sweep_plan_items(const vb_scenario *s, const vb_sweep_plan *plan, launcher_kind launcher, int per_node,
+                             int *count);
+/* Loads each (yaml_config, config) the runs name once; exits 2 on a bad one. */
+void sweep_check_named_configs(const vb_sweep_plan *plan);
+/* Every point's config, layout and data paths as `vitbench run` checks them. */
+void sweep_preflight(const vb_scenario *s, const vb_sweep_plan *plan, launcher_kind launcher, bool dry_run);
+
+/* ---- sweep_launch.c ---- */
+
+bool sweep_in_path(const char *prog);
+/* argv as one shell-quoted line (for printing; never executed by a shell here) */
+void sweep_fput_argv(FILE *f, char *const *argv);
+/* <exe> <command> --key value ... --output_dir runs_dir --run_name run_name */
+void sweep_push_vitbench_args(sweep_strvec *a, const char *exe, const vb_scenario *s, const vb_sweep_run *r,
+                              const char *run_name, const char *runs_dir);
+/* The launcher's part of a run's argv: mpirun -np R ... or srun --ntasks=R ... */
+void sweep_build_launch(sweep_strvec *a, launcher_kind k, int ranks, int per_node, const sweep_strvec *extra);
+/* OMP_NUM_THREADS of a run's ranks. */
+int sweep_threads_for(const vb_scenario *s, launcher_kind launcher, int ranks, int per_node);
+/* From now on SIGINT / SIGTERM / SIGHUP stop the current run and the sweep. */
+void sweep_catch_stop_signals(void);
+/* The stop signal received, 0 = none. */
+int sweep_stop_signal(void);
+/* Runs argv to completion (or timeout / stop); its exit status, 128+signal
+ * when killed; *why is "timeout", "interrupted" or "". */
+int sweep_launch(char *const *argv, const char *log_path, int timeout_s, int threads, const char **why);
+void sweep_append_line(const char *path, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void sweep_write_sbatch_script(const char *path, const char *sweep_id, const vb_scenario *s, const vb_sweep_run *r,
+                               const char *run_name, int run_index, int nruns, int per_node, int threads,
+                               const char *log_abs, char *const *srun_argv);
+
+/* ---- sweep_index.c ---- */
+
+/* index.csv of the items with a status, written atomically; 0 on success. */
+int sweep_write_index(const char *path, const vb_sweep_plan *plan, const sweep_item *items, int n);
+/* A completed run's headline numbers from its summary.csv (NAN where none). */
+void sweep_read_headline(const char *runs_dir, sweep_item *it);
+void sweep_print_table(const vb_sweep_plan *plan, const sweep_item *items, int n);
+/* Claims out_dir/<name>_<stamp>[-N]; its path in dir, its name in id. */
+void sweep_create_dir(const char *out_dir, const char *name, char *dir, size_t n, char *id, size_t idn);
+void sweep_make_subdir(const char *dir, const char *sub);
+void sweep_copy_file(const char *from, const char *to);
+void sweep_write_sweep_json(const char *dir, const char *id, const vb_scenario *s, const sweep_cli *c,
+                            const vb_sweep_plan *plan, const char *exe, int argc, char **argv, int nruns);
+/* --resume: keeps the finished rows of dir's index.csv; returns how many. */
+int sweep_keep_finished(const char *dir, const char *runs_dir, sweep_item *items, int n, bool retry_failed);
+
+#endif

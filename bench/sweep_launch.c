@@ -1,0 +1,267 @@
+/* sweep_launch.c: starting one run of a sweep.
+ *
+ * Contract: a run's argv is the launcher's part (mpirun -np R --oversubscribe
+ * -x OMP_NUM_THREADS [--bind-to none], or srun --ntasks=R [--nodes ...
+ * --ntasks-per-node ...]), then --launcher_args, then <vitbench> <command>
+ * and its overrides; sweep_launch runs it with fork/exec (never a shell) in
+ * its own process group, stdin from /dev/null and stdout + stderr appended to
+ * its log, stops the whole group on timeout or on a stop signal (SIGTERM,
+ * then SIGKILL after 10 s) and dies with the sweep (PR_SET_PDEATHSIG). Under
+ * sbatch a job script per run holds the same srun line. Printed commands and
+ * scripts are shell-quoted.
+ */
+#include "bench/sweep_internal.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+const char *const sweep_launcher_names[3] = {"mpirun", "srun", "sbatch"};
+
+/* Is `prog` runnable from PATH? */
+bool sweep_in_path(const char *prog) {
+    if (strchr(prog, '/')) return access(prog, X_OK) == 0;
+    const char *path = getenv("PATH");
+    if (!path) return false;
+    char *copy = sweep_strdup(path);
+    bool found = false;
+    for (char *d = strtok(copy, ":"); d && !found; d = strtok(NULL, ":")) {
+        char full[VB_PATH_MAX];
+        snprintf(full, sizeof full, "%s/%s", *d ? d : ".", prog);
+        found = access(full, X_OK) == 0;
+    }
+    free(copy);
+    return found;
+}
+
+/* Shell quoting for printed commands and sbatch scripts (never executed by us). */
+static void fput_quoted(FILE *f, const char *s) {
+    bool plain = *s != '\0';
+    for (const char *c = s; *c; c++)
+        if (!isalnum((unsigned char)*c) && !strchr("_-./=:,+@%", *c)) plain = false;
+    if (plain) {
+        fputs(s, f);
+        return;
+    }
+    fputc('\'', f);
+    for (const char *c = s; *c; c++) {
+        if (*c == '\'')
+            fputs("'\\''", f);
+        else
+            fputc(*c, f);
+    }
+    fputc('\'', f);
+}
+
+void sweep_fput_argv(FILE *f, char *const *argv) {
+    for (int i = 0; argv[i]; i++) {
+        if (i) fputc(' ', f);
+        fput_quoted(f, argv[i]);
+    }
+}
+
+/* The run's vitbench arguments: <exe> <command> --key value ... --output_dir D --run_name N */
+void sweep_push_vitbench_args(sweep_strvec *a, const char *exe, const vb_scenario *s, const vb_sweep_run *r,
+                              const char *run_name, const char *runs_dir) {
+    sweep_sv_push(a, exe);
+    sweep_sv_push(a, s->command);
+    for (int i = 0; i < r->args.n; i++) {
+        const char *k = r->args.v[i].key, *v = r->args.v[i].value;
+        /* --key=value when the value could be mistaken for a flag or vanish */
+        if (!v[0] || v[0] == '-') {
+            sweep_sv_pushf(a, "--%s=%s", k, v);
+        } else {
+            sweep_sv_pushf(a, "--%s", k);
+            sweep_sv_push(a, v);
+        }
+    }
+    sweep_sv_push(a, "--output_dir");
+    sweep_sv_push(a, runs_dir);
+    sweep_sv_push(a, "--run_name");
+    sweep_sv_push(a, run_name);
+}
+
+static int nodes_for(int ranks, int per_node) { return (ranks + per_node - 1) / per_node; }
+                     
+                     /* Does the user's --launcher_args already decide where ranks run? */
+                     static bool user_binds(const sweep_strvec *extra) {
+    for (int i = 0; i < extra->n; i++)
+        if (strncmp(extra->v[i], "--bind-to", 9) == 0 || strncmp(extra->v[i], "--map-by", 8) == 0 ||
+            strncmp(extra->v[i], "--cpu-set", 9) == 0 || strncmp(extra->v[i], "--rank-by", 9) == 0)
+            return true;
+    return false;
+}
+
+void sweep_build_launch(sweep_strvec *a, launcher_kind k, int ranks, int per_node, const sweep_strvec *extra) {
+    if (k == LAUNCH_MPIRUN) {
+        sweep_sv_push(a, "mpirun");
+        sweep_sv_push(a, "-np");
+        sweep_sv_pushf(a, "%d", ranks);
+        sweep_sv_push(a, "--oversubscribe");
+        /* every rank runs OMP_NUM_THREADS threads (threads_per_rank); mpirun's
+         * default core binding would squeeze them onto one core each */
+        sweep_sv_push(a, "-x");
+        sweep_sv_push(a, "OMP_NUM_THREADS");
+        if (!user_binds(extra)) {
+            sweep_sv_push(a, "--bind-to");
+            sweep_sv_push(a, "none");
+        }
+    } else {
+        sweep_sv_push(a, "srun");
+        sweep_sv_pushf(a, "--ntasks=%d", ranks);
+        if (per_node > 0) {
+            sweep_sv_pushf(a, "--nodes=%d", nodes_for(ranks, per_node));
+            sweep_sv_pushf(a, "--ntasks-per-node=%d", ranks < per_node ? ranks : per_node);
+        }
+    }
+    for (int i = 0; i < extra->n; i++) sweep_sv_push(a, extra->v[i]);
+}
+
+/* SIGINT / SIGTERM / SIGHUP seen by the sweep: 0 = none. The current run is
+ * stopped (sweep_launch) and no other starts. */
+static volatile sig_atomic_t g_stop_signal = 0;
+static void on_stop_signal(int sig) { g_stop_signal = sig; }
+                           
+                           void sweep_catch_stop_signals(void) { vb_on_stop_signals(on_stop_signal); }
+                           
+                           int sweep_stop_signal(void) { return (int)g_stop_signal; }
+                           
+                           static void sleep_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* fork/exec argv with stdout+stderr appended to log_path, in its own process
+ * group (so a timeout or Ctrl-C can stop mpirun and every rank it started).
+ * Returns the exit status (128+signal when killed); *why says if the sweep
+ * cut it short ("" otherwise). */
+int sweep_launch(char *const *argv, const char *log_path, int timeout_s, int threads, const char **why) {
+    *why = "";
+    int logfd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0664);
+    if (logfd < 0) vb_die_input("cannot open log %s (%s)", log_path, strerror(errno));
+    fflush(stdout);
+    fflush(stderr);
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) vb_die_internal("fork failed: %s", strerror(errno));
+    if (pid == 0) {
+        setpgid(0, 0);
+        /* a sweep killed with SIGKILL cannot stop its run: the run stops
+         * itself (mpirun passes SIGTERM on to its ranks) instead of finishing
+         * unrecorded; a resumed sweep runs it again */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent) _exit(128 + SIGTERM);
+        int devnull = open("/dev/null", O_RDONLY);
+        if (devnull >= 0) dup2(devnull, 0);
+        dup2(logfd, 1);
+        dup2(logfd, 2);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGHUP, SIG_DFL);
+        if (threads > 0) {
+            char t[16];
+            snprintf(t, sizeof t, "%d", threads);
+            setenv("OMP_NUM_THREADS", t, 1);
+        }
+        execvp(argv[0], argv);
+        dprintf(2, "vitbench sweep: cannot execute %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    setpgid(pid, pid); /* also here: whichever of parent and child runs first */
+    close(logfd);
+    double t0 = vb_now(), term_at = -1;
+    int st = 0, sent = 0;
+    for (;;) {
+        pid_t w = waitpid(pid, &st, WNOHANG);
+        if (w == pid) break;
+        if (w < 0 && errno != EINTR) vb_die_internal("waitpid failed: %s", strerror(errno));
+        double now = vb_now();
+        if (term_at < 0 && (g_stop_signal || (timeout_s > 0 && now - t0 > timeout_s))) {
+            *why = g_stop_signal ? "interrupted" : "timeout";
+            kill(-pid, SIGTERM);
+            sent = SIGTERM;
+            term_at = now;
+        }
+        if (term_at >= 0 && now - term_at > 10 && sent != SIGKILL) { /* ignored SIGTERM */
+            kill(-pid, SIGKILL);
+            sent = SIGKILL;
+        }
+        sleep_ms(50);
+    }
+    /* a run the sweep stopped is recorded as killed by that signal, whatever
+     * status mpirun chose to exit with after passing it on */
+    if (sent) return 128 + sent;
+    if (WIFEXITED(st)) return WEXITSTATUS(st);
+    if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
+    return 1;
+}
+
+void sweep_append_line(const char *path, const char *fmt, ...) {
+    FILE *f = fopen(path, "a");
+    if (!f) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+    fputc('\n', f);
+    fclose(f);
+}
+
+/* jobs/<run>.sbatch: allocation size, log, the scenario's extra options, then srun. */
+void sweep_write_sbatch_script(const char *path, const char *sweep_id, const vb_scenario *s, const vb_sweep_run *r,
+                               const char *run_name, int run_index, int nruns, int per_node, int threads,
+                               const char *log_abs, char *const *srun_argv) {
+    FILE *f = fopen(path, "w");
+    if (!f) vb_die_input("cannot write %s (%s)", path, strerror(errno));
+    fprintf(f, "#!/bin/bash\n");
+    fprintf(f, "#SBATCH --job-name=%s_%03d\n", s->name, run_index);
+    fprintf(f, "#SBATCH --ntasks=%d\n", r->ranks);
+    if (per_node > 0) {
+        fprintf(f, "#SBATCH --nodes=%d\n", nodes_for(r->ranks, per_node));
+        fprintf(f, "#SBATCH --ntasks-per-node=%d\n", r->ranks < per_node ? r->ranks : per_node);
+    }
+    /* Slurm expands %j etc. in --output: a literal % must be doubled */
+    fprintf(f, "#SBATCH --output=");
+    for (const char *c = log_abs; *c; c++) {
+        if (*c == '%') fputc('%', f);
+        fputc(*c, f);
+    }
+    fputc('\n', f);
+    for (int i = 0; i < s->sbatch.n; i++) fprintf(f, "#SBATCH --%s=%s\n", s->sbatch.v[i].key, s->sbatch.v[i].value);
+    fprintf(f, "# vitbench sweep %s (scenario %s): run %d of %d, %s\n", sweep_id, s->path, run_index + 1, nruns, run_name);
+    char cwd[VB_PATH_MAX];
+    if (getcwd(cwd, sizeof cwd)) {
+        fprintf(f, "cd ");
+        fput_quoted(f, cwd);
+        fprintf(f, " || exit 1\n");
+    }
+    fprintf(f, "export OMP_NUM_THREADS=%d\n", threads);
+    fprintf(f, "exec ");
+    sweep_fput_argv(f, srun_argv);
+    fputc('\n', f);
+    if (fclose(f) != 0) vb_die_input("cannot write %s", path);
+    chmod(path, 0775);
+}
+
+/* OpenMP threads of a run's ranks: the scenario's or flag's, else the cores
+ * of a node split over the ranks on it (at least 1), so every point of a
+ * sweep gets the same share of a core per thread. Under Slurm the node's
+ * size is the allocation's (SLURM_CPUS_ON_NODE), not the login node's. */
+int sweep_threads_for(const vb_scenario *s, launcher_kind launcher, int ranks, int per_node) {
+    if (s->threads_per_rank > 0) return s->threads_per_rank;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    const char *slurm = getenv("SLURM_CPUS_ON_NODE");
+    if (launcher != LAUNCH_MPIRUN && slurm && atoi(slurm) > 0) cores = atoi(slurm);
+    int on_node = per_node > 0 && per_node < ranks ? per_node : ranks;
+    long t = cores > 0 ? cores / on_node : 1;
+    return t >= 1 ? (int)t : 1;
+}
