@@ -3,11 +3,12 @@
  * sgemm per (batch, head) on whole [Tq, Tk] matrices; kept here only as the
  * baseline, the library no longer has it).
  *
- * Usage: bench_attention [--reps N] [--new_only] [SHAPE ...]
+ * Usage: bench_attention [--reps N] [--new_only] [SHAPE ...]  (core/cli; --help)
  *   SHAPE: small (the `small` config: B=8, T=288, NH=6, HD=32), base (the
  *   tutorial's `base` at one sample: B=1, T=4050, NH=8, HD=48), or
- *   B,Tq,Tk,NH,HD. Default: small base. --reps (default 5) timed runs per
- *   implementation after one untimed warm-up of each.
+ *   B,Tq,Tk,NH,HD (positive integers), at most 16 of them. Default: small base.
+ *   --reps (default 5) timed runs per implementation after one untimed
+ *   warm-up of each.
  *
  * Each rep runs both implementations' forward then backward, the order of the
  * two implementations alternating from rep to rep; the table shows medians
@@ -25,15 +26,21 @@
  * divided by the thread count) is reported beside it: the two agree on an idle
  * machine, and the CPU-time ratio is the one to trust when they differ.
  */
-#include <math.h>
+#include <errno.h>
 #include <float.h>
+#include <limits.h>
+#include <math.h>
 #include <omp.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <cblas.h>
 
+#include "core/cli.h"
+#include "core/common.h"
+#include "core/stats.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/cpu_math.h"
 
@@ -156,16 +163,6 @@ static double cpu_seconds(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *x, int n) {
-    qsort(x, (size_t)n, sizeof(double), cmp_double);
-    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-}
-
 static double max_abs_diff(const float *a, const float *b, size_t n) {
     double m = 0;
     for (size_t i = 0; i < n; i++) {
@@ -175,7 +172,7 @@ static double max_abs_diff(const float *a, const float *b, size_t n) {
     return m;
 }
 
-static void bench_shape(const shape *s, int reps, int new_only) {
+static void bench_shape(const shape *s, int reps, bool new_only) {
     const int B = s->B, Tq = s->Tq, Tk = s->Tk, NH = s->NH, HD = s->HD, D = NH * HD;
     const size_t nq = (size_t)B * Tq * D, nk = (size_t)B * Tk * D;
     const size_t natt = new_only ? 0 : (size_t)B * NH * Tq * Tk;
@@ -222,7 +219,8 @@ static void bench_shape(const shape *s, int reps, int new_only) {
     double med[2][4];
     for (int c = 0; c < 2; c++)
         for (int i = 0; i < 4; i++)
-            med[c][i] = (i >= 2 && new_only) ? NAN : median(t + (size_t)(c * 4 + i) * reps, reps);
+            med[c][i] = (i >= 2 && new_only) ? NAN
+                                             : vb_stats_summarize(t + (size_t)(c * 4 + i) * reps, reps, 0).median;
     printf("%-6s B=%d Tq=%d Tk=%d NH=%d HD=%d  threads %d  %d reps  workspace %.2f MiB",
            s->name, B, Tq, Tk, NH, HD, nt, reps, wbytes / 1048576.0);
     if (!new_only) printf("  old att+scratch %.2f MiB", 2.0 * natt * sizeof(float) / 1048576.0);
@@ -257,32 +255,89 @@ static void bench_shape(const shape *s, int reps, int new_only) {
     free(ws), free(o_out), free(o_att), free(o_scr), free(o_dq), free(o_dk), free(o_dv);
 }
 
-int main(int argc, char **argv) {
-    int reps = 5, new_only = 0, nshapes = 0;
-    shape shapes[16];
-    const shape small = {"small", 8, 288, 288, 6, 32}, base = {"base", 1, 4050, 4050, 8, 48};
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
-            reps = atoi(argv[++i]);
-        } else if (!strcmp(argv[i], "--new_only")) {
-            new_only = 1;
-        } else if (nshapes < 16 && !strcmp(argv[i], "small")) {
-            shapes[nshapes++] = small;
-        } else if (nshapes < 16 && !strcmp(argv[i], "base")) {
-            shapes[nshapes++] = base;
-        } else if (nshapes < 16) {
-            shape c = {"custom", 0, 0, 0, 0, 0};
-            if (sscanf(argv[i], "%d,%d,%d,%d,%d", &c.B, &c.Tq, &c.Tk, &c.NH, &c.HD) != 5 ||
-                c.B <= 0 || c.Tq <= 0 || c.Tk <= 0 || c.NH <= 0 || c.HD <= 0) {
-                fprintf(stderr, "usage: bench_attention [--reps N] [--new_only] "
-                                "[small|base|B,Tq,Tk,NH,HD ...]\n");
-                return 2;
-            }
-            shapes[nshapes++] = c;
-        }
+enum { MAX_SHAPES = 16 };
+
+typedef struct shape_list {
+    shape v[MAX_SHAPES];
+    int n;
+} shape_list;
+
+/* One of B,Tq,Tk,NH,HD: a decimal integer in [1, 1 << 20] ending at ',' or
+ * at the end of the text; returns where the next field starts, NULL if bad. */
+static const char *shape_field(const char *p, int *out, bool last) {
+    if (*p < '0' || *p > '9') return NULL;
+    char *end;
+    errno = 0;
+    long v = strtol(p, &end, 10);
+    if (errno || v < 1 || v > (1L << 20) || *end != (last ? '\0' : ',')) return NULL;
+    *out = (int)v;
+    return last ? end : end + 1;
+}
+
+/* Positional arguments: small, base or B,Tq,Tk,NH,HD. Any other --flag also
+ * arrives here (it is not in the table) and is refused. */
+static void add_shape(void *ctx, const char *arg, const char *next) {
+    (void)next;
+    shape_list *l = ctx;
+    if (!strncmp(arg, "--", 2)) {
+        const char *eq = strchr(arg, '=');
+        int n = eq ? (int)(eq - arg) : (int)strlen(arg);
+        vb_die_input("bench_attention: unknown flag %.*s (see --help)", n < 100 ? n : 100, arg);
     }
-    if (reps < 1) reps = 1;
-    if (nshapes == 0) shapes[nshapes++] = small, shapes[nshapes++] = base;
-    for (int i = 0; i < nshapes; i++) bench_shape(&shapes[i], reps, new_only);
+    if (l->n == MAX_SHAPES)
+        vb_die_input("bench_attention: at most %d shapes, got another: '%.200s'", MAX_SHAPES, arg);
+    shape c = {"custom", 0, 0, 0, 0, 0};
+    if (!strcmp(arg, "small")) {
+        c = (shape){"small", 8, 288, 288, 6, 32};
+    } else if (!strcmp(arg, "base")) {
+        c = (shape){"base", 1, 4050, 4050, 8, 48};
+    } else {
+        int *f[5] = {&c.B, &c.Tq, &c.Tk, &c.NH, &c.HD};
+        const char *p = arg;
+        for (int i = 0; i < 5 && p; i++) p = shape_field(p, f[i], i == 4);
+        if (!p)
+            vb_die_input("bench_attention: shape expects small, base or B,Tq,Tk,NH,HD with integers in "
+                         "[1, %ld], got '%.200s'",
+                         1L << 20, arg);
+        /* the kernels index q, k, v and the per-(batch, head) loops with int */
+        long long D = (long long)c.NH * c.HD, T = c.Tq > c.Tk ? c.Tq : c.Tk;
+        if (D > INT_MAX || (long long)c.B * T > INT_MAX / D || (long long)c.B * c.NH > INT_MAX / c.Tq)
+            vb_die_input("bench_attention: shape '%.200s' is too large (B*T*NH*HD above %d elements)", arg,
+                         INT_MAX);
+    }
+    l->v[l->n++] = c;
+}
+
+int main(int argc, char **argv) {
+    int reps = 5;
+    bool new_only = false;
+    shape_list shapes = {.n = 0};
+    const vb_cli_opt opts[] = {
+        {.name = "reps", .kind = VB_CLI_INT, .ptr = &reps, .ilo = 1, .ihi = 1000000, .arg = "N",
+         .help = "timed runs per implementation after one untimed warm-up of each (default 5)"},
+        {.name = "new_only", .kind = VB_CLI_BOOL, .ptr = &new_only,
+         .help = "time the flash-style kernels alone (no baseline, no 2*B*NH*Tq*Tk buffers)"},
+    };
+    const vb_cli cli = {
+        .cmd = "bench_attention",
+        .usage = "bench_attention [--reps N] [--new_only] [small|base|B,Tq,Tk,NH,HD ...]",
+        .about = "CPU attention forward + backward: the flash-style kernels against the baseline that\n"
+                 "materialises the probabilities, alternated per rep; medians and old/flash ratios.\n"
+                 "Threads: OMP_NUM_THREADS.",
+        .opts = opts,
+        .nopts = (int)(sizeof opts / sizeof opts[0]),
+        .other = add_shape,
+        .ctx = &shapes,
+        .other_help = "Shapes (default: small base), at most 16:\n"
+                      "  small           the `small` config: B=8, T=288, NH=6, HD=32\n"
+                      "  base            the tutorial's `base` at one sample: B=1, T=4050, NH=8, HD=48\n"
+                      "  B,Tq,Tk,NH,HD   batch, query and key tokens, heads, head dim (integers >= 1)",
+    };
+    vb_cli_parse(&cli, argc, argv);
+    if (shapes.n == 0) {
+        add_shape(&shapes, "small", NULL);
+        add_shape(&shapes, "base", NULL);
+    }
+    for (int i = 0; i < shapes.n; i++) bench_shape(&shapes.v[i], reps, new_only);
     return 0;
 }
