@@ -17,9 +17,11 @@
  * and alone, for scale: GELU's memory traffic with no arithmetic (the floor
  * for fwd+bwd) and cpu_layernorm_backward.
  *
- * Usage: bench_kernels [--rounds N (21)] [--batch B] [--tokens T] [--dim D]
+ * Usage: bench_kernels [--rounds N (21)] [--batch B (8)] [--tokens T (288)] [--dim D (192)]
+ * (core/cli; --help lists them; each an integer in [1, 100000])
  * OMP_NUM_THREADS sets the threads, as for the kernels in a training step.
  */
+#include <limits.h>
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
@@ -28,6 +30,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/cli.h"
+#include "core/common.h"
+#include "core/stats.h"
 #include "kernels/cpu/cpu_kernels.h"
 
 static vb_ctx ctx = {.act = VB_DTYPE_F32};
@@ -116,20 +121,8 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(const double *v, int n) {
-    double *s = malloc((size_t)n * sizeof *s);
-    if (!s) abort();
-    memcpy(s, v, (size_t)n * sizeof *s);
-    qsort(s, (size_t)n, sizeof *s, cmp_double);
-    double m = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
-    free(s);
-    return m;
-}
+// np.median: the middle value, or the mean of the two middle ones
+static double median(const double *v, int n) { return vb_stats_summarize(v, n, 0).median; }
 
 typedef struct {
     float *x, *dout, *y, *dx, *pre, *out, *bias;  // MLP-width buffers and the bias
@@ -253,31 +246,32 @@ static void fill_normal(float *x, size_t n, float mu, float sigma, uint64_t seed
     }
 }
 
-static int arg_int(int argc, char **argv, const char *flag, int def) {
-    for (int i = 1; i + 1 < argc; i++) {
-        if (strcmp(argv[i], flag)) continue;
-        char *end;
-        long v = strtol(argv[i + 1], &end, 10);
-        if (*end || v < 1 || v > 100000) {
-            fprintf(stderr, "bench_kernels: %s wants a positive integer, not '%s'\n", flag, argv[i + 1]);
-            exit(2);
-        }
-        return (int)v;
-    }
-    return def;
-}
-
 int main(int argc, char **argv) {
-    for (int i = 1; i < argc; i += 2) {
-        if (strcmp(argv[i], "--rounds") && strcmp(argv[i], "--batch") && strcmp(argv[i], "--tokens") &&
-            strcmp(argv[i], "--dim")) {
-            fprintf(stderr, "usage: bench_kernels [--rounds N] [--batch B] [--tokens T] [--dim D]\n");
-            return 2;
-        }
-    }
-    int rounds = arg_int(argc, argv, "--rounds", 21);
-    int B = arg_int(argc, argv, "--batch", 8), T = arg_int(argc, argv, "--tokens", 288);
-    int D = arg_int(argc, argv, "--dim", 192);
+    int rounds = 21, B = 8, T = 288, D = 192;
+    const vb_cli_opt opts[] = {
+        {.name = "rounds", .kind = VB_CLI_INT, .ptr = &rounds, .ilo = 1, .ihi = 100000, .arg = "N",
+         .help = "timed rounds per pair and per single, after one untimed call of each (default 21)"},
+        {.name = "batch", .kind = VB_CLI_INT, .ptr = &B, .ilo = 1, .ihi = 100000, .arg = "B",
+         .help = "samples (default 8)"},
+        {.name = "tokens", .kind = VB_CLI_INT, .ptr = &T, .ilo = 1, .ihi = 100000, .arg = "T",
+         .help = "tokens per sample (default 288)"},
+        {.name = "dim", .kind = VB_CLI_INT, .ptr = &D, .ilo = 1, .ihi = 100000, .arg = "D",
+         .help = "embedding width; the MLP width is 4D (default 192)"},
+    };
+    const vb_cli cli = {
+        .cmd = "bench_kernels",
+        .usage = "bench_kernels [--rounds N] [--batch B] [--tokens T] [--dim D]",
+        .about = "CPU GELU fwd+bwd, bias+GELU and residual+LayerNorm kernels against what they replace,\n"
+                 "alternated A B / B A per round; medians and A/B ratios (default: the `small` config's\n"
+                 "shapes). Threads: OMP_NUM_THREADS.",
+        .opts = opts,
+        .nopts = (int)(sizeof opts / sizeof opts[0]),
+    };
+    vb_cli_parse(&cli, argc, argv);
+    // the kernels take rows (B*T) and widths as int; keep the MLP buffers' B*T*4D within int as well
+    if ((long long)B * T > INT_MAX / (4LL * D))
+        vb_die_input("bench_kernels: --batch %d --tokens %d --dim %d give %lld MLP elements (B*T*4D), above %d", B,
+                     T, D, (long long)B * T * 4 * D, INT_MAX);
     bufs u = {.rows = B * T, .D = D, .OC = 4 * D};
     u.n = (size_t)u.rows * u.OC, u.nd = (size_t)u.rows * D;
     u.x = buf(u.n), u.dout = buf(u.n), u.y = buf(u.n), u.dx = buf(u.n), u.pre = buf(u.n), u.out = buf(u.n);
