@@ -700,6 +700,12 @@ static void test_attention(void **state) {
         if (!gctx[d]) continue;
         bad += attention_case(gctx[d], 2, 288, 288, 6, 32, 580 + d);
         bad += attention_case(gctx[d], 1, 100, 300, 8, 48, 590 + d);
+        bad += attention_case(gctx[d], 1, 700, 4050, 2, 48, 600 + d); // base T, Tq != Tk
+        bad += attention_case(gctx[d], 2, 128, 128, 4, 16, 610 + d);  // tiny head dim
+        bad += attention_case(gctx[d], 2, 37, 71, 3, 20, 620 + d);    // unaligned head dim
+        bad += attention_case(gctx[d], 1, 65, 63, 2, 64, 630 + d);
+        bad += attention_case(gctx[d], 1, 1, 1, 1, 1, 640 + d);
+        bad += attention_case(gctx[d], 1, 70, 3, 2, 40, 650 + d);
     }
     vb_set_error_context("");
     assert_int_equal(bad, 0);

@@ -29,12 +29,26 @@
  *          dQ recomputes S and dP instead of accumulating atomically, which
  *          costs two tile products per tile pair but keeps the result exact
  *          to the bit between runs.
+ *
+ * bfloat16 and float16 activations go to the tensor-core kernels of
+ * cuda_attention_tc.cu instead (same tiling, same three-kernel backward with
+ * Dd from here); float32 always runs the kernels below, TF32 or not.
  */
 #include <math.h>
 #include <type_traits>
 
 #include "kernels/cuda/cuda_common.cuh"
 
+
+// tensor-core attention for bf16/f16 activations (cuda_attention_tc.cu)
+static constexpr bool ATT_TENSOR_CORES = true;
+void cuda_attention_tc_forward(vb_ctx *ctx, vb_act *out, float *lse, const vb_act *q,
+                               const vb_act *k, const vb_act *v, int B, int Tq, int Tk, int NH,
+                               int HD);
+void cuda_attention_tc_backward(vb_ctx *ctx, vb_act *dq, vb_act *dk, vb_act *dv, const float *Dd,
+                                const vb_act *dout, const float *lse, const vb_act *q,
+                                const vb_act *k, const vb_act *v, int B, int Tq, int Tk, int NH,
+                                int HD);
 
 enum { ATT_BQ = 64, ATT_BK = 64, ATT_THREADS = 128, ATT_LDP = ATT_BK + 2 };
 
@@ -449,6 +463,11 @@ void cuda_attention_forward(vb_ctx *ctx, vb_act *out, float *lse, void *workspac
         CUDA_LAUNCH_CHECK();
         return;
     }
+    if (ATT_TENSOR_CORES && ctx->act != VB_DTYPE_F32) {
+        attention_check_shape(ctx, "attention_forward", B, NH, HD, 0);
+        cuda_attention_tc_forward(ctx, out, lse, q, k, v, B, Tq, Tk, NH, HD);
+        return;
+    }
     const float scale = 1.0f / sqrtf((float)HD);
     dispatch_act(ctx->act, [&](auto tag) {
         typedef typename decltype(tag)::type T;
@@ -489,6 +508,11 @@ void cuda_attention_backward(vb_ctx *ctx, vb_act *dq, vb_act *dk, vb_act *dv, vo
         attention_dd_kernel<T><<<cuda_blocks(rows, 8, 0x7fffffffu), 256, 0, st>>>(
             Dd, (const T *)dout, (const T *)out, B, Tq, NH, HD);
         CUDA_LAUNCH_CHECK();
+        if (ATT_TENSOR_CORES && ctx->act != VB_DTYPE_F32) {
+            attention_check_shape(ctx, "attention_backward", B, NH, HD, 0);
+            cuda_attention_tc_backward(ctx, dq, dk, dv, Dd, dout, lse, q, k, v, B, Tq, Tk, NH, HD);
+            return;
+        }
         dispatch_hdp(HD, [&](auto hdp) {
             constexpr int HDP = decltype(hdp)::value;
             const size_t smem = att_bwd_smem_floats<HDP>() * sizeof(float);
