@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # run_bench.sh: vitbench's training step against PyTorch's on this CPU.
 #
-#   bench/run_bench.sh [--config small] [--warmup N] [--steps N] [--<config key> VALUE ...]
+#   bench/run_bench.sh [--pairs N] [--config small] [--warmup N] [--steps N] [--<config key> VALUE ...]
 #
 # Builds vitbench + bench_step if needed (build dir $VB_BUILD_DIR, default
 # <repo>/build), generates data/small if missing, then runs bench/bench_step
-# and bench/torch_step.py back to back with the same config, warm-up and step
-# counts, and prints the SYNTHETIC samples/s ratio vitbench / PyTorch.
+# and bench/torch_step.py alternately (A B A B, --pairs N times, default 3) with
+# the same config, warm-up and step counts, and prints each pair's SYNTHETIC
+# samples/s ratio vitbench / PyTorch, the medians over pairs, and the median
+# step rate as a fraction of the same run's model-shape sgemm rate.
 # Both sides use 2 threads unless OMP_NUM_THREADS / VB_TORCH_THREADS say otherwise.
 # Flags are passed to both programs; bench_step-only flags (--skip_full,
 # --full_steps, --sgemm_seconds, --ops_csv) are dropped for torch_step.py.
@@ -36,6 +38,21 @@ if [ ! -d "$DATA/train" ] || [ ! -f "$DATA/stats/global_stds.npy" ]; then
         --samples_per_year 64 --channels 20 --img_size 96,192
 fi
 
+# --- --pairs N is run_bench's own (default 3); the rest go to both programs ---
+PAIRS=3
+args=()
+while [ $# -gt 0 ]; do
+    if [ "$1" = --pairs ]; then
+        PAIRS=${2:?--pairs needs a count}
+        shift 2
+        continue
+    fi
+    args+=("$1")
+    shift
+done
+case "$PAIRS" in '' | *[!0-9]* | 0) echo "run_bench: --pairs expects an integer >= 1, got '$PAIRS'" >&2; exit 2 ;; esac
+set -- "${args[@]+"${args[@]}"}"
+
 # --- split flags: torch_step.py does not know bench_step's own ---
 TORCH_ARGS=()
 args=("$@")
@@ -50,32 +67,47 @@ done
 OUT=$(mktemp -d /tmp/run_bench.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
 
-echo "================ vitbench (bench_step) ================"
-"$BUILD/bench_step" --train_data_path "$DATA/train" --valid_data_path "$DATA/valid" \
-    --global_means_path "$DATA/stats/global_means.npy" \
-    --global_stds_path "$DATA/stats/global_stds.npy" "$@" | tee "$OUT/vb.txt"
-
-echo "================ PyTorch (torch_step.py) ================"
-"$PY" "$SRC/bench/torch_step.py" --threads "$TORCH_THREADS" "${TORCH_ARGS[@]+"${TORCH_ARGS[@]}"}" \
-    | tee "$OUT/pt.txt"
-
 # Pull key=value fields out of the machine-readable lines.
 field() { awk -v tag="$1" -v key="$3" '$1 == tag { for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == key) print kv[2] } }' "$2"; }
-vb=$(field bench_step "$OUT/vb.txt" synthetic_samples_per_s)
-vbb=$(field bench_step "$OUT/vb.txt" synthetic_best_samples_per_s)
-vbf=$(field bench_step "$OUT/vb.txt" full_samples_per_s)
-pt=$(field torch_step "$OUT/pt.txt" samples_per_s)
-ptb=$(field torch_step "$OUT/pt.txt" best_samples_per_s)
-if [ -z "$vb" ] || [ -z "$pt" ] || [ -z "$vbb" ] || [ -z "$ptb" ]; then
-    echo "run_bench: could not read samples/s from the outputs" >&2
-    exit 1
-fi
-echo "================ summary (samples/s) ================"
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) exit 1; print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+# A B A B ...: a shared machine drifts by tens of percent between back-to-back
+# runs, so each pair's ratio is taken from two runs next to each other and the
+# summary is the median over pairs.
+: > "$OUT/pairs.txt"
+for ((p = 1; p <= PAIRS; p++)); do
+    echo "================ pair $p/$PAIRS: vitbench (bench_step) ================"
+    "$BUILD/bench_step" --train_data_path "$DATA/train" --valid_data_path "$DATA/valid" \
+        --global_means_path "$DATA/stats/global_means.npy" \
+        --global_stds_path "$DATA/stats/global_stds.npy" "$@" | tee "$OUT/vb.txt"
+    echo "================ pair $p/$PAIRS: PyTorch (torch_step.py) ================"
+    "$PY" "$SRC/bench/torch_step.py" --threads "$TORCH_THREADS" "${TORCH_ARGS[@]+"${TORCH_ARGS[@]}"}" \
+        | tee "$OUT/pt.txt"
+    vb=$(field bench_step "$OUT/vb.txt" synthetic_samples_per_s)
+    vbb=$(field bench_step "$OUT/vb.txt" synthetic_best_samples_per_s)
+    vbf=$(field bench_step "$OUT/vb.txt" full_samples_per_s)
+    frac=$(field bench_step "$OUT/vb.txt" sgemm_fraction)
+    pt=$(field torch_step "$OUT/pt.txt" samples_per_s)
+    ptb=$(field torch_step "$OUT/pt.txt" best_samples_per_s)
+    if [ -z "$vb" ] || [ -z "$pt" ] || [ -z "$vbb" ] || [ -z "$ptb" ] || [ -z "$frac" ]; then
+        echo "run_bench: could not read samples/s from the outputs" >&2
+        exit 1
+    fi
+    echo "$vb $vbb $vbf $pt $ptb $frac" >> "$OUT/pairs.txt"
+done
+
+echo "================ summary (samples/s, $PAIRS alternated pairs) ================"
+awk '{ printf "  pair %d: vitbench %.2f  PyTorch %.2f  ratio %.3f  step/sgemm %.1f%%\n", NR, $1, $4, $1 / $4, 100 * $6 }' "$OUT/pairs.txt"
+col() { awk -v c="$1" '{ print $c }' "$OUT/pairs.txt" | median; }
+vb=$(col 1) vbb=$(col 2) vbf=$(col 3) pt=$(col 4) ptb=$(col 5) frac=$(col 6)
+ratio=$(awk '{ print $1 / $4 }' "$OUT/pairs.txt" | median)
+ratio_best=$(awk '{ print $2 / $5 }' "$OUT/pairs.txt" | median)
 # "fastest step" is the robust number on a busy machine; the mean is the honest one on a quiet one
-awk -v vb="$vb" -v vbb="$vbb" -v vbf="$vbf" -v pt="$pt" -v ptb="$ptb" 'BEGIN {
-    printf "  %-36s %12s %14s\n", "", "mean step", "fastest step"
-    printf "  %-36s %12.2f %14.2f\n", "vitbench SYNTHETIC (fwd+bwd+adam)", vb, vbb
-    printf "  %-36s %12.2f %14s\n", "vitbench FULL (loader+step)", vbf, "-"
-    printf "  %-36s %12.2f %14.2f\n", "PyTorch SYNTHETIC (fwd+bwd+adam)", pt, ptb
-    printf "  %-36s %12.3f %14.3f\n", "ratio vitbench/PyTorch (SYNTHETIC)", vb / pt, vbb / ptb
+awk -v vb="$vb" -v vbb="$vbb" -v vbf="$vbf" -v pt="$pt" -v ptb="$ptb" -v r="$ratio" -v rb="$ratio_best" -v f="$frac" 'BEGIN {
+    printf "  %-44s %12s %14s\n", "medians over pairs", "mean step", "fastest step"
+    printf "  %-44s %12.2f %14.2f\n", "vitbench SYNTHETIC (fwd+bwd+adam)", vb, vbb
+    printf "  %-44s %12.2f %14s\n", "vitbench FULL (loader+step)", vbf, "-"
+    printf "  %-44s %12.2f %14.2f\n", "PyTorch SYNTHETIC (fwd+bwd+adam)", pt, ptb
+    printf "  %-44s %12.3f %14.3f\n", "ratio vitbench/PyTorch (median of pairs)", r, rb
+    printf "  %-44s %11.1f%%\n", "vitbench step rate / model-shape sgemm rate", 100 * f
 }'
