@@ -106,7 +106,8 @@ ratio_best=$(awk '{ print $2 / $5 }' "$OUT/pairs.txt" | median)
 awk -v vb="$vb" -v vbb="$vbb" -v vbf="$vbf" -v pt="$pt" -v ptb="$ptb" -v r="$ratio" -v rb="$ratio_best" -v f="$frac" 'BEGIN {
     printf "  %-44s %12s %14s\n", "medians over pairs", "mean step", "fastest step"
     printf "  %-44s %12.2f %14.2f\n", "vitbench SYNTHETIC (fwd+bwd+adam)", vb, vbb
-    printf "  %-44s %12.2f %14s\n", "vitbench FULL (loader+step)", vbf, "-"
+    if (vbf > 0) printf "  %-44s %12.2f %14s\n", "vitbench FULL (loader+step)", vbf, "-"
+    else printf "  %-44s %12s %14s\n", "vitbench FULL (loader+step)", "skipped", "-"
     printf "  %-44s %12.2f %14.2f\n", "PyTorch SYNTHETIC (fwd+bwd+adam)", pt, ptb
     printf "  %-44s %12.3f %14.3f\n", "ratio vitbench/PyTorch (median of pairs)", r, rb
     printf "  %-44s %11.1f%%\n", "vitbench step rate / model-shape sgemm rate", 100 * f
