@@ -33,6 +33,7 @@
 #include "core/cli.h"
 #include "core/common.h"
 #include "core/stats.h"
+#include "kernels/cpu/cpu_math.h"
 #include "kernels/cpu/cpu_kernels.h"
 
 static vb_ctx ctx = {.act = VB_DTYPE_F32};
@@ -41,34 +42,13 @@ static vb_ctx ctx = {.act = VB_DTYPE_F32};
 // the baseline: the float normal CDF and GELU loops the kernels had before,
 // unchanged (ternary selects and a 1 + erf split at |z| = 1)
 
-static inline float old_exp_nonpos(float x) {
-    const float log2e = 1.44269504088896341f;
-    const float ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;
-    float xc = x < -87.0f ? -87.0f : x;
-    float n = rintf(xc * log2e);
-    n = n >= -126.0f ? n : -126.0f;
-    n = n <= 127.0f ? n : 127.0f;
-    float r = xc - n * ln2_hi;
-    r = r - n * ln2_lo;
-    float p = 1.383684576e-03f;
-    p = p * r + 8.374815807e-03f;
-    p = p * r + 4.166822508e-02f;
-    p = p * r + 1.666641980e-01f;
-    p = p * r + 4.999999106e-01f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    union { int32_t i; float f; } two_n;
-    two_n.i = ((int32_t)n + 127) << 23;
-    float y = p * two_n.f;
-    return x < -87.0f ? 0.0f : y;
-}
 
 static inline float old_normal_cdf(float x, float *gauss) {
     const float inv_sqrt2 = 0.70710678118654752f;
     float z = x * inv_sqrt2;
     float a = fabsf(z);
     float s = a * a;
-    float e = old_exp_nonpos(-s);
+    float e = vb_exp_nonpos(-s); /* the exp the baseline used, unchanged in cpu_math.h */
     float p = 7.853884017e-05f;
     p = p * s - 8.010201273e-04f;
     p = p * s + 5.188328680e-03f;
