@@ -200,6 +200,8 @@ int main(int argc, char **argv) {
     vb_profiler *prof = o.ops_csv ? vb_prof_create() : NULL;
     trainer tr = {.ctx = vb_run_ctx_create(&c)};
     const vb_ops *ops = tr.ctx->ops;
+    /* an asynchronous backend's ops are timed with its events */
+    if (prof && !ops->host_memory) vb_prof_set_clock(prof, vb_prof_clock_ctx(tr.ctx, 4096));
     /* as a run does: a model that cannot fit is refused before it is allocated */
     vb_benchy_config no_benchy;
     vb_benchy_defaults(&no_benchy);
@@ -344,8 +346,8 @@ int main(int argc, char **argv) {
     ops->free_host(tr.ctx, tr.loss_host);
     vb_adam_free(&tr.opt);
     vit_destroy(tr.m);
+    if (prof) vb_prof_destroy(prof); /* before the context its clock may use */
     ops->ctx_destroy(tr.ctx);
-    if (prof) vb_prof_destroy(prof);
     free(cargv);
     return 0;
 }

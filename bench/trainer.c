@@ -484,6 +484,9 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
     vb_run_agree(r);
 
     r->prof = vb_prof_create();
+    /* an asynchronous backend's ops return before their work is done: time
+     * them with its events, resolved after the step's synchronize */
+    if (!r->ops->host_memory) vb_prof_set_clock(r->prof, vb_prof_clock_ctx(r->ctx, 4096));
     r->world.prof = r->prof;
     setup_groups(r); /* after the profiler: the groups time their collectives into it */
     vit_dims d = vb_config_vit_dims(c);
@@ -864,6 +867,8 @@ void vb_run_finish(vb_run *r) {
     vb_ddp_free(&r->ddp);
     vb_adam_free(&r->opt);
     if (r->model) vit_destroy(r->model);
+    /* a clock on the context's events must go before the context */
+    if (r->prof) vb_prof_set_clock(r->prof, NULL);
     if (r->ctx) r->ops->ctx_destroy(r->ctx);
     vb_comm_free(&r->grad_comm);
     vb_comm_free(&r->dp_comm);

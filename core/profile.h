@@ -102,6 +102,11 @@ typedef struct vb_prof_clock {
 } vb_prof_clock;
 /* The host clock with `nslots` slots (at least 2). */
 vb_prof_clock *vb_prof_clock_host(int nslots);
+/* A clock on `ctx`'s events (core/prof_clock_ctx.c): durations of the work
+ * enqueued between begin and end, for backends whose ops return before their
+ * work is done (vb_ops.host_memory == 0). The context must outlive it. */
+struct vb_ctx;
+vb_prof_clock *vb_prof_clock_ctx(struct vb_ctx *ctx, int nslots);
 /* Replaces p's clock (the profiler owns it from now on and destroys it);
  * resolves what the previous clock stamped first. NULL: a new host clock. */
 void vb_prof_set_clock(vb_profiler *p, vb_prof_clock *clock);

@@ -9,6 +9,7 @@
 
 #include "core/common.h"
 #include "core/profile.h"
+#include "kernels/ops.h"
 #include "core/timeline.h"
 
 /* ---- a scripted clock: stamps read g_fake_now, which the test sets ----
@@ -512,6 +513,41 @@ static void test_host_clock_durations(void **state) {
     vb_prof_destroy(p);
 }
 
+/* The context clock on the CPU backend (whose events read the host clock):
+ * the same durations as the host clock, also past a full ring of slots. On
+ * CUDA the same code times the enqueued work. */
+static void test_ctx_clock_durations(void **state) {
+    (void)state;
+    vb_ctx_opts opts = {.act = VB_DTYPE_F32};
+    char err[128];
+    vb_ctx *ctx = vb_ops_cpu()->ctx_create(&opts, err, sizeof err);
+    assert_non_null(ctx);
+    vb_profiler *p = vb_prof_create();
+    vb_prof_set_clock(p, vb_prof_clock_ctx(ctx, 16));
+    vb_prof_set_enabled(p, true);
+    int id = vb_prof_op("tp_ctx_spin", VB_CAT_COMPUTE);
+    double outside = 0;
+    for (int i = 0; i < 20; i++) { /* more than the ring: resolves on the way */
+        double t0 = vb_now();
+        vb_prof_token tok = vb_prof_begin(p, id);
+        while (vb_now() - t0 < 0.002) {
+        }
+        vb_prof_end(p, tok, 0);
+        outside += vb_now() - t0;
+    }
+    vb_prof_flush(p);
+    char *rows = vb_prof_csv_rows(p, 0);
+    csv_row r;
+    assert_true(find_row(rows, "tp_ctx_spin", &r));
+    assert_int_equal(r.calls, 20);
+    assert_true(r.min >= 0.0019);
+    assert_true(r.total <= outside + 1e-6);
+    assert_true(r.total >= 0.0399);
+    free(rows);
+    vb_prof_destroy(p);
+    ctx->ops->ctx_destroy(ctx);
+}
+
 static void child_unended_tokens(void *ctx) {
     (void)ctx;
     vb_profiler *p = vb_prof_create();
@@ -589,6 +625,7 @@ int main(void) {
         cmocka_unit_test(test_tokens_nested_overlapping),
         cmocka_unit_test(test_small_ring_open_tokens),
         cmocka_unit_test(test_host_clock_durations),
+        cmocka_unit_test(test_ctx_clock_durations),
         cmocka_unit_test(test_token_misuse),
         cmocka_unit_test(test_timeline_stamp_at_end),
     };
