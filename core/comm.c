@@ -265,6 +265,17 @@ void vb_comm_from_ranks(const vb_comm *parent, const int *ranks, int n, vb_comm 
     if (n > 1 && out->data->attach) out->data->attach(out);
 }
 
+#ifndef VB_HAVE_NCCL
+const vb_comm_data_ops *vb_comm_data_nccl(void) { return NULL; }
+#endif
+
+const vb_comm_data_ops *vb_comm_data_by_name(const char *name) {
+    if (!name) return NULL;
+    if (strcmp(name, "mpi") == 0) return vb_comm_data_mpi();
+    if (strcmp(name, "nccl") == 0) return vb_comm_data_nccl();
+    return NULL;
+}
+
 const vb_comm_data_ops *vb_comm_data_plane(const vb_comm *c) {
     return c && c->data ? c->data : vb_comm_data_mpi();
 }

@@ -195,6 +195,11 @@ typedef struct vb_comm_data_ops {
 
 /* The MPI data plane (every communicator's default). */
 const vb_comm_data_ops *vb_comm_data_mpi(void);
+/* The NCCL data plane (core/comm_nccl.c): collectives enqueued on a CUDA
+ * context's stream over device memory. NULL when this build has no NCCL. */
+const vb_comm_data_ops *vb_comm_data_nccl(void);
+/* "mpi" or "nccl"; NULL for an unknown name or a plane this build lacks. */
+const vb_comm_data_ops *vb_comm_data_by_name(const char *name);
 /* Switches c to another plane: detaches the old one, attaches the new one.
  * Collective over c. */
 void vb_comm_set_data_plane(vb_comm *c, const vb_comm_data_ops *plane);
