@@ -198,7 +198,7 @@ int main(int argc, char **argv) {
     vit_dims d = vb_config_vit_dims(&c);
     vit_parallel par = {.tp_size = 1, .tp_rank = 0, .cp_size = 1, .cp_rank = 0};
     vb_profiler *prof = o.ops_csv ? vb_prof_create() : NULL;
-    trainer tr = {.ctx = vb_run_ctx_create(&c)};
+    trainer tr = {.ctx = vb_run_ctx_create(&c, NULL)};
     const vb_ops *ops = tr.ctx->ops;
     /* an asynchronous backend's ops are timed with its events */
     if (prof && !ops->host_memory) vb_prof_set_clock(prof, vb_prof_clock_ctx(tr.ctx, 4096));

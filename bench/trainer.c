@@ -353,6 +353,31 @@ static void setup_layout(vb_run *r) {
     }
 }
 
+/* The data plane of the run's groups (comm_backend): NCCL for a CUDA
+ * context when built and every rank has a GPU of its own (auto), MPI
+ * otherwise -- on a GPU it stages through page-locked host buffers, slower,
+ * but several ranks may share one GPU, which NCCL refuses. Collective. */
+static void setup_comm_backend(vb_run *r) {
+    const char *want = r->cfg.comm_backend;
+    const vb_comm_data_ops *plane = vb_comm_data_mpi(), *nccl = vb_comm_data_nccl();
+    const bool asked = strcmp(want, "nccl") == 0;
+    if (nccl && !r->ops->host_memory && (asked || strcmp(want, "auto") == 0)) {
+        char why[512] = "";
+        if (!nccl->usable || nccl->usable(&r->world, r->ctx, why, sizeof why))
+            plane = nccl;
+        else if (asked)
+            vb_die_input("comm_backend = nccl needs one GPU per rank: %s (use --comm_backend mpi to share a GPU, "
+                         "or start fewer ranks per node)",
+                         why);
+        else
+            vb_log("comm_backend auto: mpi (%s; NCCL needs one GPU per rank)", why);
+    }
+    r->comm_backend = plane->name;
+    vb_comm *groups[4] = {&r->tp_comm, &r->cp_comm, &r->dp_comm, &r->grad_comm};
+    if (plane != vb_comm_data_mpi())
+        for (int i = 0; i < 4; i++) vb_comm_set_data_plane(groups[i], plane);
+}
+
 /* Communicators for this rank's tp, cp, dp and gradient-reduction groups.
  * Collective over the world: every rank creates them in the same order. */
 static void setup_groups(vb_run *r) {
@@ -386,6 +411,7 @@ static void setup_threads(vb_run *r) {
     int cores = vb_affinity_cores();
     if (r->threads_requested > cores) omp_set_num_threads(cores);
     r->node_ranks = vb_node_local_size(&r->world);
+    r->local_rank = vb_node_local_rank(&r->world);
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     int threads = omp_get_max_threads();
     r->oversubscribed = online > 0 && (long)r->node_ranks * threads > online;
@@ -409,7 +435,7 @@ void vb_run_timeline_phase(vb_run *r, const char *phase, double t0, double t1) {
     vb_tlrec_add(r->timeline, VB_TL_MAIN, VB_TLK_PHASE, phase, t0, t1 - t0, 0, 0, -1);
 }
 
-vb_ctx *vb_run_ctx_create(const vb_config *c) {
+vb_ctx *vb_run_ctx_create(const vb_config *c, const vb_comm *world) {
     vb_ctx_opts opts = {.act = VB_DTYPE_F32, .device = 0, .tf32 = c->tf32 ? 1 : 0};
     if (strcmp(c->amp_mode, "bf16") == 0) opts.act = VB_DTYPE_BF16;
     else if (strcmp(c->amp_mode, "fp16") == 0) opts.act = VB_DTYPE_F16;
@@ -418,6 +444,16 @@ vb_ctx *vb_run_ctx_create(const vb_config *c) {
     if (!ops)
         vb_die_input("backend %s: not available in this build (available: cpu%s)", c->backend,
                      vb_ops_cuda() ? ", cuda" : "");
+    /* one GPU per rank of a node: srun --gpus-per-task leaves each rank one
+     * visible device (index 0); a plain mpirun sees them all */
+    int local = world ? vb_node_local_rank(world) : 0;
+    if (!world) {
+        const char *v = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+        if (!v) v = getenv("SLURM_LOCALID");
+        local = v ? atoi(v) : 0;
+    }
+    int ndev = ops->device_count ? ops->device_count() : 1;
+    opts.device = ndev > 0 && local > 0 ? local % ndev : 0;
     vb_ctx *ctx = ops->ctx_create(&opts, err, sizeof err);
     if (!ctx) vb_die_input("backend %s: %s", ops->name, err[0] ? err : "cannot create a context");
     return ctx;
@@ -452,7 +488,7 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
         vb_benchy_defaults(&r->bcfg);
     }
 
-    r->ctx = vb_run_ctx_create(c);
+    r->ctx = vb_run_ctx_create(c, &r->world);
     r->ops = r->ctx->ops;
 
     vb_set_input_errors_collective(setup_error_sync);
@@ -489,6 +525,7 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
     if (!r->ops->host_memory) vb_prof_set_clock(r->prof, vb_prof_clock_ctx(r->ctx, 4096));
     r->world.prof = r->prof;
     setup_groups(r); /* after the profiler: the groups time their collectives into it */
+    setup_comm_backend(r);
     vit_dims d = vb_config_vit_dims(c);
     vit_parallel par = {
         .tp_size = r->layout.tp,
@@ -805,6 +842,9 @@ int vb_run_write_json(const vb_run *r, const char *status) {
     cJSON_AddStringToObject(root, "git_commit", VB_GIT_COMMIT);
     cJSON_AddStringToObject(root, "host", r->host);
     cJSON_AddStringToObject(root, "backend", r->ops ? r->ops->name : r->cfg.backend);
+    cJSON_AddStringToObject(root, "comm_backend", r->comm_backend ? r->comm_backend : r->cfg.comm_backend);
+    if (r->ctx && !r->ops->host_memory) cJSON_AddNumberToObject(root, "device", r->ctx->device);
+    cJSON_AddNumberToObject(root, "local_rank", r->local_rank);
     cJSON_AddNumberToObject(root, "world_size", r->world.size);
     cJSON_AddNumberToObject(root, "ranks", r->world.size);
     cJSON_AddNumberToObject(root, "local_batch_size", r->local_batch);
@@ -869,11 +909,13 @@ void vb_run_finish(vb_run *r) {
     if (r->model) vit_destroy(r->model);
     /* a clock on the context's events must go before the context */
     if (r->prof) vb_prof_set_clock(r->prof, NULL);
-    if (r->ctx) r->ops->ctx_destroy(r->ctx);
+    /* the data plane's staging and events, and its communicators, before the context */
+    if (r->ctx) vb_comm_ctx_release(r->ctx);
     vb_comm_free(&r->grad_comm);
     vb_comm_free(&r->dp_comm);
     vb_comm_free(&r->cp_comm);
     vb_comm_free(&r->tp_comm);
+    if (r->ctx) r->ops->ctx_destroy(r->ctx);
     vb_prof_destroy(r->prof);
     vb_tlrec_destroy(r->timeline);
     free(r->peak_mem);

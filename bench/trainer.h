@@ -88,6 +88,8 @@ typedef struct vb_run {
     vb_fingerprint fp;           /* this rank's; rank 0's goes to run.json and summary.csv */
     int threads_requested;       /* OpenMP threads before the affinity cap */
     int node_ranks;              /* ranks sharing this rank's node */
+    int local_rank;              /* this rank's index on its node (picks its GPU) */
+    const char *comm_backend;    /* the data plane in use: "mpi" or "nccl" */
     bool oversubscribed;         /* node_ranks x threads > cores on the node */
     double *peak_mem;            /* rank 0: every rank's max RSS in bytes (0 = not yet known) */
     vb_mem_estimate mem;         /* this rank's estimated bytes (bench/memcheck.h) */
@@ -132,8 +134,10 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
 
 /* A context of config c's backend (vb_ops_by_name: auto is cuda when a
  * device is usable, else cpu), activation dtype from amp_mode, TF32 from
- * tf32; exits 2 with the backend's reason when it cannot give one. */
-vb_ctx *vb_run_ctx_create(const vb_config *c);
+ * tf32, on the device this rank's node-local rank picks (modulo the devices
+ * it sees; world NULL: the launcher's local rank, else device 0); exits 2
+ * with the backend's reason when it cannot give one. Collective over world. */
+vb_ctx *vb_run_ctx_create(const vb_config *c, const vb_comm *world);
 
 /* Whether config `c` can run on `world` ranks: world divisible by tp x cp, a
  * valid parallel_order, num_heads divisible by tp, cp no larger than the

@@ -95,7 +95,10 @@ void vb_comm_timer_stop(const vb_comm_timer *t, size_t bytes, bool blocking) {
 
 void vb_comm_totals_add_blocking(double seconds) { g_totals.blocking_s += seconds; }
 
-void vb_comm_totals_get(vb_comm_totals *out) { *out = g_totals; }
+void vb_comm_totals_get(vb_comm_totals *out) {
+    vb_comm_spans_resolve(&g_totals.blocking_s); /* stream-ordered collectives, timed by events */
+    *out = g_totals;
+}
 
 void vb_world_init(int *argc, char ***argv, vb_comm *world) {
     int initialized = 0;
@@ -138,6 +141,31 @@ int vb_node_local_size(const vb_comm *world) {
     VB_MPI(MPI_Comm_size(node, &n));
     VB_MPI(MPI_Comm_free(&node));
     return n;
+}
+
+/* a non-negative integer from the environment, or -1 */
+static int env_rank(const char *name) {
+    const char *v = getenv(name);
+    if (!v || !*v) return -1;
+    char *end = NULL;
+    long x = strtol(v, &end, 10);
+    return *end == '\0' && x >= 0 && x < INT_MAX ? (int)x : -1;
+}
+
+int vb_node_local_rank(const vb_comm *world) {
+    int local = 0;
+    if (!trivial(world)) { /* every rank takes part, whatever its environment says */
+        MPI_Comm node = MPI_COMM_NULL;
+        VB_MPI(MPI_Comm_split_type(comm_of(world), MPI_COMM_TYPE_SHARED, world->rank, MPI_INFO_NULL, &node));
+        VB_MPI(MPI_Comm_rank(node, &local));
+        VB_MPI(MPI_Comm_free(&node));
+    }
+    const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+        int v = env_rank(vars[i]);
+        if (v >= 0) return v;
+    }
+    return local;
 }
 
 void vb_hostname(char *buf, size_t n) {

@@ -73,6 +73,13 @@ void vb_world_init(int *argc, char ***argv, vb_comm *world);
 void vb_world_finalize(void);
 /* Ranks of `world` on this rank's node (shared memory). Collective. */
 int vb_node_local_size(const vb_comm *world);
+/* This rank's index among the ranks of its node: the launcher's own word
+ * when it gives one (OMPI_COMM_WORLD_LOCAL_RANK under mpirun, SLURM_LOCALID
+ * under srun, MPI_LOCALRANKID under Hydra), else its rank in the node's
+ * shared-memory communicator. A rank picks its GPU as this modulo the GPUs it
+ * sees, so srun --gpus-per-task (one visible GPU each) and a plain mpirun on
+ * a node of 4 GPUs both bind one GPU per rank. Collective. */
+int vb_node_local_rank(const vb_comm *world);
 /* Hostname of this rank (for run.json). */
 void vb_hostname(char *buf, size_t n);
 /* MPI library version string. */
@@ -123,6 +130,10 @@ typedef struct vb_comm_totals {
     double bytes;        /* their byte counts, as recorded in ops.csv */
 } vb_comm_totals;
 void vb_comm_totals_get(vb_comm_totals *out);
+/* Frees what the data plane keeps for ctx (host staging buffers, events),
+ * after adding its pending event-timed spans to the totals. Call before
+ * destroying a context that collectives ran on; none may be in flight. */
+void vb_comm_ctx_release(vb_ctx *ctx);
 
 /* ======================= data plane ======================= */
 
@@ -144,6 +155,12 @@ typedef struct vb_request {
     void *stage_dst;    /* where the staged result goes */
     size_t stage_count;
     int stage_dtype;
+    /* the front-end's host staging of device buffers (a host-only plane) */
+    int host_staged;    /* 1 while a staged result waits to go back to the device */
+    int host_slot;      /* its staging buffer */
+    const void *host_result;
+    void *dev_result;
+    size_t result_bytes;
 } vb_request;
 
 /* The data plane of a communicator. Every collective gets a communicator of
@@ -160,6 +177,14 @@ typedef struct vb_comm_data_ops {
      * the front-end synchronizes ctx before each call (MPI); false: the plane
      * orders itself after ctx (NCCL: on ctx's stream) */
     bool needs_ctx_sync;
+    /* true: the plane reads and writes host memory only (MPI built without
+     * CUDA awareness): the front-end stages a device-memory context's
+     * buffers through page-locked host buffers (comm_device.c) */
+    bool host_buffers;
+    /* may be NULL (always usable): whether the plane can run the world's
+     * ranks with these contexts (NCCL: one GPU per rank); false with a reason
+     * in why. Collective over world; every rank gets the same answer. */
+    bool (*usable)(const vb_comm *world, vb_ctx *ctx, char *why, size_t n);
     /* per-communicator setup once the control plane has made c (NCCL: a
      * unique id broadcast over the control plane, then the init), for
      * communicators of more than one rank; may be NULL. Collective over c.

@@ -33,4 +33,24 @@ void vb_comm_timer_stop(const vb_comm_timer *t, size_t bytes, bool blocking);
 /* Seconds blocked outside a timed call (vb_wait). */
 void vb_comm_totals_add_blocking(double seconds);
 
+/* ---- device memory (comm_device.c) ---- */
+/* A page-locked host buffer of at least `bytes` from ctx's staging pool,
+ * free of any earlier copy; *slot names it for vb_comm_stage_put. */
+void *vb_comm_stage_get(vb_ctx *ctx, size_t bytes, int *slot);
+/* Hands the buffer back once the copies enqueued so far on ctx out of it
+ * have completed (an event recorded now). */
+void vb_comm_stage_put(vb_ctx *ctx, int slot);
+/* A buffer of at least `bytes` in ctx's own (device) memory, grown and kept
+ * per context: the padded uneven collectives' staging. Uses are ordered by
+ * ctx's queue; the contents do not survive growing. */
+void *vb_comm_device_scratch(vb_ctx *ctx, size_t bytes);
+/* An event-timed span of ctx's queue (a collective enqueued on its stream,
+ * or a stream waiting for one): its seconds join the totals' blocking time
+ * when vb_comm_spans_resolve runs (vb_comm_totals_get). */
+int vb_comm_span_begin(vb_ctx *ctx);
+void vb_comm_span_end(vb_ctx *ctx, int span);
+/* Adds every recorded span's seconds to *seconds (waits for the spans' end
+ * events). */
+void vb_comm_spans_resolve(double *seconds);
+
 #endif

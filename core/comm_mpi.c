@@ -337,6 +337,7 @@ static void mpi_wait(vb_request *req) {
 static const vb_comm_data_ops k_mpi_plane = {
     .name = "mpi",
     .needs_ctx_sync = true,
+    .host_buffers = true, /* Open MPI here is not CUDA-aware */
     .attach = NULL, /* the control plane's communicator is the data plane's */
     .detach = NULL,
     .allreduce = mpi_allreduce,

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/comm.h"
 #include "core/yaml_util.h"
 #include "kernels/ops.h"
 
@@ -89,6 +90,7 @@ static const key_def g_keys[] = {
     {"output_dir", KT_STR, FIELD(output_dir), false},
     {"run_name", KT_STR, FIELD(run_name), false},
     {"backend", KT_STR, FIELD(backend), false},
+    {"comm_backend", KT_STR, FIELD(comm_backend), false},
     {"enable_benchy", KT_BOOL, FIELD(enable_benchy), false},
     {"benchy_config", KT_STR, FIELD(benchy_config), false},
     {"save_checkpoint", KT_BOOL, FIELD(save_checkpoint), false},
@@ -367,6 +369,7 @@ void vb_config_defaults(vb_config *c) {
     snprintf(c->output_dir, sizeof c->output_dir, "results");
     c->run_name[0] = '\0';
     snprintf(c->backend, sizeof c->backend, "cpu");
+    snprintf(c->comm_backend, sizeof c->comm_backend, "auto");
     c->enable_benchy = false;
     c->benchy_config[0] = '\0';
     c->save_checkpoint = true;
@@ -683,6 +686,17 @@ void vb_config_validate(const vb_config *c, const char *origin) {
     else if (strcmp(c->backend, "cuda") == 0 && !vb_ops_by_name("cuda"))
         vfail(c, origin, "backend", NULL,
               "backend = cuda is not available in this build (configure with -DVB_CUDA=ON on a machine with the CUDA toolkit)");
+    /* NCCL moves device memory only; auto picks it on cuda when built (trainer) */
+    if (strcmp(c->comm_backend, "auto") != 0 && strcmp(c->comm_backend, "mpi") != 0 &&
+        strcmp(c->comm_backend, "nccl") != 0)
+        vfail(c, origin, "comm_backend", NULL, "comm_backend = '%s' must be auto, mpi or nccl", c->comm_backend);
+    else if (strcmp(c->comm_backend, "nccl") == 0 && strcmp(c->backend, "cpu") == 0)
+        vfail(c, origin, "comm_backend", NULL,
+              "comm_backend = nccl needs the CUDA backend (NCCL moves GPU memory): use --backend cuda, or mpi on cpu");
+    else if (strcmp(c->comm_backend, "nccl") == 0 && !vb_comm_data_nccl())
+        vfail(c, origin, "comm_backend", NULL,
+              "comm_backend = nccl is not available in this build (the CUDA backend with NCCL was not found when "
+              "configuring): use mpi");
     require_min(c, origin, "tensor_parallel", c->tensor_parallel, 1);
     require_min(c, origin, "context_parallel", c->context_parallel, 1);
     if (!valid_parallel_order(c->parallel_order))

@@ -61,6 +61,7 @@ typedef struct vb_config {
     char output_dir[VB_PATH_MAX];  /* default "results" */
     char run_name[128];            /* default "" -> run id is <config>_<timestamp> */
     char backend[16];              /* "cpu" (default), "cuda" or "auto" (cuda when compiled in and a GPU is visible) */
+    char comm_backend[8];          /* data plane: "auto" (default: nccl on cuda when built, else mpi), "mpi", "nccl" */
     bool enable_benchy;            /* train --enable_benchy == run */
     char benchy_config[VB_PATH_MAX]; /* default "" -> $BENCHY_CONFIG_FILE -> benchy defaults */
     bool save_checkpoint;          /* default true for train */

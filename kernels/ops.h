@@ -93,6 +93,13 @@ typedef struct vb_ops {
     void (*ctx_destroy)(vb_ctx *ctx);
     /* waits until every op enqueued on ctx has finished */
     void (*synchronize)(vb_ctx *ctx);
+    /* devices a context can be placed on (vb_ctx_opts.device in [0, count));
+     * 1 on the CPU, 0 when none is visible. Ranks sharing a node pick theirs
+     * by node-local rank modulo this count. */
+    int (*device_count)(void);
+    /* the backend's own queue handle, for libraries that enqueue on it (CUDA:
+     * the context's cudaStream_t, which NCCL takes); NULL on the CPU */
+    void *(*native_queue)(vb_ctx *ctx);
 
     /* ---- memory ---- */
     void *(*alloc)(vb_ctx *ctx, size_t bytes); /* zero-filled; exits 1 naming the size on failure */

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/comm.h"
 #include "core/config.h"
 #include "kernels/ops.h"
 
@@ -465,6 +466,8 @@ static void test_validation_errors(void **state) {
         {"--data_loader_config", "numpy", "data_loader_config = 'numpy' must be pytorch"},
         {"--dropout", "0.1", "dropout = 0.1 is not supported"},
         {"--backend", "gpu", "backend = 'gpu' must be cpu, cuda or auto"},
+        {"--comm_backend", "gloo", "comm_backend = 'gloo' must be auto, mpi or nccl"},
+        {"--comm_backend", "nccl", "comm_backend = nccl needs the CUDA backend"},
         {"--tensor_parallel", "0", "tensor_parallel = 0 must be >= 1"},
         {"--context_parallel", "0", "context_parallel = 0 must be >= 1"},
         {"--parallel_order", "tp-dp", "parallel_order = 'tp-dp'"},
@@ -485,6 +488,10 @@ static void test_validation_errors(void **state) {
     if (!vb_ops_by_name("cuda"))
         args_fail(LIST("--yaml_config", g_vit, "--config", "tiny", "--backend", "cuda"),
                   LIST("flag --backend: ", "backend = cuda is not available in this build"));
+
+    if (!vb_comm_data_nccl() && vb_ops_by_name("cuda"))
+        args_fail(LIST("--yaml_config", g_vit, "--config", "tiny", "--backend", "cuda", "--comm_backend", "nccl"),
+                  LIST("flag --comm_backend: ", "comm_backend = nccl is not available in this build"));
 
     /* accepted permutation and values on the edge */
     vb_config c;
@@ -552,7 +559,7 @@ static const char *ALL_KEYS[] = {
     "lr", "lr_schedule", "warmup", "base_batch_size", "optimizer", "amp_mode", "enable_fused", "enable_jit", "tf32",
     "expdir", "data_loader_config", "num_data_workers", "limit_nsamples", "limit_nsamples_val",
     "train_data_path", "valid_data_path", "inf_data_path", "time_means_path", "global_means_path",
-    "global_stds_path", "shuffle", "seed", "init_checkpoint", "output_dir", "run_name", "backend",
+    "global_stds_path", "shuffle", "seed", "init_checkpoint", "output_dir", "run_name", "backend", "comm_backend",
     "enable_benchy", "benchy_config", "save_checkpoint", "progress", "profile_steps", "tensor_parallel", "context_parallel", "parallel_order",
     "bucket_cap_mb", "noddp", "disable_broadcast_buffers", "wireup_info", "wireup_store",
 };

@@ -454,6 +454,216 @@ static void test_data_uneven_padded(void **state) {
     end_test();
 }
 
+/* ---- device memory on a host-only plane ----
+ * A stand-in device: its memory is host memory, but it says it is not
+ * (host_memory 0), so the front-end must stage every collective through
+ * page-locked host buffers and never hand the plane a device pointer. The
+ * plane is MPI wrapped to record the pointers it is given. */
+static long g_dev_h2d, g_dev_d2h, g_dev_hosts;
+static void dev_sync(vb_ctx *ctx) { (void)ctx; }
+static void dev_h2d(vb_ctx *ctx, void *dst, const void *src, size_t bytes) {
+    (void)ctx;
+    g_dev_h2d++;
+    memcpy(dst, src, bytes);
+}
+static void dev_d2h(vb_ctx *ctx, void *dst, const void *src, size_t bytes) {
+    (void)ctx;
+    g_dev_d2h++;
+    memcpy(dst, src, bytes);
+}
+static void dev_d2d(vb_ctx *ctx, void *dst, const void *src, size_t bytes) {
+    (void)ctx;
+    memmove(dst, src, bytes);
+}
+static void *dev_alloc(vb_ctx *ctx, size_t bytes) {
+    (void)ctx;
+    return calloc(1, bytes);
+}
+static void dev_free(vb_ctx *ctx, void *p) {
+    (void)ctx;
+    free(p);
+}
+static void *dev_alloc_host(vb_ctx *ctx, size_t bytes) {
+    (void)ctx;
+    g_dev_hosts++;
+    return malloc(bytes);
+}
+static void dev_free_host(vb_ctx *ctx, void *p) {
+    (void)ctx;
+    g_dev_hosts--;
+    free(p);
+}
+struct vb_event {
+    int recorded;
+};
+static vb_event *dev_event_create(vb_ctx *ctx) {
+    (void)ctx;
+    return calloc(1, sizeof(vb_event));
+}
+static void dev_event_destroy(vb_ctx *ctx, vb_event *e) {
+    (void)ctx;
+    free(e);
+}
+static void dev_event_record(vb_ctx *ctx, vb_event *e) {
+    (void)ctx;
+    e->recorded = 1;
+}
+static void dev_event_sync(vb_ctx *ctx, vb_event *e) {
+    (void)ctx;
+    (void)e;
+}
+static const vb_ops k_dev_ops = {.name = "fakedev",
+                                 .host_memory = 0,
+                                 .synchronize = dev_sync,
+                                 .alloc = dev_alloc,
+                                 .free = dev_free,
+                                 .alloc_host = dev_alloc_host,
+                                 .free_host = dev_free_host,
+                                 .memcpy_h2d = dev_h2d,
+                                 .memcpy_d2h = dev_d2h,
+                                 .memcpy_d2d = dev_d2d,
+                                 .event_create = dev_event_create,
+                                 .event_destroy = dev_event_destroy,
+                                 .event_record = dev_event_record,
+                                 .event_synchronize = dev_event_sync};
+
+/* the device buffers of the current test: the plane must never see them */
+static const char *g_dev_lo[4];
+static size_t g_dev_len[4];
+static int g_ndev;
+static bool on_device(const void *p) {
+    for (int i = 0; i < g_ndev; i++)
+        if ((const char *)p >= g_dev_lo[i] && (const char *)p < g_dev_lo[i] + g_dev_len[i]) return true;
+    return false;
+}
+static void *dev_buf(size_t bytes) {
+    void *p = calloc(1, bytes);
+    g_dev_lo[g_ndev] = p;
+    g_dev_len[g_ndev++] = bytes;
+    return p;
+}
+
+static vb_comm_data_ops g_watch;
+static void w_allreduce(const vb_comm *c, void *buf, size_t n, vb_dtype t, vb_red_op op, vb_ctx *ctx,
+                        vb_request *req) {
+    CHECK(!on_device(buf) && ctx == NULL, "allreduce handed a device buffer");
+    vb_comm_data_mpi()->allreduce(c, buf, n, t, op, ctx, req);
+}
+static void w_allgather(const vb_comm *c, const void *s, void *r, size_t n, vb_dtype t, vb_ctx *ctx,
+                        vb_request *req) {
+    CHECK(!on_device(s) && !on_device(r) && ctx == NULL, "allgather handed a device buffer");
+    vb_comm_data_mpi()->allgather(c, s, r, n, t, ctx, req);
+}
+static void w_reduce_scatter(const vb_comm *c, const void *s, void *r, size_t n, vb_dtype t, vb_red_op op,
+                             vb_ctx *ctx, vb_request *req) {
+    CHECK(!on_device(s) && !on_device(r) && ctx == NULL, "reduce_scatter handed a device buffer");
+    vb_comm_data_mpi()->reduce_scatter(c, s, r, n, t, op, ctx, req);
+}
+static void w_broadcast(const vb_comm *c, void *buf, size_t n, vb_dtype t, int root, vb_ctx *ctx,
+                        vb_request *req) {
+    CHECK(!on_device(buf) && ctx == NULL, "broadcast handed a device buffer");
+    vb_comm_data_mpi()->broadcast(c, buf, n, t, root, ctx, req);
+}
+static void w_allgatherv(const vb_comm *c, const void *s, void *r, const int *counts, vb_dtype t, vb_ctx *ctx) {
+    CHECK(!on_device(s) && !on_device(r) && ctx == NULL, "allgatherv handed a device buffer");
+    vb_comm_data_mpi()->allgatherv(c, s, r, counts, t, ctx);
+}
+static void w_reduce_scatterv(const vb_comm *c, const void *s, void *r, const int *counts, vb_dtype t,
+                              vb_red_op op, vb_ctx *ctx) {
+    CHECK(!on_device(s) && !on_device(r) && ctx == NULL, "reduce_scatterv handed a device buffer");
+    vb_comm_data_mpi()->reduce_scatterv(c, s, r, counts, t, op, ctx);
+}
+static vb_comm watched_world(bool native_uneven) {
+    g_watch = *vb_comm_data_mpi();
+    g_watch.allreduce = w_allreduce;
+    g_watch.allgather = w_allgather;
+    g_watch.reduce_scatter = w_reduce_scatter;
+    g_watch.broadcast = w_broadcast;
+    g_watch.allgatherv = native_uneven ? w_allgatherv : NULL;
+    g_watch.reduce_scatterv = native_uneven ? w_reduce_scatterv : NULL;
+    vb_comm c = g_world;
+    c.data = &g_watch;
+    return c;
+}
+
+/* Every collective on device buffers of a host-only plane: staged, right,
+ * blocking and not, completed by wait and by test, even and uneven (native
+ * and padded); the context's staging is all given back on release. */
+static void test_device_buffers_staged(void **state) {
+    (void)state;
+    const int P = g_world.size, me = g_world.rank;
+    vb_ctx dctx = {.ops = &k_dev_ops, .act = VB_DTYPE_F32};
+    vb_comm w = watched_world(true);
+    enum { N = 300, C = 4 };
+    g_ndev = 0;
+    float *a = dev_buf(N * sizeof(float)), *b = dev_buf(N * sizeof(float));
+    uint16_t *h = dev_buf(N * sizeof(uint16_t));
+    float *g = dev_buf((size_t)P * C * 2 * sizeof(float) + 64 * sizeof(float));
+    for (int i = 0; i < N; i++) {
+        a[i] = (float)(me + i % 7);
+        b[i] = (float)(2 * me + 1);
+        put(h, (size_t)i, VB_DTYPE_BF16, (float)(me + 1));
+    }
+    long d2h0 = g_dev_d2h, h2d0 = g_dev_h2d;
+    /* blocking: allreduce f32 and bf16 */
+    vb_data_allreduce(&w, a, N, VB_DTYPE_F32, VB_RED_SUM, &dctx);
+    vb_data_allreduce(&w, h, N, VB_DTYPE_BF16, VB_RED_SUM, &dctx);
+    if (P > 1) CHECK(g_dev_d2h == d2h0 + 2 && g_dev_h2d == h2d0 + 2, "blocking staging copies d2h %ld h2d %ld",
+                     g_dev_d2h - d2h0, g_dev_h2d - h2d0);
+    for (int i = 0; i < N; i++) {
+        CHECK(a[i] == (float)(P * (P - 1) / 2 + P * (i % 7)), "staged allreduce a[%d] = %g", i, (double)a[i]);
+        CHECK(get(h, (size_t)i, VB_DTYPE_BF16) == (float)(P * (P + 1) / 2), "staged bf16 allreduce [%d]", i);
+    }
+    /* allgather (in place and not), reduce-scatter, broadcast */
+    float *gs = g + (size_t)P * C, *gr = g; /* send after the gather area */
+    for (int i = 0; i < C; i++) gs[i] = (float)(me * 10 + i);
+    vb_data_allgather(&w, gs, gr, C, VB_DTYPE_F32, &dctx);
+    for (int r = 0; r < P; r++)
+        for (int i = 0; i < C; i++) CHECK(gr[r * C + i] == (float)(r * 10 + i), "staged allgather [%d][%d]", r, i);
+    for (int j = 0; j < P * C; j++) gr[j] = (float)((me + 1) * (j + 1));
+    vb_data_reduce_scatter(&w, gr, gs, C, VB_DTYPE_F32, VB_RED_SUM, &dctx);
+    for (int i = 0; i < C; i++)
+        CHECK(gs[i] == (float)(P * (P + 1) / 2 * (me * C + i + 1)), "staged reduce_scatter [%d] = %g", i,
+              (double)gs[i]);
+    for (int i = 0; i < C; i++) gs[i] = me == P - 1 ? (float)(7 * i) : -1.0f;
+    vb_data_broadcast(&w, gs, C, VB_DTYPE_F32, P - 1, &dctx);
+    for (int i = 0; i < C; i++) CHECK(gs[i] == (float)(7 * i), "staged broadcast [%d]", i);
+    /* non-blocking: two in flight, the result reaches the device only at completion */
+    vb_request r1 = {0}, r2 = {0};
+    for (int i = 0; i < N; i++) a[i] = (float)(me + 1);
+    vb_data_iallreduce(&w, a, N, VB_DTYPE_F32, VB_RED_SUM, &dctx, &r1);
+    vb_data_iallreduce(&w, b, N, VB_DTYPE_F32, VB_RED_SUM, &dctx, &r2);
+    while (!vb_test(&r2)) {
+    }
+    vb_wait(&r1);
+    for (int i = 0; i < N; i++) {
+        CHECK(a[i] == (float)(P * (P + 1) / 2), "staged iallreduce a[%d] = %g", i, (double)a[i]);
+        CHECK(b[i] == (float)(P * P), "staged iallreduce (tested) b[%d] = %g", i, (double)b[i]);
+    }
+    /* uneven, native and padded: rank r has r % 2 + 1 elements */
+    for (int native = 1; native >= 0; native--) {
+        vb_comm u = watched_world(native != 0);
+        int counts[64], total = 0;
+        for (int r = 0; r < P; r++) total += counts[r] = r % 2 + 1;
+        int displ = 0;
+        for (int r = 0; r < me; r++) displ += counts[r];
+        float *us = a, *ur = b; /* device buffers of N floats */
+        for (int i = 0; i < counts[me]; i++) us[i] = (float)(100 + displ + i);
+        vb_data_allgatherv(&u, us, ur, counts, VB_DTYPE_F32, &dctx);
+        for (int j = 0; j < total; j++) CHECK(ur[j] == (float)(100 + j), "staged allgatherv native %d [%d]", native, j);
+        for (int j = 0; j < total; j++) ur[j] = (float)(me + j);
+        vb_data_reduce_scatterv(&u, ur, us, counts, VB_DTYPE_F32, VB_RED_SUM, &dctx);
+        for (int i = 0; i < counts[me]; i++)
+            CHECK(us[i] == (float)(P * (P - 1) / 2 + P * (displ + i)), "staged reduce_scatterv native %d [%d] = %g",
+                  native, i, (double)us[i]);
+    }
+    vb_comm_ctx_release(&dctx);
+    CHECK(g_dev_hosts == 0, "%ld page-locked staging buffers left after release", g_dev_hosts);
+    for (int i = 0; i < g_ndev; i++) free((void *)g_dev_lo[i]);
+    g_ndev = 0;
+    end_test();
+}
+
 /* The float32 conveniences on a plane with only even collectives give what
  * the native path gives, and profile under the same names and bytes, so
  * ops.csv does not depend on the plane. */
@@ -712,6 +922,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_data_broadcast),
         cmocka_unit_test(test_data_nonblocking_out_of_order),
         cmocka_unit_test(test_data_uneven_padded),
+        cmocka_unit_test(test_device_buffers_staged),
         cmocka_unit_test(test_data_profiled_names),
         cmocka_unit_test(test_allgatherv_uneven),
         cmocka_unit_test(test_reduce_scatterv_uneven),

@@ -129,12 +129,21 @@ static double cpu_event_elapsed_ms(vb_ctx *ctx, vb_event *start, vb_event *end) 
     return 1e3 * (end->t - start->t);
 }
 
+static int cpu_device_count(void) { return 1; }
+
+static void *cpu_native_queue(vb_ctx *ctx) {
+    (void)ctx;
+    return NULL;
+}
+
 static const vb_ops cpu_ops = {
     .name = "cpu",
     .host_memory = 1,
     .ctx_create = cpu_ctx_create,
     .ctx_destroy = cpu_ctx_destroy,
     .synchronize = cpu_synchronize,
+    .device_count = cpu_device_count,
+    .native_queue = cpu_native_queue,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .alloc_host = cpu_alloc_host,

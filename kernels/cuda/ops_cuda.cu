@@ -149,6 +149,18 @@ static void cuda_ctx_destroy(vb_ctx *ctx) {
 
 static void cuda_synchronize(vb_ctx *ctx) { CUDACHECK(cudaStreamSynchronize(cuda_stream(ctx))); }
 
+// 0 when the runtime sees no device (or has no driver): the caller decides
+static int cuda_device_count(void) {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return count;
+}
+
+static void *cuda_native_queue(vb_ctx *ctx) { return (void *)cuda_stream(ctx); }
+
 // ---------------------------------------------------------------------------
 // memory
 
@@ -268,6 +280,8 @@ static const vb_ops cuda_ops = {
     .ctx_create = cuda_ctx_create,
     .ctx_destroy = cuda_ctx_destroy,
     .synchronize = cuda_synchronize,
+    .device_count = cuda_device_count,
+    .native_queue = cuda_native_queue,
     .alloc = cuda_alloc,
     .free = cuda_free,
     .alloc_host = cuda_alloc_host,
