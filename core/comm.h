@@ -181,6 +181,9 @@ typedef struct vb_comm_data_ops {
      * CUDA awareness): the front-end stages a device-memory context's
      * buffers through page-locked host buffers (comm_device.c) */
     bool host_buffers;
+    /* true: device memory only (NCCL): a host-memory call (ctx NULL or a
+     * host-memory context) on such a communicator runs on MPI instead */
+    bool device_only;
     /* may be NULL (always usable): whether the plane can run the world's
      * ranks with these contexts (NCCL: one GPU per rank); false with a reason
      * in why. Collective over world; every rank gets the same answer. */

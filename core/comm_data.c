@@ -60,6 +60,16 @@ static size_t count_total(const int *counts, int n, int *maxc, const char *what)
     return total;
 }
 
+/* The plane a call runs on: c's, except that host memory on a plane that
+ * moves device memory only (NCCL) goes over MPI -- the communicator's control
+ * plane is an MPI communicator of the same ranks (checkpoint gathers, host
+ * conveniences). */
+static const vb_comm_data_ops *plane_for(const vb_comm *c, const vb_ctx *ctx) {
+    const vb_comm_data_ops *pl = vb_comm_data_plane(c);
+    if (pl->device_only && (!ctx || ctx->ops->host_memory)) return vb_comm_data_mpi();
+    return pl;
+}
+
 /* Device buffers on a plane that reads and writes host memory only go
  * through host staging (comm_device.c). */
 static bool staged(const vb_comm_data_ops *pl, const vb_ctx *ctx) {
@@ -184,7 +194,7 @@ static void collective(coll_kind k, const char *what, const vb_comm *c, const vo
     /* nccl-tests' size: the whole logical buffer */
     const size_t bytes = k == K_ALLGATHER || k == K_REDUCE_SCATTER ? count * es * (size_t)vb_comm_size_of(c)
                                                                    : count * es;
-    const vb_comm_data_ops *pl = vb_comm_data_plane(c);
+    const vb_comm_data_ops *pl = plane_for(c, ctx);
     if (req) req_begin(req, what, pl, ctx, bytes);
     if (vb_comm_trivial(c)) { /* nothing to exchange: complete at once */
         if (k == K_ALLGATHER || k == K_REDUCE_SCATTER) copy_on(ctx, recv, send, count * es);
@@ -342,7 +352,7 @@ static void uneven(bool gather, bool padded, const vb_comm *c, const void *send,
     const int size = vb_comm_size_of(c), rank = vb_comm_rank_of(c);
     int maxc = 0;
     size_t total = count_total(counts, size, &maxc, what);
-    const vb_comm_data_ops *pl = vb_comm_data_plane(c);
+    const vb_comm_data_ops *pl = plane_for(c, ctx);
     if (!padded && (gather ? pl->allgatherv == NULL : pl->reduce_scatterv == NULL)) padded = true;
     /* device buffers on a host-only plane: the same collective on host
      * copies (the padded form with the internal host staging) */

@@ -241,6 +241,7 @@ static const vb_comm_data_ops k_nccl_plane = {
     .name = "nccl",
     .needs_ctx_sync = false, /* ordered on the context's stream */
     .host_buffers = false,
+    .device_only = true,
     .usable = nccl_usable,
     .attach = nccl_attach,
     .detach = nccl_detach,

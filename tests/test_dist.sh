@@ -60,8 +60,11 @@ fi
 DATA=(--yaml_config "$SRC/scenarios/vit.yaml" --config tiny
       --train_data_path "$D/train" --valid_data_path "$D/valid"
       --global_means_path "$D/stats/global_means.npy" --global_stds_path "$D/stats/global_stds.npy")
+# VB_DIST_ARGS: more flags for every run, e.g. "--backend cuda --comm_backend mpi
+# --tf32 false" to check the same layouts on one GPU (ranks share it)
+read -r -a EXTRA <<< "${VB_DIST_ARGS:-}"
 TRAIN=(train "${DATA[@]}" --init_checkpoint "$INIT" --shuffle false --num_iters $STEPS --lr 5e-3
-       --save_checkpoint false --output_dir "$TMP/out")
+       --save_checkpoint false --output_dir "$TMP/out" "${EXTRA[@]}")
 
 # compare LOG REF: rows matched in order, column "loss" by header name.
 # Prints "rows N max_rel_diff X"; exit 1 on a row count mismatch, a missing

@@ -664,6 +664,31 @@ static void test_device_buffers_staged(void **state) {
     end_test();
 }
 
+/* Host memory on a device-only plane (NCCL's kind) runs on MPI: the plane
+ * itself is never called for it. */
+static void never_allreduce(const vb_comm *c, void *buf, size_t n, vb_dtype t, vb_red_op op, vb_ctx *ctx,
+                            vb_request *req) {
+    (void)c, (void)buf, (void)n, (void)t, (void)op, (void)ctx, (void)req;
+    CHECK(false, "a device-only plane was handed host memory");
+}
+static void test_host_memory_on_device_plane(void **state) {
+    (void)state;
+    const int P = g_world.size, me = g_world.rank;
+    vb_comm_data_ops devonly = *vb_comm_data_mpi();
+    devonly.device_only = true;
+    devonly.allreduce = never_allreduce;
+    vb_comm c = g_world;
+    c.data = &devonly;
+    float x[3] = {(float)me, 1.0f, 2.0f};
+    vb_data_allreduce(&c, x, 3, VB_DTYPE_F32, VB_RED_SUM, NULL);
+    vb_request r = {0};
+    vb_data_iallreduce(&c, x, 3, VB_DTYPE_F32, VB_RED_SUM, &g_fake_ctx, &r); /* a host-memory context */
+    vb_wait(&r);
+    CHECK(x[0] == (float)(P * P * (P - 1) / 2) && x[1] == (float)(P * P) && x[2] == (float)(2 * P * P),
+          "host allreduce over MPI gave %g %g %g", (double)x[0], (double)x[1], (double)x[2]);
+    end_test();
+}
+
 /* The float32 conveniences on a plane with only even collectives give what
  * the native path gives, and profile under the same names and bytes, so
  * ops.csv does not depend on the plane. */
@@ -923,6 +948,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_data_nonblocking_out_of_order),
         cmocka_unit_test(test_data_uneven_padded),
         cmocka_unit_test(test_device_buffers_staged),
+        cmocka_unit_test(test_host_memory_on_device_plane),
         cmocka_unit_test(test_data_profiled_names),
         cmocka_unit_test(test_allgatherv_uneven),
         cmocka_unit_test(test_reduce_scatterv_uneven),
