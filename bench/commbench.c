@@ -414,13 +414,9 @@ static void join_command_line(char *buf, size_t n, int argc, char **argv) {
 static void create_run_dir(const cb_opts *o, char *dir, size_t n) {
     vb_config *c = calloc(1, sizeof *c);
     if (!c) vb_die_internal("out of memory");
-    if (strlen(o->output_dir) >= sizeof c->output_dir)
-        vb_die_input("commbench: --output_dir %.80s...: path too long", o->output_dir);
+    /* lengths and '/' were checked with the other flags, on every rank */
     vb_snprintf(c->output_dir, sizeof c->output_dir, "%s", o->output_dir);
     if (o->run_name) {
-        if (strlen(o->run_name) >= sizeof c->run_name)
-            vb_die_input("commbench: --run_name %.80s...: longer than %zu characters", o->run_name,
-                         sizeof c->run_name - 1);
         vb_snprintf(c->run_name, sizeof c->run_name, "%s", o->run_name);
     } else {
         char stamp[32];
@@ -499,6 +495,12 @@ int vb_commbench_main(int argc, char **argv) {
     if (!b->ops)
         vb_die_input("commbench: --backend %s: not in this build (available: cpu%s)", backend_choices[o->backend],
                      vb_ops_cuda() ? ", cuda" : "");
+    /* the run directory's name, before rank 0 alone creates it */
+    if (o->run_name && (strchr(o->run_name, '/') || strlen(o->run_name) >= sizeof ((vb_config *)0)->run_name))
+        vb_die_input("commbench: --run_name '%.80s': must be a plain name (no '/') of at most %zu characters",
+                     o->run_name, sizeof ((vb_config *)0)->run_name - 1);
+    if (strlen(o->output_dir) >= sizeof ((vb_config *)0)->output_dir)
+        vb_die_input("commbench: --output_dir %.80s...: path too long", o->output_dir);
     /* a plane that enqueues on the context's stream needs device memory */
     if (!b->plane->needs_ctx_sync && b->ops->host_memory)
         vb_die_input("commbench: --comm_backend %s needs device buffers: add --backend cuda", b->plane->name);

@@ -173,6 +173,7 @@ bad "comm_backend gloo: unknown data plane" --comm_backend gloo
 bad "datatype expects one of" --datatype float64
 bad "unknown group 'pp'" --groups tp,pp
 bad "minbytes expects a size" --minbytes 8X
+bad "run_name .a/b.: must be a plain name" --run_name a/b
 # without NCCL in the build: "not in this build"; with it, CPU buffers are refused
 bad "comm_backend nccl(: not in this build| needs device buffers)" --comm_backend nccl
 echo "test_commbench: bad input: OK"
