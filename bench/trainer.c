@@ -365,12 +365,14 @@ static void setup_comm_backend(vb_run *r) {
         char why[512] = "";
         if (!nccl->usable || nccl->usable(&r->world, r->ctx, why, sizeof why))
             plane = nccl;
-        else if (asked)
+        else if (asked) {
+            vb_set_input_errors_collective(setup_error_sync); /* every rank has the same verdict: one line */
             vb_die_input("comm_backend = nccl needs one GPU per rank: %s (use --comm_backend mpi to share a GPU, "
                          "or start fewer ranks per node)",
                          why);
-        else
+        } else {
             vb_log("comm_backend auto: mpi (%s; NCCL needs one GPU per rank)", why);
+        }
     }
     r->comm_backend = plane->name;
     vb_comm *groups[4] = {&r->tp_comm, &r->cp_comm, &r->dp_comm, &r->grad_comm};

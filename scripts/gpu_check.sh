@@ -6,7 +6,8 @@
 # Builds vitbench with the CUDA backend (build-gpu/, or $BUILD_DIR), runs the
 # CUDA op tests (every op against the CPU op), the 20-step golden test on the
 # GPU (float32 with TF32 off against the PyTorch losses to 1e-4, bfloat16 to
-# 2e-2), then the tutorial's `base` config (batch 16) SYNTHETIC and FULL in
+# 2e-2), the data planes (NCCL's calls on one rank; every tp / cp / dp layout
+# with ranks sharing the GPU over MPI against one rank), then the tutorial's `base` config (batch 16) SYNTHETIC and FULL in
 # amp_mode none with TF32, none in full float32 and bf16, and prints a table:
 # samples/s, achieved TFLOP/s, MFU against the GPU's dense peak for that
 # precision, the process's peak GPU memory, and the tutorial's H100 NVL figures
@@ -71,6 +72,22 @@ golden() { # name tol args...
 }
 golden fp32 1e-4 --backend cuda --tf32 false
 golden bf16 2e-2 --backend cuda --amp_mode bf16
+
+# ---- data planes on this GPU ----
+# the NCCL plane's calls on one rank; then every tp / cp / dp layout with
+# ranks sharing the GPU over MPI (staged through page-locked host memory)
+# against one rank, float32 with TF32 off, to test_dist.sh's 1e-5
+if [ -x "$BUILD/test_nccl_plane" ]; then
+    "$BUILD/test_nccl_plane" > "$OUTDIR/test_nccl_plane.log" 2>&1
+    rc=$?
+    echo "gpu_check: test_nccl_plane rc=$rc: $(tail -n 1 "$OUTDIR/test_nccl_plane.log")"
+    [ $rc = 0 ] || [ $rc = 77 ] || FAILED=1
+fi
+VB_DIST_ARGS="--backend cuda --comm_backend mpi --tf32 false" bash "$SRC/tests/test_dist.sh" "$VB" \
+    > "$OUTDIR/dist_gpu.log" 2>&1
+rc=$?
+echo "gpu_check: layouts on one GPU over MPI: $([ $rc = 0 ] && echo pass || echo FAIL) — $(grep -c '== 1 rank' "$OUTDIR/dist_gpu.log") layouts equal to one rank"
+[ $rc = 0 ] || { FAILED=1; grep FAIL "$OUTDIR/dist_gpu.log" | head -n 5; }
 
 # ---- base config, batch 16 ----
 DATA=$OUTDIR/data_base
