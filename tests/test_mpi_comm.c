@@ -689,6 +689,36 @@ static void test_host_memory_on_device_plane(void **state) {
     end_test();
 }
 
+/* The node-local rank (which picks a rank's GPU): on one node it is the
+ * world rank, from the launcher's variable or, without one, from the node's
+ * shared-memory communicator; a launcher's word wins. */
+static void test_node_local_rank(void **state) {
+    (void)state;
+    const int me = g_world.rank;
+    CHECK(vb_node_local_rank(&g_world) == me, "local rank %d on one node, world rank %d", vb_node_local_rank(&g_world),
+          me);
+    const char *vars[3] = {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID"};
+    char *saved[3];
+    for (int i = 0; i < 3; i++) {
+        const char *v = getenv(vars[i]);
+        saved[i] = v ? strdup(v) : NULL;
+        unsetenv(vars[i]);
+    }
+    CHECK(vb_node_local_rank(&g_world) == me, "without launcher variables: local rank %d, want %d",
+          vb_node_local_rank(&g_world), me);
+    setenv("SLURM_LOCALID", me == 0 ? "3" : "0", 1);
+    CHECK(vb_node_local_rank(&g_world) == (me == 0 ? 3 : 0), "SLURM_LOCALID not taken");
+    setenv("SLURM_LOCALID", "x1", 1); /* not a number: the communicator's answer */
+    CHECK(vb_node_local_rank(&g_world) == me, "a malformed SLURM_LOCALID was taken");
+    unsetenv("SLURM_LOCALID");
+    for (int i = 0; i < 3; i++)
+        if (saved[i]) {
+            setenv(vars[i], saved[i], 1);
+            free(saved[i]);
+        }
+    end_test();
+}
+
 /* The float32 conveniences on a plane with only even collectives give what
  * the native path gives, and profile under the same names and bytes, so
  * ops.csv does not depend on the plane. */
@@ -949,6 +979,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_data_uneven_padded),
         cmocka_unit_test(test_device_buffers_staged),
         cmocka_unit_test(test_host_memory_on_device_plane),
+        cmocka_unit_test(test_node_local_rank),
         cmocka_unit_test(test_data_profiled_names),
         cmocka_unit_test(test_allgatherv_uneven),
         cmocka_unit_test(test_reduce_scatterv_uneven),
