@@ -157,7 +157,7 @@ static void build_cli(cb_opts *o, vb_cli_opt *opts, int *nopts, vb_cli *cli) {
         {.name = "groups", .kind = VB_CLI_FUNC, .ptr = o, .fn = opt_groups, .arg = "LIST",
          .help = "tp,cp,dp,cpdp,world (default: tp, cp, dp, cpdp when cp and dp > 1, world)"},
         {.name = "comm_backend", .kind = VB_CLI_STRING, .ptr = &o->comm_backend, .arg = "PLANE",
-         .help = "data plane: mpi or nccl (default mpi)"},
+         .help = "data plane: auto, mpi or nccl (default auto: nccl for cuda buffers when built, else mpi)"},
         {.name = "backend", .kind = VB_CLI_CHOICE, .ptr = &o->backend, .choices = backend_choices, .arg = "B",
          .help = "where the buffers live: cpu, cuda or auto (default cpu)"},
         {.name = "output_dir", .kind = VB_CLI_STRING, .ptr = &o->output_dir, .arg = "DIR",
@@ -172,7 +172,7 @@ static void build_cli(cb_opts *o, vb_cli_opt *opts, int *nopts, vb_cli *cli) {
         .usage = "mpirun -np N vitbench commbench [--collectives LIST] [--minbytes SIZE] [--maxbytes SIZE]\n"
                  "       [--stepfactor F] [--warmup_iters N] [--iters N] [--datatype TYPE] [--check true|false]\n"
                  "       [--tensor_parallel N] [--context_parallel N] [--parallel_order O] [--groups LIST]\n"
-                 "       [--comm_backend mpi|nccl] [--backend cpu|cuda|auto] [--output_dir DIR] [--run_name NAME]",
+                 "       [--comm_backend auto|mpi|nccl] [--backend cpu|cuda|auto] [--output_dir DIR] [--run_name NAME]",
         .about = "nccl-tests-style bandwidth of the data plane's collectives over the layout's groups;\n"
                  "writes DIR/NAME/commbench.csv and commbench.json, exits 1 when a result is wrong.",
         .opts = opts,
@@ -454,7 +454,7 @@ int vb_commbench_main(int argc, char **argv) {
     cb_opts *o = &b->o;
     *o = (cb_opts){.ncoll = VB_CB_NCOLL, .minbytes = 8, .maxbytes = 256LL << 20, .stepfactor = 2, .warmup = 5,
                    .iters = 20, .dtype = 0, .check = true, .tp = 1, .cp = 1, .order = "tp-cp-dp",
-                   .comm_backend = "mpi", .backend = 0, .output_dir = "results"};
+                   .comm_backend = "auto", .backend = 0, .output_dir = "results"};
     for (int i = 0; i < VB_CB_NCOLL; i++) o->coll[i] = i;
     vb_cli_opt opts[32];
     int nopts = 0;
@@ -486,10 +486,11 @@ int vb_commbench_main(int argc, char **argv) {
     if (vb_layout_init(&b->layout, world->size, o->tp, o->cp, o->order, err, sizeof err) != 0)
         vb_die_input("commbench: %s (--tensor_parallel %d, --context_parallel %d, --parallel_order %s on %d ranks)",
                      err, o->tp, o->cp, o->order, world->size);
-    b->plane = vb_comm_data_by_name(o->comm_backend);
+    const bool plane_auto = strcmp(o->comm_backend, "auto") == 0;
+    b->plane = plane_auto ? vb_comm_data_mpi() : vb_comm_data_by_name(o->comm_backend);
     if (!b->plane) {
         if (strcmp(o->comm_backend, "nccl") == 0) vb_die_input("commbench: --comm_backend nccl: not in this build");
-        vb_die_input("commbench: --comm_backend %s: unknown data plane (mpi, nccl)", o->comm_backend);
+        vb_die_input("commbench: --comm_backend %s: unknown data plane (auto, mpi, nccl)", o->comm_backend);
     }
     b->ops = vb_ops_by_name(backend_choices[o->backend]);
     if (!b->ops)
@@ -506,11 +507,26 @@ int vb_commbench_main(int argc, char **argv) {
         vb_die_input("commbench: --comm_backend %s needs device buffers: add --backend cuda", b->plane->name);
     vb_set_input_errors_collective(NULL);
 
-    /* a context per rank; creating one can fail on one node only (no device) */
+    /* a context per rank, on the GPU its node-local rank picks (as a run
+     * does); creating one can fail on one node only (no device) */
     char cerr[256] = "";
-    vb_ctx_opts copts = {.act = VB_DTYPE_F32, .device = 0, .tf32 = 0};
+    const int ndev = b->ops->device_count ? b->ops->device_count() : 1, local = vb_node_local_rank(world);
+    vb_ctx_opts copts = {.act = VB_DTYPE_F32, .device = ndev > 0 ? local % ndev : 0, .tf32 = 0};
     b->ctx = b->ops->ctx_create(&copts, cerr, sizeof cerr);
     if (!b->ctx) vb_die_input("commbench: --backend %s: %s", b->ops->name, cerr[0] ? cerr : "cannot create a context");
+    /* auto: NCCL for device buffers when built and every rank has its own
+     * GPU; a plane that cannot run these ranks is refused (collective) */
+    const vb_comm_data_ops *want = plane_auto && !b->ops->host_memory && vb_comm_data_nccl() ? vb_comm_data_nccl()
+                                                                                             : b->plane;
+    char why[512] = "";
+    if (want->usable && !want->usable(world, b->ctx, why, sizeof why)) {
+        if (!plane_auto) {
+            vb_set_input_errors_collective(input_error_sync);
+            vb_die_input("commbench: --comm_backend %s cannot run these ranks: %s", want->name, why);
+        }
+        want = b->plane;
+    }
+    b->plane = want;
 
     /* rank 0 picks the (fresh) run directory before any time is spent */
     char run_dir[VB_PATH_MAX] = "";
@@ -661,6 +677,7 @@ int vb_commbench_main(int argc, char **argv) {
         b->ops->free(b->ctx, b->recvbuf);
         b->ops->free_host(b->ctx, b->host);
     }
+    vb_comm_ctx_release(b->ctx);
     for (int i = 0; i < ng; i++) vb_comm_free(&comms[i]);
     b->ops->ctx_destroy(b->ctx);
     vb_world_finalize();
