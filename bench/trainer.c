@@ -424,7 +424,9 @@ static void setup_threads(vb_run *r) {
         vb_warn("%d ranks x %d threads on a node with %ld cores: oversubscribed, throughput is not comparable to "
                 "a run with a core per thread",
                 r->node_ranks, threads, online);
-    vb_fingerprint_collect(&r->fp, r->ops ? r->ops->name : r->cfg.backend, r->world.size);
+    char gpu[128] = "", driver[64] = "";
+    if (r->ctx && r->ops->device_describe) r->ops->device_describe(r->ctx, gpu, sizeof gpu, driver, sizeof driver);
+    vb_fingerprint_collect(&r->fp, r->ops ? r->ops->name : r->cfg.backend, r->world.size, gpu, driver);
 }
 
 double vb_peak_rss_bytes(void) {

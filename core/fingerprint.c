@@ -65,7 +65,8 @@ static void fnv1a(uint64_t *h, const char *s) {
     *h *= 1099511628211ULL;
 }
 
-void vb_fingerprint_collect(vb_fingerprint *f, const char *backend, int ranks) {
+void vb_fingerprint_collect(vb_fingerprint *f, const char *backend, int ranks, const char *gpu_name,
+                            const char *gpu_driver) {
     memset(f, 0, sizeof *f);
     if (gethostname(f->host, sizeof f->host) != 0) vb_snprintf(f->host, sizeof f->host, "unknown");
     f->host[sizeof f->host - 1] = '\0';
@@ -87,7 +88,8 @@ void vb_fingerprint_collect(vb_fingerprint *f, const char *backend, int ranks) {
     vb_snprintf(f->cflags, sizeof f->cflags, "%.250s", VB_CFLAGS);
     vb_snprintf(f->git_commit, sizeof f->git_commit, "%.40s", VB_GIT_COMMIT);
     f->git_dirty = VB_GIT_DIRTY != 0;
-    /* gpu_name / gpu_driver stay "" until a GPU backend fills them */
+    vb_snprintf(f->gpu_name, sizeof f->gpu_name, "%s", gpu_name ? gpu_name : "");
+    vb_snprintf(f->gpu_driver, sizeof f->gpu_driver, "%s", gpu_driver ? gpu_driver : "");
     uint64_t h = 14695981039346656037ULL;
     char num[32];
     fnv1a(&h, f->cpu_model);

@@ -30,7 +30,10 @@ typedef struct vb_fingerprint {
     char machine_key[17];    /* 16 hex digits, FNV-1a of the keyed fields */
 } vb_fingerprint;
 
-void vb_fingerprint_collect(vb_fingerprint *f, const char *backend, int ranks);
+/* gpu_name / gpu_driver: the backend's device (ops->device_describe), NULL
+ * or "" without a GPU */
+void vb_fingerprint_collect(vb_fingerprint *f, const char *backend, int ranks, const char *gpu_name,
+                            const char *gpu_driver);
 
 /* CPUs in the calling thread's affinity mask (at least 1). */
 int vb_affinity_cores(void);

@@ -100,6 +100,10 @@ typedef struct vb_ops {
     /* the backend's own queue handle, for libraries that enqueue on it (CUDA:
      * the context's cudaStream_t, which NCCL takes); NULL on the CPU */
     void *(*native_queue)(vb_ctx *ctx);
+    /* the device a context runs on, for run.json's fingerprint: its name
+     * ("NVIDIA H100 80GB HBM3") and driver / runtime versions; both "" on
+     * the CPU */
+    void (*device_describe)(vb_ctx *ctx, char *name, size_t name_len, char *driver, size_t driver_len);
 
     /* ---- memory ---- */
     void *(*alloc)(vb_ctx *ctx, size_t bytes); /* zero-filled; exits 1 naming the size on failure */

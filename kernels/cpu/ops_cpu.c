@@ -136,6 +136,12 @@ static void *cpu_native_queue(vb_ctx *ctx) {
     return NULL;
 }
 
+static void cpu_device_describe(vb_ctx *ctx, char *name, size_t name_len, char *driver, size_t driver_len) {
+    (void)ctx;
+    if (name_len) name[0] = '\0';
+    if (driver_len) driver[0] = '\0';
+}
+
 static const vb_ops cpu_ops = {
     .name = "cpu",
     .host_memory = 1,
@@ -144,6 +150,7 @@ static const vb_ops cpu_ops = {
     .synchronize = cpu_synchronize,
     .device_count = cpu_device_count,
     .native_queue = cpu_native_queue,
+    .device_describe = cpu_device_describe,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .alloc_host = cpu_alloc_host,

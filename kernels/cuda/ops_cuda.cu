@@ -161,6 +161,17 @@ static int cuda_device_count(void) {
 
 static void *cuda_native_queue(vb_ctx *ctx) { return (void *)cuda_stream(ctx); }
 
+static void cuda_device_describe(vb_ctx *ctx, char *name, size_t name_len, char *driver, size_t driver_len) {
+    cudaDeviceProp prop;
+    CUDACHECK(cudaGetDeviceProperties(&prop, ctx->device));
+    int drv = 0, rt = 0;
+    CUDACHECK(cudaDriverGetVersion(&drv));
+    CUDACHECK(cudaRuntimeGetVersion(&rt));
+    snprintf(name, name_len, "%s", prop.name);
+    snprintf(driver, driver_len, "CUDA driver %d.%d, runtime %d.%d", drv / 1000, drv % 1000 / 10, rt / 1000,
+             rt % 1000 / 10);
+}
+
 // ---------------------------------------------------------------------------
 // memory
 
@@ -282,6 +293,7 @@ static const vb_ops cuda_ops = {
     .synchronize = cuda_synchronize,
     .device_count = cuda_device_count,
     .native_queue = cuda_native_queue,
+    .device_describe = cuda_device_describe,
     .alloc = cuda_alloc,
     .free = cuda_free,
     .alloc_host = cuda_alloc_host,
