@@ -353,8 +353,9 @@ static void write_prologue(FILE *f, const sweep_job_ctx *j) {
           "    echo \"vitbench sweep: $name: exit $rc after $((SECONDS - t0)) s\"\n"
           "    printf '%s\\n' \"$rc\" >\"$SWEEP_DIR/status/$name.exit.tmp\" &&\n"
           "        mv -f \"$SWEEP_DIR/status/$name.exit.tmp\" \"$SWEEP_DIR/status/$name.exit\"\n"
-          "    \"$VITBENCH\" sweep --collect \"$SWEEP_DIR\" --no_report >/dev/null ||\n"
-          "        echo \"vitbench sweep: index.csv not updated; run: vitbench sweep --collect $SWEEP_DIR\"\n"
+          "    # exit 1 only says that some run failed; above that index.csv was not written\n"
+          "    \"$VITBENCH\" sweep --collect \"$SWEEP_DIR\" --no_report >/dev/null\n"
+          "    [ \"$?\" -le 1 ] || echo \"vitbench sweep: index.csv not updated; run: vitbench sweep --collect $SWEEP_DIR\"\n"
           "    return \"$rc\"\n"
           "}\n\n",
           f);
