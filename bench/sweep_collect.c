@@ -89,7 +89,8 @@ int sweep_collect(const char *dir, const char *runs_dir, const vb_sweep_plan *pl
     vb_snprintf(path, sizeof path, "%s/index.csv", dir);
     vb_csv t;
     if (vb_csv_read(path, &t, err, sizeof err) != 0) vb_die_input("flag --collect: %s", err);
-    int cdir = vb_csv_col(&t, "run_dir"), cst = vb_csv_col(&t, "status"), ccode = vb_csv_col(&t, "exit_code");
+    int cdir = vb_csv_col(&t, "run_dir"), cst = vb_csv_col(&t, "status"), ccode = vb_csv_col(&t, "exit_code"),
+        cthr = vb_csv_col(&t, "threads_per_rank");
     if (cdir < 0 || cst < 0) vb_die_input("flag --collect: %s has no run_dir / status columns", path);
     for (int i = 0; i < n; i++) {
         sweep_item *it = &items[i];
@@ -100,8 +101,11 @@ int sweep_collect(const char *dir, const char *runs_dir, const vb_sweep_plan *pl
         for (int row = 0; row < t.nrows && open; row++) {
             if (strcmp(vb_csv_get(&t, row, cdir), want) != 0) continue;
             it->status = status_literal(vb_csv_get(&t, row, cst));
-            double code;
+            double code, threads;
             if (ccode >= 0 && vb_csv_num(&t, row, ccode, &code)) it->exit_code = (int)code;
+            /* the threads the job script was written with, not what this
+             * node (inside the job: the allocation) would choose now */
+            if (cthr >= 0 && vb_csv_num(&t, row, cthr, &threads) && threads >= 1) it->threads = (int)threads;
             if (it->status && strcmp(it->status, "completed") == 0) sweep_read_headline(runs_dir, it);
             break;
         }
