@@ -8,8 +8,13 @@
  *                       [--ranks_per_node N] [--launcher_args "ARGS"]
  *                       [--timeout_s S] [--repeats N] [--order sequential|shuffled]
  *                       [--order_seed S] [--threads_per_rank T] [--no_report]
+ *                       [Slurm: --nodes N --gpus_per_node G --cpus_per_task C --time T
+ *                        --account A --qos Q --constraint C --partition P --reservation R
+ *                        --gpu_bind per_task|closest|none --srun_mpi pmix
+ *                        --sbatch_extra "--opt=v" ... --preamble "LINE" ... --sweep_job]
  *                       [--<config key> VALUE ...]
  *   vitbench sweep --resume SWEEP_DIR [--retry_failed] [--timeout_s S] [--no_report]
+ *   vitbench sweep --collect SWEEP_DIR [--no_report]
  *   FILE is a path; if it does not exist relative to the working directory it
  *   is looked up under the source tree, and a bare name (weak_scaling) means
  *   scenarios/<name>.yaml.
@@ -28,6 +33,10 @@
  *   runs with no row run, failed ones too with --retry_failed; a directory
  *   left by a run that never finished is moved to <run>.unfinished-N first.
  *   index.csv stays one table in run order.
+ *   --collect turns the exit statuses that sbatch jobs left in
+ *   SWEEP_DIR/status/<run>.exit into index.csv rows (submitted / dry-run ->
+ *   completed / failed, with the headline numbers), then writes the report;
+ *   every job script runs it itself after each run (see "Slurm" below).
  *
  * Scenario file (YAML; anchors and `<<:` merge keys work everywhere)
  *   name: weak_scaling       # required: [A-Za-z0-9_.-], names the sweep directory
@@ -45,8 +54,21 @@
  *   threads_per_rank: 2      # OpenMP threads of every rank (default: cores on a node / ranks
  *                            # on it, at least 1), so every point runs with the same threads;
  *                            # exported as OMP_NUM_THREADS; --threads_per_rank
- *   sbatch: {time: "00:30:00", account: m1234, qos: regular}
- *                            # optional: each becomes "#SBATCH --key=value"
+ *   sbatch: {exclusive: ""}  # optional: each becomes "#SBATCH --key=value" (time, account,
+ *                            # qos, constraint, partition, reservation here count as the keys below)
+ *   Slurm keys (srun / sbatch launchers; each is also a flag of the same name, which wins;
+ *   a list given as flags replaces the file's list):
+ *   nodes: 2                 # every run on exactly N nodes, ranks/N tasks each (not with ranks_per_node)
+ *   gpus_per_node: 4         # #SBATCH --gpus-per-node; srun binds one GPU per task (gpu_bind)
+ *   cpus_per_task: 32        # #SBATCH and srun --cpus-per-task; OMP_NUM_THREADS unless threads_per_rank
+ *   time: "00:30:00"         # Slurm's formats: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S
+ *   account: m0000           # also qos, constraint, partition, reservation: #SBATCH --<key>=value
+ *   gpu_bind: per_task       # per_task (default: srun --gpus-per-task=1), closest or none
+ *                            # (srun --gpus-per-node=G --gpu-bind=closest|none)
+ *   srun_mpi: pmix           # srun --mpi=pmix (default: the site's MpiDefault)
+ *   sbatch_extra: ["--mail-type=END"]   # more #SBATCH lines, verbatim
+ *   preamble: ["module load cudatoolkit"]  # shell lines before the runs of every job script
+ *   sweep_job: true          # sbatch: ONE job at the largest node count runs every run (--sweep_job)
  *   matrix:                  # cartesian product over these keys, the first
  *     noddp: [false, true]   # key slowest, the last fastest
  *   layouts:                 # every tp x cp x dp factorization of world_size
@@ -78,7 +100,7 @@
  *                 headline columns are the run's summary.csv means and stds (empty
  *                 until it completed). The sweep prints them as a table at its end.
  *                 status: completed | failed | dry-run | submitted; exit_code
- *                 empty for dry-run, 128+signal for a killed run. run_dir is
+ *                 empty for dry-run and submitted, 128+signal for a killed run. run_dir is
  *                 relative to the directory holding index.csv. Rewritten
  *                 atomically after every run. Swept keys: the matrix keys;
  *                 tensor_parallel, context_parallel, parallel_order for layouts;
@@ -87,7 +109,9 @@
  *                 --output_dir DIR/<sweep_id>/runs --run_name <NNN>_<...>; NNN numbers
  *                 the point, _rep=R the repeat when repeats > 1
  *   logs/<run>.log  the run's stdout + stderr (the job's output under sbatch)
- *   jobs/<run>.sbatch  sbatch launcher only
+ *   jobs/<run>.sbatch  sbatch launcher only; jobs/sweep_job[-N].sbatch with sweep_job
+ *                 (its own output: logs/sweep_job[-N].log)
+ *   status/<run>.exit  sbatch only: the run's exit status, written by its job script
  *   scenario.yaml a copy of FILE; sweep.json: command line, launcher, binary,
  *                 kind (weak_scaling | strong_scaling | ddp_buckets | layouts | flags |
  *                 matrix | single), swept_columns, repeats, order.
@@ -99,6 +123,18 @@
  * sweep (exit 130); rows of finished runs stay in index.csv. A sweep killed
  * outright (SIGKILL, OOM) takes its current run with it: the run gets
  * SIGTERM when its parent dies, so nothing finishes unrecorded.
+ * Slurm: every srun line (the srun launcher, and inside job scripts) is
+ * srun --ntasks=R [--nodes=N --ntasks-per-node=P] [--cpus-per-task=C]
+ * --cpu-bind=cores [--gpus-per-task=1 | --gpus-per-node=G --gpu-bind=B]
+ * [--mpi=M] [--launcher_args]; --cpu-bind is left out when --launcher_args
+ * has one. A job script sets OMP_NUM_THREADS, runs the preamble, then each
+ * run through run_point, which appends the run's output to its log, writes
+ * status/<run>.exit (128+15 when timeout_s ran out) and calls
+ * `vitbench sweep --collect SWEEP_DIR --no_report`, so index.csv follows the
+ * job; a failed run does not stop a sweep job's later runs, and the sweep job
+ * ends with the collect that writes the report. Runs whose job never wrote a
+ * status (cancelled, out of time) stay submitted; --resume does not start them
+ * again, a new sweep does.
  * The sweep process itself must not be an MPI process: call vb_sweep_main
  * before (instead of) MPI initialisation; under mpirun/srun it exits 2.
  */
@@ -131,6 +167,23 @@ typedef struct vb_sweep_axis {
     int nvalues;
 } vb_sweep_axis;
 
+/* Slurm settings (the scenario's top-level keys; flags of the same names
+ * win). 0 / "" = not given. */
+typedef struct vb_sweep_slurm {
+    int nodes;            /* every run on exactly this many nodes */
+    int gpus_per_node;
+    int cpus_per_task;
+    char time[32];
+    char account[128], qos[128], constraint[256], partition[128], reservation[128];
+    char gpu_bind[16];    /* per_task | closest | none; "" = per_task when there are GPUs */
+    char srun_mpi[32];    /* srun --mpi=...; "" = the site's MpiDefault */
+    char **sbatch_extra;  /* whole option lines ("--mail-type=END") */
+    int nsbatch_extra;
+    char **preamble;      /* shell lines, verbatim */
+    int npreamble;
+    bool sweep_job;
+} vb_sweep_slurm;
+
 typedef struct vb_scenario {
     char path[1024];      /* the file it was read from */
     char name[128];
@@ -141,6 +194,7 @@ typedef struct vb_scenario {
     int ranks_per_node;   /* 0 = not given */
     int timeout_s;        /* 0 = no limit */
     vb_sweep_kvs sbatch;  /* extra #SBATCH options */
+    vb_sweep_slurm slurm;
     int repeats;          /* runs of every point, in rounds (default 1) */
     bool shuffled;        /* order: shuffled: a seeded permutation per round */
     unsigned long long order_seed;
@@ -197,6 +251,14 @@ typedef struct vb_sweep_plan {
  * scenario, a world size with no valid layout...) exit 2. */
 void vb_sweep_expand(const vb_scenario *s, const vb_sweep_overrides *o, vb_sweep_plan *plan);
 void vb_sweep_plan_free(vb_sweep_plan *p);
+
+/* Sets one Slurm key from its text (scalar keys, and one line of
+ * sbatch_extra / preamble, appended); exits 2 naming origin on a bad value.
+ * Returns false when key is not a Slurm key. */
+bool vb_sweep_slurm_set(vb_sweep_slurm *sl, const char *key, const char *value, const char *origin);
+/* Is text a time limit in one of Slurm's formats (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S)? */
+bool vb_sweep_slurm_time_ok(const char *text);
+void vb_sweep_slurm_free(vb_sweep_slurm *sl);
 
 /* Parses "1,2,4" into a new array of positive ints (caller frees); exits 2
  * naming `what` on anything else. */

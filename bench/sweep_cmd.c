@@ -52,6 +52,45 @@ static void add_launcher_args(const char *flag, const char *v, void *ptr) {
     free(copy);
 }
 
+/* --time, --account, ... --sweep_job: checked now with the scenario key's
+ * rules, applied over the scenario once it is loaded (apply_slurm_flags). */
+static void add_slurm_flag(const char *flag, const char *v, void *ptr) {
+    sweep_cli *c = ptr;
+    const char *key = flag + 2;
+    char origin[96];
+    snprintf(origin, sizeof origin, "flag %s", flag);
+    vb_sweep_slurm scratch = {0};
+    vb_sweep_slurm_set(&scratch, key, v, origin);
+    vb_sweep_slurm_free(&scratch);
+    if (strcmp(key, "sbatch_extra") == 0)
+        sweep_sv_push(&c->sbatch_extra, v);
+    else if (strcmp(key, "preamble") == 0)
+        sweep_sv_push(&c->preamble, v);
+    else
+        vb_sweep_kvs_set(&c->slurm, key, v);
+}
+
+/* The command line's Slurm flags over the scenario's keys; a list given as
+ * flags replaces the file's list. */
+static void apply_slurm_flags(const sweep_cli *c, vb_scenario *s) {
+    for (int i = 0; i < c->slurm.n; i++) {
+        char origin[96];
+        snprintf(origin, sizeof origin, "flag --%s", c->slurm.v[i].key);
+        vb_sweep_slurm_set(&s->slurm, c->slurm.v[i].key, c->slurm.v[i].value, origin);
+    }
+    if (c->sbatch_extra.n) {
+        for (int i = 0; i < s->slurm.nsbatch_extra; i++) free(s->slurm.sbatch_extra[i]);
+        s->slurm.nsbatch_extra = 0;
+        for (int i = 0; i < c->sbatch_extra.n; i++)
+            vb_sweep_slurm_set(&s->slurm, "sbatch_extra", c->sbatch_extra.v[i], "flag --sbatch_extra");
+    }
+    if (c->preamble.n) {
+        for (int i = 0; i < s->slurm.npreamble; i++) free(s->slurm.preamble[i]);
+        s->slurm.npreamble = 0;
+        for (int i = 0; i < c->preamble.n; i++) vb_sweep_slurm_set(&s->slurm, "preamble", c->preamble.v[i], "flag --preamble");
+    }
+}
+
 /* The scenario FILE, or a config override for every run (--key VALUE,
  * --key=VALUE, or a bare --key meaning true), checked by the config
  * parser's rules. */
@@ -87,6 +126,7 @@ static void parse_cli(int argc, char **argv, sweep_cli *c) {
     const char *slurm = getenv("SLURM_JOB_ID");
     int launcher = (slurm && *slurm) ? LAUNCH_SRUN : LAUNCH_MPIRUN;
     int order_seed = -1; /* as the scenario's order_seed: an int */
+    bool sweep_job = false;
     static const char *const orders[] = {"sequential", "shuffled", NULL}; /* index = shuffled */
     static const char *const launchers[] = {"mpirun", "srun", "sbatch", NULL};
     const vb_cli_opt opts[] = {
@@ -119,6 +159,33 @@ static void parse_cli(int argc, char **argv, sweep_cli *c) {
          .help = "continue a stopped sweep in its own directory"},
         {.name = "retry_failed", .kind = VB_CLI_BOOL, .ptr = &c->retry_failed,
          .help = "with --resume: run the failed runs again"},
+        {.name = "collect", .kind = VB_CLI_STRING, .ptr = &c->collect, .arg = "SWEEP_DIR",
+         .help = "the exit statuses sbatch jobs left in SWEEP_DIR/status into index.csv, then the report"},
+        {.name = "nodes", .kind = VB_CLI_FUNC, .ptr = c, .fn = add_slurm_flag, .arg = "N",
+         .help = "Slurm: every run on N nodes, ranks/N tasks each (instead of --ranks_per_node)"},
+        {.name = "gpus_per_node", .kind = VB_CLI_FUNC, .ptr = c, .fn = add_slurm_flag, .arg = "G",
+         .help = "Slurm: #SBATCH --gpus-per-node; srun binds one GPU per task (--gpu_bind)"},
+        {.name = "cpus_per_task", .kind = VB_CLI_FUNC, .ptr = c, .fn = add_slurm_flag, .arg = "C",
+         .help = "Slurm: #SBATCH and srun --cpus-per-task; OMP_NUM_THREADS unless --threads_per_rank"},
+        {.name = "time", .kind = VB_CLI_FUNC, .ptr = c, .fn = add_slurm_flag, .arg = "T",
+         .help = "sbatch: time limit of a job (00:30:00, 30, 1-00:00:00)"},
+        {.name = "account", .kind = VB_CLI_FUNC, .ptr = c, .fn = add_slurm_flag, .arg = "A", .help = "sbatch: --account"},
+        {.name = "qos", .kind = VB_CLI_FUNC, .ptr = c, .fn = add_slurm_flag, .arg = "Q", .help = "sbatch: --qos"},
+        {.name = "constraint", .kind = VB_CLI_FUNC, .ptr = c, .fn = add_slurm_flag, .arg = "C",
+         .help = "sbatch: --constraint (Perlmutter: gpu or cpu)"},
+        {.name = "partition", .kind = VB_CLI_FUNC, .ptr = c, .fn = add_slurm_flag, .arg = "P", .help = "sbatch: --partition"},
+        {.name = "reservation", .kind = VB_CLI_FUNC, .ptr = c, .fn = add_slurm_flag, .arg = "R",
+         .help = "sbatch: --reservation"},
+        {.name = "gpu_bind", .kind = VB_CLI_FUNC, .ptr = c, .fn = add_slurm_flag, .arg = "per_task|closest|none",
+         .help = "srun: --gpus-per-task=1 (default) or --gpu-bind=closest|none"},
+        {.name = "srun_mpi", .kind = VB_CLI_FUNC, .ptr = c, .fn = add_slurm_flag, .arg = "PLUGIN",
+         .help = "srun --mpi=PLUGIN (pmix for Open MPI builds; default: the site's MpiDefault)"},
+        {.name = "sbatch_extra", .kind = VB_CLI_FUNC, .ptr = c, .fn = add_slurm_flag, .arg = "\"--opt=v\"",
+         .help = "one more #SBATCH line, repeatable (replaces the scenario's list)"},
+        {.name = "preamble", .kind = VB_CLI_FUNC, .ptr = c, .fn = add_slurm_flag, .arg = "\"LINE\"",
+         .help = "a shell line before the runs of every job script, repeatable (replaces the scenario's)"},
+        {.name = "sweep_job", .kind = VB_CLI_BOOL, .ptr = &sweep_job,
+         .help = "sbatch: one job at the largest node count runs every run in order"},
     };
     const vb_cli cli = {
         .cmd = "sweep",
@@ -135,12 +202,18 @@ static void parse_cli(int argc, char **argv, sweep_cli *c) {
         .other_help = "Any other --<config key> VALUE (or --key=VALUE) is a config override for every run.",
     };
     vb_cli_parse(&cli, argc, argv);
+    /* --sweep_job[=true|false] given at all (a bool cannot say so) overrides the scenario's key */
+    for (int i = 1; i < argc; i++)
+        if (strncmp(argv[i], "--sweep_job", 11) == 0 || strncmp(argv[i], "--sweep-job", 11) == 0)
+            vb_sweep_kvs_set(&c->slurm, "sweep_job", sweep_job ? "true" : "false");
     c->launcher = (launcher_kind)launcher;
     c->order_seed = order_seed;
     if (c->resume && c->file)
         vb_die_input("sweep: give either a scenario FILE or --resume SWEEP_DIR, not both (%s, --resume %s)", c->file,
                      c->resume);
-    if (!c->file && !c->resume)
+    if (c->collect && (c->file || c->resume))
+        vb_die_input("sweep: --collect %s takes no scenario FILE and no --resume", c->collect);
+    if (!c->file && !c->resume && !c->collect)
         vb_die_input("sweep: missing the scenario FILE, e.g. scenarios/weak_scaling.yaml (see vitbench sweep --help)");
 }
 
@@ -209,22 +282,64 @@ static void write_report(const char *dir, const char *runs_dir, const sweep_item
                 dir, dir);
 }
 
-/* --resume DIR: the sweep's own options, from the command line its
- * sweep.json recorded; of the new command line only --retry_failed,
- * --timeout_s and --no_report apply. */
-static void reload_cli(const char *dir, sweep_cli *cli) {
+/* sbatch SCRIPT (printed only on a dry run), its output in
+ * logs/<name>.submit.log; the rows' status: dry-run, submitted or failed
+ * (*code: sbatch's exit status). */
+static const char *submit(const char *script, const char *dir, const char *name, bool dry_run, int *code) {
+    *code = INT_MIN;
+    char *sb[] = {"sbatch", (char *)script, NULL};
+    if (dry_run) {
+        sweep_fput_argv(stdout, sb);
+        fputc('\n', stdout);
+        return "dry-run";
+    }
+    char submit_log[VB_PATH_MAX];
+    vb_snprintf(submit_log, sizeof submit_log, "%s/logs/%s.submit.log", dir, name);
+    const char *why;
+    *code = sweep_launch(sb, submit_log, 120, 0, &why);
+    return *code == 0 ? "submitted" : "failed";
+}
+
+/* index.csv after a run or a submission. Jobs already submitted may be
+ * collecting into it: under sbatch it is merged with what they recorded
+ * (sweep_collect), never overwritten. */
+static void record_index(const char *index_path, const char *dir, const char *runs_dir, const vb_sweep_plan *plan,
+                         sweep_item *items, int n, const sweep_cli *cli) {
+    if (cli->launcher == LAUNCH_SBATCH && !cli->dry_run) {
+        int completed, waiting;
+        (void)sweep_collect(dir, runs_dir, plan, items, n, &completed, &waiting);
+        return;
+    }
+    if (sweep_write_index(index_path, plan, items, n) != 0) vb_warn("could not rewrite %s", index_path);
+}
+
+static void free_cli(sweep_cli *c) {
+    free(c->ov.ranks);
+    c->ov.ranks = NULL;
+    vb_sweep_kvs_free(&c->ov.config);
+    vb_sweep_kvs_free(&c->slurm);
+    sweep_sv_free(&c->launcher_args);
+    sweep_sv_free(&c->sbatch_extra);
+    sweep_sv_free(&c->preamble);
+}
+
+/* --resume DIR / --collect DIR: the sweep's own options, from the command
+ * line its sweep.json recorded; of the new command line only --retry_failed,
+ * --timeout_s and --no_report apply (--collect: --no_report). */
+static void reload_cli(const char *dir, sweep_cli *cli, bool collect) {
     bool no_report = cli->no_report, retry = cli->retry_failed;
     int timeout_s = cli->timeout_s;
+    const char *flag = collect ? "--collect" : "--resume";
     if (cli->launcher_args.n || cli->ov.config.n || cli->ov.ranks || cli->ov.world_size || cli->repeats > 0 ||
         cli->shuffled >= 0 || cli->order_seed >= 0 || cli->threads_per_rank > 0 || cli->ranks_per_node >= 0 ||
-        cli->dry_run)
-        vb_die_input("flag --resume %s: the sweep keeps the options it started with (sweep.json); only "
-                     "--retry_failed, --timeout_s and --no_report may be added",
-                     dir);
+        cli->dry_run || cli->slurm.n || cli->sbatch_extra.n || cli->preamble.n || (collect && cli->resume) ||
+        (collect && (retry || timeout_s >= 0)))
+        vb_die_input("flag %s %s: the sweep keeps the options it started with (sweep.json); only %s may be added",
+                     flag, dir, collect ? "--no_report" : "--retry_failed, --timeout_s and --no_report");
     char path[VB_PATH_MAX];
     vb_snprintf(path, sizeof path, "%s/sweep.json", dir);
     char *text = vb_read_file(path, NULL);
-    if (!text) vb_die_input("flag --resume %s: no sweep.json there (%s); is it a sweep directory?", dir, strerror(errno));
+    if (!text) vb_die_input("flag %s %s: no sweep.json there (%s); is it a sweep directory?", flag, dir, strerror(errno));
     cJSON *j = cJSON_Parse(text);
     free(text);
     cJSON *cl = j ? cJSON_GetObjectItemCaseSensitive(j, "command_line") : NULL;
@@ -242,16 +357,55 @@ static void reload_cli(const char *dir, sweep_cli *cli) {
     }
     args[n - 1] = NULL;
     cJSON_Delete(j);
-    sweep_sv_free(&cli->launcher_args);
-    vb_sweep_kvs_free(&cli->ov.config);
+    free_cli(cli);
     parse_cli(n - 1, args, cli);
-    if (cli->dry_run) vb_die_input("flag --resume %s: a dry run has nothing to resume", dir);
+    if (cli->dry_run && !collect) vb_die_input("flag --resume %s: a dry run has nothing to resume", dir);
     cli->no_report = no_report;
     cli->retry_failed = retry;
     if (timeout_s >= 0) cli->timeout_s = timeout_s;
 }
 
+/* --collect DIR: index.csv from the status files, the table, the report.
+ * Runs inside job scripts: it launches nothing and checks no data paths. */
+static int collect_main(sweep_cli *cli) {
+    char dir[VB_PATH_MAX];
+    vb_snprintf(dir, sizeof dir, "%s", cli->collect);
+    reload_cli(dir, cli, true);
+    char path[VB_PATH_MAX];
+    vb_snprintf(path, sizeof path, "%s/scenario.yaml", dir);
+    vb_scenario sc;
+    vb_scenario_load(&sc, path);
+    if (cli->repeats > 0) sc.repeats = cli->repeats;
+    if (cli->shuffled >= 0) sc.shuffled = cli->shuffled;
+    if (cli->order_seed >= 0) sc.order_seed = (unsigned long long)cli->order_seed;
+    if (cli->threads_per_rank > 0) sc.threads_per_rank = cli->threads_per_rank;
+    apply_slurm_flags(cli, &sc);
+    int per_node = cli->ranks_per_node >= 0 ? cli->ranks_per_node : sc.ranks_per_node;
+    vb_sweep_plan plan;
+    vb_sweep_expand(&sc, &cli->ov, &plan);
+    int nitems = 0;
+    sweep_item *items = sweep_plan_items(&sc, &plan, cli->launcher, per_node, &nitems);
+    char dir_abs[PATH_MAX], runs_dir[VB_PATH_MAX];
+    if (!realpath(dir, dir_abs)) vb_die_input("flag --collect %s: cannot resolve it (%s)", dir, strerror(errno));
+    vb_snprintf(runs_dir, sizeof runs_dir, "%s/runs", dir_abs);
+    int completed = 0, waiting = 0;
+    int failed = sweep_collect(dir, runs_dir, &plan, items, nitems, &completed, &waiting);
+    sweep_print_table(&plan, items, nitems);
+    printf("vitbench sweep: collected %s: %d completed, %d failed, %d waiting for their job (of %d runs)\n", dir,
+           completed, failed, waiting, nitems);
+    fflush(stdout);
+    if (!cli->no_report && completed > 0) write_report(dir, runs_dir, items, nitems);
+    free(items);
+    vb_sweep_plan_free(&plan);
+    vb_scenario_free(&sc);
+    free_cli(cli);
+    return failed ? 1 : 0;
+}
+
 int vb_sweep_main(int argc, char **argv) {
+    sweep_cli cli;
+    parse_cli(argc, argv, &cli);
+    if (cli.collect) return collect_main(&cli);
     /* A sweep under mpirun would start a copy of itself per rank, each
      * launching every run: refuse before anything is created. */
     static const char *mpi_env[] = {"OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMIX_RANK"};
@@ -269,13 +423,11 @@ int vb_sweep_main(int argc, char **argv) {
                      "it launches each run's ranks",
                      step_tasks);
 
-    sweep_cli cli;
-    parse_cli(argc, argv, &cli);
     char resume_dir[VB_PATH_MAX] = "";
     bool retry_failed = cli.retry_failed;
     if (cli.resume) {
         vb_snprintf(resume_dir, sizeof resume_dir, "%s", cli.resume);
-        reload_cli(resume_dir, &cli);
+        reload_cli(resume_dir, &cli, false);
     }
     char path[VB_PATH_MAX];
     if (resume_dir[0])
@@ -288,10 +440,12 @@ int vb_sweep_main(int argc, char **argv) {
     if (cli.shuffled >= 0) sc.shuffled = cli.shuffled;
     if (cli.order_seed >= 0) sc.order_seed = (unsigned long long)cli.order_seed;
     if (cli.threads_per_rank > 0) sc.threads_per_rank = cli.threads_per_rank;
+    apply_slurm_flags(&cli, &sc);
     vb_sweep_plan plan;
     vb_sweep_expand(&sc, &cli.ov, &plan);
     sweep_check_named_configs(&plan);
     int per_node = cli.ranks_per_node >= 0 ? cli.ranks_per_node : sc.ranks_per_node;
+    sweep_slurm_check(&sc, &plan, cli.launcher, per_node);
     int timeout_s = cli.timeout_s >= 0 ? cli.timeout_s : sc.timeout_s;
     if (plan.nruns == 0) vb_die_input("%s: the scenario expands to no runs", sc.path);
     sweep_preflight(&sc, &plan, cli.launcher, cli.dry_run);
@@ -322,7 +476,10 @@ int vb_sweep_main(int argc, char **argv) {
     }
     sweep_make_subdir(dir, "runs");
     sweep_make_subdir(dir, "logs");
-    if (cli.launcher == LAUNCH_SBATCH) sweep_make_subdir(dir, "jobs");
+    if (cli.launcher == LAUNCH_SBATCH) {
+        sweep_make_subdir(dir, "jobs");
+        sweep_make_subdir(dir, "status");
+    }
     if (!resume_dir[0]) {
         char p[VB_PATH_MAX];
         vb_snprintf(p, sizeof p, "%s/scenario.yaml", dir);
@@ -347,6 +504,46 @@ int vb_sweep_main(int argc, char **argv) {
     if (!cli.dry_run) sweep_catch_stop_signals();
 
     int failed = 0, interrupted = 0;
+    sweep_job_ctx job = {id, dir_abs, exe, &sc, per_node, timeout_s, &cli.launcher_args};
+    if (cli.launcher == LAUNCH_SBATCH && sc.slurm.sweep_job) {
+        /* one job for every run still to run; index.csv rows say submitted (or
+         * dry-run) until the job's collects turn them into completed / failed */
+        char script[VB_PATH_MAX], log_abs[VB_PATH_MAX], name[64] = "sweep_job";
+        for (int k = 2; k < 1000; k++) {
+            vb_snprintf(script, sizeof script, "%s/jobs/%s.sbatch", dir_abs, name);
+            if (!vb_file_exists(script)) break;
+            snprintf(name, sizeof name, "sweep_job-%d", k);
+        }
+        vb_snprintf(log_abs, sizeof log_abs, "%s/logs/%s.log", dir_abs, name);
+        for (int i = 0; i < nitems; i++)
+            if (!items[i].status) sweep_clear_status(dir, &items[i]);
+        sweep_write_sweep_job(script, &job, items, nitems, log_abs);
+        /* the rows say submitted before the job can start and collect them */
+        bool *mine = sweep_realloc(NULL, (size_t)nitems * sizeof *mine);
+        int todo = 0;
+        for (int i = 0; i < nitems; i++) {
+            mine[i] = !items[i].status;
+            if (mine[i]) items[i].status = cli.dry_run ? "dry-run" : "submitted";
+            todo += mine[i];
+        }
+        record_index(index_path, dir, runs_dir, &plan, items, nitems, &cli);
+        int code;
+        const char *st = submit(script, dir, name, cli.dry_run, &code);
+        if (!cli.dry_run) {
+            printf("vitbench sweep: sweep job %s with %d runs: %s (sbatch exit %d, see %s/logs/%s.submit.log)\n",
+                   script, todo, st, code, dir, name);
+            if (strcmp(st, "failed") == 0) {
+                for (int i = 0; i < nitems; i++)
+                    if (mine[i]) {
+                        items[i].status = "failed";
+                        items[i].exit_code = code;
+                    }
+                failed += todo;
+                record_index(index_path, dir, runs_dir, &plan, items, nitems, &cli);
+            }
+        }
+        free(mine);
+    }
     for (int i = 0; i < nitems && !interrupted; i++) {
         if (sweep_stop_signal()) { /* arrived between runs: do not start another */
             interrupted = 1;
@@ -356,7 +553,7 @@ int vb_sweep_main(int argc, char **argv) {
         if (it->status) continue; /* kept from before a resume */
         const vb_sweep_run *r = it->run;
         sweep_strvec cmd = {0};
-        sweep_build_launch(&cmd, cli.launcher, r->ranks, per_node, &cli.launcher_args);
+        sweep_build_launch(&cmd, cli.launcher, &sc, r->ranks, per_node, &cli.launcher_args);
         sweep_push_vitbench_args(&cmd, exe, &sc, r, it->name, runs_dir);
         char log_path[VB_PATH_MAX];
         vb_snprintf(log_path, sizeof log_path, "%s/logs/%s.log", cli.launcher == LAUNCH_SBATCH ? dir_abs : dir, it->name);
@@ -364,21 +561,21 @@ int vb_sweep_main(int argc, char **argv) {
         if (cli.launcher == LAUNCH_SBATCH) {
             char script[VB_PATH_MAX];
             vb_snprintf(script, sizeof script, "%s/jobs/%s.sbatch", dir_abs, it->name);
-            sweep_write_sbatch_script(script, id, &sc, r, it->name, i, nitems, per_node, it->threads, log_path, cmd.v);
-            char *sb[] = {"sbatch", script, NULL};
-            if (cli.dry_run) {
-                sweep_fput_argv(stdout, sb);
-                fputc('\n', stdout);
-                it->status = "dry-run";
-            } else {
-                char submit_log[VB_PATH_MAX];
-                vb_snprintf(submit_log, sizeof submit_log, "%s/logs/%s.submit.log", dir, it->name);
-                const char *why;
-                it->exit_code = sweep_launch(sb, submit_log, 120, 0, &why);
-                it->status = it->exit_code == 0 ? "submitted" : "failed";
-                printf("vitbench sweep: [%d/%d] %s: %s (sbatch exit %d, see %s)\n", i + 1, nitems, it->name,
-                       it->status, it->exit_code, submit_log);
-                if (it->exit_code != 0) failed++;
+            sweep_clear_status(dir, it);
+            sweep_write_run_script(script, &job, it, i, nitems);
+            /* the row says submitted before the job can start and collect it */
+            it->status = cli.dry_run ? "dry-run" : "submitted";
+            record_index(index_path, dir, runs_dir, &plan, items, nitems, &cli);
+            int code;
+            const char *st = submit(script, dir, it->name, cli.dry_run, &code);
+            if (!cli.dry_run) {
+                printf("vitbench sweep: [%d/%d] %s: %s (sbatch exit %d, see %s/logs/%s.submit.log)\n", i + 1, nitems,
+                       it->name, st, code, dir, it->name);
+                if (strcmp(st, "failed") == 0) {
+                    it->status = "failed";
+                    it->exit_code = code;
+                    failed++;
+                }
                 if (sweep_stop_signal()) interrupted = 1;
             }
         } else if (cli.dry_run) {
@@ -405,12 +602,7 @@ int vb_sweep_main(int argc, char **argv) {
             it->status = it->exit_code == 0 ? "completed" : "failed";
             if (it->exit_code != 0) {
                 failed++;
-                /* a run killed outright (SIGKILL, OOM) could not say so itself */
-                char rj[VB_PATH_MAX + 200], why[128];
-                vb_snprintf(rj, sizeof rj, "%s/%s/run.json", runs_dir, it->name);
-                snprintf(why, sizeof why, "the run ended with exit status %d before it could record its end",
-                         it->exit_code);
-                vb_run_json_mark_failed(rj, why);
+                sweep_mark_run_failed(runs_dir, it);
             }
             if (it->exit_code == 0) sweep_read_headline(runs_dir, it);
             printf("vitbench sweep: [%d/%d] %s: %s, exit %d, %.1f s%s%s", i + 1, nitems, it->name, it->status,
@@ -421,7 +613,7 @@ int vb_sweep_main(int argc, char **argv) {
         }
         fflush(stdout);
         sweep_sv_free(&cmd);
-        if (sweep_write_index(index_path, &plan, items, nitems) != 0) vb_warn("could not rewrite %s", index_path);
+        record_index(index_path, dir, runs_dir, &plan, items, nitems, &cli);
     }
 
     int recorded = 0, completed = 0;
@@ -449,8 +641,6 @@ int vb_sweep_main(int argc, char **argv) {
     free(items);
     vb_sweep_plan_free(&plan);
     vb_scenario_free(&sc);
-    free(cli.ov.ranks);
-    vb_sweep_kvs_free(&cli.ov.config);
-    sweep_sv_free(&cli.launcher_args);
+    free_cli(&cli);
     return interrupted ? 130 : failed ? 1 : 0;
 }

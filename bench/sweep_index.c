@@ -269,3 +269,10 @@ int sweep_keep_finished(const char *dir, const char *runs_dir, sweep_item *items
     vb_csv_free(&t);
     return kept;
 }
+
+void sweep_mark_run_failed(const char *runs_dir, const sweep_item *it) {
+    char rj[VB_PATH_MAX + 200], why[128];
+    vb_snprintf(rj, sizeof rj, "%s/%s/run.json", runs_dir, it->name);
+    snprintf(why, sizeof why, "the run ended with exit status %d before it could record its end", it->exit_code);
+    vb_run_json_mark_failed(rj, why);
+}

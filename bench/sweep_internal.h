@@ -7,8 +7,11 @@
  *                     launches, every point checked before anything starts
  *   sweep_launch.c    starting one run: mpirun / srun argv, sbatch job
  *                     scripts, fork/exec with its log, timeouts, stop signals
+ *   sweep_slurm.c     Slurm: the keys and their checks, srun's binding flags,
+ *                     job scripts (one per run, or one sweep job)
  *   sweep_index.c     the sweep directory: creating it, index.csv, sweep.json,
  *                     the results table, what a resume keeps
+ *   sweep_collect.c   --collect: the status files jobs left into index.csv
  *   sweep_cmd.c       the command: its flags, the loop over runs, the report
  * Helpers that need memory exit 1 (vb_die_internal) when there is none.
  */
@@ -58,7 +61,8 @@ const vb_sweep_axis *sweep_axis_find(const vb_sweep_axis *a, int n, const char *
 typedef enum { LAUNCH_MPIRUN, LAUNCH_SRUN, LAUNCH_SBATCH } launcher_kind;
 extern const char *const sweep_launcher_names[3]; /* by launcher_kind */
 
-/* The parsed command line (sweep_cmd.c). */
+/* The parsed command line (sweep_cmd.c). Slurm flags are kept as given and
+ * applied over the scenario's keys once it is loaded. */
 typedef struct {
     const char *file;
     char out_dir[VB_PATH_MAX];
@@ -72,7 +76,10 @@ typedef struct {
     int threads_per_rank; /* -1 = the scenario's */
     bool no_report;
     const char *resume;   /* --resume SWEEP_DIR */
+    const char *collect;  /* --collect SWEEP_DIR */
     bool retry_failed;
+    vb_sweep_kvs slurm;   /* scalar Slurm flags (--time ...), in order */
+    sweep_strvec sbatch_extra, preamble; /* list flags; any replaces the file's list */
     sweep_strvec launcher_args;
     vb_sweep_overrides ov;
 } sweep_cli;
@@ -101,14 +108,18 @@ void sweep_preflight(const vb_scenario *s, const vb_sweep_plan *plan, launcher_k
 /* ---- sweep_launch.c ---- */
 
 bool sweep_in_path(const char *prog);
-/* argv as one shell-quoted line (for printing; never executed by a shell here) */
+/* one word / argv shell-quoted (printed, or in job scripts; never run by a shell here) */
+void sweep_fput_quoted(FILE *f, const char *s);
 void sweep_fput_argv(FILE *f, char *const *argv);
 /* <exe> <command> --key value ... --output_dir runs_dir --run_name run_name */
 void sweep_push_vitbench_args(sweep_strvec *a, const char *exe, const vb_scenario *s, const vb_sweep_run *r,
                               const char *run_name, const char *runs_dir);
-/* The launcher's part of a run's argv: mpirun -np R ... or srun --ntasks=R ... */
-void sweep_build_launch(sweep_strvec *a, launcher_kind k, int ranks, int per_node, const sweep_strvec *extra);
-/* OMP_NUM_THREADS of a run's ranks. */
+/* The launcher's part of a run's argv: mpirun -np R ... or srun --ntasks=R
+ * ... with the scenario's Slurm binding (sweep_slurm_srun_flags). */
+void sweep_build_launch(sweep_strvec *a, launcher_kind k, const vb_scenario *s, int ranks, int per_node,
+                        const sweep_strvec *extra);
+/* OMP_NUM_THREADS of a run's ranks: threads_per_rank, else cpus_per_task,
+ * else a node's cores / the run's ranks on it. */
 int sweep_threads_for(const vb_scenario *s, launcher_kind launcher, int ranks, int per_node);
 /* From now on SIGINT / SIGTERM / SIGHUP stop the current run and the sweep. */
 void sweep_catch_stop_signals(void);
@@ -118,9 +129,41 @@ int sweep_stop_signal(void);
  * when killed; *why is "timeout", "interrupted" or "". */
 int sweep_launch(char *const *argv, const char *log_path, int timeout_s, int threads, const char **why);
 void sweep_append_line(const char *path, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void sweep_write_sbatch_script(const char *path, const char *sweep_id, const vb_scenario *s, const vb_sweep_run *r,
-                               const char *run_name, int run_index, int nruns, int per_node, int threads,
-                               const char *log_abs, char *const *srun_argv);
+
+/* ---- sweep_slurm.c ---- */
+
+/* Tasks per node and nodes of a run of R ranks: from nodes (R / nodes each)
+ * or ranks_per_node (min(R, per_node), ceil(R / per_node)); 0 = not given. */
+int sweep_tasks_per_node(const vb_scenario *s, int per_node, int ranks);
+int sweep_nodes_of(const vb_scenario *s, int per_node, int ranks);
+/* srun's options after --ntasks/--nodes/--ntasks-per-node: --cpus-per-task,
+ * --cpu-bind=cores (unless extra has a --cpu-bind), GPU binding, --mpi. */
+void sweep_slurm_srun_flags(sweep_strvec *a, const vb_scenario *s, const sweep_strvec *extra);
+/* The Slurm keys against the plan: nodes vs ranks_per_node, ranks that do not
+ * fill nodes, GPUs without ranks per node or a GPU backend, sweep_job without
+ * sbatch. Exits 2 with one line naming the key / flag and the file. */
+void sweep_slurm_check(const vb_scenario *s, const vb_sweep_plan *plan, launcher_kind launcher, int per_node);
+/* Folds sbatch.{time,account,qos,constraint,partition,reservation} into the
+ * keys (exit 2 when both are set), refuses sbatch keys the sweep sets. */
+void sweep_slurm_fold_sbatch(vb_scenario *s);
+
+/* What every job script of a sweep shares. */
+typedef struct {
+    const char *sweep_id;
+    const char *dir_abs;  /* the sweep directory, absolute */
+    const char *exe;      /* this vitbench binary */
+    const vb_scenario *s;
+    int per_node;         /* ranks_per_node; 0 = not given */
+    int timeout_s;
+    const sweep_strvec *launcher_args;
+} sweep_job_ctx;
+
+/* jobs/<run>.sbatch: an allocation for the one run, its output the run's log. */
+void sweep_write_run_script(const char *path, const sweep_job_ctx *j, const sweep_item *it, int index, int nitems);
+/* One script running every item without a status, in order, in one
+ * allocation at the largest node count; its own output goes to log_abs. */
+void sweep_write_sweep_job(const char *path, const sweep_job_ctx *j, const sweep_item *items, int n,
+                           const char *log_abs);
 
 /* ---- sweep_index.c ---- */
 
@@ -137,5 +180,19 @@ void sweep_write_sweep_json(const char *dir, const char *id, const vb_scenario *
                             const vb_sweep_plan *plan, const char *exe, int argc, char **argv, int nruns);
 /* --resume: keeps the finished rows of dir's index.csv; returns how many. */
 int sweep_keep_finished(const char *dir, const char *runs_dir, sweep_item *items, int n, bool retry_failed);
+/* A run that did not complete: its run.json marked failed with the reason
+ * (a run killed outright could not say so itself). */
+void sweep_mark_run_failed(const char *runs_dir, const sweep_item *it);
+
+/* ---- sweep_collect.c ---- */
+
+/* --collect: under a lock on the directory, every row of dir's index.csv,
+ * then status/<run>.exit over the rows still submitted / dry-run; index.csv
+ * rewritten. Returns how many runs failed; *completed and *waiting count the
+ * others. */
+int sweep_collect(const char *dir, const char *runs_dir, const vb_sweep_plan *plan, sweep_item *items, int n,
+                  int *completed, int *waiting);
+/* Removes status/<run>.exit of runs about to be (re)submitted. */
+void sweep_clear_status(const char *dir, const sweep_item *it);
 
 #endif

@@ -2,12 +2,12 @@
  *
  * Contract: a run's argv is the launcher's part (mpirun -np R --oversubscribe
  * -x OMP_NUM_THREADS [--bind-to none], or srun --ntasks=R [--nodes ...
- * --ntasks-per-node ...]), then --launcher_args, then <vitbench> <command>
+ * --ntasks-per-node ...] and the Slurm binding of sweep_slurm.c), then --launcher_args, then <vitbench> <command>
  * and its overrides; sweep_launch runs it with fork/exec (never a shell) in
  * its own process group, stdin from /dev/null and stdout + stderr appended to
  * its log, stops the whole group on timeout or on a stop signal (SIGTERM,
- * then SIGKILL after 10 s) and dies with the sweep (PR_SET_PDEATHSIG). Under
- * sbatch a job script per run holds the same srun line. Printed commands and
+ * then SIGKILL after 10 s) and dies with the sweep (PR_SET_PDEATHSIG). Job
+ * scripts (sweep_slurm.c) hold the same srun lines. Printed commands and
  * scripts are shell-quoted.
  */
 #include "bench/sweep_internal.h"
@@ -44,7 +44,7 @@ bool sweep_in_path(const char *prog) {
 }
 
 /* Shell quoting for printed commands and sbatch scripts (never executed by us). */
-static void fput_quoted(FILE *f, const char *s) {
+void sweep_fput_quoted(FILE *f, const char *s) {
     bool plain = *s != '\0';
     for (const char *c = s; *c; c++)
         if (!isalnum((unsigned char)*c) && !strchr("_-./=:,+@%", *c)) plain = false;
@@ -65,7 +65,7 @@ static void fput_quoted(FILE *f, const char *s) {
 void sweep_fput_argv(FILE *f, char *const *argv) {
     for (int i = 0; argv[i]; i++) {
         if (i) fputc(' ', f);
-        fput_quoted(f, argv[i]);
+        sweep_fput_quoted(f, argv[i]);
     }
 }
 
@@ -90,10 +90,8 @@ void sweep_push_vitbench_args(sweep_strvec *a, const char *exe, const vb_scenari
     sweep_sv_push(a, run_name);
 }
 
-static int nodes_for(int ranks, int per_node) { return (ranks + per_node - 1) / per_node; }
-                     
-                     /* Does the user's --launcher_args already decide where ranks run? */
-                     static bool user_binds(const sweep_strvec *extra) {
+/* Does the user's --launcher_args already decide where ranks run? */
+static bool user_binds(const sweep_strvec *extra) {
     for (int i = 0; i < extra->n; i++)
         if (strncmp(extra->v[i], "--bind-to", 9) == 0 || strncmp(extra->v[i], "--map-by", 8) == 0 ||
             strncmp(extra->v[i], "--cpu-set", 9) == 0 || strncmp(extra->v[i], "--rank-by", 9) == 0)
@@ -101,7 +99,8 @@ static int nodes_for(int ranks, int per_node) { return (ranks + per_node - 1) / 
     return false;
 }
 
-void sweep_build_launch(sweep_strvec *a, launcher_kind k, int ranks, int per_node, const sweep_strvec *extra) {
+void sweep_build_launch(sweep_strvec *a, launcher_kind k, const vb_scenario *s, int ranks, int per_node,
+                        const sweep_strvec *extra) {
     if (k == LAUNCH_MPIRUN) {
         sweep_sv_push(a, "mpirun");
         sweep_sv_push(a, "-np");
@@ -118,10 +117,12 @@ void sweep_build_launch(sweep_strvec *a, launcher_kind k, int ranks, int per_nod
     } else {
         sweep_sv_push(a, "srun");
         sweep_sv_pushf(a, "--ntasks=%d", ranks);
-        if (per_node > 0) {
-            sweep_sv_pushf(a, "--nodes=%d", nodes_for(ranks, per_node));
-            sweep_sv_pushf(a, "--ntasks-per-node=%d", ranks < per_node ? ranks : per_node);
+        int nodes = sweep_nodes_of(s, per_node, ranks);
+        if (nodes > 0) {
+            sweep_sv_pushf(a, "--nodes=%d", nodes);
+            sweep_sv_pushf(a, "--ntasks-per-node=%d", sweep_tasks_per_node(s, per_node, ranks));
         }
+        sweep_slurm_srun_flags(a, s, extra);
     }
     for (int i = 0; i < extra->n; i++) sweep_sv_push(a, extra->v[i]);
 }
@@ -130,12 +131,12 @@ void sweep_build_launch(sweep_strvec *a, launcher_kind k, int ranks, int per_nod
  * stopped (sweep_launch) and no other starts. */
 static volatile sig_atomic_t g_stop_signal = 0;
 static void on_stop_signal(int sig) { g_stop_signal = sig; }
-                           
-                           void sweep_catch_stop_signals(void) { vb_on_stop_signals(on_stop_signal); }
-                           
-                           int sweep_stop_signal(void) { return (int)g_stop_signal; }
-                           
-                           static void sleep_ms(long ms) {
+
+void sweep_catch_stop_signals(void) { vb_on_stop_signals(on_stop_signal); }
+
+int sweep_stop_signal(void) { return (int)g_stop_signal; }
+
+static void sleep_ms(long ms) {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
 }
@@ -216,52 +217,19 @@ void sweep_append_line(const char *path, const char *fmt, ...) {
     fclose(f);
 }
 
-/* jobs/<run>.sbatch: allocation size, log, the scenario's extra options, then srun. */
-void sweep_write_sbatch_script(const char *path, const char *sweep_id, const vb_scenario *s, const vb_sweep_run *r,
-                               const char *run_name, int run_index, int nruns, int per_node, int threads,
-                               const char *log_abs, char *const *srun_argv) {
-    FILE *f = fopen(path, "w");
-    if (!f) vb_die_input("cannot write %s (%s)", path, strerror(errno));
-    fprintf(f, "#!/bin/bash\n");
-    fprintf(f, "#SBATCH --job-name=%s_%03d\n", s->name, run_index);
-    fprintf(f, "#SBATCH --ntasks=%d\n", r->ranks);
-    if (per_node > 0) {
-        fprintf(f, "#SBATCH --nodes=%d\n", nodes_for(r->ranks, per_node));
-        fprintf(f, "#SBATCH --ntasks-per-node=%d\n", r->ranks < per_node ? r->ranks : per_node);
-    }
-    /* Slurm expands %j etc. in --output: a literal % must be doubled */
-    fprintf(f, "#SBATCH --output=");
-    for (const char *c = log_abs; *c; c++) {
-        if (*c == '%') fputc('%', f);
-        fputc(*c, f);
-    }
-    fputc('\n', f);
-    for (int i = 0; i < s->sbatch.n; i++) fprintf(f, "#SBATCH --%s=%s\n", s->sbatch.v[i].key, s->sbatch.v[i].value);
-    fprintf(f, "# vitbench sweep %s (scenario %s): run %d of %d, %s\n", sweep_id, s->path, run_index + 1, nruns, run_name);
-    char cwd[VB_PATH_MAX];
-    if (getcwd(cwd, sizeof cwd)) {
-        fprintf(f, "cd ");
-        fput_quoted(f, cwd);
-        fprintf(f, " || exit 1\n");
-    }
-    fprintf(f, "export OMP_NUM_THREADS=%d\n", threads);
-    fprintf(f, "exec ");
-    sweep_fput_argv(f, srun_argv);
-    fputc('\n', f);
-    if (fclose(f) != 0) vb_die_input("cannot write %s", path);
-    chmod(path, 0775);
-}
-
-/* OpenMP threads of a run's ranks: the scenario's or flag's, else the cores
- * of a node split over the ranks on it (at least 1), so every point of a
- * sweep gets the same share of a core per thread. Under Slurm the node's
- * size is the allocation's (SLURM_CPUS_ON_NODE), not the login node's. */
+/* OpenMP threads of a run's ranks: the scenario's or flag's threads_per_rank,
+ * else cpus_per_task (the CPUs srun gives each rank), else the cores of a
+ * node split over the ranks on it (at least 1), so every point of a sweep
+ * gets the same share of a core per thread. Under Slurm the node's size is
+ * the allocation's (SLURM_CPUS_ON_NODE), not the login node's. */
 int sweep_threads_for(const vb_scenario *s, launcher_kind launcher, int ranks, int per_node) {
     if (s->threads_per_rank > 0) return s->threads_per_rank;
+    if (s->slurm.cpus_per_task > 0) return s->slurm.cpus_per_task;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     const char *slurm = getenv("SLURM_CPUS_ON_NODE");
     if (launcher != LAUNCH_MPIRUN && slurm && atoi(slurm) > 0) cores = atoi(slurm);
-    int on_node = per_node > 0 && per_node < ranks ? per_node : ranks;
+    int tpn = sweep_tasks_per_node(s, per_node, ranks);
+    int on_node = tpn > 0 ? tpn : ranks;
     long t = cores > 0 ? cores / on_node : 1;
     return t >= 1 ? (int)t : 1;
 }

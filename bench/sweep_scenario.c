@@ -370,10 +370,30 @@ void vb_scenario_load(vb_scenario *s, const char *path) {
         } else if (strcmp(k, "flags") == 0) {
             flags_node = v;
             load_axes(&y, v, "flags", &s->flags, &s->nflags);
+        } else if (strcmp(k, "sbatch_extra") == 0 || strcmp(k, "preamble") == 0) {
+            if (v->type == YAML_MAPPING_NODE)
+                vb_die_input("%s: %s (line %d): expected a list of lines, found a mapping", path, k, line);
+            int count;
+            yaml_node_item_t *items = items_of(v, &count);
+            for (int j = 0; j < count; j++) {
+                yaml_node_t *e = item_node(&y, v, items, j);
+                char origin[VB_PATH_MAX + 64];
+                snprintf(origin, sizeof origin, "%s: %s (line %d)", path, k, vb_yaml_line(e));
+                vb_sweep_slurm_set(&s->slurm, k, scalar_or_die(&y, e, k), origin);
+            }
+        } else if (strcmp(k, "nodes") == 0 || strcmp(k, "gpus_per_node") == 0 || strcmp(k, "cpus_per_task") == 0 ||
+                   strcmp(k, "time") == 0 || strcmp(k, "account") == 0 || strcmp(k, "qos") == 0 ||
+                   strcmp(k, "constraint") == 0 || strcmp(k, "partition") == 0 || strcmp(k, "reservation") == 0 ||
+                   strcmp(k, "gpu_bind") == 0 || strcmp(k, "srun_mpi") == 0 || strcmp(k, "sweep_job") == 0) {
+            char origin[VB_PATH_MAX + 64];
+            snprintf(origin, sizeof origin, "%s: %s (line %d)", path, k, line);
+            vb_sweep_slurm_set(&s->slurm, k, scalar_or_die(&y, v, k), origin);
         } else {
             vb_die_input("%s: unknown key '%s' (line %d); known: name, description, command, base, ranks, "
                          "ranks_per_node, timeout_s, sbatch, repeats, order, order_seed, threads_per_rank, matrix, "
-                         "layouts, world_size, baseline, flags",
+                         "layouts, world_size, baseline, flags, and for Slurm nodes, gpus_per_node, cpus_per_task, "
+                         "time, account, qos, constraint, partition, reservation, gpu_bind, srun_mpi, sbatch_extra, "
+                         "preamble, sweep_job",
                          path, k, line);
         }
     }
@@ -389,6 +409,7 @@ void vb_scenario_load(vb_scenario *s, const char *path) {
     if ((flags_node != NULL) != (baseline_node != NULL))
         vb_die_input("%s: %s: the flags form needs both baseline and flags", path, flags_node ? "baseline" : "flags");
     s->has_flags = flags_node != NULL;
+    sweep_slurm_fold_sbatch(s);
     if (!s->ranks) {
         s->ranks = sweep_realloc(NULL, sizeof *s->ranks);
         s->ranks[0] = 1;
@@ -409,6 +430,7 @@ static void free_axes(vb_sweep_axis *a, int n) {
 void vb_scenario_free(vb_scenario *s) {
     vb_sweep_kvs_free(&s->base);
     vb_sweep_kvs_free(&s->sbatch);
+    vb_sweep_slurm_free(&s->slurm);
     vb_sweep_kvs_free(&s->baseline);
     free(s->ranks);
     for (int i = 0; i < s->norders; i++) free(s->orders[i]);

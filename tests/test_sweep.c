@@ -463,6 +463,63 @@ static void test_sbatch_dry_run_writes_job_scripts(void **state) {
     assert_int_equal(tu_count_lines(p), 3);
 }
 
+/* Slurm's time limit formats, and the ones it would reject. */
+static void test_slurm_time_formats(void **state) {
+    (void)state;
+    static const char *good[] = {"30", "00:30:00", "1:00:00", "45:30", "1-0", "2-12", "1-12:30", "1-12:30:15",
+                                 "0-00:10:00", "1440"};
+    static const char *bad[] = {"", "0", "00:00:00", "1:75:00", "10:60", "1-24", "1-1:60", "1:2:3:4", "-5", "1-",
+                                "30m", "1h", "00:30:00 ", " 30", "1--2", "a-1", "12345-1", "1:2-3"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+        if (!vb_sweep_slurm_time_ok(good[i])) fail_msg("'%s' refused", good[i]);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (vb_sweep_slurm_time_ok(bad[i])) fail_msg("'%s' accepted", bad[i]);
+}
+
+/* The Slurm keys of a scenario file, the sbatch: mapping's time / account
+ * folded into them, and what the file gets wrong naming file and key. */
+static void test_slurm_keys(void **state) {
+    (void)state;
+    vb_scenario s;
+    vb_sweep_plan p;
+    expand_text("name: k\nranks: [4]\nnodes: 2\ngpus_per_node: 4\ncpus_per_task: 32\ntime: '1-00:00'\n"
+                "qos: regular\nconstraint: 'gpu&hbm80g'\npartition: p1\nreservation: r1\ngpu_bind: closest\n"
+                "srun_mpi: pmix\nsweep_job: true\nsbatch_extra: ['--mail-type=END', '--signal=B:USR1@60']\n"
+                "preamble: [module load a, 'export X=\"1 2\"']\nsbatch: {account: m0000, exclusive: ''}\n",
+                NULL, &s, &p);
+    assert_int_equal(s.slurm.nodes, 2);
+    assert_int_equal(s.slurm.gpus_per_node, 4);
+    assert_int_equal(s.slurm.cpus_per_task, 32);
+    assert_string_equal(s.slurm.time, "1-00:00");
+    assert_string_equal(s.slurm.account, "m0000"); /* from sbatch: */
+    assert_string_equal(s.slurm.constraint, "gpu&hbm80g");
+    assert_string_equal(s.slurm.gpu_bind, "closest");
+    assert_string_equal(s.slurm.srun_mpi, "pmix");
+    assert_true(s.slurm.sweep_job);
+    assert_int_equal(s.slurm.nsbatch_extra, 2);
+    assert_string_equal(s.slurm.sbatch_extra[1], "--signal=B:USR1@60");
+    assert_int_equal(s.slurm.npreamble, 2);
+    assert_string_equal(s.slurm.preamble[1], "export X=\"1 2\"");
+    assert_int_equal(s.sbatch.n, 1); /* exclusive stays an extra option; account moved */
+    assert_string_equal(s.sbatch.v[0].key, "exclusive");
+    vb_sweep_plan_free(&p);
+    vb_scenario_free(&s);
+
+    expect_bad("name: x\ntime: 90:99\n", NULL, L("@FILE", "time", "90:99"));
+    expect_bad("name: x\ntime: 30\nsbatch: {time: 40}\n", NULL, L("@FILE", "sbatch.time", "time"));
+    expect_bad("name: x\nsbatch: {cpus-per-task: 4}\n", NULL, L("@FILE", "sbatch", "cpus_per_task"));
+    expect_bad("name: x\nsbatch_extra: [--ntasks=4]\n", NULL, L("@FILE", "sbatch_extra", "ranks"));
+    expect_bad("name: x\npreamble: {a: b}\n", NULL, L("@FILE", "preamble", "mapping"));
+    expect_bad("name: x\nqos: 'two words'\n", NULL, L("@FILE", "qos"));
+    expect_bad("name: x\ngpus_per_node: -1\n", NULL, L("@FILE", "gpus_per_node", "-1"));
+    expect_bad("name: x\nsweep_job: sometimes\n", NULL, L("@FILE", "sweep_job", "sometimes"));
+    expect_bad("name: x\nranks: [6]\nranks_per_node: 4\n", L("--launcher", "sbatch"), L("@FILE", "ranks_per_node", "6"));
+    expect_bad("name: x\nranks: [4]\nranks_per_node: 4\ngpus_per_node: 4\n", L("--launcher", "sbatch"),
+               L("@FILE", "gpus_per_node", "backend"));
+    expect_bad(NULL, L("--launcher", "sbatch", "--time", "soon"), L("--time", "soon"));
+    expect_bad(NULL, L("--sweep_job"), L("sweep_job", "sbatch"));
+}
+
 /* --------------------------------------------------------------------- */
 
 /* Stand-in for `vitbench run` when the sweep launches this binary. */
@@ -699,6 +756,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_bad_files_exit_2),
         cmocka_unit_test(test_dry_run_shipped_scenarios),
         cmocka_unit_test(test_sbatch_dry_run_writes_job_scripts),
+        cmocka_unit_test(test_slurm_time_formats),
+        cmocka_unit_test(test_slurm_keys),
         cmocka_unit_test(test_launch_records_failures_and_goes_on),
         cmocka_unit_test(test_launch_timeout_kills_run),
         cmocka_unit_test(test_killed_run_marked_failed),

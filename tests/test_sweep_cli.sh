@@ -76,7 +76,7 @@ d=$(sweep_dir "$TMP/sb" weak_scaling)
 job=$d/jobs/003_ranks=2_noddp=true.sbatch
 [ -f "$job" ] || fail "missing $job"
 for want in '^#SBATCH --ntasks=2$' '^#SBATCH --nodes=2$' '^#SBATCH --ntasks-per-node=1$' '^#SBATCH --job-name=weak_scaling_003$' \
-    "^#SBATCH --output=$d/logs/003_ranks=2_noddp=true.log$" "^exec srun --ntasks=2 --nodes=2 --ntasks-per-node=1 $VB run " \
+    "^#SBATCH --output=$d/logs/003_ranks=2_noddp=true.log$" "^run_point 003_ranks=2_noddp=true - 0 srun --ntasks=2 --nodes=2 --ntasks-per-node=1 --cpu-bind=cores $VB run " \
     "--noddp true --output_dir $d/runs --run_name 003_ranks=2_noddp=true$"; do
     grep -q -- "$want" "$job" || fail "job script lacks /$want/: $(cat "$job")"
 done

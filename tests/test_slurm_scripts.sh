@@ -1,0 +1,266 @@
+#!/usr/bin/env bash
+# test_slurm_scripts.sh <vitbench>: Slurm job scripts of `vitbench sweep`, without Slurm.
+#   1. --launcher sbatch --dry-run with every Slurm key (scenario file) and flag
+#      overrides: the #SBATCH directives parsed back, bash -n, OMP_NUM_THREADS,
+#      srun's CPU and GPU binding, the preamble lines in order; --launcher srun
+#      gets the same srun flags; the shipped cluster scenarios write scripts.
+#   2. bad Slurm keys / flags / combinations: exit 2, one line naming it.
+#   3. --sweep_job: its one script run with bash and a fake srun first in PATH
+#      (records its argv, runs the command itself or under mpirun): every run in
+#      the planned order, one made to fail, later ones still completed, index.csv
+#      completed / failed, the report written. Then per-run scripts submitted by
+#      a fake sbatch that runs them at once: index.csv follows each job.
+set -u
+
+VB=${1:?usage: test_slurm_scripts.sh <path-to-vitbench>}
+SRC=${VB_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
+QUICK=$SRC/scenarios/benchy/quick.yaml
+
+fail() { echo "test_slurm_scripts: FAIL: $*" >&2; exit 1; }
+[ -x "$VB" ] || fail "not an executable: $VB"
+VB=$(readlink -f "$VB")
+TMP=$(mktemp -d /tmp/vb_slurm.XXXXXX) || fail "mktemp"
+trap 'rm -rf "$TMP"' EXIT
+cd "$TMP" || fail "cd $TMP"
+
+sweep_dir() { # the one sweep directory under $1
+    local d
+    d=$(ls -d "$1"/*_2* 2>/dev/null) || fail "no sweep directory in $1"
+    [ "$(echo "$d" | wc -l)" = 1 ] || fail "several sweep directories in $1: $d"
+    readlink -f "$d"
+}
+
+# ---- 1. directives and srun lines ----
+cat >gpu.yaml <<'EOF'
+name: gpu
+base: {config: tiny, backend: auto}
+ranks: [4, 8]
+ranks_per_node: 4
+gpus_per_node: 4
+cpus_per_task: 32
+threads_per_rank: 16
+time: "00:30:00"
+account: m0000
+qos: regular
+constraint: gpu
+partition: batch
+reservation: res1
+srun_mpi: pmix
+sbatch_extra: ["--mail-type=END", "--signal=USR1@60"]
+sbatch: {exclusive: ""}
+preamble:
+  - module load cudatoolkit
+  - export NCCL_NET_GDR_LEVEL=PHB
+  - echo "third line"
+EOF
+out=$("$VB" sweep gpu.yaml --launcher sbatch --dry-run --output_dir sb --time 45 --qos debug 2>&1) || fail "dry run exited $?: $out"
+d=$(sweep_dir sb)
+job=$d/jobs/001_ranks=8.sbatch
+[ -f "$job" ] || fail "no $job: $(ls "$d/jobs")"
+# the #SBATCH directives as option=value lines
+directives=$(sed -n 's/^#SBATCH //p' "$job")
+want="--job-name=gpu_001
+--ntasks=8
+--nodes=2
+--ntasks-per-node=4
+--cpus-per-task=32
+--gpus-per-node=4
+--time=45
+--account=m0000
+--qos=debug
+--constraint=gpu
+--partition=batch
+--reservation=res1
+--output=$d/logs/001_ranks=8.log
+--mail-type=END
+--signal=USR1@60
+--exclusive"
+[ "$directives" = "$want" ] || fail "directives of $job:
+$directives
+want:
+$want"
+# no directive after the first command (sbatch stops reading them there)
+awk '/^#SBATCH/ && seen { exit 1 } /^[^#]/ { seen = 1 }' "$job" || fail "an #SBATCH line after a command: $(cat "$job")"
+for j in "$d"/jobs/*.sbatch; do bash -n "$j" || fail "not valid bash: $j"; done
+grep -qx 'export OMP_NUM_THREADS=16' "$job" || fail "threads_per_rank 16 is not OMP_NUM_THREADS: $(cat "$job")"
+srun_line=$(grep '^run_point ' "$job") || fail "no run_point line: $(cat "$job")"
+grep -qF -- " srun --ntasks=8 --nodes=2 --ntasks-per-node=4 --cpus-per-task=32 --cpu-bind=cores --gpus-per-task=1 --mpi=pmix $VB run " <<<"$srun_line" ||
+    fail "srun flags: $srun_line"
+# the preamble, in order, before the first run
+pre=$(grep -n -e '^module load cudatoolkit$' -e '^export NCCL_NET_GDR_LEVEL=PHB$' -e '^echo "third line"$' -e '^run_point ' "$job" | cut -d: -f2-)
+[ "$pre" = 'module load cudatoolkit
+export NCCL_NET_GDR_LEVEL=PHB
+echo "third line"
+'"$srun_line" ] || fail "preamble lines out of order or missing: $pre"
+grep -q '^#SBATCH --nodes=1$' "$d/jobs/000_ranks=4.sbatch" || fail "4 ranks on 4 per node: $(cat "$d/jobs/000_ranks=4.sbatch")"
+
+# flags override the file; list flags replace its lists; cpus_per_task sets the threads without threads_per_rank
+sed '/threads_per_rank/d' gpu.yaml >gpu2.yaml
+out=$("$VB" sweep gpu2.yaml --launcher sbatch --dry-run --output_dir sb2 --gpu_bind closest --srun_mpi none \
+    --preamble "module load other" --sbatch_extra "--mail-type=FAIL" --cpus_per_task 16 --ranks 4 2>&1) ||
+    fail "dry run with flag overrides exited $?: $out"
+job=$(sweep_dir sb2)/jobs/000_ranks=4.sbatch
+grep -qx 'export OMP_NUM_THREADS=16' "$job" || fail "cpus_per_task 16 is not OMP_NUM_THREADS: $(cat "$job")"
+grep -qF -- "--cpus-per-task=16 --cpu-bind=cores --gpus-per-node=4 --gpu-bind=closest --mpi=none $VB run" "$job" ||
+    fail "gpu_bind closest / srun_mpi flags: $(grep run_point "$job")"
+grep -qx 'module load other' "$job" && ! grep -q 'cudatoolkit' "$job" || fail "--preamble did not replace the file's: $(cat "$job")"
+grep -qx '#SBATCH --mail-type=FAIL' "$job" && ! grep -q 'mail-type=END' "$job" || fail "--sbatch_extra did not replace: $(cat "$job")"
+
+# the srun launcher (inside an allocation) binds the same way
+out=$("$VB" sweep gpu.yaml --launcher srun --dry-run --output_dir sr --ranks 4 2>&1) || fail "srun dry run exited $?: $out"
+grep -qF "OMP_NUM_THREADS=16 srun --ntasks=4 --nodes=1 --ntasks-per-node=4 --cpus-per-task=32 --cpu-bind=cores --gpus-per-task=1 --mpi=pmix $VB run" <<<"$out" ||
+    fail "srun launcher line: $out"
+# a --cpu-bind of the user's own replaces ours
+out=$("$VB" sweep gpu.yaml --launcher srun --dry-run --output_dir sr2 --ranks 4 --launcher_args "--cpu-bind=sockets" 2>&1) ||
+    fail "srun dry run with --cpu-bind exited $?: $out"
+grep -q -- '--cpu-bind=cores' <<<"$out" && fail "--cpu-bind=cores next to the user's --cpu-bind=sockets: $out"
+grep -qF -- '--mpi=pmix --cpu-bind=sockets' <<<"$out" || fail "user's --cpu-bind missing: $out"
+
+# the shipped cluster scenarios write their scripts (backend auto: this build may lack CUDA)
+for f in "$SRC"/scenarios/cluster/*.yaml; do
+    n=$(basename "$f" .yaml)
+    out=$("$VB" sweep "$f" --launcher sbatch --dry-run --output_dir "cl_$n" --backend auto 2>&1) || fail "$f: dry run exited $?: $out"
+    out=$("$VB" sweep "$f" --launcher sbatch --dry-run --sweep_job --output_dir "clj_$n" --backend auto 2>&1) ||
+        fail "$f: --sweep_job dry run exited $?: $out"
+    cd_=$(sweep_dir "cl_$n")
+    for j in "$cd_"/jobs/*.sbatch "$(sweep_dir "clj_$n")"/jobs/sweep_job.sbatch; do
+        bash -n "$j" || fail "not valid bash: $j"
+        for w in '^#SBATCH --constraint=gpu$' '^#SBATCH --gpus-per-node=4$' '^#SBATCH --account=' '^#SBATCH --time=' \
+            '^#SBATCH --cpus-per-task=' '^export OMP_NUM_THREADS=' ' --cpu-bind=cores ' ' --gpus-per-task=1 ' ' --backend auto '; do
+            grep -q -- "$w" "$j" || fail "$j lacks /$w/: $(cat "$j")"
+        done
+    done
+done
+
+# ---- 2. bad input: exit 2, one line naming the key / flag ----
+expect_exit2() { # needle... -- args...
+    local needles=() out rc
+    while [ "$1" != -- ]; do needles+=("$1"); shift; done
+    shift
+    out=$("$VB" sweep "$@" 2>&1)
+    rc=$?
+    [ "$rc" = 2 ] || fail "sweep $*: exit $rc, want 2: $out"
+    [ "$(printf '%s\n' "$out" | wc -l)" = 1 ] || fail "sweep $*: want one line: $out"
+    for n in "${needles[@]}"; do grep -qF -- "$n" <<<"$out" || fail "sweep $*: message does not name '$n': $out"; done
+}
+base='name: bad
+base: {config: tiny}
+ranks: [2, 4]
+'
+bad() { printf '%s%s\n' "$base" "$1" >"$TMP/$2.yaml"; }
+bad 'time: "1:75:00"' t1;        expect_exit2 t1.yaml time 1:75:00 -- t1.yaml --launcher sbatch --dry-run --output_dir bad
+expect_exit2 '--time' 'half an hour' -- gpu.yaml --launcher sbatch --dry-run --output_dir bad --time 'half an hour'
+bad 'ranks_per_node: 3' rpn;     expect_exit2 rpn.yaml ranks_per_node -- rpn.yaml --launcher sbatch --dry-run --output_dir bad
+expect_exit2 ranks_per_node gpu.yaml -- gpu.yaml --launcher sbatch --dry-run --output_dir bad --ranks 6
+bad 'nodes: 3' nodes;            expect_exit2 nodes.yaml nodes -- nodes.yaml --launcher sbatch --dry-run --output_dir bad
+expect_exit2 nodes ranks_per_node -- gpu.yaml --launcher sbatch --dry-run --output_dir bad --nodes 2
+bad 'gpus_per_node: 4' g1;       expect_exit2 g1.yaml gpus_per_node ranks_per_node -- g1.yaml --launcher sbatch --dry-run --output_dir bad
+bad 'gpus_per_node: 4
+ranks_per_node: 4' g2;           expect_exit2 g2.yaml gpus_per_node backend -- g2.yaml --launcher sbatch --dry-run --output_dir bad
+expect_exit2 gpus_per_node 'own GPU' -- gpu.yaml --launcher sbatch --dry-run --output_dir bad --gpus_per_node 2
+expect_exit2 gpu_bind -- gpu.yaml --launcher sbatch --dry-run --output_dir bad --gpu_bind nearest
+expect_exit2 gpu_bind none -- gpu.yaml --launcher sbatch --dry-run --output_dir bad --gpu_bind none
+bad 'gpu_bind: closest' gb;      expect_exit2 gb.yaml gpu_bind gpus_per_node -- gb.yaml --launcher sbatch --dry-run --output_dir bad
+expect_exit2 srun_mpi -- gpu.yaml --launcher sbatch --dry-run --output_dir bad --srun_mpi 'pm ix'
+expect_exit2 account -- gpu.yaml --launcher sbatch --dry-run --output_dir bad --account 'm 1'
+expect_exit2 sbatch_extra time -- gpu.yaml --launcher sbatch --dry-run --output_dir bad --sbatch_extra --time=10
+expect_exit2 sbatch_extra -- gpu.yaml --launcher sbatch --dry-run --output_dir bad --sbatch_extra mail-type=END
+bad 'sbatch_extra: ["--job-name=x"]' se; expect_exit2 se.yaml sbatch_extra job-name -- se.yaml --launcher sbatch --dry-run --output_dir bad
+bad 'time: 30
+sbatch: {time: "00:30:00"}' st; expect_exit2 st.yaml sbatch.time -- st.yaml --launcher sbatch --dry-run --output_dir bad
+bad 'preamble: {module: load}' pm; expect_exit2 pm.yaml preamble -- pm.yaml --launcher sbatch --dry-run --output_dir bad
+bad 'cpus_per_task: 0' cpt;      expect_exit2 cpt.yaml cpus_per_task -- cpt.yaml --launcher sbatch --dry-run --output_dir bad
+bad 'sweep_job: true' sj;        expect_exit2 sj.yaml sweep_job sbatch -- sj.yaml --launcher mpirun --dry-run --output_dir bad
+expect_exit2 --sweep_job sbatch -- gpu.yaml --launcher srun --dry-run --output_dir bad --sweep_job
+[ ! -e bad ] || fail "a rejected sweep created $TMP/bad"
+
+# ---- 3. a sweep job and per-run jobs run for real, through a fake srun / sbatch ----
+mkdir -p bin
+cat >bin/srun <<'EOF'
+#!/usr/bin/env bash
+# fake srun: records its argv; skips its options; runs the command (under mpirun for several
+# tasks); exits 3 without running it when the command line contains $FAKE_SRUN_FAIL
+printf '%s\n' "$*" >>"$FAKE_SRUN_LOG"
+ntasks=1
+while [ $# -gt 0 ] && [ "${1#-}" != "$1" ]; do
+    case $1 in --ntasks=*) ntasks=${1#--ntasks=} ;; esac
+    shift
+done
+if [ -n "${FAKE_SRUN_FAIL:-}" ] && [[ "$*" == *"$FAKE_SRUN_FAIL"* ]]; then
+    echo "fake srun: this step fails" >&2
+    exit 3
+fi
+[ "$ntasks" -gt 1 ] && exec mpirun -np "$ntasks" --oversubscribe -x OMP_NUM_THREADS --bind-to none "$@"
+exec "$@"
+EOF
+cat >bin/sbatch <<'EOF'
+#!/usr/bin/env bash
+# fake sbatch: runs the job script at once, its output where #SBATCH --output says
+out=$(sed -n 's/^#SBATCH --output=//p' "$1" | sed 's/%%/%/g')
+timeout 300 bash "$1" >"$out" 2>&1 </dev/null
+echo "Submitted batch job $$"
+EOF
+chmod +x bin/srun bin/sbatch
+"$VB" datagen --output_dir data/tiny --years 1 --valid_years 1 --samples_per_year 16 --channels 4 --img_size 32,64 \
+    >datagen.log 2>&1 || fail "datagen: $(cat datagen.log)"
+cat >sj.yaml <<'EOF'
+name: sj
+base: {config: tiny, global_batch_size: 4}
+ranks: [1, 2]
+ranks_per_node: 2
+threads_per_rank: 1
+preamble: ['echo "preamble ran on $(hostname)"']
+matrix:
+  seed: [1, 2]
+EOF
+out=$("$VB" sweep sj.yaml --launcher sbatch --dry-run --sweep_job --output_dir sj --benchy_config "$QUICK" --timeout_s 300 2>&1) ||
+    fail "--sweep_job dry run exited $?: $out"
+d=$(sweep_dir sj)
+[ "$(ls "$d/jobs")" = sweep_job.sbatch ] || fail "want one job script, got: $(ls "$d/jobs")"
+job=$d/jobs/sweep_job.sbatch
+for w in '^#SBATCH --nodes=1$' '^#SBATCH --ntasks-per-node=2$' '^#SBATCH --ntasks=2$' "^#SBATCH --output=$d/logs/sweep_job.log$"; do
+    grep -q -- "$w" "$job" || fail "sweep job lacks /$w/: $(cat "$job")"
+done
+[ "$(grep -c '^run_point ' "$job")" = 4 ] || fail "want 4 run_point lines: $(cat "$job")"
+bash -n "$job" || fail "not valid bash: $job"
+rc=0
+PATH=$TMP/bin:$PATH FAKE_SRUN_LOG=$TMP/srun.log FAKE_SRUN_FAIL="--run_name 001_" timeout 600 bash "$job" >job.out 2>&1 || rc=$?
+[ "$rc" = 1 ] || fail "the sweep job with a failed run exited $rc, want 1: $(cat job.out)"
+# every run, in the planned order, each with its own shape
+got=$(sed 's/.* --run_name //' srun.log)
+[ "$got" = '000_ranks=1_seed=1
+001_ranks=1_seed=2
+002_ranks=2_seed=1
+003_ranks=2_seed=2' ] || fail "srun saw the runs: $got"
+grep -q -- '^--ntasks=2 --nodes=1 --ntasks-per-node=2 --cpu-bind=cores ' srun.log || fail "2-rank step flags: $(cat srun.log)"
+want_rows='0,runs/000_ranks=1_seed=1,completed,0,0,1,1,1
+1,runs/001_ranks=1_seed=2,failed,3,0,1,1,2,,,,,,
+2,runs/002_ranks=2_seed=1,completed,0,0,2,1,1
+3,runs/003_ranks=2_seed=2,completed,0,0,2,1,2'
+got=$(tail -n +2 "$d/index.csv" | awk -F, -v OFS=, '$3 == "completed" { NF = 8 } 1')
+[ "$got" = "$want_rows" ] || fail "index.csv after the sweep job: $(cat "$d/index.csv"); job output: $(cat job.out)"
+bad=$(awk -F, 'NR > 1 && $3 == "completed" && !($9 > 0 && $11 > 0)' "$d/index.csv")
+[ -z "$bad" ] || fail "completed rows without headline numbers: $bad"
+grep -q 'fake srun: this step fails' "$d/logs/001_ranks=1_seed=2.log" || fail "failed run's log: $(cat "$d/logs/001_ranks=1_seed=2.log")"
+grep -q '^preamble ran on ' job.out || fail "preamble did not run: $(cat job.out)"
+[ -f "$d/report/report.md" ] || fail "the sweep job's last collect wrote no report: $(cat job.out)"
+# collecting again changes nothing and says what failed
+rc=0
+out=$("$VB" sweep --collect "$d" --no_report 2>&1) || rc=$?
+[ "$rc" = 1 ] && grep -q '3 completed, 1 failed, 0 waiting' <<<"$out" || fail "--collect again: exit $rc: $out"
+
+# per-run jobs through the fake sbatch: each job collects itself as it ends
+rc=0
+out=$(PATH=$TMP/bin:$PATH FAKE_SRUN_LOG=$TMP/srun2.log FAKE_SRUN_FAIL="--run_name 000_" "$VB" sweep sj.yaml --launcher sbatch \
+    --ranks 1 --output_dir pr --benchy_config "$QUICK" 2>&1) || rc=$?
+# the jobs ran before sbatch returned: the sweep already knows one failed
+[ "$rc" = 1 ] || fail "per-run sbatch sweep with a failed job exited $rc, want 1: $out"
+d=$(sweep_dir pr)
+got=$(tail -n +2 "$d/index.csv" | cut -d, -f1-4)
+[ "$got" = '0,runs/000_ranks=1_seed=1,failed,3
+1,runs/001_ranks=1_seed=2,completed,0' ] || fail "index.csv after per-run jobs: $(cat "$d/index.csv"); sweep: $out"
+grep -q 'fake srun: this step fails' "$d/logs/000_ranks=1_seed=1.log" || fail "job output is not the run's log: $(ls "$d/logs")"
+[ "$(ls "$d/status")" = '000_ranks=1_seed=1.exit
+001_ranks=1_seed=2.exit' ] || fail "status files: $(ls "$d/status")"
+
+echo "test_slurm_scripts: OK"
