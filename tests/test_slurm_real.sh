@@ -113,11 +113,15 @@ srun_mpi: pmix              # Debian's Open MPI starts under srun only with pmix
 preamble: ['echo "preamble on $(hostname)"']
 EOF
 
-# wait_done DIR LIMIT_S: until no row of index.csv is submitted
+# wait_done DIR LIMIT_S: until no row of index.csv is submitted and the job
+# has left the queue (a sweep job's last collect, which writes the report,
+# runs after the rows are final)
 wait_done() {
     local i
     for i in $(seq 1 "$2"); do
-        grep -q ',submitted,' "$1/index.csv" || return 0
+        if ! grep -q ',submitted,' "$1/index.csv" && [ -z "$(timeout 5 squeue -h 2>/dev/null)" ]; then
+            return 0
+        fi
         sleep 1
     done
     return 1
