@@ -5,6 +5,7 @@
  *   vitbench datagen  a synthetic ERA5-like dataset in the tutorial's layout
  *   vitbench sweep    a scenario file as many runs (bench/sweep.h)
  *   vitbench report | compare | trace | nsys   results to answers (analysis/analysis.h)
+ *   vitbench model    alpha-beta scaling model against a sweep (analysis/model.h)
  *   vitbench help | version
  *
  * Bad input of any kind exits 2 with one line naming the flag / key / file.
@@ -20,6 +21,7 @@
 #include <string.h>
 
 #include "analysis/analysis.h"
+#include "analysis/model.h"
 #include "bench/sweep.h"
 #include "bench/train_loop.h"
 #include "bench/trainer.h"
@@ -53,6 +55,8 @@ static void usage(FILE *f) {
             "  trace      Chrome trace (Perfetto, chrome://tracing) of a run's timeline.csv: PATH [--output FILE]\n"
             "  nsys       import `nsys stats --format csv` reports: FILE... [--filter_time START/END]\n"
             "             [--output_dir DIR]\n"
+            "  model      alpha-beta scaling model: --commbench FILE|DIR --run RUN_DIR [--sweep SWEEP_DIR]\n"
+            "             [--world_sizes N,... --layouts all|dp]; writes model.csv, model.md (see model --help)\n"
             "  help       this text\n"
             "  version    build and library versions\n"
             "\n"
@@ -123,7 +127,7 @@ static int cmd_run_or_train(int argc, char **argv, vb_run_mode mode) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) vb_die_input("missing command (run, train, datagen, sweep, report, compare, trace, nsys, help, version; see "
+    if (argc < 2) vb_die_input("missing command (run, train, datagen, sweep, report, compare, trace, nsys, model, help, version; see "
                      "vitbench help)");
     const char *cmd = argv[1];
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
@@ -141,9 +145,10 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "compare") == 0) return vb_compare_main(argc - 1, argv + 1);
     if (strcmp(cmd, "trace") == 0) return vb_trace_main(argc - 1, argv + 1);
     if (strcmp(cmd, "nsys") == 0) return vb_nsys_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "model") == 0) return vb_model_main(argc - 1, argv + 1);
     if (strcmp(cmd, "run") == 0) return cmd_run_or_train(argc, argv, VB_MODE_RUN);
     if (strcmp(cmd, "train") == 0) return cmd_run_or_train(argc, argv, VB_MODE_TRAIN);
-    vb_die_input("unknown command '%s' (commands: run, train, datagen, sweep, report, compare, trace, nsys, help, "
+    vb_die_input("unknown command '%s' (commands: run, train, datagen, sweep, report, compare, trace, nsys, model, help, "
                  "version)",
                  cmd);
 }
