@@ -5,6 +5,7 @@
  *   vitbench datagen  a synthetic ERA5-like dataset in the tutorial's layout
  *   vitbench sweep    a scenario file as many runs (bench/sweep.h)
  *   vitbench report | compare | trace | nsys   results to answers (analysis/analysis.h)
+ *   vitbench commbench  the data plane's collectives, nccl-tests style (bench/commbench.h)
  *   vitbench model    alpha-beta scaling model against a sweep (analysis/model.h)
  *   vitbench help | version
  *
@@ -22,6 +23,7 @@
 
 #include "analysis/analysis.h"
 #include "analysis/model.h"
+#include "bench/commbench.h"
 #include "bench/sweep.h"
 #include "bench/train_loop.h"
 #include "bench/trainer.h"
@@ -55,6 +57,12 @@ static void usage(FILE *f) {
             "  trace      Chrome trace (Perfetto, chrome://tracing) of a run's timeline.csv: PATH [--output FILE]\n"
             "  nsys       import `nsys stats --format csv` reports: FILE... [--filter_time START/END]\n"
             "             [--output_dir DIR]\n"
+            "  commbench  nccl-tests-style bandwidth of the data plane's collectives over the layout's groups\n"
+            "             (under mpirun/srun): [--collectives LIST] [--minbytes SIZE] [--maxbytes SIZE]\n"
+            "             [--stepfactor F] [--warmup_iters N] [--iters N] [--datatype TYPE] [--check true|false]\n"
+            "             [--tensor_parallel N] [--context_parallel N] [--parallel_order O] [--groups LIST]\n"
+            "             [--comm_backend mpi|nccl] [--backend cpu|cuda|auto] [--output_dir DIR] [--run_name NAME];\n"
+            "             writes DIR/<run>/commbench.csv and commbench.json (commbench --help for details)\n"
             "  model      alpha-beta scaling model: --commbench FILE|DIR --run RUN_DIR [--sweep SWEEP_DIR]\n"
             "             [--world_sizes N,... --layouts all|dp]; writes model.csv, model.md (see model --help)\n"
             "  help       this text\n"
@@ -127,7 +135,7 @@ static int cmd_run_or_train(int argc, char **argv, vb_run_mode mode) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) vb_die_input("missing command (run, train, datagen, sweep, report, compare, trace, nsys, model, help, version; see "
+    if (argc < 2) vb_die_input("missing command (run, train, datagen, sweep, report, compare, trace, nsys, commbench, model, help, version; see "
                      "vitbench help)");
     const char *cmd = argv[1];
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
@@ -145,10 +153,11 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "compare") == 0) return vb_compare_main(argc - 1, argv + 1);
     if (strcmp(cmd, "trace") == 0) return vb_trace_main(argc - 1, argv + 1);
     if (strcmp(cmd, "nsys") == 0) return vb_nsys_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "commbench") == 0) return vb_commbench_main(argc - 1, argv + 1);
     if (strcmp(cmd, "model") == 0) return vb_model_main(argc - 1, argv + 1);
     if (strcmp(cmd, "run") == 0) return cmd_run_or_train(argc, argv, VB_MODE_RUN);
     if (strcmp(cmd, "train") == 0) return cmd_run_or_train(argc, argv, VB_MODE_TRAIN);
-    vb_die_input("unknown command '%s' (commands: run, train, datagen, sweep, report, compare, trace, nsys, model, help, "
-                 "version)",
+    vb_die_input("unknown command '%s' (commands: run, train, datagen, sweep, report, compare, trace, nsys, commbench, "
+                 "model, help, version)",
                  cmd);
 }
