@@ -42,7 +42,9 @@
 typedef struct {
     const char *commbench[MAX_INPUTS];
     int ncommbench;
-    const char *run, *sweep, *output_dir;
+    const char *runs[VB_MODEL_MAX_REFS];
+    int nruns;
+    const char *sweep, *output_dir;
     int worlds[MAX_WORLDS], nworlds;
     int layouts;      /* 0 all, 1 dp */
     int scaling;      /* 0 weak, 1 strong */
@@ -56,6 +58,12 @@ static void add_commbench(const char *flag, const char *value, void *ptr) {
     model_opts *o = ptr;
     if (o->ncommbench >= MAX_INPUTS) vb_die_input("model: %s given more than %d times", flag, MAX_INPUTS);
     o->commbench[o->ncommbench++] = value;
+}
+
+static void add_run(const char *flag, const char *value, void *ptr) {
+    model_opts *o = ptr;
+    if (o->nruns >= VB_MODEL_MAX_REFS) vb_die_input("model: %s given more than %d times", flag, VB_MODEL_MAX_REFS);
+    o->runs[o->nruns++] = value;
 }
 
 static void parse_worlds(const char *flag, const char *value, void *ptr) {
@@ -152,24 +160,49 @@ static void read_csv_or_die(const char *dir, const char *name, vb_csv *t, const 
     if (rc != 0) vb_die_input("model: %s: malformed CSV (%s)", path, err);
 }
 
-static void load_ref(vb_mref *r, const char *dir, const char *type) {
-    memset(r, 0, sizeof *r);
+static bool same_dims(const vb_mdims *a, const vb_mdims *b) {
+    return a->dim == b->dim && a->depth == b->depth && a->heads == b->heads && a->patch == b->patch &&
+           a->img_h == b->img_h && a->img_w == b->img_w && a->cin == b->cin && a->cout == b->cout;
+}
+
+static vb_mop *ref_op(vb_mref *r, const char *name, int cap) {
+    for (int i = 0; i < r->nops; i++)
+        if (strcmp(r->ops[i].name, name) == 0) return &r->ops[i];
+    if (r->nops == cap) return NULL;
+    vb_mop *o = &r->ops[r->nops++];
+    memset(o, 0, sizeof *o);
+    snprintf(o->name, sizeof o->name, "%s", name);
+    return o;
+}
+
+/* Reference k (r->nref) from one run directory: its run.json, median step and ops. */
+static void load_ref_run(vb_mref *r, const char *dir, const char *type, int *cap) {
+    const int k = r->nref;
     if (!vb_dir_exists(dir)) vb_die_input("model: --run %s: not a directory", dir);
     char path[VB_PATH_MAX];
     vb_snprintf(path, sizeof path, "%s/run.json", dir);
     cJSON *j = read_json(path, "--run");
-    r->d = dims_of(j, path);
+    const vb_mdims d = dims_of(j, path);
     const double ranks = jnum(j, "ranks", NULL);
     if (ranks != 1) vb_die_input("model: --run %s: a one-rank run is needed (ranks %g)", dir, ranks);
-    r->local_batch = jint_req(j, "local_batch_size", NULL, path);
-    r->threads = jint_req(j, "fingerprint", "omp_threads", path);
-    r->cores = jint_req(j, "fingerprint", "affinity_cores", path);
+    const int batch = jint_req(j, "local_batch_size", NULL, path);
+    const int threads = jint_req(j, "fingerprint", "omp_threads", path);
+    const int cores = jint_req(j, "fingerprint", "affinity_cores", path);
     const double nr = jnum(j, "threads", "node_ranks");
-    r->node_ranks = isfinite(nr) && nr >= 1 ? (int)nr : 1;
-    r->act_bytes = act_bytes_of(j);
-    if (r->local_batch < 1 || r->threads < 1 || r->cores < 1)
-        vb_die_input("model: %s: local_batch_size, fingerprint.omp_threads and affinity_cores must be >= 1", path);
+    const int act = act_bytes_of(j);
     cJSON_Delete(j);
+    if (batch < 1 || threads < 1 || cores < 1)
+        vb_die_input("model: %s: local_batch_size, fingerprint.omp_threads and affinity_cores must be >= 1", path);
+    if (k == 0) {
+        r->d = d, r->threads = threads, r->cores = cores, r->act_bytes = act;
+        r->node_ranks = isfinite(nr) && nr >= 1 ? (int)nr : 1;
+    } else if (!same_dims(&d, &r->d) || threads != r->threads || cores != r->cores || act != r->act_bytes) {
+        vb_die_input("model: --run %s: a different model, thread count, core count or amp_mode than the first --run",
+                     dir);
+    }
+    for (int i = 0; i < k; i++)
+        if (r->batch[i] == batch) vb_die_input("model: --run %s: a second reference at local batch %d", dir, batch);
+    r->batch[k] = batch;
 
     vb_csv it;
     read_csv_or_die(dir, "iterations.csv", &it, "--run");
@@ -180,16 +213,17 @@ static void load_ref(vb_mref *r, const char *dir, const char *type) {
     if (!steps) vb_die_internal("out of memory");
     int n = 0;
     for (int i = 0; i < it.nrows; i++) {
-        double s, rk;
+        double sec, rk;
         const char *w = vb_csv_get(&it, i, cw);
         if (strcmp(vb_csv_get(&it, i, ct), type) != 0 || strcmp(w, "1") == 0 || strcmp(w, "true") == 0) continue;
         if (!vb_csv_num(&it, i, cr, &rk) || rk != 0) continue;
-        if (!vb_csv_num(&it, i, cs, &s) || !(s > 0)) vb_die_input("model: %s: row %d: seconds is not > 0", path, i + 2);
-        steps[n++] = s;
+        if (!vb_csv_num(&it, i, cs, &sec) || !(sec > 0))
+            vb_die_input("model: %s: row %d: seconds is not > 0", path, i + 2);
+        steps[n++] = sec;
     }
     if (n == 0) vb_die_input("model: %s: no timed %s steps of rank 0", path, type);
     qsort(steps, (size_t)n, sizeof *steps, cmp_dbl);
-    r->step_s = n % 2 ? steps[n / 2] : 0.5 * (steps[n / 2 - 1] + steps[n / 2]);
+    r->step_s[k] = n % 2 ? steps[n / 2] : 0.5 * (steps[n / 2 - 1] + steps[n / 2]);
     free(steps);
     vb_csv_free(&it);
 
@@ -199,21 +233,45 @@ static void load_ref(vb_mref *r, const char *dir, const char *type) {
     const int on = req_col(&ops, path, "name"), oc = req_col(&ops, path, "category");
     const int ocl = req_col(&ops, path, "calls"), otot = req_col(&ops, path, "total_s");
     const int ott = req_col(&ops, path, "trial_type"), ork = vb_csv_col(&ops, "rank");
-    r->ops = calloc((size_t)ops.nrows + 1, sizeof *r->ops);
-    if (!r->ops) vb_die_internal("out of memory");
+    int found = 0;
     for (int i = 0; i < ops.nrows; i++) {
         double calls, tot, rk = 0;
         if (strcmp(vb_csv_get(&ops, i, ott), type) != 0 || strcmp(vb_csv_get(&ops, i, oc), "comm") == 0) continue;
         if (ork >= 0 && vb_csv_num(&ops, i, ork, &rk) && rk != 0) continue;
         if (!vb_csv_num(&ops, i, ocl, &calls) || calls < 0 || !vb_csv_num(&ops, i, otot, &tot) || tot < 0)
             vb_die_input("model: %s: row %d: calls or total_s is not a number >= 0", path, i + 2);
-        vb_mop *o = &r->ops[r->nops++];
-        snprintf(o->name, sizeof o->name, "%s", vb_csv_get(&ops, i, on));
-        o->step_s = tot / n;
-        o->calls = calls / n;
+        if (r->nops == *cap) {
+            *cap = *cap ? 2 * *cap : 64;
+            vb_mop *no = realloc(r->ops, sizeof *no * (size_t)*cap);
+            if (!no) vb_die_internal("out of memory");
+            r->ops = no;
+        }
+        vb_mop *o = ref_op(r, vb_csv_get(&ops, i, on), *cap);
+        o->step_s[k] = tot / n;
+        if (o->calls == 0) o->calls = calls / n;
+        found++;
     }
-    if (r->nops == 0) vb_die_input("model: %s: no %s ops of rank 0", path, type);
+    if (found == 0) vb_die_input("model: %s: no %s ops of rank 0", path, type);
     vb_csv_free(&ops);
+    r->nref++;
+}
+
+/* The references, sorted by local batch. */
+static void load_refs(vb_mref *r, const char *const *dirs, int n, const char *type) {
+    memset(r, 0, sizeof *r);
+    int cap = 0;
+    for (int i = 0; i < n; i++) load_ref_run(r, dirs[i], type, &cap);
+    for (int a = 1; a < r->nref; a++) /* insertion sort of batch, step and every op's column */
+        for (int b = a; b > 0 && r->batch[b - 1] > r->batch[b]; b--) {
+            int tb = r->batch[b];
+            r->batch[b] = r->batch[b - 1], r->batch[b - 1] = tb;
+            double ts = r->step_s[b];
+            r->step_s[b] = r->step_s[b - 1], r->step_s[b - 1] = ts;
+            for (int i = 0; i < r->nops; i++) {
+                double t = r->ops[i].step_s[b];
+                r->ops[i].step_s[b] = r->ops[i].step_s[b - 1], r->ops[i].step_s[b - 1] = t;
+            }
+        }
 }
 
 /* ---- points ---- */
@@ -243,11 +301,6 @@ static model_point *point_add(point_list *pl) {
     memset(p, 0, sizeof *p);
     p->measured_step = p->t1_meas = NAN;
     return p;
-}
-
-static bool same_dims(const vb_mdims *a, const vb_mdims *b) {
-    return a->dim == b->dim && a->depth == b->depth && a->heads == b->heads && a->patch == b->patch &&
-           a->img_h == b->img_h && a->img_w == b->img_w && a->cin == b->cin && a->cout == b->cout;
 }
 
 /* index.csv's completed runs; returns strong (1) or weak (0) from the sweep's kind */
@@ -325,11 +378,11 @@ static void hypothetical(const model_opts *o, const vb_mref *ref, point_list *pl
                                 .node_ranks = rpn < w ? rpn : w,
                                 .bucket_cap_mb = o->bucket_cap_mb};
                 if (o->scaling == 1) {
-                    const int gb = o->global_batch ? o->global_batch : ref->local_batch;
+                    const int gb = o->global_batch ? o->global_batch : ref->batch[0];
                     if (gb % l.dp != 0) continue; /* the trainer refuses an uneven split */
                     l.local_batch = gb / l.dp;
                 } else {
-                    l.local_batch = o->local_batch ? o->local_batch : ref->local_batch;
+                    l.local_batch = o->local_batch ? o->local_batch : ref->batch[0];
                 }
                 char err[200];
                 if (vb_model_check_layout(&ref->d, &l, err, sizeof err) != 0) continue;
@@ -416,12 +469,12 @@ static void write_model_csv(FILE *f, void *vx) {
 
 static void write_fits_csv(FILE *f, void *vx) {
     const out_ctx *x = vx;
-    fputs("collective,group,group_size,alpha_us,beta_GBps,rel_rms,nsizes\n", f);
+    fputs("collective,group,group_size,world,alpha_us,beta_GBps,rel_rms,nsizes\n", f);
     for (int i = 0; i < x->fits->n; i++) {
         const vb_ab_fit *a = &x->fits->fits[i];
         fprintf(f, "%s,", vb_coll_name[a->coll]);
         vb_csv_field(f, a->group);
-        fprintf(f, ",%d,%.6g,%.6g,%.6g,%d\n", a->p, a->alpha_us, a->beta_GBps, a->rel_rms, a->nsizes);
+        fprintf(f, ",%d,%d,%.6g,%.6g,%.6g,%d\n", a->p, a->world, a->alpha_us, a->beta_GBps, a->rel_rms, a->nsizes);
     }
 }
 
@@ -458,22 +511,25 @@ static void write_md(FILE *f, void *vm) {
     const md_ctx *m = vm;
     const out_ctx *x = m->x;
     fprintf(f, "# Scaling model\n\n");
-    fprintf(f, "Reference: one-rank run %s (%s step %.6g s median, local batch %d, %d threads, %d cores). "
-               "Scaling kind: %s (efficiency %s).\n\n",
-            m->o->run, k_types[m->o->trial_type], m->ref->step_s, m->ref->local_batch, m->ref->threads,
-            m->ref->cores, m->kind, x->strong ? "T1 / (p Tp)" : "T1 / Tp");
+    fprintf(f, "Reference: %d one-rank run%s (%d threads, %d cores):", m->ref->nref, m->ref->nref > 1 ? "s" : "",
+            m->ref->threads, m->ref->cores);
+    for (int i = 0; i < m->o->nruns; i++) fprintf(f, " %s", m->o->runs[i]);
+    fprintf(f, "; median %s step", k_types[m->o->trial_type]);
+    for (int i = 0; i < m->ref->nref; i++)
+        fprintf(f, "%s %.6g s at local batch %d", i ? "," : "", m->ref->step_s[i], m->ref->batch[i]);
+    fprintf(f, ". Scaling kind: %s (efficiency %s).\n\n", m->kind, x->strong ? "T1 / (p Tp)" : "T1 / Tp");
     fprintf(f, "Assumptions: ring cost forms fitted per collective and group (1/t^2-weighted least squares, slowest "
                "rank per size); compute scaled per op by the rank's share of heads and tokens and by local batch; "
                "compute x (reference threads / threads) x max(1, node ranks x threads / cores); tp and cp "
                "collectives blocking; DDP buckets on one channel %s. See README, *Scaling model*.\n\n",
             m->o->ddp_mode == VB_DDP_OVERLAP ? "overlapping backward from their ready times"
                                              : "started after backward (no progress during backward)");
-    fprintf(f, "## Fits\n\n| collective | group | p | alpha (us) | beta (GB/s) | rel. RMS error | sizes |\n"
-               "|---|---|---|---|---|---|---|\n");
+    fprintf(f, "## Fits\n\n| collective | group | p | world | alpha (us) | beta (GB/s) | rel. RMS error | sizes |\n"
+               "|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < x->fits->n; i++) {
         const vb_ab_fit *a = &x->fits->fits[i];
-        fprintf(f, "| %s | %s | %d | %.4g | %.4g | %.3g | %d |\n", vb_coll_name[a->coll], a->group, a->p,
-                a->alpha_us, a->beta_GBps, a->rel_rms, a->nsizes);
+        fprintf(f, "| %s | %s | %d | %d | %.4g | %.4g | %.3g | %d |\n", vb_coll_name[a->coll], a->group, a->p,
+                a->world, a->alpha_us, a->beta_GBps, a->rel_rms, a->nsizes);
     }
     fprintf(f, "\n## Points\n\n|");
     for (int c = 0; c < NSHOW; c++) fprintf(f, " %s |", k_cols[k_show[c]]);
@@ -521,8 +577,9 @@ int vb_model_main(int argc, char **argv) {
     const vb_cli_opt opts[] = {
         {.name = "commbench", .kind = VB_CLI_FUNC, .ptr = &o, .fn = add_commbench, .arg = "FILE|DIR",
          .help = "vitbench commbench's commbench.csv or its run directory (required; repeat for more rank counts)"},
-        {.name = "run", .kind = VB_CLI_STRING, .ptr = &o.run, .arg = "DIR",
-         .help = "a one-rank run directory (vitbench run): the compute reference (required)"},
+        {.name = "run", .kind = VB_CLI_FUNC, .ptr = &o, .fn = add_run, .arg = "DIR",
+         .help = "a one-rank run directory (vitbench run): the compute reference (required; repeat with other "
+                 "local batch sizes to interpolate between them)"},
         {.name = "sweep", .kind = VB_CLI_STRING, .ptr = &o.sweep, .arg = "DIR",
          .help = "a sweep directory: predict each completed run beside its measurement"},
         {.name = "world_sizes", .kind = VB_CLI_FUNC, .ptr = &o, .fn = parse_worlds, .arg = "N,N,...",
@@ -563,7 +620,7 @@ int vb_model_main(int argc, char **argv) {
     };
     vb_cli_parse(&cli, argc, argv);
     if (o.ncommbench == 0) vb_die_input("model: missing required flag --commbench");
-    if (!o.run) vb_die_input("model: missing required flag --run");
+    if (o.nruns == 0) vb_die_input("model: missing required flag --run");
     if (!o.sweep && o.nworlds == 0) vb_die_input("model: nothing to predict: give --sweep DIR or --world_sizes N,...");
     if (o.bucket_cap_mb == 0) o.bucket_cap_mb = 25;
 
@@ -571,7 +628,7 @@ int vb_model_main(int argc, char **argv) {
     for (int i = 0; i < o.ncommbench; i++) vb_ab_load(o.commbench[i], &fits);
     vb_mref ref;
     const char *type = k_types[o.trial_type];
-    load_ref(&ref, o.run, type);
+    load_refs(&ref, o.runs, o.nruns, type);
 
     point_list pl = {0};
     char kind[64] = "";
@@ -637,12 +694,12 @@ int vb_model_main(int argc, char **argv) {
     vb_atomic_write_or_die(path, write_md, &m);
 
     printf("Fits (commbench.csv, slowest rank per size):\n");
-    printf("%-15s %-6s %3s %12s %12s %8s %6s\n", "collective", "group", "p", "alpha_us", "beta_GBps", "rel_rms",
-           "sizes");
+    printf("%-15s %-6s %3s %5s %12s %12s %8s %6s\n", "collective", "group", "p", "world", "alpha_us", "beta_GBps",
+           "rel_rms", "sizes");
     for (int i = 0; i < fits.n; i++) {
         const vb_ab_fit *a = &fits.fits[i];
-        printf("%-15s %-6s %3d %12.4g %12.4g %8.3g %6d\n", vb_coll_name[a->coll], a->group, a->p, a->alpha_us,
-               a->beta_GBps, a->rel_rms, a->nsizes);
+        printf("%-15s %-6s %3d %5d %12.4g %12.4g %8.3g %6d\n", vb_coll_name[a->coll], a->group, a->p, a->world,
+               a->alpha_us, a->beta_GBps, a->rel_rms, a->nsizes);
     }
     printf("\nPredicted step (%s kind, %s efficiency) beside the measurement:\n", kind,
            strong ? "strong: T1/(p Tp)" : "weak: T1/Tp");

@@ -42,6 +42,7 @@ typedef struct vb_ab_fit {
     int coll;           /* VB_COLL_* */
     char group[16];     /* tp, cp, dp, cpdp, world ... as commbench named it */
     int p;              /* group size */
+    int world;          /* ranks of the commbench run (group_size x ngroups; 0 unknown) */
     double alpha_us;    /* latency per step of the form, >= 0 */
     double beta_GBps;   /* bandwidth; INFINITY when the fit finds no size dependence */
     double rel_rms;     /* sqrt(mean(((fit - measured) / measured)^2)) over the sizes */
@@ -72,12 +73,16 @@ typedef struct vb_ab_table {
 void vb_ab_load(const char *path, vb_ab_table *t);
 void vb_ab_free(vb_ab_table *t);
 
-/* The fit for collective `coll` over a group of p ranks: the same group kind
- * and size, else any group of that size, else (flagging *extrapolated) the
- * measured size nearest p, larger preferred -- per-link alpha and beta then
- * carry over through the ring form. NULL when the collective was never
- * measured. */
-const vb_ab_fit *vb_ab_lookup(const vb_ab_table *t, int coll, const char *group, int p, bool *extrapolated);
+/* The fit for collective `coll` over a group of p ranks in a world of
+ * `world` ranks (0: any): the same group kind, size and world, else any
+ * group of that size and world, else the same kind and size at another
+ * world, else any group of that size (a node shared by more ranks times its
+ * collectives differently, so the same world is preferred), else (flagging
+ * *extrapolated) the measured size nearest p, larger preferred -- per-link
+ * alpha and beta then carry over through the ring form. NULL when the
+ * collective was never measured. */
+const vb_ab_fit *vb_ab_lookup(const vb_ab_table *t, int coll, const char *group, int p, int world,
+                              bool *extrapolated);
 
 /* ---- the step model (model_predict.c) ---- */
 
@@ -97,24 +102,34 @@ typedef struct vb_mdims {
     int dim, depth, heads, patch, img_h, img_w, cin, cout;
 } vb_mdims;
 
-/* One rank's step, from ops.csv: each op's seconds per step and calls per step. */
+/* One-rank steps, from ops.csv, at one or more local batch sizes (one
+ * reference run each): each op's seconds per step at every reference batch
+ * and its calls per step. */
+#define VB_MODEL_MAX_REFS 8
 typedef struct vb_mop {
     char name[64];
-    double step_s;    /* total_s / timed steps */
-    double calls;     /* calls per step */
+    double step_s[VB_MODEL_MAX_REFS]; /* total_s / timed steps, per reference (0: not run there) */
+    double calls;                     /* calls per step (batch-independent) */
 } vb_mop;
 
 typedef struct vb_mref {
     vb_mdims d;
-    int local_batch;  /* the reference run's samples per step */
-    int threads;      /* its OpenMP threads */
-    int node_ranks;   /* ranks on its node (1) */
+    int nref;
+    int batch[VB_MODEL_MAX_REFS];     /* the references' local batch, ascending */
+    double step_s[VB_MODEL_MAX_REFS]; /* their median timed step */
+    int threads;      /* the references' OpenMP threads */
+    int node_ranks;   /* ranks on their node (1) */
     int cores;        /* cores the node offers its ranks */
     int act_bytes;    /* bytes per activation element (4: float32, 2: bfloat16) */
-    double step_s;    /* median timed step */
     vb_mop *ops;
     int nops;
 } vb_mref;
+
+/* A per-sample quantity measured at the references' batches (v[i] at
+ * batch[i]) at batch b: linear between the two references around b,
+ * proportional to b beyond the smallest or largest (one reference: v[0] x
+ * b / batch[0]). With proportional false, constant beyond them instead. */
+double vb_mref_at_batch(const vb_mref *r, const double *v, double b, bool proportional);
 
 typedef struct vb_mlayout {
     int tp, cp, dp;
@@ -124,7 +139,7 @@ typedef struct vb_mlayout {
     int cores;
     double bucket_cap_mb;
     bool noddp;
-} vb_mlayout;
+} vb_mlayout; /* world = tp x cp x dp */
 
 typedef enum { VB_DDP_OVERLAP, VB_DDP_AFTER_BACKWARD } vb_ddp_mode;
 

@@ -100,7 +100,7 @@ double vb_ab_seconds(const vb_ab_fit *f, int p, double bytes) {
 /* ---- commbench.csv ---- */
 
 typedef struct {
-    int coll, p;
+    int coll, p, world;
     char group[16];
     double bytes, t_us; /* max over ranks */
 } ab_row;
@@ -125,6 +125,7 @@ void vb_ab_load(const char *path_in, vb_ab_table *tab) {
     const int cc = req_col(&t, path, "collective"), cg = req_col(&t, path, "group");
     const int cp = req_col(&t, path, "group_size"), cs = req_col(&t, path, "size_bytes");
     const int ct = req_col(&t, path, "time_us"), cw = vb_csv_col(&t, "wrong");
+    const int cng = vb_csv_col(&t, "ngroups");
     ab_row *rows = calloc((size_t)t.nrows + 1, sizeof *rows);
     if (!rows) vb_die_internal("out of memory");
     int nr = 0;
@@ -143,12 +144,18 @@ void vb_ab_load(const char *path_in, vb_ab_table *tab) {
                          path, i + 2, vb_csv_get(&t, i, cw));
         if (p < 2) continue; /* a one-rank group does not communicate */
         const char *g = vb_csv_get(&t, i, cg);
+        double ng = 0;
+        if (cng >= 0 && (!vb_csv_num(&t, i, cng, &ng) || ng < 1 || ng != floor(ng)))
+            vb_die_input("model: %s: row %d: ngroups is not a positive integer", path, i + 2);
+        const int world = (int)(p * ng);
         int k = 0;
         for (; k < nr; k++)
-            if (rows[k].coll == coll && rows[k].p == (int)p && rows[k].bytes == bytes && strcmp(rows[k].group, g) == 0)
+            if (rows[k].coll == coll && rows[k].p == (int)p && rows[k].world == world && rows[k].bytes == bytes &&
+                strcmp(rows[k].group, g) == 0)
                 break;
         if (k == nr) {
-            rows[nr].coll = coll, rows[nr].p = (int)p, rows[nr].bytes = bytes, rows[nr].t_us = 0;
+            rows[nr].coll = coll, rows[nr].p = (int)p, rows[nr].world = world, rows[nr].bytes = bytes;
+            rows[nr].t_us = 0;
             snprintf(rows[nr].group, sizeof rows[nr].group, "%s", g);
             nr++;
         }
@@ -162,7 +169,7 @@ void vb_ab_load(const char *path_in, vb_ab_table *tab) {
         if (done[i]) continue;
         int n = 0;
         for (int j = i; j < nr; j++)
-            if (!done[j] && rows[j].coll == rows[i].coll && rows[j].p == rows[i].p &&
+            if (!done[j] && rows[j].coll == rows[i].coll && rows[j].p == rows[i].p && rows[j].world == rows[i].world &&
                 strcmp(rows[j].group, rows[i].group) == 0) {
                 done[j] = true;
                 xb[n] = rows[j].bytes, yt[n] = rows[j].t_us, n++;
@@ -172,6 +179,7 @@ void vb_ab_load(const char *path_in, vb_ab_table *tab) {
             vb_die_input("model: %s: %s over %s (%d ranks): %s", path, vb_coll_name[rows[i].coll], rows[i].group,
                          rows[i].p, err);
         snprintf(f.group, sizeof f.group, "%s", rows[i].group);
+        f.world = rows[i].world;
         vb_ab_fit *nf = realloc(tab->fits, sizeof *nf * (size_t)(tab->n + 1));
         if (!nf) vb_die_internal("out of memory");
         tab->fits = nf;
@@ -189,20 +197,24 @@ void vb_ab_free(vb_ab_table *t) {
     t->n = 0;
 }
 
-const vb_ab_fit *vb_ab_lookup(const vb_ab_table *t, int coll, const char *group, int p, bool *extrapolated) {
-    const vb_ab_fit *same_size = NULL, *near = NULL;
+const vb_ab_fit *vb_ab_lookup(const vb_ab_table *t, int coll, const char *group, int p, int world,
+                              bool *extrapolated) {
+    /* rank of a fit of size p: 0 same group and world, 1 same world, 2 same group, 3 any */
+    const vb_ab_fit *best = NULL, *near = NULL;
+    int best_rank = 4;
     for (int i = 0; i < t->n; i++) {
         const vb_ab_fit *f = &t->fits[i];
         if (f->coll != coll) continue;
         if (f->p == p) {
-            if (group && strcmp(f->group, group) == 0) return f;
-            if (!same_size) same_size = f;
+            const bool g = group && strcmp(f->group, group) == 0, w = world > 0 && f->world == world;
+            const int r = g && w ? 0 : w ? 1 : g ? 2 : 3;
+            if (r < best_rank) best = f, best_rank = r;
         }
         /* nearest size; on a tie the larger (closer to a cluster's many links) */
         if (!near || abs(f->p - p) < abs(near->p - p) || (abs(f->p - p) == abs(near->p - p) && f->p > near->p))
             near = f;
     }
-    if (same_size) return same_size;
+    if (best) return best;
     if (near && extrapolated) *extrapolated = true;
     return near;
 }

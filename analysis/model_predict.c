@@ -142,31 +142,49 @@ static phase op_phase(const char *name) {
     return PH_FORWARD;
 }
 
+double vb_mref_at_batch(const vb_mref *r, const double *v, double b, bool proportional) {
+    const int n = r->nref;
+    if (n < 1) return 0.0;
+    if (b <= r->batch[0]) return proportional ? v[0] * b / r->batch[0] : v[0];
+    if (b >= r->batch[n - 1]) return proportional ? v[n - 1] * b / r->batch[n - 1] : v[n - 1];
+    int i = 0;
+    while (i + 1 < n - 1 && r->batch[i + 1] < b) i++;
+    const double w = (b - r->batch[i]) / (double)(r->batch[i + 1] - r->batch[i]);
+    return v[i] + w * (v[i + 1] - v[i]);
+}
+
 typedef struct {
     const vb_mref *ref;
-    double batch_f, tok_f, tp_f, param_f, cpu_f;
+    double batch, tok_f, tp_f, param_f, cpu_f;
 } scaler;
 
-static double op_factor(const scaler *s, const char *name) {
-    switch (op_shard_class(name)) {
-    case OP_TP_CP: return s->batch_f * s->tok_f * s->tp_f * s->cpu_f;
-    case OP_CP: return s->batch_f * s->tok_f * s->cpu_f;
-    case OP_PARAM: return s->param_f * s->cpu_f;
-    default: return s->batch_f * s->cpu_f;
+/* Seconds per step of op o in the layout: its one-rank time at this batch
+ * (parameter-sized ops: batch-independent), times the rank's share of its
+ * work and the CPU factor. */
+static double op_step_s(const scaler *s, const vb_mop *o) {
+    switch (op_shard_class(o->name)) {
+    case OP_TP_CP: return vb_mref_at_batch(s->ref, o->step_s, s->batch, true) * s->tok_f * s->tp_f * s->cpu_f;
+    case OP_CP: return vb_mref_at_batch(s->ref, o->step_s, s->batch, true) * s->tok_f * s->cpu_f;
+    case OP_PARAM: return vb_mref_at_batch(s->ref, o->step_s, s->batch, false) * s->param_f * s->cpu_f;
+    default: return vb_mref_at_batch(s->ref, o->step_s, s->batch, true) * s->cpu_f;
     }
+}
+
+static const vb_mop *find_op(const vb_mref *r, const char *name) {
+    for (int i = 0; i < r->nops; i++)
+        if (strcmp(r->ops[i].name, name) == 0) return &r->ops[i];
+    return NULL;
 }
 
 /* One call of `name` in the layout, in seconds (0 when the reference never ran it). */
 static double call_s(const scaler *s, const char *name) {
-    for (int i = 0; i < s->ref->nops; i++) {
-        const vb_mop *o = &s->ref->ops[i];
-        if (strcmp(o->name, name) == 0 && o->calls > 0) return o->step_s / o->calls * op_factor(s, name);
-    }
-    return 0.0;
+    const vb_mop *o = find_op(s->ref, name);
+    return o && o->calls > 0 ? op_step_s(s, o) / o->calls : 0.0;
 }
 
-static const vb_ab_fit *need_fit(const vb_ab_table *fits, int coll, const char *group, int p, bool *extrap) {
-    const vb_ab_fit *f = vb_ab_lookup(fits, coll, group, p, extrap);
+static const vb_ab_fit *need_fit(const vb_ab_table *fits, int coll, const char *group, int p, int world,
+                                 bool *extrap) {
+    const vb_ab_fit *f = vb_ab_lookup(fits, coll, group, p, world, extrap);
     if (!f)
         vb_die_input("model: --commbench has no %s rows, needed for the %s group of %d ranks", vb_coll_name[coll],
                      group, p);
@@ -183,14 +201,14 @@ void vb_model_predict(const vb_mref *ref, const vb_ab_table *fits, const vb_mlay
                       vb_mpred *out) {
     memset(out, 0, sizeof *out);
     const vb_mdims *d = &ref->d;
-    const int N = ntokens(d), Nl = tokens_local(N, l->cp), L = d->depth;
+    const int N = ntokens(d), Nl = tokens_local(N, l->cp), L = d->depth, world = l->tp * l->cp * l->dp;
     const double B = l->local_batch, esz = ref->act_bytes, D = d->dim, Dl = (double)d->dim / l->tp;
     vit_tensor *tens;
     size_t np, npf;
     const int nt = build_tensors(d, l->tp, &tens, &np, &npf);
 
     scaler s = {.ref = ref,
-                .batch_f = B / ref->local_batch,
+                .batch = B,
                 .tok_f = (double)Nl / N,
                 .tp_f = 1.0 / l->tp,
                 .param_f = (double)np / (double)npf};
@@ -199,31 +217,33 @@ void vb_model_predict(const vb_mref *ref, const vb_ab_table *fits, const vb_mlay
     s.cpu_f = (double)ref->threads / l->threads * over_l / over_r;
     out->cpu_factor = s.cpu_f;
 
-    /* compute by phase; the time outside any op stays (times the CPU factor) */
-    double ops_ref = 0;
+    /* compute by phase; the time outside any op is batch-independent (times the CPU factor) */
+    double outside[VB_MODEL_MAX_REFS];
+    for (int k = 0; k < ref->nref; k++) outside[k] = ref->step_s[k];
     for (int i = 0; i < ref->nops; i++) {
         const vb_mop *o = &ref->ops[i];
-        const double t = o->step_s * op_factor(&s, o->name);
-        ops_ref += o->step_s;
+        const double t = op_step_s(&s, o);
+        for (int k = 0; k < ref->nref; k++) outside[k] -= o->step_s[k];
         switch (op_phase(o->name)) {
         case PH_FORWARD: out->forward_s += t; break;
         case PH_BACKWARD: out->backward_s += t; break;
         default: out->other_s += t; break;
         }
     }
-    if (ref->step_s > ops_ref) out->other_s += (ref->step_s - ops_ref) * s.cpu_f;
+    for (int k = 0; k < ref->nref; k++) outside[k] = fmax(0.0, outside[k]);
+    out->other_s += vb_mref_at_batch(ref, outside, B, false) * s.cpu_f;
     out->compute_s = out->forward_s + out->backward_s + out->other_s;
 
     /* tp and cp collectives: sizes in bytes as commbench counts them */
     double tp_ar = 0, cp_ag_kv = 0, cp_ag_head = 0, cp_rs_kv = 0;
     bool ex = false;
     if (l->tp > 1)
-        tp_ar = vb_ab_seconds(need_fit(fits, VB_COLL_ALLREDUCE, "tp", l->tp, &ex), l->tp, B * Nl * D * esz);
+        tp_ar = vb_ab_seconds(need_fit(fits, VB_COLL_ALLREDUCE, "tp", l->tp, world, &ex), l->tp, B * Nl * D * esz);
     if (l->cp > 1) {
         const double kv = 2.0 * B * N * Dl * esz, head = B * N * (double)d->cout * d->patch * d->patch * esz;
-        cp_ag_kv = vb_ab_seconds(need_fit(fits, VB_COLL_ALLGATHER, "cp", l->cp, &ex), l->cp, kv);
-        cp_ag_head = vb_ab_seconds(need_fit(fits, VB_COLL_ALLGATHER, "cp", l->cp, &ex), l->cp, head);
-        cp_rs_kv = vb_ab_seconds(need_fit(fits, VB_COLL_REDUCE_SCATTER, "cp", l->cp, &ex), l->cp, kv);
+        cp_ag_kv = vb_ab_seconds(need_fit(fits, VB_COLL_ALLGATHER, "cp", l->cp, world, &ex), l->cp, kv);
+        cp_ag_head = vb_ab_seconds(need_fit(fits, VB_COLL_ALLGATHER, "cp", l->cp, world, &ex), l->cp, head);
+        cp_rs_kv = vb_ab_seconds(need_fit(fits, VB_COLL_REDUCE_SCATTER, "cp", l->cp, world, &ex), l->cp, kv);
     }
     out->exposed_tp_s = 4.0 * L * tp_ar;
     out->exposed_cp_s = L * (cp_ag_kv + cp_rs_kv) + cp_ag_head;
@@ -234,8 +254,8 @@ void vb_model_predict(const vb_mref *ref, const vb_ab_table *fits, const vb_mlay
     double t = 0, placed = 0;
     const char *const seq_ops[] = {"zero", "rel_l2_loss_backward", "unpatchify_backward", "cp_slice"};
     for (size_t i = 0; i < sizeof seq_ops / sizeof *seq_ops; i++) {
-        for (int k = 0; k < ref->nops; k++)
-            if (strcmp(ref->ops[k].name, seq_ops[i]) == 0) t += ref->ops[k].step_s * op_factor(&s, seq_ops[i]);
+        const vb_mop *o = find_op(ref, seq_ops[i]);
+        if (o) t += op_step_s(&s, o);
     }
     placed = t;
     const double head = call_s(&s, "matmul_backward_head"), ln = call_s(&s, "layernorm_backward");
@@ -273,7 +293,7 @@ void vb_model_predict(const vb_mref *ref, const vb_ab_table *fits, const vb_mlay
         if (!bk || !bucket_of || !br || !bd) vb_die_internal("out of memory");
         const int nb = vb_ddp_plan(tens, nt, np, cap, bk, bucket_of);
         const char *g = l->noddp ? "cp" : l->cp > 1 ? "cpdp" : "dp";
-        const vb_ab_fit *f = need_fit(fits, VB_COLL_ALLREDUCE, g, p_red, &ex);
+        const vb_ab_fit *f = need_fit(fits, VB_COLL_ALLREDUCE, g, p_red, world, &ex);
         for (int k = 0; k < nb; k++) {
             double r = 0;
             for (int i = bk[k].first; i <= bk[k].last; i++) r = fmax(r, ready[i]);

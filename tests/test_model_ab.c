@@ -79,21 +79,26 @@ static void test_fit_refuses_bad_points(void **state) {
 
 static void test_lookup(void **state) {
     (void)state;
-    vb_ab_fit fits[3] = {
-        {.coll = VB_COLL_ALLREDUCE, .group = "world", .p = 4, .alpha_us = 1, .beta_GBps = 1},
-        {.coll = VB_COLL_ALLREDUCE, .group = "dp", .p = 4, .alpha_us = 2, .beta_GBps = 1},
-        {.coll = VB_COLL_ALLREDUCE, .group = "tp", .p = 2, .alpha_us = 3, .beta_GBps = 1},
+    vb_ab_fit fits[4] = {
+        {.coll = VB_COLL_ALLREDUCE, .group = "world", .p = 4, .world = 4, .alpha_us = 1, .beta_GBps = 1},
+        {.coll = VB_COLL_ALLREDUCE, .group = "dp", .p = 4, .world = 8, .alpha_us = 2, .beta_GBps = 1},
+        {.coll = VB_COLL_ALLREDUCE, .group = "tp", .p = 2, .world = 4, .alpha_us = 3, .beta_GBps = 1},
+        {.coll = VB_COLL_ALLREDUCE, .group = "dp", .p = 2, .world = 2, .alpha_us = 4, .beta_GBps = 1},
     };
-    vb_ab_table t = {fits, 3};
+    vb_ab_table t = {fits, 4};
     bool ex = false;
-    assert_ptr_equal(vb_ab_lookup(&t, VB_COLL_ALLREDUCE, "dp", 4, &ex), &fits[1]);
-    assert_ptr_equal(vb_ab_lookup(&t, VB_COLL_ALLREDUCE, "cpdp", 4, &ex), &fits[0]); /* same size, other group */
+    assert_ptr_equal(vb_ab_lookup(&t, VB_COLL_ALLREDUCE, "dp", 4, 8, &ex), &fits[1]);   /* group, size, world */
+    assert_ptr_equal(vb_ab_lookup(&t, VB_COLL_ALLREDUCE, "cpdp", 4, 4, &ex), &fits[0]); /* size, world */
+    assert_ptr_equal(vb_ab_lookup(&t, VB_COLL_ALLREDUCE, "dp", 2, 4, &ex), &fits[2]);   /* the same world first */
+    assert_ptr_equal(vb_ab_lookup(&t, VB_COLL_ALLREDUCE, "dp", 2, 16, &ex), &fits[3]);  /* then the same group */
+    assert_ptr_equal(vb_ab_lookup(&t, VB_COLL_ALLREDUCE, "dp", 4, 16, &ex), &fits[1]);
     assert_false(ex);
-    assert_ptr_equal(vb_ab_lookup(&t, VB_COLL_ALLREDUCE, "dp", 16, &ex), &fits[0]); /* nearest size */
+    assert_ptr_equal(vb_ab_lookup(&t, VB_COLL_ALLREDUCE, "dp", 16, 16, &ex), &fits[0]); /* nearest size */
     assert_true(ex);
     ex = false;
-    assert_ptr_equal(vb_ab_lookup(&t, VB_COLL_ALLREDUCE, "dp", 3, &ex), &fits[0]); /* tie 2 / 4: the larger */
-    assert_null(vb_ab_lookup(&t, VB_COLL_ALLGATHER, "cp", 2, &ex));
+    assert_ptr_equal(vb_ab_lookup(&t, VB_COLL_ALLREDUCE, "dp", 3, 0, &ex), &fits[0]); /* tie 2 / 4: the larger */
+    assert_true(ex);
+    assert_null(vb_ab_lookup(&t, VB_COLL_ALLGATHER, "cp", 2, 4, &ex));
 }
 
 /* Three buckets on one channel, backward ending at 10 ms:
@@ -148,11 +153,11 @@ static void test_layout_check(void **state) {
 static void test_predict_parts(void **state) {
     (void)state;
     vb_mop ops[] = {
-        {"matmul_forward_fc1", 0.02, 2},  {"matmul_backward_fc1", 0.04, 2}, {"layernorm_forward", 0.01, 1},
-        {"rel_l2_loss_forward", 0.01, 1}, {"adam_update", 0.01, 1},
+        {"matmul_forward_fc1", {0.02}, 2},  {"matmul_backward_fc1", {0.04}, 2}, {"layernorm_forward", {0.01}, 1},
+        {"rel_l2_loss_forward", {0.01}, 1}, {"adam_update", {0.01}, 1},
     };
-    vb_mref ref = {.d = k_dims, .local_batch = 2, .threads = 2, .node_ranks = 1, .cores = 2, .act_bytes = 4,
-                   .step_s = 0.1, .ops = ops, .nops = 5};
+    vb_mref ref = {.d = k_dims, .nref = 1, .batch = {2}, .step_s = {0.1}, .threads = 2, .node_ranks = 1, .cores = 2,
+                   .act_bytes = 4, .ops = ops, .nops = 5};
     vb_ab_fit fits[3] = {
         {.coll = VB_COLL_ALLREDUCE, .group = "tp", .p = 2, .alpha_us = 10, .beta_GBps = 1},
         {.coll = VB_COLL_ALLGATHER, .group = "cp", .p = 2, .alpha_us = 10, .beta_GBps = 1},
@@ -189,6 +194,25 @@ static void test_predict_parts(void **state) {
     assert_true(q.exposed_ddp_s > 0 && fabs(q.exposed_ddp_s - q.ddp_comm_s) < 1e-15);
 }
 
+/* References at batch 4 (0.04 s) and 8 (0.06 s): linear between them,
+ * proportional beyond (batch 2: 0.02; 16: 0.12), or constant when asked. */
+static void test_batch_interpolation(void **state) {
+    (void)state;
+    vb_mref r = {.nref = 2, .batch = {4, 8}};
+    const double v[2] = {0.04, 0.06};
+    assert_rel(vb_mref_at_batch(&r, v, 6, true), 0.05, 1e-15);
+    assert_rel(vb_mref_at_batch(&r, v, 8, true), 0.06, 1e-15);
+    assert_rel(vb_mref_at_batch(&r, v, 2, true), 0.02, 1e-15);
+    assert_rel(vb_mref_at_batch(&r, v, 16, true), 0.12, 1e-15);
+    assert_rel(vb_mref_at_batch(&r, v, 16, false), 0.06, 1e-15);
+    r.nref = 1;
+    assert_rel(vb_mref_at_batch(&r, v, 6, true), 0.06, 1e-15);
+    vb_mref three = {.nref = 3, .batch = {2, 4, 8}};
+    const double w[3] = {0.03, 0.04, 0.08};
+    assert_rel(vb_mref_at_batch(&three, w, 3, true), 0.035, 1e-15);
+    assert_rel(vb_mref_at_batch(&three, w, 5, true), 0.05, 1e-15);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fit_recovers_alpha_beta),
@@ -199,6 +223,7 @@ int main(void) {
         cmocka_unit_test(test_efficiency),
         cmocka_unit_test(test_layout_check),
         cmocka_unit_test(test_predict_parts),
+        cmocka_unit_test(test_batch_interpolation),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -54,8 +54,8 @@ near "$(col "$M" 002_ranks=4 step_s)" 0.200123 || fail "4-rank step: $(cat "$M")
 near "$(col "$M" 002_ranks=4 efficiency)" 0.499693 || fail "4-rank efficiency: $(cat "$M")"
 near "$(col "$M" 002_ranks=4 measured_efficiency)" 0.5 || fail "4-rank measured efficiency: $(cat "$M")"
 near "$(col "$M" 002_ranks=4 nbuckets)" 1 || fail "bucket count: $(cat "$M")"
-grep -q '^allreduce,dp,2,20,2,0,4$' "$TMP/sweep/model_fits.csv" || fail "fit: $(cat "$TMP/sweep/model_fits.csv")"
-grep -q '^broadcast,world,4,10,4,' "$TMP/sweep/model_fits.csv" || fail "broadcast fit: $(cat "$TMP/sweep/model_fits.csv")"
+grep -q '^allreduce,dp,2,4,20,2,0,4$' "$TMP/sweep/model_fits.csv" || fail "fit: $(cat "$TMP/sweep/model_fits.csv")"
+grep -q '^broadcast,world,4,4,10,4,' "$TMP/sweep/model_fits.csv" || fail "broadcast fit: $(cat "$TMP/sweep/model_fits.csv")"
 echo "$out" | grep -q 'step-time error over 3 measured points: median |rel. error| 0.000615, max 0.2' ||
     fail "error summary: $out"
 
@@ -75,6 +75,15 @@ near "$(col "$TMP/hyp/model.csv" world=4_tp=1_cp=1_dp=4 cpu_factor)" 1 || fail "
 # tp 2: 4 allreduces per block of B Nl D float32 = 2 x 8 x 8 x 4 = 512 B over 2 ranks: 4 x (40 + 0.256) us
 near "$(col "$TMP/hyp/model.csv" world=4_tp=2_cp=1_dp=2 comm_exposed_tp_s)" 0.000161024 ||
     fail "tp exposed: $(cat "$TMP/hyp/model.csv")"
+
+# two references, local batch 2 (0.1 s) and 4 (every time doubled: 0.2 s): batch 3 interpolates to 0.15 s
+mkdir -p "$TMP/run4"
+sed 's/"local_batch_size": 2/"local_batch_size": 4/' "$FIX/run1/run.json" > "$TMP/run4/run.json"
+awk -F, -v OFS=, 'NR > 1 { $7 = 2 * $7 } 1' "$FIX/run1/iterations.csv" > "$TMP/run4/iterations.csv"
+awk -F, -v OFS=, 'NR > 1 { $8 = 2 * $8 } 1' "$FIX/run1/ops.csv" > "$TMP/run4/ops.csv"
+"$VB" model --commbench "$FIX/commbench.csv" --run "$FIX/run1" --run "$TMP/run4" --world_sizes 1 \
+    --local_batch_size 3 --output_dir "$TMP/interp" > "$TMP/interp.log" 2>&1 || fail "two --run: $(cat "$TMP/interp.log")"
+near "$(col "$TMP/interp/model.csv" world=1_tp=1_cp=1_dp=1 step_s)" 0.15 || fail "interpolated step: $(cat "$TMP/interp/model.csv")"
 
 # 4. the sweep report shows predicted beside measured
 "$VB" report "$TMP/sweep" --no_plots > "$TMP/report.log" 2>&1 || fail "report: $(cat "$TMP/report.log")"
@@ -105,6 +114,7 @@ grep -v '^allreduce' "$FIX/commbench.csv" > "$TMP/noar.csv"
 bad "no allreduce rows" --commbench "$TMP/noar.csv" --run "$FIX/run1" --sweep "$TMP/sweep"
 bad "a one-rank run is needed" --commbench "$FIX/commbench.csv" --run "$TMP/sweep/runs/001_ranks=2" --sweep "$TMP/sweep"
 mkdir -p "$TMP/noops" && cp "$FIX/run1/run.json" "$FIX/run1/iterations.csv" "$TMP/noops/"
+bad "a second reference at local batch 2" --commbench "$FIX/commbench.csv" --run "$FIX/run1" --run "$FIX/run1" --sweep "$TMP/sweep"
 bad "ops.csv" --commbench "$FIX/commbench.csv" --run "$TMP/noops" --sweep "$TMP/sweep"
 cp -r "$TMP/sweep" "$TMP/badtp"
 sed -i 's/"tp": 1/"tp": 3/' "$TMP/badtp/runs/001_ranks=2/run.json"
