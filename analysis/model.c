@@ -8,8 +8,9 @@
  * Inputs and what is taken from each:
  *   commbench.csv   alpha / beta per (collective, group, group size), model_fit.c
  *   RUN_DIR         a one-rank run: run.json (model dims, local batch, threads,
- *                   cores, bucket_cap_mb), iterations.csv (median timed step of
- *                   --trial_type, rank 0), ops.csv (each op's seconds per step)
+ *                   cores), iterations.csv (median timed step of --trial_type,
+ *                   rank 0), ops.csv (each op's seconds per step); --run again
+ *                   with other local batch sizes to interpolate between them
  *   SWEEP_DIR       index.csv (completed runs, their mean samples/s) and each
  *                   run's run.json (layout, local batch, threads, ranks on the
  *                   node, bucket cap, noddp); sweep.json's kind

@@ -12,8 +12,11 @@
  *     wait on the whole image: replicated over tp and cp;
  *   - Adam and the gradient zeroing on this rank's parameters (tp shards the
  *     block matrices), independent of the batch;
- *   - everything else per sample, times local batch / the reference's.
- * Time the step spends outside any op is kept unscaled. Then the CPU: a rank
+ *   - per-sample ops at the layout's local batch: linear between the two
+ *     reference runs whose batches surround it, proportional to the batch
+ *     beyond the smallest or largest (per-sample cost is not constant on the
+ *     CPU: a batch of 4 costs more per sample than one of 8).
+ * Time the step spends outside any op is kept, batch-independent. Then the CPU: a rank
  * with fewer OpenMP threads than the reference is slower in proportion
  * (linear thread scaling assumed), and ranks x threads beyond the node's
  * cores share them: compute x max(1, node_ranks x threads / cores) (on GPU
