@@ -383,6 +383,48 @@ static void per_run_sections(rp_doc *d, const rp_sweep *s, const char *out_dir) 
     }
 }
 
+/* `vitbench model` wrote model.csv into the sweep: each point's predicted
+ * throughput beside what it measured (one row per run, as model.csv), and a
+ * figure with both. Nothing when there is no model.csv. */
+static void model_section(rp_doc *d, const rp_sweep *s, const rp_opts *o) {
+    vb_csv m;
+    if (rp_read_csv(s->path, "model.csv", &m) != 0) return;
+    const int cpt = vb_csv_col(&m, "point"), crk = vb_csv_col(&m, "ranks");
+    const int cms = vb_csv_col(&m, "measured_samples_per_s"), cps = vb_csv_col(&m, "samples_per_s");
+    const int cme = vb_csv_col(&m, "measured_efficiency"), cpe = vb_csv_col(&m, "efficiency");
+    const int cer = vb_csv_col(&m, "rel_error");
+    if (cpt < 0 || crk < 0 || cms < 0 || cps < 0 || cme < 0 || cpe < 0 || cer < 0) {
+        rp_problem(d, "%s/model.csv: not vitbench model's columns; no model section", s->path);
+        vb_csv_free(&m);
+        return;
+    }
+    rp_heading(d, 1, "Scaling model: predicted beside measured");
+    rp_para(d, "From model.csv (vitbench model: alpha-beta fits of commbench.csv, compute scaled from a one-rank "
+               "run; see model.md for its fits and assumptions). rel_error_step = (predicted - measured) / measured "
+               "step time.");
+    const char *cols[] = {"point", "ranks", "measured_samples_per_s", "predicted_samples_per_s",
+                          "measured_efficiency", "predicted_efficiency", "rel_error_step"};
+    rp_table *t = rp_table_new("model_vs_measured.csv", "Predicted and measured throughput per run", 7, cols);
+    vb_plot pl;
+    vb_plot_init(&pl, "model_throughput", "Throughput: measured and predicted by the model", "point", "samples/s");
+    pl.categorical = true;
+    vb_plot_series *sm = vb_plot_series_add(&pl, "measured", false);
+    vb_plot_series *sp = vb_plot_series_add(&pl, "model", true);
+    for (int i = 0; i < m.nrows; i++) {
+        const int cells[] = {cpt, crk, cms, cps, cme, cpe, cer};
+        for (int c = 0; c < 7; c++) rp_table_add(t, "%s", vb_csv_get(&m, i, cells[c]));
+        double ms = NAN, ps = NAN;
+        vb_csv_num(&m, i, cms, &ms);
+        vb_csv_num(&m, i, cps, &ps);
+        vb_plot_point(sm, i, ms, NAN, NAN, vb_csv_get(&m, i, cpt));
+        vb_plot_point(sp, i, ps, NAN, NAN, vb_csv_get(&m, i, cpt));
+    }
+    rp_add_table(d, t);
+    rp_figure(d, o, &pl);
+    vb_plot_free(&pl);
+    vb_csv_free(&m);
+}
+
 void rp_sweep_report(rp_doc *d, const char *path, const rp_opts *o) {
     rp_sweep s;
     memset(&s, 0, sizeof s);
@@ -415,6 +457,7 @@ void rp_sweep_report(rp_doc *d, const char *path, const rp_opts *o) {
         rp_table *main_table = rp_kind_analysis(d, &s, o);
         if (main_table) rp_table_print(main_table, stdout);
     }
+    model_section(d, &s, o);
     provenance_section(d, &s);
     failed_section(d, &s, o->out_dir);
     per_run_sections(d, &s, o->out_dir);

@@ -6,6 +6,7 @@
  *   vitbench sweep    a scenario file as many runs (bench/sweep.h)
  *   vitbench report | compare | trace | nsys   results to answers (analysis/analysis.h)
  *   vitbench commbench  the data plane's collectives, nccl-tests style (bench/commbench.h)
+ *   vitbench model    alpha-beta scaling model against a sweep (analysis/model.h)
  *   vitbench help | version
  *
  * Bad input of any kind exits 2 with one line naming the flag / key / file.
@@ -21,6 +22,7 @@
 #include <string.h>
 
 #include "analysis/analysis.h"
+#include "analysis/model.h"
 #include "bench/commbench.h"
 #include "bench/sweep.h"
 #include "bench/train_loop.h"
@@ -61,6 +63,8 @@ static void usage(FILE *f) {
             "             [--tensor_parallel N] [--context_parallel N] [--parallel_order O] [--groups LIST]\n"
             "             [--comm_backend mpi|nccl] [--backend cpu|cuda|auto] [--output_dir DIR] [--run_name NAME];\n"
             "             writes DIR/<run>/commbench.csv and commbench.json (commbench --help for details)\n"
+            "  model      alpha-beta scaling model: --commbench FILE|DIR --run RUN_DIR [--sweep SWEEP_DIR]\n"
+            "             [--world_sizes N,... --layouts all|dp]; writes model.csv, model.md (see model --help)\n"
             "  help       this text\n"
             "  version    build and library versions\n"
             "\n"
@@ -131,7 +135,7 @@ static int cmd_run_or_train(int argc, char **argv, vb_run_mode mode) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) vb_die_input("missing command (run, train, datagen, sweep, report, compare, trace, nsys, commbench, help, version; see "
+    if (argc < 2) vb_die_input("missing command (run, train, datagen, sweep, report, compare, trace, nsys, commbench, model, help, version; see "
                      "vitbench help)");
     const char *cmd = argv[1];
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
@@ -150,9 +154,10 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "trace") == 0) return vb_trace_main(argc - 1, argv + 1);
     if (strcmp(cmd, "nsys") == 0) return vb_nsys_main(argc - 1, argv + 1);
     if (strcmp(cmd, "commbench") == 0) return vb_commbench_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "model") == 0) return vb_model_main(argc - 1, argv + 1);
     if (strcmp(cmd, "run") == 0) return cmd_run_or_train(argc, argv, VB_MODE_RUN);
     if (strcmp(cmd, "train") == 0) return cmd_run_or_train(argc, argv, VB_MODE_TRAIN);
     vb_die_input("unknown command '%s' (commands: run, train, datagen, sweep, report, compare, trace, nsys, commbench, "
-                 "help, version)",
+                 "model, help, version)",
                  cmd);
 }

@@ -1,0 +1,718 @@
+/* model.c: `vitbench model` (model.h): predicted step time, throughput and
+ * scaling efficiency of every point of a sweep, or of hypothetical layouts,
+ * beside what the sweep measured.
+ *
+ *   vitbench model --commbench FILE|DIR [--commbench ...] --run RUN_DIR
+ *                  [--sweep SWEEP_DIR] [--world_sizes 8,16 --layouts all|dp]
+ *
+ * Inputs and what is taken from each:
+ *   commbench.csv   alpha / beta per (collective, group, group size), model_fit.c
+ *   RUN_DIR         a one-rank run: run.json (model dims, local batch, threads,
+ *                   cores), iterations.csv (median timed step of --trial_type,
+ *                   rank 0), ops.csv (each op's seconds per step); --run again
+ *                   with other local batch sizes to interpolate between them
+ *   SWEEP_DIR       index.csv (completed runs, their mean samples/s) and each
+ *                   run's run.json (layout, local batch, threads, ranks on the
+ *                   node, bucket cap, noddp); sweep.json's kind
+ * Outputs (--output_dir, default the sweep directory, else results/model_<time>):
+ *   model_fits.csv  collective,group,group_size,alpha_us,beta_GBps,rel_rms,nsizes
+ *   model.csv       one row per point (see k_cols), model.md the same as Markdown
+ *                   with the assumptions and the fits; the table is printed.
+ * Measured step = local batch x dp / the run's mean samples/s (index.csv);
+ * rel_error = (predicted - measured) / measured step time.
+ * Efficiency: weak T1 / Tp, strong (and tp/cp layouts, fixed global batch)
+ * T1 / (p Tp); T1 is the model's own one-rank step at the same local (weak)
+ * or global (strong) batch, and for the measured column the sweep's one-rank
+ * runs of the same series (noddp).
+ */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "analysis/csv.h"
+#include "analysis/model.h"
+#include "core/cli.h"
+#include "core/common.h"
+#include "core/fileio.h"
+
+#define MAX_INPUTS 16
+#define MAX_WORLDS 32
+
+typedef struct {
+    const char *commbench[MAX_INPUTS];
+    int ncommbench;
+    const char *runs[VB_MODEL_MAX_REFS];
+    int nruns;
+    const char *sweep, *output_dir;
+    int worlds[MAX_WORLDS], nworlds;
+    int layouts;      /* 0 all, 1 dp */
+    int scaling;      /* 0 weak, 1 strong */
+    int trial_type;   /* 0 FULL, 1 SYNTHETIC */
+    int ddp_mode;     /* vb_ddp_mode */
+    int local_batch, global_batch, threads, ranks_per_node, cores;
+    double bucket_cap_mb;
+} model_opts;
+
+static void add_commbench(const char *flag, const char *value, void *ptr) {
+    model_opts *o = ptr;
+    if (o->ncommbench >= MAX_INPUTS) vb_die_input("model: %s given more than %d times", flag, MAX_INPUTS);
+    o->commbench[o->ncommbench++] = value;
+}
+
+static void add_run(const char *flag, const char *value, void *ptr) {
+    model_opts *o = ptr;
+    if (o->nruns >= VB_MODEL_MAX_REFS) vb_die_input("model: %s given more than %d times", flag, VB_MODEL_MAX_REFS);
+    o->runs[o->nruns++] = value;
+}
+
+static void parse_worlds(const char *flag, const char *value, void *ptr) {
+    model_opts *o = ptr;
+    o->nworlds = 0;
+    const char *s = value;
+    while (*s) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || v < 1 || v > 1 << 20 || (*end && *end != ',') || o->nworlds >= MAX_WORLDS)
+            vb_die_input("model: %s expects up to %d positive integers separated by commas, got '%s'", flag,
+                         MAX_WORLDS, value);
+        o->worlds[o->nworlds++] = (int)v;
+        s = *end ? end + 1 : end;
+    }
+    if (o->nworlds == 0) vb_die_input("model: %s expects a list of world sizes, got '%s'", flag, value);
+}
+
+/* ---- JSON ---- */
+
+static cJSON *read_json(const char *path, const char *flag) {
+    size_t len = 0;
+    char *text = vb_file_exists(path) ? vb_read_file(path, &len) : NULL;
+    if (!text) vb_die_input("model: %s: %s: cannot read", flag, path);
+    cJSON *j = cJSON_ParseWithLength(text, len);
+    free(text);
+    if (!cJSON_IsObject(j)) vb_die_input("model: %s: not valid JSON", path);
+    return j;
+}
+
+/* a.b.c as a number, or NaN */
+static double jnum(const cJSON *j, const char *a, const char *b) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, a);
+    if (b) x = cJSON_GetObjectItemCaseSensitive(x, b);
+    if (cJSON_IsNumber(x)) return x->valuedouble;
+    if (cJSON_IsBool(x)) return cJSON_IsTrue(x) ? 1 : 0;
+    return NAN;
+}
+
+static int jint_req(const cJSON *j, const char *a, const char *b, const char *path) {
+    const double v = jnum(j, a, b);
+    if (!isfinite(v) || v != floor(v))
+        vb_die_input("model: %s: no integer %s%s%s", path, a, b ? "." : "", b ? b : "");
+    return (int)v;
+}
+
+static vb_mdims dims_of(const cJSON *j, const char *path) {
+    vb_mdims d;
+    d.dim = jint_req(j, "config", "embed_dim", path);
+    d.depth = jint_req(j, "config", "depth", path);
+    d.heads = jint_req(j, "config", "num_heads", path);
+    d.patch = jint_req(j, "config", "patch_size", path);
+    d.cin = jint_req(j, "config", "n_in_channels", path);
+    d.cout = jint_req(j, "config", "n_out_channels", path);
+    const cJSON *img = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "config"), "img_size");
+    if (cJSON_GetArraySize(img) != 2 || !cJSON_IsNumber(cJSON_GetArrayItem(img, 0)) ||
+        !cJSON_IsNumber(cJSON_GetArrayItem(img, 1)))
+        vb_die_input("model: %s: no config.img_size [H, W]", path);
+    d.img_h = cJSON_GetArrayItem(img, 0)->valueint;
+    d.img_w = cJSON_GetArrayItem(img, 1)->valueint;
+    if (d.dim < 1 || d.depth < 1 || d.heads < 1 || d.patch < 1 || d.img_h < d.patch || d.img_w < d.patch ||
+        d.cin < 1 || d.cout < 1)
+        vb_die_input("model: %s: config holds an impossible model (embed_dim, depth, num_heads, patch_size, "
+                     "img_size)",
+                     path);
+    return d;
+}
+
+static int act_bytes_of(const cJSON *j) {
+    const cJSON *amp = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "config"), "amp_mode");
+    return cJSON_IsString(amp) && strcmp(amp->valuestring, "none") != 0 ? 2 : 4;
+}
+
+/* ---- the one-rank reference ---- */
+
+static const char *const k_types[] = {"FULL", "SYNTHETIC", NULL};
+
+static int cmp_dbl(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int req_col(const vb_csv *t, const char *path, const char *name) {
+    int c = vb_csv_col(t, name);
+    if (c < 0) vb_die_input("model: %s: no column '%s'", path, name);
+    return c;
+}
+
+static void read_csv_or_die(const char *dir, const char *name, vb_csv *t, const char *flag) {
+    char path[VB_PATH_MAX], err[256];
+    vb_snprintf(path, sizeof path, "%s/%s", dir, name);
+    int rc = vb_csv_read(path, t, err, sizeof err);
+    if (rc == -1) vb_die_input("model: %s %s: cannot read %s (%s)", flag, dir, name, err);
+    if (rc != 0) vb_die_input("model: %s: malformed CSV (%s)", path, err);
+}
+
+static bool same_dims(const vb_mdims *a, const vb_mdims *b) {
+    return a->dim == b->dim && a->depth == b->depth && a->heads == b->heads && a->patch == b->patch &&
+           a->img_h == b->img_h && a->img_w == b->img_w && a->cin == b->cin && a->cout == b->cout;
+}
+
+static vb_mop *ref_op(vb_mref *r, const char *name, int cap) {
+    for (int i = 0; i < r->nops; i++)
+        if (strcmp(r->ops[i].name, name) == 0) return &r->ops[i];
+    if (r->nops == cap) return NULL;
+    vb_mop *o = &r->ops[r->nops++];
+    memset(o, 0, sizeof *o);
+    snprintf(o->name, sizeof o->name, "%s", name);
+    return o;
+}
+
+/* Reference k (r->nref) from one run directory: its run.json, median step and ops. */
+static void load_ref_run(vb_mref *r, const char *dir, const char *type, int *cap) {
+    const int k = r->nref;
+    if (!vb_dir_exists(dir)) vb_die_input("model: --run %s: not a directory", dir);
+    char path[VB_PATH_MAX];
+    vb_snprintf(path, sizeof path, "%s/run.json", dir);
+    cJSON *j = read_json(path, "--run");
+    const vb_mdims d = dims_of(j, path);
+    const double ranks = jnum(j, "ranks", NULL);
+    if (ranks != 1) vb_die_input("model: --run %s: a one-rank run is needed (ranks %g)", dir, ranks);
+    const int batch = jint_req(j, "local_batch_size", NULL, path);
+    const int threads = jint_req(j, "fingerprint", "omp_threads", path);
+    const int cores = jint_req(j, "fingerprint", "affinity_cores", path);
+    const double nr = jnum(j, "threads", "node_ranks");
+    const int act = act_bytes_of(j);
+    cJSON_Delete(j);
+    if (batch < 1 || threads < 1 || cores < 1)
+        vb_die_input("model: %s: local_batch_size, fingerprint.omp_threads and affinity_cores must be >= 1", path);
+    if (k == 0) {
+        r->d = d, r->threads = threads, r->cores = cores, r->act_bytes = act;
+        r->node_ranks = isfinite(nr) && nr >= 1 ? (int)nr : 1;
+    } else if (!same_dims(&d, &r->d) || threads != r->threads || cores != r->cores || act != r->act_bytes) {
+        vb_die_input("model: --run %s: a different model, thread count, core count or amp_mode than the first --run",
+                     dir);
+    }
+    for (int i = 0; i < k; i++)
+        if (r->batch[i] == batch) vb_die_input("model: --run %s: a second reference at local batch %d", dir, batch);
+    r->batch[k] = batch;
+
+    vb_csv it;
+    read_csv_or_die(dir, "iterations.csv", &it, "--run");
+    vb_snprintf(path, sizeof path, "%s/iterations.csv", dir);
+    const int ct = req_col(&it, path, "trial_type"), cw = req_col(&it, path, "warmup");
+    const int cr = req_col(&it, path, "rank"), cs = req_col(&it, path, "seconds");
+    double *steps = malloc(sizeof(double) * ((size_t)it.nrows + 1));
+    if (!steps) vb_die_internal("out of memory");
+    int n = 0;
+    for (int i = 0; i < it.nrows; i++) {
+        double sec, rk;
+        const char *w = vb_csv_get(&it, i, cw);
+        if (strcmp(vb_csv_get(&it, i, ct), type) != 0 || strcmp(w, "1") == 0 || strcmp(w, "true") == 0) continue;
+        if (!vb_csv_num(&it, i, cr, &rk) || rk != 0) continue;
+        if (!vb_csv_num(&it, i, cs, &sec) || !(sec > 0))
+            vb_die_input("model: %s: row %d: seconds is not > 0", path, i + 2);
+        steps[n++] = sec;
+    }
+    if (n == 0) vb_die_input("model: %s: no timed %s steps of rank 0", path, type);
+    qsort(steps, (size_t)n, sizeof *steps, cmp_dbl);
+    r->step_s[k] = n % 2 ? steps[n / 2] : 0.5 * (steps[n / 2 - 1] + steps[n / 2]);
+    free(steps);
+    vb_csv_free(&it);
+
+    vb_csv ops;
+    read_csv_or_die(dir, "ops.csv", &ops, "--run");
+    vb_snprintf(path, sizeof path, "%s/ops.csv", dir);
+    const int on = req_col(&ops, path, "name"), oc = req_col(&ops, path, "category");
+    const int ocl = req_col(&ops, path, "calls"), otot = req_col(&ops, path, "total_s");
+    const int ott = req_col(&ops, path, "trial_type"), ork = vb_csv_col(&ops, "rank");
+    int found = 0;
+    for (int i = 0; i < ops.nrows; i++) {
+        double calls, tot, rk = 0;
+        if (strcmp(vb_csv_get(&ops, i, ott), type) != 0 || strcmp(vb_csv_get(&ops, i, oc), "comm") == 0) continue;
+        if (ork >= 0 && vb_csv_num(&ops, i, ork, &rk) && rk != 0) continue;
+        if (!vb_csv_num(&ops, i, ocl, &calls) || calls < 0 || !vb_csv_num(&ops, i, otot, &tot) || tot < 0)
+            vb_die_input("model: %s: row %d: calls or total_s is not a number >= 0", path, i + 2);
+        if (r->nops == *cap) {
+            *cap = *cap ? 2 * *cap : 64;
+            vb_mop *no = realloc(r->ops, sizeof *no * (size_t)*cap);
+            if (!no) vb_die_internal("out of memory");
+            r->ops = no;
+        }
+        vb_mop *o = ref_op(r, vb_csv_get(&ops, i, on), *cap);
+        o->step_s[k] = tot / n;
+        if (o->calls == 0) o->calls = calls / n;
+        found++;
+    }
+    if (found == 0) vb_die_input("model: %s: no %s ops of rank 0", path, type);
+    vb_csv_free(&ops);
+    r->nref++;
+}
+
+/* The references, sorted by local batch. */
+static void load_refs(vb_mref *r, const char *const *dirs, int n, const char *type) {
+    memset(r, 0, sizeof *r);
+    int cap = 0;
+    for (int i = 0; i < n; i++) load_ref_run(r, dirs[i], type, &cap);
+    for (int a = 1; a < r->nref; a++) /* insertion sort of batch, step and every op's column */
+        for (int b = a; b > 0 && r->batch[b - 1] > r->batch[b]; b--) {
+            int tb = r->batch[b];
+            r->batch[b] = r->batch[b - 1], r->batch[b - 1] = tb;
+            double ts = r->step_s[b];
+            r->step_s[b] = r->step_s[b - 1], r->step_s[b - 1] = ts;
+            for (int i = 0; i < r->nops; i++) {
+                double t = r->ops[i].step_s[b];
+                r->ops[i].step_s[b] = r->ops[i].step_s[b - 1], r->ops[i].step_s[b - 1] = t;
+            }
+        }
+}
+
+/* ---- points ---- */
+
+typedef struct {
+    char name[160];
+    vb_mlayout l;
+    int ranks;
+    double measured_step; /* NaN when not measured */
+    double t1_pred, t1_meas;
+    vb_mpred pred;
+} model_point;
+
+typedef struct {
+    model_point *v;
+    int n, cap;
+} point_list;
+
+static model_point *point_add(point_list *pl) {
+    if (pl->n == pl->cap) {
+        pl->cap = pl->cap ? 2 * pl->cap : 16;
+        model_point *nv = realloc(pl->v, sizeof *nv * (size_t)pl->cap);
+        if (!nv) vb_die_internal("out of memory");
+        pl->v = nv;
+    }
+    model_point *p = &pl->v[pl->n++];
+    memset(p, 0, sizeof *p);
+    p->measured_step = p->t1_meas = NAN;
+    return p;
+}
+
+/* index.csv's completed runs; returns strong (1) or weak (0) from the sweep's kind */
+static int load_sweep(const char *dir, const vb_mref *ref, const char *type, point_list *pl, char *kind, size_t kn) {
+    if (!vb_dir_exists(dir)) vb_die_input("model: --sweep %s: not a directory", dir);
+    vb_csv idx;
+    read_csv_or_die(dir, "index.csv", &idx, "--sweep");
+    char path[VB_PATH_MAX];
+    vb_snprintf(path, sizeof path, "%s/index.csv", dir);
+    const int cd = req_col(&idx, path, "run_dir"), cs = req_col(&idx, path, "status");
+    const int cthr = req_col(&idx, path, strcmp(type, "FULL") == 0 ? "full_samples_per_s" : "synthetic_samples_per_s");
+    bool local_const = true, tp_col = vb_csv_col(&idx, "tensor_parallel") >= 0;
+    int first_local = -1;
+    for (int i = 0; i < idx.nrows; i++) {
+        if (strcmp(vb_csv_get(&idx, i, cs), "completed") != 0) continue;
+        const char *rd = vb_csv_get(&idx, i, cd);
+        char rdir[VB_PATH_MAX], jpath[VB_PATH_MAX];
+        if (rd[0] == '/')
+            vb_snprintf(rdir, sizeof rdir, "%s", rd);
+        else
+            vb_snprintf(rdir, sizeof rdir, "%s/%s", dir, rd);
+        vb_snprintf(jpath, sizeof jpath, "%s/run.json", rdir);
+        cJSON *j = read_json(jpath, "--sweep");
+        vb_mdims d = dims_of(j, jpath);
+        if (!same_dims(&d, &ref->d))
+            vb_die_input("model: %s: a different model (embed_dim, depth, heads, patch, img_size, channels) than "
+                         "--run's",
+                         jpath);
+        model_point *p = point_add(pl);
+        const char *b = strrchr(rd, '/');
+        snprintf(p->name, sizeof p->name, "%s", b ? b + 1 : rd);
+        p->ranks = jint_req(j, "ranks", NULL, jpath);
+        p->l.tp = jint_req(j, "parallel", "tp", jpath);
+        p->l.cp = jint_req(j, "parallel", "cp", jpath);
+        p->l.dp = jint_req(j, "parallel", "dp", jpath);
+        p->l.local_batch = jint_req(j, "local_batch_size", NULL, jpath);
+        p->l.threads = jint_req(j, "fingerprint", "omp_threads", jpath);
+        p->l.cores = jint_req(j, "fingerprint", "affinity_cores", jpath);
+        const double nr = jnum(j, "threads", "node_ranks");
+        p->l.node_ranks = isfinite(nr) && nr >= 1 ? (int)nr : p->ranks;
+        p->l.bucket_cap_mb = jnum(j, "parallel", "bucket_cap_mb");
+        if (!(p->l.bucket_cap_mb > 0)) vb_die_input("model: %s: no parallel.bucket_cap_mb", jpath);
+        p->l.noddp = jnum(j, "parallel", "noddp") == 1;
+        cJSON_Delete(j);
+        if (first_local < 0) first_local = p->l.local_batch;
+        if (p->l.local_batch != first_local) local_const = false;
+        double thr;
+        if (vb_csv_num(&idx, i, cthr, &thr) && thr > 0) p->measured_step = (double)p->l.local_batch * p->l.dp / thr;
+    }
+    vb_csv_free(&idx);
+    if (pl->n == 0) vb_die_input("model: --sweep %s: index.csv has no completed run", dir);
+    /* sweep.json's kind, else what varied (as vitbench report infers it) */
+    snprintf(kind, kn, "%s", tp_col ? "layouts" : local_const ? "weak_scaling" : "strong_scaling");
+    vb_snprintf(path, sizeof path, "%s/sweep.json", dir);
+    if (vb_file_exists(path)) {
+        cJSON *j = read_json(path, "--sweep");
+        const cJSON *k = cJSON_GetObjectItemCaseSensitive(j, "kind");
+        if (cJSON_IsString(k) && k->valuestring[0]) snprintf(kind, kn, "%s", k->valuestring);
+        cJSON_Delete(j);
+    }
+    return strcmp(kind, "weak_scaling") == 0 ? 0 : 1;
+}
+
+/* every tp x cp x dp of world w the model config takes (dp only with --layouts dp) */
+static void hypothetical(const model_opts *o, const vb_mref *ref, point_list *pl) {
+    const int threads = o->threads ? o->threads : ref->threads;
+    const int cores = o->cores ? o->cores : ref->cores;
+    for (int k = 0; k < o->nworlds; k++) {
+        const int w = o->worlds[k];
+        const int rpn = o->ranks_per_node ? o->ranks_per_node : (cores / threads > 0 ? cores / threads : 1);
+        for (int tp = 1; tp <= w; tp++)
+            for (int cp = 1; cp <= w / tp; cp++) {
+                if (w % (tp * cp) != 0 || (o->layouts == 1 && (tp > 1 || cp > 1))) continue;
+                vb_mlayout l = {.tp = tp, .cp = cp, .dp = w / (tp * cp), .threads = threads, .cores = cores,
+                                .node_ranks = rpn < w ? rpn : w,
+                                .bucket_cap_mb = o->bucket_cap_mb};
+                if (o->scaling == 1) {
+                    const int gb = o->global_batch ? o->global_batch : ref->batch[0];
+                    if (gb % l.dp != 0) continue; /* the trainer refuses an uneven split */
+                    l.local_batch = gb / l.dp;
+                } else {
+                    l.local_batch = o->local_batch ? o->local_batch : ref->batch[0];
+                }
+                char err[200];
+                if (vb_model_check_layout(&ref->d, &l, err, sizeof err) != 0) continue;
+                model_point *p = point_add(pl);
+                p->l = l;
+                p->ranks = w;
+                snprintf(p->name, sizeof p->name, "world=%d_tp=%d_cp=%d_dp=%d", w, tp, cp, l.dp);
+            }
+    }
+}
+
+/* ---- outputs ---- */
+
+static const char *const k_cols[] = {
+    "point", "ranks", "tp", "cp", "dp", "local_batch", "threads_per_rank", "node_ranks", "cpu_factor", "nbuckets",
+    "forward_s", "backward_s", "other_s", "compute_s", "ddp_comm_s", "comm_exposed_ddp_s", "comm_exposed_tp_s",
+    "comm_exposed_cp_s", "step_s", "samples_per_s", "efficiency", "measured_step_s", "measured_samples_per_s",
+    "measured_efficiency", "rel_error", "extrapolated"};
+#define NCOLS ((int)(sizeof k_cols / sizeof *k_cols))
+
+typedef struct {
+    const point_list *pl;
+    const vb_ab_table *fits;
+    bool strong;
+} out_ctx;
+
+static double eff_of(bool strong, double t1, double tp, int p) {
+    return strong ? vb_eff_strong(t1, tp, p) : vb_eff_weak(t1, tp);
+}
+
+/* cell c of point p as text ("" unknown) */
+static void cell(const out_ctx *x, const model_point *p, int c, char *buf, size_t n) {
+    const vb_mpred *q = &p->pred;
+    const double mthr = isfinite(p->measured_step) ? p->l.local_batch * p->l.dp / p->measured_step : NAN;
+    double v = NAN;
+    switch (c) {
+    case 0: snprintf(buf, n, "%s", p->name); return;
+    case 1: snprintf(buf, n, "%d", p->ranks); return;
+    case 2: snprintf(buf, n, "%d", p->l.tp); return;
+    case 3: snprintf(buf, n, "%d", p->l.cp); return;
+    case 4: snprintf(buf, n, "%d", p->l.dp); return;
+    case 5: snprintf(buf, n, "%d", p->l.local_batch); return;
+    case 6: snprintf(buf, n, "%d", p->l.threads); return;
+    case 7: snprintf(buf, n, "%d", p->l.node_ranks); return;
+    case 8: v = q->cpu_factor; break;
+    case 9: snprintf(buf, n, "%d", q->nbuckets); return;
+    case 10: v = q->forward_s; break;
+    case 11: v = q->backward_s; break;
+    case 12: v = q->other_s; break;
+    case 13: v = q->compute_s; break;
+    case 14: v = q->ddp_comm_s; break;
+    case 15: v = q->exposed_ddp_s; break;
+    case 16: v = q->exposed_tp_s; break;
+    case 17: v = q->exposed_cp_s; break;
+    case 18: v = q->step_s; break;
+    case 19: v = q->samples_per_s; break;
+    case 20: v = eff_of(x->strong, p->t1_pred, q->step_s, p->ranks); break;
+    case 21: v = p->measured_step; break;
+    case 22: v = mthr; break;
+    case 23: v = eff_of(x->strong, p->t1_meas, p->measured_step, p->ranks); break;
+    case 24: v = (q->step_s - p->measured_step) / p->measured_step; break;
+    default: snprintf(buf, n, "%s", q->extrapolated ? "true" : "false"); return;
+    }
+    if (isfinite(v))
+        snprintf(buf, n, "%.6g", v);
+    else
+        buf[0] = '\0';
+}
+
+static void write_model_csv(FILE *f, void *vx) {
+    const out_ctx *x = vx;
+    for (int c = 0; c < NCOLS; c++) fprintf(f, "%s%s", c ? "," : "", k_cols[c]);
+    fputc('\n', f);
+    char buf[200];
+    for (int i = 0; i < x->pl->n; i++) {
+        for (int c = 0; c < NCOLS; c++) {
+            cell(x, &x->pl->v[i], c, buf, sizeof buf);
+            if (c) fputc(',', f);
+            vb_csv_field(f, buf);
+        }
+        fputc('\n', f);
+    }
+}
+
+static void write_fits_csv(FILE *f, void *vx) {
+    const out_ctx *x = vx;
+    fputs("collective,group,group_size,world,alpha_us,beta_GBps,rel_rms,nsizes\n", f);
+    for (int i = 0; i < x->fits->n; i++) {
+        const vb_ab_fit *a = &x->fits->fits[i];
+        fprintf(f, "%s,", vb_coll_name[a->coll]);
+        vb_csv_field(f, a->group);
+        fprintf(f, ",%d,%d,%.6g,%.6g,%.6g,%d\n", a->p, a->world, a->alpha_us, a->beta_GBps, a->rel_rms, a->nsizes);
+    }
+}
+
+/* median and max |rel_error| over the measured points; false when none */
+static bool error_summary(const point_list *pl, double *med, double *mx, int *n) {
+    double *e = malloc(sizeof(double) * ((size_t)pl->n + 1));
+    if (!e) vb_die_internal("out of memory");
+    *n = 0;
+    for (int i = 0; i < pl->n; i++) {
+        const model_point *p = &pl->v[i];
+        if (isfinite(p->measured_step)) e[(*n)++] = fabs(p->pred.step_s - p->measured_step) / p->measured_step;
+    }
+    if (*n) {
+        qsort(e, (size_t)*n, sizeof *e, cmp_dbl);
+        *med = *n % 2 ? e[*n / 2] : 0.5 * (e[*n / 2 - 1] + e[*n / 2]);
+        *mx = e[*n - 1];
+    }
+    free(e);
+    return *n > 0;
+}
+
+/* the printed / Markdown table's columns */
+static const int k_show[] = {0, 2, 3, 4, 5, 8, 13, 15, 16, 17, 18, 19, 20, 21, 23, 24};
+#define NSHOW ((int)(sizeof k_show / sizeof *k_show))
+
+typedef struct {
+    const out_ctx *x;
+    const model_opts *o;
+    const char *kind;
+    const vb_mref *ref;
+} md_ctx;
+
+static void write_md(FILE *f, void *vm) {
+    const md_ctx *m = vm;
+    const out_ctx *x = m->x;
+    fprintf(f, "# Scaling model\n\n");
+    fprintf(f, "Reference: %d one-rank run%s (%d threads, %d cores):", m->ref->nref, m->ref->nref > 1 ? "s" : "",
+            m->ref->threads, m->ref->cores);
+    for (int i = 0; i < m->o->nruns; i++) fprintf(f, " %s", m->o->runs[i]);
+    fprintf(f, "; median %s step", k_types[m->o->trial_type]);
+    for (int i = 0; i < m->ref->nref; i++)
+        fprintf(f, "%s %.6g s at local batch %d", i ? "," : "", m->ref->step_s[i], m->ref->batch[i]);
+    fprintf(f, ". Scaling kind: %s (efficiency %s).\n\n", m->kind, x->strong ? "T1 / (p Tp)" : "T1 / Tp");
+    fprintf(f, "Assumptions: ring cost forms fitted per collective and group (1/t^2-weighted least squares, slowest "
+               "rank per size); compute scaled per op by the rank's share of heads and tokens and by local batch; "
+               "compute x (reference threads / threads) x max(1, node ranks x threads / cores); tp and cp "
+               "collectives blocking; DDP buckets on one channel %s. See README, *Scaling model*.\n\n",
+            m->o->ddp_mode == VB_DDP_OVERLAP ? "overlapping backward from their ready times"
+                                             : "started after backward (no progress during backward)");
+    fprintf(f, "## Fits\n\n| collective | group | p | world | alpha (us) | beta (GB/s) | rel. RMS error | sizes |\n"
+               "|---|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < x->fits->n; i++) {
+        const vb_ab_fit *a = &x->fits->fits[i];
+        fprintf(f, "| %s | %s | %d | %d | %.4g | %.4g | %.3g | %d |\n", vb_coll_name[a->coll], a->group, a->p,
+                a->world, a->alpha_us, a->beta_GBps, a->rel_rms, a->nsizes);
+    }
+    fprintf(f, "\n## Points\n\n|");
+    for (int c = 0; c < NSHOW; c++) fprintf(f, " %s |", k_cols[k_show[c]]);
+    fprintf(f, "\n|");
+    for (int c = 0; c < NSHOW; c++) fprintf(f, "---|");
+    fputc('\n', f);
+    char buf[200];
+    for (int i = 0; i < x->pl->n; i++) {
+        fputc('|', f);
+        for (int c = 0; c < NSHOW; c++) {
+            cell(x, &x->pl->v[i], k_show[c], buf, sizeof buf);
+            fprintf(f, " %s |", buf);
+        }
+        fputc('\n', f);
+    }
+    double med, mx;
+    int n;
+    if (error_summary(x->pl, &med, &mx, &n))
+        fprintf(f, "\nStep-time error over %d measured points: median |rel. error| %.3g, max %.3g.\n", n, med, mx);
+}
+
+static void print_table(const out_ctx *x) {
+    char buf[200];
+    int w[NSHOW];
+    for (int c = 0; c < NSHOW; c++) {
+        w[c] = (int)strlen(k_cols[k_show[c]]);
+        for (int i = 0; i < x->pl->n; i++) {
+            cell(x, &x->pl->v[i], k_show[c], buf, sizeof buf);
+            if ((int)strlen(buf) > w[c]) w[c] = (int)strlen(buf);
+        }
+    }
+    for (int c = 0; c < NSHOW; c++) printf("%-*s%s", w[c], k_cols[k_show[c]], c + 1 < NSHOW ? "  " : "\n");
+    for (int i = 0; i < x->pl->n; i++)
+        for (int c = 0; c < NSHOW; c++) {
+            cell(x, &x->pl->v[i], k_show[c], buf, sizeof buf);
+            printf("%-*s%s", w[c], buf, c + 1 < NSHOW ? "  " : "\n");
+        }
+}
+
+int vb_model_main(int argc, char **argv) {
+    model_opts o = {.ddp_mode = VB_DDP_OVERLAP};
+    static const char *const layouts[] = {"all", "dp", NULL};
+    static const char *const scalings[] = {"weak", "strong", NULL};
+    static const char *const ddp_modes[] = {"overlap", "after_backward", NULL};
+    const vb_cli_opt opts[] = {
+        {.name = "commbench", .kind = VB_CLI_FUNC, .ptr = &o, .fn = add_commbench, .arg = "FILE|DIR",
+         .help = "vitbench commbench's commbench.csv or its run directory (required; repeat for more rank counts)"},
+        {.name = "run", .kind = VB_CLI_FUNC, .ptr = &o, .fn = add_run, .arg = "DIR",
+         .help = "a one-rank run directory (vitbench run): the compute reference (required; repeat with other "
+                 "local batch sizes to interpolate between them)"},
+        {.name = "sweep", .kind = VB_CLI_STRING, .ptr = &o.sweep, .arg = "DIR",
+         .help = "a sweep directory: predict each completed run beside its measurement"},
+        {.name = "world_sizes", .kind = VB_CLI_FUNC, .ptr = &o, .fn = parse_worlds, .arg = "N,N,...",
+         .help = "hypothetical world sizes to predict (every layout --layouts allows)"},
+        {.name = "layouts", .kind = VB_CLI_CHOICE, .ptr = &o.layouts, .choices = layouts, .arg = "all|dp",
+         .help = "with --world_sizes: every tp x cp x dp the config takes (default), or dp only"},
+        {.name = "scaling", .kind = VB_CLI_CHOICE, .ptr = &o.scaling, .choices = scalings, .arg = "weak|strong",
+         .help = "with --world_sizes: fixed local batch (default) or fixed global batch"},
+        {.name = "local_batch_size", .kind = VB_CLI_INT, .ptr = &o.local_batch, .ilo = 1, .ihi = 1 << 20, .arg = "N",
+         .help = "with --world_sizes, weak: samples per rank (default the run's)"},
+        {.name = "global_batch_size", .kind = VB_CLI_INT, .ptr = &o.global_batch, .ilo = 1, .ihi = 1 << 24,
+         .arg = "N", .help = "with --world_sizes, strong: samples per step (default the run's local batch)"},
+        {.name = "threads_per_rank", .kind = VB_CLI_INT, .ptr = &o.threads, .ilo = 1, .ihi = 4096, .arg = "T",
+         .help = "with --world_sizes: OpenMP threads per rank (default the run's)"},
+        {.name = "ranks_per_node", .kind = VB_CLI_INT, .ptr = &o.ranks_per_node, .ilo = 1, .ihi = 1 << 20,
+         .arg = "N", .help = "with --world_sizes: ranks sharing a node's cores (default cores / threads)"},
+        {.name = "cores", .kind = VB_CLI_INT, .ptr = &o.cores, .ilo = 1, .ihi = 1 << 20, .arg = "N",
+         .help = "with --world_sizes: cores per node (default the run's affinity cores)"},
+        {.name = "bucket_cap_mb", .kind = VB_CLI_DOUBLE, .ptr = &o.bucket_cap_mb, .dlo = 0, .dlo_open = true,
+         .dhi = 1e6, .arg = "X", .help = "with --world_sizes: DDP bucket cap in MiB (default 25)"},
+        {.name = "trial_type", .kind = VB_CLI_CHOICE, .ptr = &o.trial_type, .choices = k_types,
+         .arg = "FULL|SYNTHETIC", .help = "which steps and throughput to model (default FULL)"},
+        {.name = "ddp_overlap", .kind = VB_CLI_CHOICE, .ptr = &o.ddp_mode, .choices = ddp_modes,
+         .arg = "overlap|after_backward",
+         .help = "DDP buckets overlap backward from their ready times (default), or all start after it"},
+        {.name = "output_dir", .kind = VB_CLI_STRING, .ptr = &o.output_dir, .arg = "DIR",
+         .help = "where model.csv / model.md / model_fits.csv go (default the sweep, else results/model_<time>)"},
+    };
+    const vb_cli cli = {
+        .cmd = "model",
+        .usage = "vitbench model --commbench FILE|DIR --run RUN_DIR [--sweep SWEEP_DIR]\n"
+                 "                      [--world_sizes N,... [--layouts all|dp] [--scaling weak|strong]] [options]",
+        .about = "Alpha-beta model of a training step: fits latency and bandwidth of each collective to\n"
+                 "commbench.csv, scales the one-rank run's per-op compute to each layout, adds the exposed\n"
+                 "tp / cp collectives and the DDP buckets not hidden behind backward (README: Scaling model).",
+        .opts = opts,
+        .nopts = (int)(sizeof opts / sizeof opts[0]),
+    };
+    vb_cli_parse(&cli, argc, argv);
+    if (o.ncommbench == 0) vb_die_input("model: missing required flag --commbench");
+    if (o.nruns == 0) vb_die_input("model: missing required flag --run");
+    if (!o.sweep && o.nworlds == 0) vb_die_input("model: nothing to predict: give --sweep DIR or --world_sizes N,...");
+    if (o.bucket_cap_mb == 0) o.bucket_cap_mb = 25;
+
+    vb_ab_table fits = {0};
+    for (int i = 0; i < o.ncommbench; i++) vb_ab_load(o.commbench[i], &fits);
+    vb_mref ref;
+    const char *type = k_types[o.trial_type];
+    load_refs(&ref, o.runs, o.nruns, type);
+
+    point_list pl = {0};
+    char kind[64] = "";
+    int strong = o.scaling;
+    if (o.sweep) strong = load_sweep(o.sweep, &ref, type, &pl, kind, sizeof kind);
+    if (o.nworlds) {
+        if (!o.sweep) snprintf(kind, sizeof kind, "%s", o.scaling ? "strong_scaling" : "weak_scaling");
+        if (o.sweep && strong != o.scaling)
+            vb_die_input("model: --scaling %s disagrees with the sweep's kind %s", scalings[o.scaling], kind);
+        hypothetical(&o, &ref, &pl);
+    }
+    if (pl.n == 0) vb_die_input("model: --world_sizes: no layout of these world sizes fits the model config");
+
+    for (int i = 0; i < pl.n; i++) {
+        model_point *p = &pl.v[i];
+        char err[200];
+        if (vb_model_check_layout(&ref.d, &p->l, err, sizeof err) != 0)
+            vb_die_input("model: point %s: %s", p->name, err);
+        vb_model_predict(&ref, &fits, &p->l, (vb_ddp_mode)o.ddp_mode, &p->pred);
+        /* T1: the same rank's work alone, at the local (weak) or global (strong) batch */
+        vb_mlayout one = p->l;
+        one.tp = one.cp = one.dp = 1;
+        one.node_ranks = 1;
+        if (strong) one.local_batch = p->l.local_batch * p->l.dp;
+        vb_mpred q;
+        vb_model_predict(&ref, &fits, &one, (vb_ddp_mode)o.ddp_mode, &q);
+        p->t1_pred = q.step_s;
+        /* measured T1: the sweep's one-rank runs of the same series */
+        double sum = 0;
+        int n = 0;
+        for (int k = 0; k < pl.n; k++) {
+            const model_point *r = &pl.v[k];
+            if (r->ranks != 1 || !isfinite(r->measured_step) || r->l.noddp != p->l.noddp) continue;
+            if (r->l.local_batch != one.local_batch) continue;
+            sum += r->measured_step, n++;
+        }
+        if (n) p->t1_meas = sum / n;
+    }
+
+    char out[VB_PATH_MAX];
+    if (o.output_dir) {
+        vb_snprintf(out, sizeof out, "%s", o.output_dir);
+    } else if (o.sweep) {
+        vb_snprintf(out, sizeof out, "%s", o.sweep);
+    } else {
+        char stamp[32];
+        time_t now = time(NULL);
+        struct tm tmv;
+        localtime_r(&now, &tmv);
+        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tmv);
+        vb_snprintf(out, sizeof out, "results/model_%s", stamp);
+    }
+    if (vb_mkdir_p(out) != 0) vb_die_env("model: cannot create --output_dir %s", out);
+
+    out_ctx x = {.pl = &pl, .fits = &fits, .strong = strong != 0};
+    md_ctx m = {.x = &x, .o = &o, .kind = kind, .ref = &ref};
+    char path[VB_PATH_MAX];
+    vb_snprintf(path, sizeof path, "%s/model_fits.csv", out);
+    vb_atomic_write_or_die(path, write_fits_csv, &x);
+    vb_snprintf(path, sizeof path, "%s/model.csv", out);
+    vb_atomic_write_or_die(path, write_model_csv, &x);
+    vb_snprintf(path, sizeof path, "%s/model.md", out);
+    vb_atomic_write_or_die(path, write_md, &m);
+
+    printf("Fits (commbench.csv, slowest rank per size):\n");
+    printf("%-15s %-6s %3s %5s %12s %12s %8s %6s\n", "collective", "group", "p", "world", "alpha_us", "beta_GBps",
+           "rel_rms", "sizes");
+    for (int i = 0; i < fits.n; i++) {
+        const vb_ab_fit *a = &fits.fits[i];
+        printf("%-15s %-6s %3d %5d %12.4g %12.4g %8.3g %6d\n", vb_coll_name[a->coll], a->group, a->p, a->world,
+               a->alpha_us, a->beta_GBps, a->rel_rms, a->nsizes);
+    }
+    printf("\nPredicted step (%s kind, %s efficiency) beside the measurement:\n", kind,
+           strong ? "strong: T1/(p Tp)" : "weak: T1/Tp");
+    print_table(&x);
+    double med, mx;
+    int n;
+    if (error_summary(&pl, &med, &mx, &n))
+        printf("\nvitbench model: step-time error over %d measured points: median |rel. error| %.3g, max %.3g\n", n,
+               med, mx);
+    printf("vitbench model: wrote %s/model.csv, model.md, model_fits.csv\n", out);
+    free(pl.v);
+    free(ref.ops);
+    vb_ab_free(&fits);
+    return 0;
+}

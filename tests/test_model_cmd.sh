@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# test_model_cmd.sh <vitbench>: `vitbench model` end to end on the fixtures in
+# tests/fixtures/model/, whose every number is known in advance:
+#   commbench.csv  exact ring-form times, alpha 20 us and beta 2 GB/s (10 us,
+#                  4 GB/s for broadcast), groups of 2 (dp) and 4 (world) ranks
+#   run1/          a one-rank run: embed_dim 8, depth 1, 2 heads, patch 2,
+#                  4x8 image (8 tokens), local batch 2, 1 thread, 2 cores; FULL
+#                  steps 0.09, 0.1, 0.11 (median 0.1), ops 0.085 s per step
+#   sweep/         weak scaling at 1, 2, 4 ranks (1 thread each; 4 ranks on
+#                  2 cores), measured 20, 32, 40 samples/s; a failed 8-rank row
+# Expected (worked out by hand):
+#   the model has 1024 parameters = 4096 gradient bytes = one DDP bucket, ready
+#   only when backward ends, so its allreduce is exposed whole:
+#     2 ranks: 2(p-1) 20 us + 2(p-1)/p 4096 B / 2 GB/s = 40 + 2.048 = 42.048 us
+#     4 ranks: 120 us + 1.5 x 2.048 us = 123.072 us; compute x 2 (4 ranks x 1
+#              thread on 2 cores): step 0.2 + 123.072e-6 = 0.200123072 s
+#   efficiency (weak) T1 / Tp at 4 ranks: 0.1 / 0.200123072 = 0.499693
+#   rel_error at 2 ranks: (0.100042048 - 0.125) / 0.125 = -0.199664
+# Then --world_sizes, the report's model section, and bad input (exit 2).
+set -u
+
+VB=${1:?usage: test_model_cmd.sh <path-to-vitbench>}
+fail() { echo "test_model_cmd: FAIL: $*" >&2; exit 1; }
+[ -x "$VB" ] || fail "not an executable: $VB"
+VB=$(readlink -f "$VB")
+FIX=$(cd "$(dirname "$0")/fixtures/model" && pwd) || fail "no fixtures"
+
+TMP=$(mktemp -d /tmp/vb_model.XXXXXX) || fail "mktemp"
+trap 'rm -rf "$TMP"' EXIT
+cp -r "$FIX/sweep" "$TMP/sweep"
+
+# col FILE ROW_NAME COLUMN: the cell of model.csv's row whose point is ROW_NAME
+col() {
+    awk -F, -v row="$2" -v name="$3" 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+        $1 == row { print $(c[name]) }' "$1"
+}
+near() { # near VALUE EXPECTED: |v - e| <= 1e-5 |e| (model.csv has 6 significant digits)
+    awk -v v="$1" -v e="$2" 'BEGIN { d = v - e; if (d < 0) d = -d; a = e < 0 ? -e : e; exit !(v != "" && d <= 1e-5 * a + 1e-12) }'
+}
+
+# 1. the sweep, default output directory = the sweep
+out=$("$VB" model --commbench "$FIX/commbench.csv" --run "$FIX/run1" --sweep "$TMP/sweep" 2>&1) ||
+    fail "model exited $?: $out"
+M="$TMP/sweep/model.csv"
+[ -f "$M" ] && [ -f "$TMP/sweep/model.md" ] && [ -f "$TMP/sweep/model_fits.csv" ] || fail "outputs missing: $(ls "$TMP/sweep")"
+head -1 "$M" | grep -q '^point,ranks,tp,cp,dp,local_batch,threads_per_rank,node_ranks,cpu_factor,nbuckets,forward_s,backward_s,other_s,compute_s,ddp_comm_s,comm_exposed_ddp_s,comm_exposed_tp_s,comm_exposed_cp_s,step_s,samples_per_s,efficiency,measured_step_s,measured_samples_per_s,measured_efficiency,rel_error,extrapolated$' ||
+    fail "model.csv header: $(head -1 "$M")"
+[ "$(wc -l < "$M")" -eq 4 ] || fail "model.csv should have 3 points (the failed run skipped): $(cat "$M")"
+near "$(col "$M" 000_ranks=1 step_s)" 0.1 || fail "1-rank step: $(col "$M" 000_ranks=1 step_s)"
+near "$(col "$M" 001_ranks=2 comm_exposed_ddp_s)" 4.2048e-05 || fail "2-rank exposed DDP: $(cat "$M")"
+near "$(col "$M" 001_ranks=2 rel_error)" -0.199664 || fail "2-rank rel_error: $(cat "$M")"
+near "$(col "$M" 002_ranks=4 cpu_factor)" 2 || fail "4-rank oversubscription factor: $(cat "$M")"
+near "$(col "$M" 002_ranks=4 step_s)" 0.200123 || fail "4-rank step: $(cat "$M")"
+near "$(col "$M" 002_ranks=4 efficiency)" 0.499693 || fail "4-rank efficiency: $(cat "$M")"
+near "$(col "$M" 002_ranks=4 measured_efficiency)" 0.5 || fail "4-rank measured efficiency: $(cat "$M")"
+near "$(col "$M" 002_ranks=4 nbuckets)" 1 || fail "bucket count: $(cat "$M")"
+grep -q '^allreduce,dp,2,4,20,2,0,4$' "$TMP/sweep/model_fits.csv" || fail "fit: $(cat "$TMP/sweep/model_fits.csv")"
+grep -q '^broadcast,world,4,4,10,4,' "$TMP/sweep/model_fits.csv" || fail "broadcast fit: $(cat "$TMP/sweep/model_fits.csv")"
+echo "$out" | grep -q 'step-time error over 3 measured points: median |rel. error| 0.000615, max 0.2' ||
+    fail "error summary: $out"
+
+# 2. after_backward gives the same here (one bucket, ready at the end)
+"$VB" model --commbench "$FIX" --run "$FIX/run1" --sweep "$TMP/sweep" --ddp_overlap after_backward \
+    --output_dir "$TMP/ab" > /dev/null 2>&1 || fail "--ddp_overlap after_backward"
+near "$(col "$TMP/ab/model.csv" 002_ranks=4 step_s)" 0.200123 || fail "after_backward step"
+
+# 3. hypothetical layouts: world 4 -> tp in {1, 2} (2 heads), cp in {1, 2, 4}: 5 layouts
+"$VB" model --commbench "$FIX/commbench.csv" --run "$FIX/run1" --world_sizes 4 --layouts all \
+    --output_dir "$TMP/hyp" > "$TMP/hyp.log" 2>&1 || fail "--world_sizes: $(cat "$TMP/hyp.log")"
+[ "$(wc -l < "$TMP/hyp/model.csv")" -eq 6 ] || fail "world 4 should have 5 layouts: $(cat "$TMP/hyp/model.csv")"
+grep -q '^world=4_tp=2_cp=2_dp=1,' "$TMP/hyp/model.csv" || fail "tp 2 x cp 2 missing"
+grep -q '^world=4_tp=4' "$TMP/hyp/model.csv" && fail "tp 4 does not divide 2 heads"
+# ranks per node default = cores / threads = 2: no oversubscription
+near "$(col "$TMP/hyp/model.csv" world=4_tp=1_cp=1_dp=4 cpu_factor)" 1 || fail "hypothetical cpu factor"
+# tp 2: 4 allreduces per block of B Nl D float32 = 2 x 8 x 8 x 4 = 512 B over 2 ranks: 4 x (40 + 0.256) us
+near "$(col "$TMP/hyp/model.csv" world=4_tp=2_cp=1_dp=2 comm_exposed_tp_s)" 0.000161024 ||
+    fail "tp exposed: $(cat "$TMP/hyp/model.csv")"
+
+# two references, local batch 2 (0.1 s) and 4 (every time doubled: 0.2 s): batch 3 interpolates to 0.15 s
+mkdir -p "$TMP/run4"
+sed 's/"local_batch_size": 2/"local_batch_size": 4/' "$FIX/run1/run.json" > "$TMP/run4/run.json"
+awk -F, -v OFS=, 'NR > 1 { $7 = 2 * $7 } 1' "$FIX/run1/iterations.csv" > "$TMP/run4/iterations.csv"
+awk -F, -v OFS=, 'NR > 1 { $8 = 2 * $8 } 1' "$FIX/run1/ops.csv" > "$TMP/run4/ops.csv"
+"$VB" model --commbench "$FIX/commbench.csv" --run "$FIX/run1" --run "$TMP/run4" --world_sizes 1 \
+    --local_batch_size 3 --output_dir "$TMP/interp" > "$TMP/interp.log" 2>&1 || fail "two --run: $(cat "$TMP/interp.log")"
+near "$(col "$TMP/interp/model.csv" world=1_tp=1_cp=1_dp=1 step_s)" 0.15 || fail "interpolated step: $(cat "$TMP/interp/model.csv")"
+
+# 4. the sweep report shows predicted beside measured
+"$VB" report "$TMP/sweep" --no_plots > "$TMP/report.log" 2>&1 || fail "report: $(cat "$TMP/report.log")"
+grep -q 'Scaling model' "$TMP/sweep/report/report.md" || fail "report has no model section"
+[ -f "$TMP/sweep/report/model_vs_measured.csv" ] || fail "no model_vs_measured.csv"
+grep -q '^002_ranks=4,4,40,39.9754,' "$TMP/sweep/report/model_vs_measured.csv" ||
+    fail "model_vs_measured.csv: $(cat "$TMP/sweep/report/model_vs_measured.csv")"
+
+# 5. bad input: exit 2, one line naming the file / column / flag
+bad() { # bad PATTERN ARGS...: exit 2 with PATTERN in its one line
+    local pat=$1
+    shift
+    local msg rc
+    msg=$("$VB" model "$@" 2>&1)
+    rc=$?
+    [ $rc -eq 2 ] || fail "exit $rc (want 2) for: $* ($msg)"
+    [ "$(echo "$msg" | wc -l)" -eq 1 ] || fail "more than one line for: $*: $msg"
+    echo "$msg" | grep -q -- "$pat" || fail "'$pat' not in: $msg"
+}
+bad "nope.csv" --commbench "$TMP/nope.csv" --run "$FIX/run1" --sweep "$TMP/sweep"
+bad "missing required flag --run" --commbench "$FIX/commbench.csv" --sweep "$TMP/sweep"
+bad "nothing to predict" --commbench "$FIX/commbench.csv" --run "$FIX/run1"
+grep -v '^allreduce' "$FIX/commbench.csv" | cut -d, -f1-12,14- > "$TMP/nocol.csv"
+bad "no column 'time_us'" --commbench "$TMP/nocol.csv" --run "$FIX/run1" --sweep "$TMP/sweep"
+awk -F, 'NR == 1 || $7 == 1024' "$FIX/commbench.csv" > "$TMP/onesize.csv"
+bad "1 distinct message size" --commbench "$TMP/onesize.csv" --run "$FIX/run1" --sweep "$TMP/sweep"
+grep -v '^allreduce' "$FIX/commbench.csv" > "$TMP/noar.csv"
+bad "no allreduce rows" --commbench "$TMP/noar.csv" --run "$FIX/run1" --sweep "$TMP/sweep"
+bad "a one-rank run is needed" --commbench "$FIX/commbench.csv" --run "$TMP/sweep/runs/001_ranks=2" --sweep "$TMP/sweep"
+mkdir -p "$TMP/noops" && cp "$FIX/run1/run.json" "$FIX/run1/iterations.csv" "$TMP/noops/"
+bad "a second reference at local batch 2" --commbench "$FIX/commbench.csv" --run "$FIX/run1" --run "$FIX/run1" --sweep "$TMP/sweep"
+bad "ops.csv" --commbench "$FIX/commbench.csv" --run "$TMP/noops" --sweep "$TMP/sweep"
+cp -r "$TMP/sweep" "$TMP/badtp"
+sed -i 's/"tp": 1/"tp": 3/' "$TMP/badtp/runs/001_ranks=2/run.json"
+bad "tensor_parallel 3 does not divide num_heads 2" --commbench "$FIX/commbench.csv" --run "$FIX/run1" --sweep "$TMP/badtp"
+bad "--world_sizes expects" --commbench "$FIX/commbench.csv" --run "$FIX/run1" --world_sizes 4,x
+bad "unknown flag --bogus" --commbench "$FIX/commbench.csv" --run "$FIX/run1" --bogus 1
+echo "test_model_cmd: OK"
