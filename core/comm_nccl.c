@@ -209,7 +209,7 @@ static void nccl_wait(vb_request *req) { finish(req); }
 /* NCCL refuses two ranks of one communicator on one GPU: every rank's
  * (host, PCI bus id) to rank 0, which looks for a repeat. Collective. */
 static bool nccl_usable(const vb_comm *world, vb_ctx *ctx, char *why, size_t n) {
-    enum { KEY = 320 };
+    enum { KEY = 256 + 5 + 64 + 1 }; /* host, " gpu ", bus id */
     char key[KEY];
     memset(key, 0, sizeof key);
     char host[256], bus[64] = "?";
