@@ -297,6 +297,7 @@ static const char *submit(const char *script, const char *dir, const char *name,
     vb_snprintf(submit_log, sizeof submit_log, "%s/logs/%s.submit.log", dir, name);
     const char *why;
     *code = sweep_launch(sb, submit_log, 120, 0, &why);
+    if (*code == 0) sweep_record_job(dir, name, submit_log);
     return *code == 0 ? "submitted" : "failed";
 }
 
@@ -529,6 +530,12 @@ int vb_sweep_main(int argc, char **argv) {
         record_index(index_path, dir, runs_dir, &plan, items, nitems, &cli);
         int code;
         const char *st = submit(script, dir, name, cli.dry_run, &code);
+        if (strcmp(st, "submitted") == 0) { /* every run of the job follows its id */
+            char submit_log[VB_PATH_MAX];
+            vb_snprintf(submit_log, sizeof submit_log, "%s/logs/%s.submit.log", dir, name);
+            for (int i = 0; i < nitems; i++)
+                if (mine[i]) sweep_record_job(dir, items[i].name, submit_log);
+        }
         if (!cli.dry_run) {
             printf("vitbench sweep: sweep job %s with %d runs: %s (sbatch exit %d, see %s/logs/%s.submit.log)\n",
                    script, todo, st, code, dir, name);

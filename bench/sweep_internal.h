@@ -192,7 +192,10 @@ void sweep_mark_run_failed(const char *runs_dir, const sweep_item *it);
  * others. */
 int sweep_collect(const char *dir, const char *runs_dir, const vb_sweep_plan *plan, sweep_item *items, int n,
                   int *completed, int *waiting);
-/* Removes status/<run>.exit of runs about to be (re)submitted. */
+/* Removes status/<run>.exit and .job of runs about to be (re)submitted. */
 void sweep_clear_status(const char *dir, const sweep_item *it);
+/* The job id sbatch printed into submit_log, as status/<name>.job (nothing
+ * when it printed none). */
+void sweep_record_job(const char *dir, const char *name, const char *submit_log);
 
 #endif

@@ -145,4 +145,23 @@ wait_done "$d" 120 || fail "per-run job not done after 120 s: $(cat "$d/index.cs
 got=$(tail -n +2 "$d/index.csv" | cut -d, -f1-4)
 [ "$got" = '0,runs/000_ranks=2,completed,0' ] || fail "per-run index.csv: $(cat "$d/index.csv"); log: $(cat "$d/logs/000_ranks=2.log")"
 
+# a job cancelled before its run could finish: the row becomes failed with the
+# job's state, not submitted for ever
+out=$(timeout 200 "$VB" sweep real.yaml --launcher sbatch --ranks 1 --output_dir cx --benchy_config "$QUICK" \
+    --preamble 'sleep 120' 2>&1) || fail "cancel-case submission exited $?: $out"
+d=$(readlink -f cx/real_*)
+id=$(cat "$d/status/000_ranks=1.job" 2>/dev/null) || fail "no job id recorded: $(ls "$d/status"); $out"
+timeout 10 scancel "$id" || fail "scancel $id failed"
+for i in $(seq 1 60); do
+    [ -z "$(timeout 5 squeue -h 2>/dev/null)" ] && break
+    sleep 1
+done
+rc=0
+out=$(timeout 60 "$VB" sweep --collect "$d" --no_report 2>&1) || rc=$?
+# (sacct names the state where accounting is kept; this Slurm keeps none)
+[ "$rc" = 1 ] && grep -Eq "job $id (ended \(CANCELLED|left the queue) before the run finished" <<<"$out" ||
+    fail "collect after scancel: exit $rc: $out"
+got=$(tail -n +2 "$d/index.csv" | cut -d, -f1-4)
+[ "$got" = '0,runs/000_ranks=1,failed,-1' ] || fail "index.csv after scancel: $(cat "$d/index.csv")"
+
 echo "test_slurm_real: OK"

@@ -10,6 +10,9 @@
 #      the planned order, one made to fail, later ones still completed, index.csv
 #      completed / failed, the report written. Then per-run scripts submitted by
 #      a fake sbatch that runs them at once: index.csv follows each job.
+#   4. jobs that end without a status: a fake sbatch that only queues, a fake
+#      squeue: waiting while the job is listed or squeue fails, failed with
+#      exit_code -1 and the job's state once it is gone.
 set -u
 
 VB=${1:?usage: test_slurm_scripts.sh <path-to-vitbench>}
@@ -261,6 +264,44 @@ got=$(tail -n +2 "$d/index.csv" | cut -d, -f1-4)
 1,runs/001_ranks=1_seed=2,completed,0' ] || fail "index.csv after per-run jobs: $(cat "$d/index.csv"); sweep: $out"
 grep -q 'fake srun: this step fails' "$d/logs/000_ranks=1_seed=1.log" || fail "job output is not the run's log: $(ls "$d/logs")"
 [ "$(ls "$d/status")" = '000_ranks=1_seed=1.exit
-001_ranks=1_seed=2.exit' ] || fail "status files: $(ls "$d/status")"
+000_ranks=1_seed=1.job
+001_ranks=1_seed=2.exit
+001_ranks=1_seed=2.job' ] || fail "status files: $(ls "$d/status")"
+
+# ---- 4. jobs that end without a status (cancelled, out of time, a node lost) ----
+mkdir -p bin2
+cat >bin2/sbatch <<'EOF'
+#!/usr/bin/env bash
+# fake sbatch: queues the job (runs nothing), prints its id
+echo "Submitted batch job 4242"
+EOF
+cat >bin2/squeue <<'EOF'
+#!/usr/bin/env bash
+# fake squeue: lists $FAKE_QUEUE ("ID STATE"), or fails as without a controller
+if [ -n "${FAKE_SQUEUE_FAIL:-}" ]; then echo "squeue: error: Unable to contact slurm controller" >&2; exit 1; fi
+[ -n "${FAKE_QUEUE:-}" ] && printf '%s\n' "$FAKE_QUEUE"
+exit 0
+EOF
+printf '#!/usr/bin/env bash\necho TIMEOUT\n' >bin2/sacct
+chmod +x bin2/sbatch bin2/squeue bin2/sacct
+collect() { # ENV...: --collect of $d with the fake squeue; output in $out, exit status in $rc
+    rc=0
+    out=$(env PATH="$TMP/bin2:$PATH" "$@" "$VB" sweep --collect "$d" --no_report 2>&1) || rc=$?
+}
+rc=0
+out=$(PATH=$TMP/bin2:$PATH FAKE_QUEUE="4242 PENDING" "$VB" sweep sj.yaml --launcher sbatch --ranks 1 --output_dir held \
+    --benchy_config "$QUICK" 2>&1) || rc=$?
+[ "$rc" = 0 ] || fail "held submission exited $rc: $out"
+d=$(sweep_dir held)
+[ "$(cat "$d/status/000_ranks=1_seed=1.job")" = 4242 ] || fail "job id not recorded: $(ls "$d/status")"
+collect FAKE_QUEUE="4242 RUNNING"
+[ "$rc" = 0 ] && grep -q '0 completed, 0 failed, 2 waiting' <<<"$out" || fail "a running job: exit $rc: $out"
+collect FAKE_QUEUE="17 RUNNING" FAKE_SQUEUE_FAIL=1
+[ "$rc" = 0 ] && grep -q '0 completed, 0 failed, 2 waiting' <<<"$out" || fail "squeue without a controller: exit $rc: $out"
+collect FAKE_QUEUE="17 RUNNING"
+[ "$rc" = 1 ] && grep -q '0 completed, 2 failed, 0 waiting' <<<"$out" && grep -q 'job 4242 ended (TIMEOUT)' <<<"$out" ||
+    fail "a job gone from the queue without a status: exit $rc: $out"
+got=$(tail -n +2 "$d/index.csv" | cut -d, -f3,4 | sort -u)
+[ "$got" = 'failed,-1' ] || fail "index.csv of jobs that ended without a status: $(cat "$d/index.csv")"
 
 echo "test_slurm_scripts: OK"
