@@ -6,7 +6,10 @@
  * backend computes it: no cancellation when |mean| >> std). The weight and
  * bias gradients are column sums over all rows, done deterministically in two
  * passes (per row-range partials in the context's scratch, then a fixed-order
- * sum per column); no atomics, so they are bitwise reproducible.
+ * sum per column); no atomics, so they are bitwise reproducible. For C up to
+ * 1024 the input gradient and the partials come from one fused pass over the
+ * rows (layernorm_backward_fused_kernel); wider rows take the separate
+ * row-per-warp and column-block kernels.
  */
 #include "kernels/cuda/cuda_common.cuh"
 
@@ -118,6 +121,103 @@ __global__ void layernorm_param_final_kernel(float *dweight, float *dbias, const
     if (dbias) dbias[col] += sb;
 }
 
+// The fused backward for C <= LN_FUSED_MAX_C: one pass over the rows gives
+// the input gradient and the per-block column partials of dweight/dbias.
+// Warp w of block b takes rows (b * 8 + w) + k * gridDim.x * 8; lane l owns
+// columns l, l + 32, ... in registers, so every row is read whole and
+// coalesced, once for the row sums and once for the writes (the second read
+// hits L1/L2), with every warp of the GPU streaming rows at once. The block's
+// 8 warps then add their partials in a fixed order (shared memory, warp by
+// warp) into pw/pb[blockIdx.x][C]; layernorm_param_sum_kernel sums the block
+// rows in a fixed order too: no atomics, bitwise reproducible on one device.
+enum { LN_FUSED_MAX_C = 1024, LN_FUSED_CPL = LN_FUSED_MAX_C / 32 };
+
+template <typename T>
+__global__ void __launch_bounds__(LN_THREADS)
+    layernorm_backward_fused_kernel(T *dinp, float *pw, float *pb, const T *dout, const T *inp,
+                                    const T *weight, const float *mean, const float *rstd, int N,
+                                    int C) {
+    extern __shared__ float ln_smem[]; // [2][C]
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    float aw[LN_FUSED_CPL], ab[LN_FUSED_CPL];
+#pragma unroll
+    for (int j = 0; j < LN_FUSED_CPL; j++) aw[j] = ab[j] = 0.0f;
+    for (int row = blockIdx.x * LN_ROWS_PER_BLOCK + warp; row < N;
+         row += gridDim.x * LN_ROWS_PER_BLOCK) {
+        const size_t off = (size_t)row * C;
+        const float m = mean[row], s = rstd[row];
+        float dn_sum = 0.0f, dn_xhat_sum = 0.0f;
+#pragma unroll
+        for (int j = 0; j < LN_FUSED_CPL; j++) {
+            const int i = lane + 32 * j;
+            if (i < C) {
+                const float dy = to_f(dout[off + i]);
+                const float dn = to_f(weight[i]) * dy;
+                dn_sum += dn;
+                dn_xhat_sum += dn * (to_f(inp[off + i]) - m) * s;
+            }
+        }
+        const float dn_mean = warp_sum(dn_sum) / C, dn_xhat_mean = warp_sum(dn_xhat_sum) / C;
+#pragma unroll
+        for (int j = 0; j < LN_FUSED_CPL; j++) {
+            const int i = lane + 32 * j;
+            if (i < C) {
+                const float dy = to_f(dout[off + i]);
+                const float xhat = (to_f(inp[off + i]) - m) * s;
+                const float g = (to_f(weight[i]) * dy - dn_mean - xhat * dn_xhat_mean) * s;
+                if (dinp) dinp[off + i] = from_f<T>(to_f(dinp[off + i]) + g);
+                aw[j] += dy * xhat;
+                ab[j] += dy;
+            }
+        }
+    }
+    float *sw = ln_smem, *sb = ln_smem + C;
+    for (int w = 0; w < LN_ROWS_PER_BLOCK; w++) {
+        if (warp == w) {
+#pragma unroll
+            for (int j = 0; j < LN_FUSED_CPL; j++) {
+                const int i = lane + 32 * j;
+                if (i < C) {
+                    sw[i] = w == 0 ? aw[j] : sw[i] + aw[j];
+                    sb[i] = w == 0 ? ab[j] : sb[i] + ab[j];
+                }
+            }
+        }
+        __syncthreads();
+    }
+    for (int i = threadIdx.x; i < C; i += LN_THREADS) {
+        pw[(size_t)blockIdx.x * C + i] = sw[i];
+        pb[(size_t)blockIdx.x * C + i] = sb[i];
+    }
+}
+
+// dweight[col] += sum_r pw[r][col] (dbias likewise): block (32, 8) owns 32
+// columns; thread (x, y) sums rows y, y + 8, ... then the 8 sums are added in
+// order. Either output may be NULL.
+__global__ void layernorm_param_sum_kernel(float *dweight, float *dbias, const float *pw,
+                                           const float *pb, int R, int C) {
+    __shared__ float shw[8][33], shb[8][33];
+    const int col = blockIdx.x * 32 + threadIdx.x;
+    float sw = 0.0f, sb = 0.0f;
+    if (col < C)
+        for (int r = threadIdx.y; r < R; r += 8) {
+            sw += pw[(size_t)r * C + col];
+            sb += pb[(size_t)r * C + col];
+        }
+    shw[threadIdx.y][threadIdx.x] = sw;
+    shb[threadIdx.y][threadIdx.x] = sb;
+    __syncthreads();
+    if (threadIdx.y == 0 && col < C) {
+        float tw = 0.0f, tb = 0.0f;
+        for (int j = 0; j < 8; j++) {
+            tw += shw[j][threadIdx.x];
+            tb += shb[j][threadIdx.x];
+        }
+        if (dweight) dweight[col] += tw;
+        if (dbias) dbias[col] += tb;
+    }
+}
+
 // out[N,C] = layernorm(inp), mean/rstd[N] saved (either may be NULL)
 void cuda_layernorm_forward(vb_ctx *ctx, vb_act *out, float *mean, float *rstd, const vb_act *inp,
                             const vb_act *weight, const vb_act *bias, int N, int C, float eps) {
@@ -157,6 +257,27 @@ void cuda_layernorm_backward(vb_ctx *ctx, vb_act *dinp_acc, float *dweight, floa
     NvtxRange r("layernorm_backward");
     if (N <= 0 || C <= 0) return;
     cuda_impl *c = cuda_impl_of(ctx);
+    if (C <= LN_FUSED_MAX_C && (dweight || dbias)) {
+        // two rows of partials per block within scratch; about two blocks per SM
+        long R = (long)c->num_sms * 2;
+        const long max_r = ((long)N + LN_ROWS_PER_BLOCK - 1) / LN_ROWS_PER_BLOCK;
+        const long fit = (long)(c->scratch_bytes / (2 * (size_t)C * sizeof(float)));
+        if (R > max_r) R = max_r;
+        if (R > fit) R = fit;
+        if (R < 1) R = 1;
+        float *pw = (float *)cuda_scratch(ctx, 2 * (size_t)R * C * sizeof(float), "layernorm_backward");
+        float *pb = pw + (size_t)R * C;
+        dispatch_act(ctx->act, [&](auto tag) {
+            typedef typename decltype(tag)::type T;
+            layernorm_backward_fused_kernel<T><<<(unsigned)R, LN_THREADS, 2 * (size_t)C * sizeof(float), c->stream>>>(
+                (T *)dinp_acc, pw, pb, (const T *)dout, (const T *)inp, (const T *)weight, mean, rstd, N, C);
+            CUDA_LAUNCH_CHECK();
+        });
+        layernorm_param_sum_kernel<<<(C + 31) / 32, dim3(32, 8), 0, c->stream>>>(dweight, dbias, pw, pb,
+                                                                                 (int)R, C);
+        CUDA_LAUNCH_CHECK();
+        return;
+    }
     if (dinp_acc) {
         const unsigned blocks = (unsigned)((N + LN_ROWS_PER_BLOCK - 1) / LN_ROWS_PER_BLOCK);
         dispatch_act(ctx->act, [&](auto tag) {
