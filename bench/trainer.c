@@ -440,7 +440,8 @@ void vb_run_timeline_phase(vb_run *r, const char *phase, double t0, double t1) {
 }
 
 vb_ctx *vb_run_ctx_create(const vb_config *c, const vb_comm *world) {
-    vb_ctx_opts opts = {.act = VB_DTYPE_F32, .device = 0, .tf32 = c->tf32 ? 1 : 0};
+    vb_ctx_opts opts = {.act = VB_DTYPE_F32, .device = 0, .tf32 = c->tf32 ? 1 : 0,
+                        .attention = strcmp(c->attention, "cudnn") == 0 ? VB_ATTENTION_CUDNN : VB_ATTENTION_FLASH};
     if (strcmp(c->amp_mode, "bf16") == 0) opts.act = VB_DTYPE_BF16;
     else if (strcmp(c->amp_mode, "fp16") == 0) opts.act = VB_DTYPE_F16;
     char err[256] = "";

@@ -71,6 +71,7 @@ static const key_def g_keys[] = {
     {"enable_fused", KT_BOOL, FIELD(enable_fused), false},
     {"enable_jit", KT_BOOL, FIELD(enable_jit), false},
     {"tf32", KT_BOOL, FIELD(tf32), false},
+    {"attention", KT_STR, FIELD(attention), false},
     {"expdir", KT_STR, FIELD(expdir), false},
     /* data */
     {"data_loader_config", KT_STR, FIELD(data_loader_config), false},
@@ -351,6 +352,7 @@ void vb_config_defaults(vb_config *c) {
     c->enable_fused = false;
     c->enable_jit = false;
     c->tf32 = true;
+    snprintf(c->attention, sizeof c->attention, "flash");
     snprintf(c->expdir, sizeof c->expdir, "/logs");
     snprintf(c->data_loader_config, sizeof c->data_loader_config, "pytorch");
     c->num_data_workers = 0;
@@ -674,6 +676,13 @@ void vb_config_validate(const vb_config *c, const char *origin) {
               "amp_mode = fp16 is not supported yet: it needs dynamic loss scaling (use bf16)");
     if (!amp_half && strcmp(c->amp_mode, "none") != 0)
         vfail(c, origin, "amp_mode", NULL, "amp_mode = '%s' must be none, fp16 or bf16", c->amp_mode);
+    if (strcmp(c->attention, "flash") != 0 && strcmp(c->attention, "cudnn") != 0)
+        vfail(c, origin, "attention", NULL, "attention = '%s' must be flash or cudnn", c->attention);
+    else if (strcmp(c->attention, "cudnn") == 0 && strcmp(c->backend, "cpu") == 0)
+        vfail(c, origin, "attention", NULL, "attention = cudnn needs the CUDA backend (use flash on cpu)");
+    else if (strcmp(c->attention, "cudnn") == 0 && !amp_half)
+        vfail(c, origin, "attention", NULL,
+              "attention = cudnn needs amp_mode bf16 or fp16 (cuDNN's fused attention has no float32)");
     if (strcmp(c->data_loader_config, "dali") == 0)
         vfail(c, origin, "data_loader_config", NULL,
               "data_loader_config = dali is unavailable (DALI needs CUDA; use pytorch, the HDF5 loader)");

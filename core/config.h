@@ -39,6 +39,7 @@ typedef struct vb_config {
     char optimizer[16];            /* "Adam" */
     char amp_mode[8];              /* "none", "bf16" or "fp16" (the last two on the CUDA backend only) */
     bool enable_fused, enable_jit; /* accepted for tutorial compatibility; no effect on CPU */
+    char attention[8];             /* "flash" (vitbench's kernels) or "cudnn" (cuDNN's fused attention; CUDA, bf16/fp16) */
     bool tf32;                     /* float32 GEMMs on TF32 tensor cores (CUDA, amp_mode none; PyTorch's default, as the tutorial measured); no effect on CPU */
     char expdir[VB_PATH_MAX];      /* accepted, unused: output_dir holds results */
 

@@ -57,7 +57,12 @@ typedef struct vb_ctx_opts {
     vb_dtype act;   /* activation / matmul operand dtype */
     int device;     /* device index (CUDA); ignored by the CPU */
     int tf32;       /* float32 matmuls may use TF32 tensor cores (CUDA); ignored by the CPU */
+    int attention;  /* vb_attention_impl: the attention kernels (CUDA, bf16/f16); ignored by the CPU */
 } vb_ctx_opts;
+
+/* whose attention kernels a CUDA context runs for bfloat16/float16: our own
+ * flash kernels, or cuDNN's fused attention (float32 always takes ours) */
+typedef enum vb_attention_impl { VB_ATTENTION_FLASH = 0, VB_ATTENTION_CUDNN = 1 } vb_attention_impl;
 
 typedef struct vb_ctx {
     const struct vb_ops *ops;

@@ -20,8 +20,9 @@
  * contexts run the same inputs (rounded to the dtype on both sides) with
  * tolerances of the dtype's precision. A NaN anywhere fails.
  *
- * `test_cuda_ops --bench` instead times the GEMMs, attention and LayerNorm
- * at the base config's shapes (CUDA events) for float32, TF32 and bfloat16.
+ * `test_cuda_ops --bench [B]` instead times the GEMMs, attention and LayerNorm
+ * at the base config's shapes with B samples (CUDA events) for float32, TF32
+ * and bfloat16, and attention through cuDNN beside ours when built with it.
  */
 #include <math.h>
 #include <stdio.h>
@@ -37,6 +38,7 @@ static const vb_ops *H; // cpu (reference)
 static vb_ctx *hctx;
 static vb_ctx *gctx[3]; // indexed by vb_dtype
 static vb_ctx *gtf32;   // float32 with TF32 GEMMs
+static vb_ctx *gcudnn[3]; // bf16 / f16 with attention through cuDNN (NULL without cuDNN)
 
 // ---------------------------------------------------------------------------
 // host float <-> bfloat16 / float16 (round to nearest even)
@@ -272,7 +274,12 @@ static double act_floor(vb_ctx *g, double floor) {
 
 static int g_failures;
 
-static const char *label(vb_ctx *g) { return g == gtf32 ? "tf32" : vb_dtype_name(g->act); }
+static const char *label(vb_ctx *g) {
+    if (g == gtf32) return "tf32";
+    if (g && (g == gcudnn[VB_DTYPE_BF16] || g == gcudnn[VB_DTYPE_F16]))
+        return g->act == VB_DTYPE_BF16 ? "bf16+cuDNN" : "f16+cuDNN";
+    return vb_dtype_name(g->act);
+}
 
 // one line per case; returns 1 on failure
 static int report(const char *op, vb_ctx *g, const char *shape, const char *what, double err,
@@ -706,6 +713,13 @@ static void test_attention(void **state) {
         bad += attention_case(gctx[d], 1, 65, 63, 2, 64, 630 + d);
         bad += attention_case(gctx[d], 1, 1, 1, 1, 1, 640 + d);
         bad += attention_case(gctx[d], 1, 70, 3, 2, 40, 650 + d);
+        if (gcudnn[d]) { // cuDNN's fused attention: head dims a multiple of 8
+            bad += attention_case(gcudnn[d], 2, 288, 288, 6, 32, 660 + d);
+            bad += attention_case(gcudnn[d], 1, 100, 300, 8, 48, 670 + d);
+            bad += attention_case(gcudnn[d], 1, 700, 4050, 2, 48, 680 + d); // base T, Tq != Tk
+            bad += attention_case(gcudnn[d], 2, 128, 128, 4, 16, 690 + d);
+            bad += attention_case(gcudnn[d], 1, 65, 63, 2, 64, 700 + d);
+        }
     }
     vb_set_error_context("");
     assert_int_equal(bad, 0);
@@ -1032,7 +1046,7 @@ static void test_contexts(void **state) {
 }
 
 // ---------------------------------------------------------------------------
-// --bench: base config shapes (B=2 per GPU: 8100 tokens, D=384, 8 heads of 48)
+// --bench [B]: base config shapes (B samples, default 2: 8100 tokens, D=384, 8 heads of 48)
 
 static void bench_one(vb_ctx *g, const char *what, double flops, double bytes, int reps,
                       void (*fn)(vb_ctx *, void *), void *arg) {
@@ -1099,16 +1113,16 @@ static void *bench_buf(vb_ctx *g, size_t n, int act) {
     return d;
 }
 
-static int run_bench(void) {
-    vb_ctx *list[3] = {gctx[VB_DTYPE_F32], gtf32, gctx[VB_DTYPE_BF16]};
-    const int B = 2, T = 4050, D = 384, NH = 8, HD = 48, N = B * T;
+static int run_bench(int B) {
+    vb_ctx *list[4] = {gctx[VB_DTYPE_F32], gtf32, gctx[VB_DTYPE_BF16], gcudnn[VB_DTYPE_BF16]};
+    const int T = 4050, D = 384, NH = 8, HD = 48, N = B * T;
     const int shapes[5][2] = {{D, 3 * D}, {D, D}, {D, 4 * D}, {4 * D, D}, {1280, D}};
     const char *names[5] = {"qkv", "proj", "fc1", "fc2", "patch embed"};
-    for (int l = 0; l < 3; l++) {
+    for (int l = 0; l < 4; l++) {
         vb_ctx *g = list[l];
         if (!g) continue;
         const size_t es = vb_dtype_size(g->act);
-        for (int s = 0; s < 5; s++) {
+        for (int s = 0; s < 5 && l != 3; s++) { // the cuDNN context differs in attention only
             const int C = shapes[s][0], OC = shapes[s][1];
             bench_args a = {.N = N, .C = C, .OC = OC};
             a.a = bench_buf(g, (size_t)N * C, 1), a.b = bench_buf(g, (size_t)OC * C, 1);
@@ -1140,6 +1154,11 @@ static int run_bench(void) {
         bench_one(g, "attention_backward (flops: 5 products)", 2.5 * fl, 0, 2, run_att_bwd, &a);
         G->free(g, a.i);
         G->free(g, a.e), G->free(g, a.f);
+        if (l == 3) {
+            G->free(g, a.a), G->free(g, a.b), G->free(g, a.c), G->free(g, a.d);
+            G->free(g, a.g2), G->free(g, a.h);
+            continue;
+        }
         bench_args l2 = {.N = N, .C = D};
         l2.a = a.a, l2.b = a.b, l2.c = bench_buf(g, D, 1), l2.d = bench_buf(g, D, 1);
         l2.e = bench_buf(g, N, 0), l2.f = bench_buf(g, N, 0);
@@ -1183,7 +1202,19 @@ int main(int argc, char **argv) {
         if (!gctx[d]) printf("test_cuda_ops: %s context refused: %s\n", vb_dtype_name((vb_dtype)d), err);
     }
     gtf32 = G->ctx_create(&(vb_ctx_opts){.act = VB_DTYPE_F32, .device = 0, .tf32 = 1}, err, sizeof err);
-    if (argc > 1 && strcmp(argv[1], "--bench") == 0) return run_bench();
+    for (int d = 1; d < 3; d++) {
+        gcudnn[d] = G->ctx_create(
+            &(vb_ctx_opts){.act = (vb_dtype)d, .device = 0, .attention = VB_ATTENTION_CUDNN}, err, sizeof err);
+        if (!gcudnn[d]) printf("test_cuda_ops: no cuDNN attention cases: %s\n", err);
+    }
+    if (argc > 1 && strcmp(argv[1], "--bench") == 0) {
+        const int B = argc > 2 ? atoi(argv[2]) : 2;
+        if (B < 1 || B > 64) {
+            printf("test_cuda_ops: --bench B: B = '%s' must be 1..64\n", argv[2]);
+            return 2;
+        }
+        return run_bench(B);
+    }
 
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_contexts),

@@ -463,6 +463,10 @@ void cuda_attention_forward(vb_ctx *ctx, vb_act *out, float *lse, void *workspac
         CUDA_LAUNCH_CHECK();
         return;
     }
+    if (cuda_impl_of(ctx)->attention_cudnn && ctx->act != VB_DTYPE_F32) {
+        cuda_attention_cudnn_forward(ctx, out, lse, q, k, v, B, Tq, Tk, NH, HD);
+        return;
+    }
     if (ATT_TENSOR_CORES && ctx->act != VB_DTYPE_F32) {
         attention_check_shape(ctx, "attention_forward", B, NH, HD, 0);
         cuda_attention_tc_forward(ctx, out, lse, q, k, v, B, Tq, Tk, NH, HD);
@@ -500,6 +504,11 @@ void cuda_attention_backward(vb_ctx *ctx, vb_act *dq, vb_act *dk, vb_act *dv, vo
         return;
     }
     if (!dq && !dk && !dv) return;
+    // cuDNN writes all three gradients; a call that wants fewer takes our kernels
+    if (cuda_impl_of(ctx)->attention_cudnn && ctx->act != VB_DTYPE_F32 && dq && dk && dv) {
+        cuda_attention_cudnn_backward(ctx, dq, dk, dv, dout, out, lse, q, k, v, B, Tq, Tk, NH, HD);
+        return;
+    }
     float *Dd = (float *)workspace;
     const float scale = 1.0f / sqrtf((float)HD);
     dispatch_act(ctx->act, [&](auto tag) {

@@ -75,6 +75,8 @@ struct cuda_gemm_entry {
 };
 enum { CUDA_GEMM_CACHE = 64 };
 
+struct cuda_cudnn_state; // cuda_attention_cudnn.cu: handle, plans, workspace
+
 struct cuda_impl {
     cudaStream_t stream;
     cublasLtHandle_t lt;
@@ -89,12 +91,28 @@ struct cuda_impl {
     size_t max_smem_optin;
     cuda_gemm_entry gemm_cache[CUDA_GEMM_CACHE];
     int gemm_cache_next;
+    // attention through cuDNN's fused kernels instead of ours (bf16/f16);
+    // its state is made on first use
+    int attention_cudnn;
+    cuda_cudnn_state *cudnn;
 };
 
 enum { CUDA_LT_WORKSPACE_BYTES = 32 << 20, CUDA_SCRATCH_BYTES = 8 << 20 };
 
 static inline cuda_impl *cuda_impl_of(vb_ctx *ctx) { return (cuda_impl *)ctx->impl; }
 static inline cudaStream_t cuda_stream(vb_ctx *ctx) { return cuda_impl_of(ctx)->stream; }
+
+// cuDNN's fused attention (cuda_attention_cudnn.cu); available() is false in
+// a build without cuDNN, where the others die with one line
+bool cuda_attention_cudnn_available(void);
+void cuda_attention_cudnn_forward(vb_ctx *ctx, vb_act *out, float *lse, const vb_act *q,
+                                  const vb_act *k, const vb_act *v, int B, int Tq, int Tk, int NH,
+                                  int HD);
+void cuda_attention_cudnn_backward(vb_ctx *ctx, vb_act *dq, vb_act *dk, vb_act *dv,
+                                   const vb_act *dout, const vb_act *out, const float *lse,
+                                   const vb_act *q, const vb_act *k, const vb_act *v, int B, int Tq,
+                                   int Tk, int NH, int HD);
+void cuda_attention_cudnn_release(vb_ctx *ctx);
 
 // ---------------------------------------------------------------------------
 // activation dtypes

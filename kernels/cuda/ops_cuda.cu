@@ -116,6 +116,10 @@ static vb_ctx *cuda_ctx_create(const vb_ctx_opts *opts, char *err, size_t errlen
         return NULL;
     }
 
+    if (opts->attention == VB_ATTENTION_CUDNN && !cuda_attention_cudnn_available()) {
+        if (err) snprintf(err, errlen, "attention = cudnn: this build has no cuDNN (cudnn.h and libcudnn were not found at configure time; set CUDNN_ROOT)");
+        return NULL;
+    }
     vb_ctx *ctx = (vb_ctx *)calloc(1, sizeof(vb_ctx));
     cuda_impl *c = (cuda_impl *)calloc(1, sizeof(cuda_impl));
     if (!ctx || !c) vb_cuda_die("out of host memory creating a CUDA context");
@@ -124,6 +128,7 @@ static vb_ctx *cuda_ctx_create(const vb_ctx_opts *opts, char *err, size_t errlen
     ctx->device = opts->device;
     ctx->impl = c;
     c->tf32 = opts->tf32 != 0;
+    c->attention_cudnn = opts->attention == VB_ATTENTION_CUDNN;
     c->num_sms = prop.multiProcessorCount;
     c->max_smem_optin = prop.sharedMemPerBlockOptin;
     CUDACHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
@@ -139,6 +144,7 @@ static void cuda_ctx_destroy(vb_ctx *ctx) {
     if (!ctx) return;
     cuda_impl *c = cuda_impl_of(ctx);
     CUDACHECK(cudaStreamSynchronize(c->stream));
+    cuda_attention_cudnn_release(ctx);
     CUDACHECK(cudaFree(c->lt_workspace));
     CUDACHECK(cudaFree(c->scratch));
     CUBLASCHECK(cublasLtDestroy(c->lt));
