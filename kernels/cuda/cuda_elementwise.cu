@@ -32,12 +32,52 @@ __global__ void gelu_backward_kernel(T *dinp, const T *inp, const T *dout, size_
     CUDA_GRID_LOOP(i, n) dinp[i] = from_f<T>(to_f(dout[i]) * gelu_grad_f(to_f(inp[i])));
 }
 
+// The same, 16 bytes per access (8 bf16/f16 or 4 float elements a thread):
+// GELU's tensors are the largest elementwise traffic of a step (B*T*4D), and
+// 2-byte accesses leave most of the memory bandwidth unused. Same per-element
+// arithmetic as the scalar kernels, so the results are identical.
+template <typename T> struct vec16 {
+    static constexpr int N = 16 / sizeof(T);
+    alignas(16) T v[N];
+};
+
+template <typename T> __global__ void gelu_forward_vec_kernel(T *out, const T *inp, size_t nvec) {
+    CUDA_GRID_LOOP(i, nvec) {
+        vec16<T> x = reinterpret_cast<const vec16<T> *>(inp)[i], y;
+#pragma unroll
+        for (int j = 0; j < vec16<T>::N; j++) y.v[j] = from_f<T>(gelu_f(to_f(x.v[j])));
+        reinterpret_cast<vec16<T> *>(out)[i] = y;
+    }
+}
+
+template <typename T>
+__global__ void gelu_backward_vec_kernel(T *dinp, const T *inp, const T *dout, size_t nvec) {
+    CUDA_GRID_LOOP(i, nvec) {
+        vec16<T> x = reinterpret_cast<const vec16<T> *>(inp)[i];
+        vec16<T> d = reinterpret_cast<const vec16<T> *>(dout)[i], y;
+#pragma unroll
+        for (int j = 0; j < vec16<T>::N; j++)
+            y.v[j] = from_f<T>(to_f(d.v[j]) * gelu_grad_f(to_f(x.v[j])));
+        reinterpret_cast<vec16<T> *>(dinp)[i] = y;
+    }
+}
+
+static bool vec16_ok(size_t n, size_t per, const void *a, const void *b, const void *c = nullptr) {
+    const uintptr_t bits = (uintptr_t)a | (uintptr_t)b | (uintptr_t)c;
+    return n % per == 0 && (bits & 15u) == 0;
+}
+
 void cuda_gelu_act(vb_ctx *ctx, vb_act *out, const vb_act *inp, size_t n) {
     if (n == 0) return;
     dispatch_act(ctx->act, [&](auto tag) {
         typedef typename decltype(tag)::type T;
-        gelu_forward_kernel<T><<<cuda_blocks(n, 256), 256, 0, cuda_stream(ctx)>>>((T *)out,
-                                                                                   (const T *)inp, n);
+        constexpr size_t V = vec16<T>::N;
+        if (vec16_ok(n, V, out, inp))
+            gelu_forward_vec_kernel<T><<<cuda_blocks(n / V, 256), 256, 0, cuda_stream(ctx)>>>(
+                (T *)out, (const T *)inp, n / V);
+        else
+            gelu_forward_kernel<T><<<cuda_blocks(n, 256), 256, 0, cuda_stream(ctx)>>>(
+                (T *)out, (const T *)inp, n);
         CUDA_LAUNCH_CHECK();
     });
 }
@@ -52,8 +92,13 @@ void cuda_gelu_backward(vb_ctx *ctx, vb_act *dinp, const vb_act *inp, const vb_a
     if (n == 0) return;
     dispatch_act(ctx->act, [&](auto tag) {
         typedef typename decltype(tag)::type T;
-        gelu_backward_kernel<T><<<cuda_blocks(n, 256), 256, 0, cuda_stream(ctx)>>>(
-            (T *)dinp, (const T *)inp, (const T *)dout, n);
+        constexpr size_t V = vec16<T>::N;
+        if (vec16_ok(n, V, dinp, inp, dout))
+            gelu_backward_vec_kernel<T><<<cuda_blocks(n / V, 256), 256, 0, cuda_stream(ctx)>>>(
+                (T *)dinp, (const T *)inp, (const T *)dout, n / V);
+        else
+            gelu_backward_kernel<T><<<cuda_blocks(n, 256), 256, 0, cuda_stream(ctx)>>>(
+                (T *)dinp, (const T *)inp, (const T *)dout, n);
         CUDA_LAUNCH_CHECK();
     });
 }
