@@ -124,7 +124,8 @@ __global__ void layernorm_param_final_kernel(float *dweight, float *dbias, const
 // The fused backward for C <= LN_FUSED_MAX_C: one pass over the rows gives
 // the input gradient and the per-block column partials of dweight/dbias.
 // Warp w of block b takes rows (b * 8 + w) + k * gridDim.x * 8; lane l owns
-// columns l, l + 32, ... in registers, so every row is read whole and
+// columns l, l + 32, ... (pairs of them when C is even) in registers, so
+// every row is read whole and
 // coalesced, once for the row sums and once for the writes (the second read
 // hits L1/L2), with every warp of the GPU streaming rows at once. The block's
 // 8 warps then add their partials in a fixed order (shared memory, warp by
@@ -132,42 +133,64 @@ __global__ void layernorm_param_final_kernel(float *dweight, float *dbias, const
 // rows in a fixed order too: no atomics, bitwise reproducible on one device.
 enum { LN_FUSED_MAX_C = 1024, LN_FUSED_CPL = LN_FUSED_MAX_C / 32 };
 
-template <typename T>
+// E elements a lane per access: 2 (one 4-byte bf16/f16 pair, 8-byte float
+// pair) when C is even, else 1; lane l's k-th access covers columns
+// (l + 32 k) E .. + E - 1.
+template <typename T, int E> struct ln_elems {
+    alignas(E * sizeof(T)) T v[E];
+};
+
+template <typename T, int E>
 __global__ void __launch_bounds__(LN_THREADS)
     layernorm_backward_fused_kernel(T *dinp, float *pw, float *pb, const T *dout, const T *inp,
                                     const T *weight, const float *mean, const float *rstd, int N,
                                     int C) {
     extern __shared__ float ln_smem[]; // [2][C]
+    typedef ln_elems<T, E> V;
+    constexpr int K = LN_FUSED_CPL / E; // accesses a lane makes per row
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int CV = C / E; // accesses per row
+    const V *wv = reinterpret_cast<const V *>(weight);
     float aw[LN_FUSED_CPL], ab[LN_FUSED_CPL];
 #pragma unroll
     for (int j = 0; j < LN_FUSED_CPL; j++) aw[j] = ab[j] = 0.0f;
     for (int row = blockIdx.x * LN_ROWS_PER_BLOCK + warp; row < N;
          row += gridDim.x * LN_ROWS_PER_BLOCK) {
-        const size_t off = (size_t)row * C;
+        const V *dov = reinterpret_cast<const V *>(dout + (size_t)row * C);
+        const V *inv = reinterpret_cast<const V *>(inp + (size_t)row * C);
         const float m = mean[row], s = rstd[row];
         float dn_sum = 0.0f, dn_xhat_sum = 0.0f;
 #pragma unroll
-        for (int j = 0; j < LN_FUSED_CPL; j++) {
-            const int i = lane + 32 * j;
-            if (i < C) {
-                const float dy = to_f(dout[off + i]);
-                const float dn = to_f(weight[i]) * dy;
-                dn_sum += dn;
-                dn_xhat_sum += dn * (to_f(inp[off + i]) - m) * s;
+        for (int k = 0; k < K; k++) {
+            const int a = lane + 32 * k;
+            if (a < CV) {
+                const V dy = dov[a], x = inv[a], w = wv[a];
+#pragma unroll
+                for (int e = 0; e < E; e++) {
+                    const float dn = to_f(w.v[e]) * to_f(dy.v[e]);
+                    dn_sum += dn;
+                    dn_xhat_sum += dn * (to_f(x.v[e]) - m) * s;
+                }
             }
         }
         const float dn_mean = warp_sum(dn_sum) / C, dn_xhat_mean = warp_sum(dn_xhat_sum) / C;
+        V *dv = dinp ? reinterpret_cast<V *>(dinp + (size_t)row * C) : nullptr;
 #pragma unroll
-        for (int j = 0; j < LN_FUSED_CPL; j++) {
-            const int i = lane + 32 * j;
-            if (i < C) {
-                const float dy = to_f(dout[off + i]);
-                const float xhat = (to_f(inp[off + i]) - m) * s;
-                const float g = (to_f(weight[i]) * dy - dn_mean - xhat * dn_xhat_mean) * s;
-                if (dinp) dinp[off + i] = from_f<T>(to_f(dinp[off + i]) + g);
-                aw[j] += dy * xhat;
-                ab[j] += dy;
+        for (int k = 0; k < K; k++) {
+            const int a = lane + 32 * k;
+            if (a < CV) {
+                const V dy = dov[a], x = inv[a], w = wv[a];
+                V acc;
+                if (dv) acc = dv[a];
+#pragma unroll
+                for (int e = 0; e < E; e++) {
+                    const float xhat = (to_f(x.v[e]) - m) * s;
+                    const float g = (to_f(w.v[e]) * to_f(dy.v[e]) - dn_mean - xhat * dn_xhat_mean) * s;
+                    if (dv) acc.v[e] = from_f<T>(to_f(acc.v[e]) + g);
+                    aw[k * E + e] += to_f(dy.v[e]) * xhat;
+                    ab[k * E + e] += to_f(dy.v[e]);
+                }
+                if (dv) dv[a] = acc;
             }
         }
     }
@@ -176,7 +199,7 @@ __global__ void __launch_bounds__(LN_THREADS)
         if (warp == w) {
 #pragma unroll
             for (int j = 0; j < LN_FUSED_CPL; j++) {
-                const int i = lane + 32 * j;
+                const int i = (lane + 32 * (j / E)) * E + j % E;
                 if (i < C) {
                     sw[i] = w == 0 ? aw[j] : sw[i] + aw[j];
                     sb[i] = w == 0 ? ab[j] : sb[i] + ab[j];
@@ -269,8 +292,14 @@ void cuda_layernorm_backward(vb_ctx *ctx, vb_act *dinp_acc, float *dweight, floa
         float *pb = pw + (size_t)R * C;
         dispatch_act(ctx->act, [&](auto tag) {
             typedef typename decltype(tag)::type T;
-            layernorm_backward_fused_kernel<T><<<(unsigned)R, LN_THREADS, 2 * (size_t)C * sizeof(float), c->stream>>>(
-                (T *)dinp_acc, pw, pb, (const T *)dout, (const T *)inp, (const T *)weight, mean, rstd, N, C);
+            const size_t smem = 2 * (size_t)C * sizeof(float);
+            const uintptr_t bits = (uintptr_t)dinp_acc | (uintptr_t)dout | (uintptr_t)inp | (uintptr_t)weight;
+            if (C % 2 == 0 && (bits & (2 * sizeof(T) - 1)) == 0)
+                layernorm_backward_fused_kernel<T, 2><<<(unsigned)R, LN_THREADS, smem, c->stream>>>(
+                    (T *)dinp_acc, pw, pb, (const T *)dout, (const T *)inp, (const T *)weight, mean, rstd, N, C);
+            else
+                layernorm_backward_fused_kernel<T, 1><<<(unsigned)R, LN_THREADS, smem, c->stream>>>(
+                    (T *)dinp_acc, pw, pb, (const T *)dout, (const T *)inp, (const T *)weight, mean, rstd, N, C);
             CUDA_LAUNCH_CHECK();
         });
         layernorm_param_sum_kernel<<<(C + 31) / 32, dim3(32, 8), 0, c->stream>>>(dweight, dbias, pw, pb,
