@@ -125,9 +125,8 @@ __global__ void layernorm_param_final_kernel(float *dweight, float *dbias, const
 // the input gradient and the per-block column partials of dweight/dbias.
 // Warp w of block b takes rows (b * 8 + w) + k * gridDim.x * 8; lane l owns
 // columns l, l + 32, ... (pairs of them when C is even) in registers, so
-// every row is read whole and
-// coalesced, once for the row sums and once for the writes (the second read
-// hits L1/L2), with every warp of the GPU streaming rows at once. The block's
+// every row is read whole and coalesced, once for the row sums and once for
+// the writes (the second read hits L1/L2), with every warp of the GPU streaming rows at once. The block's
 // 8 warps then add their partials in a fixed order (shared memory, warp by
 // warp) into pw/pb[blockIdx.x][C]; layernorm_param_sum_kernel sums the block
 // rows in a fixed order too: no atomics, bitwise reproducible on one device.
