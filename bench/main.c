@@ -81,6 +81,7 @@ static void usage(FILE *f) {
             "  --benchy_config FILE    benchy's YAML (default $BENCHY_CONFIG_FILE, else benchy's defaults)\n"
             "  --enable_benchy         train: run benchy's trials instead\n"
             "  --profile_steps N       timed FULL steps recorded in timeline.csv (default 5, 0 = none)\n"
+            "  --cupti true|false      per-kernel GPU times from CUPTI into kernels.csv (cuda backend; default false)\n"
             "  --progress MODE         auto (a bar on a terminal, lines under mpirun/srun), bar, lines, none\n"
             "\n"
             "distributed (run under mpirun -np N or srun; a plain ./vitbench is one rank):\n"

@@ -495,6 +495,10 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
 
     r->ctx = vb_run_ctx_create(c, &r->world);
     r->ops = r->ctx->ops;
+    /* backend auto resolved to the CPU: nothing for CUPTI to trace */
+    if (c->cupti && strcmp(r->ops->name, "cuda") != 0)
+        vb_die_input("cupti = true needs the CUDA backend: backend %s runs on %s here (no usable GPU)", c->backend,
+                     r->ops->name);
 
     vb_set_input_errors_collective(setup_error_sync);
     setup_layout(r);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/cupti_trace.h"
 #include "core/results.h"
 #include "core/stats.h"
 
@@ -63,6 +64,7 @@ typedef struct {
     bool lines;           /* per-iteration lines every report_freq steps (rank 0) */
     bool profile_here;    /* this rank's profiler runs in timed SYNTHETIC/FULL trials */
     bool gather_ops;      /* profiler_mode all on > 1 rank: ops.csv holds every rank's rows */
+    bool cupti_here;      /* cupti: true on a profiling rank: CUPTI traces its timed SYNTHETIC/FULL trials */
     int epoch;            /* next loader epoch; every trial starts a fresh one */
     char json_path[VB_PATH_MAX];
     bool timeline_written;
@@ -236,9 +238,64 @@ static char *ops_rows(const bench_state *s) {
     return all;
 }
 
+typedef struct {
+    const char *p;
+    size_t n;
+} text_slice;
+
+static void write_slice(FILE *f, void *ctx) {
+    const text_slice *t = ctx;
+    fwrite(t->p, 1, t->n, f);
+}
+
+/* The CUPTI summaries (cupti_trace.h: kernels.csv, kernels_SYNTHETIC.csv,
+ * kernels_FULL.csv, gpu_mem_time.csv), so far: rank 0's under those names;
+ * with profiler_mode all on > 1 rank every rank's gathered to rank 0, rank k's
+ * as kernels_rank<k>.csv and so on, one file per rank as nsys writes one
+ * report per rank. Collective when gather_ops, like ops_rows. */
+static void write_cupti(bench_state *s) {
+    const vb_run *r = s->r;
+    if (!s->cupti_here) return;
+    const bool gather = s->gather_ops;
+    const int nranks = gather ? r->world.size : 1;
+    size_t *lens = r->world.rank == 0 ? calloc((size_t)nranks, sizeof *lens) : NULL;
+    if (r->world.rank == 0 && !lens) vb_die_internal("out of memory");
+    for (int v = 0; v < VB_CUPTI_NVIEWS; v++) {
+        char *mine = vb_cupti_csv((vb_cupti_view)v);
+        size_t len = strlen(mine);
+        char *all = mine;
+        if (gather) {
+            vb_gather_bytes(&r->world, &len, sizeof len, lens, 0);
+            all = vb_gatherv_bytes(&r->world, mine, len, 0, NULL);
+        } else if (lens) {
+            lens[0] = len;
+        }
+        if (r->world.rank == 0) {
+            const char *file = vb_cupti_file((vb_cupti_view)v);
+            const char *dot = strrchr(file, '.');
+            size_t off = 0;
+            for (int k = 0; k < nranks; k++) {
+                char name[128], path[VB_PATH_MAX];
+                if (k == 0)
+                    vb_snprintf(name, sizeof name, "%s", file);
+                else
+                    vb_snprintf(name, sizeof name, "%.*s_rank%d%s", (int)(dot - file), file, k, dot);
+                vb_run_path(r, path, sizeof path, name);
+                text_slice t = {all + off, lens[k]};
+                vb_atomic_write_or_die(path, write_slice, &t);
+                off += lens[k];
+            }
+        }
+        if (all != mine) free(all);
+        free(mine);
+    }
+    free(lens);
+}
+
 static void write_results(bench_state *s) {
     const vb_run *r = s->r;
-    /* before the rank-0 return: the gather needs every rank */
+    /* before the rank-0 return: the gathers need every rank */
+    write_cupti(s);
     char *ops = ops_rows(s);
     if (r->world.rank != 0) return;
     /* trials.csv goes last: a reader (or a run killed between two writes)
@@ -324,8 +381,10 @@ static void run_trial(bench_state *s, trial_rec *t) {
     vb_run *r = s->r;
     vb_loader *loader = r->train_loader;
     bool rank0 = r->world.rank == 0;
-    char nvtx[80];
-    vb_snprintf(nvtx, sizeof nvtx, "BENCHY::%s", t->label);
+    /* benchy's range names: the trial, and in it each step's batch fetch
+     * (DATA_<i>) and compute (STEP_<i>), i counting the trial's steps */
+    char nvtx[96];
+    vb_snprintf(nvtx, sizeof nvtx, "BENCHY::BenchmarkIterator::%s", t->label);
     VB_NVTX_PUSH(nvtx);
 
     /* a fresh loader iterator per trial, as benchy calls iter(loader) per trial */
@@ -342,6 +401,9 @@ static void run_trial(bench_state *s, trial_rec *t) {
     bool profiled = s->profile_here && !t->warmup && t->type != TRIAL_IO;
     vb_prof_set_trial_type(r->prof, k_type_name[t->type]);
     vb_prof_set_enabled(r->prof, profiled);
+    /* CUPTI's records: the same timed steps (the untimed first SYNTHETIC step is done) */
+    const bool traced = profiled && s->cupti_here;
+    if (traced) vb_cupti_begin(k_type_name[t->type]);
     /* the timeline window: the first profile_steps timed FULL steps, every rank */
     bool windowed = r->timeline && t->type == TRIAL_FULL && !t->warmup &&
                     vb_tlrec_steps_done(r->timeline) < r->cfg.profile_steps;
@@ -366,9 +428,9 @@ static void run_trial(bench_state *s, trial_rec *t) {
         const vb_batch *batch = cached;
         it->data_wait = 0;
         it->allreduce_calls = it->allreduce_bytes = it->comm_exposed = 0;
+        char nv[128];
         if (!cached) {
-            char nv[48];
-            vb_snprintf(nv, sizeof nv, "data %d", k);
+            vb_snprintf(nv, sizeof nv, "%s::DATA_%d", nvtx, k);
             VB_NVTX_PUSH(nv);
             vb_prof_token tp = vb_prof_begin(r->prof, data_id);
             double tw = vb_now();
@@ -378,6 +440,9 @@ static void run_trial(bench_state *s, trial_rec *t) {
             VB_NVTX_POP();
             if (in_window) vb_run_timeline_phase(r, "data", tw, tw + it->data_wait);
         }
+        /* the step's range ends at benchy's timing point, when its GPU work has finished */
+        vb_snprintf(nv, sizeof nv, "%s::STEP_%d", nvtx, k);
+        VB_NVTX_PUSH(nv);
         if (t->type != TRIAL_IO) {
             vb_train_step(r, batch, &last_lr);
             /* the loss is read after benchy's timing point below (which waits
@@ -390,6 +455,7 @@ static void run_trial(bench_state *s, trial_rec *t) {
 
         sync_point(s);
         double t1 = vb_now();
+        VB_NVTX_POP();
         if (t->type != TRIAL_IO) {
             float loss = vb_run_step_loss(r); /* the step has finished: sync_point waited for it */
             /* the trials finished so far are on disk: write_results ran after each */
@@ -412,6 +478,8 @@ static void run_trial(bench_state *s, trial_rec *t) {
         }
     }
     if (cached) vb_loader_release(loader, cached);
+    /* after the last timing point: the flush waits for the device */
+    if (traced) vb_cupti_end();
     vb_prof_set_enabled(r->prof, false);
 
     t->seconds = t0 - t_start;
@@ -471,6 +539,11 @@ int vb_trials_run(vb_run *r) {
         s.profile_here = true;
         s.gather_ops = r->world.size > 1;
     }
+    /* cupti: per-kernel timings on the same ranks (the config check made sure the backend is cuda) */
+    s.cupti_here = r->cfg.cupti && s.profile_here;
+    if (r->cfg.cupti && strcmp(b->profiler_mode, "none") == 0)
+        vb_warn("cupti: benchy profiler_mode is none, so no rank traces kernels and kernels.csv is not written");
+    if (s.cupti_here) vb_cupti_init();
 
     /* where benchy's JSON goes: its output_dir, else the run directory */
     const char *fname = b->output_filename[0] ? b->output_filename : "benchy_output.json";
@@ -539,12 +612,27 @@ int vb_trials_run(vb_run *r) {
     if (r->world.size > 1) vb_barrier(&r->world);
     r->time_origin = vb_now();
     vb_tlrec_set_origin(r->timeline, r->time_origin);
+    /* benchy's profiler window: the profiling ranks open the capture range
+     * (cudaProfilerStart on the CUDA backend) before the first timed trial
+     * and close it after the last, warm-ups between them included */
+    int first_timed = -1, last_timed = -1;
     for (int i = 0; i < s.ntrials; i++) {
+        if (s.trials[i].warmup) continue;
+        if (first_timed < 0) first_timed = i;
+        last_timed = i;
+    }
+    for (int i = 0; i < s.ntrials; i++) {
+        if (i == first_timed && s.profile_here) r->ops->profiler_start(r->ctx);
         run_trial(&s, &s.trials[i]);
+        if (i == last_timed && s.profile_here) r->ops->profiler_stop(r->ctx);
         write_results(&s);
         write_timeline(&s, false);
     }
     write_timeline(&s, true);
+    if (s.cupti_here && vb_cupti_dropped() > 0)
+        vb_warn("cupti: %llu activity records were dropped (CUPTI's buffers were full or could not be allocated); "
+                "kernels.csv undercounts",
+                vb_cupti_dropped());
 
     if (rank0) {
         for (int type = 0; type < TRIAL_NTYPES; type++) {

@@ -22,6 +22,7 @@
 #include <strings.h>
 
 #include "core/comm.h"
+#include "core/cupti_trace.h"
 #include "core/yaml_util.h"
 #include "kernels/ops.h"
 
@@ -97,6 +98,7 @@ static const key_def g_keys[] = {
     {"save_checkpoint", KT_BOOL, FIELD(save_checkpoint), false},
     {"progress", KT_STR, FIELD(progress), false},
     {"profile_steps", KT_INT, FIELD(profile_steps), false},
+    {"cupti", KT_BOOL, FIELD(cupti), false},
     /* distributed */
     {"tensor_parallel", KT_INT, FIELD(tensor_parallel), false},
     {"context_parallel", KT_INT, FIELD(context_parallel), false},
@@ -377,6 +379,7 @@ void vb_config_defaults(vb_config *c) {
     c->save_checkpoint = true;
     snprintf(c->progress, sizeof c->progress, "auto");
     c->profile_steps = 5;
+    c->cupti = false;
     /* distributed */
     c->tensor_parallel = 1;
     c->context_parallel = 1;
@@ -695,6 +698,13 @@ void vb_config_validate(const vb_config *c, const char *origin) {
     else if (strcmp(c->backend, "cuda") == 0 && !vb_ops_by_name("cuda"))
         vfail(c, origin, "backend", NULL,
               "backend = cuda is not available in this build (configure with -DVB_CUDA=ON on a machine with the CUDA toolkit)");
+    /* CUPTI traces GPU work; auto is checked once resolved (trainer) */
+    if (c->cupti && strcmp(c->backend, "cpu") == 0)
+        vfail(c, origin, "cupti", "backend", "cupti = true needs the CUDA backend (CUPTI times GPU kernels): use --backend cuda");
+    else if (c->cupti && !vb_cupti_compiled())
+        vfail(c, origin, "cupti", NULL,
+              "cupti = true is not available in this build (the CUDA backend with cupti.h was not found when "
+              "configuring)");
     /* NCCL moves device memory only; auto picks it on cuda when built (trainer) */
     if (strcmp(c->comm_backend, "auto") != 0 && strcmp(c->comm_backend, "mpi") != 0 &&
         strcmp(c->comm_backend, "nccl") != 0)

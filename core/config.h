@@ -68,6 +68,7 @@ typedef struct vb_config {
     bool save_checkpoint;          /* default true for train */
     char progress[8];              /* auto | bar | lines | none (default auto) */
     int profile_steps;             /* timed FULL steps recorded in timeline.csv (default 5; 0 = off) */
+    bool cupti;                    /* per-kernel GPU timings from CUPTI (kernels.csv; CUDA backend only; default false) */
 
     /* distributed (checked against the world size at run setup: vb_layout_check) */
     int tensor_parallel, context_parallel; /* default 1 */

@@ -21,6 +21,9 @@
  *   iterations.csv      trial,trial_type,trial_index,warmup,step,rank,seconds,data_wait_s,...
  *   ops.csv             (profile.h) rank,trial_type,name,category,calls,bytes,flops,total_s,...
  *   timeline.csv        (timeline.h) every event of the profile_steps window
+ *   kernels.csv         (cupti: true; gpu_summary.h, cupti_trace.h) nsys stats'
+ *                       cuda_gpu_kern_sum of the timed steps' kernels, with
+ *                       kernels_SYNTHETIC.csv, kernels_FULL.csv, gpu_mem_time.csv
  *   train_log.csv       step,epoch,loss,lr,seconds          (train runs)
  *   validation.csv      epoch,step,val_loss,rmse_u10m,seconds (train runs)
  * Every CSV is rewritten atomically (tmp file + rename, fileio.h) after every

@@ -109,6 +109,12 @@ typedef struct vb_ops {
      * ("NVIDIA H100 80GB HBM3") and driver / runtime versions; both "" on
      * the CPU */
     void (*device_describe)(vb_ctx *ctx, char *name, size_t name_len, char *driver, size_t driver_len);
+    /* the capture range of an attached profiler (CUDA: cudaProfilerStart /
+     * cudaProfilerStop, which `nsys profile --capture-range=cudaProfilerApi`
+     * waits for; nothing happens when no profiler is attached); no-ops on
+     * the CPU */
+    void (*profiler_start)(vb_ctx *ctx);
+    void (*profiler_stop)(vb_ctx *ctx);
 
     /* ---- memory ---- */
     void *(*alloc)(vb_ctx *ctx, size_t bytes); /* zero-filled; exits 1 naming the size on failure */

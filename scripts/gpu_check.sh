@@ -11,7 +11,8 @@
 # amp_mode none with TF32, none in full float32 and bf16, and prints a table:
 # samples/s, achieved TFLOP/s, MFU against the GPU's dense peak for that
 # precision, the process's peak GPU memory, and the tutorial's H100 NVL figures
-# beside them. --quick runs fewer batches. Logs and run directories go to
+# beside them, then CUPTI's cost (bf16 SYNTHETIC with --cupti false and true,
+# alternated, and the ratio). --quick runs fewer batches. Logs and run directories go to
 # --out (default gpu_check_out/).
 #
 # Not yet switches here: enable_fused (fused Adam), enable_jit (fused
@@ -28,7 +29,7 @@ while [ $# -gt 0 ]; do
     --quick) QUICK=1 ;;
     --arch) ARCH=${2:?--arch needs a value}; shift ;;
     --out) OUTDIR=${2:?--out needs a directory}; shift ;;
-    -h | --help) sed -n 2,18p "$0"; exit 0 ;;
+    -h | --help) sed -n 2,20p "$0"; exit 0 ;;
     *) echo "gpu_check: unknown flag '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -161,4 +162,57 @@ echo "| run        | prec  | SYNTHETIC |      FULL | TFLOP/s  |   MFU   | GPU Gi
 echo "|------------|-------|-----------|-----------|----------|---------|----------|-----------------------------|"
 for r in "${ROWS[@]}"; do echo "$r"; done
 echo "(MFU: SYNTHETIC achieved TFLOP/s over the dense peak of the precision; GPU GiB: most memory in use on the GPU during the run, from nvidia-smi)"
+
+# ---- CUPTI's cost: bf16 SYNTHETIC without and with the tracer, alternated
+# (A B A B) so that a drift of the GPU's clocks hits both; the ratio is the
+# throughput kept with --cupti true. A traced run must write kernels.csv with
+# rows, which `vitbench nsys` reads back as a cuda_gpu_kern_sum report. ----
+BENCHY_SYN=$OUTDIR/benchy_synthetic.yaml
+cat > "$BENCHY_SYN" << EOF
+global: {report_freq: 5, exit_after_tests: True, profiler_mode: 'single', output_filename: 'benchy_output.json', output_dir: '', use_distributed_barrier: False}
+IO: {run_benchmark: False, nbatches: $NB, ntrials: $NT, nwarmup: 1}
+synthetic: {run_benchmark: True, nbatches: $NB, ntrials: $NT, nwarmup: 1}
+full: {run_benchmark: False, nbatches: $NB, ntrials: $NT, nwarmup: 1}
+EOF
+SPS_OFF="" SPS_ON="" NKERNELS=0
+for pass in 1 2; do
+    for on in false true; do
+        name=cupti_${on}_$pass
+        rm -rf "${OUTDIR:?}/runs/$name"
+        "$VB" run --config base --backend cuda --global_batch_size 16 --amp_mode bf16 \
+            --train_data_path "$DATA/train" --valid_data_path "$DATA/valid" \
+            --global_means_path "$DATA/stats/global_means.npy" --global_stds_path "$DATA/stats/global_stds.npy" \
+            --benchy_config "$BENCHY_SYN" --output_dir "$OUTDIR/runs" --run_name "$name" --progress none \
+            --cupti "$on" > "$OUTDIR/run_$name.log" 2>&1
+        r=$?
+        sum=$OUTDIR/runs/$name/summary.csv
+        if [ $r != 0 ] || [ ! -f "$sum" ]; then
+            echo "gpu_check: $name FAILED (rc $r): $(tail -n 1 "$OUTDIR/run_$name.log")"
+            FAILED=1
+            continue
+        fi
+        sps=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+            $c["trial_type"] == "SYNTHETIC" { print $c["mean_samples_per_s"] }' "$sum")
+        if [ "$on" = false ]; then SPS_OFF+="$sps "; else SPS_ON+="$sps "; fi
+        if [ "$on" = true ]; then
+            k=$OUTDIR/runs/$name/kernels.csv
+            NKERNELS=$(($(wc -l < "$k" 2> /dev/null || echo 1) - 1))
+            if [ "$NKERNELS" -lt 1 ] ||
+                ! "$VB" nsys "$k" --output_dir "$OUTDIR/nsys_$name" > "$OUTDIR/nsys_$name.log" 2>&1; then
+                echo "gpu_check: $name: kernels.csv missing, empty or unreadable by vitbench nsys ($OUTDIR/nsys_$name.log)"
+                FAILED=1
+            fi
+        fi
+    done
+done
+echo
+echo "CUPTI overhead, bf16 SYNTHETIC, samples/s of runs alternated A B A B ($NKERNELS kernel names in kernels.csv):"
+echo "  --cupti false: $SPS_OFF"
+echo "  --cupti true:  $SPS_ON"
+awk -v a="$SPS_OFF" -v b="$SPS_ON" 'BEGIN {
+    na = split(a, x, " "); nb = split(b, y, " "); sa = 0; sb = 0
+    for (i = 1; i <= na; i++) sa += x[i]
+    for (i = 1; i <= nb; i++) sb += y[i]
+    if (na > 0 && nb > 0 && sa > 0) printf "  ratio true / false: %.4f\n", (sb / nb) / (sa / na)
+}'
 exit $FAILED

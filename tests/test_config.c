@@ -14,6 +14,7 @@
 
 #include "core/comm.h"
 #include "core/config.h"
+#include "core/cupti_trace.h"
 #include "kernels/ops.h"
 
 static char g_vit[VB_PATH_MAX];     /* <source>/scenarios/vit.yaml */
@@ -124,6 +125,7 @@ static void check_tutorial_base(const vb_config *c) {
     assert_false(c->enable_fused);
     assert_false(c->enable_jit);
     assert_true(c->tf32);
+    assert_false(c->cupti);
     assert_string_equal(c->expdir, "/logs");
     assert_string_equal(c->lr_schedule, "cosine");
     assert_true(c->lr == 5e-4f);
@@ -470,6 +472,8 @@ static void test_validation_errors(void **state) {
         {"--backend", "gpu", "backend = 'gpu' must be cpu, cuda or auto"},
         {"--comm_backend", "gloo", "comm_backend = 'gloo' must be auto, mpi or nccl"},
         {"--comm_backend", "nccl", "comm_backend = nccl needs the CUDA backend"},
+        {"--cupti", "true", "cupti = true needs the CUDA backend"},
+        {"--cupti", "maybe", "cupti"},
         {"--tensor_parallel", "0", "tensor_parallel = 0 must be >= 1"},
         {"--context_parallel", "0", "context_parallel = 0 must be >= 1"},
         {"--parallel_order", "tp-dp", "parallel_order = 'tp-dp'"},
@@ -490,6 +494,10 @@ static void test_validation_errors(void **state) {
     if (!vb_ops_by_name("cuda"))
         args_fail(LIST("--yaml_config", g_vit, "--config", "tiny", "--backend", "cuda"),
                   LIST("flag --backend: ", "backend = cuda is not available in this build"));
+
+    if (!vb_cupti_compiled() && vb_ops_by_name("cuda"))
+        args_fail(LIST("--yaml_config", g_vit, "--config", "tiny", "--backend", "cuda", "--cupti", "true"),
+                  LIST("flag --cupti: ", "cupti = true is not available in this build"));
 
     if (!vb_comm_data_nccl() && vb_ops_by_name("cuda"))
         args_fail(LIST("--yaml_config", g_vit, "--config", "tiny", "--backend", "cuda", "--comm_backend", "nccl"),
@@ -563,7 +571,7 @@ static const char *ALL_KEYS[] = {
     "expdir", "data_loader_config", "num_data_workers", "limit_nsamples", "limit_nsamples_val",
     "train_data_path", "valid_data_path", "inf_data_path", "time_means_path", "global_means_path",
     "global_stds_path", "shuffle", "seed", "init_checkpoint", "output_dir", "run_name", "backend", "comm_backend",
-    "enable_benchy", "benchy_config", "save_checkpoint", "progress", "profile_steps", "tensor_parallel", "context_parallel", "parallel_order",
+    "enable_benchy", "benchy_config", "save_checkpoint", "progress", "profile_steps", "cupti", "tensor_parallel", "context_parallel", "parallel_order",
     "bucket_cap_mb", "noddp", "disable_broadcast_buffers", "wireup_info", "wireup_store",
 };
 

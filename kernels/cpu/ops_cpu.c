@@ -142,6 +142,9 @@ static void cpu_device_describe(vb_ctx *ctx, char *name, size_t name_len, char *
     if (driver_len) driver[0] = '\0';
 }
 
+/* no profiler to start or stop on the CPU */
+static void cpu_profiler_noop(vb_ctx *ctx) { (void)ctx; }
+
 static const vb_ops cpu_ops = {
     .name = "cpu",
     .host_memory = 1,
@@ -151,6 +154,8 @@ static const vb_ops cpu_ops = {
     .device_count = cpu_device_count,
     .native_queue = cpu_native_queue,
     .device_describe = cpu_device_describe,
+    .profiler_start = cpu_profiler_noop,
+    .profiler_stop = cpu_profiler_noop,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .alloc_host = cpu_alloc_host,

@@ -13,6 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cuda_profiler_api.h>
+
 #include "kernels/cuda/cuda_common.cuh"
 
 
@@ -178,6 +180,18 @@ static void cuda_device_describe(vb_ctx *ctx, char *name, size_t name_len, char 
              rt % 1000 / 10);
 }
 
+// The capture range `nsys profile --capture-range=cudaProfilerApi` records;
+// the current device's, which is the context's (one device per process).
+static void cuda_profiler_start(vb_ctx *ctx) {
+    (void)ctx;
+    CUDACHECK(cudaProfilerStart());
+}
+
+static void cuda_profiler_stop(vb_ctx *ctx) {
+    (void)ctx;
+    CUDACHECK(cudaProfilerStop());
+}
+
 // ---------------------------------------------------------------------------
 // memory
 
@@ -300,6 +314,8 @@ static const vb_ops cuda_ops = {
     .device_count = cuda_device_count,
     .native_queue = cuda_native_queue,
     .device_describe = cuda_device_describe,
+    .profiler_start = cuda_profiler_start,
+    .profiler_stop = cuda_profiler_stop,
     .alloc = cuda_alloc,
     .free = cuda_free,
     .alloc_host = cuda_alloc_host,

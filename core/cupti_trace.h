@@ -1,0 +1,64 @@
+/* cupti_trace.h: per-kernel GPU timings from CUPTI's activity API.
+ *
+ * With the config key `cupti: true` (CUDA backend only) the ranks that
+ * benchy's profiler_mode picks record every kernel (CUPTI_ACTIVITY_KIND_
+ * CONCURRENT_KERNEL: NCCL's kernels included), memcpy and memset of their
+ * timed SYNTHETIC and FULL trials, between vb_cupti_begin and vb_cupti_end.
+ * CUPTI fills buffers it asks for through cuptiActivityRegisterCallbacks and
+ * hands them back full, or at vb_cupti_end's cuptiActivityFlushAll (called
+ * after the harness synchronized the device, so every record of the trial is
+ * complete); each record goes into gpu_summary.h's accumulators of the trial
+ * in progress, under a mutex since CUPTI may deliver from its own thread.
+ *
+ * The summaries (gpu_summary.h, nsys stats' columns) come out as text per
+ * view:
+ *   VB_CUPTI_KERNELS            kernels of every traced trial (kernels.csv)
+ *   VB_CUPTI_KERNELS_SYNTHETIC  the timed SYNTHETIC trials' (kernels_SYNTHETIC.csv)
+ *   VB_CUPTI_KERNELS_FULL       the timed FULL trials' (kernels_FULL.csv)
+ *   VB_CUPTI_MEMOPS             memcpy / memset of every traced trial,
+ *                               cuda_gpu_mem_time_sum's columns (gpu_mem_time.csv)
+ * Kernel names are CUPTI's (mangled), demangled with the C++ runtime's
+ * __cxa_demangle when the process has it (looked up at run time, so this
+ * file stays C), as nsys prints them; a name it cannot demangle is kept.
+ *
+ * Compiled in when the CUDA backend is built and CMake finds cupti.h
+ * (VB_HAVE_CUPTI); otherwise vb_cupti_compiled() is false and the other
+ * calls are not to be made (the config check refuses `cupti: true` first).
+ * CUPTI failures go through CUPTICHECK: one line naming the call, CUPTI's
+ * error, the host, the file and the line, exit 1.
+ *
+ * One tracer per process, driven by the training thread.
+ */
+#ifndef VB_CUPTI_TRACE_H
+#define VB_CUPTI_TRACE_H
+
+#include <stdbool.h>
+
+typedef enum {
+    VB_CUPTI_KERNELS = 0,
+    VB_CUPTI_KERNELS_SYNTHETIC,
+    VB_CUPTI_KERNELS_FULL,
+    VB_CUPTI_MEMOPS,
+    VB_CUPTI_NVIEWS
+} vb_cupti_view;
+
+/* true when this build has the tracer */
+bool vb_cupti_compiled(void);
+
+/* Registers the buffer callbacks (once per process). */
+void vb_cupti_init(void);
+/* Starts recording into the accumulators of `trial_type` ("SYNTHETIC",
+ * "FULL"; any other type counts in the combined views only). */
+void vb_cupti_begin(const char *trial_type);
+/* Delivers every completed record (call after the device work of the trial
+ * has finished) and stops recording. */
+void vb_cupti_end(void);
+/* The view's CSV text (malloc'd, the caller frees) and its file name in the
+ * run directory ("kernels.csv", ...). */
+char *vb_cupti_csv(vb_cupti_view view);
+const char *vb_cupti_file(vb_cupti_view view);
+/* Records CUPTI reported dropped (its buffers were full) and records lost
+ * to a failed allocation, so far. */
+unsigned long long vb_cupti_dropped(void);
+
+#endif
