@@ -42,11 +42,11 @@ void vb_adam_set_segments(vb_adam *a, int nseg, const size_t *offset, const size
  * Reads backend memory when a scaler is attached: synchronizes a->ctx. */
 int vb_adam_steps_taken(const vb_adam *a);
 /* One update with learning rate lr: step++, then torch.optim.Adam's math on
- * (one launch, or one per segment; skipped on the device when the attached
- * loss scaler has flagged this step)
  * params (float32 master) and, when it is a separate buffer, params_act (the
- * activation-dtype copy the next forward reads; == params or NULL: none).
- * Enqueued on a->ctx: returns without waiting. */
+ * activation-dtype copy the next forward reads; == params or NULL: none), in
+ * one launch or one per segment. With a loss scaler attached the device skips
+ * the whole update when the scaler has flagged this step. Enqueued on a->ctx:
+ * returns without waiting. */
 void vb_adam_step(vb_adam *a, float *params, vb_act *params_act, const float *grads, float lr,
                   vb_profiler *prof);
 
