@@ -153,6 +153,7 @@ static gemm_result time_sgemm(const gemm_shape *s, double budget) {
 typedef struct trainer {
     vit_model *m;
     vb_adam opt;
+    vb_loss_scaler scaler; /* under loss scaling (amp_mode fp16), as a run */
     vb_ctx *ctx;
     vb_step step;        /* the run's step: schedule, lr scaling, optimizer */
     float *loss_host;    /* page-locked [1] */
@@ -214,7 +215,15 @@ int main(int argc, char **argv) {
     vit_init_weights(tr.m, c.seed);
     vb_adam_init(&tr.opt, tr.m->nparams, tr.ctx);
     /* one rank: the global batch is B, no gradient reduction */
-    tr.step = (vb_step){.model = tr.m, .opt = &tr.opt, .ddp = NULL, .cfg = &c, .global_batch = B, .timeline = NULL};
+    if (!c.enable_fused) vb_adam_per_tensor(&tr.opt, tr.m);
+    const bool scaling = vb_config_loss_scaling(&c);
+    if (scaling) {
+        vb_loss_scaler_init(&tr.scaler, tr.ctx, c.loss_scale_init, c.loss_scale_growth_interval, NULL, NULL);
+        tr.m->dloss = &tr.scaler.dev->scale;
+        tr.opt.loss_scale = tr.scaler.dev;
+    }
+    tr.step = (vb_step){.model = tr.m, .opt = &tr.opt, .ddp = NULL, .cfg = &c, .global_batch = B, .timeline = NULL,
+                        .scaler = scaling ? &tr.scaler : NULL};
     tr.loss_host = ops->alloc_host(tr.ctx, sizeof(float));
 
     const int N = tr.m->ntok, D = c.embed_dim, BN = B * N;
@@ -344,6 +353,7 @@ int main(int argc, char **argv) {
     ops->free(tr.ctx, inp);
     ops->free(tr.ctx, tar);
     ops->free_host(tr.ctx, tr.loss_host);
+    if (scaling) vb_loss_scaler_free(&tr.scaler);
     vb_adam_free(&tr.opt);
     vit_destroy(tr.m);
     if (prof) vb_prof_destroy(prof); /* before the context its clock may use */

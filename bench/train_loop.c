@@ -14,6 +14,8 @@ typedef struct {
     float loss;     /* forward loss of this step, before its update (mean over dp ranks) */
     float lr;       /* lr this update used */
     double seconds; /* data fetch + step */
+    float loss_scale; /* dynamic loss scaling: the scale this step's gradients were seeded with */
+    int skipped;      /* 1: a gradient was inf or nan and the update was skipped */
 } train_row;
 
 typedef struct {
@@ -26,14 +28,17 @@ typedef struct {
     int nrows;
     const valid_row *vrows;
     int nvrows;
+    bool loss_scaling; /* train_log.csv gets the loss_scale and skipped columns */
 } train_logs;
 
 static void write_train_log(FILE *f, void *ctx) {
     const train_logs *l = ctx;
-    fprintf(f, "step,epoch,loss,lr,seconds\n");
+    fprintf(f, "step,epoch,loss,lr,seconds%s\n", l->loss_scaling ? ",loss_scale,skipped" : "");
     for (int i = 0; i < l->nrows; i++) {
         const train_row *t = &l->rows[i];
-        fprintf(f, "%d,%d,%.9g,%.9g,%.9g\n", t->step, t->epoch, (double)t->loss, (double)t->lr, t->seconds);
+        fprintf(f, "%d,%d,%.9g,%.9g,%.9g", t->step, t->epoch, (double)t->loss, (double)t->lr, t->seconds);
+        if (l->loss_scaling) fprintf(f, ",%.9g,%d", (double)t->loss_scale, t->skipped);
+        fputc('\n', f);
     }
 }
 
@@ -164,7 +169,7 @@ int vb_train_loop(vb_run *r) {
     if (!rows || !vrows) vb_die_internal("out of memory for %d training log rows", total);
     valid_bufs vbufs = {0};
     if (nepochs > 0 && r->valid_loader) valid_bufs_init(r, &vbufs);
-    train_logs logs = {rows, 0, vrows, 0};
+    train_logs logs = {rows, 0, vrows, 0, r->scaler_on};
 
     vb_log("Starting Training Loop...");
     vb_prof_set_enabled(r->prof, false);
@@ -202,6 +207,11 @@ int vb_train_loop(vb_run *r) {
             row->loss = loss;
             row->lr = lr;
             row->seconds = vb_now() - ts;
+            if (r->scaler_on) {
+                /* the step has finished (its loss was read): the state's copy is this step's */
+                row->loss_scale = r->scaler.host->last_scale;
+                row->skipped = r->scaler.host->last_skipped;
+            }
             loss_sum += loss;
             done++;
             logs.nrows = done;

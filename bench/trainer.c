@@ -561,6 +561,8 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
      * plane, ordered after the context that wrote them. */
     vb_data_broadcast(&r->grad_comm, r->model->params, r->model->nparams, VB_DTYPE_F32, 0, r->ctx);
     vit_params_changed(r->model);
+    /* enable_fused false (the tutorial's default): Adam parameter by parameter */
+    if (!c->enable_fused) vb_adam_per_tensor(&r->opt, r->model);
 
     /* The bucket plan always exists (run.json reports it); the hook only when
      * gradients are actually reduced. */
@@ -598,12 +600,22 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
     r->tar_dev = r->ops->alloc(r->ctx, r->tar_bytes);
     r->batch_copied = r->ops->event_create(r->ctx);
     r->loss_host = r->ops->alloc_host(r->ctx, sizeof(float));
+    /* dynamic loss scaling: every rank of the world must take the same skip
+     * decision; the tp group times the gradient group is the world (amp.h) */
+    r->scaler_on = vb_config_loss_scaling(c);
+    if (r->scaler_on) {
+        vb_loss_scaler_init(&r->scaler, r->ctx, c->loss_scale_init, c->loss_scale_growth_interval, &r->tp_comm,
+                            &r->grad_comm);
+        r->model->dloss = &r->scaler.dev->scale;
+        r->opt.loss_scale = r->scaler.dev;
+    }
     r->step = (vb_step){.model = r->model,
                         .opt = &r->opt,
                         .ddp = r->ddp_on ? &r->ddp : NULL,
                         .cfg = &r->cfg,
                         .global_batch = r->global_batch,
-                        .timeline = r->timeline};
+                        .timeline = r->timeline,
+                        .scaler = r->scaler_on ? &r->scaler : NULL};
 
     /* rank 0 picks the (fresh) directory; the others learn its name */
     if (r->world.rank == 0) vb_run_dir_create(c, r->run_dir, sizeof r->run_dir, r->run_id, sizeof r->run_id);
@@ -648,6 +660,15 @@ void vb_run_copy_batch(vb_run *r, const vb_batch *b) {
     r->ops->event_synchronize(r->ctx, r->batch_copied);
 }
 
+void vb_adam_per_tensor(vb_adam *a, const vit_model *m) {
+    size_t *off = malloc((size_t)m->ntensors * sizeof *off), *num = malloc((size_t)m->ntensors * sizeof *num);
+    if (!off || !num) vb_die_internal("out of memory");
+    for (int i = 0; i < m->ntensors; i++) off[i] = m->tensors[i].offset, num[i] = m->tensors[i].numel;
+    vb_adam_set_segments(a, m->ntensors, off, num);
+    free(off);
+    free(num);
+}
+
 float vb_step_lr(const vb_config *c, int global_batch, int iteration) {
     float lr = vb_lr_at(c->lr_schedule, c->lr, c->warmup, c->num_iters, iteration);
     if (c->base_batch_size > 0) lr *= sqrtf((float)global_batch / (float)c->base_batch_size);
@@ -672,7 +693,11 @@ float vb_step_train(const vb_step *s, int iteration, const float *inp, const flo
     float lr = vb_step_lr(s->cfg, s->global_batch, iteration);
     double t_opt = tl ? vb_now() : 0;
     VB_NVTX_PUSH("optimizer");
+    /* GradScaler's step: unscale and check the final (reduced) gradients, Adam
+     * skipped on the device if any was inf or nan, then the scale's update */
+    if (s->scaler) vb_loss_scaler_unscale(s->scaler, m->grads, m->nparams, m->prof);
     vb_adam_step(s->opt, m->params, m->params_act, m->grads, lr, m->prof);
+    if (s->scaler) vb_loss_scaler_update(s->scaler, m->prof);
     VB_NVTX_POP();
     if (tl) {
         double t_end = vb_now();
@@ -834,6 +859,21 @@ static void add_fingerprint(cJSON *root, const vb_run *r) {
     }
 }
 
+/* Dynamic loss scaling as of the last step the host has waited for (the
+ * state's copy made at the end of each step): the scale, the steps skipped
+ * on a non-finite gradient and the steps counted. */
+static void add_loss_scale(cJSON *root, const vb_run *r) {
+    cJSON *o = cJSON_AddObjectToObject(root, "loss_scale");
+    cJSON_AddStringToObject(o, "mode", r->scaler_on ? "dynamic" : "none");
+    if (!r->scaler_on || !r->scaler.host) return;
+    const vb_loss_scale_state *st = r->scaler.host;
+    cJSON_AddNumberToObject(o, "init_scale", r->scaler.init_scale);
+    cJSON_AddNumberToObject(o, "growth_interval", r->scaler.growth_interval);
+    cJSON_AddNumberToObject(o, "scale", st->scale);
+    cJSON_AddNumberToObject(o, "steps", st->steps);
+    cJSON_AddNumberToObject(o, "skipped_steps", st->skipped);
+}
+
 static void write_text(FILE *f, void *ctx) { fputs((const char *)ctx, f); }
 
 int vb_run_write_json(const vb_run *r, const char *status) {
@@ -868,6 +908,7 @@ int vb_run_write_json(const vb_run *r, const char *status) {
         cJSON_AddNumberToObject(root, "steps_per_epoch", vb_loader_steps_per_epoch(r->train_loader));
     }
     cJSON_AddNumberToObject(root, "iterations_done", r->iteration);
+    add_loss_scale(root, r);
     add_fingerprint(root, r);
     add_parallel(root, r);
     add_versions(root);
@@ -902,6 +943,7 @@ int vb_run_write_json(const vb_run *r, const char *status) {
 
 void vb_run_finish(vb_run *r) {
     vb_iso_time(r->end_time, sizeof r->end_time);
+    if (r->ctx) r->ops->synchronize(r->ctx); /* run.json's loss-scale record reads the last step's copy */
     if (r->world.rank == 0) write_json_or_die(r, "completed");
     r->finished = true;
     vb_log("vitbench: run directory %s", r->run_dir);
@@ -914,6 +956,7 @@ void vb_run_finish(vb_run *r) {
     if (r->loss_host) r->ops->free_host(r->ctx, r->loss_host);
     if (r->batch_copied) r->ops->event_destroy(r->ctx, r->batch_copied);
     vb_ddp_free(&r->ddp);
+    if (r->scaler_on) vb_loss_scaler_free(&r->scaler);
     vb_adam_free(&r->opt);
     if (r->model) vit_destroy(r->model);
     /* a clock on the context's events must go before the context */

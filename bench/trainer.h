@@ -14,6 +14,7 @@
 #include <stddef.h>
 
 #include "bench/memcheck.h"
+#include "core/amp.h"
 #include "core/comm.h"
 #include "core/config.h"
 #include "core/data.h"
@@ -48,7 +49,12 @@ typedef struct vb_step {
     const vb_config *cfg;   /* lr, lr_schedule, warmup, num_iters, base_batch_size */
     int global_batch;       /* samples per update over every data-parallel rank */
     vb_tlrec *timeline;     /* forward / backward / optimizer phases of windowed steps; may be NULL */
+    vb_loss_scaler *scaler; /* dynamic loss scaling (core/amp.h); NULL: none */
 } vb_step;
+
+/* enable_fused false: Adam updates m's parameter buffer one tensor at a time
+ * (a launch per tensor of m->tensors), as torch.optim.Adam's default loop. */
+void vb_adam_per_tensor(vb_adam *a, const vit_model *m);
 
 /* The lr of update `iteration` (0-based) for config c. */
 float vb_step_lr(const vb_config *c, int global_batch, int iteration);
@@ -97,6 +103,8 @@ typedef struct vb_run {
     char mem_limit_source[32];
     vit_model *model;
     vb_adam opt;
+    vb_loss_scaler scaler;       /* dynamic loss scaling, when scaler_on */
+    bool scaler_on;
     vb_step step;                /* model, optimizer, DDP and lr of vb_train_step */
     float *inp_dev, *tar_dev;    /* backend copies of the current batch [B,C,H,W] */
     size_t inp_bytes, tar_bytes; /* for a full local batch */

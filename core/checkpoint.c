@@ -177,7 +177,7 @@ static void checkpoint_save(const char *path, const vit_model *m, const vb_adam 
         hid_t scalar = VB_H5(H5Screate(H5S_SCALAR));
         hid_t ds = H5Dcreate2(grp, "step", H5T_STD_I64LE, scalar, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
         ck_h5(ds, path, OPT_GROUP "/step");
-        const int64_t step = opt->step;
+        const int64_t step = vb_adam_steps_taken(opt); /* updates applied: loss-scaler skips excluded */
         ck_h5(H5Dwrite(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &step), path, OPT_GROUP "/step");
         ck_h5(H5Dclose(ds), path, OPT_GROUP "/step");
         VB_H5(H5Sclose(scalar));

@@ -71,6 +71,9 @@ static const key_def g_keys[] = {
     {"amp_mode", KT_STR, FIELD(amp_mode), false},
     {"enable_fused", KT_BOOL, FIELD(enable_fused), false},
     {"enable_jit", KT_BOOL, FIELD(enable_jit), false},
+    {"loss_scale", KT_STR, FIELD(loss_scale), false},
+    {"loss_scale_init", KT_FLOAT, FIELD(loss_scale_init), false},
+    {"loss_scale_growth_interval", KT_INT, FIELD(loss_scale_growth_interval), false},
     {"tf32", KT_BOOL, FIELD(tf32), false},
     {"attention", KT_STR, FIELD(attention), false},
     {"expdir", KT_STR, FIELD(expdir), false},
@@ -353,6 +356,9 @@ void vb_config_defaults(vb_config *c) {
     snprintf(c->amp_mode, sizeof c->amp_mode, "none");
     c->enable_fused = false;
     c->enable_jit = false;
+    snprintf(c->loss_scale, sizeof c->loss_scale, "auto");
+    c->loss_scale_init = 65536.0f;
+    c->loss_scale_growth_interval = 2000;
     c->tf32 = true;
     snprintf(c->attention, sizeof c->attention, "flash");
     snprintf(c->expdir, sizeof c->expdir, "/logs");
@@ -674,9 +680,6 @@ void vb_config_validate(const vb_config *c, const char *origin) {
     const bool amp_half = strcmp(c->amp_mode, "fp16") == 0 || strcmp(c->amp_mode, "bf16") == 0;
     if (amp_half && strcmp(c->backend, "cpu") == 0)
         vfail(c, origin, "amp_mode", NULL, "amp_mode = %s needs the CUDA backend (use none on cpu)", c->amp_mode);
-    else if (strcmp(c->amp_mode, "fp16") == 0)
-        vfail(c, origin, "amp_mode", NULL,
-              "amp_mode = fp16 is not supported yet: it needs dynamic loss scaling (use bf16)");
     if (!amp_half && strcmp(c->amp_mode, "none") != 0)
         vfail(c, origin, "amp_mode", NULL, "amp_mode = '%s' must be none, fp16 or bf16", c->amp_mode);
     if (strcmp(c->attention, "flash") != 0 && strcmp(c->attention, "cudnn") != 0)
@@ -686,6 +689,18 @@ void vb_config_validate(const vb_config *c, const char *origin) {
     else if (strcmp(c->attention, "cudnn") == 0 && !amp_half)
         vfail(c, origin, "attention", NULL,
               "attention = cudnn needs amp_mode bf16 or fp16 (cuDNN's fused attention has no float32)");
+    if (strcmp(c->loss_scale, "auto") != 0 && strcmp(c->loss_scale, "dynamic") != 0 &&
+        strcmp(c->loss_scale, "none") != 0)
+        vfail(c, origin, "loss_scale", NULL, "loss_scale = '%s' must be auto, dynamic or none", c->loss_scale);
+    /* float16 gradients underflow without scaling: the tutorial always pairs fp16 with GradScaler */
+    if (strcmp(c->amp_mode, "fp16") == 0 && strcmp(c->loss_scale, "none") == 0)
+        vfail(c, origin, "loss_scale", "amp_mode",
+              "loss_scale = none with amp_mode = fp16: float16 training needs dynamic loss scaling (use auto or "
+              "dynamic)");
+    if (!(c->loss_scale_init > 0.0f) || !isfinite(c->loss_scale_init))
+        vfail(c, origin, "loss_scale_init", NULL, "loss_scale_init = %g must be a finite number > 0",
+              (double)c->loss_scale_init);
+    require_min(c, origin, "loss_scale_growth_interval", c->loss_scale_growth_interval, 1);
     if (strcmp(c->data_loader_config, "dali") == 0)
         vfail(c, origin, "data_loader_config", NULL,
               "data_loader_config = dali is unavailable (DALI needs CUDA; use pytorch, the HDF5 loader)");

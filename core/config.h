@@ -38,7 +38,12 @@ typedef struct vb_config {
     int base_batch_size;           /* 0 = off; else lr *= sqrt(global/base) */
     char optimizer[16];            /* "Adam" */
     char amp_mode[8];              /* "none", "bf16" or "fp16" (the last two on the CUDA backend only) */
-    bool enable_fused, enable_jit; /* accepted for tutorial compatibility; no effect on CPU */
+    bool enable_fused;             /* Adam: one launch over the whole parameter buffer (true) or one per
+                                    * parameter tensor (false, the tutorial's default); same results */
+    bool enable_jit;               /* accepted for tutorial compatibility; no effect */
+    char loss_scale[16];           /* "auto" (default: dynamic under fp16, else none), "dynamic", "none" */
+    float loss_scale_init;         /* dynamic loss scaling's first scale (default 65536, GradScaler's) */
+    int loss_scale_growth_interval; /* good steps before the scale doubles (default 2000, GradScaler's) */
     char attention[8];             /* "flash" (vitbench's kernels) or "cudnn" (cuDNN's fused attention; CUDA, bf16/fp16) */
     bool tf32;                     /* float32 GEMMs on TF32 tensor cores (CUDA, amp_mode none; PyTorch's default, as the tutorial measured); no effect on CPU */
     char expdir[VB_PATH_MAX];      /* accepted, unused: output_dir holds results */
@@ -102,6 +107,11 @@ void vb_config_validate(const vb_config *c, const char *origin);
 char *vb_config_to_json(const vb_config *c);
 
 /* Derived values. */
+/* Whether steps run with dynamic loss scaling (core/amp.h): loss_scale
+ * dynamic, or auto under amp_mode fp16. */
+static inline bool vb_config_loss_scaling(const vb_config *c) {
+    return c->loss_scale[0] == 'd' || (c->loss_scale[0] == 'a' && c->amp_mode[0] == 'f');
+}
 static inline int vb_config_tokens(const vb_config *c) {
     return (c->img_size[0] / c->patch_size) * (c->img_size[1] / c->patch_size);
 }

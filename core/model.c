@@ -787,7 +787,7 @@ void vit_backward(vit_model *m) {
 
     /* loss -> head tokens. Every cp rank has the whole dpred; each keeps its
      * own tokens' rows, so together they backpropagate each token once. */
-    VIT_OP(m, "rel_l2_loss_backward", ops->rel_l2_loss_backward(ctx, a->dpred, a->pred, a->tar, B, nimg, NULL));
+    VIT_OP(m, "rel_l2_loss_backward", ops->rel_l2_loss_backward(ctx, a->dpred, a->pred, a->tar, B, nimg, m->dloss));
     VIT_OP(m, "unpatchify_backward",
            ops->unpatchify_backward(ctx, a->dhead_all, a->dpred, B, d->cout, d->img_h, d->img_w, d->patch));
     if (cp)

@@ -139,6 +139,9 @@ typedef struct vit_model {
 
     vit_grad_ready_fn grad_ready;
     void *grad_ready_ctx;
+    /* backend memory [1]: the gradient backward seeds the loss with (the
+     * loss scaler's scale under dynamic loss scaling); NULL: 1 */
+    const float *dloss;
 
     int max_batch;
     int batch;           /* batch of the last forward */

@@ -3,6 +3,7 @@
 #include "core/optim.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/common.h"
@@ -33,7 +34,39 @@ void vb_adam_free(vb_adam *a) {
     ops->free(a->ctx, a->args_dev);
     ops->free_host(a->ctx, a->args_host);
     for (int k = 0; k < 2; k++) ops->event_destroy(a->ctx, a->slot_ev[k]);
+    free(a->seg_offset);
+    free(a->seg_numel);
     memset(a, 0, sizeof *a);
+}
+
+void vb_adam_set_segments(vb_adam *a, int nseg, const size_t *offset, const size_t *numel) {
+    free(a->seg_offset);
+    free(a->seg_numel);
+    a->seg_offset = a->seg_numel = NULL;
+    a->nseg = 0;
+    if (nseg <= 0) return;
+    size_t next = 0;
+    for (int i = 0; i < nseg; i++) {
+        if (offset[i] != next)
+            vb_die_internal("adam segments: segment %d starts at %zu, expected %zu", i, offset[i], next);
+        next += numel[i];
+    }
+    if (next != a->n) vb_die_internal("adam segments cover %zu values, the buffer has %zu", next, a->n);
+    a->seg_offset = malloc((size_t)nseg * sizeof *a->seg_offset);
+    a->seg_numel = malloc((size_t)nseg * sizeof *a->seg_numel);
+    if (!a->seg_offset || !a->seg_numel) vb_die_internal("out of memory");
+    memcpy(a->seg_offset, offset, (size_t)nseg * sizeof *offset);
+    memcpy(a->seg_numel, numel, (size_t)nseg * sizeof *numel);
+    a->nseg = nseg;
+}
+
+int vb_adam_steps_taken(const vb_adam *a) {
+    if (!a->loss_scale) return a->step;
+    const vb_ops *ops = a->ctx->ops;
+    vb_loss_scale_state st;
+    ops->memcpy_d2h(a->ctx, &st, a->loss_scale, sizeof st);
+    ops->synchronize(a->ctx);
+    return a->step - st.skipped;
 }
 
 void vb_adam_step(vb_adam *a, float *params, vb_act *params_act, const float *grads, float lr,
@@ -50,8 +83,18 @@ void vb_adam_step(vb_adam *a, float *params, vb_act *params_act, const float *gr
     ops->memcpy_h2d(a->ctx, a->args_dev, &a->args_host[k], sizeof(vb_adam_args));
     ops->event_record(a->ctx, a->slot_ev[k]);
     a->slot_used[k] = 1;
-    ops->adam_update(a->ctx, params, params_act == (vb_act *)params ? NULL : params_act, grads, a->m, a->v, a->n,
-                     a->args_dev);
+    vb_act *act = params_act == (vb_act *)params ? NULL : params_act;
+    if (a->nseg == 0) {
+        ops->adam_update(a->ctx, params, act, grads, a->m, a->v, a->n, a->args_dev, a->loss_scale);
+    } else {
+        /* torch.optim.Adam's default (foreach off, fused off): parameter by
+         * parameter; every element sees the same arithmetic as the fused launch */
+        for (int i = 0; i < a->nseg; i++) {
+            const size_t o = a->seg_offset[i];
+            ops->adam_update(a->ctx, params + o, act ? vb_act_at(a->ctx, act, o) : NULL, grads + o, a->m + o,
+                             a->v + o, a->seg_numel[i], a->args_dev, a->loss_scale);
+        }
+    }
     /* per parameter: reads param, grad, m, v and writes param, m, v; ~12 FLOPs
      * (two moment updates, bias corrections, sqrt, divide, the step) */
     vb_prof_end_flops(prof, tok, 7 * sizeof(float) * a->n, 12.0 * (double)a->n);

@@ -21,14 +21,32 @@ typedef struct vb_adam {
     vb_adam_args *args_host;   /* page-locked host [2] */
     vb_event *slot_ev[2];
     int slot_used[2];
+    /* Launch layout: nseg == 0 is one fused update over the whole buffer
+     * (enable_fused); otherwise one update per segment (the model's
+     * tensors, torch.optim.Adam's per-parameter loop), same math per element. */
+    int nseg;
+    size_t *seg_offset, *seg_numel; /* host [nseg], in floats */
+    /* The loss scaler's state (backend memory) when scaling is on, else NULL:
+     * a step it flags is skipped on the device and `step` counts it anyway
+     * (vb_adam_steps_taken subtracts the skipped ones). */
+    const vb_loss_scale_state *loss_scale;
 } vb_adam;
 
 void vb_adam_init(vb_adam *a, size_t n, vb_ctx *ctx);
 void vb_adam_free(vb_adam *a);
+/* One launch per segment [offset[i], offset[i] + numel[i]) instead of one over
+ * the buffer; the segments must tile [0, n) in order (exit 1 otherwise).
+ * nseg 0 goes back to the fused launch. The arrays are copied. */
+void vb_adam_set_segments(vb_adam *a, int nseg, const size_t *offset, const size_t *numel);
+/* Updates actually applied: step minus the steps the loss scaler skipped.
+ * Reads backend memory when a scaler is attached: synchronizes a->ctx. */
+int vb_adam_steps_taken(const vb_adam *a);
 /* One update with learning rate lr: step++, then torch.optim.Adam's math on
  * params (float32 master) and, when it is a separate buffer, params_act (the
- * activation-dtype copy the next forward reads; == params or NULL: none).
- * Enqueued on a->ctx: returns without waiting. */
+ * activation-dtype copy the next forward reads; == params or NULL: none), in
+ * one launch or one per segment. With a loss scaler attached the device skips
+ * the whole update when the scaler has flagged this step. Enqueued on a->ctx:
+ * returns without waiting. */
 void vb_adam_step(vb_adam *a, float *params, vb_act *params_act, const float *grads, float lr,
                   vb_profiler *prof);
 

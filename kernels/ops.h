@@ -85,6 +85,29 @@ typedef struct vb_adam_args {
     int step;
 } vb_adam_args;
 
+/* Dynamic loss scaling (torch.cuda.amp.GradScaler), in backend memory so that
+ * no step needs the host to look at it: the loss gradient is seeded with
+ * `scale` (rel_l2_loss_backward's dloss points here), grad_unscale_check
+ * multiplies the gradients by 1/scale and raises found_inf on a non-finite
+ * one, adam_update does nothing while found_inf is set, and loss_scale_update
+ * ends the step: backoff and a skipped step on found_inf, growth after
+ * growth_interval good steps in a row, found_inf cleared. found_inf is a
+ * float (0 or 1) so ranks can agree on it with a float32 max-allreduce.
+ * The host writes the whole struct once before training and only reads it
+ * (a copy) afterwards. */
+typedef struct vb_loss_scale_state {
+    float scale;            /* the current loss scale (65536 at the start under fp16) */
+    float found_inf;        /* 1 once a gradient of this step was inf or nan, else 0 */
+    int growth_tracker;     /* good steps in a row since the scale last changed */
+    int skipped;            /* steps skipped so far: Adam's step count is args->step - skipped */
+    int growth_interval;    /* 2000 */
+    float growth_factor;    /* 2 */
+    float backoff_factor;   /* 0.5 */
+    float last_scale;       /* the scale the last finished step's loss gradient was seeded with */
+    int last_skipped;       /* 1 when the last finished step was skipped */
+    int steps;              /* steps finished (loss_scale_update calls) */
+} vb_loss_scale_state;
+
 typedef struct vb_ops {
     const char *name; /* "cpu", "cuda" */
     /* 1 when alloc returns host memory (the CPU): the model's buffers then
@@ -232,9 +255,26 @@ typedef struct vb_ops {
 
     /* ---- Adam (torch.optim.Adam, no weight decay) over n contiguous float32 params.
      * args: backend memory. param_act (may be NULL) receives the updated params
-     * in the activation dtype, the view the next forward reads. ---- */
+     * in the activation dtype, the view the next forward reads. ls (backend
+     * memory, may be NULL: no loss scaling): while ls->found_inf is set the
+     * call writes nothing (params, param_act and moments stay as they are),
+     * and the bias corrections use step args->step - ls->skipped, the updates
+     * actually taken. ---- */
     void (*adam_update)(vb_ctx *ctx, float *param, vb_act *param_act, const float *grad, float *m,
-                        float *v, size_t n, const vb_adam_args *args);
+                        float *v, size_t n, const vb_adam_args *args, const vb_loss_scale_state *ls);
+
+    /* ---- loss scaling (vb_loss_scale_state) ----
+     * grad[i] *= 1 / ls->scale (the reciprocal rounded to float32 from double,
+     * as GradScaler's inv_scale); ls->found_inf = 1 when any grad[i] was inf or
+     * nan before the multiply, left as it was otherwise (so calls over several
+     * ranges add up). */
+    void (*grad_unscale_check)(vb_ctx *ctx, float *grad, size_t n, vb_loss_scale_state *ls);
+    /* GradScaler.update(): found_inf: scale *= backoff_factor, growth_tracker
+     * = 0, skipped += 1; else growth_tracker += 1 and, on reaching
+     * growth_interval, scale *= growth_factor (kept only if finite) and
+     * growth_tracker = 0. Records last_scale / last_skipped, counts steps,
+     * clears found_inf. One thread's work, enqueued like any op. */
+    void (*loss_scale_update)(vb_ctx *ctx, vb_loss_scale_state *ls);
 } vb_ops;
 
 /* The CPU backend (OpenMP + a BLAS). Always available. */

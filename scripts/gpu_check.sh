@@ -5,19 +5,19 @@
 #
 # Builds vitbench with the CUDA backend (build-gpu/, or $BUILD_DIR), runs the
 # CUDA op tests (every op against the CPU op), the 20-step golden test on the
-# GPU (float32 with TF32 off against the PyTorch losses to 1e-4, bfloat16 to
-# 2e-2), the data planes (NCCL's calls on one rank; every tp / cp / dp layout
+# GPU (float32 with TF32 off against the PyTorch losses to 1e-4, bfloat16 and
+# float16 with dynamic loss scaling to 2e-2), the data planes (NCCL's calls on one rank; every tp / cp / dp layout
 # with ranks sharing the GPU over MPI against one rank), then the tutorial's `base` config (batch 16) SYNTHETIC and FULL in
-# amp_mode none with TF32, none in full float32 and bf16, and prints a table:
+# amp_mode none with TF32, none in full float32, bf16 (per-tensor and fused
+# Adam) and fp16 (dynamic loss scaling), and prints a table:
 # samples/s, achieved TFLOP/s, MFU against the GPU's dense peak for that
 # precision, the process's peak GPU memory, and the tutorial's H100 NVL figures
 # beside them, then CUPTI's cost (bf16 SYNTHETIC with --cupti false and true,
 # alternated, and the ratio). --quick runs fewer batches. Logs and run directories go to
 # --out (default gpu_check_out/).
 #
-# Not yet switches here: enable_fused (fused Adam), enable_jit (fused
-# elementwise kernels), CUDA graphs, fp16 with loss scaling and the dali-style
-# prefetch; the table says which configuration each row is.
+# Not yet switches here: enable_jit (fused elementwise kernels), CUDA graphs
+# and the dali-style prefetch; the table says which configuration each row is.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 SRC=$(pwd)
@@ -73,6 +73,7 @@ golden() { # name tol args...
 }
 golden fp32 1e-4 --backend cuda --tf32 false
 golden bf16 2e-2 --backend cuda --amp_mode bf16
+golden fp16 2e-2 --backend cuda --amp_mode fp16
 
 # ---- data planes on this GPU ----
 # the NCCL plane's calls on one rank; then every tp / cp / dp layout with
@@ -108,7 +109,7 @@ full: {run_benchmark: True, nbatches: $NB, ntrials: $NT, nwarmup: 1}
 EOF
 
 # dense peak TFLOP/s of the GPU for a precision (datasheet, without sparsity)
-peak() { # precision: fp32 tf32 bf16
+peak() { # precision: fp32 tf32 bf16 fp16 (the same dense tensor-core peak as bf16)
     case "$GPU" in
     *H100*NVL*) p=(60 417.5 835) ;;
     *H100*PCIe*) p=(51.2 378 756.5) ;;
@@ -116,7 +117,7 @@ peak() { # precision: fp32 tf32 bf16
     *A100*) p=(19.5 156 312) ;;
     *) p=(0 0 0) ;;
     esac
-    case "$1" in fp32) echo "${p[0]}" ;; tf32) echo "${p[1]}" ;; bf16) echo "${p[2]}" ;; esac
+    case "$1" in fp32) echo "${p[0]}" ;; tf32) echo "${p[1]}" ;; bf16 | fp16) echo "${p[2]}" ;; esac
 }
 
 ROWS=()
@@ -155,6 +156,8 @@ run_base() { # label precision tutorial-figure args...
 run_base none_tf32 tf32 12.5 --amp_mode none --tf32 true
 run_base none_fp32 fp32 - --amp_mode none --tf32 false
 run_base bf16 bf16 102 --amp_mode bf16
+run_base bf16_fused bf16 - --amp_mode bf16 --enable_fused true
+run_base fp16 fp16 - --amp_mode fp16
 
 echo
 echo "base config, batch 16, one $GPU (SYNTHETIC and FULL: samples/s, mean of $NT trials of $NB batches)"

@@ -124,6 +124,11 @@ static void check_tutorial_base(const vb_config *c) {
     assert_string_equal(c->amp_mode, "none");
     assert_false(c->enable_fused);
     assert_false(c->enable_jit);
+    /* GradScaler's defaults, in use only under fp16 */
+    assert_string_equal(c->loss_scale, "auto");
+    assert_true(c->loss_scale_init == 65536.0f);
+    assert_int_equal(c->loss_scale_growth_interval, 2000);
+    assert_false(vb_config_loss_scaling(c));
     assert_true(c->tf32);
     assert_false(c->cupti);
     assert_string_equal(c->expdir, "/logs");
@@ -483,6 +488,9 @@ static void test_validation_errors(void **state) {
         {"--bucket_cap_mb", "0", "bucket_cap_mb = 0 must be > 0"},
         {"--bucket_cap_mb", "-0.5", "bucket_cap_mb = -0.5 must be > 0"},
         {"--num_epochs", "-1", "num_epochs = -1 must be >= 0"},
+        {"--loss_scale", "static", "loss_scale = 'static' must be auto, dynamic or none"},
+        {"--loss_scale_init", "0", "loss_scale_init = 0 must be a finite number > 0"},
+        {"--loss_scale_growth_interval", "0", "loss_scale_growth_interval = 0 must be >= 1"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char origin[128];
@@ -502,6 +510,20 @@ static void test_validation_errors(void **state) {
     if (!vb_comm_data_nccl() && vb_ops_by_name("cuda"))
         args_fail(LIST("--yaml_config", g_vit, "--config", "tiny", "--backend", "cuda", "--comm_backend", "nccl"),
                   LIST("flag --comm_backend: ", "comm_backend = nccl is not available in this build"));
+
+    /* amp_mode fp16 (dynamic loss scaling) is a CUDA mode: accepted with
+     * --backend cuda in a CUDA build; on the CPU one line naming amp_mode */
+    if (vb_ops_by_name("cuda")) {
+        vb_config f;
+        parse_ok(&f, LIST("--yaml_config", g_vit, "--config", "tiny", "--backend", "cuda", "--amp_mode", "fp16"));
+        assert_string_equal(f.amp_mode, "fp16");
+        assert_true(vb_config_loss_scaling(&f));
+        args_fail(LIST("--yaml_config", g_vit, "--config", "tiny", "--backend", "cuda", "--amp_mode", "fp16",
+                       "--loss_scale", "none"),
+                  LIST("loss_scale = none with amp_mode = fp16", "needs dynamic loss scaling"));
+    }
+    args_fail(LIST("--yaml_config", g_vit, "--config", "tiny", "--backend", "cpu", "--amp_mode", "fp16"),
+              LIST("flag --amp_mode: ", "amp_mode = fp16 needs the CUDA backend"));
 
     /* accepted permutation and values on the edge */
     vb_config c;
@@ -566,7 +588,8 @@ static void test_set_unknown(void **state) {
 static const char *ALL_KEYS[] = {
     "yaml_config", "config", "embed_dim", "depth", "patch_size", "num_heads", "dropout", "img_size",
     "n_in_channels", "n_out_channels", "dt", "global_batch_size", "local_batch_size", "num_iters", "num_epochs",
-    "lr", "lr_schedule", "warmup", "base_batch_size", "optimizer", "amp_mode", "enable_fused", "enable_jit", "tf32",
+    "lr", "lr_schedule", "warmup", "base_batch_size", "optimizer", "amp_mode", "enable_fused", "enable_jit",
+    "loss_scale", "loss_scale_init", "loss_scale_growth_interval", "tf32",
     "attention",
     "expdir", "data_loader_config", "num_data_workers", "limit_nsamples", "limit_nsamples_val",
     "train_data_path", "valid_data_path", "inf_data_path", "time_means_path", "global_means_path",

@@ -970,10 +970,49 @@ static void test_loss(void **state) {
 // ---------------------------------------------------------------------------
 // Adam
 
+// A loss-scale state on both backends (device memory on the GPU side).
+typedef struct {
+    vb_loss_scale_state *g, *h;
+} ls_pair;
+
+static ls_pair ls_new(vb_ctx *g, const vb_loss_scale_state *init) {
+    ls_pair l = {G->alloc(g, sizeof *init), H->alloc(hctx, sizeof *init)};
+    G->memcpy_h2d(g, l.g, init, sizeof *init);
+    H->memcpy_h2d(hctx, l.h, init, sizeof *init);
+    G->synchronize(g);
+    return l;
+}
+
+static void ls_read(vb_ctx *g, const ls_pair *l, vb_loss_scale_state *gs, vb_loss_scale_state *hs) {
+    G->memcpy_d2h(g, gs, l->g, sizeof *gs);
+    G->synchronize(g);
+    H->memcpy_d2h(hctx, hs, l->h, sizeof *hs);
+}
+
+static void ls_free(vb_ctx *g, ls_pair *l) {
+    G->free(g, l->g);
+    H->free(hctx, l->h);
+}
+
+// 0 when every field of the two states is the same bits
+static int ls_differ(const vb_loss_scale_state *a, const vb_loss_scale_state *b) {
+    return memcmp(a, b, sizeof *a) != 0;
+}
+
+static int adam_case_ls(vb_ctx *g, size_t n, int step, float grad_scale, int with_act, uint64_t seed,
+                        const vb_loss_scale_state *ls);
+
 static int adam_case(vb_ctx *g, size_t n, int step, float grad_scale, int with_act, uint64_t seed) {
-    char shape[96];
-    snprintf(shape, sizeof shape, "n=%zu step=%d scale=%g%s", n, step, grad_scale,
-             with_act ? " +param_act" : "");
+    return adam_case_ls(g, n, step, grad_scale, with_act, seed, NULL);
+}
+
+// ls non-NULL: the update runs with that loss-scale state (its skipped count
+// shifts the bias corrections; found_inf set: nothing may change, bit for bit)
+static int adam_case_ls(vb_ctx *g, size_t n, int step, float grad_scale, int with_act, uint64_t seed,
+                        const vb_loss_scale_state *ls) {
+    char shape[128];
+    snprintf(shape, sizeof shape, "n=%zu step=%d scale=%g%s%s", n, step, grad_scale, with_act ? " +param_act" : "",
+             !ls ? "" : ls->found_inf != 0.0f ? " found_inf" : " ls skipped=2");
     begin_case("adam_update", g, shape);
     tb p = tb_rand(g, n, 0, -1, 1, seed), grad = tb_rand(g, n, 0, -1, 1, seed + 1);
     tb m = tb_rand(g, n, 0, -0.1f, 0.1f, seed + 2), v = tb_rand(g, n, 0, 1e-4f, 1e-2f, seed + 3);
@@ -985,9 +1024,34 @@ static int adam_case(vb_ctx *g, size_t n, int step, float grad_scale, int with_a
     G->memcpy_h2d(g, ga, &args, sizeof args);
     H->memcpy_h2d(hctx, ha, &args, sizeof args);
     G->synchronize(g);
-    G->adam_update(g, DP(&p), with_act ? DP(&pact) : NULL, DP(&grad), DP(&m), DP(&v), n, ga);
-    H->adam_update(hctx, CP(&p), with_act ? CP(&pact) : NULL, CP(&grad), CP(&m), CP(&v), n, ha);
+    ls_pair lp = {NULL, NULL};
+    if (ls) lp = ls_new(g, ls);
+    pair p0 = fetch(&p), m0 = fetch(&m), v0 = fetch(&v);
+    G->adam_update(g, DP(&p), with_act ? DP(&pact) : NULL, DP(&grad), DP(&m), DP(&v), n, ga, lp.g);
+    H->adam_update(hctx, CP(&p), with_act ? CP(&pact) : NULL, CP(&grad), CP(&m), CP(&v), n, ha, lp.h);
     pair pp = fetch(&p), pm = fetch(&m), pv = fetch(&v);
+    if (ls && ls->found_inf != 0.0f) {
+        // a skipped step: params, moments and the activation view untouched on both sides
+        int bad = 0;
+        bad += report("adam_update", g, shape, "param kept", memcmp(pp.g, p0.g, n * 4) || memcmp(pp.r, p0.r, n * 4), 0);
+        bad += report("adam_update", g, shape, "m kept", memcmp(pm.g, m0.g, n * 4) || memcmp(pm.r, m0.r, n * 4), 0);
+        bad += report("adam_update", g, shape, "v kept", memcmp(pv.g, v0.g, n * 4) || memcmp(pv.r, v0.r, n * 4), 0);
+        float *got = fmalloc(n);
+        tb_gpu(&pact, got);
+        int kept = 1;
+        for (size_t i = 0; i < n; i++) kept &= isnan(got[i]);
+        bad += report("adam_update", g, shape, "param_act kept", !kept, 0);
+        free(got);
+        pair_free(&p0), pair_free(&m0), pair_free(&v0);
+        pair_free(&pp), pair_free(&pm), pair_free(&pv);
+        ls_free(g, &lp);
+        G->free(g, ga);
+        H->free(hctx, ha);
+        TB_FREE(&p, &grad, &m, &v, &pact);
+        return bad;
+    }
+    pair_free(&p0), pair_free(&m0), pair_free(&v0);
+    if (ls) ls_free(g, &lp);
     int bad = report("adam_update", g, shape, "param", err_elem(pp.g, pp.r, n, 1e-3), 1e-6);
     // m and v can cancel to ~0 in an element: measured against their largest value
     bad += report("adam_update", g, shape, "m norm", err_norm(pm.g, pm.r, n), 1e-6);
@@ -1020,6 +1084,114 @@ static void test_adam(void **state) {
     bad += adam_case(gctx[VB_DTYPE_F32], 5, 30000, 1.0f, 1, 820);
     for (int d = 1; d < 3; d++)
         if (gctx[d]) bad += adam_case(gctx[d], 100003, 3, 1.0f, 1, 830 + d);
+    // with a loss scaler: the bias corrections count only the steps taken
+    // (step 9 with 2 skipped is step 7), and a flagged step writes nothing
+    const vb_loss_scale_state ok = {.scale = 1024.0f, .skipped = 2, .growth_interval = 2000, .growth_factor = 2.0f,
+                                    .backoff_factor = 0.5f};
+    vb_loss_scale_state inf = ok;
+    inf.found_inf = 1.0f;
+    bad += adam_case_ls(gctx[VB_DTYPE_F32], 100003, 9, 1.0f, 1, 840, &ok);
+    bad += adam_case_ls(gctx[VB_DTYPE_F32], 100003, 9, 1.0f, 1, 841, &inf);
+    bad += adam_case_ls(gctx[VB_DTYPE_F32], 4097, 9, 1.0f, 0, 842, &inf);
+    if (gctx[VB_DTYPE_F16]) {
+        bad += adam_case_ls(gctx[VB_DTYPE_F16], 100003, 9, 1.0f, 1, 843, &ok);
+        bad += adam_case_ls(gctx[VB_DTYPE_F16], 100003, 9, 1.0f, 1, 844, &inf);
+    }
+    vb_set_error_context("");
+    assert_int_equal(bad, 0);
+}
+
+// ---------------------------------------------------------------------------
+// loss scaling: grad_unscale_check and loss_scale_update
+
+// grads (scaled by `scale`, optionally with a poisoned element) unscaled on
+// both backends: the values must be the same bits (a multiply by a power of
+// two), and found_inf raised exactly when an element was not finite
+static int unscale_case(vb_ctx *g, size_t n, float scale, float poison, size_t at, float found_before,
+                        uint64_t seed) {
+    char shape[128];
+    snprintf(shape, sizeof shape, "n=%zu scale=%g poison=%g@%zu found_inf=%g", n, scale, poison, at,
+             found_before);
+    begin_case("grad_unscale_check", g, shape);
+    tb grad = tb_new_off(g, n, 0, 3); // an unaligned view, like a tensor inside the flat buffer
+    tu_fill_uniform(grad.h, n, -scale, scale, seed);
+    if (poison != 0.0f) grad.h[at] = poison;
+    tb_up(&grad);
+    vb_loss_scale_state st = {.scale = scale, .found_inf = found_before, .growth_interval = 2000,
+                              .growth_factor = 2.0f, .backoff_factor = 0.5f};
+    ls_pair lp = ls_new(g, &st);
+    G->grad_unscale_check(g, DP(&grad), n, lp.g);
+    H->grad_unscale_check(hctx, CP(&grad), n, lp.h);
+    pair pg = fetch(&grad);
+    int same = 1;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t a, b;
+        memcpy(&a, &pg.g[i], 4), memcpy(&b, &pg.r[i], 4);
+        // NaN payloads may differ between the backends; everything else is exact
+        same &= a == b || (isnan(pg.g[i]) && isnan(pg.r[i]));
+    }
+    int bad = report("grad_unscale_check", g, shape, "grads bitwise", !same, 0);
+    vb_loss_scale_state gs, hs;
+    ls_read(g, &lp, &gs, &hs);
+    const float want = (poison != 0.0f && !isfinite(poison)) || found_before != 0.0f ? 1.0f : 0.0f;
+    bad += report("grad_unscale_check", g, shape, "found_inf", gs.found_inf != want || hs.found_inf != want, 0);
+    bad += report("grad_unscale_check", g, shape, "state", ls_differ(&gs, &hs), 0);
+    pair_free(&pg);
+    ls_free(g, &lp);
+    TB_FREE(&grad);
+    return bad;
+}
+
+// a run of updates with found_inf set at some steps: both backends' states
+// bit for bit after each one (backoff, skipped count, growth after the interval)
+static int scale_update_case(vb_ctx *g, int growth_interval, const char *pattern) {
+    char shape[128];
+    snprintf(shape, sizeof shape, "interval=%d steps=%s", growth_interval, pattern);
+    begin_case("loss_scale_update", g, shape);
+    vb_loss_scale_state st = {.scale = 65536.0f, .growth_interval = growth_interval, .growth_factor = 2.0f,
+                              .backoff_factor = 0.5f, .last_scale = 65536.0f};
+    ls_pair lp = ls_new(g, &st);
+    int bad = 0, skipped = 0;
+    float want = 65536.0f;
+    int tracker = 0;
+    for (const char *c = pattern; *c; c++) {
+        const float one = 1.0f;
+        if (*c == 'x') {
+            G->memcpy_h2d(g, &lp.g->found_inf, &one, sizeof one);
+            H->memcpy_h2d(hctx, &lp.h->found_inf, &one, sizeof one);
+        }
+        G->loss_scale_update(g, lp.g);
+        H->loss_scale_update(hctx, lp.h);
+        if (*c == 'x') {
+            want *= 0.5f, tracker = 0, skipped++;
+        } else if (++tracker == growth_interval) {
+            want *= 2.0f, tracker = 0;
+        }
+        vb_loss_scale_state gs, hs;
+        ls_read(g, &lp, &gs, &hs);
+        bad += ls_differ(&gs, &hs);
+        bad += gs.scale != want || gs.skipped != skipped || gs.growth_tracker != tracker || gs.found_inf != 0.0f;
+        bad += gs.last_skipped != (*c == 'x');
+    }
+    bad = report("loss_scale_update", g, shape, "state", bad, 0);
+    ls_free(g, &lp);
+    return bad;
+}
+
+static void test_loss_scaling(void **state) {
+    (void)state;
+    vb_ctx *g = gctx[VB_DTYPE_F32];
+    int bad = 0;
+    bad += unscale_case(g, 100003, 65536.0f, 0.0f, 0, 0.0f, 850);
+    bad += unscale_case(g, 100003, 65536.0f, INFINITY, 77777, 0.0f, 851);
+    bad += unscale_case(g, 100003, 65536.0f, -INFINITY, 100002, 0.0f, 852);
+    bad += unscale_case(g, 100003, 65536.0f, NAN, 0, 0.0f, 853);
+    bad += unscale_case(g, 5, 0.5f, 0.0f, 0, 0.0f, 854);      // a scale below 1 multiplies up
+    bad += unscale_case(g, 4099, 1024.0f, 0.0f, 0, 1.0f, 855); // an earlier range's flag is kept
+    bad += unscale_case(g, 4099, 3.0f, 0.0f, 0, 0.0f, 856);    // not a power of two: one rounding, same on both
+    bad += scale_update_case(g, 3, "...x....x.......");
+    bad += scale_update_case(g, 1, "..xx..");
+    bad += scale_update_case(g, 2000, "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"); // overflow after overflow: halving each time
     vb_set_error_context("");
     assert_int_equal(bad, 0);
 }
@@ -1226,6 +1398,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_elementwise),
         cmocka_unit_test(test_loss),
         cmocka_unit_test(test_adam),
+        cmocka_unit_test(test_loss_scaling),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     printf("test_cuda_ops: %d failing case%s\n", g_failures, g_failures == 1 ? "" : "s");

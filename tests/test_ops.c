@@ -263,7 +263,7 @@ static void test_table(void **state) {
     assert_int_equal(openblas_get_parallel(), OPENBLAS_OPENMP);
     // every entry is filled in
     const void *const *slot = (const void *const *)&ops->ctx_create;
-    const void *const *end = (const void *const *)(&ops->adam_update + 1);
+    const void *const *end = (const void *const *)(&ops->loss_scale_update + 1);
     for (; slot < end; slot++) assert_non_null(*slot);
 }
 
@@ -1140,7 +1140,7 @@ static void adam_case(size_t n, const float *lrs, int steps, float b1, float b2,
         const vb_adam_args a = {.lr = lr, .beta1 = b1, .beta2 = b2, .eps = eps, .grad_scale = grad_scale,
                                 .step = step};
         ops->memcpy_h2d(ctx, args_dev, &a, sizeof a);
-        ops->adam_update(ctx, p.d, NULL, g.d, m.d, v.d, n, args_dev);
+        ops->adam_update(ctx, p.d, NULL, g.d, m.d, v.d, n, args_dev, NULL);
         const double bc1 = 1 - pow(b1, step), bc2 = 1 - pow(b2, step);
         for (size_t i = 0; i < n; i++) {
             const double gi = (double)g.h[i] * grad_scale;
@@ -1187,7 +1187,7 @@ static void test_adam_args_from_backend(void **state) {
     vb_adam_args *args_host = ops->alloc_host(ctx, sizeof(vb_adam_args));
     *args_host = (vb_adam_args){.lr = 0.1f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 0.0f, .grad_scale = 1.0f, .step = 1};
     ops->memcpy_h2d(ctx, args_dev, args_host, sizeof *args_host);
-    ops->adam_update(ctx, p.d, NULL, g.d, m.d, v.d, n, args_dev);
+    ops->adam_update(ctx, p.d, NULL, g.d, m.d, v.d, n, args_dev, NULL);
     down(&p);
     // a constant gradient with eps 0: m_hat / sqrt(v_hat) = 1, the step is exactly lr
     for (size_t i = 0; i < n; i++) assert_true(fabsf(p.h[i] + 0.1f) < 1e-6f);
@@ -1195,7 +1195,7 @@ static void test_adam_args_from_backend(void **state) {
     args_host->lr = 0.02f;
     args_host->step = 2;
     ops->memcpy_h2d(ctx, args_dev, args_host, sizeof *args_host);
-    ops->adam_update(ctx, p.d, NULL, g.d, m.d, v.d, n, args_dev);
+    ops->adam_update(ctx, p.d, NULL, g.d, m.d, v.d, n, args_dev, NULL);
     down(&p);
     for (size_t i = 0; i < n; i++) assert_true(fabsf(p.h[i] + 0.12f) < 1e-6f);
     ops->free_host(ctx, args_host);

@@ -1,4 +1,5 @@
-/* adam.c: torch.optim.Adam (no weight decay, no amsgrad), single-tensor path. */
+/* adam.c: torch.optim.Adam (no weight decay, no amsgrad), single-tensor path,
+ * and GradScaler's unscale / skip / update for dynamic loss scaling. */
 #include <math.h>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -9,11 +10,14 @@
 // host reads directly. The CPU's activations are its float32 params, so
 // param_act is NULL (or the params themselves) and needs no second write.
 void cpu_adam_update(vb_ctx *ctx, float *param, vb_act *param_act, const float *grad, float *m,
-                     float *v, size_t n, const vb_adam_args *args) {
+                     float *v, size_t n, const vb_adam_args *args, const vb_loss_scale_state *ls) {
     (void)ctx;
+    // a step with a non-finite gradient is skipped whole: nothing is written
+    if (ls && ls->found_inf != 0.0f) return;
     const float lr = args->lr, beta1 = args->beta1, beta2 = args->beta2, eps = args->eps;
     const float gs = args->grad_scale;
-    const int step = args->step;
+    // steps skipped by the loss scaler never happened for Adam's bias corrections
+    const int step = args->step - (ls ? ls->skipped : 0);
     // bias corrections in double, as PyTorch computes them on Python floats
     const double bc1 = 1.0 - pow((double)beta1, (double)step);
     const double bc2 = 1.0 - pow((double)beta2, (double)step);
@@ -36,4 +40,38 @@ void cpu_adam_update(vb_ctx *ctx, float *param, vb_act *param_act, const float *
         param[i] -= step_size * mi / (sqrtf(vi) / bc2_sqrt + eps);
     }
     if (pa) cpu_cast_to_act(ctx, pa, param, n);
+}
+
+// GradScaler's _amp_foreach_non_finite_check_and_unscale_: the finiteness of
+// each value before the multiply decides; 1/scale is a power of two for every
+// scale the scaler produces, so the multiply is exact.
+void cpu_grad_unscale_check(vb_ctx *ctx, float *grad, size_t n, vb_loss_scale_state *ls) {
+    (void)ctx;
+    const float inv = (float)(1.0 / (double)ls->scale);
+    int bad = 0;
+    #pragma omp parallel for simd if (n >= VB_CPU_PAR_MIN) schedule(static) reduction(| : bad)
+    for (size_t i = 0; i < n; i++) {
+        const float g = grad[i];
+        bad |= !isfinite(g);
+        grad[i] = g * inv;
+    }
+    if (bad) ls->found_inf = 1.0f;
+}
+
+// GradScaler's _amp_update_scale_, plus the records the host reads
+void cpu_loss_scale_update(vb_ctx *ctx, vb_loss_scale_state *ls) {
+    (void)ctx;
+    ls->last_scale = ls->scale;
+    ls->last_skipped = ls->found_inf != 0.0f;
+    if (ls->last_skipped) {
+        ls->scale *= ls->backoff_factor;
+        ls->growth_tracker = 0;
+        ls->skipped++;
+    } else if (++ls->growth_tracker >= ls->growth_interval) {
+        const float grown = ls->scale * ls->growth_factor;
+        if (isfinite(grown)) ls->scale = grown;
+        ls->growth_tracker = 0;
+    }
+    ls->found_inf = 0.0f;
+    ls->steps++;
 }

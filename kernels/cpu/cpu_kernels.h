@@ -84,6 +84,8 @@ void cpu_weighted_rmse_accumulate(vb_ctx *ctx, double *rmse_sum, const vb_act *p
 
 /* adam.c */
 void cpu_adam_update(vb_ctx *ctx, float *param, vb_act *param_act, const float *grad, float *m,
-                     float *v, size_t n, const vb_adam_args *args);
+                     float *v, size_t n, const vb_adam_args *args, const vb_loss_scale_state *ls);
+void cpu_grad_unscale_check(vb_ctx *ctx, float *grad, size_t n, vb_loss_scale_state *ls);
+void cpu_loss_scale_update(vb_ctx *ctx, vb_loss_scale_state *ls);
 
 #endif

@@ -195,6 +195,8 @@ static const vb_ops cpu_ops = {
     .rel_l2_loss_backward = cpu_rel_l2_loss_backward,
     .weighted_rmse_accumulate = cpu_weighted_rmse_accumulate,
     .adam_update = cpu_adam_update,
+    .grad_unscale_check = cpu_grad_unscale_check,
+    .loss_scale_update = cpu_loss_scale_update,
 };
 
 const vb_ops *vb_ops_cpu(void) { return &cpu_ops; }

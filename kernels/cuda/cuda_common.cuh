@@ -250,6 +250,8 @@ void cuda_weighted_rmse_accumulate(vb_ctx *ctx, double *rmse_sum, const vb_act *
 
 // cuda_adam.cu
 void cuda_adam_update(vb_ctx *ctx, float *param, vb_act *param_act, const float *grad, float *m,
-                      float *v, size_t n, const vb_adam_args *args);
+                      float *v, size_t n, const vb_adam_args *args, const vb_loss_scale_state *ls);
+void cuda_grad_unscale_check(vb_ctx *ctx, float *grad, size_t n, vb_loss_scale_state *ls);
+void cuda_loss_scale_update(vb_ctx *ctx, vb_loss_scale_state *ls);
 
 #endif

@@ -355,6 +355,8 @@ static const vb_ops cuda_ops = {
     .rel_l2_loss_backward = cuda_rel_l2_loss_backward,
     .weighted_rmse_accumulate = cuda_weighted_rmse_accumulate,
     .adam_update = cuda_adam_update,
+    .grad_unscale_check = cuda_grad_unscale_check,
+    .loss_scale_update = cuda_loss_scale_update,
 };
 
 extern "C" const vb_ops *vb_ops_cuda(void) { return &cuda_ops; }
