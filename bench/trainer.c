@@ -258,8 +258,18 @@ vit_dims vb_config_vit_dims(const vb_config *c) {
     };
 }
 
+static void *pinned_alloc(void *arg, size_t bytes) {
+    vb_ctx *ctx = arg;
+    return ctx->ops->alloc_host(ctx, bytes);
+}
+
+static void pinned_free(void *arg, void *p) {
+    vb_ctx *ctx = arg;
+    ctx->ops->free_host(ctx, p);
+}
+
 vb_loader *vb_config_loader(const vb_config *c, const char *dir, int local_batch, int64_t limit, bool shuffle,
-                            int dp_rank, int dp_size) {
+                            int dp_rank, int dp_size, vb_ctx *ctx) {
     vb_loader_opts o = {
         .data_dir = dir,
         .means_path = c->global_means_path,
@@ -277,12 +287,20 @@ vb_loader *vb_config_loader(const vb_config *c, const char *dir, int local_batch
         .dp_rank = dp_rank,
         .dp_size = dp_size,
     };
+    /* a device backend copies every batch to the device: page-locked buffers
+     * make that copy run at the bus's speed (and asynchronous under dali);
+     * on the CPU alloc_host is plain memory, so nothing changes there */
+    if (ctx && !ctx->ops->host_memory) {
+        o.host_alloc = pinned_alloc;
+        o.host_free = pinned_free;
+        o.host_alloc_arg = ctx;
+    }
     return vb_loader_create(&o);
 }
 
 /* tp and cp peers share a replica and so read the same samples: shard over dp only */
 static vb_loader *make_loader(const vb_run *r, const char *dir, int64_t limit, bool shuffle) {
-    return vb_config_loader(&r->cfg, dir, r->local_batch, limit, shuffle, r->dp_rank, r->dp);
+    return vb_config_loader(&r->cfg, dir, r->local_batch, limit, shuffle, r->dp_rank, r->dp, r->ctx);
 }
 
 /* Input errors every rank detects identically end collectively: rank 0's

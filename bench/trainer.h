@@ -126,9 +126,12 @@ typedef struct vb_run {
 /* The model dims a config describes (LayerNorm eps 1e-6, the tutorial's). */
 vit_dims vb_config_vit_dims(const vb_config *c);
 /* A loader for split directory `dir` with the config's crop, channels, dt,
- * stats, seed and data workers; this rank reads shard dp_rank of dp_size. */
+ * stats, seed and data workers; this rank reads shard dp_rank of dp_size.
+ * With a context of a device backend (ctx non-NULL, !host_memory) the batch
+ * buffers are its page-locked host memory (ops->alloc_host), and the loader
+ * must be destroyed before the context; otherwise plain host memory. */
 vb_loader *vb_config_loader(const vb_config *c, const char *dir, int local_batch, int64_t limit, bool shuffle,
-                            int dp_rank, int dp_size);
+                            int dp_rank, int dp_size, vb_ctx *ctx);
 
 void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first, const vb_comm *world);
 
