@@ -512,6 +512,14 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
 
     r->ctx = vb_run_ctx_create(c, &r->world);
     r->ops = r->ctx->ops;
+    /* the config refused dali with backend cpu; auto is only known now */
+    r->dali = strcmp(c->data_loader_config, "dali") == 0;
+    if (r->dali && r->ops->host_memory) {
+        vb_set_input_errors_collective(setup_error_sync);
+        vb_die_input("data_loader_config = dali needs the CUDA backend, and backend %s resolved to %s (no usable "
+                     "GPU): use pytorch, or run where a GPU is visible",
+                     c->backend, r->ops->name);
+    }
 
     vb_set_input_errors_collective(setup_error_sync);
     setup_layout(r);

@@ -61,6 +61,7 @@ float vb_step_train(const vb_step *s, int iteration, const float *inp, const flo
 typedef struct vb_run {
     vb_run_mode mode;
     bool benchy;                 /* run, or train --enable_benchy */
+    bool dali;                   /* data_loader_config dali: batches copied on copy_ctx, overlapping the step */
     vb_config cfg;
     vb_benchy_config bcfg;
     char benchy_file[VB_PATH_MAX]; /* the benchy YAML used, "" for benchy's defaults */
