@@ -83,7 +83,8 @@ typedef struct vb_run {
     char *hosts;                 /* rank 0: world x VB_HOST_LEN host names (run.json) */
 
     const vb_ops *ops;
-    vb_ctx *ctx;                 /* this rank's backend context: every op of the run is on it */
+    vb_ctx *ctx;                 /* this rank's backend context: every op of the run is on it, except
+                                  * dali's batch copies (copy_ctx) */
     vb_profiler *prof;
     vb_tlrec *timeline;          /* the profile_steps window; NULL when profile_steps is 0 */
     double time_origin;          /* vb_now() when every rank left the start barrier */
