@@ -39,8 +39,9 @@ void vb_mem_estimate_run(const vb_config *c, const vb_benchy_config *b, bool ben
     const bool host = ctx->ops->host_memory != 0;
 
     /* a batch is inputs and targets; the loader keeps 1 slot (no workers) or
-     * 2 per worker, the backend one copy (host memory on the CPU),
-     * validation (train) its own slots */
+     * 2 per worker, the backend one copy (host memory on the CPU; two on the
+     * device under dali, which copies the next batch while a step reads the
+     * current one), validation (train) its own slots */
     double sample = (double)(c->n_in_channels + c->n_out_channels) * c->img_size[0] * c->img_size[1] * sizeof(float);
     double slots = c->num_data_workers > 0 ? 2.0 * c->num_data_workers : 1.0;
     double buffers = slots + (host ? 1.0 : 0.0) + (train ? slots : 0.0);
@@ -67,7 +68,8 @@ void vb_mem_estimate_run(const vb_config *c, const vb_benchy_config *b, bool ben
         e->total = model + e->data + e->records;
     } else {
         /* the model and the batch copy live on the device */
-        e->device = model + sample * local_batch;
+        const double copies = strcmp(c->data_loader_config, "dali") == 0 ? 2.0 : 1.0;
+        e->device = model + copies * sample * local_batch;
         e->per_sample = buffers * sample;
         e->total = e->data + e->records;
     }

@@ -181,17 +181,27 @@ int vb_train_loop(vb_run *r) {
         const double start = vb_now();
         int steps = total - done < spe ? total - done : spe;
         double loss_sum = 0;
+        const vb_batch *ahead = NULL; /* dali: fetched during the step before, its copy under way */
         for (int i = 0; i < steps; i++) {
             if (vb_run_interrupted()) {
+                if (ahead) vb_run_release_batch(r, tl, ahead);
                 write_logs(r, &logs); /* the steps done so far, without this epoch's validation */
                 save_interrupted_checkpoint(r);
                 vb_run_exit_interrupted(r);
             }
             double ts = vb_now();
-            const vb_batch *b = vb_loader_next(tl);
+            const vb_batch *b = ahead ? ahead : vb_loader_next(tl);
+            ahead = NULL;
             float lr = 0;
-            vb_train_step(r, b, &lr);
-            vb_loader_release(tl, b);
+            if (!vb_run_has_staged(r)) vb_run_stage_batch(r, b);
+            vb_train_step_staged(r, &lr);
+            vb_run_release_batch(r, tl, b);
+            /* dali: the next batch's copy runs while this step computes (not
+             * past the epoch: validation and the loader's reset come next) */
+            if (r->dali && i + 1 < steps) {
+                ahead = vb_loader_next(tl);
+                vb_run_stage_batch(r, ahead);
+            }
             /* each row needs its step's loss: wait for the step and read it */
             float loss = vb_run_step_loss(r);
             if (r->dp > 1) {

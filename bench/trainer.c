@@ -258,8 +258,18 @@ vit_dims vb_config_vit_dims(const vb_config *c) {
     };
 }
 
+static void *pinned_alloc(void *arg, size_t bytes) {
+    vb_ctx *ctx = arg;
+    return ctx->ops->alloc_host(ctx, bytes);
+}
+
+static void pinned_free(void *arg, void *p) {
+    vb_ctx *ctx = arg;
+    ctx->ops->free_host(ctx, p);
+}
+
 vb_loader *vb_config_loader(const vb_config *c, const char *dir, int local_batch, int64_t limit, bool shuffle,
-                            int dp_rank, int dp_size) {
+                            int dp_rank, int dp_size, vb_ctx *ctx) {
     vb_loader_opts o = {
         .data_dir = dir,
         .means_path = c->global_means_path,
@@ -277,12 +287,20 @@ vb_loader *vb_config_loader(const vb_config *c, const char *dir, int local_batch
         .dp_rank = dp_rank,
         .dp_size = dp_size,
     };
+    /* a device backend copies every batch to the device: page-locked buffers
+     * make that copy run at the bus's speed (and asynchronous under dali);
+     * on the CPU alloc_host is plain memory, so nothing changes there */
+    if (ctx && !ctx->ops->host_memory) {
+        o.host_alloc = pinned_alloc;
+        o.host_free = pinned_free;
+        o.host_alloc_arg = ctx;
+    }
     return vb_loader_create(&o);
 }
 
 /* tp and cp peers share a replica and so read the same samples: shard over dp only */
 static vb_loader *make_loader(const vb_run *r, const char *dir, int64_t limit, bool shuffle) {
-    return vb_config_loader(&r->cfg, dir, r->local_batch, limit, shuffle, r->dp_rank, r->dp);
+    return vb_config_loader(&r->cfg, dir, r->local_batch, limit, shuffle, r->dp_rank, r->dp, r->ctx);
 }
 
 /* Input errors every rank detects identically end collectively: rank 0's
@@ -499,6 +517,14 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
     if (c->cupti && strcmp(r->ops->name, "cuda") != 0)
         vb_die_input("cupti = true needs the CUDA backend: backend %s runs on %s here (no usable GPU)", c->backend,
                      r->ops->name);
+    /* the config refused dali with backend cpu; auto is only known now */
+    r->dali = strcmp(c->data_loader_config, "dali") == 0;
+    if (r->dali && r->ops->host_memory) {
+        vb_set_input_errors_collective(setup_error_sync);
+        vb_die_input("data_loader_config = dali needs the CUDA backend, and backend %s resolved to %s (no usable "
+                     "GPU): use pytorch, or run where a GPU is visible",
+                     c->backend, r->ops->name);
+    }
 
     vb_set_input_errors_collective(setup_error_sync);
     setup_layout(r);
@@ -596,9 +622,29 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
     size_t hw = (size_t)c->img_size[0] * (size_t)c->img_size[1];
     r->inp_bytes = (size_t)r->local_batch * (size_t)c->n_in_channels * hw * sizeof(float);
     r->tar_bytes = (size_t)r->local_batch * (size_t)c->n_out_channels * hw * sizeof(float);
-    r->inp_dev = r->ops->alloc(r->ctx, r->inp_bytes);
-    r->tar_dev = r->ops->alloc(r->ctx, r->tar_bytes);
+    /* pytorch: one device batch, copied on the compute context; dali: two,
+     * copied on a context of their own while the previous step computes */
+    const int nslots = r->dali ? 2 : 1;
+    for (int i = 0; i < nslots; i++) {
+        r->inp_slot[i] = r->ops->alloc(r->ctx, r->inp_bytes);
+        r->tar_slot[i] = r->ops->alloc(r->ctx, r->tar_bytes);
+    }
+    r->inp_dev = r->inp_slot[0];
+    r->tar_dev = r->tar_slot[0];
     r->batch_copied = r->ops->event_create(r->ctx);
+    if (r->dali) {
+        vb_ctx_opts o = {.act = r->ctx->act, .device = r->ctx->device, .tf32 = c->tf32 ? 1 : 0};
+        char err[256] = "";
+        r->copy_ctx = r->ops->ctx_create(&o, err, sizeof err);
+        if (!r->copy_ctx)
+            vb_die_env("data_loader_config dali: cannot create the copy context on device %d: %s", r->ctx->device,
+                       err[0] ? err : "no reason given");
+        for (int i = 0; i < 2; i++) {
+            r->copied[i] = r->ops->event_create(r->ctx);
+            r->freed[i] = r->ops->event_create(r->ctx);
+        }
+        vb_dbuf_init(&r->dbuf);
+    }
     r->loss_host = r->ops->alloc_host(r->ctx, sizeof(float));
     /* dynamic loss scaling: every rank of the world must take the same skip
      * decision; the tp group times the gradient group is the world (amp.h) */
@@ -644,20 +690,90 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
     if (r->world.rank == 0) write_json_or_die(r, "running");
 }
 
-void vb_run_copy_batch(vb_run *r, const vb_batch *b) {
+static size_t batch_bytes(const vb_run *r, int B, int channels) {
     const vb_config *c = &r->cfg;
-    size_t hw = (size_t)c->img_size[0] * (size_t)c->img_size[1];
-    size_t inp = (size_t)b->B * (size_t)c->n_in_channels * hw * sizeof(float);
-    size_t tar = (size_t)b->B * (size_t)c->n_out_channels * hw * sizeof(float);
-    vb_prof_token tok = vb_prof_begin(r->prof, VB_OP_ID(r->prof, "h2d", VB_CAT_MEMCPY));
-    r->ops->memcpy_h2d(r->ctx, r->inp_dev, b->inp, inp);
-    r->ops->memcpy_h2d(r->ctx, r->tar_dev, b->tar, tar);
-    vb_prof_end(r->prof, tok, inp + tar);
-    /* the copies read the loader's buffer, which the caller releases (and a
-     * worker refills) as soon as this returns: wait for them, not for the
-     * work queued before them */
-    r->ops->event_record(r->ctx, r->batch_copied);
-    r->ops->event_synchronize(r->ctx, r->batch_copied);
+    return (size_t)B * (size_t)channels * (size_t)c->img_size[0] * (size_t)c->img_size[1] * sizeof(float);
+}
+
+void vb_run_stage_batch(vb_run *r, const vb_batch *b) {
+    const size_t inp = batch_bytes(r, b->B, r->cfg.n_in_channels), tar = batch_bytes(r, b->B, r->cfg.n_out_channels);
+    const int h2d = VB_OP_ID(r->prof, "h2d", VB_CAT_MEMCPY);
+    if (!r->dali) {
+        if (r->staged) vb_die_internal("vb_run_stage_batch: the batch staged before has not been used by a step");
+        vb_prof_token tok = vb_prof_begin(r->prof, h2d);
+        r->ops->memcpy_h2d(r->ctx, r->inp_slot[0], b->inp, inp);
+        r->ops->memcpy_h2d(r->ctx, r->tar_slot[0], b->tar, tar);
+        vb_prof_end(r->prof, tok, inp + tar);
+        /* the copies read the loader's buffer, which the caller releases (and a
+         * worker refills) as soon as this returns: wait for them, not for the
+         * work queued before them */
+        r->ops->event_record(r->ctx, r->batch_copied);
+        r->ops->event_synchronize(r->ctx, r->batch_copied);
+        r->slot_B[0] = b->B;
+        r->staged = true;
+        return;
+    }
+    vb_dbuf_stage_plan p;
+    if (vb_dbuf_stage(&r->dbuf, b, &p) != 0)
+        vb_die_internal("vb_run_stage_batch: the batch staged before has not been used by a step");
+    const int s = p.slot;
+    if (p.record_free_now) r->ops->event_record(r->ctx, r->freed[s]);
+    /* the step that last read this buffer must be done with it (device-side) */
+    if (p.wait_free) r->ops->event_wait(r->copy_ctx, r->freed[s]);
+    vb_prof_token tok = vb_prof_begin_on(r->prof, h2d, r->copy_ctx);
+    r->ops->memcpy_h2d(r->copy_ctx, r->inp_slot[s], b->inp, inp);
+    r->ops->memcpy_h2d(r->copy_ctx, r->tar_slot[s], b->tar, tar);
+    vb_prof_end_on(r->prof, tok, inp + tar, r->copy_ctx);
+    r->ops->event_record(r->copy_ctx, r->copied[s]);
+    r->slot_B[s] = b->B;
+}
+
+bool vb_run_has_staged(const vb_run *r) { return r->dali ? vb_dbuf_has_staged(&r->dbuf) : r->staged; }
+
+/* The staged batch becomes the one the compute context reads next
+ * (r->inp_dev, r->tar_dev); returns its sample count. */
+static int use_staged(vb_run *r) {
+    if (!r->dali) {
+        if (!r->staged) vb_die_internal("training step without a staged batch");
+        r->staged = false;
+        r->inp_dev = r->inp_slot[0];
+        r->tar_dev = r->tar_slot[0];
+        return r->slot_B[0];
+    }
+    vb_dbuf_use_plan u;
+    if (vb_dbuf_use(&r->dbuf, &u) != 0) vb_die_internal("training step without a staged batch");
+    /* everything that reads the other buffer is enqueued by now: the copy
+     * that overwrites it next waits for this point */
+    if (u.record_free >= 0) r->ops->event_record(r->ctx, r->freed[u.record_free]);
+    /* the step waits for its batch's copy on the device; the host goes on */
+    r->ops->event_wait(r->ctx, r->copied[u.slot]);
+    r->inp_dev = r->inp_slot[u.slot];
+    r->tar_dev = r->tar_slot[u.slot];
+    return r->slot_B[u.slot];
+}
+
+void vb_run_release_batch(vb_run *r, vb_loader *l, const vb_batch *b) {
+    if (r->dali && b) {
+        int s = vb_dbuf_host_release(&r->dbuf, b);
+        if (s >= 0) r->ops->event_synchronize(r->copy_ctx, r->copied[s]);
+    }
+    vb_loader_release(l, b);
+}
+
+void vb_run_synchronize(vb_run *r) {
+    r->ops->synchronize(r->ctx);
+    if (r->copy_ctx) r->ops->synchronize(r->copy_ctx);
+}
+
+void vb_run_copy_batch(vb_run *r, const vb_batch *b) {
+    if (vb_run_has_staged(r)) vb_die_internal("vb_run_copy_batch: a staged batch has not been used by a step");
+    vb_run_stage_batch(r, b);
+    (void)use_staged(r);
+    /* the caller releases b as soon as this returns */
+    if (r->dali) {
+        int s = vb_dbuf_host_release(&r->dbuf, b);
+        if (s >= 0) r->ops->event_synchronize(r->copy_ctx, r->copied[s]);
+    }
 }
 
 void vb_adam_per_tensor(vb_adam *a, const vit_model *m) {
@@ -709,11 +825,16 @@ float vb_step_train(const vb_step *s, int iteration, const float *inp, const flo
 }
 
 void vb_train_step(vb_run *r, const vb_batch *b, float *lr_used) {
+    vb_run_stage_batch(r, b);
+    vb_train_step_staged(r, lr_used);
+}
+
+void vb_train_step_staged(vb_run *r, float *lr_used) {
     vb_comm_totals before, after;
     vb_comm_totals_get(&before);
     VB_NVTX_PUSH("step");
-    vb_run_copy_batch(r, b);
-    float lr = vb_step_train(&r->step, r->iteration, r->inp_dev, r->tar_dev, b->B);
+    int B = use_staged(r);
+    float lr = vb_step_train(&r->step, r->iteration, r->inp_dev, r->tar_dev, B);
     /* the loss leaves backend memory once per step, after the step's work */
     r->ops->memcpy_d2h(r->ctx, r->loss_host, r->model->loss_dev, sizeof(float));
     r->iteration++;
@@ -948,11 +1069,16 @@ void vb_run_finish(vb_run *r) {
     r->finished = true;
     vb_log("vitbench: run directory %s", r->run_dir);
 
+    /* no copy may still read a loader's (page-locked) buffers when they go */
+    if (r->ctx) vb_run_synchronize(r);
     if (r->train_loader) vb_loader_destroy(r->train_loader);
     if (r->valid_loader) vb_loader_destroy(r->valid_loader);
-    if (r->ctx) r->ops->synchronize(r->ctx);
-    if (r->inp_dev) r->ops->free(r->ctx, r->inp_dev);
-    if (r->tar_dev) r->ops->free(r->ctx, r->tar_dev);
+    for (int i = 0; i < 2; i++) {
+        if (r->inp_slot[i]) r->ops->free(r->ctx, r->inp_slot[i]);
+        if (r->tar_slot[i]) r->ops->free(r->ctx, r->tar_slot[i]);
+        if (r->copied[i]) r->ops->event_destroy(r->ctx, r->copied[i]);
+        if (r->freed[i]) r->ops->event_destroy(r->ctx, r->freed[i]);
+    }
     if (r->loss_host) r->ops->free_host(r->ctx, r->loss_host);
     if (r->batch_copied) r->ops->event_destroy(r->ctx, r->batch_copied);
     vb_ddp_free(&r->ddp);
@@ -967,6 +1093,8 @@ void vb_run_finish(vb_run *r) {
     vb_comm_free(&r->dp_comm);
     vb_comm_free(&r->cp_comm);
     vb_comm_free(&r->tp_comm);
+    /* after the profiler's clock, which may stamp on it */
+    if (r->copy_ctx) r->ops->ctx_destroy(r->copy_ctx);
     if (r->ctx) r->ops->ctx_destroy(r->ctx);
     vb_prof_destroy(r->prof);
     vb_tlrec_destroy(r->timeline);

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "bench/double_buffer.h"
 #include "bench/memcheck.h"
 #include "core/amp.h"
 #include "core/comm.h"
@@ -67,6 +68,7 @@ float vb_step_train(const vb_step *s, int iteration, const float *inp, const flo
 typedef struct vb_run {
     vb_run_mode mode;
     bool benchy;                 /* run, or train --enable_benchy */
+    bool dali;                   /* data_loader_config dali: batches copied on copy_ctx, overlapping the step */
     vb_config cfg;
     vb_benchy_config bcfg;
     char benchy_file[VB_PATH_MAX]; /* the benchy YAML used, "" for benchy's defaults */
@@ -87,7 +89,8 @@ typedef struct vb_run {
     char *hosts;                 /* rank 0: world x VB_HOST_LEN host names (run.json) */
 
     const vb_ops *ops;
-    vb_ctx *ctx;                 /* this rank's backend context: every op of the run is on it */
+    vb_ctx *ctx;                 /* this rank's backend context: every op of the run is on it, except
+                                  * dali's batch copies (copy_ctx) */
     vb_profiler *prof;
     vb_tlrec *timeline;          /* the profile_steps window; NULL when profile_steps is 0 */
     double time_origin;          /* vb_now() when every rank left the start barrier */
@@ -106,9 +109,18 @@ typedef struct vb_run {
     vb_loss_scaler scaler;       /* dynamic loss scaling, when scaler_on */
     bool scaler_on;
     vb_step step;                /* model, optimizer, DDP and lr of vb_train_step */
-    float *inp_dev, *tar_dev;    /* backend copies of the current batch [B,C,H,W] */
+    float *inp_dev, *tar_dev;    /* backend copies of the batch of the latest step [B,C,H,W]: one of the slots */
     size_t inp_bytes, tar_bytes; /* for a full local batch */
-    vb_event *batch_copied;      /* recorded after a batch's host-to-backend copies */
+    float *inp_slot[2], *tar_slot[2]; /* device batch buffers: [0] only (pytorch), both (dali) */
+    int slot_B[2];               /* samples of the batch copied into each */
+    bool staged;                 /* pytorch: a batch was copied and no step has used it yet */
+    vb_event *batch_copied;      /* pytorch: recorded after a batch's host-to-backend copies */
+    /* dali: copies on their own queue, ordered against the steps by events
+     * (bench/double_buffer.h): copied[s] after the copy into slot s, freed[s]
+     * on compute after the last op that reads slot s */
+    vb_ctx *copy_ctx;
+    vb_event *copied[2], *freed[2];
+    vb_dbuf dbuf;
     float *loss_host;            /* page-locked [1]: the last step's loss, copied out at its end */
 
     vb_loader *train_loader;
@@ -134,9 +146,12 @@ typedef struct vb_run {
 /* The model dims a config describes (LayerNorm eps 1e-6, the tutorial's). */
 vit_dims vb_config_vit_dims(const vb_config *c);
 /* A loader for split directory `dir` with the config's crop, channels, dt,
- * stats, seed and data workers; this rank reads shard dp_rank of dp_size. */
+ * stats, seed and data workers; this rank reads shard dp_rank of dp_size.
+ * With a context of a device backend (ctx non-NULL, !host_memory) the batch
+ * buffers are its page-locked host memory (ops->alloc_host), and the loader
+ * must be destroyed before the context; otherwise plain host memory. */
 vb_loader *vb_config_loader(const vb_config *c, const char *dir, int local_batch, int64_t limit, bool shuffle,
-                            int dp_rank, int dp_size);
+                            int dp_rank, int dp_size, vb_ctx *ctx);
 
 void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first, const vb_comm *world);
 
@@ -154,18 +169,50 @@ vb_ctx *vb_run_ctx_create(const vb_config *c, const vb_comm *world);
  * the sweep's preflight alike. */
 int vb_layout_check(const vb_config *c, int world, char *err, size_t n);
 
-/* One training step on `b`: host->backend copy, then vb_step_train, then
- * the loss copied out into r->loss_host. Returns once the work is enqueued
- * (b may be released); *lr_used receives the lr (may be NULL). r->last_comm
- * describes the step's communication. */
+/* One training step on `b`: vb_run_stage_batch, then vb_train_step_staged.
+ * Returns once the work is enqueued; b goes back to its loader through
+ * vb_run_release_batch (under pytorch the copy has completed already). */
 void vb_train_step(vb_run *r, const vb_batch *b, float *lr_used);
+
+/* The training step on the staged batch: vb_step_train on it, then the loss
+ * copied out into r->loss_host. Returns once the work is enqueued; *lr_used
+ * receives the lr (may be NULL). r->last_comm describes the step's
+ * communication. Exits 1 (a bug) when no batch is staged. */
+void vb_train_step_staged(vb_run *r, float *lr_used);
+
+/* Copies batch b to the backend for the next step (profiled as memcpy
+ * "h2d"). pytorch: into the device buffer on the compute context, and the
+ * host waits for the copy (not for the work queued before it), as torch's
+ * synchronous .to(device) from pinned memory. dali: enqueued on the copy
+ * context into the next of two device buffers, so it runs while the step
+ * already enqueued computes; it waits (device-side) for the last step that
+ * read that buffer. At most one batch is staged ahead of the steps (exits 1,
+ * a bug, otherwise). */
+void vb_run_stage_batch(vb_run *r, const vb_batch *b);
+
+/* Whether a staged batch waits for its step. */
+bool vb_run_has_staged(const vb_run *r);
+
+/* Gives b back to loader l (vb_loader_release) once no copy reads it: under
+ * dali the host waits for b's latest copy first, normally finished long
+ * before (it ran during the previous step). Every batch a run staged goes
+ * back this way, never through a bare vb_loader_release or an implicit
+ * release by vb_loader_next / vb_loader_reset. */
+void vb_run_release_batch(vb_run *r, vb_loader *l, const vb_batch *b);
+
+/* Waits until all of the run's work has finished, the compute context and
+ * (dali) the copy context: benchy's torch.cuda.synchronize(), which waits
+ * for every stream of the device. */
+void vb_run_synchronize(vb_run *r);
 
 /* This rank's forward loss of the last vb_train_step (average it over
  * dp_comm for the replica-wide loss): waits for the step to finish. */
 float vb_run_step_loss(vb_run *r);
 
-/* Copies a batch to the backend buffers (profiled as memcpy "h2d"); b may be
- * released when it returns. */
+/* Copies a batch to the backend for an op outside the training step (the
+ * validation forward reads r->inp_dev / r->tar_dev), profiled as memcpy
+ * "h2d"; the host waits for the copy, so b may go back to its loader (plain
+ * vb_loader_release) when it returns. No batch may be staged. */
 void vb_run_copy_batch(vb_run *r, const vb_batch *b);
 
 /* Rewrites run.json atomically with `status` ("running", "completed",

@@ -74,9 +74,11 @@ static const vb_benchy_trial_cfg *type_cfg(const vb_benchy_config *b, int type) 
     return type == TRIAL_IO ? &b->io : type == TRIAL_SYNTHETIC ? &b->synthetic : &b->full;
 }
 
-/* benchy's timing point: device sync (a no-op on CPU), optionally a barrier */
+/* benchy's timing point: device sync (a no-op on CPU), every queue of the
+ * run as torch.cuda.synchronize() waits for every stream (under dali the
+ * copy of the next batch, which overlapped the step), optionally a barrier */
 static void sync_point(bench_state *s) {
-    s->r->ops->synchronize(s->r->ctx);
+    vb_run_synchronize(s->r);
     if (s->b->use_distributed_barrier) vb_barrier(&s->r->world);
 }
 
@@ -377,6 +379,26 @@ static void gather_trial(bench_state *s, const trial_rec *t) {
 
 /* ---- one trial ---- */
 
+/* The next batch from the loader, its wait timed into step record `it`
+ * (data_wait_s, the data_wait op and the timeline's data phase), in NVTX range
+ * <nvtx>::DATA_<k>. */
+static const vb_batch *fetch_batch(bench_state *s, const char *nvtx, int k, iter_rec *it,
+                                   bool in_window) {
+    vb_run *r = s->r;
+    char nv[128];
+    vb_snprintf(nv, sizeof nv, "%s::DATA_%d", nvtx, k);
+    VB_NVTX_PUSH(nv);
+    vb_prof_token tp = vb_prof_begin(r->prof, VB_OP_ID(r->prof, "data_wait", VB_CAT_IO));
+    double tw = vb_now();
+    const vb_batch *b = vb_loader_next(r->train_loader);
+    double wait = vb_now() - tw;
+    it->data_wait += wait;
+    vb_prof_end(r->prof, tp, 0);
+    VB_NVTX_POP();
+    if (in_window) vb_run_timeline_phase(r, "data", tw, tw + wait);
+    return b;
+}
+
 static void run_trial(bench_state *s, trial_rec *t) {
     vb_run *r = s->r;
     vb_loader *loader = r->train_loader;
@@ -389,13 +411,15 @@ static void run_trial(bench_state *s, trial_rec *t) {
 
     /* a fresh loader iterator per trial, as benchy calls iter(loader) per trial */
     vb_loader_reset(loader, s->epoch++);
-    int data_id = VB_OP_ID(r->prof, "data_wait", VB_CAT_IO);
     const vb_batch *cached = NULL;
     if (t->type == TRIAL_SYNTHETIC) {
         /* benchy hands out the first batch before its clock starts; the
          * training step on it is therefore untimed (and unprofiled) too */
         cached = vb_loader_next(loader);
         vb_train_step(r, cached, NULL);
+        /* dali copies the batch again for every step, each copy overlapping
+         * the step before: the first timed step's overlaps this one */
+        if (r->dali && t->nbatches > 0) vb_run_stage_batch(r, cached);
     }
     /* ops.csv covers exactly the timed steps, so shares add up to <= 1 */
     bool profiled = s->profile_here && !t->warmup && t->type != TRIAL_IO;
@@ -415,43 +439,48 @@ static void run_trial(bench_state *s, trial_rec *t) {
     sync_point(s);
     double t0 = vb_now();
     const double t_start = t0;
+    /* dali: the batch fetched during the step before, its copy under way */
+    const vb_batch *ahead = NULL;
     for (int k = 0; k < t->nbatches; k++) {
         if (vb_run_interrupted()) {
             /* the unfinished trial is dropped; every finished one is on disk */
             if (rank0 && s->bar) printf("\n");
-            if (cached) vb_loader_release(loader, cached);
+            if (cached) vb_run_release_batch(r, loader, cached);
+            if (ahead) vb_run_release_batch(r, loader, ahead);
             vb_prof_set_enabled(r->prof, false);
             vb_run_exit_interrupted(r);
         }
         iter_rec *it = &s->iters[t->first_iter + (size_t)k];
         bool in_window = windowed && vb_tlrec_begin_step(r->timeline, k_type_name[t->type], t->index, k);
-        const vb_batch *batch = cached;
         it->data_wait = 0;
         it->allreduce_calls = it->allreduce_bytes = it->comm_exposed = 0;
+        const vb_batch *batch = cached ? cached : ahead;
+        ahead = NULL;
+        if (!batch) batch = fetch_batch(s, nvtx, k, it, in_window);
+        /* the step's range ends at benchy's timing point, when its GPU work has
+         * finished (under dali the next batch's DATA range nests in it) */
         char nv[128];
-        if (!cached) {
-            vb_snprintf(nv, sizeof nv, "%s::DATA_%d", nvtx, k);
-            VB_NVTX_PUSH(nv);
-            vb_prof_token tp = vb_prof_begin(r->prof, data_id);
-            double tw = vb_now();
-            batch = vb_loader_next(loader);
-            it->data_wait = vb_now() - tw;
-            vb_prof_end(r->prof, tp, 0);
-            VB_NVTX_POP();
-            if (in_window) vb_run_timeline_phase(r, "data", tw, tw + it->data_wait);
-        }
-        /* the step's range ends at benchy's timing point, when its GPU work has finished */
         vb_snprintf(nv, sizeof nv, "%s::STEP_%d", nvtx, k);
         VB_NVTX_PUSH(nv);
         if (t->type != TRIAL_IO) {
-            vb_train_step(r, batch, &last_lr);
+            /* pytorch: every step copies its batch (synchronously); dali: only
+             * a trial's first step, the others' copies ran ahead */
+            if (!vb_run_has_staged(r)) vb_run_stage_batch(r, batch);
+            vb_train_step_staged(r, &last_lr);
             /* the loss is read after benchy's timing point below (which waits
              * for the step anyway), not here in the middle of the step */
             it->allreduce_calls = r->last_comm.allreduce_calls;
             it->allreduce_bytes = r->last_comm.allreduce_bytes;
             it->comm_exposed = r->last_comm.exposed_s;
         }
-        if (!cached) vb_loader_release(loader, batch);
+        if (!cached) vb_run_release_batch(r, loader, batch);
+        /* dali: the next batch is fetched now and its copy enqueued on the
+         * copy queue, where it runs while this step computes; the fetch's wait
+         * is this step's data_wait_s. Not past the trial's last step. */
+        if (r->dali && t->type != TRIAL_IO && k + 1 < t->nbatches) {
+            if (!cached) ahead = fetch_batch(s, nvtx, k + 1, it, in_window);
+            vb_run_stage_batch(r, cached ? cached : ahead);
+        }
 
         sync_point(s);
         double t1 = vb_now();
@@ -477,7 +506,7 @@ static void run_trial(bench_state *s, trial_rec *t) {
                 print_rate_line(t->label, "Iteration Throughput", rate);
         }
     }
-    if (cached) vb_loader_release(loader, cached);
+    if (cached) vb_run_release_batch(r, loader, cached);
     /* after the last timing point: the flush waits for the device */
     if (traced) vb_cupti_end();
     vb_prof_set_enabled(r->prof, false);

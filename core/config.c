@@ -701,12 +701,15 @@ void vb_config_validate(const vb_config *c, const char *origin) {
         vfail(c, origin, "loss_scale_init", NULL, "loss_scale_init = %g must be a finite number > 0",
               (double)c->loss_scale_init);
     require_min(c, origin, "loss_scale_growth_interval", c->loss_scale_growth_interval, 1);
-    if (strcmp(c->data_loader_config, "dali") == 0)
-        vfail(c, origin, "data_loader_config", NULL,
-              "data_loader_config = dali is unavailable (DALI needs CUDA; use pytorch, the HDF5 loader)");
-    if (strcmp(c->data_loader_config, "pytorch") != 0)
-        vfail(c, origin, "data_loader_config", NULL, "data_loader_config = '%s' must be pytorch",
+    /* dali copies each batch on a second CUDA stream while the previous step
+     * computes; backend auto is checked once it is resolved (trainer) */
+    if (strcmp(c->data_loader_config, "pytorch") != 0 && strcmp(c->data_loader_config, "dali") != 0)
+        vfail(c, origin, "data_loader_config", NULL, "data_loader_config = '%s' must be pytorch or dali",
               c->data_loader_config);
+    else if (strcmp(c->data_loader_config, "dali") == 0 && strcmp(c->backend, "cpu") == 0)
+        vfail(c, origin, "data_loader_config", NULL,
+              "data_loader_config = dali needs the CUDA backend (it overlaps the batch copy with the step on a "
+              "second CUDA stream): use --backend cuda, or pytorch on cpu");
     /* auto is resolved when the run starts (cuda when compiled in and a GPU is visible) */
     if (strcmp(c->backend, "cpu") != 0 && strcmp(c->backend, "cuda") != 0 && strcmp(c->backend, "auto") != 0)
         vfail(c, origin, "backend", NULL, "backend = '%s' must be cpu, cuda or auto", c->backend);

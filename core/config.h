@@ -49,7 +49,8 @@ typedef struct vb_config {
     char expdir[VB_PATH_MAX];      /* accepted, unused: output_dir holds results */
 
     /* data */
-    char data_loader_config[16];   /* "pytorch" (the HDF5 loader); "dali" rejected */
+    char data_loader_config[16];   /* "pytorch" (the HDF5 loader, synchronous copy) or "dali" (the same
+                                    * loader, copies overlapped on a second stream; CUDA backend only) */
     int num_data_workers;
     int limit_nsamples;            /* 0 = None (no limit) */
     int limit_nsamples_val;

@@ -210,6 +210,10 @@ struct vb_loader {
     vb_slot *held;
     double wait_s;
     struct vb_tlrec *_Atomic timeline; /* workers record their reads here; may be NULL */
+    /* the batch buffers' allocator (vb_loader_opts); NULL: vb_malloc */
+    void *(*host_alloc)(void *arg, size_t bytes);
+    void (*host_free)(void *arg, void *p);
+    void *host_alloc_arg;
 };
 
 /* Fisher-Yates permutation of [0, n) seeded by (seed, epoch). */
@@ -431,6 +435,22 @@ static void check_stats(const char *means_path, const float *mean, const char *s
     }
 }
 
+/* A batch buffer: the caller's allocator (page-locked memory for a GPU) or
+ * plain host memory. */
+static void *batch_alloc(vb_loader *l, size_t bytes) {
+    if (!l->host_alloc) return vb_malloc(bytes);
+    void *p = l->host_alloc(l->host_alloc_arg, bytes);
+    if (!p) vb_die_internal("loader: the batch allocator returned NULL for %zu bytes", bytes);
+    return p;
+}
+
+static void batch_free(vb_loader *l, void *p) {
+    if (l->host_alloc)
+        l->host_free(l->host_alloc_arg, p);
+    else
+        vb_free(p);
+}
+
 vb_loader *vb_loader_create(const vb_loader_opts *o) {
     const char *dir = o->data_dir ? o->data_dir : "";
     if (!dir[0]) vb_die_input("data directory (train_data_path/valid_data_path) is empty");
@@ -447,7 +467,12 @@ vb_loader *vb_loader_create(const vb_loader_opts *o) {
     if (!o->means_path || !o->means_path[0]) vb_die_input("global_means_path is empty");
     if (!o->stds_path || !o->stds_path[0]) vb_die_input("global_stds_path is empty");
 
+    if (!o->host_alloc != !o->host_free) vb_die_internal("vb_loader_create: host_alloc and host_free go together");
+
     vb_loader *l = vb_malloc(sizeof *l);
+    l->host_alloc = o->host_alloc;
+    l->host_free = o->host_free;
+    l->host_alloc_arg = o->host_alloc_arg;
     vb_snprintf(l->data_dir, sizeof l->data_dir, "%s", dir);
     vb_split_scan(&l->split, dir);
     const vb_split_info *s = &l->split;
@@ -498,8 +523,8 @@ vb_loader *vb_loader_create(const vb_loader_opts *o) {
     l->slots = vb_malloc(sizeof(vb_slot) * (size_t)l->nslots);
     for (int i = 0; i < l->nslots; i++) {
         vb_batch *b = &l->slots[i].b;
-        b->inp = vb_malloc(sizeof(float) * (size_t)l->B * l->Cin * hw);
-        b->tar = vb_malloc(sizeof(float) * (size_t)l->B * l->Cout * hw);
+        b->inp = batch_alloc(l, sizeof(float) * (size_t)l->B * l->Cin * hw);
+        b->tar = batch_alloc(l, sizeof(float) * (size_t)l->B * l->Cout * hw);
         b->samples = vb_malloc(sizeof(int64_t) * (size_t)l->B);
         b->B = l->B;
         l->slots[i].state = SLOT_FREE;
@@ -542,8 +567,8 @@ void vb_loader_destroy(vb_loader *l) {
     }
     for (int i = 0; i < l->nreaders; i++) reader_free(l, &l->readers[i]);
     for (int i = 0; i < l->nslots; i++) {
-        vb_free(l->slots[i].b.inp);
-        vb_free(l->slots[i].b.tar);
+        batch_free(l, l->slots[i].b.inp);
+        batch_free(l, l->slots[i].b.tar);
         vb_free(l->slots[i].b.samples);
     }
     pthread_mutex_destroy(&l->mu);

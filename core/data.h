@@ -21,12 +21,14 @@
  * Threads: num_workers == 0 reads in the calling thread (the tutorial's
  * default); otherwise num_workers threads produce whole batches into a bounded
  * ring of 2*num_workers reusable buffers, delivered in order. No allocation
- * after vb_loader_create.
+ * after vb_loader_create. The buffers come from opts.host_alloc when given
+ * (page-locked memory on a GPU run).
  */
 #ifndef VB_DATA_H
 #define VB_DATA_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* ---- .npy ---- */
@@ -63,10 +65,19 @@ typedef struct vb_loader_opts {
     uint64_t seed;
     int num_workers;
     int dp_rank, dp_size;      /* 0, 1 for a single rank */
+    /* Where the batch buffers (vb_batch inp / tar) come from; NULL: plain
+     * host memory. A GPU run passes its backend's page-locked allocator
+     * (ops->alloc_host): host-to-device copies from page-locked memory run at
+     * the bus's speed and can be asynchronous, from pageable memory they are
+     * staged by the driver at a fraction of it. host_free must be given with
+     * host_alloc; both get host_alloc_arg first. */
+    void *(*host_alloc)(void *arg, size_t bytes);
+    void (*host_free)(void *arg, void *p);
+    void *host_alloc_arg;
 } vb_loader_opts;
 
 typedef struct vb_batch {
-    float *inp;   /* [B, Cin, H, W] host memory, owned by the loader */
+    float *inp;   /* [B, Cin, H, W] host memory (opts.host_alloc's), owned by the loader */
     float *tar;   /* [B, Cout, H, W] */
     int B;
     int epoch;    /* 0-based */

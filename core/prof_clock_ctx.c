@@ -25,6 +25,8 @@ typedef struct ctx_clock {
     vb_event *ref;  /* recorded at every sync */
     double ref_host; /* vb_now() when ref had completed */
     int have_ref;
+    vb_ctx *others[4]; /* other queues stamped on (record_on): sync waits for them */
+    int nothers;
 } ctx_clock;
 
 static void ctx_record(vb_prof_clock *c, int slot) {
@@ -32,8 +34,25 @@ static void ctx_record(vb_prof_clock *c, int slot) {
     k->ctx->ops->event_record(k->ctx, k->ev[slot]);
 }
 
+/* A stamp on another queue of the same device (a copy stream): events are
+ * not tied to a queue, so elapsed times between queues are well defined. */
+static void ctx_record_on(vb_prof_clock *c, int slot, vb_ctx *on) {
+    ctx_clock *k = c->impl;
+    int i = 0;
+    while (i < k->nothers && k->others[i] != on) i++;
+    if (on != k->ctx && i == k->nothers) {
+        if (k->nothers == (int)(sizeof k->others / sizeof k->others[0]))
+            vb_die_internal("profiler: a device clock stamps on at most %d other contexts", k->nothers);
+        k->others[k->nothers++] = on;
+    }
+    on->ops->event_record(on, k->ev[slot]);
+}
+
 static void ctx_sync(vb_prof_clock *c) {
     ctx_clock *k = c->impl;
+    /* stamps on other queues complete before ref is taken, so every slot
+     * precedes ref on the device clock */
+    for (int i = 0; i < k->nothers; i++) k->others[i]->ops->synchronize(k->others[i]);
     k->ctx->ops->event_record(k->ctx, k->ref);
     k->ctx->ops->event_synchronize(k->ctx, k->ref);
     k->ref_host = vb_now();
@@ -72,8 +91,10 @@ vb_prof_clock *vb_prof_clock_ctx(vb_ctx *ctx, int nslots) {
     k->ref = ctx->ops->event_create(ctx);
     k->ref_host = 0.0;
     k->have_ref = 0;
+    k->nothers = 0;
     vb_prof_clock *c = vb_malloc(sizeof *c);
-    *c = (vb_prof_clock){.nslots = nslots, .record = ctx_record, .sync = ctx_sync, .elapsed = ctx_elapsed,
+    *c = (vb_prof_clock){.nslots = nslots, .record = ctx_record, .record_on = ctx_record_on, .sync = ctx_sync,
+                         .elapsed = ctx_elapsed,
                          .host_time = ctx_host_time, .destroy = ctx_destroy, .impl = k};
     return c;
 }

@@ -295,7 +295,14 @@ static void slot_free(vb_profiler *p, int slot) {
     p->nused--;
 }
 
-vb_prof_token vb_prof_begin(vb_profiler *p, int id) {
+static void stamp(vb_profiler *p, int slot, struct vb_ctx *on) {
+    if (on && p->clock->record_on)
+        p->clock->record_on(p->clock, slot, on);
+    else
+        p->clock->record(p->clock, slot);
+}
+
+static vb_prof_token begin_on(vb_profiler *p, int id, struct vb_ctx *on) {
     vb_prof_token tok = {id, -1};
     if (!p) return tok;
     VB_NVTX_PUSH(g_registry[id].name);
@@ -304,9 +311,12 @@ vb_prof_token vb_prof_begin(vb_profiler *p, int id) {
      * not timed as part of it: its end then finds a slot without flushing */
     if (p->nused > p->clock->nslots - p->clock->nslots / 4) vb_prof_flush(p);
     tok.slot = slot_take(p);
-    p->clock->record(p->clock, tok.slot);
+    stamp(p, tok.slot, on);
     return tok;
 }
+
+vb_prof_token vb_prof_begin(vb_profiler *p, int id) { return begin_on(p, id, NULL); }
+vb_prof_token vb_prof_begin_on(vb_profiler *p, int id, struct vb_ctx *ctx) { return begin_on(p, id, ctx); }
 
 static vb_tl_kind timeline_kind(vb_op_category c) {
     switch (c) {
@@ -317,7 +327,7 @@ static vb_tl_kind timeline_kind(vb_op_category c) {
     }
 }
 
-void vb_prof_end_flops(vb_profiler *p, vb_prof_token tok, size_t bytes, double flops) {
+static void end_on(vb_profiler *p, vb_prof_token tok, size_t bytes, double flops, struct vb_ctx *on) {
     if (!p) return;
     VB_NVTX_POP();
     if (tok.slot < 0) return;
@@ -330,11 +340,17 @@ void vb_prof_end_flops(vb_profiler *p, vb_prof_token tok, size_t bytes, double f
         return;
     }
     r.end = slot_take(p);
-    p->clock->record(p->clock, r.end);
+    stamp(p, r.end, on);
     p->pending[p->npending++] = r;
 }
 
-void vb_prof_end(vb_profiler *p, vb_prof_token tok, size_t bytes) { vb_prof_end_flops(p, tok, bytes, 0.0); }
+void vb_prof_end_flops(vb_profiler *p, vb_prof_token tok, size_t bytes, double flops) {
+    end_on(p, tok, bytes, flops, NULL);
+}
+void vb_prof_end(vb_profiler *p, vb_prof_token tok, size_t bytes) { end_on(p, tok, bytes, 0.0, NULL); }
+void vb_prof_end_on(vb_profiler *p, vb_prof_token tok, size_t bytes, struct vb_ctx *ctx) {
+    end_on(p, tok, bytes, 0.0, ctx);
+}
 
 static void add_sample(vb_prof_section *sec, int id, double dt, double bytes, double flops) {
     ensure_op(sec, id);

@@ -75,6 +75,13 @@ void vb_prof_end(vb_profiler *p, vb_prof_token tok, size_t bytes);
 /* As vb_prof_end, with the floating-point operations the call performed
  * (ops.csv flops and gflop_per_s; 0 = not reported). */
 void vb_prof_end_flops(vb_profiler *p, vb_prof_token tok, size_t bytes, double flops);
+/* As vb_prof_begin / vb_prof_end for an op enqueued on another context of
+ * the clock's backend (data_loader_config dali's copies, on a copy stream):
+ * a device clock stamps on that context's queue and waits for it too before
+ * resolving; the host clock ignores ctx. */
+struct vb_ctx;
+vb_prof_token vb_prof_begin_on(vb_profiler *p, int id, struct vb_ctx *ctx);
+void vb_prof_end_on(vb_profiler *p, vb_prof_token tok, size_t bytes, struct vb_ctx *ctx);
 /* Resolves every ended op's duration (clock->sync first, then elapsed per
  * stamp pair) into ops.csv samples and timeline events, and frees their
  * slots. Ops still open keep theirs. Call after the work has completed. */
@@ -91,6 +98,9 @@ void vb_prof_flush(vb_profiler *p);
 typedef struct vb_prof_clock {
     int nslots;
     void (*record)(struct vb_prof_clock *c, int slot);
+    /* optional: record the stamp on another queue of the same backend; sync
+     * then waits for that queue as well. NULL: record (the host clock). */
+    void (*record_on)(struct vb_prof_clock *c, int slot, struct vb_ctx *ctx);
     /* every stamp recorded so far has completed (host: nothing to do) */
     void (*sync)(struct vb_prof_clock *c);
     /* seconds from the stamp in slot `start` to the one in `end` */
@@ -104,8 +114,8 @@ typedef struct vb_prof_clock {
 vb_prof_clock *vb_prof_clock_host(int nslots);
 /* A clock on `ctx`'s events (core/prof_clock_ctx.c): durations of the work
  * enqueued between begin and end, for backends whose ops return before their
- * work is done (vb_ops.host_memory == 0). The context must outlive it. */
-struct vb_ctx;
+ * work is done (vb_ops.host_memory == 0). The context must outlive it, and
+ * so must every context it was asked to stamp on (record_on, at most 4). */
 vb_prof_clock *vb_prof_clock_ctx(struct vb_ctx *ctx, int nslots);
 /* Replaces p's clock (the profiler owns it from now on and destroys it);
  * resolves what the previous clock stamped first. NULL: a new host clock. */

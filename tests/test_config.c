@@ -471,8 +471,8 @@ static void test_validation_errors(void **state) {
         {"--amp_mode", "fp8", "amp_mode = 'fp8' must be none"},
         {"--attention", "fast", "attention = 'fast' must be flash or cudnn"},
         {"--attention", "cudnn", "attention = cudnn needs the CUDA backend"},
-        {"--data_loader_config", "dali", "data_loader_config = dali is unavailable"},
-        {"--data_loader_config", "numpy", "data_loader_config = 'numpy' must be pytorch"},
+        {"--data_loader_config", "dali", "data_loader_config = dali needs the CUDA backend"},
+        {"--data_loader_config", "numpy", "data_loader_config = 'numpy' must be pytorch or dali"},
         {"--dropout", "0.1", "dropout = 0.1 is not supported"},
         {"--backend", "gpu", "backend = 'gpu' must be cpu, cuda or auto"},
         {"--comm_backend", "gloo", "comm_backend = 'gloo' must be auto, mpi or nccl"},
@@ -506,6 +506,28 @@ static void test_validation_errors(void **state) {
     if (!vb_cupti_compiled() && vb_ops_by_name("cuda"))
         args_fail(LIST("--yaml_config", g_vit, "--config", "tiny", "--backend", "cuda", "--cupti", "true"),
                   LIST("flag --cupti: ", "cupti = true is not available in this build"));
+    /* dali: refused on cpu (above, and with cpu spelled out); with cuda it is
+     * accepted where the build has CUDA, else the backend is what fails */
+    args_fail(LIST("--yaml_config", g_vit, "--config", "tiny", "--backend", "cpu", "--data_loader_config", "dali"),
+              LIST("flag --data_loader_config: ", "data_loader_config = dali needs the CUDA backend"));
+    if (vb_ops_by_name("cuda")) {
+        vb_config d;
+        parse_ok(&d, LIST("--yaml_config", g_vit, "--config", "tiny", "--backend", "cuda", "--data_loader_config",
+                          "dali"));
+        assert_string_equal(d.data_loader_config, "dali");
+        assert_string_equal(d.backend, "cuda");
+    } else {
+        args_fail(LIST("--yaml_config", g_vit, "--config", "tiny", "--backend", "cuda", "--data_loader_config",
+                       "dali"),
+                  LIST("flag --backend: ", "backend = cuda is not available in this build"));
+    }
+    /* auto is resolved when the run starts, which refuses dali if it became cpu */
+    {
+        vb_config d;
+        parse_ok(&d, LIST("--yaml_config", g_vit, "--config", "tiny", "--backend", "auto", "--data_loader_config",
+                          "dali"));
+        assert_string_equal(d.data_loader_config, "dali");
+    }
 
     if (!vb_comm_data_nccl() && vb_ops_by_name("cuda"))
         args_fail(LIST("--yaml_config", g_vit, "--config", "tiny", "--backend", "cuda", "--comm_backend", "nccl"),

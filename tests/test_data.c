@@ -390,6 +390,77 @@ static void test_workers_match_sync(void **state) {
     tu_rm_rf(x.root);
 }
 
+/* A counting allocator standing in for a backend's page-locked one. */
+typedef struct {
+    int allocs, frees;
+    size_t bytes;
+    void *blocks[64];
+    size_t sizes[64];
+} count_alloc;
+
+static void *count_alloc_fn(void *arg, size_t bytes) {
+    count_alloc *a = arg;
+    assert_true(a->allocs < 64);
+    void *p = malloc(bytes);
+    assert_non_null(p);
+    a->blocks[a->allocs] = p;
+    a->sizes[a->allocs] = bytes;
+    a->allocs++;
+    a->bytes += bytes;
+    return p;
+}
+
+static void count_free_fn(void *arg, void *p) {
+    count_alloc *a = arg;
+    bool found = false;
+    for (int i = 0; i < a->allocs; i++)
+        if (a->blocks[i] == p) found = true;
+    assert_true(found);
+    a->frees++;
+    free(p);
+}
+
+/* Whether [p, p + bytes) lies in one block the allocator handed out. */
+static bool from_alloc(const count_alloc *a, const void *p, size_t bytes) {
+    for (int i = 0; i < a->allocs; i++) {
+        const char *b = a->blocks[i];
+        if ((const char *)p >= b && (const char *)p + bytes <= b + a->sizes[i]) return true;
+    }
+    return false;
+}
+
+/* Batch buffers come from the given allocator (a GPU run's page-locked
+ * memory), every one of them goes back to it, and what the batches hold is
+ * unchanged; with and without workers. */
+static void test_batch_allocator(void **state) {
+    (void)state;
+    fx x;
+    fx_make(&x, 2, 8);
+    const int workers[2] = {0, 2};
+    for (int wi = 0; wi < 2; wi++) {
+        count_alloc a = {0};
+        x.o.num_workers = workers[wi];
+        x.o.host_alloc = count_alloc_fn;
+        x.o.host_free = count_free_fn;
+        x.o.host_alloc_arg = &a;
+        vb_loader *l = vb_loader_create(&x.o);
+        const int slots = workers[wi] > 0 ? 2 * workers[wi] : 1;
+        assert_int_equal(a.allocs, 2 * slots); /* inputs and targets of each slot */
+        const size_t hw = (size_t)x.o.img_h * x.o.img_w;
+        for (int i = 0; i < 5; i++) {
+            const vb_batch *b = vb_loader_next(l);
+            assert_true(from_alloc(&a, b->inp, sizeof(float) * (size_t)b->B * x.o.n_in_channels * hw));
+            assert_true(from_alloc(&a, b->tar, sizeof(float) * (size_t)b->B * x.o.n_out_channels * hw));
+            check_batch_content(&x, b);
+            vb_loader_release(l, b);
+        }
+        assert_int_equal(a.allocs, 2 * slots); /* nothing allocated per batch */
+        vb_loader_destroy(l);
+        assert_int_equal(a.frees, a.allocs);
+    }
+    tu_rm_rf(x.root);
+}
+
 static void test_reset(void **state) {
     (void)state;
     alarm(60); /* a deadlock fails the test instead of hanging ctest */
@@ -940,6 +1011,7 @@ int main(void) {
         cmocka_unit_test(test_limit),
         cmocka_unit_test(test_workers_match_sync),
         cmocka_unit_test(test_reset),
+        cmocka_unit_test(test_batch_allocator),
         cmocka_unit_test(test_npy),
         cmocka_unit_test(test_loader_errors),
         cmocka_unit_test(test_datagen),

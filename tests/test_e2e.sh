@@ -291,6 +291,26 @@ rc=$?
 [ "$(wc -l < bad.txt)" -eq 1 ] || { cat bad.txt >&2; fail "missing data dir printed more than one line"; }
 grep -q "missing_dir" bad.txt || fail "missing data dir message does not name it: $(cat bad.txt)"
 
+# dali needs the CUDA backend: refused on cpu by the config, and when auto
+# resolves to cpu (no usable GPU) by the run's setup, before any run directory
+"$VB" run "${COMMON[@]}" --benchy_config benchy.yaml --backend cpu --data_loader_config dali > bad.txt 2>&1
+rc=$?
+[ $rc -eq 2 ] || fail "dali on cpu exited $rc, want 2"
+[ "$(wc -l < bad.txt)" -eq 1 ] || { cat bad.txt >&2; fail "dali on cpu printed more than one line"; }
+grep -q "data_loader_config = dali needs the CUDA backend" bad.txt || fail "dali on cpu: $(cat bad.txt)"
+"$VB" run "${COMMON[@]}" --benchy_config benchy.yaml --backend auto --data_loader_config dali \
+    --run_name dali_auto > bad.txt 2>&1
+rc=$?
+if [ $rc -eq 2 ]; then
+    [ "$(wc -l < bad.txt)" -eq 1 ] || { cat bad.txt >&2; fail "dali with auto on cpu printed more than one line"; }
+    grep -q "data_loader_config = dali needs the CUDA backend, and backend auto resolved to cpu" bad.txt ||
+        fail "dali with auto on cpu: $(cat bad.txt)"
+    [ -e out/dali_auto ] && fail "dali with auto on cpu left a run directory"
+else
+    # a GPU is visible and the build has CUDA: auto is cuda and the run must succeed
+    [ $rc -eq 0 ] || { cat bad.txt >&2; fail "dali with auto resolved to cuda exited $rc"; }
+fi
+
 "$VB" frobnicate > bad.txt 2>&1
 [ $? -eq 2 ] || fail "unknown command should exit 2"
 "$VB" datagen --years 2 > bad.txt 2>&1

@@ -538,6 +538,49 @@ static void test_ctx_clock_durations(void **state) {
     ctx->ops->ctx_destroy(ctx);
 }
 
+/* Ops stamped on a second context (dali's copy stream) through the context
+ * clock: timed like the rest, mixed with ops on the clock's own context,
+ * also past a full ring of slots (12 ops, 16 slots); the host clock takes
+ * begin_on / end_on as plain stamps. */
+static void test_ctx_clock_other_context(void **state) {
+    (void)state;
+    vb_ctx_opts opts = {.act = VB_DTYPE_F32};
+    char err[128];
+    vb_ctx *ctx = vb_ops_cpu()->ctx_create(&opts, err, sizeof err);
+    vb_ctx *copy = vb_ops_cpu()->ctx_create(&opts, err, sizeof err);
+    assert_non_null(ctx);
+    assert_non_null(copy);
+    for (int clock = 0; clock < 2; clock++) {
+        vb_profiler *p = vb_prof_create();
+        if (clock) vb_prof_set_clock(p, vb_prof_clock_ctx(ctx, 16));
+        vb_prof_set_enabled(p, true);
+        const char *name = clock ? "tp_other_ctx_copy" : "tp_other_host_copy";
+        int id = vb_prof_op(name, VB_CAT_MEMCPY), main_id = vb_prof_op("tp_other_main", VB_CAT_COMPUTE);
+        const double spin = 0.002;
+        for (int i = 0; i < 6; i++) {
+            vb_prof_token tok = vb_prof_begin_on(p, id, copy);
+            vb_prof_token inner = vb_prof_begin(p, main_id); /* overlapping, on the main context */
+            double t1 = vb_now();
+            while (vb_now() - t1 < spin) {
+            }
+            vb_prof_end(p, inner, 0);
+            vb_prof_end_on(p, tok, 100, copy);
+        }
+        vb_prof_flush(p);
+        char *rows = vb_prof_csv_rows(p, 0);
+        csv_row r;
+        assert_true(find_row(rows, name, &r));
+        assert_int_equal(r.calls, 6);
+        assert_true(r.min >= 0.99 * spin);
+        assert_true(find_row(rows, "tp_other_main", &r));
+        assert_int_equal(r.calls, 6);
+        free(rows);
+        vb_prof_destroy(p);
+    }
+    copy->ops->ctx_destroy(copy);
+    ctx->ops->ctx_destroy(ctx);
+}
+
 static void child_unended_tokens(void *ctx) {
     (void)ctx;
     vb_profiler *p = vb_prof_create();
@@ -616,6 +659,7 @@ int main(void) {
         cmocka_unit_test(test_small_ring_open_tokens),
         cmocka_unit_test(test_host_clock_durations),
         cmocka_unit_test(test_ctx_clock_durations),
+        cmocka_unit_test(test_ctx_clock_other_context),
         cmocka_unit_test(test_token_misuse),
         cmocka_unit_test(test_timeline_stamp_at_end),
     };
