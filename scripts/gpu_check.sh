@@ -5,19 +5,22 @@
 #
 # Builds vitbench with the CUDA backend (build-gpu/, or $BUILD_DIR), runs the
 # CUDA op tests (every op against the CPU op), the 20-step golden test on the
-# GPU (float32 with TF32 off against the PyTorch losses to 1e-4, bfloat16 and
-# float16 with dynamic loss scaling to 2e-2), the data planes (NCCL's calls on one rank; every tp / cp / dp layout
-# with ranks sharing the GPU over MPI against one rank), then the tutorial's `base` config (batch 16) SYNTHETIC and FULL in
-# amp_mode none with TF32, none in full float32, bf16 (per-tensor and fused
-# Adam) and fp16 (dynamic loss scaling), and prints a table:
-# samples/s, achieved TFLOP/s, MFU against the GPU's dense peak for that
-# precision, the process's peak GPU memory, and the tutorial's H100 NVL figures
-# beside them, then CUPTI's cost (bf16 SYNTHETIC with --cupti false and true,
-# alternated, and the ratio). --quick runs fewer batches. Logs and run directories go to
-# --out (default gpu_check_out/).
+# GPU (float32 with TF32 off against the PyTorch losses to 1e-4; bfloat16 with
+# our attention and with cuDNN's, float16 with dynamic loss scaling, to 2e-2),
+# the data planes (NCCL's calls on one rank; every tp / cp / dp layout with
+# ranks sharing the GPU over MPI against one rank), then the tutorial's `base`
+# config (batch 16) SYNTHETIC and FULL: amp_mode none with TF32 and in full
+# float32, bf16, then vitbench's switches on top (attention cudnn,
+# data_loader_config dali, enable_fused) in tf32, bf16 and fp16, and prints a
+# table: samples/s, achieved TFLOP/s, MFU against the GPU's dense peak for
+# that precision, the process's peak GPU memory, and the tutorial's H100 NVL
+# figures beside them; then CUPTI's cost (the best bf16 row's SYNTHETIC with
+# --cupti false and true, alternated, and the ratio). --quick runs fewer
+# batches and skips the layouts. Logs and run directories go to --out
+# (default gpu_check_out/). CUDA_ARCH, BUILD_DIR and CUDNN_ROOT (a cuDNN
+# outside the toolkit, e.g. PyTorch's nvidia/cudnn package) are read.
 #
-# Not yet switches here: enable_jit (fused elementwise kernels), CUDA graphs
-# and the dali-style prefetch; the table says which configuration each row is.
+# Not yet switches: enable_jit (fused elementwise kernels) and CUDA graphs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 SRC=$(pwd)
@@ -29,7 +32,7 @@ while [ $# -gt 0 ]; do
     --quick) QUICK=1 ;;
     --arch) ARCH=${2:?--arch needs a value}; shift ;;
     --out) OUTDIR=${2:?--out needs a directory}; shift ;;
-    -h | --help) sed -n 2,20p "$0"; exit 0 ;;
+    -h | --help) sed -n 2,23p "$0"; exit 0 ;;
     *) echo "gpu_check: unknown flag '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -37,6 +40,8 @@ done
 BUILD=${BUILD_DIR:-$SRC/build-gpu}
 mkdir -p "$OUTDIR" || { echo "gpu_check: cannot create $OUTDIR" >&2; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# a cuDNN outside the toolkit: CMake finds it through CUDNN_ROOT, the loader here
+[ -n "${CUDNN_ROOT:-}" ] && export LD_LIBRARY_PATH=$CUDNN_ROOT/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
 command -v nvidia-smi > /dev/null || { echo "gpu_check: nvidia-smi not found: no NVIDIA GPU driver here" >&2; exit 1; }
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
@@ -73,6 +78,7 @@ golden() { # name tol args...
 }
 golden fp32 1e-4 --backend cuda --tf32 false
 golden bf16 2e-2 --backend cuda --amp_mode bf16
+golden bf16_cudnn 2e-2 --backend cuda --amp_mode bf16 --attention cudnn
 golden fp16 2e-2 --backend cuda --amp_mode fp16
 
 # ---- data planes on this GPU ----
@@ -85,11 +91,15 @@ if [ -x "$BUILD/test_nccl_plane" ]; then
     echo "gpu_check: test_nccl_plane rc=$rc: $(tail -n 1 "$OUTDIR/test_nccl_plane.log")"
     [ $rc = 0 ] || [ $rc = 77 ] || FAILED=1
 fi
-VB_DIST_ARGS="--backend cuda --comm_backend mpi --tf32 false" bash "$SRC/tests/test_dist.sh" "$VB" \
-    > "$OUTDIR/dist_gpu.log" 2>&1
-rc=$?
-echo "gpu_check: layouts on one GPU over MPI: $([ $rc = 0 ] && echo pass || echo FAIL) — $(grep -c '== 1 rank' "$OUTDIR/dist_gpu.log") layouts equal to one rank"
-[ $rc = 0 ] || { FAILED=1; grep FAIL "$OUTDIR/dist_gpu.log" | head -n 5; }
+if [ $QUICK = 1 ]; then
+    echo "gpu_check: layouts on one GPU over MPI: skipped (--quick)"
+else
+    VB_DIST_ARGS="--backend cuda --comm_backend mpi --tf32 false" bash "$SRC/tests/test_dist.sh" "$VB" \
+        > "$OUTDIR/dist_gpu.log" 2>&1
+    rc=$?
+    echo "gpu_check: layouts on one GPU over MPI: $([ $rc = 0 ] && echo pass || echo FAIL) — $(grep -c '== 1 rank' "$OUTDIR/dist_gpu.log") layouts equal to one rank"
+    [ $rc = 0 ] || { FAILED=1; grep FAIL "$OUTDIR/dist_gpu.log" | head -n 5; }
+fi
 
 # ---- base config, batch 16 ----
 DATA=$OUTDIR/data_base
@@ -153,11 +163,15 @@ run_base() { # label precision tutorial-figure args...
                    sps["FULL"], tf["SYNTHETIC"], mfu, mem / 1024, tut
         }' "$sum")")
 }
+# the tutorial's ladder first, then vitbench's own switches on top: cuDNN's
+# fused attention, the dali-style overlapped copy, fused Adam
 run_base none_tf32 tf32 12.5 --amp_mode none --tf32 true
 run_base none_fp32 fp32 - --amp_mode none --tf32 false
+run_base tf32_dali tf32 - --amp_mode none --tf32 true --data_loader_config dali --enable_fused true
 run_base bf16 bf16 102 --amp_mode bf16
-run_base bf16_fused bf16 - --amp_mode bf16 --enable_fused true
-run_base fp16 fp16 - --amp_mode fp16
+run_base bf16_cudnn bf16 - --amp_mode bf16 --attention cudnn
+run_base bf16_best bf16 126 --amp_mode bf16 --attention cudnn --data_loader_config dali --enable_fused true
+run_base fp16_best fp16 - --amp_mode fp16 --attention cudnn --data_loader_config dali --enable_fused true
 
 echo
 echo "base config, batch 16, one $GPU (SYNTHETIC and FULL: samples/s, mean of $NT trials of $NB batches)"
@@ -182,8 +196,8 @@ for pass in 1 2; do
     for on in false true; do
         name=cupti_${on}_$pass
         rm -rf "${OUTDIR:?}/runs/$name"
-        "$VB" run --config base --backend cuda --global_batch_size 16 --amp_mode bf16 \
-            --train_data_path "$DATA/train" --valid_data_path "$DATA/valid" \
+        "$VB" run --config base --backend cuda --global_batch_size 16 --amp_mode bf16 --attention cudnn \
+            --data_loader_config dali --enable_fused true --train_data_path "$DATA/train" --valid_data_path "$DATA/valid" \
             --global_means_path "$DATA/stats/global_means.npy" --global_stds_path "$DATA/stats/global_stds.npy" \
             --benchy_config "$BENCHY_SYN" --output_dir "$OUTDIR/runs" --run_name "$name" --progress none \
             --cupti "$on" > "$OUTDIR/run_$name.log" 2>&1
@@ -209,7 +223,7 @@ for pass in 1 2; do
     done
 done
 echo
-echo "CUPTI overhead, bf16 SYNTHETIC, samples/s of runs alternated A B A B ($NKERNELS kernel names in kernels.csv):"
+echo "CUPTI overhead, bf16_best SYNTHETIC, samples/s of runs alternated A B A B ($NKERNELS kernel names in kernels.csv):"
 echo "  --cupti false: $SPS_OFF"
 echo "  --cupti true:  $SPS_ON"
 awk -v a="$SPS_OFF" -v b="$SPS_ON" 'BEGIN {
