@@ -18,6 +18,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <float.h>
 #include <hdf5.h>
 #include <math.h>
@@ -26,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/common.h"
 #include "core/timeline.h"
@@ -171,6 +173,13 @@ typedef struct vb_slot {
 
 typedef struct vb_reader {
     hid_t *file, *dset, *fspace; /* [nfiles]; 0 = not opened yet */
+    /* [nfiles] the direct path: a contiguous, unfiltered dataset of native
+     * floats is read with pread at raw_off + t * raw_row bytes, outside the
+     * HDF5 lock, so the workers' reads run in parallel; raw_fd -1: through
+     * H5Dread under the lock */
+    int *raw_fd;
+    int64_t *raw_off;
+    hsize_t (*raw_dims)[4]; /* the dataset's [T, C, H, W] */
     hid_t mspace_in, mspace_tar;
     int64_t *perm; /* [nsamples] with shuffle */
     int perm_epoch;
@@ -229,6 +238,56 @@ static void make_perm(int64_t *perm, int64_t n, uint64_t seed, int epoch) {
     }
 }
 
+/* Sets up the direct path for file y when its dataset allows it: contiguous
+ * layout, no filters, native float32, a raw data address. Caller holds the
+ * HDF5 lock. */
+static void raw_probe(vb_reader *rd, int y, const char *path, hid_t d) {
+    rd->raw_fd[y] = -1;
+    hid_t dcpl = VB_H5(H5Dget_create_plist(d));
+    hid_t t = VB_H5(H5Dget_type(d));
+    const bool plain = H5Pget_layout(dcpl) == H5D_CONTIGUOUS && H5Pget_nfilters(dcpl) == 0 &&
+                       H5Tequal(t, H5T_NATIVE_FLOAT) > 0;
+    VB_H5(H5Tclose(t));
+    VB_H5(H5Pclose(dcpl));
+    haddr_t off = plain ? H5Dget_offset(d) : HADDR_UNDEF;
+    if (off == HADDR_UNDEF) return;
+    VB_H5(H5Sget_simple_extent_dims(rd->fspace[y], rd->raw_dims[y], NULL));
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return; /* H5Dread it is */
+    rd->raw_fd[y] = fd;
+    rd->raw_off[y] = (int64_t)off;
+}
+
+/* bytes at file offset `off` into dst; a short file or an I/O error exits
+ * naming the file (it was checked when the split was scanned) */
+static void raw_read(const char *path, int fd, void *dst, size_t bytes, int64_t off) {
+    char *p = dst;
+    while (bytes > 0) {
+        ssize_t n = pread(fd, p, bytes, (off_t)off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) vb_die_input("%s: reading %zu bytes at offset %lld failed: %s", path, bytes, (long long)off, strerror(errno));
+        if (n == 0) vb_die_input("%s: file ends before offset %lld (truncated while in use?)", path, (long long)off);
+        p += n, bytes -= (size_t)n, off += n;
+    }
+}
+
+/* fields[t, 0:C, 0:H, 0:W] of file y into dst[C, H, W] by pread: one read
+ * per channel when the rows are whole (W is the file's), else one per row */
+static void raw_read_crop(const vb_loader *l, vb_reader *rd, int y, const char *path, int t, int C, float *dst) {
+    const hsize_t *d = rd->raw_dims[y];
+    const size_t H = (size_t)l->H, W = (size_t)l->W;
+    for (int c = 0; c < C; c++) {
+        const int64_t plane = rd->raw_off[y] + (int64_t)(((hsize_t)t * d[1] + (hsize_t)c) * d[2] * d[3] * sizeof(float));
+        float *out = dst + (size_t)c * H * W;
+        if (d[3] == (hsize_t)W)
+            raw_read(path, rd->raw_fd[y], out, H * W * sizeof(float), plane);
+        else
+            for (size_t h = 0; h < H; h++)
+                raw_read(path, rd->raw_fd[y], out + h * W, W * sizeof(float),
+                         plane + (int64_t)(h * d[3] * sizeof(float)));
+    }
+}
+
 /* Reads sample g into inp[Cin, H, W], tar[Cout, H, W] (not yet normalised). */
 static void read_sample(vb_loader *l, vb_reader *rd, int64_t g, float *inp, float *tar) {
     int y, t;
@@ -244,6 +303,13 @@ static void read_sample(vb_loader *l, vb_reader *rd, int64_t g, float *inp, floa
         rd->file[y] = f;
         rd->dset[y] = d;
         rd->fspace[y] = VB_H5(H5Dget_space(d));
+        raw_probe(rd, y, path, d);
+    }
+    if (rd->raw_fd[y] >= 0) {
+        h5_unlock();
+        raw_read_crop(l, rd, y, path, t, l->Cin, inp);
+        raw_read_crop(l, rd, y, path, t + l->dt, l->Cout, tar);
+        return;
     }
     hid_t fs = rd->fspace[y];
     hsize_t start[4] = {(hsize_t)t, 0, 0, 0};
@@ -383,6 +449,10 @@ static void reader_init(vb_loader *l, vb_reader *rd) {
     rd->file = vb_malloc(sizeof(hid_t) * (size_t)nf);
     rd->dset = vb_malloc(sizeof(hid_t) * (size_t)nf);
     rd->fspace = vb_malloc(sizeof(hid_t) * (size_t)nf);
+    rd->raw_fd = vb_malloc(sizeof(int) * (size_t)nf);
+    rd->raw_off = vb_malloc(sizeof(int64_t) * (size_t)nf);
+    rd->raw_dims = vb_malloc(sizeof(hsize_t[4]) * (size_t)nf);
+    for (int i = 0; i < nf; i++) rd->raw_fd[i] = -1;
     hsize_t din[3] = {(hsize_t)l->Cin, (hsize_t)l->H, (hsize_t)l->W};
     hsize_t dtar[3] = {(hsize_t)l->Cout, (hsize_t)l->H, (hsize_t)l->W};
     h5_lock();
@@ -397,6 +467,7 @@ static void reader_free(vb_loader *l, vb_reader *rd) {
     h5_lock();
     for (int i = 0; i < l->split.nfiles; i++) {
         if (rd->file[i] == 0) continue;
+        if (rd->raw_fd[i] >= 0) close(rd->raw_fd[i]);
         VB_H5(H5Sclose(rd->fspace[i]));
         VB_H5(H5Dclose(rd->dset[i]));
         VB_H5(H5Fclose(rd->file[i]));
@@ -407,6 +478,9 @@ static void reader_free(vb_loader *l, vb_reader *rd) {
     vb_free(rd->file);
     vb_free(rd->dset);
     vb_free(rd->fspace);
+    vb_free(rd->raw_fd);
+    vb_free(rd->raw_off);
+    vb_free(rd->raw_dims);
     vb_free(rd->perm);
 }
 

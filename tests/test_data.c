@@ -24,6 +24,10 @@ static float fx_value(int file, int t, int c, int h, int w, int T, int C, int H,
     return (float)(((((int64_t)file * T + t) * C + c) * H + h) * W + w);
 }
 
+/* the fixture's datasets chunked (one chunk a time step) instead of
+ * contiguous: the loader reads those through H5Dread, not pread */
+static bool g_fx_chunked;
+
 /* Writes dir/<year0+f>.h5 for f < nfiles with the "fields" dataset [T, C, H, W].
  * `file_offset` shifts the file index used in the values. */
 static void fx_write_file(const char *path, int file, int T, int C, int H, int W) {
@@ -31,7 +35,11 @@ static void fx_write_file(const char *path, int file, int T, int C, int H, int W
     assert_true(f >= 0);
     hsize_t dims[4] = {(hsize_t)T, (hsize_t)C, (hsize_t)H, (hsize_t)W};
     hid_t sp = H5Screate_simple(4, dims, NULL);
-    hid_t d = H5Dcreate2(f, "fields", H5T_IEEE_F32LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    hsize_t chunk[4] = {1, (hsize_t)C, (hsize_t)H, (hsize_t)W};
+    if (g_fx_chunked) assert_true(H5Pset_chunk(dcpl, 4, chunk) >= 0);
+    hid_t d = H5Dcreate2(f, "fields", H5T_IEEE_F32LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    H5Pclose(dcpl);
     assert_true(d >= 0);
     size_t n = (size_t)T * C * H * W;
     float *buf = malloc(n * sizeof(float));
@@ -196,6 +204,25 @@ static void test_content_crop_norm_order(void **state) {
         assert_int_equal(b->epoch, n / 5);
         assert_int_equal(b->index, k);
         for (int j = 0; j < 3; j++) assert_int_equal(b->samples[j], k * 3 + j);
+        vb_loader_release(l, b);
+    }
+    vb_loader_destroy(l);
+    tu_rm_rf(x.root);
+}
+
+/* chunked files take HDF5's read path (contiguous ones are read directly
+ * with pread): the same samples, cropped and normalised the same way */
+static void test_chunked_files(void **state) {
+    (void)state;
+    g_fx_chunked = true;
+    fx x;
+    fx_make(&x, 2, 8);
+    g_fx_chunked = false;
+    x.o.num_workers = 3;
+    vb_loader *l = vb_loader_create(&x.o);
+    for (int k = 0; k < 4; k++) {
+        const vb_batch *b = vb_loader_next(l);
+        check_batch_content(&x, b);
         vb_loader_release(l, b);
     }
     vb_loader_destroy(l);
@@ -1006,6 +1033,7 @@ int main(void) {
         cmocka_unit_test(test_sample_location),
         cmocka_unit_test(test_scan),
         cmocka_unit_test(test_content_crop_norm_order),
+        cmocka_unit_test(test_chunked_files),
         cmocka_unit_test(test_shuffle),
         cmocka_unit_test(test_sharding),
         cmocka_unit_test(test_limit),
