@@ -2,6 +2,9 @@
  *
  * One run measures, for one config (default `small` from scenarios/vit.yaml;
  * every config flag of `vitbench run` works, e.g. --global_batch_size 8):
+ *   0. the cores' float32 FMA peak (bench/fma_peak.h; the CPU backend only):
+ *      the roofline no kernel passes, so %peak says how much of these cores a
+ *      step uses, whatever its BLAS,
  *   1. OpenBLAS sgemm GFLOP/s on the model's own GEMM shapes and a square 1024
  *      (the attainable ceiling: a step is mostly these GEMMs; fastest call of
  *      each shape, with the mean over all calls as a busy-machine indicator),
@@ -10,7 +13,7 @@
  *   3. FULL: the same steps fed by the HDF5 loader on the config's
  *      train_data_path (benchy's FULL trial),
  * then the step's achieved GFLOP/s (vit_train_flops / SYNTHETIC step time) and
- * its fraction of the best model-shape sgemm rate. Output is a table with units
+ * its fractions of the best model-shape sgemm rate and of the FMA peak. Output is a table with units
  * in the style of nccl-tests plus one `bench_step key=value ...` line for scripts.
  *
  * Own flags (parsed by core/cli, listed by --help; removed before the config sees argv):
@@ -23,6 +26,7 @@
 #include <string.h>
 #include <cblas.h>
 
+#include "bench/fma_peak.h"
 #include "bench/memcheck.h"
 #include "bench/trainer.h"
 #include "core/cli.h"
@@ -172,12 +176,13 @@ static void train_step(trainer *tr, const float *inp, const float *tar, int B) {
 }
 
 static void print_row(const char *trial, const char *what, double ms, double gflops, double sps,
-                      double frac) {
-    char g[32] = "-", s[32] = "-", f[32] = "-";
+                      double frac, double peak_frac) {
+    char g[32] = "-", s[32] = "-", f[32] = "-", pk[32] = "-";
     if (gflops > 0) vb_snprintf(g, sizeof g, "%.2f", gflops);
     if (sps > 0) vb_snprintf(s, sizeof s, "%.2f", sps);
     if (frac > 0) vb_snprintf(f, sizeof f, "%.1f", 100.0 * frac);
-    printf("  %-10s %-34s %12.3f %10s %11s %8s\n", trial, what, ms, g, s, f);
+    if (peak_frac > 0) vb_snprintf(pk, sizeof pk, "%.1f", 100.0 * peak_frac);
+    printf("  %-10s %-34s %12.3f %10s %11s %8s %7s\n", trial, what, ms, g, s, f, pk);
 }
 
 int main(int argc, char **argv) {
@@ -234,8 +239,21 @@ int main(int argc, char **argv) {
            c.img_size[0], c.img_size[1], c.n_in_channels, c.n_out_channels, B, N, tr.m->nparams);
     printf("# backend %s, %d OpenMP threads, OpenBLAS %s; train step = %.3f GFLOP (fwd+bwd, 2/FMA)\n",
            ops->name, omp_get_max_threads(), openblas_get_config(), step_flops * 1e-9);
-    printf("#\n#  %-10s %-34s %12s %10s %11s %8s\n", "trial", "what", "time(ms)", "GFLOP/s",
-           "samples/s", "%sgemm");
+    printf("#\n#  %-10s %-34s %12s %10s %11s %8s %7s\n", "trial", "what", "time(ms)", "GFLOP/s",
+           "samples/s", "%sgemm", "%peak");
+
+    /* 0. FMA peak of these cores: meaningful for the CPU backend only, whose
+     * step runs on them (a GPU's step is judged against its own roofline) */
+    vb_fma_peak peak = {0};
+    if (ops->host_memory) {
+        peak = vb_fma_peak_measure(o.sgemm_seconds);
+        char pw[64];
+        vb_snprintf(pw, sizeof pw, "FMA %s, %d lanes x %d threads", peak.isa, peak.lanes, peak.threads);
+        print_row("peak", pw, 0, peak.gflops, 0, 0, 1.0);
+        printf("#  peak: fastest round; mean over all rounds %.1f GFLOP/s\n", peak.mean_gflops);
+    }
+    /* a fraction of the peak, or 0 (printed as "-") when none was measured */
+    #define PEAK_FRAC(gf) (peak.gflops > 0 ? (gf) / peak.gflops : 0.0)
 
     /* 1. sgemm ceiling: the step's dominant GEMMs, then the textbook square. */
     char w[4][64];
@@ -252,7 +270,7 @@ int main(int argc, char **argv) {
                     shapes[i].K);
         gemm_result g = time_sgemm(&shapes[i], o.sgemm_seconds);
         if (i < 3 && g.gflops > best) best = g.gflops;  // ceiling = best MODEL shape
-        print_row("sgemm", shapes[i].what, 1e3 * g.seconds, g.gflops, 0, 0);
+        print_row("sgemm", shapes[i].what, 1e3 * g.seconds, g.gflops, 0, 0, PEAK_FRAC(g.gflops));
         mean_g[i] = g.mean_gflops;
     }
     // far below the fastest call = the cores were busy with something else
@@ -307,10 +325,11 @@ int main(int argc, char **argv) {
     double step_gflops = step_flops / syn_step * 1e-9;
     char what[64];
     vb_snprintf(what, sizeof what, "step fwd+bwd+adam, %d steps", syn.n);
-    print_row("SYNTHETIC", what, 1e3 * syn_step, step_gflops, syn_sps, step_gflops / best);
+    print_row("SYNTHETIC", what, 1e3 * syn_step, step_gflops, syn_sps, step_gflops / best, PEAK_FRAC(step_gflops));
     vb_snprintf(what, sizeof what, "  fastest step");
-    print_row("", what, 1e3 * syn.min, step_flops / syn.min * 1e-9, B / syn.min,
-              step_flops / syn.min * 1e-9 / best);
+    const double best_step_gflops = step_flops / syn.min * 1e-9;
+    print_row("", what, 1e3 * syn.min, best_step_gflops, B / syn.min, best_step_gflops / best,
+              PEAK_FRAC(best_step_gflops));
 
     /* 3. FULL: loader -> host-to-device copy -> step; one untimed step first
      * (the loader's threads and file handles warm up there). */
@@ -334,18 +353,23 @@ int main(int argc, char **argv) {
         double full_step = vb_stats_mean(step_s, n);
         full_sps = B / full_step;
         vb_snprintf(what, sizeof what, "loader+step, %d steps, %d workers", n, c.num_data_workers);
-        print_row("FULL", what, 1e3 * full_step, step_flops / full_step * 1e-9, full_sps, 0);
+        print_row("FULL", what, 1e3 * full_step, step_flops / full_step * 1e-9, full_sps, 0, 0);
         vb_snprintf(what, sizeof what, "  of which waiting for data");
-        print_row("", what, 1e3 * vb_stats_mean(wait_s, n), 0, 0, 0);
+        print_row("", what, 1e3 * vb_stats_mean(wait_s, n), 0, 0, 0, 0);
     }
 
     printf("#\n# step GFLOP/s = vit_train_flops / mean SYNTHETIC step time; %%sgemm = that / best model-shape sgemm (%.2f GFLOP/s)\n",
            best);
-    printf("bench_step config=%s batch=%d sgemm_gflops=%.3f step_gflops=%.3f sgemm_fraction=%.4f "
+    if (peak.gflops > 0)
+        printf("# %%peak = GFLOP/s / the cores' FMA peak (%.2f GFLOP/s)\n", peak.gflops);
+    /* peak_gflops=0 and peak_fraction=0: not measured (a GPU backend) */
+    printf("bench_step config=%s batch=%d step_gflop=%.3f sgemm_gflops=%.3f step_gflops=%.3f sgemm_fraction=%.4f "
+           "peak_gflops=%.3f peak_fraction=%.4f "
            "synthetic_samples_per_s=%.4f synthetic_best_samples_per_s=%.4f full_samples_per_s=%.4f "
            "step_s=%.6f min_step_s=%.6f\n",
-           c.config, B, best, step_gflops, step_gflops / best, syn_sps, B / syn.min, full_sps,
-           syn_step, syn.min);
+           c.config, B, step_flops * 1e-9, best, step_gflops, step_gflops / best, peak.gflops,
+           PEAK_FRAC(step_gflops), syn_sps, B / syn.min, full_sps, syn_step, syn.min);
+    #undef PEAK_FRAC
 
     free(step_s);
     free(wait_s);

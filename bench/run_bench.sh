@@ -7,8 +7,10 @@
 # <repo>/build), generates data/small if missing, then runs bench/bench_step
 # and bench/torch_step.py alternately (A B A B, --pairs N times, default 3) with
 # the same config, warm-up and step counts, and prints each pair's SYNTHETIC
-# samples/s ratio vitbench / PyTorch, the medians over pairs, and the median
-# step rate as a fraction of the same run's model-shape sgemm rate.
+# samples/s ratio vitbench / PyTorch, the medians over pairs, the median
+# step rate as a fraction of the same run's model-shape sgemm rate, and both
+# sides' step rates as fractions of the cores' FMA peak measured in the pair
+# (the model's FLOPs per sample over each side's step time).
 # Both sides use 2 threads unless OMP_NUM_THREADS / VB_TORCH_THREADS say otherwise.
 # Flags are passed to both programs; bench_step-only flags (--skip_full,
 # --full_steps, --sgemm_seconds, --ops_csv) are dropped for torch_step.py.
@@ -87,23 +89,33 @@ for ((p = 1; p <= PAIRS; p++)); do
     vbb=$(field bench_step "$OUT/vb.txt" synthetic_best_samples_per_s)
     vbf=$(field bench_step "$OUT/vb.txt" full_samples_per_s)
     frac=$(field bench_step "$OUT/vb.txt" sgemm_fraction)
+    peak=$(field bench_step "$OUT/vb.txt" peak_gflops)
+    gflop=$(field bench_step "$OUT/vb.txt" step_gflop)
+    batch=$(field bench_step "$OUT/vb.txt" batch)
     pt=$(field torch_step "$OUT/pt.txt" samples_per_s)
     ptb=$(field torch_step "$OUT/pt.txt" best_samples_per_s)
-    if [ -z "$vb" ] || [ -z "$pt" ] || [ -z "$vbb" ] || [ -z "$ptb" ] || [ -z "$frac" ]; then
+    if [ -z "$vb" ] || [ -z "$pt" ] || [ -z "$vbb" ] || [ -z "$ptb" ] || [ -z "$frac" ] || [ -z "$peak" ] ||
+        [ -z "$gflop" ] || [ -z "$batch" ]; then
         echo "run_bench: could not read samples/s from the outputs" >&2
         exit 1
     fi
-    echo "$vb $vbb $vbf $pt $ptb $frac" >> "$OUT/pairs.txt"
+    # both sides' step rates as fractions of this pair's FMA peak: the same
+    # model FLOPs per sample (vit_train_flops), divided by each one's time
+    awk -v vb="$vb" -v vbb="$vbb" -v vbf="$vbf" -v pt="$pt" -v ptb="$ptb" -v f="$frac" -v pk="$peak" \
+        -v g="$gflop" -v b="$batch" 'BEGIN {
+        print vb, vbb, vbf, pt, ptb, f, vb * g / b / pk, pt * g / b / pk, pk }' >> "$OUT/pairs.txt"
 done
 
 echo "================ summary (samples/s, $PAIRS alternated pairs) ================"
-awk '{ printf "  pair %d: vitbench %.2f  PyTorch %.2f  ratio %.3f  step/sgemm %.1f%%\n", NR, $1, $4, $1 / $4, 100 * $6 }' "$OUT/pairs.txt"
+awk '{ printf "  pair %d: vitbench %.2f  PyTorch %.2f  ratio %.3f  step/sgemm %.1f%%  step/peak vitbench %.1f%% PyTorch %.1f%% (FMA peak %.1f GFLOP/s)\n",
+           NR, $1, $4, $1 / $4, 100 * $6, 100 * $7, 100 * $8, $9 }' "$OUT/pairs.txt"
 col() { awk -v c="$1" '{ print $c }' "$OUT/pairs.txt" | median; }
-vb=$(col 1) vbb=$(col 2) vbf=$(col 3) pt=$(col 4) ptb=$(col 5) frac=$(col 6)
+vb=$(col 1) vbb=$(col 2) vbf=$(col 3) pt=$(col 4) ptb=$(col 5) frac=$(col 6) vpk=$(col 7) ppk=$(col 8)
 ratio=$(awk '{ print $1 / $4 }' "$OUT/pairs.txt" | median)
 ratio_best=$(awk '{ print $2 / $5 }' "$OUT/pairs.txt" | median)
 # "fastest step" is the robust number on a busy machine; the mean is the honest one on a quiet one
-awk -v vb="$vb" -v vbb="$vbb" -v vbf="$vbf" -v pt="$pt" -v ptb="$ptb" -v r="$ratio" -v rb="$ratio_best" -v f="$frac" 'BEGIN {
+awk -v vb="$vb" -v vbb="$vbb" -v vbf="$vbf" -v pt="$pt" -v ptb="$ptb" -v r="$ratio" -v rb="$ratio_best" -v f="$frac" \
+    -v vpk="$vpk" -v ppk="$ppk" 'BEGIN {
     printf "  %-44s %12s %14s\n", "medians over pairs", "mean step", "fastest step"
     printf "  %-44s %12.2f %14.2f\n", "vitbench SYNTHETIC (fwd+bwd+adam)", vb, vbb
     if (vbf > 0) printf "  %-44s %12.2f %14s\n", "vitbench FULL (loader+step)", vbf, "-"
@@ -111,4 +123,6 @@ awk -v vb="$vb" -v vbb="$vbb" -v vbf="$vbf" -v pt="$pt" -v ptb="$ptb" -v r="$rat
     printf "  %-44s %12.2f %14.2f\n", "PyTorch SYNTHETIC (fwd+bwd+adam)", pt, ptb
     printf "  %-44s %12.3f %14.3f\n", "ratio vitbench/PyTorch (median of pairs)", r, rb
     printf "  %-44s %11.1f%%\n", "vitbench step rate / model-shape sgemm rate", 100 * f
+    printf "  %-44s %11.1f%%\n", "vitbench step rate / FMA peak", 100 * vpk
+    printf "  %-44s %11.1f%%\n", "PyTorch step rate / FMA peak", 100 * ppk
 }'
