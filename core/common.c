@@ -4,10 +4,13 @@
 #include <signal.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 static int g_log_rank = 0;
 static void (*g_collective_sync)(void) = NULL;
@@ -58,7 +61,22 @@ static void (*g_fuzz_input_error)(void) = NULL;
 void vb_fuzz_set_input_error_handler(void (*handler)(void)) { g_fuzz_input_error = handler; }
 #endif
 
+/* One error line per process: when threads fail at once (two loader
+ * workers reading bad samples), the first to get here prints its line and
+ * exits; the others wait for that exit instead of printing lines of their
+ * own. The thread that is already dying may come back (an error inside the
+ * collective sync, the fuzzer's handler), so it passes. */
+static atomic_flag g_dying = ATOMIC_FLAG_INIT;
+static _Thread_local bool t_dying = false;
+
+static void die_once(void) {
+    if (atomic_flag_test_and_set(&g_dying) && !t_dying)
+        for (;;) pause(); /* the first thread's exit ends this one */
+    t_dying = true;
+}
+
 void vb_die_input(const char *fmt, ...) {
+    die_once();
     fflush(stdout);
     void (*sync)(void) = g_collective_sync;
     g_collective_sync = NULL; /* an error inside sync must not recurse */
@@ -85,6 +103,7 @@ void vb_errf(char *err, size_t n, const char *fmt, ...) {
 }
 
 void vb_die_internal(const char *fmt, ...) {
+    die_once();
     fflush(stdout);
     va_list ap;
     va_start(ap, fmt);
