@@ -87,22 +87,25 @@ typedef struct fx {
     vb_loader_opts o;
 } fx;
 
-static void fx_make(fx *x, int nfiles, int T) {
+/* nfiles files of [T, C, Hf, Wf], cropped to img_h x img_w */
+static void fx_make_dims(fx *x, int nfiles, int T, int C, int Hf, int Wf, int img_h, int img_w) {
     memset(x, 0, sizeof *x);
     tu_tmpdir(x->root, sizeof x->root, "data");
     vb_snprintf(x->split, sizeof x->split, "%s/train", x->root);
     x->nfiles = nfiles;
     x->T = T;
-    x->C = 4;
-    x->Hf = 10;
-    x->Wf = 12;
+    x->C = C;
+    x->Hf = Hf;
+    x->Wf = Wf;
     fx_split(x->split, nfiles, T, x->C, x->Hf, x->Wf);
     fx_stats(x->root, x->C, x->means, x->stds, sizeof x->means);
-    x->o = (vb_loader_opts){.data_dir = x->split, .means_path = x->means, .stds_path = x->stds, .img_h = 6,
-                            .img_w = 7, .n_in_channels = 3, .n_out_channels = 2, .dt = 2, .local_batch = 4,
+    x->o = (vb_loader_opts){.data_dir = x->split, .means_path = x->means, .stds_path = x->stds, .img_h = img_h,
+                            .img_w = img_w, .n_in_channels = 3, .n_out_channels = 2, .dt = 2, .local_batch = 4,
                             .limit_nsamples = 0, .shuffle = false, .seed = 0, .num_workers = 0, .dp_rank = 0,
                             .dp_size = 1};
 }
+
+static void fx_make(fx *x, int nfiles, int T) { fx_make_dims(x, nfiles, T, 4, 10, 12, 6, 7); }
 
 /* independent re-statement of the tutorial's mapping */
 static void ref_loc(int64_t i, int T, int dt, int *file, int *l) {
@@ -551,6 +554,65 @@ static void create_loader(void *p) { vb_loader_create(&((lctx *)p)->o); }
 static void scan_dir(void *p) {
     vb_split_info s;
     vb_split_scan(&s, (const char *)p);
+}
+
+/* fields[t, c, y, x] = v in an existing year file */
+static void fx_poke(const char *file, int t, int c, int y, int x, float v) {
+    hid_t f = H5Fopen(file, H5F_ACC_RDWR, H5P_DEFAULT);
+    assert_true(f >= 0);
+    hid_t d = H5Dopen2(f, "fields", H5P_DEFAULT);
+    assert_true(d >= 0);
+    hid_t fs = H5Dget_space(d);
+    hsize_t coord[4] = {(hsize_t)t, (hsize_t)c, (hsize_t)y, (hsize_t)x};
+    assert_true(H5Sselect_elements(fs, H5S_SELECT_SET, 1, coord) >= 0);
+    hsize_t one = 1;
+    hid_t ms = H5Screate_simple(1, &one, NULL);
+    assert_true(H5Dwrite(d, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, &v) >= 0);
+    H5Sclose(ms);
+    H5Sclose(fs);
+    H5Dclose(d);
+    H5Fclose(f);
+}
+
+static void read_epoch(void *p) {
+    vb_loader *l = vb_loader_create(&((lctx *)p)->o);
+    for (int k = 0; k < vb_loader_steps_per_epoch(l); k++) vb_loader_release(l, vb_loader_next(l));
+    vb_loader_destroy(l);
+}
+
+/* Planes larger than one read of the direct path (256 KiB): whole rows are
+ * read and normalised in pieces of several rows (here 256 rows of 256, then
+ * the rest), cropped rows one row at a time; both must give exactly what
+ * HDF5's path (chunked files) gives, and a NaN in a later piece of a plane
+ * must still be found and named. */
+static void test_direct_read_pieces(void **state) {
+    (void)state;
+    const int crops[2][2] = {{290, 256}, {300, 250}};
+    for (int chunked = 0; chunked < 2; chunked++)
+        for (int i = 0; i < 2; i++) {
+            g_fx_chunked = chunked;
+            fx x;
+            fx_make_dims(&x, 1, 6, 3, 300, 256, crops[i][0], crops[i][1]);
+            g_fx_chunked = false;
+            x.o.local_batch = 2;
+            x.o.num_workers = 2;
+            vb_loader *l = vb_loader_create(&x.o);
+            for (int k = 0; k < vb_loader_steps_per_epoch(l); k++) {
+                const vb_batch *b = vb_loader_next(l);
+                check_batch_content(&x, b);
+                vb_loader_release(l, b);
+            }
+            vb_loader_destroy(l);
+
+            /* a NaN in the second piece of channel 1 of time step 4 (sample
+             * 2's target, dt 2) */
+            char file[VB_PATH_MAX];
+            vb_snprintf(file, sizeof file, "%s/2010.h5", x.split);
+            fx_poke(file, 4, 1, 280, 3, NAN);
+            lctx c = {.o = x.o};
+            expect_exit2(read_epoch, &c, file, "fields[4, 1, 280, 3] is nan");
+            tu_rm_rf(x.root);
+        }
 }
 
 static void test_loader_errors(void **state) {
@@ -1034,6 +1096,7 @@ int main(void) {
         cmocka_unit_test(test_scan),
         cmocka_unit_test(test_content_crop_norm_order),
         cmocka_unit_test(test_chunked_files),
+        cmocka_unit_test(test_direct_read_pieces),
         cmocka_unit_test(test_shuffle),
         cmocka_unit_test(test_sharding),
         cmocka_unit_test(test_limit),
