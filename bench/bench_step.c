@@ -217,6 +217,7 @@ int main(int argc, char **argv) {
     double mem_limit = vb_mem_available(mem_source, sizeof mem_source);
     vb_mem_check(&mem, 1, mem_limit, mem_source);
     tr.m = vit_create(&d, &par, B, tr.ctx, prof);
+    tr.m->fused_elementwise = c.enable_jit;
     vit_init_weights(tr.m, c.seed);
     vb_adam_init(&tr.opt, tr.m->nparams, tr.ctx);
     /* one rank: the global batch is B, no gradient reduction */

@@ -576,6 +576,7 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
                         vb_loader_steps_per_epoch(r->train_loader), r->world.size, r->ctx, &r->mem);
     vb_mem_check(&r->mem, r->node_ranks, r->mem_limit, r->mem_limit_source);
     r->model = vit_create(&d, &par, r->local_batch, r->ctx, r->prof);
+    r->model->fused_elementwise = r->cfg.enable_jit;
     vb_adam_init(&r->opt, r->model->nparams, r->ctx);
     if (c->init_checkpoint[0])
         vb_checkpoint_load(c->init_checkpoint, r->model, &r->opt);

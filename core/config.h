@@ -40,7 +40,7 @@ typedef struct vb_config {
     char amp_mode[8];              /* "none", "bf16" or "fp16" (the last two on the CUDA backend only) */
     bool enable_fused;             /* Adam: one launch over the whole parameter buffer (true) or one per
                                     * parameter tensor (false, the tutorial's default); same results */
-    bool enable_jit;               /* accepted for tutorial compatibility; no effect */
+    bool enable_jit;               /* fused elementwise passes (vit_model.fused_elementwise) */
     char loss_scale[16];           /* "auto" (default: dynamic under fp16, else none), "dynamic", "none" */
     float loss_scale_init;         /* dynamic loss scaling's first scale (default 65536, GradScaler's) */
     int loss_scale_growth_interval; /* good steps before the scale doubles (default 2000, GradScaler's) */

@@ -466,6 +466,7 @@ vit_model *vit_create(const vit_dims *d, const vit_parallel *par, int max_batch,
     m->ctx = ctx;
     m->ops = ctx->ops;
     m->prof = prof;
+    m->fused_elementwise = true;
     const vb_ops *ops = m->ops;
     const int cp = m->par.cp_size;
     vit_acts *a = vb_malloc(sizeof *a);
@@ -639,6 +640,22 @@ static void tp_reduce_add_bias(vit_model *m, vb_act *out, const vb_act *bias, in
     VIT_OP(m, "add_bias", m->ops->add_pos_embed(m->ctx, out, out, bias, BT, 1, D));
 }
 
+/* res += b (in place), then out = LayerNorm(res) with its statistics: one
+ * pass when m->fused_elementwise, else an add and a LayerNorm (two passes
+ * over res) */
+static void residual_layernorm(vit_model *m, vb_act *res, vb_act *out, float *mean, float *rstd, const vb_act *b,
+                               const vb_act *w, const vb_act *bias, int BT, int D, float eps) {
+    vb_ctx *ctx = m->ctx;
+    const vb_ops *ops = m->ops;
+    if (m->fused_elementwise) {
+        VIT_EW(m, "residual_layernorm_forward", 4.0 * BT * D,
+               ops->residual_layernorm_forward(ctx, res, out, mean, rstd, res, b, w, bias, BT, D, eps));
+        return;
+    }
+    VIT_EW(m, "residual_add", 3.0 * BT * D, ops->add(ctx, res, res, b, (size_t)BT * D));
+    VIT_EW(m, "layernorm_forward", 2.0 * BT * D, ops->layernorm_forward(ctx, out, mean, rstd, res, w, bias, BT, D, eps));
+}
+
 /* ---------------------------------------------------------------------------
  * forward */
 
@@ -711,12 +728,16 @@ void vit_forward(vit_model *m, const float *inp, const float *tar, int B) {
         if (tp) tp_reduce_add_bias(m, s->res_att, w->proj_b, BT, D);
         /* res_att = x + proj(...), and LN2 of it in the same pass (after the tp
          * sum and bias: the residual needs the whole projection) */
-        VIT_EW(m, "residual_layernorm_forward", 4.0 * BT * D,
-               ops->residual_layernorm_forward(ctx, s->res_att, s->ln2, s->ln2_mean, s->ln2_rstd, s->res_att, x,
-                                               w->ln2_w, w->ln2_b, BT, D, eps));
-        /* + mlp(LN2(.)): column-parallel fc1 with its GELU fused, row-parallel fc2 */
-        VIT_MM_FWD(m, "fc1", BT, D, D4l,
-                   ops->matmul_bias_gelu_forward(ctx, s->fc1, s->gelu, s->ln2, w->fc1_w, w->fc1_b, BT, D, D4l));
+        residual_layernorm(m, s->res_att, s->ln2, s->ln2_mean, s->ln2_rstd, x, w->ln2_w, w->ln2_b, BT, D, eps);
+        /* + mlp(LN2(.)): column-parallel fc1 with its GELU (fused unless
+         * m->fused_elementwise is off), row-parallel fc2 */
+        if (m->fused_elementwise) {
+            VIT_MM_FWD(m, "fc1", BT, D, D4l,
+                       ops->matmul_bias_gelu_forward(ctx, s->fc1, s->gelu, s->ln2, w->fc1_w, w->fc1_b, BT, D, D4l));
+        } else {
+            VIT_MM_FWD(m, "fc1", BT, D, D4l, ops->matmul_forward(ctx, s->fc1, s->ln2, w->fc1_w, w->fc1_b, BT, D, D4l));
+            VIT_EW(m, "gelu_forward", 2.0 * BT * D4l, ops->gelu_forward(ctx, s->gelu, s->fc1, (size_t)BT * D4l));
+        }
         VIT_MM_FWD(m, "fc2", BT, D4l, D,
                    ops->matmul_forward(ctx, s->out, s->gelu, w->fc2_w, tp ? NULL : w->fc2_b, BT, D4l, D));
         if (tp) tp_reduce_add_bias(m, s->out, w->fc2_b, BT, D);
@@ -733,9 +754,7 @@ void vit_forward(vit_model *m, const float *inp, const float *tar, int B) {
             ln_out = a->lnf, ln_mean = a->lnf_mean, ln_rstd = a->lnf_rstd;
             ln_w = m->p.norm_w, ln_b = m->p.norm_b;
         }
-        VIT_EW(m, "residual_layernorm_forward", 4.0 * BT * D,
-               ops->residual_layernorm_forward(ctx, s->out, ln_out, ln_mean, ln_rstd, s->out, s->res_att, ln_w, ln_b,
-                                               BT, D, eps));
+        residual_layernorm(m, s->out, ln_out, ln_mean, ln_rstd, s->res_att, ln_w, ln_b, BT, D, eps);
         x = s->out;
     }
 

@@ -142,6 +142,13 @@ typedef struct vit_model {
     /* backend memory [1]: the gradient backward seeds the loss with (the
      * loss scaler's scale under dynamic loss scaling); NULL: 1 */
     const float *dloss;
+    /* the tutorial's enable_jit: true (vit_create's default) runs fc1's bias
+     * and GELU in one pass over the GEMM's output and each residual add in
+     * one pass with the LayerNorm that reads it; false runs one op for each
+     * elementwise step, as eager PyTorch does. Same results up to rounding:
+     * the fused bias+GELU adds the bias after the product, the unfused GEMM
+     * seeds its output with the bias as nn.Linear does. */
+    bool fused_elementwise;
 
     int max_batch;
     int batch;           /* batch of the last forward */

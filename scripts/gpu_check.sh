@@ -11,7 +11,8 @@
 # ranks sharing the GPU over MPI against one rank), then the tutorial's `base`
 # config (batch 16) SYNTHETIC and FULL: amp_mode none with TF32 and in full
 # float32, bf16, then vitbench's switches on top (attention cudnn,
-# data_loader_config dali, enable_fused) in tf32, bf16 and fp16, and prints a
+# data_loader_config dali, enable_fused, enable_jit) in tf32, bf16 and fp16,
+# with bf16 once with enable_jit alone, and prints a
 # table: samples/s, achieved TFLOP/s, MFU against the GPU's dense peak for
 # that precision, the process's peak GPU memory, and the tutorial's H100 NVL
 # figures beside them; then CUPTI's cost (the best bf16 row's SYNTHETIC with
@@ -20,7 +21,7 @@
 # (default gpu_check_out/). CUDA_ARCH, BUILD_DIR and CUDNN_ROOT (a cuDNN
 # outside the toolkit, e.g. PyTorch's nvidia/cudnn package) are read.
 #
-# Not yet switches: enable_jit (fused elementwise kernels) and CUDA graphs.
+# Not yet a switch: CUDA graphs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 SRC=$(pwd)
@@ -164,14 +165,16 @@ run_base() { # label precision tutorial-figure args...
         }' "$sum")")
 }
 # the tutorial's ladder first, then vitbench's own switches on top: cuDNN's
-# fused attention, the dali-style overlapped copy, fused Adam
+# fused attention, the dali-style overlapped copy, fused Adam, the fused
+# elementwise passes (enable_jit)
 run_base none_tf32 tf32 12.5 --amp_mode none --tf32 true
 run_base none_fp32 fp32 - --amp_mode none --tf32 false
-run_base tf32_dali tf32 - --amp_mode none --tf32 true --data_loader_config dali --enable_fused true
+run_base tf32_dali tf32 - --amp_mode none --tf32 true --data_loader_config dali --enable_fused true --enable_jit true
 run_base bf16 bf16 102 --amp_mode bf16
+run_base bf16_jit bf16 - --amp_mode bf16 --enable_jit true
 run_base bf16_cudnn bf16 - --amp_mode bf16 --attention cudnn
-run_base bf16_best bf16 126 --amp_mode bf16 --attention cudnn --data_loader_config dali --enable_fused true
-run_base fp16_best fp16 - --amp_mode fp16 --attention cudnn --data_loader_config dali --enable_fused true
+run_base bf16_best bf16 126 --amp_mode bf16 --attention cudnn --data_loader_config dali --enable_fused true --enable_jit true
+run_base fp16_best fp16 - --amp_mode fp16 --attention cudnn --data_loader_config dali --enable_fused true --enable_jit true
 
 echo
 echo "base config, batch 16, one $GPU (SYNTHETIC and FULL: samples/s, mean of $NT trials of $NB batches)"
@@ -197,7 +200,7 @@ for pass in 1 2; do
         name=cupti_${on}_$pass
         rm -rf "${OUTDIR:?}/runs/$name"
         "$VB" run --config base --backend cuda --global_batch_size 16 --amp_mode bf16 --attention cudnn \
-            --data_loader_config dali --enable_fused true --train_data_path "$DATA/train" --valid_data_path "$DATA/valid" \
+            --data_loader_config dali --enable_fused true --enable_jit true --train_data_path "$DATA/train" --valid_data_path "$DATA/valid" \
             --global_means_path "$DATA/stats/global_means.npy" --global_stds_path "$DATA/stats/global_stds.npy" \
             --benchy_config "$BENCHY_SYN" --output_dir "$OUTDIR/runs" --run_name "$name" --progress none \
             --cupti "$on" > "$OUTDIR/run_$name.log" 2>&1

@@ -599,6 +599,87 @@ static void test_forward_deterministic_and_partial_batch(void **state) {
     vit_destroy(m3), vit_destroy(m2);
 }
 
+/* enable_jit off (one op per elementwise step) against on (bias+GELU and
+ * residual+LayerNorm fused): the same model up to float32 rounding. The
+ * unfused fc1 seeds its GEMM with the bias (as nn.Linear) where the fused one
+ * adds it after the product, a rounding apart; the LayerNorms read the same
+ * sums. Each forward is within ~3e-7 of the double reference relative to
+ * max|pred| (test_forward_matches_reference), so two differ by at most about
+ * twice that: 1e-5 leaves a 15x margin, while a missing bias or GELU (errors
+ * of order max|pred|) fails. Gradients: relative to each tensor's largest,
+ * 1e-4 (backward adds a few roundings per layer). On the CPU the two agree
+ * bit for bit (OpenBLAS adds the seeded bias after the product too); a
+ * backend whose fused kernels keep the sum in registers would not. The
+ * profile shows which ops ran, so the test fails if the switch is ignored. */
+static void test_fused_elementwise_matches_unfused(void **state) {
+    (void)state;
+    vit_model *m = tiny_model(TB, 23);
+    io_pair io = make_io(TB, 29);
+    const size_t np = m->nparams, no = out_numel(TB);
+    float *pred[2], *grad[2], loss[2];
+    char dir[256], path[300];
+    tu_tmpdir(dir, sizeof dir, "model");
+    snprintf(path, sizeof path, "%s/ops.csv", dir);
+    for (int fused = 0; fused < 2; fused++) {
+        m->fused_elementwise = fused;
+        m->prof = vb_prof_create();
+        vb_prof_set_enabled(m->prof, true);
+        vit_forward(m, io.inp_d, io.tar_d, TB);
+        vit_backward(m);
+        /* the ops that ran: depth 2 gives 2 GELUs and 4 residual adds, each
+         * fused into fc1 and into a LayerNorm, or each an op of its own */
+        assert_int_equal(vb_prof_write_csv(m->prof, path, 0), 0);
+        char *csv = tu_read_file(path);
+        assert_non_null(csv);
+        const char *row = strstr(csv, ",residual_add,compute,"), *gelu = strstr(csv, ",gelu_forward,compute,");
+        const char *fused_ln = strstr(csv, ",residual_layernorm_forward,compute,");
+        if (fused) {
+            assert_null(row), assert_null(gelu);
+            assert_non_null(fused_ln);
+            assert_int_equal(atoi(fused_ln + strlen(",residual_layernorm_forward,compute,")), 4);
+        } else {
+            assert_null(fused_ln);
+            assert_non_null(row), assert_non_null(gelu);
+            assert_int_equal(atoi(row + strlen(",residual_add,compute,")), 4);
+            assert_int_equal(atoi(gelu + strlen(",gelu_forward,compute,")), 2);
+        }
+        free(csv);
+        vb_prof_destroy(m->prof);
+        m->prof = NULL;
+        loss[fused] = tu_get_loss(m);
+        pred[fused] = vb_malloc(sizeof(float) * no);
+        grad[fused] = vb_malloc(sizeof(float) * np);
+        tu_get_pred(m, pred[fused], TB);
+        tu_get_grads(m, grad[fused]);
+    }
+    double maxabs = 0, maxdiff = 0;
+    for (size_t i = 0; i < no; i++) {
+        maxabs = fmax(maxabs, fabs(pred[1][i]));
+        maxdiff = fmax(maxdiff, fabs((double)pred[0][i] - pred[1][i]));
+    }
+    double worst_grad = 0;
+    for (int t = 0; t < m->ntensors; t++) {
+        const vit_tensor *tt = &m->tensors[t];
+        double gmax = 0, gdiff = 0;
+        for (size_t i = tt->offset; i < tt->offset + tt->numel; i++) {
+            gmax = fmax(gmax, fabs(grad[1][i]));
+            gdiff = fmax(gdiff, fabs((double)grad[0][i] - grad[1][i]));
+        }
+        assert_true(gmax > 0); /* every tensor gets a gradient in both */
+        worst_grad = fmax(worst_grad, gdiff / gmax);
+    }
+    print_message("unfused vs fused: pred %.3g of max|pred|, loss %.9g vs %.9g, grads %.3g of each tensor's max\n",
+                  maxdiff / maxabs, (double)loss[0], (double)loss[1], worst_grad);
+    assert_true(maxabs > 0.1);
+    assert_true(maxdiff <= 1e-5 * maxabs);
+    assert_true(fabs((double)loss[0] - loss[1]) <= 1e-5 * loss[1]);
+    assert_true(worst_grad <= 1e-4);
+    for (int k = 0; k < 2; k++) vb_free(pred[k]), vb_free(grad[k]);
+    tu_rm_rf(dir);
+    free_io(&io);
+    vit_destroy(m);
+}
+
 static void test_profiled_ops(void **state) {
     (void)state;
     vb_profiler *prof = vb_prof_create();
@@ -743,6 +824,7 @@ int main(void) {
         cmocka_unit_test(test_train_flops),
         cmocka_unit_test(test_forward_matches_reference),
         cmocka_unit_test(test_forward_deterministic_and_partial_batch),
+        cmocka_unit_test(test_fused_elementwise_matches_unfused),
         cmocka_unit_test(test_grad_ready_order_and_zeroing),
         cmocka_unit_test(test_gradcheck_every_tensor),
         cmocka_unit_test(test_gradcheck_directional),
