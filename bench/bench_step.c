@@ -228,8 +228,13 @@ int main(int argc, char **argv) {
         tr.m->dloss = &tr.scaler.dev->scale;
         tr.opt.loss_scale = tr.scaler.dev;
     }
+    /* cuda_graphs: as a run, the step recorded after its first eager run */
+    vb_step_graphs graphs = {0};
+    if (c.cuda_graphs && !ops->graph_capture_begin)
+        vb_die_input("cuda_graphs = true needs the CUDA backend, and backend %s resolved to %s (no usable GPU)",
+                     c.backend, ops->name);
     tr.step = (vb_step){.model = tr.m, .opt = &tr.opt, .ddp = NULL, .cfg = &c, .global_batch = B, .timeline = NULL,
-                        .scaler = scaling ? &tr.scaler : NULL};
+                        .scaler = scaling ? &tr.scaler : NULL, .graphs = c.cuda_graphs ? &graphs : NULL};
     tr.loss_host = ops->alloc_host(tr.ctx, sizeof(float));
 
     const int N = tr.m->ntok, D = c.embed_dim, BN = B * N;
@@ -379,6 +384,7 @@ int main(int argc, char **argv) {
     ops->free(tr.ctx, tar);
     ops->free_host(tr.ctx, tr.loss_host);
     if (scaling) vb_loss_scaler_free(&tr.scaler);
+    vb_step_graphs_free(&graphs, tr.ctx);
     vb_adam_free(&tr.opt);
     vit_destroy(tr.m);
     if (prof) vb_prof_destroy(prof); /* before the context its clock may use */

@@ -526,6 +526,19 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
                      c->backend, r->ops->name);
     }
 
+    /* a CUDA graph records the step on one GPU; the collectives of several
+     * ranks (DDP's buckets, tp and cp exchanges) are not recorded yet */
+    if (c->cuda_graphs && (!r->ops->graph_capture_begin || r->world.size > 1)) {
+        vb_set_input_errors_collective(setup_error_sync);
+        if (!r->ops->graph_capture_begin)
+            vb_die_input("cuda_graphs = true needs the CUDA backend, and backend %s resolved to %s (no usable GPU): "
+                         "run without it, or where a GPU is visible",
+                         c->backend, r->ops->name);
+        vb_die_input("cuda_graphs = true runs on one rank (the step's collectives are not recorded in a graph "
+                     "yet), and this run has %d: start one rank, or run without cuda_graphs",
+                     r->world.size);
+    }
+
     vb_set_input_errors_collective(setup_error_sync);
     setup_layout(r);
     vb_set_input_errors_collective(NULL);
@@ -662,7 +675,8 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
                         .cfg = &r->cfg,
                         .global_batch = r->global_batch,
                         .timeline = r->timeline,
-                        .scaler = r->scaler_on ? &r->scaler : NULL};
+                        .scaler = r->scaler_on ? &r->scaler : NULL,
+                        .graphs = c->cuda_graphs ? &r->graphs : NULL};
 
     /* rank 0 picks the (fresh) directory; the others learn its name */
     if (r->world.rank == 0) vb_run_dir_create(c, r->run_dir, sizeof r->run_dir, r->run_id, sizeof r->run_id);
@@ -792,7 +806,78 @@ float vb_step_lr(const vb_config *c, int global_batch, int iteration) {
     return lr;
 }
 
+/* A step's device work after Adam's arguments are in place: what a graph
+ * records. prof: per-op timing (NULL inside a recording: a replay cannot
+ * re-time its ops; CUPTI's kernels.csv can). */
+static void step_device_work(const vb_step *s, const float *inp, const float *tar, int B, vb_profiler *prof) {
+    vit_model *m = s->model;
+    vb_profiler *model_prof = m->prof;
+    m->prof = prof;
+    VB_NVTX_PUSH("forward");
+    vit_forward(m, inp, tar, B);
+    VB_NVTX_POP();
+    VB_NVTX_PUSH("backward");
+    vit_backward(m);
+    VB_NVTX_POP();
+    VB_NVTX_PUSH("optimizer");
+    if (s->scaler) vb_loss_scaler_unscale(s->scaler, m->grads, m->nparams, prof);
+    vb_adam_launch(s->opt, m->params, m->params_act, m->grads, prof);
+    if (s->scaler) vb_loss_scaler_update(s->scaler, prof);
+    VB_NVTX_POP();
+    m->prof = model_prof;
+}
+
+/* cuda_graphs: the first step on a (buffers, batch) key runs eagerly (it also
+ * makes every lazy choice: cuBLASLt's algorithms, cuDNN's plans), the second
+ * records the step and replays it, later ones replay. */
+static float step_graphed(const vb_step *s, int iteration, const float *inp, const float *tar, int B) {
+    vit_model *m = s->model;
+    vb_ctx *ctx = m->ctx;
+    const vb_ops *ops = m->ops;
+    vb_step_graphs *gs = s->graphs;
+    if (s->ddp) vb_die_internal("cuda_graphs with DDP: the run's setup should have refused it");
+    const float lr = vb_step_lr(s->cfg, s->global_batch, iteration);
+    vb_adam_set_args(s->opt, lr);
+    int k = 0;
+    while (k < gs->n && !(gs->g[k].inp == inp && gs->g[k].tar == tar && gs->g[k].B == B)) k++;
+    if (k == gs->n) {
+        /* another batch size may make a library grow (free and reallocate) a
+         * workspace the recorded graphs point into: they are recorded anew */
+        if (gs->n > 0 && gs->g[0].B != B) {
+            ops->synchronize(ctx);
+            for (int j = 0; j < gs->n; j++)
+                if (gs->g[j].exec) ops->graph_destroy(ctx, gs->g[j].exec);
+            gs->n = 0;
+        }
+        if (gs->n < VB_STEP_GRAPHS_MAX) gs->g[gs->n++] = (vb_step_graph){.inp = inp, .tar = tar, .B = B};
+        step_device_work(s, inp, tar, B, m->prof);
+        gs->eager++;
+        return lr;
+    }
+    if (!gs->g[k].exec) {
+        VB_NVTX_PUSH("cuda_graph_capture");
+        ops->graph_capture_begin(ctx);
+        step_device_work(s, inp, tar, B, NULL);
+        gs->g[k].exec = ops->graph_capture_end(ctx);
+        VB_NVTX_POP();
+        gs->captures++;
+    }
+    VB_NVTX_PUSH("cuda_graph_launch");
+    ops->graph_launch(ctx, gs->g[k].exec);
+    VB_NVTX_POP();
+    gs->replays++;
+    return lr;
+}
+
+void vb_step_graphs_free(vb_step_graphs *g, vb_ctx *ctx) {
+    if (!g) return;
+    for (int k = 0; k < g->n; k++)
+        if (g->g[k].exec) ctx->ops->graph_destroy(ctx, g->g[k].exec);
+    memset(g, 0, sizeof *g);
+}
+
 float vb_step_train(const vb_step *s, int iteration, const float *inp, const float *tar, int B) {
+    if (s->graphs) return step_graphed(s, iteration, inp, tar, B);
     vit_model *m = s->model;
     const bool tl = vb_tlrec_active(s->timeline);
     double t_fwd = tl ? vb_now() : 0;
@@ -996,6 +1081,17 @@ static void add_loss_scale(cJSON *root, const vb_run *r) {
     cJSON_AddNumberToObject(o, "skipped_steps", st->skipped);
 }
 
+/* cuda_graphs: how many steps ran eagerly, were recorded, were replays */
+static void add_cuda_graphs(cJSON *root, const vb_run *r) {
+    cJSON *o = cJSON_AddObjectToObject(root, "cuda_graphs");
+    cJSON_AddBoolToObject(o, "enabled", r->step.graphs != NULL);
+    if (!r->step.graphs) return;
+    cJSON_AddNumberToObject(o, "graphs", r->graphs.n);
+    cJSON_AddNumberToObject(o, "eager_steps", (double)r->graphs.eager);
+    cJSON_AddNumberToObject(o, "captures", (double)r->graphs.captures);
+    cJSON_AddNumberToObject(o, "replays", (double)r->graphs.replays);
+}
+
 static void write_text(FILE *f, void *ctx) { fputs((const char *)ctx, f); }
 
 int vb_run_write_json(const vb_run *r, const char *status) {
@@ -1031,6 +1127,7 @@ int vb_run_write_json(const vb_run *r, const char *status) {
     }
     cJSON_AddNumberToObject(root, "iterations_done", r->iteration);
     add_loss_scale(root, r);
+    add_cuda_graphs(root, r);
     add_fingerprint(root, r);
     add_parallel(root, r);
     add_versions(root);
@@ -1084,6 +1181,7 @@ void vb_run_finish(vb_run *r) {
     if (r->batch_copied) r->ops->event_destroy(r->ctx, r->batch_copied);
     vb_ddp_free(&r->ddp);
     if (r->scaler_on) vb_loss_scaler_free(&r->scaler);
+    if (r->ctx) vb_step_graphs_free(&r->graphs, r->ctx);
     vb_adam_free(&r->opt);
     if (r->model) vit_destroy(r->model);
     /* a clock on the context's events must go before the context */

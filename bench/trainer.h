@@ -39,6 +39,27 @@ typedef struct vb_step_comm {
                              * vb_wait plus every blocking collective (tp/cp included) */
 } vb_step_comm;
 
+/* cuda_graphs: a step's device work (forward, backward, loss scaling, Adam's
+ * update) recorded once per (input buffer, target buffer, batch) after one
+ * eager step with them, then replayed as one launch. Adam's arguments (lr,
+ * step) are copied in before each replay, so the schedule goes on. A run
+ * stages its batches in one or two device buffers (two with dali), so a few
+ * graphs cover it; a further key runs eagerly. */
+enum { VB_STEP_GRAPHS_MAX = 4 };
+typedef struct vb_step_graph {
+    const float *inp, *tar;
+    int B;
+    void *exec; /* NULL until recorded */
+} vb_step_graph;
+typedef struct vb_step_graphs {
+    int n;
+    vb_step_graph g[VB_STEP_GRAPHS_MAX];
+    long captures, replays, eager; /* steps of each kind so far */
+} vb_step_graphs;
+
+/* Frees the recorded graphs (ctx: the context they replay on). */
+void vb_step_graphs_free(vb_step_graphs *g, vb_ctx *ctx);
+
 /* One training step's compute, whoever set the run up: forward, backward with
  * DDP's bucket allreduces overlapping it, wait + 1/dp scaling, Adam with the
  * run's lr (the schedule, and the sqrt(global / base_batch_size) scaling when
@@ -51,6 +72,7 @@ typedef struct vb_step {
     int global_batch;       /* samples per update over every data-parallel rank */
     vb_tlrec *timeline;     /* forward / backward / optimizer phases of windowed steps; may be NULL */
     vb_loss_scaler *scaler; /* dynamic loss scaling (core/amp.h); NULL: none */
+    vb_step_graphs *graphs; /* cuda_graphs (one rank, no DDP); NULL: every step eager */
 } vb_step;
 
 /* enable_fused false: Adam updates m's parameter buffer one tensor at a time
@@ -108,6 +130,7 @@ typedef struct vb_run {
     vb_adam opt;
     vb_loss_scaler scaler;       /* dynamic loss scaling, when scaler_on */
     bool scaler_on;
+    vb_step_graphs graphs;       /* cuda_graphs: the recorded steps (step.graphs points here) */
     vb_step step;                /* model, optimizer, DDP and lr of vb_train_step */
     float *inp_dev, *tar_dev;    /* backend copies of the batch of the latest step [B,C,H,W]: one of the slots */
     size_t inp_bytes, tar_bytes; /* for a full local batch */

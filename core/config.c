@@ -71,6 +71,7 @@ static const key_def g_keys[] = {
     {"amp_mode", KT_STR, FIELD(amp_mode), false},
     {"enable_fused", KT_BOOL, FIELD(enable_fused), false},
     {"enable_jit", KT_BOOL, FIELD(enable_jit), false},
+    {"cuda_graphs", KT_BOOL, FIELD(cuda_graphs), false},
     {"loss_scale", KT_STR, FIELD(loss_scale), false},
     {"loss_scale_init", KT_FLOAT, FIELD(loss_scale_init), false},
     {"loss_scale_growth_interval", KT_INT, FIELD(loss_scale_growth_interval), false},
@@ -356,6 +357,7 @@ void vb_config_defaults(vb_config *c) {
     snprintf(c->amp_mode, sizeof c->amp_mode, "none");
     c->enable_fused = false;
     c->enable_jit = false;
+    c->cuda_graphs = false;
     snprintf(c->loss_scale, sizeof c->loss_scale, "auto");
     c->loss_scale_init = 65536.0f;
     c->loss_scale_growth_interval = 2000;
@@ -716,6 +718,10 @@ void vb_config_validate(const vb_config *c, const char *origin) {
     else if (strcmp(c->backend, "cuda") == 0 && !vb_ops_by_name("cuda"))
         vfail(c, origin, "backend", NULL,
               "backend = cuda is not available in this build (configure with -DVB_CUDA=ON on a machine with the CUDA toolkit)");
+    /* a CUDA graph records GPU work; auto is checked once resolved (trainer) */
+    if (c->cuda_graphs && strcmp(c->backend, "cpu") == 0)
+        vfail(c, origin, "cuda_graphs", "backend",
+              "cuda_graphs = true needs the CUDA backend (a CUDA graph records GPU work): use --backend cuda");
     /* CUPTI traces GPU work; auto is checked once resolved (trainer) */
     if (c->cupti && strcmp(c->backend, "cpu") == 0)
         vfail(c, origin, "cupti", "backend", "cupti = true needs the CUDA backend (CUPTI times GPU kernels): use --backend cuda");

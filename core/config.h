@@ -41,6 +41,7 @@ typedef struct vb_config {
     bool enable_fused;             /* Adam: one launch over the whole parameter buffer (true) or one per
                                     * parameter tensor (false, the tutorial's default); same results */
     bool enable_jit;               /* fused elementwise passes (vit_model.fused_elementwise) */
+    bool cuda_graphs;              /* the step recorded once as a CUDA graph and replayed (one rank, CUDA backend) */
     char loss_scale[16];           /* "auto" (default: dynamic under fp16, else none), "dynamic", "none" */
     float loss_scale_init;         /* dynamic loss scaling's first scale (default 65536, GradScaler's) */
     int loss_scale_growth_interval; /* good steps before the scale doubles (default 2000, GradScaler's) */

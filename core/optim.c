@@ -69,12 +69,9 @@ int vb_adam_steps_taken(const vb_adam *a) {
     return a->step - st.skipped;
 }
 
-void vb_adam_step(vb_adam *a, float *params, vb_act *params_act, const float *grads, float lr,
-                  vb_profiler *prof) {
-    VB_NVTX_PUSH("optimizer");
+void vb_adam_set_args(vb_adam *a, float lr) {
     const vb_ops *ops = a->ctx->ops;
     a->step++;
-    vb_prof_token tok = vb_prof_begin(prof, VB_OP_ID(prof, "adam_update", VB_CAT_COMPUTE));
     /* this slot's previous copy (two steps ago) must have read it */
     const int k = a->step & 1;
     if (a->slot_used[k]) ops->event_synchronize(a->ctx, a->slot_ev[k]);
@@ -83,6 +80,11 @@ void vb_adam_step(vb_adam *a, float *params, vb_act *params_act, const float *gr
     ops->memcpy_h2d(a->ctx, a->args_dev, &a->args_host[k], sizeof(vb_adam_args));
     ops->event_record(a->ctx, a->slot_ev[k]);
     a->slot_used[k] = 1;
+}
+
+void vb_adam_launch(vb_adam *a, float *params, vb_act *params_act, const float *grads, vb_profiler *prof) {
+    const vb_ops *ops = a->ctx->ops;
+    vb_prof_token tok = vb_prof_begin(prof, VB_OP_ID(prof, "adam_update", VB_CAT_COMPUTE));
     vb_act *act = params_act == (vb_act *)params ? NULL : params_act;
     if (a->nseg == 0) {
         ops->adam_update(a->ctx, params, act, grads, a->m, a->v, a->n, a->args_dev, a->loss_scale);
@@ -98,6 +100,13 @@ void vb_adam_step(vb_adam *a, float *params, vb_act *params_act, const float *gr
     /* per parameter: reads param, grad, m, v and writes param, m, v; ~12 FLOPs
      * (two moment updates, bias corrections, sqrt, divide, the step) */
     vb_prof_end_flops(prof, tok, 7 * sizeof(float) * a->n, 12.0 * (double)a->n);
+}
+
+void vb_adam_step(vb_adam *a, float *params, vb_act *params_act, const float *grads, float lr,
+                  vb_profiler *prof) {
+    VB_NVTX_PUSH("optimizer");
+    vb_adam_set_args(a, lr);
+    vb_adam_launch(a, params, params_act, grads, prof);
     VB_NVTX_POP();
 }
 

@@ -49,6 +49,11 @@ int vb_adam_steps_taken(const vb_adam *a);
  * returns without waiting. */
 void vb_adam_step(vb_adam *a, float *params, vb_act *params_act, const float *grads, float lr,
                   vb_profiler *prof);
+/* vb_adam_step in its two halves, for a step recorded as a graph: the
+ * arguments (step++, lr) copied into backend memory, which the host does
+ * every step, then the update that reads them, which a graph replays. */
+void vb_adam_set_args(vb_adam *a, float lr);
+void vb_adam_launch(vb_adam *a, float *params, vb_act *params_act, const float *grads, vb_profiler *prof);
 
 /* Learning rate for the update at 0-based iteration t:
  *   "cosine", warmup 0:  lr * 0.5 * (1 + cos(pi * t / num_iters))

@@ -161,6 +161,19 @@ typedef struct vb_ops {
     /* milliseconds from start to end; both recorded and completed */
     double (*event_elapsed_ms)(vb_ctx *ctx, vb_event *start, vb_event *end);
 
+    /* ---- graphs: work recorded once, replayed as one launch (CUDA graphs);
+     * NULL on a backend without them (the CPU). Between graph_capture_begin
+     * and graph_capture_end, work enqueued on ctx by this thread is recorded,
+     * not run: it must not allocate, synchronize with the host or copy from
+     * pageable memory. graph_capture_end returns the executable graph;
+     * graph_launch enqueues one replay on ctx, reading and writing the same
+     * addresses the capture saw (host memory a recorded copy reads is read at
+     * each replay); graph_destroy frees it. */
+    void (*graph_capture_begin)(vb_ctx *ctx);
+    void *(*graph_capture_end)(vb_ctx *ctx);
+    void (*graph_launch)(vb_ctx *ctx, void *graph);
+    void (*graph_destroy)(vb_ctx *ctx, void *graph);
+
     /* ---- linear: out[N,OC] = inp[N,C] @ weight[OC,C]^T + bias[OC] (bias may be NULL) ---- */
     void (*matmul_forward)(vb_ctx *ctx, vb_act *out, const vb_act *inp, const vb_act *weight,
                            const vb_act *bias, int N, int C, int OC);

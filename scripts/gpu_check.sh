@@ -21,7 +21,8 @@
 # (default gpu_check_out/). CUDA_ARCH, BUILD_DIR and CUDNN_ROOT (a cuDNN
 # outside the toolkit, e.g. PyTorch's nvidia/cudnn package) are read.
 #
-# Not yet a switch: CUDA graphs.
+# With --cuda_graphs true: the golden tests, the same losses bit for bit as
+# the eager step, and a bf16_graphs row.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 SRC=$(pwd)
@@ -81,6 +82,40 @@ golden fp32 1e-4 --backend cuda --tf32 false
 golden bf16 2e-2 --backend cuda --amp_mode bf16
 golden bf16_cudnn 2e-2 --backend cuda --amp_mode bf16 --attention cudnn
 golden fp16 2e-2 --backend cuda --amp_mode fp16
+golden fp32_graphs 1e-4 --backend cuda --tf32 false --cuda_graphs true
+golden bf16_graphs 2e-2 --backend cuda --amp_mode bf16 --attention cudnn --enable_jit true --cuda_graphs true
+golden fp16_graphs 2e-2 --backend cuda --amp_mode fp16 --cuda_graphs true
+
+# ---- a replayed CUDA graph is the eager step: the golden run's 20 losses
+# with --cuda_graphs true and false must be the same bits, and run.json must
+# show the replays (an eager step and a recording per batch buffer: 19
+# replays of 20 steps, 18 with dali's two buffers) ----
+graphs_same() { # name args...
+    local name=$1 G=$SRC/tests/golden
+    shift
+    local D=$G/era5 dir=$OUTDIR/graphs_$name
+    rm -rf "$dir"
+    for on in false true; do
+        "$VB" train --config tiny --backend cuda --train_data_path "$D/train" --valid_data_path "$D/valid" \
+            --global_means_path "$D/stats/global_means.npy" --global_stds_path "$D/stats/global_stds.npy" \
+            --init_checkpoint "$G/tiny_init.h5" --shuffle false --num_iters 20 --output_dir "$dir" \
+            --run_name "$on" --progress none --cuda_graphs "$on" "$@" > "$dir.$on.log" 2>&1 ||
+            { echo "gpu_check: graphs $name: train with cuda_graphs $on failed ($dir.$on.log)"; FAILED=1; return; }
+    done
+    local diff replays
+    diff=$(paste -d, <(cut -d, -f3 "$dir/false/train_log.csv") <(cut -d, -f3 "$dir/true/train_log.csv") |
+        awk -F, 'NR > 1 && $1 != $2 { n++ } END { print n + 0 }')
+    replays=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['cuda_graphs']['replays'])" \
+        "$dir/true/run.json" 2> /dev/null)
+    if [ "$diff" = 0 ] && [ "${replays:-0}" -ge 18 ]; then
+        echo "gpu_check: graphs $name: pass (20 losses identical, $replays replays)"
+    else
+        echo "gpu_check: graphs $name: FAIL ($diff of 20 losses differ, replays ${replays:-?})"
+        FAILED=1
+    fi
+}
+graphs_same fp32 --tf32 false
+graphs_same bf16_dali --amp_mode bf16 --attention cudnn --data_loader_config dali --enable_fused true
 
 # ---- data planes on this GPU ----
 # the NCCL plane's calls on one rank; then every tp / cp / dp layout with
@@ -175,6 +210,7 @@ run_base bf16_jit bf16 - --amp_mode bf16 --enable_jit true
 run_base bf16_cudnn bf16 - --amp_mode bf16 --attention cudnn
 run_base bf16_best bf16 126 --amp_mode bf16 --attention cudnn --data_loader_config dali --enable_fused true --enable_jit true
 run_base fp16_best fp16 - --amp_mode fp16 --attention cudnn --data_loader_config dali --enable_fused true --enable_jit true
+run_base bf16_graphs bf16 - --amp_mode bf16 --attention cudnn --data_loader_config dali --enable_fused true --enable_jit true --cuda_graphs true
 
 echo
 echo "base config, batch 16, one $GPU (SYNTHETIC and FULL: samples/s, mean of $NT trials of $NB batches)"

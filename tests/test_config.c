@@ -478,6 +478,7 @@ static void test_validation_errors(void **state) {
         {"--comm_backend", "gloo", "comm_backend = 'gloo' must be auto, mpi or nccl"},
         {"--comm_backend", "nccl", "comm_backend = nccl needs the CUDA backend"},
         {"--cupti", "true", "cupti = true needs the CUDA backend"},
+        {"--cuda_graphs", "true", "cuda_graphs = true needs the CUDA backend"},
         {"--cupti", "maybe", "cupti"},
         {"--tensor_parallel", "0", "tensor_parallel = 0 must be >= 1"},
         {"--context_parallel", "0", "context_parallel = 0 must be >= 1"},
@@ -610,7 +611,7 @@ static void test_set_unknown(void **state) {
 static const char *ALL_KEYS[] = {
     "yaml_config", "config", "embed_dim", "depth", "patch_size", "num_heads", "dropout", "img_size",
     "n_in_channels", "n_out_channels", "dt", "global_batch_size", "local_batch_size", "num_iters", "num_epochs",
-    "lr", "lr_schedule", "warmup", "base_batch_size", "optimizer", "amp_mode", "enable_fused", "enable_jit",
+    "lr", "lr_schedule", "warmup", "base_batch_size", "optimizer", "amp_mode", "enable_fused", "enable_jit", "cuda_graphs",
     "loss_scale", "loss_scale_init", "loss_scale_growth_interval", "tf32",
     "attention",
     "expdir", "data_loader_config", "num_data_workers", "limit_nsamples", "limit_nsamples_val",

@@ -312,6 +312,28 @@ else
     rm -rf out/dali_auto # a real run, not one of the bad inputs the count below checks
 fi
 
+# cuda_graphs likewise: refused on cpu by the config, and when auto resolves
+# to cpu by the run's setup; with a GPU, run.json counts the replayed steps
+"$VB" run "${COMMON[@]}" --benchy_config benchy.yaml --backend cpu --cuda_graphs true > bad.txt 2>&1
+rc=$?
+[ $rc -eq 2 ] || fail "cuda_graphs on cpu exited $rc, want 2"
+[ "$(wc -l < bad.txt)" -eq 1 ] || { cat bad.txt >&2; fail "cuda_graphs on cpu printed more than one line"; }
+grep -q "cuda_graphs = true needs the CUDA backend" bad.txt || fail "cuda_graphs on cpu: $(cat bad.txt)"
+"$VB" run "${COMMON[@]}" --benchy_config benchy.yaml --backend auto --cuda_graphs true \
+    --run_name graphs_auto > bad.txt 2>&1
+rc=$?
+if [ $rc -eq 2 ]; then
+    [ "$(wc -l < bad.txt)" -eq 1 ] || { cat bad.txt >&2; fail "cuda_graphs with auto on cpu printed more than one line"; }
+    grep -q "cuda_graphs = true needs the CUDA backend, and backend auto resolved to cpu" bad.txt ||
+        fail "cuda_graphs with auto on cpu: $(cat bad.txt)"
+    [ -e out/graphs_auto ] && fail "cuda_graphs with auto on cpu left a run directory"
+else
+    [ $rc -eq 0 ] || { cat bad.txt >&2; fail "cuda_graphs with auto resolved to cuda exited $rc"; }
+    grep -q '"replays":[[:space:]]*[1-9]' out/graphs_auto/run.json || fail "cuda_graphs run recorded no replays"
+    rm -rf out/graphs_auto
+fi
+grep -q '"cuda_graphs":[[:space:]]*{' "$R/run.json" || fail "run.json has no cuda_graphs record"
+
 "$VB" frobnicate > bad.txt 2>&1
 [ $? -eq 2 ] || fail "unknown command should exit 2"
 "$VB" datagen --years 2 > bad.txt 2>&1

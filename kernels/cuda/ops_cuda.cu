@@ -300,6 +300,36 @@ static double cuda_event_elapsed_ms(vb_ctx *ctx, vb_event *start, vb_event *end)
 }
 
 // ---------------------------------------------------------------------------
+// graphs: the step recorded once from the context's stream, replayed as one
+// launch (no per-kernel launch cost on the host)
+
+// Thread-local capture: the loader's threads and a second context's copies
+// may keep calling the runtime while the step is recorded; only this thread's
+// work on this stream is recorded, and an operation a capture cannot hold
+// (an allocation, a host wait) fails where it is called, named by CUDACHECK.
+static void cuda_graph_capture_begin(vb_ctx *ctx) {
+    CUDACHECK(cudaStreamBeginCapture(cuda_stream(ctx), cudaStreamCaptureModeThreadLocal));
+}
+
+static void *cuda_graph_capture_end(vb_ctx *ctx) {
+    cudaGraph_t graph = NULL;
+    CUDACHECK(cudaStreamEndCapture(cuda_stream(ctx), &graph));
+    cudaGraphExec_t exec = NULL;
+    CUDACHECK(cudaGraphInstantiate(&exec, graph, 0));
+    CUDACHECK(cudaGraphDestroy(graph)); // the executable graph keeps what it needs
+    return (void *)exec;
+}
+
+static void cuda_graph_launch(vb_ctx *ctx, void *graph) {
+    CUDACHECK(cudaGraphLaunch((cudaGraphExec_t)graph, cuda_stream(ctx)));
+}
+
+static void cuda_graph_destroy(vb_ctx *ctx, void *graph) {
+    (void)ctx;
+    if (graph) CUDACHECK(cudaGraphExecDestroy((cudaGraphExec_t)graph));
+}
+
+// ---------------------------------------------------------------------------
 // the table
 
 // Designated initializers (C++20) in the order of vb_ops: a field added to or
@@ -330,6 +360,10 @@ static const vb_ops cuda_ops = {
     .event_wait = cuda_event_wait,
     .event_synchronize = cuda_event_synchronize,
     .event_elapsed_ms = cuda_event_elapsed_ms,
+    .graph_capture_begin = cuda_graph_capture_begin,
+    .graph_capture_end = cuda_graph_capture_end,
+    .graph_launch = cuda_graph_launch,
+    .graph_destroy = cuda_graph_destroy,
     .matmul_forward = cuda_matmul_forward,
     .matmul_bias_gelu_forward = cuda_matmul_bias_gelu_forward,
     .matmul_backward = cuda_matmul_backward,
