@@ -442,9 +442,10 @@ static void setup_threads(vb_run *r) {
         vb_warn("%d ranks x %d threads on a node with %ld cores: oversubscribed, throughput is not comparable to "
                 "a run with a core per thread",
                 r->node_ranks, threads, online);
-    char gpu[128] = "", driver[64] = "";
-    if (r->ctx && r->ops->device_describe) r->ops->device_describe(r->ctx, gpu, sizeof gpu, driver, sizeof driver);
-    vb_fingerprint_collect(&r->fp, r->ops ? r->ops->name : r->cfg.backend, r->world.size, gpu, driver);
+    memset(&r->device, 0, sizeof r->device);
+    if (r->ctx && r->ops->device_describe) r->ops->device_describe(r->ctx, &r->device);
+    vb_fingerprint_collect(&r->fp, r->ops ? r->ops->name : r->cfg.backend, r->world.size, r->device.name,
+                           r->device.driver);
 }
 
 double vb_peak_rss_bytes(void) {
@@ -1033,6 +1034,22 @@ static void add_fingerprint(cJSON *root, const vb_run *r) {
     cJSON_AddStringToObject(o, "gpu_name", f->gpu_name);
     cJSON_AddStringToObject(o, "gpu_driver", f->gpu_driver);
     cJSON_AddStringToObject(o, "machine_key", f->machine_key);
+    /* the device itself, beyond the name the key uses: memory, clocks, ECC */
+    if (r->device.name[0]) {
+        const vb_device_desc *d = &r->device;
+        cJSON *g = cJSON_AddObjectToObject(root, "gpu");
+        cJSON_AddStringToObject(g, "name", d->name);
+        cJSON_AddStringToObject(g, "driver", d->driver);
+        cJSON_AddStringToObject(g, "pci_bus_id", d->pci_bus_id);
+        cJSON_AddNumberToObject(g, "memory_gib", d->memory_gib);
+        cJSON_AddNumberToObject(g, "sm_count", d->sm_count);
+        char cc[16];
+        vb_snprintf(cc, sizeof cc, "%d.%d", d->cc_major, d->cc_minor);
+        cJSON_AddStringToObject(g, "compute_capability", cc);
+        cJSON_AddNumberToObject(g, "clock_mhz", d->clock_mhz);
+        cJSON_AddNumberToObject(g, "memory_clock_mhz", d->memory_clock_mhz);
+        cJSON_AddBoolToObject(g, "ecc", d->ecc);
+    }
     cJSON *t = cJSON_AddObjectToObject(root, "threads");
     cJSON_AddNumberToObject(t, "requested", r->threads_requested);
     cJSON_AddNumberToObject(t, "per_rank", f->omp_threads);

@@ -131,6 +131,7 @@ typedef struct vb_run {
     vb_loss_scaler scaler;       /* dynamic loss scaling, when scaler_on */
     bool scaler_on;
     vb_step_graphs graphs;       /* cuda_graphs: the recorded steps (step.graphs points here) */
+    vb_device_desc device;       /* this rank's device (ops->device_describe); "" name on the CPU */
     vb_step step;                /* model, optimizer, DDP and lr of vb_train_step */
     float *inp_dev, *tar_dev;    /* backend copies of the batch of the latest step [B,C,H,W]: one of the slots */
     size_t inp_bytes, tar_bytes; /* for a full local batch */

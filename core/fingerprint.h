@@ -25,7 +25,7 @@ typedef struct vb_fingerprint {
     char cflags[256];
     char git_commit[48];
     bool git_dirty;
-    char gpu_name[128];      /* "" without a GPU */
+    char gpu_name[256];      /* "" without a GPU */
     char gpu_driver[64];
     char machine_key[17];    /* 16 hex digits, FNV-1a of the keyed fields */
 } vb_fingerprint;

@@ -108,6 +108,20 @@ typedef struct vb_loss_scale_state {
     int steps;              /* steps finished (loss_scale_update calls) */
 } vb_loss_scale_state;
 
+/* A device as run.json records it ("gpu"): what decides or explains its
+ * throughput. Zeros and "" where the backend has no device (the CPU). */
+typedef struct vb_device_desc {
+    char name[256];        /* "NVIDIA H100 80GB HBM3" (cudaDeviceProp.name's size) */
+    char driver[64];       /* "CUDA driver 13.0, runtime 13.0" */
+    char pci_bus_id[32];   /* "0000:19:00.0" */
+    double memory_gib;     /* total device memory */
+    int sm_count;
+    int cc_major, cc_minor; /* compute capability */
+    int clock_mhz;         /* peak SM clock */
+    int memory_clock_mhz;  /* peak memory clock */
+    int ecc;               /* 1 on, 0 off */
+} vb_device_desc;
+
 typedef struct vb_ops {
     const char *name; /* "cpu", "cuda" */
     /* 1 when alloc returns host memory (the CPU): the model's buffers then
@@ -128,10 +142,9 @@ typedef struct vb_ops {
     /* the backend's own queue handle, for libraries that enqueue on it (CUDA:
      * the context's cudaStream_t, which NCCL takes); NULL on the CPU */
     void *(*native_queue)(vb_ctx *ctx);
-    /* the device a context runs on, for run.json's fingerprint: its name
-     * ("NVIDIA H100 80GB HBM3") and driver / runtime versions; both "" on
-     * the CPU */
-    void (*device_describe)(vb_ctx *ctx, char *name, size_t name_len, char *driver, size_t driver_len);
+    /* the device a context runs on, for run.json (its fingerprint keys on
+     * the name); zeros and "" on the CPU */
+    void (*device_describe)(vb_ctx *ctx, vb_device_desc *d);
     /* the capture range of an attached profiler (CUDA: cudaProfilerStart /
      * cudaProfilerStop, which `nsys profile --capture-range=cudaProfilerApi`
      * waits for; nothing happens when no profiler is attached); no-ops on

@@ -212,6 +212,14 @@ run_base bf16_best bf16 126 --amp_mode bf16 --attention cudnn --data_loader_conf
 run_base fp16_best fp16 - --amp_mode fp16 --attention cudnn --data_loader_config dali --enable_fused true --enable_jit true
 run_base bf16_graphs bf16 - --amp_mode bf16 --attention cudnn --data_loader_config dali --enable_fused true --enable_jit true --cuda_graphs true
 
+# run.json's device record (memory, clocks, ECC) from the best row
+GPU_JSON=$OUTDIR/runs/base_bf16_best/run.json
+if python3 -c "import json, sys; g = json.load(open(sys.argv[1]))['gpu']; print('gpu_check: run.json gpu:', g)" \
+    "$GPU_JSON" 2> /dev/null; then :; else
+    echo "gpu_check: run.json has no gpu record ($GPU_JSON)"
+    FAILED=1
+fi
+
 echo
 echo "base config, batch 16, one $GPU (SYNTHETIC and FULL: samples/s, mean of $NT trials of $NB batches)"
 echo "| run        | prec  | SYNTHETIC |      FULL | TFLOP/s  |   MFU   | GPU GiB  | tutorial H100 NVL samples/s |"

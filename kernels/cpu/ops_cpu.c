@@ -136,10 +136,9 @@ static void *cpu_native_queue(vb_ctx *ctx) {
     return NULL;
 }
 
-static void cpu_device_describe(vb_ctx *ctx, char *name, size_t name_len, char *driver, size_t driver_len) {
+static void cpu_device_describe(vb_ctx *ctx, vb_device_desc *d) {
     (void)ctx;
-    if (name_len) name[0] = '\0';
-    if (driver_len) driver[0] = '\0';
+    memset(d, 0, sizeof *d);
 }
 
 /* no profiler to start or stop on the CPU */

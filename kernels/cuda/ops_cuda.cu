@@ -169,15 +169,28 @@ static int cuda_device_count(void) {
 
 static void *cuda_native_queue(vb_ctx *ctx) { return (void *)cuda_stream(ctx); }
 
-static void cuda_device_describe(vb_ctx *ctx, char *name, size_t name_len, char *driver, size_t driver_len) {
+static void cuda_device_describe(vb_ctx *ctx, vb_device_desc *d) {
+    memset(d, 0, sizeof *d);
     cudaDeviceProp prop;
     CUDACHECK(cudaGetDeviceProperties(&prop, ctx->device));
     int drv = 0, rt = 0;
     CUDACHECK(cudaDriverGetVersion(&drv));
     CUDACHECK(cudaRuntimeGetVersion(&rt));
-    snprintf(name, name_len, "%s", prop.name);
-    snprintf(driver, driver_len, "CUDA driver %d.%d, runtime %d.%d", drv / 1000, drv % 1000 / 10, rt / 1000,
-             rt % 1000 / 10);
+    snprintf(d->name, sizeof d->name, "%s", prop.name);
+    snprintf(d->driver, sizeof d->driver, "CUDA driver %d.%d, runtime %d.%d", drv / 1000, drv % 1000 / 10,
+             rt / 1000, rt % 1000 / 10);
+    CUDACHECK(cudaDeviceGetPCIBusId(d->pci_bus_id, (int)sizeof d->pci_bus_id, ctx->device));
+    d->memory_gib = (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0);
+    d->sm_count = prop.multiProcessorCount;
+    d->cc_major = prop.major;
+    d->cc_minor = prop.minor;
+    d->ecc = prop.ECCEnabled ? 1 : 0;
+    // clocks are attributes (kHz): CUDA 13's cudaDeviceProp no longer has them
+    int khz = 0;
+    CUDACHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, ctx->device));
+    d->clock_mhz = khz / 1000;
+    CUDACHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, ctx->device));
+    d->memory_clock_mhz = khz / 1000;
 }
 
 // The capture range `nsys profile --capture-range=cudaProfilerApi` records;
