@@ -556,24 +556,6 @@ static void scan_dir(void *p) {
     vb_split_scan(&s, (const char *)p);
 }
 
-/* fields[t, c, y, x] = v in an existing year file */
-static void fx_poke(const char *file, int t, int c, int y, int x, float v) {
-    hid_t f = H5Fopen(file, H5F_ACC_RDWR, H5P_DEFAULT);
-    assert_true(f >= 0);
-    hid_t d = H5Dopen2(f, "fields", H5P_DEFAULT);
-    assert_true(d >= 0);
-    hid_t fs = H5Dget_space(d);
-    hsize_t coord[4] = {(hsize_t)t, (hsize_t)c, (hsize_t)y, (hsize_t)x};
-    assert_true(H5Sselect_elements(fs, H5S_SELECT_SET, 1, coord) >= 0);
-    hsize_t one = 1;
-    hid_t ms = H5Screate_simple(1, &one, NULL);
-    assert_true(H5Dwrite(d, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, &v) >= 0);
-    H5Sclose(ms);
-    H5Sclose(fs);
-    H5Dclose(d);
-    H5Fclose(f);
-}
-
 static void read_epoch(void *p) {
     vb_loader *l = vb_loader_create(&((lctx *)p)->o);
     for (int k = 0; k < vb_loader_steps_per_epoch(l); k++) vb_loader_release(l, vb_loader_next(l));
@@ -608,7 +590,7 @@ static void test_direct_read_pieces(void **state) {
              * 2's target, dt 2) */
             char file[VB_PATH_MAX];
             vb_snprintf(file, sizeof file, "%s/2010.h5", x.split);
-            fx_poke(file, 4, 1, 280, 3, NAN);
+            tu_h5_poke_field(file, 4, 1, 280, 3, NAN);
             lctx c = {.o = x.o};
             expect_exit2(read_epoch, &c, file, "fields[4, 1, 280, 3] is nan");
             tu_rm_rf(x.root);

@@ -291,44 +291,34 @@ rc=$?
 [ "$(wc -l < bad.txt)" -eq 1 ] || { cat bad.txt >&2; fail "missing data dir printed more than one line"; }
 grep -q "missing_dir" bad.txt || fail "missing data dir message does not name it: $(cat bad.txt)"
 
-# dali needs the CUDA backend: refused on cpu by the config, and when auto
-# resolves to cpu (no usable GPU) by the run's setup, before any run directory
-"$VB" run "${COMMON[@]}" --benchy_config benchy.yaml --backend cpu --data_loader_config dali > bad.txt 2>&1
-rc=$?
-[ $rc -eq 2 ] || fail "dali on cpu exited $rc, want 2"
-[ "$(wc -l < bad.txt)" -eq 1 ] || { cat bad.txt >&2; fail "dali on cpu printed more than one line"; }
-grep -q "data_loader_config = dali needs the CUDA backend" bad.txt || fail "dali on cpu: $(cat bad.txt)"
-"$VB" run "${COMMON[@]}" --benchy_config benchy.yaml --backend auto --data_loader_config dali \
-    --run_name dali_auto > bad.txt 2>&1
-rc=$?
-if [ $rc -eq 2 ]; then
-    [ "$(wc -l < bad.txt)" -eq 1 ] || { cat bad.txt >&2; fail "dali with auto on cpu printed more than one line"; }
-    grep -q "data_loader_config = dali needs the CUDA backend, and backend auto resolved to cpu" bad.txt ||
-        fail "dali with auto on cpu: $(cat bad.txt)"
-    [ -e out/dali_auto ] && fail "dali with auto on cpu left a run directory"
-else
+# gpu_only WHAT NAME FLAGS...: a switch that needs the CUDA backend is
+# refused on cpu by the config, and when auto resolves to cpu (no usable GPU)
+# by the run's setup, before any run directory: exit 2, one line naming WHAT.
+# Returns 0 when a GPU is visible and the auto run (out/NAME) succeeded.
+gpu_only() {
+    local what=$1 name=$2
+    shift 2
+    "$VB" run "${COMMON[@]}" --benchy_config benchy.yaml --backend cpu "$@" > bad.txt 2>&1
+    local rc=$?
+    [ $rc -eq 2 ] || fail "$what on cpu exited $rc, want 2"
+    [ "$(wc -l < bad.txt)" -eq 1 ] || { cat bad.txt >&2; fail "$what on cpu printed more than one line"; }
+    grep -q "$what needs the CUDA backend" bad.txt || fail "$what on cpu: $(cat bad.txt)"
+    "$VB" run "${COMMON[@]}" --benchy_config benchy.yaml --backend auto --run_name "$name" "$@" > bad.txt 2>&1
+    rc=$?
+    if [ $rc -eq 2 ]; then
+        [ "$(wc -l < bad.txt)" -eq 1 ] || { cat bad.txt >&2; fail "$what with auto on cpu printed more than one line"; }
+        grep -q "$what needs the CUDA backend, and backend auto resolved to cpu" bad.txt ||
+            fail "$what with auto on cpu: $(cat bad.txt)"
+        [ -e "out/$name" ] && fail "$what with auto on cpu left a run directory"
+        return 1
+    fi
     # a GPU is visible and the build has CUDA: auto is cuda and the run must succeed
-    [ $rc -eq 0 ] || { cat bad.txt >&2; fail "dali with auto resolved to cuda exited $rc"; }
-    rm -rf out/dali_auto # a real run, not one of the bad inputs the count below checks
-fi
-
-# cuda_graphs likewise: refused on cpu by the config, and when auto resolves
-# to cpu by the run's setup; with a GPU, run.json counts the replayed steps
-"$VB" run "${COMMON[@]}" --benchy_config benchy.yaml --backend cpu --cuda_graphs true > bad.txt 2>&1
-rc=$?
-[ $rc -eq 2 ] || fail "cuda_graphs on cpu exited $rc, want 2"
-[ "$(wc -l < bad.txt)" -eq 1 ] || { cat bad.txt >&2; fail "cuda_graphs on cpu printed more than one line"; }
-grep -q "cuda_graphs = true needs the CUDA backend" bad.txt || fail "cuda_graphs on cpu: $(cat bad.txt)"
-"$VB" run "${COMMON[@]}" --benchy_config benchy.yaml --backend auto --cuda_graphs true \
-    --run_name graphs_auto > bad.txt 2>&1
-rc=$?
-if [ $rc -eq 2 ]; then
-    [ "$(wc -l < bad.txt)" -eq 1 ] || { cat bad.txt >&2; fail "cuda_graphs with auto on cpu printed more than one line"; }
-    grep -q "cuda_graphs = true needs the CUDA backend, and backend auto resolved to cpu" bad.txt ||
-        fail "cuda_graphs with auto on cpu: $(cat bad.txt)"
-    [ -e out/graphs_auto ] && fail "cuda_graphs with auto on cpu left a run directory"
-else
-    [ $rc -eq 0 ] || { cat bad.txt >&2; fail "cuda_graphs with auto resolved to cuda exited $rc"; }
+    [ $rc -eq 0 ] || { cat bad.txt >&2; fail "$what with auto resolved to cuda exited $rc"; }
+    return 0
+}
+# the real runs are removed: not among the bad inputs the count below checks
+if gpu_only "data_loader_config = dali" dali_auto --data_loader_config dali; then rm -rf out/dali_auto; fi
+if gpu_only "cuda_graphs = true" graphs_auto --cuda_graphs true; then
     grep -q '"replays":[[:space:]]*[1-9]' out/graphs_auto/run.json || fail "cuda_graphs run recorded no replays"
     rm -rf out/graphs_auto
 fi

@@ -43,24 +43,6 @@ static void copy_data(const char *name, char *out, size_t n) {
     assert_int_equal(tu_run(NULL, 0, "rm -rf '%s' && cp -r '%s/data' '%s'", out, g_dir, out), 0);
 }
 
-/* fields[t, c, y, x] = v in an existing year file */
-static void poke_field(const char *file, int t, int c, int y, int x, float v) {
-    hid_t f = H5Fopen(file, H5F_ACC_RDWR, H5P_DEFAULT);
-    assert_true(f >= 0);
-    hid_t d = H5Dopen2(f, "fields", H5P_DEFAULT);
-    assert_true(d >= 0);
-    hid_t fs = H5Dget_space(d);
-    hsize_t coord[4] = {(hsize_t)t, (hsize_t)c, (hsize_t)y, (hsize_t)x};
-    assert_true(H5Sselect_elements(fs, H5S_SELECT_SET, 1, coord) >= 0);
-    hsize_t one = 1;
-    hid_t ms = H5Screate_simple(1, &one, NULL);
-    assert_true(H5Dwrite(d, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, &v) >= 0);
-    H5Sclose(ms);
-    H5Sclose(fs);
-    H5Dclose(d);
-    H5Fclose(f);
-}
-
 /* stats file entry c = v (the [1, 4, 1, 1] float32 .npy datagen writes) */
 static void poke_stat(const char *file, int c, float v) {
     float x[4];
@@ -120,7 +102,7 @@ static void test_nan_in_train_data(void **state) {
     char data[400], file[600], status[64], *err = NULL;
     copy_data("nan_train", data, sizeof data);
     snprintf(file, sizeof file, "%s/train/2001.h5", data);
-    poke_field(file, 5, 2, 3, 4, NAN);
+    tu_h5_poke_field(file, 5, 2, 3, 4, NAN);
     const char *needles[] = {"train/2001.h5", "is nan", "channel 2", "sample", ", 2, 3, 4]", NULL};
     /* train: the first epoch reads every sample */
     int rc = run_vb("nan_train", "train", "--num_iters 4", &err, status);
@@ -140,7 +122,7 @@ static void test_inf_in_valid_data(void **state) {
     char data[400], file[600], status[64], *err = NULL;
     copy_data("inf_valid", data, sizeof data);
     snprintf(file, sizeof file, "%s/valid/2002.h5", data);
-    poke_field(file, 7, 0, 31, 63, -INFINITY);
+    tu_h5_poke_field(file, 7, 0, 31, 63, -INFINITY);
     const char *needles[] = {"valid/2002.h5", "is inf", "channel 0", "sample", NULL};
     int rc = run_vb("inf_valid", "train", "--num_iters 4", &err, status);
     expect_one_line(rc, 2, err, needles);

@@ -1,5 +1,7 @@
 #include "tests/test_util.h"
 
+#include <hdf5.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -266,4 +268,21 @@ void tu_expect_exit_all(int want_status, const char *const *needles, tu_child_fn
 void tu_expect_exit(int want_status, const char *needle, tu_child_fn fn, void *ctx) {
     const char *const needles[] = {needle, NULL};
     tu_expect_exit_all(want_status, needles, fn, ctx);
+}
+
+void tu_h5_poke_field(const char *file, int t, int c, int y, int x, float v) {
+    hid_t f = H5Fopen(file, H5F_ACC_RDWR, H5P_DEFAULT);
+    assert_true(f >= 0);
+    hid_t d = H5Dopen2(f, "fields", H5P_DEFAULT);
+    assert_true(d >= 0);
+    hid_t fs = H5Dget_space(d);
+    hsize_t coord[4] = {(hsize_t)t, (hsize_t)c, (hsize_t)y, (hsize_t)x};
+    assert_true(H5Sselect_elements(fs, H5S_SELECT_SET, 1, coord) >= 0);
+    hsize_t one = 1;
+    hid_t ms = H5Screate_simple(1, &one, NULL);
+    assert_true(H5Dwrite(d, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, &v) >= 0);
+    H5Sclose(ms);
+    H5Sclose(fs);
+    H5Dclose(d);
+    H5Fclose(f);
 }
