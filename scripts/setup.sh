@@ -5,6 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   cmake make gcc pkg-config
+  g++                    # the tensor-core kernels' emulator test (C++)
   libhdf5-dev            # ERA5-layout data and checkpoints
   libopenblas-openmp-dev # CPU GEMM (OpenMP build: nests cleanly inside our parallel regions)
   libyaml-dev            # configs

@@ -30,9 +30,10 @@
  *          costs two tile products per tile pair but keeps the result exact
  *          to the bit between runs.
  *
- * bfloat16 and float16 activations go to the tensor-core kernels of
- * cuda_attention_tc.cu instead (same tiling, same three-kernel backward with
- * Dd from here); float32 always runs the kernels below, TF32 or not.
+ * bfloat16 and float16 activations, and float32 with TF32 on (the default,
+ * as PyTorch's matmuls), go to the tensor-core kernels of cuda_attention_tc.cuh
+ * instead (same tiling, same three-kernel backward with Dd from here); the
+ * kernels below are float32 with TF32 off, exact to float32's rounding.
  */
 #include <math.h>
 #include <type_traits>
@@ -40,8 +41,8 @@
 #include "kernels/cuda/cuda_common.cuh"
 
 
-// tensor-core attention for bf16/f16 activations (cuda_attention_tc.cu)
-static constexpr bool ATT_TENSOR_CORES = true;
+// tensor-core attention for bf16/f16 activations and for float32 with TF32
+// math (cuda_attention_tc.cu)
 void cuda_attention_tc_forward(vb_ctx *ctx, vb_act *out, float *lse, const vb_act *q,
                                const vb_act *k, const vb_act *v, int B, int Tq, int Tk, int NH,
                                int HD);
@@ -49,6 +50,9 @@ void cuda_attention_tc_backward(vb_ctx *ctx, vb_act *dq, vb_act *dk, vb_act *dv,
                                 const vb_act *dout, const float *lse, const vb_act *q,
                                 const vb_act *k, const vb_act *v, int B, int Tq, int Tk, int NH,
                                 int HD);
+static bool attention_on_tensor_cores(vb_ctx *ctx) {
+    return ctx->act != VB_DTYPE_F32 || cuda_impl_of(ctx)->tf32;
+}
 
 enum { ATT_BQ = 64, ATT_BK = 64, ATT_THREADS = 128, ATT_LDP = ATT_BK + 2 };
 
@@ -467,7 +471,7 @@ void cuda_attention_forward(vb_ctx *ctx, vb_act *out, float *lse, void *workspac
         cuda_attention_cudnn_forward(ctx, out, lse, q, k, v, B, Tq, Tk, NH, HD);
         return;
     }
-    if (ATT_TENSOR_CORES && ctx->act != VB_DTYPE_F32) {
+    if (attention_on_tensor_cores(ctx)) {
         attention_check_shape(ctx, "attention_forward", B, NH, HD, 0);
         cuda_attention_tc_forward(ctx, out, lse, q, k, v, B, Tq, Tk, NH, HD);
         return;
@@ -517,7 +521,7 @@ void cuda_attention_backward(vb_ctx *ctx, vb_act *dq, vb_act *dk, vb_act *dv, vo
         attention_dd_kernel<T><<<cuda_blocks(rows, 8, 0x7fffffffu), 256, 0, st>>>(
             Dd, (const T *)dout, (const T *)out, B, Tq, NH, HD);
         CUDA_LAUNCH_CHECK();
-        if (ATT_TENSOR_CORES && ctx->act != VB_DTYPE_F32) {
+        if (attention_on_tensor_cores(ctx)) {
             attention_check_shape(ctx, "attention_backward", B, NH, HD, 0);
             cuda_attention_tc_backward(ctx, dq, dk, dv, Dd, dout, lse, q, k, v, B, Tq, Tk, NH, HD);
             return;

@@ -1,0 +1,567 @@
+/* cuda_attention_tc.cuh: flash attention on the tensor cores, forward and
+ * backward, for bfloat16 and float16 activations (mma.sync m16n8k16) and for
+ * float32 activations with TF32 math (mma.sync m16n8k8, operands rounded to
+ * tf32 as they enter shared memory or leave an accumulator). float32 with
+ * TF32 off keeps the CUDA-core kernels of cuda_attention.cu.
+ *
+ * Written against the primitives of cuda_mma.cuh only (the mma and ldmatrix
+ * instructions, conversions, one shuffle, __syncthreads), so that
+ * kernels/cuda/emu/ can run these same kernels on the CPU in a lockstep warp
+ * emulator; the launchers are in cuda_attention_tc.cu.
+ *
+ * Every kernel has 4 warps; each warp owns 16 rows of the block's 64-row tile
+ * and the whole 64-column width of the other side's tile, so softmax
+ * statistics and accumulators never leave the warp. The accumulator fragment
+ * of one product is re-packed in registers as the A operand of the next
+ * (S -> P for P V, S^T -> P^T and dS^T for P^T dO and dS^T Q, S -> dS for
+ * dS K). For TF32 that re-packing permutes the 8 keys of a k-step (k-index t
+ * is column 2t of the accumulator block, k-index t+4 is column 2t+1), which
+ * costs no shuffles; the B operand of the same product reads its rows in the
+ * same order.
+ *
+ * Tiles live in shared memory as the operand's raw bits (16-bit values, or
+ * tf32 patterns in 32 bits) with rows padded to HDP + PAD elements (HDP = HD
+ * rounded up to 16, zero-filled past HD): PAD = 8 halves keeps the 32-bit
+ * fragment loads and ldmatrix rows free of bank conflicts, PAD = 4 words does
+ * the same for the tf32 loads (row stride = 4 x odd words). Each kernel keeps
+ * two tiles: the tiles of its own rows are loaded into registers once, and
+ * their shared memory then holds the other side's tiles. Tokens past Tq or Tk
+ * load as zeros; their scores are masked to probability zero, and their rows
+ * are never stored.
+ *
+ * Softmax is float32 in the log2 domain (x = s * scale * log2(e), exp2);
+ * lse is stored as the natural log. P and dS are rounded to the operand type
+ * once, as the operand of their product. Backward: one kernel over key tiles
+ * for dK/dV, one over query tiles for dQ (recomputing S and dP), no atomics
+ * (bitwise reproducible).
+ */
+#ifndef VB_CUDA_ATTENTION_TC_CUH
+#define VB_CUDA_ATTENTION_TC_CUH
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <type_traits>
+
+namespace tc {
+
+enum { ROWS = 64, COLS = 64, THREADS = 128 };
+
+constexpr float LOG2E = 1.4426950408889634f;
+constexpr float LN2 = 0.6931471805599453f;
+
+// ---------------------------------------------------------------------------
+// operand types: shared-memory element, k-step, padding and fragments
+
+// bfloat16 / float16 activations: m16n8k16, two values per register
+template <typename T> struct ops16 {
+    typedef T out_t;       // activation type stored
+    typedef uint16_t in_t; // activation bits read
+    typedef uint16_t elem; // shared-memory element
+    static constexpr int KS = 16, PAD = 8, VECN = 8;
+
+    static TC_DEV void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+        if constexpr (std::is_same<T, tc_bf16>::value)
+            mma_m16n8k16_bf16(c, a, b0, b1);
+        else
+            mma_m16n8k16_f16(c, a, b0, b1);
+    }
+    static TC_DEV uint32_t pack(float lo, float hi) {
+        if constexpr (std::is_same<T, tc_bf16>::value)
+            return pack_bf16x2(lo, hi);
+        else
+            return pack_f16x2(lo, hi);
+    }
+    static TC_DEV T out(float x) {
+        if constexpr (std::is_same<T, tc_bf16>::value)
+            return round_bf16(x);
+        else
+            return round_f16(x);
+    }
+    static TC_DEV elem conv(in_t x) { return x; }
+    static TC_DEV uint4 conv_vec(const in_t *p) { return *reinterpret_cast<const uint4 *>(p); }
+    static TC_DEV uint32_t ld32(const elem *p) { return *reinterpret_cast<const uint32_t *>(p); }
+
+    // A (16 x KS, row-major) of rows r0.., columns k0.. of a tile [row][k]
+    static TC_DEV void load_a(uint32_t (&a)[4], const elem *s, int ld, int r0, int k0, int g,
+                              int t) {
+        const elem *p = s + (r0 + g) * ld + k0 + 2 * t;
+        a[0] = ld32(p);
+        a[1] = ld32(p + 8 * ld);
+        a[2] = ld32(p + 8);
+        a[3] = ld32(p + 8 * ld + 8);
+    }
+    // B (KS x 8) with B[k][n] = tile[n0 + n][k0 + k] (a tile [n][k])
+    static TC_DEV void load_b_nk(uint32_t &b0, uint32_t &b1, const elem *s, int ld, int n0, int k0,
+                                 int g, int t) {
+        const elem *p = s + (n0 + g) * ld + k0 + 2 * t;
+        b0 = ld32(p);
+        b1 = ld32(p + 8);
+    }
+    // A of k-step ks from accumulator blocks of 8 columns: columns 16ks .. 16ks+15
+    template <int N>
+    static TC_DEV void acc_to_a(uint32_t (&a)[4], const float (&c)[N][4], int ks) {
+        a[0] = pack(c[2 * ks][0], c[2 * ks][1]);
+        a[1] = pack(c[2 * ks][2], c[2 * ks][3]);
+        a[2] = pack(c[2 * ks + 1][0], c[2 * ks + 1][1]);
+        a[3] = pack(c[2 * ks + 1][2], c[2 * ks + 1][3]);
+    }
+    // o[j] += A B_j with B_j[k][n] = tile[k0 + k][8j + n] (a tile [k][n]),
+    // for the NO blocks of 8 columns; ldmatrix.trans reads two blocks at once
+    template <int NO>
+    static TC_DEV void mma_kn(float (&o)[NO][4], const uint32_t (&a)[4], const elem *s, int ld,
+                              int k0, int lane) {
+#pragma unroll
+        for (int jj = 0; jj < NO / 2; jj++) {
+            uint32_t b[4];
+            ldmatrix_x4_trans(b, s + (k0 + (lane & 7) + ((lane >> 3) & 1) * 8) * ld + jj * 16 +
+                                     (lane >> 4) * 8);
+            mma(o[2 * jj], a, b[0], b[1]);
+            mma(o[2 * jj + 1], a, b[2], b[3]);
+        }
+    }
+};
+
+// float32 activations, TF32 math: m16n8k8, one value per register
+struct ops_tf32 {
+    typedef float out_t;
+    typedef float in_t;
+    typedef uint32_t elem; // tf32 bit patterns
+    static constexpr int KS = 8, PAD = 4, VECN = 4;
+
+    static TC_DEV void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+        mma_m16n8k8_tf32(c, a, b0, b1);
+    }
+    static TC_DEV float out(float x) { return x; }
+    static TC_DEV elem conv(in_t x) { return cvt_tf32(x); }
+    static TC_DEV uint4 conv_vec(const in_t *p) {
+        const float4 v = *reinterpret_cast<const float4 *>(p);
+        return make_uint4(cvt_tf32(v.x), cvt_tf32(v.y), cvt_tf32(v.z), cvt_tf32(v.w));
+    }
+
+    static TC_DEV void load_a(uint32_t (&a)[4], const elem *s, int ld, int r0, int k0, int g,
+                              int t) {
+        const elem *p = s + (r0 + g) * ld + k0 + t;
+        a[0] = p[0];
+        a[1] = p[8 * ld];
+        a[2] = p[4];
+        a[3] = p[8 * ld + 4];
+    }
+    static TC_DEV void load_b_nk(uint32_t &b0, uint32_t &b1, const elem *s, int ld, int n0, int k0,
+                                 int g, int t) {
+        const elem *p = s + (n0 + g) * ld + k0 + t;
+        b0 = p[0];
+        b1 = p[4];
+    }
+    // A of k-step ks from accumulator block ks, keys permuted: k-index t is
+    // column 2t, k-index t + 4 is column 2t + 1 (the thread's own values)
+    template <int N>
+    static TC_DEV void acc_to_a(uint32_t (&a)[4], const float (&c)[N][4], int ks) {
+        a[0] = cvt_tf32(c[ks][0]);
+        a[1] = cvt_tf32(c[ks][2]);
+        a[2] = cvt_tf32(c[ks][1]);
+        a[3] = cvt_tf32(c[ks][3]);
+    }
+    // B_j rows in the same permuted order: k-index t is tile row k0 + 2t,
+    // k-index t + 4 is row k0 + 2t + 1
+    template <int NO>
+    static TC_DEV void mma_kn(float (&o)[NO][4], const uint32_t (&a)[4], const elem *s, int ld,
+                              int k0, int lane) {
+        const int g = lane >> 2, t = lane & 3;
+        const elem *p = s + (k0 + 2 * t) * ld + g;
+#pragma unroll
+        for (int j = 0; j < NO; j++) mma(o[j], a, p[8 * j], p[ld + 8 * j]);
+    }
+};
+
+// ---------------------------------------------------------------------------
+// tiles: dst[r][c] (row stride HDP + PAD) = src[(row0 + r) * D + c] as the
+// operand's bits, zero past nrows and HD. VEC: 16-byte loads (HD % VECN == 0,
+// D % VECN == 0, src 16-byte aligned)
+
+template <class OP, int HDP, bool VEC>
+TC_DEV void load_tile(typename OP::elem *dst, const typename OP::in_t *src, int D, int row0,
+                      int nrows, int HD) {
+    constexpr int LD = HDP + OP::PAD;
+    if (VEC) {
+        constexpr int VN = OP::VECN, CH = HDP / VN;
+        for (int idx = threadIdx.x; idx < ROWS * CH; idx += THREADS) {
+            const int r = idx / CH, c = (idx % CH) * VN;
+            uint4 val = make_uint4(0u, 0u, 0u, 0u);
+            if (row0 + r < nrows && c < HD) val = OP::conv_vec(src + (size_t)(row0 + r) * D + c);
+            *reinterpret_cast<uint4 *>(dst + r * LD + c) = val;
+        }
+    } else {
+        for (int idx = threadIdx.x; idx < ROWS * HDP; idx += THREADS) {
+            const int r = idx / HDP, c = idx % HDP;
+            typename OP::elem val = 0;
+            if (row0 + r < nrows && c < HD) val = OP::conv(src[(size_t)(row0 + r) * D + c]);
+            dst[r * LD + c] = val;
+        }
+    }
+}
+
+TC_DEV float quad_max(float x) {
+    x = fmaxf(x, warp_xor(x, 1));
+    return fmaxf(x, warp_xor(x, 2));
+}
+TC_DEV float quad_sum(float x) {
+    x += warp_xor(x, 1);
+    return x + warp_xor(x, 2);
+}
+
+// ---------------------------------------------------------------------------
+// forward: grid (ceil(Tq/64), B*NH)
+
+template <class OP, int HDP, bool VEC>
+__global__ void __launch_bounds__(THREADS)
+    forward_kernel(typename OP::out_t *out, float *lse, const typename OP::in_t *q,
+                   const typename OP::in_t *k, const typename OP::in_t *v, int Tq, int Tk, int NH,
+                   int HD, float scale_log2) {
+    typedef typename OP::elem E;
+    constexpr int LD = HDP + OP::PAD, KB = HDP / OP::KS, NO = HDP / 8, NS = COLS / 8;
+    __shared__ __align__(16) E tileA[ROWS * LD]; // Q, then each K tile
+    __shared__ __align__(16) E tileB[COLS * LD]; // each V tile
+
+    const int D = NH * HD;
+    const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+    const int q0 = blockIdx.x * ROWS;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int g = lane >> 2, t = lane & 3, r0 = warp * 16;
+    const typename OP::in_t *qb = q + (size_t)b * Tq * D + (size_t)h * HD;
+    const typename OP::in_t *kb = k + (size_t)b * Tk * D + (size_t)h * HD;
+    const typename OP::in_t *vb = v + (size_t)b * Tk * D + (size_t)h * HD;
+
+    load_tile<OP, HDP, VEC>(tileA, qb, D, q0, Tq, HD);
+    __syncthreads();
+    uint32_t qf[KB][4];
+#pragma unroll
+    for (int kk = 0; kk < KB; kk++) OP::load_a(qf[kk], tileA, LD, r0, kk * OP::KS, g, t);
+
+    float o[NO][4];
+#pragma unroll
+    for (int j = 0; j < NO; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+
+    for (int k0 = 0; k0 < Tk; k0 += COLS) {
+        __syncthreads(); // Q's fragments, or the previous K/V tile, are read
+        load_tile<OP, HDP, VEC>(tileA, kb, D, k0, Tk, HD);
+        load_tile<OP, HDP, VEC>(tileB, vb, D, k0, Tk, HD);
+        __syncthreads();
+
+        float s[NS][4];
+#pragma unroll
+        for (int j = 0; j < NS; j++) {
+            s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < KB; kk++) {
+                uint32_t b0, b1;
+                OP::load_b_nk(b0, b1, tileA, LD, j * 8, kk * OP::KS, g, t);
+                OP::mma(s[j], qf[kk], b0, b1);
+            }
+        }
+        // scale into the log2 domain, mask keys past Tk, row maxima (rows g, g+8)
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int j = 0; j < NS; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int key = k0 + j * 8 + 2 * t + (e & 1);
+                s[j][e] = key < Tk ? s[j][e] * scale_log2 : -INFINITY;
+                mx[e >> 1] = fmaxf(mx[e >> 1], s[j][e]);
+            }
+        float corr[2], rs[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            // every tile holds at least one valid key: m_new is finite for finite inputs
+            const float m_new = fmaxf(m[i], quad_max(mx[i]));
+            corr[i] = exp2f(m[i] - m_new); // 0 on the first tile
+            m[i] = m_new;
+        }
+#pragma unroll
+        for (int j = 0; j < NS; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                s[j][e] = exp2f(s[j][e] - m[e >> 1]);
+                rs[e >> 1] += s[j][e];
+            }
+#pragma unroll
+        for (int i = 0; i < 2; i++) l[i] = l[i] * corr[i] + quad_sum(rs[i]);
+#pragma unroll
+        for (int j = 0; j < NO; j++) {
+            o[j][0] *= corr[0], o[j][1] *= corr[0];
+            o[j][2] *= corr[1], o[j][3] *= corr[1];
+        }
+        // O += P V: P's accumulator fragments are the A operand (k = keys)
+#pragma unroll
+        for (int kk = 0; kk < COLS / OP::KS; kk++) {
+            uint32_t a[4];
+            OP::acc_to_a(a, s, kk);
+            OP::mma_kn(o, a, tileB, LD, kk * OP::KS, lane);
+        }
+    }
+
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int row = q0 + r0 + g + 8 * i;
+        if (row >= Tq) continue;
+        const float inv = 1.0f / l[i];
+        typename OP::out_t *orow = out + ((size_t)b * Tq + row) * D + (size_t)h * HD;
+#pragma unroll
+        for (int j = 0; j < NO; j++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int c = j * 8 + 2 * t + e;
+                if (c < HD) orow[c] = OP::out(o[j][2 * i + e] * inv);
+            }
+        if (t == 0) lse[(size_t)bh * Tq + row] = (m[i] + log2f(l[i])) * LN2;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// backward, dK and dV of one key tile: grid (ceil(Tk/64), B*NH); each warp
+// owns 16 keys and loops over all query tiles
+
+template <class OP, int HDP, bool VEC>
+__global__ void __launch_bounds__(THREADS)
+    dkdv_kernel(typename OP::out_t *dk, typename OP::out_t *dv, const typename OP::in_t *q,
+                const typename OP::in_t *k, const typename OP::in_t *v,
+                const typename OP::in_t *dout, const float *lse, const float *Dd, int Tq, int Tk,
+                int NH, int HD, float scale, float scale_log2) {
+    typedef typename OP::elem E;
+    constexpr int LD = HDP + OP::PAD, KB = HDP / OP::KS, NO = HDP / 8, NS = ROWS / 8;
+    __shared__ __align__(16) E tileA[COLS * LD]; // K, then each Q tile
+    __shared__ __align__(16) E tileB[COLS * LD]; // V, then each dO tile
+    __shared__ float lse_s[ROWS], Dd_s[ROWS];
+
+    const int D = NH * HD;
+    const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+    const int k0 = blockIdx.x * COLS;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int g = lane >> 2, t = lane & 3, r0 = warp * 16;
+    const typename OP::in_t *qb = q + (size_t)b * Tq * D + (size_t)h * HD;
+    const typename OP::in_t *dob = dout + (size_t)b * Tq * D + (size_t)h * HD;
+    const typename OP::in_t *kb = k + (size_t)b * Tk * D + (size_t)h * HD;
+    const typename OP::in_t *vb = v + (size_t)b * Tk * D + (size_t)h * HD;
+    const float *lse_b = lse + (size_t)bh * Tq;
+    const float *Dd_b = Dd + (size_t)bh * Tq;
+
+    load_tile<OP, HDP, VEC>(tileA, kb, D, k0, Tk, HD);
+    load_tile<OP, HDP, VEC>(tileB, vb, D, k0, Tk, HD);
+    __syncthreads();
+    uint32_t kf[KB][4], vf[KB][4];
+#pragma unroll
+    for (int kk = 0; kk < KB; kk++) {
+        OP::load_a(kf[kk], tileA, LD, r0, kk * OP::KS, g, t);
+        OP::load_a(vf[kk], tileB, LD, r0, kk * OP::KS, g, t);
+    }
+    bool key_ok[2];
+    key_ok[0] = k0 + r0 + g < Tk;
+    key_ok[1] = k0 + r0 + g + 8 < Tk;
+
+    float dka[NO][4], dva[NO][4];
+#pragma unroll
+    for (int j = 0; j < NO; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) dka[j][e] = dva[j][e] = 0.0f;
+
+    for (int q0 = 0; q0 < Tq; q0 += ROWS) {
+        __syncthreads(); // K/V fragments, or the previous Q/dO tile and statistics, are read
+        load_tile<OP, HDP, VEC>(tileA, qb, D, q0, Tq, HD);
+        load_tile<OP, HDP, VEC>(tileB, dob, D, q0, Tq, HD);
+        for (int i = threadIdx.x; i < ROWS; i += THREADS) {
+            const bool ok = q0 + i < Tq;
+            lse_s[i] = ok ? lse_b[q0 + i] * LOG2E : 0.0f;
+            Dd_s[i] = ok ? Dd_b[q0 + i] : 0.0f;
+        }
+        __syncthreads();
+
+        // S^T[key][query] = K Q^T and dP^T[key][query] = V dO^T
+        float st[NS][4], dpt[NS][4];
+#pragma unroll
+        for (int j = 0; j < NS; j++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) st[j][e] = dpt[j][e] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < KB; kk++) {
+                uint32_t b0, b1;
+                OP::load_b_nk(b0, b1, tileA, LD, j * 8, kk * OP::KS, g, t);
+                OP::mma(st[j], kf[kk], b0, b1);
+                OP::load_b_nk(b0, b1, tileB, LD, j * 8, kk * OP::KS, g, t);
+                OP::mma(dpt[j], vf[kk], b0, b1);
+            }
+        }
+        // P^T = exp(S^T scale - lse) (zero off the valid range), dS^T = P^T (dP^T - Dd)
+#pragma unroll
+        for (int j = 0; j < NS; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int qi = j * 8 + 2 * t + (e & 1);
+                const float p = (key_ok[e >> 1] && q0 + qi < Tq)
+                                    ? exp2f(st[j][e] * scale_log2 - lse_s[qi])
+                                    : 0.0f;
+                st[j][e] = p;
+                dpt[j][e] = p * (dpt[j][e] - Dd_s[qi]);
+            }
+        // dV += P^T dO, dK += dS^T Q (k = queries)
+#pragma unroll
+        for (int kk = 0; kk < ROWS / OP::KS; kk++) {
+            uint32_t pa[4], sa[4];
+            OP::acc_to_a(pa, st, kk);
+            OP::acc_to_a(sa, dpt, kk);
+            OP::mma_kn(dva, pa, tileB, LD, kk * OP::KS, lane);
+            OP::mma_kn(dka, sa, tileA, LD, kk * OP::KS, lane);
+        }
+    }
+
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int key = k0 + r0 + g + 8 * i;
+        if (key >= Tk) continue;
+        const size_t row = ((size_t)b * Tk + key) * D + (size_t)h * HD;
+#pragma unroll
+        for (int j = 0; j < NO; j++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int c = j * 8 + 2 * t + e;
+                if (c >= HD) continue;
+                if (dk) dk[row + c] = OP::out(dka[j][2 * i + e] * scale);
+                if (dv) dv[row + c] = OP::out(dva[j][2 * i + e]);
+            }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// backward, dQ of one query tile: grid (ceil(Tq/64), B*NH); each warp owns 16
+// queries and loops over all key tiles (recomputing S and dP)
+
+template <class OP, int HDP, bool VEC>
+__global__ void __launch_bounds__(THREADS)
+    dq_kernel(typename OP::out_t *dq, const typename OP::in_t *q, const typename OP::in_t *k,
+              const typename OP::in_t *v, const typename OP::in_t *dout, const float *lse,
+              const float *Dd, int Tq, int Tk, int NH, int HD, float scale, float scale_log2) {
+    typedef typename OP::elem E;
+    constexpr int LD = HDP + OP::PAD, KB = HDP / OP::KS, NO = HDP / 8, NS = COLS / 8;
+    __shared__ __align__(16) E tileA[ROWS * LD]; // Q, then each K tile
+    __shared__ __align__(16) E tileB[ROWS * LD]; // dO, then each V tile
+
+    const int D = NH * HD;
+    const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+    const int q0 = blockIdx.x * ROWS;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int g = lane >> 2, t = lane & 3, r0 = warp * 16;
+    const typename OP::in_t *qb = q + (size_t)b * Tq * D + (size_t)h * HD;
+    const typename OP::in_t *dob = dout + (size_t)b * Tq * D + (size_t)h * HD;
+    const typename OP::in_t *kb = k + (size_t)b * Tk * D + (size_t)h * HD;
+    const typename OP::in_t *vb = v + (size_t)b * Tk * D + (size_t)h * HD;
+
+    load_tile<OP, HDP, VEC>(tileA, qb, D, q0, Tq, HD);
+    load_tile<OP, HDP, VEC>(tileB, dob, D, q0, Tq, HD);
+    __syncthreads();
+    uint32_t qf[KB][4], of[KB][4];
+#pragma unroll
+    for (int kk = 0; kk < KB; kk++) {
+        OP::load_a(qf[kk], tileA, LD, r0, kk * OP::KS, g, t);
+        OP::load_a(of[kk], tileB, LD, r0, kk * OP::KS, g, t);
+    }
+    float lse_r[2], Dd_r[2];
+    bool q_ok[2];
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int row = q0 + r0 + g + 8 * i;
+        q_ok[i] = row < Tq;
+        lse_r[i] = q_ok[i] ? lse[(size_t)bh * Tq + row] * LOG2E : 0.0f;
+        Dd_r[i] = q_ok[i] ? Dd[(size_t)bh * Tq + row] : 0.0f;
+    }
+
+    float dqa[NO][4];
+#pragma unroll
+    for (int j = 0; j < NO; j++) dqa[j][0] = dqa[j][1] = dqa[j][2] = dqa[j][3] = 0.0f;
+
+    for (int k0 = 0; k0 < Tk; k0 += COLS) {
+        __syncthreads(); // Q/dO fragments, or the previous K/V tile, are read
+        load_tile<OP, HDP, VEC>(tileA, kb, D, k0, Tk, HD);
+        load_tile<OP, HDP, VEC>(tileB, vb, D, k0, Tk, HD);
+        __syncthreads();
+
+        float s[NS][4], dp[NS][4];
+#pragma unroll
+        for (int j = 0; j < NS; j++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) s[j][e] = dp[j][e] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < KB; kk++) {
+                uint32_t b0, b1;
+                OP::load_b_nk(b0, b1, tileA, LD, j * 8, kk * OP::KS, g, t);
+                OP::mma(s[j], qf[kk], b0, b1);
+                OP::load_b_nk(b0, b1, tileB, LD, j * 8, kk * OP::KS, g, t);
+                OP::mma(dp[j], of[kk], b0, b1);
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < NS; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int key = k0 + j * 8 + 2 * t + (e & 1);
+                const int i = e >> 1;
+                const float p =
+                    (q_ok[i] && key < Tk) ? exp2f(s[j][e] * scale_log2 - lse_r[i]) : 0.0f;
+                dp[j][e] = p * (dp[j][e] - Dd_r[i]);
+            }
+        // dQ += dS K (k = keys)
+#pragma unroll
+        for (int kk = 0; kk < COLS / OP::KS; kk++) {
+            uint32_t a[4];
+            OP::acc_to_a(a, dp, kk);
+            OP::mma_kn(dqa, a, tileA, LD, kk * OP::KS, lane);
+        }
+    }
+
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int row = q0 + r0 + g + 8 * i;
+        if (row >= Tq) continue;
+        typename OP::out_t *orow = dq + ((size_t)b * Tq + row) * D + (size_t)h * HD;
+#pragma unroll
+        for (int j = 0; j < NO; j++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int c = j * 8 + 2 * t + e;
+                if (c < HD) orow[c] = OP::out(dqa[j][2 * i + e] * scale);
+            }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// host-side selection of the compiled variants
+
+// f(HDP constant, VEC constant) for HD <= 64
+template <typename F> void dispatch(int HD, bool vec, F f) {
+    auto with_hdp = [&](auto hdp) {
+        if (vec)
+            f(hdp, std::true_type{});
+        else
+            f(hdp, std::false_type{});
+    };
+    if (HD <= 16)
+        with_hdp(std::integral_constant<int, 16>{});
+    else if (HD <= 32)
+        with_hdp(std::integral_constant<int, 32>{});
+    else if (HD <= 48)
+        with_hdp(std::integral_constant<int, 48>{});
+    else
+        with_hdp(std::integral_constant<int, 64>{});
+}
+
+// the 16-byte tile loads apply when HD is a whole number of vectors and every
+// operand starts on a 16-byte boundary
+template <class OP> bool vec_ok(int HD, const void *a, const void *b, const void *c, const void *d) {
+    const void *p[4] = {a, b, c, d};
+    for (int i = 0; i < 4; i++)
+        if (((uintptr_t)p[i] & 15u) != 0) return false;
+    return HD % OP::VECN == 0;
+}
+
+} // namespace tc
+
+#endif

@@ -1,0 +1,239 @@
+/* test_attention_tc_emu: the tensor-core flash-attention kernels
+ * (cuda_attention_tc.cuh) run on the CPU by the warp emulator (warp_emu.hpp),
+ * forward and backward, for bfloat16, float16 and float32 with TF32 math,
+ * against attention computed in double from the same inputs.
+ *
+ * The kernels' source is the one nvcc compiles for the GPU; only the
+ * primitives under it (mma, ldmatrix, shuffles, conversions, barriers) are
+ * the emulator's. Outputs are NaN-poisoned before each launch, so an element
+ * a kernel fails to write fails the test. Error measures as test_cuda_ops:
+ * max |g - r| / max |r| per tensor (sums with cancellation), lse against
+ * max(|r|, 1).
+ *
+ * Tolerances are the operand type's rounding: inputs and P/dS are rounded to
+ * 8 (bf16) or 11 (f16, tf32) significant bits, products accumulate in float.
+ * tf32 also rounds q, k, v and dO themselves (the 16-bit cases' inputs are
+ * exact in their type), so its scores carry |ds| <= 2^-10 sum_d |q_d k_d| /
+ * sqrt(HD) at worst; lse gets that, averaged over the keys' weights.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <vector>
+
+#include "kernels/cuda/emu/warp_emu.hpp"
+#include "kernels/cuda/cuda_attention_tc.cuh"
+
+namespace {
+
+// ---------------------------------------------------------------------------
+// storage of an activation type: the kernel's bits and the values they mean
+
+template <class OP> struct act_io;
+template <> struct act_io<tc::ops16<tc_bf16>> {
+    static uint16_t in(float x) { return emu_bf16_bits(x); }
+    static float value(uint16_t b) { return emu_bf16_float(b); }
+    static float out_value(tc_bf16 x) { return emu_bf16_float(x.bits); }
+    static tc_bf16 poison() { return tc_bf16{0x7fc0}; }
+    static const char *name() { return "bf16"; }
+};
+template <> struct act_io<tc::ops16<tc_f16>> {
+    static uint16_t in(float x) { return emu_f16_bits(x); }
+    static float value(uint16_t b) { return emu_f16_float(b); }
+    static float out_value(tc_f16 x) { return emu_f16_float(x.bits); }
+    static tc_f16 poison() { return tc_f16{0x7e00}; }
+    static const char *name() { return "f16"; }
+};
+template <> struct act_io<tc::ops_tf32> {
+    static float in(float x) { return x; }
+    static float value(float x) { return x; }
+    static float out_value(float x) { return x; }
+    static float poison() { return NAN; }
+    static const char *name() { return "tf32"; }
+};
+
+struct tolerances {
+    double out, lse, grad;
+};
+template <class OP> tolerances tol();
+template <> tolerances tol<tc::ops16<tc_bf16>>() { return {3e-2, 1e-4, 6e-2}; }
+template <> tolerances tol<tc::ops16<tc_f16>>() { return {5e-3, 1e-4, 1e-2}; }
+template <> tolerances tol<tc::ops_tf32>() { return {5e-3, 2e-3, 1e-2}; }
+
+uint64_t rng_state;
+float urand(float lo, float hi) {
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return lo + (hi - lo) * (float)((rng_state >> 40) * (1.0 / 16777216.0));
+}
+
+double err_norm(const std::vector<double> &g, const std::vector<double> &r) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < g.size(); i++) {
+        if (!isfinite(g[i])) return INFINITY;
+        num = fmax(num, fabs(g[i] - r[i]));
+        den = fmax(den, fabs(r[i]));
+    }
+    return den > 0 ? num / den : num;
+}
+
+// attention in double: out, lse, and the gradients for dout
+struct reference {
+    std::vector<double> out, lse, dq, dk, dv;
+};
+reference attend(const std::vector<double> &q, const std::vector<double> &k,
+                 const std::vector<double> &v, const std::vector<double> &dout, int B, int Tq,
+                 int Tk, int NH, int HD) {
+    const int D = NH * HD;
+    const double scale = 1.0 / sqrt((double)HD);
+    reference r;
+    r.out.assign((size_t)B * Tq * D, 0);
+    r.lse.assign((size_t)B * NH * Tq, 0);
+    r.dq.assign((size_t)B * Tq * D, 0);
+    r.dk.assign((size_t)B * Tk * D, 0);
+    r.dv.assign((size_t)B * Tk * D, 0);
+    std::vector<double> p(Tk), dp(Tk);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int i = 0; i < Tq; i++) {
+                const double *qi = &q[((size_t)b * Tq + i) * D + h * HD];
+                double mx = -INFINITY;
+                for (int j = 0; j < Tk; j++) {
+                    const double *kj = &k[((size_t)b * Tk + j) * D + h * HD];
+                    double s = 0;
+                    for (int c = 0; c < HD; c++) s += qi[c] * kj[c];
+                    p[j] = s * scale;
+                    mx = fmax(mx, p[j]);
+                }
+                double sum = 0;
+                for (int j = 0; j < Tk; j++) sum += (p[j] = exp(p[j] - mx));
+                for (int j = 0; j < Tk; j++) p[j] /= sum;
+                r.lse[((size_t)b * NH + h) * Tq + i] = mx + log(sum);
+                double *oi = &r.out[((size_t)b * Tq + i) * D + h * HD];
+                const double *doi = &dout[((size_t)b * Tq + i) * D + h * HD];
+                double Di = 0;
+                for (int j = 0; j < Tk; j++) {
+                    const double *vj = &v[((size_t)b * Tk + j) * D + h * HD];
+                    double d = 0;
+                    for (int c = 0; c < HD; c++) oi[c] += p[j] * vj[c], d += doi[c] * vj[c];
+                    dp[j] = d;
+                    Di += p[j] * d;
+                }
+                for (int j = 0; j < Tk; j++) {
+                    const double ds = p[j] * (dp[j] - Di);
+                    const size_t kr = ((size_t)b * Tk + j) * D + h * HD;
+                    for (int c = 0; c < HD; c++) {
+                        r.dq[((size_t)b * Tq + i) * D + h * HD + c] += ds * k[kr + c] * scale;
+                        r.dk[kr + c] += ds * qi[c] * scale;
+                        r.dv[kr + c] += p[j] * doi[c];
+                    }
+                }
+            }
+    return r;
+}
+
+template <class OP> int run_case(int B, int Tq, int Tk, int NH, int HD, uint64_t seed) {
+    typedef typename OP::in_t In;
+    typedef typename OP::out_t Out;
+    typedef act_io<OP> io;
+    const int D = NH * HD;
+    const size_t nq = (size_t)B * Tq * D, nk = (size_t)B * Tk * D, nl = (size_t)B * NH * Tq;
+    rng_state = seed;
+    std::vector<In> q(nq), k(nk), v(nk), dout(nq);
+    std::vector<double> qd(nq), kd(nk), vd(nk), dod(nq);
+    for (size_t i = 0; i < nq; i++) q[i] = io::in(urand(-2, 2)), qd[i] = io::value(q[i]);
+    for (size_t i = 0; i < nk; i++) k[i] = io::in(urand(-2, 2)), kd[i] = io::value(k[i]);
+    for (size_t i = 0; i < nk; i++) v[i] = io::in(urand(-1, 1)), vd[i] = io::value(v[i]);
+    for (size_t i = 0; i < nq; i++) dout[i] = io::in(urand(-1, 1)), dod[i] = io::value(dout[i]);
+
+    std::vector<Out> out(nq, io::poison()), dq(nq, io::poison()), dk(nk, io::poison()),
+        dv(nk, io::poison());
+    std::vector<float> lse(nl, NAN), Dd(nl);
+
+    const float scale = 1.0f / sqrtf((float)HD), scale_log2 = tc::LOG2E * scale;
+    const bool vec = tc::vec_ok<OP>(HD, q.data(), k.data(), v.data(), dout.data());
+    tc::dispatch(HD, vec, [&](auto hdp, auto vc) {
+        constexpr int HDP = decltype(hdp)::value;
+        constexpr bool VEC = decltype(vc)::value;
+        const unsigned bh = (unsigned)(B * NH);
+        const unsigned qt = (unsigned)((Tq + tc::ROWS - 1) / tc::ROWS);
+        const unsigned kt = (unsigned)((Tk + tc::COLS - 1) / tc::COLS);
+        emu::launch(emu_dim3{qt, bh, 1}, tc::THREADS, [&] {
+            tc::forward_kernel<OP, HDP, VEC>(out.data(), lse.data(), q.data(), k.data(), v.data(),
+                                             Tq, Tk, NH, HD, scale_log2);
+        });
+        // Dd = rowsum(dO * O) over the stored output, as cuda_attention.cu's kernel
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < Tq; i++)
+                for (int h = 0; h < NH; h++) {
+                    float s = 0;
+                    for (int c = 0; c < HD; c++) {
+                        const size_t x = ((size_t)b * Tq + i) * D + h * HD + c;
+                        s += (float)dod[x] * io::out_value(out[x]);
+                    }
+                    Dd[((size_t)b * NH + h) * Tq + i] = s;
+                }
+        emu::launch(emu_dim3{kt, bh, 1}, tc::THREADS, [&] {
+            tc::dkdv_kernel<OP, HDP, VEC>(dk.data(), dv.data(), q.data(), k.data(), v.data(),
+                                          dout.data(), lse.data(), Dd.data(), Tq, Tk, NH, HD,
+                                          scale, scale_log2);
+        });
+        emu::launch(emu_dim3{qt, bh, 1}, tc::THREADS, [&] {
+            tc::dq_kernel<OP, HDP, VEC>(dq.data(), q.data(), k.data(), v.data(), dout.data(),
+                                        lse.data(), Dd.data(), Tq, Tk, NH, HD, scale, scale_log2);
+        });
+    });
+
+    const reference r = attend(qd, kd, vd, dod, B, Tq, Tk, NH, HD);
+    auto values = [&](const std::vector<Out> &x) {
+        std::vector<double> d(x.size());
+        for (size_t i = 0; i < x.size(); i++) d[i] = io::out_value(x[i]);
+        return d;
+    };
+    double e_lse = 0;
+    for (size_t i = 0; i < nl; i++)
+        e_lse = isfinite(lse[i]) ? fmax(e_lse, fabs(lse[i] - r.lse[i]) / fmax(fabs(r.lse[i]), 1.0))
+                                 : INFINITY;
+    const double e[5] = {err_norm(values(out), r.out), e_lse, err_norm(values(dq), r.dq),
+                         err_norm(values(dk), r.dk), err_norm(values(dv), r.dv)};
+    const char *names[5] = {"out", "lse", "dq", "dk", "dv"};
+    const tolerances t = tol<OP>();
+    const double limit[5] = {t.out, t.lse, t.grad, t.grad, t.grad};
+    int bad = 0;
+    for (int i = 0; i < 5; i++) {
+        const bool ok = e[i] <= limit[i];
+        bad += !ok;
+        printf("%s  %-4s B=%d Tq=%d Tk=%d NH=%d HD=%d %s  %-3s err %.3g (tol %.3g)\n",
+               ok ? "ok  " : "FAIL", io::name(), B, Tq, Tk, NH, HD, vec ? "vec " : "scalar",
+               names[i], e[i], limit[i]);
+    }
+    return bad;
+}
+
+template <class OP> int run_all(uint64_t seed) {
+    int bad = 0;
+    bad += run_case<OP>(1, 70, 130, 2, 48, seed + 1); // base's head dim; partial tiles, 3 key tiles
+    bad += run_case<OP>(2, 37, 71, 3, 20, seed + 2);  // head dim past a 16-multiple
+    bad += run_case<OP>(1, 33, 40, 1, 18, seed + 3);  // no 16-byte loads at all
+    bad += run_case<OP>(1, 65, 63, 1, 64, seed + 4);  // widest head
+    bad += run_case<OP>(1, 130, 20, 1, 16, seed + 5); // 3 query tiles, one short key tile
+    bad += run_case<OP>(1, 1, 1, 1, 1, seed + 6);
+    return bad;
+}
+
+} // namespace
+
+int main(void) {
+    int bad = 0;
+    bad += run_all<tc::ops_tf32>(100);
+    bad += run_all<tc::ops16<tc_bf16>>(200);
+    bad += run_all<tc::ops16<tc_f16>>(300);
+    if (bad) {
+        printf("test_attention_tc_emu: %d checks out of tolerance\n", bad);
+        return 1;
+    }
+    printf("test_attention_tc_emu: all checks within tolerance\n");
+    return 0;
+}
