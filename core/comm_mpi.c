@@ -22,6 +22,7 @@
 #include "core/comm.h"
 #include "core/comm_impl.h"
 #include "core/common.h"
+#include "core/half.h"
 
 /* The request handle lives inside vb_request.handle itself (MPI_Request is a
  * pointer in Open MPI, an int in MPICH): no allocation per DDP bucket. */
@@ -35,71 +36,12 @@ static MPI_Request req_get(const vb_request *r) {
 
 static void req_set(vb_request *r, MPI_Request q) { memcpy(&r->handle, &q, sizeof q); }
 
-/* ---- 16-bit formats <-> float32 ---- */
-
-static float bf16_to_f32(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-static uint16_t f32_to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u); /* NaN stays a (quiet) NaN */
-    u += 0x7fffu + ((u >> 16) & 1u);                                              /* to nearest, ties to even */
-    return (uint16_t)(u >> 16);
-}
-
-static float f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, u;
-    if (exp == 0x1f) {
-        u = sign | 0x7f800000u | (man << 13); /* inf, NaN */
-    } else if (exp != 0) {
-        u = sign | ((exp + 112u) << 23) | (man << 13);
-    } else if (man == 0) {
-        u = sign;
-    } else { /* subnormal: normalise the significand */
-        uint32_t e = 113;
-        while (!(man & 0x400u)) {
-            man <<= 1;
-            e--;
-        }
-        u = sign | (e << 23) | ((man & 0x3ffu) << 13);
-    }
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-static uint16_t f32_to_f16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
-    uint32_t a = u & 0x7fffffffu;
-    if (a > 0x7f800000u) return sign | 0x7e00u;  /* NaN */
-    if (a >= 0x477ff000u) return sign | 0x7c00u; /* 65520 and up round to inf */
-    if (a >= 0x38800000u) {                      /* a normal half: rebias the exponent, round 13 bits away */
-        uint32_t r = a - 0x38000000u;
-        r += 0xfffu + ((r >> 13) & 1u);
-        return sign | (uint16_t)(r >> 13);
-    }
-    /* a subnormal half (units of 2^-24) or zero */
-    uint32_t e = a >> 23;
-    if (e < 102) return sign; /* below 2^-25: rounds to zero */
-    uint32_t m = (a & 0x7fffffu) | 0x800000u, shift = 126 - e;
-    uint32_t q = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (q & 1u))) q++;
-    return sign | (uint16_t)q;
-}
-
 static void widen(float *dst, const void *src, size_t n, vb_dtype t) {
     const uint16_t *s = src;
     if (t == VB_DTYPE_BF16)
-        for (size_t i = 0; i < n; i++) dst[i] = bf16_to_f32(s[i]);
+        for (size_t i = 0; i < n; i++) dst[i] = vb_bf16_to_f32(s[i]);
     else
-        for (size_t i = 0; i < n; i++) dst[i] = f16_to_f32(s[i]);
+        for (size_t i = 0; i < n; i++) dst[i] = vb_f16_to_f32(s[i]);
 }
 
 /* dst (n elements of t) = src (float32); float32 is a copy */
@@ -108,9 +50,9 @@ static void narrow(void *dst, const float *src, size_t n, vb_dtype t) {
     if (t == VB_DTYPE_F32)
         memmove(dst, src, n * sizeof(float));
     else if (t == VB_DTYPE_BF16)
-        for (size_t i = 0; i < n; i++) d[i] = f32_to_bf16(src[i]);
+        for (size_t i = 0; i < n; i++) d[i] = vb_f32_to_bf16(src[i]);
     else
-        for (size_t i = 0; i < n; i++) d[i] = f32_to_f16(src[i]);
+        for (size_t i = 0; i < n; i++) d[i] = vb_f32_to_f16(src[i]);
 }
 
 /* ---- staging ---- */

@@ -31,68 +31,22 @@
 
 #include "tests/test_util.h"
 #include "core/common.h"
+#include "core/half.h"
 #include "kernels/ops.h"
 
 static const vb_ops *G; // cuda
 static const vb_ops *H; // cpu (reference)
 static vb_ctx *hctx;
 static vb_ctx *gctx[3]; // indexed by vb_dtype
-static vb_ctx *gtf32;   // float32 with TF32 GEMMs
+static vb_ctx *gtf32;   // float32 with TF32 GEMMs and attention
 static vb_ctx *gcudnn[3]; // bf16 / f16 with attention through cuDNN (NULL without cuDNN)
 
 // ---------------------------------------------------------------------------
-// host float <-> bfloat16 / float16 (round to nearest even)
-
-static uint16_t f2bf(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-static float bf2f(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static uint16_t f2h(float f) {
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    const uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
-    if (ax > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);
-    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); // >= 65520 rounds to inf
-    if (ax < 0x38800000u) {                                     // below 2^-14: subnormal
-        float af;
-        memcpy(&af, &ax, 4);
-        return (uint16_t)(sign | (uint32_t)nearbyintf(af * 16777216.0f));
-    }
-    const uint32_t e = (ax >> 23) - 127 + 15, m = ax & 0x7fffffu;
-    uint32_t h = (e << 10) | (m >> 13);
-    const uint32_t rem = m & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++;
-    return (uint16_t)(sign | h);
-}
-
-static float h2f(uint16_t h) {
-    const uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-    float f;
-    if (e == 0) {
-        f = ldexpf((float)m, -24);
-    } else if (e == 31) {
-        f = m ? NAN : INFINITY;
-    } else {
-        uint32_t u = ((e - 15 + 127) << 23) | (m << 13);
-        memcpy(&f, &u, 4);
-    }
-    return (h & 0x8000u) ? -f : f;
-}
-
 // x rounded to dtype t (what a buffer of that dtype holds)
 static float round_to(vb_dtype t, float x) {
-    return t == VB_DTYPE_BF16 ? bf2f(f2bf(x)) : t == VB_DTYPE_F16 ? h2f(f2h(x)) : x;
+    return t == VB_DTYPE_BF16  ? vb_bf16_to_f32(vb_f32_to_bf16(x))
+           : t == VB_DTYPE_F16 ? vb_f16_to_f32(vb_f32_to_f16(x))
+                               : x;
 }
 
 // ---------------------------------------------------------------------------
@@ -131,7 +85,7 @@ static void tb_up(tb *b) {
     if (t == VB_DTYPE_F32) memcpy(tmp, b->h, b->n * 4);
     else
         for (size_t i = 0; i < b->n; i++)
-            ((uint16_t *)tmp)[i] = t == VB_DTYPE_BF16 ? f2bf(b->h[i]) : f2h(b->h[i]);
+            ((uint16_t *)tmp)[i] = t == VB_DTYPE_BF16 ? vb_f32_to_bf16(b->h[i]) : vb_f32_to_f16(b->h[i]);
     G->memcpy_h2d(b->g, DP(b), tmp, b->n * gelem(b));
     G->synchronize(b->g);
     H->synchronize(hctx);
@@ -162,8 +116,8 @@ static void tb_gpu(const tb *b, float *out) {
     G->synchronize(b->g);
     for (size_t i = 0; i < b->n; i++)
         out[i] = t == VB_DTYPE_F32   ? ((float *)tmp)[i]
-                 : t == VB_DTYPE_BF16 ? bf2f(((uint16_t *)tmp)[i])
-                                      : h2f(((uint16_t *)tmp)[i]);
+                 : t == VB_DTYPE_BF16 ? vb_bf16_to_f32(((uint16_t *)tmp)[i])
+                                      : vb_f16_to_f32(((uint16_t *)tmp)[i]);
     free(tmp);
 }
 

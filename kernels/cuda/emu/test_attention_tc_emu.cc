@@ -34,16 +34,16 @@ namespace {
 
 template <class OP> struct act_io;
 template <> struct act_io<tc::ops16<tc_bf16>> {
-    static uint16_t in(float x) { return emu_bf16_bits(x); }
-    static float value(uint16_t b) { return emu_bf16_float(b); }
-    static float out_value(tc_bf16 x) { return emu_bf16_float(x.bits); }
+    static uint16_t in(float x) { return vb_f32_to_bf16(x); }
+    static float value(uint16_t b) { return vb_bf16_to_f32(b); }
+    static float out_value(tc_bf16 x) { return vb_bf16_to_f32(x.bits); }
     static tc_bf16 poison() { return tc_bf16{0x7fc0}; }
     static const char *name() { return "bf16"; }
 };
 template <> struct act_io<tc::ops16<tc_f16>> {
-    static uint16_t in(float x) { return emu_f16_bits(x); }
-    static float value(uint16_t b) { return emu_f16_float(b); }
-    static float out_value(tc_f16 x) { return emu_f16_float(x.bits); }
+    static uint16_t in(float x) { return vb_f32_to_f16(x); }
+    static float value(uint16_t b) { return vb_f16_to_f32(b); }
+    static float out_value(tc_f16 x) { return vb_f16_to_f32(x.bits); }
     static tc_f16 poison() { return tc_f16{0x7e00}; }
     static const char *name() { return "f16"; }
 };

@@ -36,6 +36,8 @@
 #include <functional>
 #include <vector>
 
+#include "core/half.h"
+
 // ---------------------------------------------------------------------------
 // the CUDA C++ spellings the kernels use
 
@@ -68,7 +70,7 @@ struct tc_f16 {
 };
 
 // ---------------------------------------------------------------------------
-// conversions
+// conversions (bf16 and f16: core/half.h)
 
 inline uint32_t emu_f2u(float x) {
     uint32_t u;
@@ -80,35 +82,6 @@ inline float emu_u2f(uint32_t u) {
     memcpy(&x, &u, 4);
     return x;
 }
-inline uint16_t emu_bf16_bits(float x) {
-    uint32_t u = emu_f2u(x);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); // quiet NaN
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-inline float emu_bf16_float(uint16_t b) { return emu_u2f((uint32_t)b << 16); }
-inline uint16_t emu_f16_bits(float x) {
-    const uint32_t u = emu_f2u(x), sign = (u >> 16) & 0x8000u;
-    const uint32_t a = u & 0x7fffffffu;
-    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);
-    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); // rounds past 65504: inf
-    if (a < 0x38800000u) {                                  // subnormal half (or zero)
-        // value = a as float; half subnormal unit is 2^-24
-        const float f = emu_u2f(a) * 16777216.0f; // exact: scales by 2^24
-        const uint32_t m = (uint32_t)nearbyintf(f);  // round to nearest even
-        return (uint16_t)(sign | m);
-    }
-    // normal: drop 13 mantissa bits with round to nearest even, rebias 127 -> 15
-    uint32_t r = a + 0xfffu + ((a >> 13) & 1u);
-    r = (r >> 13) - ((127u - 15u) << 10);
-    return (uint16_t)(sign | r);
-}
-inline float emu_f16_float(uint16_t h) {
-    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-    if (e == 0) return (sign ? -1.0f : 1.0f) * (float)m * 5.9604644775390625e-8f; // m 2^-24
-    if (e == 31) return emu_u2f(sign | 0x7f800000u | (m << 13));
-    return emu_u2f(sign | ((e + 112u) << 23) | (m << 13));
-}
 inline uint32_t emu_tf32_bits(float x) {
     const uint32_t u = emu_f2u(x);
     if ((u & 0x7f800000u) == 0x7f800000u) return u; // inf, NaN
@@ -117,13 +90,13 @@ inline uint32_t emu_tf32_bits(float x) {
 
 TC_DEV uint32_t cvt_tf32(float x) { return emu_tf32_bits(x); }
 TC_DEV uint32_t pack_bf16x2(float lo, float hi) {
-    return (uint32_t)emu_bf16_bits(lo) | (uint32_t)emu_bf16_bits(hi) << 16;
+    return (uint32_t)vb_f32_to_bf16(lo) | (uint32_t)vb_f32_to_bf16(hi) << 16;
 }
 TC_DEV uint32_t pack_f16x2(float lo, float hi) {
-    return (uint32_t)emu_f16_bits(lo) | (uint32_t)emu_f16_bits(hi) << 16;
+    return (uint32_t)vb_f32_to_f16(lo) | (uint32_t)vb_f32_to_f16(hi) << 16;
 }
-TC_DEV tc_bf16 round_bf16(float x) { return tc_bf16{emu_bf16_bits(x)}; }
-TC_DEV tc_f16 round_f16(float x) { return tc_f16{emu_f16_bits(x)}; }
+TC_DEV tc_bf16 round_bf16(float x) { return tc_bf16{vb_f32_to_bf16(x)}; }
+TC_DEV tc_f16 round_f16(float x) { return tc_f16{vb_f32_to_f16(x)}; }
 
 // ---------------------------------------------------------------------------
 // the scheduler
@@ -186,7 +159,7 @@ inline void entry() {
 // the fragment of lane l of a 16-bit pair register: element e (0 low, 1 high)
 inline float half16(int op, uint32_t r, int e) {
     const uint16_t bits = (uint16_t)(e ? r >> 16 : r & 0xffffu);
-    return op == OP_MMA_BF16 ? emu_bf16_float(bits) : emu_f16_float(bits);
+    return op == OP_MMA_BF16 ? vb_bf16_to_f32(bits) : vb_f16_to_f32(bits);
 }
 
 // every lane's result of the warp's collective, from every lane's inputs
