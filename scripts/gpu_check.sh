@@ -79,6 +79,8 @@ golden() { # name tol args...
     [ $r = 0 ] || FAILED=1
 }
 golden fp32 1e-4 --backend cuda --tf32 false
+# TF32 GEMMs and attention: 11 significant bits in every product, bf16's bound holds
+golden tf32 2e-2 --backend cuda --tf32 true
 golden bf16 2e-2 --backend cuda --amp_mode bf16
 golden bf16_cudnn 2e-2 --backend cuda --amp_mode bf16 --attention cudnn
 golden fp16 2e-2 --backend cuda --amp_mode fp16
