@@ -4,7 +4,8 @@
 #   scripts/gpu_check.sh [--quick] [--arch 90] [--out DIR]
 #
 # Builds vitbench with the CUDA backend (build-gpu/, or $BUILD_DIR), runs the
-# CUDA op tests (every op against the CPU op), the 20-step golden test on the
+# CUDA op tests (every op against the CPU op) and their per-op timings at
+# base's shapes (attention's rows printed), the 20-step golden test on the
 # GPU (float32 with TF32 off against the PyTorch losses to 1e-4; bfloat16 with
 # our attention and with cuDNN's, float16 with dynamic loss scaling, to 2e-2),
 # the data planes (NCCL's calls on one rank; every tp / cp / dp layout with
@@ -34,7 +35,7 @@ while [ $# -gt 0 ]; do
     --quick) QUICK=1 ;;
     --arch) ARCH=${2:?--arch needs a value}; shift ;;
     --out) OUTDIR=${2:?--out needs a directory}; shift ;;
-    -h | --help) sed -n 2,23p "$0"; exit 0 ;;
+    -h | --help) sed -n 2,26p "$0"; exit 0 ;;
     *) echo "gpu_check: unknown flag '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -68,6 +69,12 @@ FAILED=0
 rc=$?
 echo "gpu_check: test_cuda_ops rc=$rc: $(grep -c '^ok' "$OUTDIR/test_cuda_ops.log") cases ok, $(grep -c '^FAIL' "$OUTDIR/test_cuda_ops.log") failing"
 [ $rc = 0 ] || { FAILED=1; grep '^FAIL' "$OUTDIR/test_cuda_ops.log" | head -n 20; }
+
+# ---- per-op timings at base's shapes, batch 16: attention in float32 on the
+# CUDA cores, on TF32 and bf16 tensor cores, and cuDNN's (bf16) ----
+"$BUILD/test_cuda_ops" --bench 16 > "$OUTDIR/test_cuda_ops_bench.log" 2>&1 ||
+    { echo "gpu_check: test_cuda_ops --bench failed ($OUTDIR/test_cuda_ops_bench.log)"; FAILED=1; }
+grep -E '^bench .*attention' "$OUTDIR/test_cuda_ops_bench.log" | sed 's/^/gpu_check: /'
 
 # ---- golden test on the GPU ----
 golden() { # name tol args...
