@@ -223,9 +223,36 @@ template <class OP> int run_all(uint64_t seed) {
     return bad;
 }
 
+// Kernels the emulator must refuse (run by their own ctest entries, which
+// expect exit 1 and the emulator's line): lanes of one warp at different
+// collectives, and a barrier that half the block skips.
+void divergent_collective() {
+    emu::launch(emu_dim3{1, 1, 1}, 64, [] {
+        float x = (float)threadIdx.x;
+        if (threadIdx.x % 32 < 16) x = warp_xor(x, 1);
+        else {
+            uint32_t a[4] = {0, 0, 0, 0};
+            float c[4] = {0, 0, 0, 0};
+            mma_m16n8k8_tf32(c, a, 0, 0);
+        }
+        (void)x;
+    });
+}
+void skipped_barrier() {
+    emu::launch(emu_dim3{1, 1, 1}, 64, [] {
+        if (threadIdx.x < 32) __syncthreads();
+    });
+}
+
 } // namespace
 
-int main(void) {
+int main(int argc, char **argv) {
+    if (argc == 2 && strcmp(argv[1], "--divergent-collective") == 0) divergent_collective();
+    if (argc == 2 && strcmp(argv[1], "--skipped-barrier") == 0) skipped_barrier();
+    if (argc > 1) {
+        printf("test_attention_tc_emu: the emulator ran a kernel it must refuse (%s)\n", argv[1]);
+        return 0; // the ctest entry expects the emulator's failure line
+    }
     int bad = 0;
     bad += run_all<tc::ops_tf32>(100);
     bad += run_all<tc::ops16<tc_bf16>>(200);
