@@ -336,40 +336,16 @@ static void test_interrupted_checkpoint_is_marked(void **state) {
     vit_destroy(m2);
 }
 
-/* Overwrites element `at` of dataset `name` with v. */
-static void poke(const char *path, const char *name, hsize_t at, float v) {
-    hid_t file = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
-    assert_true(file >= 0);
-    hid_t ds = H5Dopen2(file, name, H5P_DEFAULT);
-    assert_true(ds >= 0);
-    hid_t fs = H5Dget_space(ds);
-    int nd = H5Sget_simple_extent_ndims(fs);
-    hsize_t dims[8], coord[8];
-    H5Sget_simple_extent_dims(fs, dims, NULL);
-    for (int k = nd - 1; k >= 0; k--) {
-        coord[k] = at % dims[k];
-        at /= dims[k];
-    }
-    assert_true(H5Sselect_elements(fs, H5S_SELECT_SET, 1, coord) >= 0);
-    hsize_t one = 1;
-    hid_t ms = H5Screate_simple(1, &one, NULL);
-    assert_true(H5Dwrite(ds, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, &v) >= 0);
-    H5Sclose(ms);
-    H5Sclose(fs);
-    H5Dclose(ds);
-    H5Fclose(file);
-}
-
 /* A NaN or Inf in a checkpoint is bad input naming the dataset, for the
  * weights and the Adam moments alike. */
 static void test_non_finite_exits_2(void **state) {
     fixture *f = *state;
     char path[400];
     copy_ckpt(f, "nan.h5", path, sizeof path);
-    poke(path, "blocks.0.attn.proj.weight", 5, NAN);
+    tu_h5_poke_at(path, "blocks.0.attn.proj.weight", 5, NAN);
     expect_load_dies(f, path, true, "nan.h5", "'blocks.0.attn.proj.weight' holds nan at element 5");
     copy_ckpt(f, "inf.h5", path, sizeof path);
-    poke(path, "optimizer/exp_avg_sq", 3, INFINITY);
+    tu_h5_poke_at(path, "optimizer/exp_avg_sq", 3, INFINITY);
     expect_load_dies(f, path, true, "inf.h5", "'optimizer/exp_avg_sq' holds inf");
 }
 

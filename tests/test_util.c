@@ -270,13 +270,26 @@ void tu_expect_exit(int want_status, const char *needle, tu_child_fn fn, void *c
     tu_expect_exit_all(want_status, needles, fn, ctx);
 }
 
-void tu_h5_poke_field(const char *file, int t, int c, int y, int x, float v) {
-    hid_t f = H5Fopen(file, H5F_ACC_RDWR, H5P_DEFAULT);
+/* element `coord` of dataset `name` = v; coord NULL: the element at flat
+ * (row-major) index `at` */
+static void h5_poke(const char *path, const char *name, const hsize_t *coord, hsize_t at, float v) {
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
     assert_true(f >= 0);
-    hid_t d = H5Dopen2(f, "fields", H5P_DEFAULT);
+    hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
     assert_true(d >= 0);
     hid_t fs = H5Dget_space(d);
-    hsize_t coord[4] = {(hsize_t)t, (hsize_t)c, (hsize_t)y, (hsize_t)x};
+    hsize_t flat[8];
+    if (!coord) {
+        const int nd = H5Sget_simple_extent_ndims(fs);
+        assert_true(nd >= 1 && nd <= 8);
+        hsize_t dims[8];
+        H5Sget_simple_extent_dims(fs, dims, NULL);
+        for (int k = nd - 1; k >= 0; k--) {
+            flat[k] = at % dims[k];
+            at /= dims[k];
+        }
+        coord = flat;
+    }
     assert_true(H5Sselect_elements(fs, H5S_SELECT_SET, 1, coord) >= 0);
     hsize_t one = 1;
     hid_t ms = H5Screate_simple(1, &one, NULL);
@@ -285,4 +298,13 @@ void tu_h5_poke_field(const char *file, int t, int c, int y, int x, float v) {
     H5Sclose(fs);
     H5Dclose(d);
     H5Fclose(f);
+}
+
+void tu_h5_poke_field(const char *file, int t, int c, int y, int x, float v) {
+    const hsize_t coord[4] = {(hsize_t)t, (hsize_t)c, (hsize_t)y, (hsize_t)x};
+    h5_poke(file, "fields", coord, 0, v);
+}
+
+void tu_h5_poke_at(const char *file, const char *dataset, size_t at, float v) {
+    h5_poke(file, dataset, NULL, (hsize_t)at, v);
 }

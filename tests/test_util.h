@@ -63,6 +63,8 @@ float tu_get_loss(const struct vit_model *m);
 void tu_randomize_params(struct vit_model *m, uint64_t seed);
 /* fields[t, c, y, x] = v in an existing year file (HDF5 dataset "fields") */
 void tu_h5_poke_field(const char *file, int t, int c, int y, int x, float v);
+/* element `at` (row-major, any rank) of a float dataset = v */
+void tu_h5_poke_at(const char *file, const char *dataset, size_t at, float v);
 /* The slice of a full tensor that local tensor t should hold, computed from
  * multi-indices (independently of model.c's block copies): local index ->
  * local coordinates -> + shard_offset on shard_dim -> full flat index. */
