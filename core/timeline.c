@@ -28,6 +28,13 @@ typedef struct {
     atomic_long dropped;
 } tl_lane;
 
+/* a recorded step's span on the window's clock (seconds from the origin) */
+typedef struct {
+    double start, end;
+    const char *trial_type;
+    int trial_index, step;
+} tl_window;
+
 struct vb_tlrec {
     int max_steps, nlanes;
     tl_lane *lanes;
@@ -44,6 +51,15 @@ struct vb_tlrec {
         void *ctx;
     } sources[8];
     int nsources;
+    /* the steps' spans, in the order they were recorded (chronological) */
+    tl_window *windows;
+    int nwindows;
+    /* stream<N> lanes (training thread only), created on first use */
+    tl_lane *streams; /* VB_TL_MAX_STREAMS of them */
+    unsigned stream_id[VB_TL_MAX_STREAMS];
+    int nstreams;
+    long stream_cap;
+    long stream_overflow; /* activities of streams past the last lane */
 };
 
 static const char *const k_kind[] = {"trial", "step", "phase", "compute", "comm", "memcpy", "io", "marker"};
@@ -64,6 +80,12 @@ vb_tlrec *vb_tlrec_create(int steps, int nloaders, int events_per_step) {
         if (!ln->ev) vb_die_internal("out of memory for %ld timeline events", ln->cap);
         atomic_init(&ln->dropped, 0);
     }
+    t->windows = calloc((size_t)steps, sizeof *t->windows);
+    t->streams = calloc(VB_TL_MAX_STREAMS, sizeof *t->streams);
+    if (!t->windows || !t->streams) vb_die_internal("out of memory for the timeline");
+    /* a step launches about one kernel per op: twice the main lane's events
+     * leaves room for ops of several kernels */
+    t->stream_cap = 2 * (long)events_per_step * steps;
     atomic_init(&t->active, 0);
     atomic_init(&t->steps_done, 0);
     atomic_init(&t->trial_index, 0);
@@ -75,7 +97,10 @@ vb_tlrec *vb_tlrec_create(int steps, int nloaders, int events_per_step) {
 void vb_tlrec_destroy(vb_tlrec *t) {
     if (!t) return;
     for (int l = 0; l < t->nlanes; l++) free(t->lanes[l].ev);
+    for (int k = 0; k < t->nstreams; k++) free(t->streams[k].ev);
     free(t->lanes);
+    free(t->streams);
+    free(t->windows);
     free(t);
 }
 
@@ -147,6 +172,58 @@ void vb_tlrec_add(vb_tlrec *t, int lane, vb_tl_kind kind, const char *name, doub
     tl_event e = {start - t->origin, dur < 0 ? 0 : dur, bytes, flops, name, t->trial_type,
                   atomic_load(&t->trial_index), atomic_load(&t->step), bucket, (unsigned char)kind};
     push(t, lane, e);
+    /* the step's span is what GPU activities are placed by */
+    if (lane == VB_TL_MAIN && kind == VB_TLK_STEP && t->nwindows < t->max_steps)
+        t->windows[t->nwindows++] = (tl_window){e.start, e.start + e.dur, e.trial_type, e.trial_index, e.step};
+}
+
+/* the recorded step whose span holds time s (window clock), or NULL */
+static const tl_window *window_at(const vb_tlrec *t, double s) {
+    int lo = 0, hi = t->nwindows; /* first window starting after s, by bisection */
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (t->windows[mid].start <= s)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0) return NULL;
+    const tl_window *w = &t->windows[lo - 1];
+    return s < w->end ? w : NULL;
+}
+
+/* the lane of `stream`, created if there is room; NULL when there is none */
+static tl_lane *stream_lane(vb_tlrec *t, unsigned stream) {
+    for (int k = 0; k < t->nstreams; k++)
+        if (t->stream_id[k] == stream) return &t->streams[k];
+    if (t->nstreams == VB_TL_MAX_STREAMS) return NULL;
+    tl_lane *ln = &t->streams[t->nstreams];
+    ln->ev = malloc((size_t)t->stream_cap * sizeof *ln->ev);
+    if (!ln->ev) vb_die_internal("out of memory for %ld timeline events", t->stream_cap);
+    ln->cap = t->stream_cap;
+    ln->n = 0;
+    atomic_init(&ln->dropped, 0);
+    t->stream_id[t->nstreams++] = stream;
+    return ln;
+}
+
+int vb_tlrec_add_stream(vb_tlrec *t, unsigned stream, vb_tl_kind kind, const char *name, double start, double dur,
+                        double bytes) {
+    if (!t) return 0;
+    const tl_window *w = window_at(t, start - t->origin);
+    if (!w) return 0;
+    tl_lane *ln = stream_lane(t, stream);
+    if (!ln) {
+        t->stream_overflow++;
+        return -1;
+    }
+    if (ln->n >= ln->cap) {
+        atomic_fetch_add(&ln->dropped, 1);
+        return -1;
+    }
+    ln->ev[ln->n++] = (tl_event){start - t->origin, dur < 0 ? 0 : dur, bytes, 0, name, w->trial_type,
+                                 w->trial_index, w->step, -1, (unsigned char)kind};
+    return 1;
 }
 
 bool vb_tlrec_stamp(const vb_tlrec *t, vb_tl_stamp *s) {
@@ -174,16 +251,21 @@ void vb_tlrec_add_trial(vb_tlrec *t, const char *trial_type, int trial_index, do
 long vb_tlrec_events(const vb_tlrec *t) {
     pull_sources(t);
     long n = 0;
-    if (t)
+    if (t) {
         for (int l = 0; l < t->nlanes; l++) n += t->lanes[l].n;
+        for (int k = 0; k < t->nstreams; k++) n += t->streams[k].n;
+    }
     return n;
 }
 
 long vb_tlrec_dropped(const vb_tlrec *t) {
     pull_sources(t);
     long n = 0;
-    if (t)
+    if (t) {
         for (int l = 0; l < t->nlanes; l++) n += atomic_load(&t->lanes[l].dropped);
+        for (int k = 0; k < t->nstreams; k++) n += atomic_load(&t->streams[k].dropped);
+        n += t->stream_overflow;
+    }
     return n;
 }
 
@@ -194,6 +276,24 @@ static int cmp_start(const void *a, const void *b) {
     return (x->dur < y->dur) - (x->dur > y->dur);
 }
 
+/* one lane's rows, in start order */
+static void write_lane(FILE *f, int rank, const char *lane, tl_lane *ln) {
+    qsort(ln->ev, (size_t)ln->n, sizeof *ln->ev, cmp_start);
+    for (long i = 0; i < ln->n; i++) {
+        const tl_event *e = &ln->ev[i];
+        char trial_name[48];
+        const char *name = e->name;
+        if (e->kind == VB_TLK_TRIAL) {
+            snprintf(trial_name, sizeof trial_name, "%s_%d", e->trial_type, e->trial_index);
+            name = trial_name;
+        }
+        fprintf(f, "%d,%s,%s,", rank, lane, k_kind[e->kind]);
+        vb_csv_field(f, name ? name : "");
+        fprintf(f, ",%s,%d,%d,%.9f,%.9f,%.0f,%.0f,%d\n", e->trial_type ? e->trial_type : "", e->trial_index,
+                e->step, e->start, e->dur, e->bytes, e->flops, e->bucket);
+    }
+}
+
 char *vb_tlrec_csv_rows(const vb_tlrec *t, int rank) {
     char *buf = NULL;
     size_t len = 0;
@@ -201,8 +301,6 @@ char *vb_tlrec_csv_rows(const vb_tlrec *t, int rank) {
     FILE *f = open_memstream(&buf, &len);
     if (!f) vb_die_internal("out of memory rendering timeline rows");
     for (int l = 0; t && l < t->nlanes; l++) {
-        tl_lane *ln = &t->lanes[l];
-        qsort(ln->ev, (size_t)ln->n, sizeof *ln->ev, cmp_start);
         char lane[24];
         if (l == VB_TL_MAIN)
             snprintf(lane, sizeof lane, "main");
@@ -210,19 +308,20 @@ char *vb_tlrec_csv_rows(const vb_tlrec *t, int rank) {
             snprintf(lane, sizeof lane, "comm");
         else
             snprintf(lane, sizeof lane, "loader%d", l - VB_TL_LOADER0);
-        for (long i = 0; i < ln->n; i++) {
-            const tl_event *e = &ln->ev[i];
-            char trial_name[48];
-            const char *name = e->name;
-            if (e->kind == VB_TLK_TRIAL) {
-                snprintf(trial_name, sizeof trial_name, "%s_%d", e->trial_type, e->trial_index);
-                name = trial_name;
-            }
-            fprintf(f, "%d,%s,%s,", rank, lane, k_kind[e->kind]);
-            vb_csv_field(f, name ? name : "");
-            fprintf(f, ",%s,%d,%d,%.9f,%.9f,%.0f,%.0f,%d\n", e->trial_type ? e->trial_type : "", e->trial_index,
-                    e->step, e->start, e->dur, e->bytes, e->flops, e->bucket);
-        }
+        write_lane(f, rank, lane, &t->lanes[l]);
+    }
+    /* stream lanes by stream id (created in the order streams first ran) */
+    int order[VB_TL_MAX_STREAMS];
+    int ns = t ? t->nstreams : 0;
+    for (int k = 0; k < ns; k++) {
+        int j = k;
+        for (; j > 0 && t->stream_id[order[j - 1]] > t->stream_id[k]; j--) order[j] = order[j - 1];
+        order[j] = k;
+    }
+    for (int k = 0; k < ns; k++) {
+        char lane[24];
+        snprintf(lane, sizeof lane, "stream%u", t->stream_id[order[k]]);
+        write_lane(f, rank, lane, &t->streams[order[k]]);
     }
     bool bad = ferror(f) != 0;
     if (fclose(f) != 0 || bad || !buf) vb_die_internal("out of memory rendering timeline rows");

@@ -14,12 +14,15 @@
  *   lane    main (the training thread), comm (DDP gradient allreduces in flight:
  *           from the non-blocking post to the test or wait that saw them
  *           finish, i.e. the CPU's stand-in for a NCCL stream), loader<k>
- *           (data-loader worker k's reads)
+ *           (data-loader worker k's reads), stream<N> (what CUDA stream N
+ *           executed, from CUPTI's records: see vb_tlrec_add_stream)
  *   kind    trial | step | phase (forward, backward, optimizer, data) |
  *           compute | comm | memcpy | io | marker (an instant, dur_s 0:
  *           bucket_ready, where a DDP bucket's last gradient arrived)
  *   name    op name as in ops.csv (matmul_forward_qkv, allreduce, h2d, ...),
- *           the trial label (FULL_0), "step", or the phase
+ *           the trial label (FULL_0), "step", or the phase; on a stream<N>
+ *           lane the kernel's demangled name as nsys prints it, or
+ *           "[CUDA memcpy Host-to-Device]", "[CUDA memset]", ...
  *   trial_type, trial_index   the trial the event belongs to (FULL, 0)
  *   step    step index within the trial; -1 for the trial row
  *   start_s seconds from the run's time origin: a barrier every rank leaves
@@ -29,7 +32,8 @@
  *   bucket  DDP bucket index for allreduce rows and bucket_ready markers, else -1
  * Nesting on the main lane: trial > step > phase > op; communication that
  * blocks the training thread (a DDP wait, a tp/cp collective) is a main-lane
- * comm row, i.e. exposed communication.
+ * comm row, i.e. exposed communication. Lanes are ordered main, comm,
+ * loader<k> by k, then stream<N> by N.
  */
 #ifndef VB_TIMELINE_H
 #define VB_TIMELINE_H
@@ -93,6 +97,21 @@ void vb_tlrec_add_stamped(vb_tlrec *t, const vb_tl_stamp *s, int lane, vb_tl_kin
  * source goes away (the profiler does it when detached or destroyed). */
 void vb_tlrec_add_source(vb_tlrec *t, void (*flush)(void *ctx), void *ctx);
 void vb_tlrec_remove_source(vb_tlrec *t, void *ctx);
+/* GPU activities: one lane per CUDA stream, "stream<N>" with N the
+ * stream's id as CUPTI and nsys number them, created on first use (at most
+ * VB_TL_MAX_STREAMS lanes, each sized for twice the main lane's events).
+ * They are added after the fact, by the training thread once the device
+ * has finished, with `start` on vb_now()'s clock: an activity joins the
+ * window step whose step row (main lane, kind step) contains its start and
+ * takes that step's trial and index. kind is compute, comm (NCCL's kernels)
+ * or memcpy (copies and memsets). `name` must outlive the recorder.
+ * Returns 1 when added; 0 when it started in no recorded step (before the
+ * window, between two trials, after the window: not the window's); -1 when
+ * dropped (its lane is full, or its stream would be one lane too many),
+ * which vb_tlrec_dropped counts. */
+enum { VB_TL_MAX_STREAMS = 16 };
+int vb_tlrec_add_stream(vb_tlrec *t, unsigned stream, vb_tl_kind kind, const char *name, double start, double dur,
+                        double bytes);
 /* A trial row (kind trial) for the trial that held window steps. */
 void vb_tlrec_add_trial(vb_tlrec *t, const char *trial_type, int trial_index, double start, double dur);
 long vb_tlrec_events(const vb_tlrec *t);

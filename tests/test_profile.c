@@ -385,6 +385,70 @@ static void test_timeline_window(void **state) {
     vb_tlrec_destroy(t);
 }
 
+/* GPU activities (CUPTI's records) join the window after the fact: each
+ * takes the step whose span holds its start, one lane per stream ordered by
+ * stream id after the host lanes; activities outside every recorded step are
+ * not the window's, and what does not fit is counted as dropped. */
+static void test_timeline_stream_lanes(void **state) {
+    (void)state;
+    vb_tlrec *t = vb_tlrec_create(3, 1, 2); /* stream lanes hold 2 x 2 x 3 = 12 */
+    vb_tlrec_set_origin(t, 100.0);
+    /* FULL_0 steps 0 and 1 at [101, 102) and [102, 104); FULL_1 step 0 at [110, 111) */
+    const struct {
+        int trial, step;
+        double start, dur;
+    } steps[] = {{0, 0, 101, 1}, {0, 1, 102, 2}, {1, 0, 110, 1}};
+    for (int i = 0; i < 3; i++) {
+        assert_true(vb_tlrec_begin_step(t, "FULL", steps[i].trial, steps[i].step));
+        vb_tlrec_add(t, VB_TL_MAIN, VB_TLK_STEP, "step", steps[i].start, steps[i].dur, 0, 0, -1);
+        vb_tlrec_end_step(t);
+    }
+    assert_false(vb_tlrec_active(t)); /* closed: activities are still placed */
+    assert_int_equal(vb_tlrec_add_stream(t, 7, VB_TLK_COMPUTE, "gemm", 100.5, 0.1, 0), 0);   /* before */
+    assert_int_equal(vb_tlrec_add_stream(t, 7, VB_TLK_COMPUTE, "gemm", 101.0, 0.25, 0), 1);  /* step 0's start */
+    assert_int_equal(vb_tlrec_add_stream(t, 7, VB_TLK_COMPUTE, "gelu", 102.0, 0.5, 0), 1);   /* step 1's start */
+    assert_int_equal(vb_tlrec_add_stream(t, 7, VB_TLK_COMPUTE, "gemm", 103.5, 0.25, 0), 1);  /* inside step 1 */
+    assert_int_equal(vb_tlrec_add_stream(t, 7, VB_TLK_COMPUTE, "gemm", 104.0, 0.25, 0), 0);  /* step 1's end */
+    assert_int_equal(vb_tlrec_add_stream(t, 7, VB_TLK_COMPUTE, "gemm", 105.0, 0.25, 0), 0);  /* between trials */
+    assert_int_equal(vb_tlrec_add_stream(t, 3, VB_TLK_MEMCPY, "[CUDA memcpy Host-to-Device]", 110.25, 0.5, 4096),
+                     1);
+    assert_int_equal(vb_tlrec_add_stream(t, 13, VB_TLK_COMM, "ncclDevKernel_AllReduce", 110.5, 0.25, 0), 1);
+    assert_int_equal(vb_tlrec_add_stream(t, 3, VB_TLK_MEMCPY, "[CUDA memset]", 111.5, 0.1, 0), 0); /* after */
+    assert_int_equal(vb_tlrec_events(t), 3 + 5);
+    assert_int_equal(vb_tlrec_dropped(t), 0);
+
+    char *rows = vb_tlrec_csv_rows(t, 2);
+    /* host lanes first, then stream3, stream7, stream13: by id, not by first use */
+    const char *m = strstr(rows, "2,main,step,step,FULL,1,0,");
+    const char *s3 =
+        strstr(rows, "2,stream3,memcpy,[CUDA memcpy Host-to-Device],FULL,1,0,10.250000000,0.500000000,4096,0,-1\n");
+    const char *s7a = strstr(rows, "2,stream7,compute,gemm,FULL,0,0,1.000000000,0.250000000,0,0,-1\n");
+    const char *s7b = strstr(rows, "2,stream7,compute,gelu,FULL,0,1,2.000000000,0.500000000,0,0,-1\n");
+    const char *s7c = strstr(rows, "2,stream7,compute,gemm,FULL,0,1,3.500000000,");
+    const char *s13 = strstr(rows, "2,stream13,comm,ncclDevKernel_AllReduce,FULL,1,0,10.500000000,");
+    assert_non_null(m);
+    assert_non_null(s3);
+    assert_non_null(s7a);
+    assert_non_null(s7b);
+    assert_non_null(s7c);
+    assert_non_null(s13);
+    assert_true(m < s3 && s3 < s7a && s7a < s7b && s7b < s7c && s7c < s13);
+    free(rows);
+
+    /* a full stream lane drops and counts; so does a stream past the last lane */
+    for (int i = 0; i < 20; i++) vb_tlrec_add_stream(t, 7, VB_TLK_COMPUTE, "k", 101.5, 0, 0);
+    assert_int_equal(vb_tlrec_events(t), 3 + 5 + 9); /* stream7 held 3 of its 12 */
+    assert_int_equal(vb_tlrec_dropped(t), 11);
+    for (unsigned sid = 100; sid < 100 + VB_TL_MAX_STREAMS; sid++) {
+        int rc = vb_tlrec_add_stream(t, sid, VB_TLK_COMPUTE, "k", 101.5, 0, 0);
+        assert_int_equal(rc, sid < 100 + VB_TL_MAX_STREAMS - 3 ? 1 : -1); /* 3 lanes taken already */
+    }
+    assert_int_equal(vb_tlrec_dropped(t), 11 + 3);
+    vb_tlrec_destroy(t);
+    /* no recorder: nothing, no crash */
+    assert_int_equal(vb_tlrec_add_stream(NULL, 1, VB_TLK_COMPUTE, "k", 0, 0, 0), 0);
+}
+
 /* Durations are resolved at the flush, not at vb_prof_end: before it the
  * clock was never asked for one; after it, after a sync, every pair was. */
 static void test_resolved_at_flush(void **state) {
@@ -662,6 +726,7 @@ int main(void) {
         cmocka_unit_test(test_ctx_clock_other_context),
         cmocka_unit_test(test_token_misuse),
         cmocka_unit_test(test_timeline_stamp_at_end),
+        cmocka_unit_test(test_timeline_stream_lanes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
