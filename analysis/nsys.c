@@ -45,12 +45,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "analysis/analysis.h"
 #include "analysis/breakdown.h"
 #include "analysis/csv.h"
 #include "core/common.h"
+#include "core/gpu_activity.h"
 #include "core/results.h"
 
 #define MAX_PREAMBLE_LINES 10
@@ -266,8 +266,7 @@ typedef enum { CAT_COMPUTE, CAT_COMM, CAT_MEMCPY, CAT_NVTX } op_cat;
 static const char *const k_cat_names[] = {"compute", "comm", "memcpy", "nvtx"};
 
 static op_cat classify_kernel(const char *name) {
-    if (!strncmp(name, "void ", 5)) name += 5;
-    if (!strncasecmp(name, "nccl", 4)) return CAT_COMM;
+    if (vb_gpu_name_is_nccl(name)) return CAT_COMM;
     if (!strncmp(name, "[CUDA memcpy", 12) || !strncmp(name, "[CUDA memset", 12)) return CAT_MEMCPY;
     return CAT_COMPUTE;
 }
