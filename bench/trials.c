@@ -425,12 +425,13 @@ static void run_trial(bench_state *s, trial_rec *t) {
     bool profiled = s->profile_here && !t->warmup && t->type != TRIAL_IO;
     vb_prof_set_trial_type(r->prof, k_type_name[t->type]);
     vb_prof_set_enabled(r->prof, profiled);
-    /* CUPTI's records: the same timed steps (the untimed first SYNTHETIC step is done) */
-    const bool traced = profiled && s->cupti_here;
-    if (traced) vb_cupti_begin(k_type_name[t->type]);
     /* the timeline window: the first profile_steps timed FULL steps, every rank */
     bool windowed = r->timeline && t->type == TRIAL_FULL && !t->warmup &&
                     vb_tlrec_steps_done(r->timeline) < r->cfg.profile_steps;
+    /* CUPTI's records: the same timed steps (the untimed first SYNTHETIC step
+     * is done); in the window they are the timeline's stream lanes too */
+    const bool traced = profiled && s->cupti_here;
+    if (traced) vb_cupti_begin(k_type_name[t->type], windowed);
 
     const double per_iter = samples_per_iter(r);
     int report = s->b->report_freq;
@@ -509,6 +510,7 @@ static void run_trial(bench_state *s, trial_rec *t) {
     if (cached) vb_run_release_batch(r, loader, cached);
     /* after the last timing point: the flush waits for the device */
     if (traced) vb_cupti_end();
+    if (traced && windowed) vb_cupti_to_timeline(r->timeline);
     vb_prof_set_enabled(r->prof, false);
 
     t->seconds = t0 - t_start;

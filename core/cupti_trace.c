@@ -29,8 +29,13 @@ static void not_built(void) {
     vb_die_internal("the CUPTI tracer is not in this build (the config check should have refused cupti: true)");
 }
 void vb_cupti_init(void) { not_built(); }
-void vb_cupti_begin(const char *trial_type) {
+void vb_cupti_begin(const char *trial_type, bool for_timeline) {
     (void)trial_type;
+    (void)for_timeline;
+    not_built();
+}
+long vb_cupti_to_timeline(struct vb_tlrec *t) {
+    (void)t;
     not_built();
 }
 void vb_cupti_end(void) { not_built(); }
@@ -46,9 +51,12 @@ unsigned long long vb_cupti_dropped(void) { return 0; }
 #include <cupti.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "core/gpu_activity.h"
 #include "core/gpu_summary.h"
 
 static void cupti_die(const char *what, const char *call, const char *err, const char *file, int line) {
@@ -78,6 +86,10 @@ static const char *cupti_error(CUptiResult rc) {
             cupti_die("CUDA", #call, cudaGetErrorString(vb_cuda_rc_), __FILE__, __LINE__);      \
     } while (0)
 
+/* Records kept for the timeline at most: a window of a few steps of a few
+ * thousand kernels each fits many times over (40 bytes a record). */
+enum { MAX_TIMELINE_RECORDS = 1 << 22 };
+
 /* CUPTI's buffers: big enough that a step's records rarely fill one (a
  * ViT step is a few hundred kernels of ~200 bytes each), 8-byte aligned as
  * CUPTI requires. */
@@ -89,6 +101,10 @@ static struct {
     vb_gsum *views[VB_CUPTI_NVIEWS];
     int type_view;                /* the trial's own kernel view, -1: the combined ones only */
     unsigned long long dropped;
+    vb_gacts *acts;               /* records kept for the timeline */
+    bool keep;                    /* this trial's records go to acts too */
+    long acts_dropped;            /* records acts had no room for, this trial */
+    int64_t offset_ns;            /* CLOCK_MONOTONIC ns - CUPTI ns, read at begin */
 } g_tr = {.mu = PTHREAD_MUTEX_INITIALIZER, .type_view = -1};
 
 bool vb_cupti_compiled(void) { return true; }
@@ -123,16 +139,27 @@ static void add_record(const CUpti_Activity *rec) {
         const char *name = k->name ? k->name : "<unnamed kernel>";
         rc = vb_gsum_add(g_tr.views[VB_CUPTI_KERNELS], name, k->start, k->end);
         if (rc >= 0 && g_tr.type_view >= 0) rc = vb_gsum_add(g_tr.views[g_tr.type_view], name, k->start, k->end);
+        if (g_tr.keep && vb_gacts_add(g_tr.acts, VB_GACT_KERNEL, name, k->streamId, k->start, k->end, 0) < 0)
+            g_tr.acts_dropped++;
         break;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
         const CUpti_ActivityMemcpy6 *m = (const CUpti_ActivityMemcpy6 *)rec;
-        rc = vb_gsum_add(g_tr.views[VB_CUPTI_MEMOPS], memcpy_name(m->copyKind), m->start, m->end);
+        const char *name = memcpy_name(m->copyKind);
+        rc = vb_gsum_add(g_tr.views[VB_CUPTI_MEMOPS], name, m->start, m->end);
+        /* a synchronous copy has no stream, so no lane (vitbench issues none) */
+        if (g_tr.keep && m->streamId != CUPTI_INVALID_STREAM_ID &&
+            vb_gacts_add(g_tr.acts, VB_GACT_MEMCPY, name, m->streamId, m->start, m->end, (double)m->bytes) < 0)
+            g_tr.acts_dropped++;
         break;
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
         const CUpti_ActivityMemset4 *m = (const CUpti_ActivityMemset4 *)rec;
         rc = vb_gsum_add(g_tr.views[VB_CUPTI_MEMOPS], "[CUDA memset]", m->start, m->end);
+        if (g_tr.keep && m->streamId != CUPTI_INVALID_STREAM_ID &&
+            vb_gacts_add(g_tr.acts, VB_GACT_MEMSET, "[CUDA memset]", m->streamId, m->start, m->end,
+                         (double)m->bytes) < 0)
+            g_tr.acts_dropped++;
         break;
     }
     default: break;
@@ -167,18 +194,47 @@ void vb_cupti_init(void) {
             g_tr.views[v] = vb_gsum_create();
             if (!g_tr.views[v]) vb_die_internal("out of memory for the CUPTI summaries");
         }
+        g_tr.acts = vb_gacts_create(MAX_TIMELINE_RECORDS);
+        if (!g_tr.acts) vb_die_internal("out of memory for the CUPTI timeline records");
         g_tr.initialized = true;
     }
     pthread_mutex_unlock(&g_tr.mu);
     if (first) CUPTICHECK(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
 }
 
-void vb_cupti_begin(const char *trial_type) {
+static int64_t monotonic_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* CLOCK_MONOTONIC - CUPTI's clock, in ns: the midpoint of the narrowest of
+ * a few host reads bracketing cuptiGetTimestamp (error: half its width) */
+static int64_t clock_offset_ns(void) {
+    int64_t best_width = INT64_MAX, offset = 0;
+    for (int i = 0; i < 5; i++) {
+        uint64_t c = 0;
+        int64_t h0 = monotonic_ns();
+        CUPTICHECK(cuptiGetTimestamp(&c));
+        int64_t h1 = monotonic_ns();
+        if (h1 - h0 < best_width) {
+            best_width = h1 - h0;
+            offset = h0 + (h1 - h0) / 2 - (int64_t)c;
+        }
+    }
+    return offset;
+}
+
+void vb_cupti_begin(const char *trial_type, bool for_timeline) {
     if (!g_tr.initialized) vb_cupti_init();
+    int64_t offset = for_timeline ? clock_offset_ns() : 0;
     pthread_mutex_lock(&g_tr.mu);
     g_tr.type_view = !strcmp(trial_type, "SYNTHETIC") ? VB_CUPTI_KERNELS_SYNTHETIC
                      : !strcmp(trial_type, "FULL")    ? VB_CUPTI_KERNELS_FULL
                                                       : -1;
+    g_tr.keep = for_timeline;
+    g_tr.offset_ns = offset;
+    g_tr.acts_dropped = 0;
     pthread_mutex_unlock(&g_tr.mu);
     CUPTICHECK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
     CUPTICHECK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY));
@@ -192,6 +248,9 @@ void vb_cupti_end(void) {
     CUPTICHECK(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
     CUPTICHECK(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMCPY));
     CUPTICHECK(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMSET));
+    pthread_mutex_lock(&g_tr.mu);
+    g_tr.keep = false;
+    pthread_mutex_unlock(&g_tr.mu);
 }
 
 /* __cxa_demangle from the C++ runtime the CUDA objects already bring in,
@@ -225,6 +284,30 @@ char *vb_cupti_csv(vb_cupti_view view) {
     pthread_mutex_unlock(&g_tr.mu);
     if (!text) vb_die_internal("out of memory rendering %s", k_files[view]);
     return text;
+}
+
+long vb_cupti_to_timeline(struct vb_tlrec *t) {
+    static bool warned_clock, warned_room;
+    pthread_mutex_lock(&g_tr.mu);
+    size_t kept = vb_gacts_count(g_tr.acts);
+    long no_room = 0; /* the timeline's lanes were full: write_timeline reports those */
+    long placed = vb_gacts_to_timeline(g_tr.acts, t, g_tr.offset_ns, demangle, &no_room);
+    long lost = g_tr.acts_dropped;
+    g_tr.acts_dropped = 0;
+    pthread_mutex_unlock(&g_tr.mu);
+    if (kept > 0 && placed == 0 && no_room == 0 && !warned_clock) {
+        vb_warn("timeline: none of CUPTI's %zu GPU records of the trial fell inside its steps: CUPTI's clock and "
+                "the host's disagree, so timeline.csv has no stream lanes",
+                kept);
+        warned_clock = true;
+    }
+    if (lost > 0 && !warned_room) {
+        vb_warn("timeline: %ld of CUPTI's GPU records of the trial were not kept (more than %d, or out of memory): "
+                "the stream lanes miss them",
+                lost, MAX_TIMELINE_RECORDS);
+        warned_room = true;
+    }
+    return placed;
 }
 
 unsigned long long vb_cupti_dropped(void) {

@@ -21,6 +21,14 @@
  * __cxa_demangle when the process has it (looked up at run time, so this
  * file stays C), as nsys prints them; a name it cannot demangle is kept.
  *
+ * The timeline's GPU lanes: a trial begun with for_timeline (a FULL trial
+ * the timeline window is open for) also keeps each record whole, stream
+ * and times included (gpu_activity.h), and vb_cupti_to_timeline moves them
+ * into timeline.csv's stream<N> lanes. CUPTI's clock (CLOCK_REALTIME on
+ * Linux) is put on vb_now()'s (CLOCK_MONOTONIC) by the offset between
+ * cuptiGetTimestamp and the host clock, read at vb_cupti_begin as the
+ * narrowest of a few bracketing reads.
+ *
  * Compiled in when the CUDA backend is built and CMake finds cupti.h
  * (VB_HAVE_CUPTI); otherwise vb_cupti_compiled() is false and the other
  * calls are not to be made (the config check refuses `cupti: true` first).
@@ -48,11 +56,20 @@ bool vb_cupti_compiled(void);
 /* Registers the buffer callbacks (once per process). */
 void vb_cupti_init(void);
 /* Starts recording into the accumulators of `trial_type` ("SYNTHETIC",
- * "FULL"; any other type counts in the combined views only). */
-void vb_cupti_begin(const char *trial_type);
+ * "FULL"; any other type counts in the combined views only); for_timeline:
+ * keep the records for vb_cupti_to_timeline too. */
+void vb_cupti_begin(const char *trial_type, bool for_timeline);
 /* Delivers every completed record (call after the device work of the trial
  * has finished) and stops recording. */
 void vb_cupti_end(void);
+/* After vb_cupti_end: moves the records kept for the timeline into t's
+ * stream<N> lanes (training thread; destroy t before the process's tracer
+ * goes away, i.e. any time: the tracer lives as long as the process).
+ * Returns how many landed in the window's steps. Warns once when records
+ * were kept but none landed (the clocks disagree), and once when some could
+ * not be kept. */
+struct vb_tlrec;
+long vb_cupti_to_timeline(struct vb_tlrec *t);
 /* The view's CSV text (malloc'd, the caller frees) and its file name in the
  * run directory ("kernels.csv", ...). */
 char *vb_cupti_csv(vb_cupti_view view);

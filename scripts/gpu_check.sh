@@ -17,7 +17,9 @@
 # table: samples/s, achieved TFLOP/s, MFU against the GPU's dense peak for
 # that precision, the process's peak GPU memory, and the tutorial's H100 NVL
 # figures beside them; then CUPTI's cost (the best bf16 row's SYNTHETIC with
-# --cupti false and true, alternated, and the ratio). --quick runs fewer
+# --cupti false and true, alternated, and the ratio) and a FULL run whose
+# timeline.csv gets CUPTI's stream lanes (checked, then made a Chrome trace
+# with `vitbench trace`). --quick runs fewer
 # batches and skips the layouts. Logs and run directories go to --out
 # (default gpu_check_out/). CUDA_ARCH, BUILD_DIR and CUDNN_ROOT (a cuDNN
 # outside the toolkit, e.g. PyTorch's nvidia/cudnn package) are read.
@@ -35,7 +37,7 @@ while [ $# -gt 0 ]; do
     --quick) QUICK=1 ;;
     --arch) ARCH=${2:?--arch needs a value}; shift ;;
     --out) OUTDIR=${2:?--out needs a directory}; shift ;;
-    -h | --help) sed -n 2,26p "$0"; exit 0 ;;
+    -h | --help) sed -n 2,28p "$0"; exit 0 ;;
     *) echo "gpu_check: unknown flag '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -288,4 +290,51 @@ awk -v a="$SPS_OFF" -v b="$SPS_ON" 'BEGIN {
     for (i = 1; i <= nb; i++) sb += y[i]
     if (na > 0 && nb > 0 && sa > 0) printf "  ratio true / false: %.4f\n", (sb / nb) / (sa / na)
 }'
+
+# ---- the timeline's GPU lanes: a bf16_best FULL run traced by CUPTI. Its
+# timeline.csv must hold stream<N> lanes whose kernels sit in the window's
+# steps (step >= 0), and `vitbench trace` must turn it into a Chrome trace.
+# Printed: per stream lane, its rows by kind and the share of the window's
+# step time its rows cover (one stream runs one thing at a time). ----
+BENCHY_FULL=$OUTDIR/benchy_full.yaml
+cat > "$BENCHY_FULL" << EOF
+global: {report_freq: 5, exit_after_tests: True, profiler_mode: 'single', output_filename: 'benchy_output.json', output_dir: '', use_distributed_barrier: False}
+IO: {run_benchmark: False, nbatches: 6, ntrials: 1, nwarmup: 1}
+synthetic: {run_benchmark: False, nbatches: 6, ntrials: 1, nwarmup: 1}
+full: {run_benchmark: True, nbatches: 6, ntrials: 1, nwarmup: 1}
+EOF
+name=timeline_cupti
+rm -rf "${OUTDIR:?}/runs/$name"
+if "$VB" run --config base --backend cuda --global_batch_size 16 --num_data_workers 4 --amp_mode bf16 \
+    --attention cudnn --data_loader_config dali --enable_fused true --enable_jit true \
+    --train_data_path "$DATA/train" --valid_data_path "$DATA/valid" \
+    --global_means_path "$DATA/stats/global_means.npy" --global_stds_path "$DATA/stats/global_stds.npy" \
+    --benchy_config "$BENCHY_FULL" --output_dir "$OUTDIR/runs" --run_name "$name" --progress none \
+    --cupti true --profile_steps 3 > "$OUTDIR/run_$name.log" 2>&1; then
+    tl=$OUTDIR/runs/$name/timeline.csv
+    awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+        $c["lane"] == "main" && $c["kind"] == "step" { steps += $c["dur_s"]; nsteps++ }
+        $c["lane"] ~ /^stream[0-9]+$/ {
+            l = $c["lane"]; lanes[l] = 1; n[l, $c["kind"]]++; busy[l] += $c["dur_s"]
+            if ($c["step"] < 0) outside++
+        }
+        END {
+            for (l in lanes) {
+                printf "gpu_check: timeline %s: %d compute, %d comm, %d memcpy rows, %.1f%% of %d steps busy\n",
+                    l, n[l, "compute"], n[l, "comm"], n[l, "memcpy"], steps > 0 ? 100 * busy[l] / steps : 0, nsteps
+                k += n[l, "compute"]
+            }
+            if (k == 0 || outside > 0 || nsteps == 0) { print "gpu_check: timeline: no stream lane with kernels in the steps"; exit 1 }
+        }' "$tl" || FAILED=1
+    if "$VB" trace "$OUTDIR/runs/$name" > "$OUTDIR/trace_$name.log" 2>&1 && [ -s "$OUTDIR/runs/$name/trace.json" ]; then
+        echo "gpu_check: timeline: trace.json written ($OUTDIR/runs/$name/trace.json)"
+    else
+        echo "gpu_check: timeline: vitbench trace failed ($OUTDIR/trace_$name.log)"
+        FAILED=1
+    fi
+    grep -i "warn" "$OUTDIR/run_$name.log" | sed 's/^/gpu_check: timeline: /'
+else
+    echo "gpu_check: $name FAILED: $(tail -n 1 "$OUTDIR/run_$name.log")"
+    FAILED=1
+fi
 exit $FAILED
