@@ -284,6 +284,7 @@ vb_loader *vb_config_loader(const vb_config *c, const char *dir, int local_batch
         .shuffle = shuffle,
         .seed = c->seed,
         .num_workers = c->num_data_workers,
+        .pread = strcmp(c->data_read, "pread") == 0,
         .dp_rank = dp_rank,
         .dp_size = dp_size,
     };

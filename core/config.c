@@ -81,6 +81,7 @@ static const key_def g_keys[] = {
     /* data */
     {"data_loader_config", KT_STR, FIELD(data_loader_config), false},
     {"num_data_workers", KT_INT, FIELD(num_data_workers), false},
+    {"data_read", KT_STR, FIELD(data_read), false},
     {"limit_nsamples", KT_LIMIT, FIELD(limit_nsamples), false},
     {"limit_nsamples_val", KT_LIMIT, FIELD(limit_nsamples_val), false},
     {"train_data_path", KT_STR, FIELD(train_data_path), false},
@@ -366,6 +367,7 @@ void vb_config_defaults(vb_config *c) {
     snprintf(c->expdir, sizeof c->expdir, "/logs");
     snprintf(c->data_loader_config, sizeof c->data_loader_config, "pytorch");
     c->num_data_workers = 0;
+    snprintf(c->data_read, sizeof c->data_read, "mmap");
     c->limit_nsamples = 0;
     c->limit_nsamples_val = 0;
     snprintf(c->train_data_path, sizeof c->train_data_path, "/data/train");
@@ -705,6 +707,8 @@ void vb_config_validate(const vb_config *c, const char *origin) {
     require_min(c, origin, "loss_scale_growth_interval", c->loss_scale_growth_interval, 1);
     /* dali copies each batch on a second CUDA stream while the previous step
      * computes; backend auto is checked once it is resolved (trainer) */
+    if (strcmp(c->data_read, "mmap") != 0 && strcmp(c->data_read, "pread") != 0)
+        vfail(c, origin, "data_read", NULL, "data_read = '%s' must be mmap or pread", c->data_read);
     if (strcmp(c->data_loader_config, "pytorch") != 0 && strcmp(c->data_loader_config, "dali") != 0)
         vfail(c, origin, "data_loader_config", NULL, "data_loader_config = '%s' must be pytorch or dali",
               c->data_loader_config);

@@ -53,6 +53,7 @@ typedef struct vb_config {
     char data_loader_config[16];   /* "pytorch" (the HDF5 loader, synchronous copy) or "dali" (the same
                                     * loader, copies overlapped on a second stream; CUDA backend only) */
     int num_data_workers;
+    char data_read[8];             /* how the loader reads contiguous datasets: "mmap" (default) or "pread" */
     int limit_nsamples;            /* 0 = None (no limit) */
     int limit_nsamples_val;
     char train_data_path[VB_PATH_MAX];

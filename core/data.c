@@ -10,6 +10,11 @@
  *    worker s % W into slot s % 2W, so worker w only ever touches slots w and
  *    w + W and needs no coordination with the other workers: only with the
  *    consumer, through one mutex and two condition variables.
+ *  - A contiguous, unfiltered float32 dataset is read outside the HDF5 lock:
+ *    through a read-only mapping of its bytes per reader (data_read mmap,
+ *    normalised straight out of the page cache, a SIGBUS from a file that
+ *    shrank turned into an input error by map_guard) or with pread (data_read
+ *    pread); any other layout through H5Dread under the lock.
  *  - vb_loader_reset bumps a generation counter; workers notice it between
  *    samples, abandon stale work and restart from their first sequence.
  *  - Everything is allocated in vb_loader_create.
@@ -26,10 +31,12 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/common.h"
+#include "core/map_guard.h"
 #include "core/timeline.h"
 
 /* ---- HDF5 serialisation ----
@@ -174,12 +181,16 @@ typedef struct vb_slot {
 typedef struct vb_reader {
     hid_t *file, *dset, *fspace; /* [nfiles]; 0 = not opened yet */
     /* [nfiles] the direct path: a contiguous, unfiltered dataset of native
-     * floats is read with pread at raw_off + t * raw_row bytes, outside the
-     * HDF5 lock, so the workers' reads run in parallel; raw_fd -1: through
-     * H5Dread under the lock */
+     * floats is read outside the HDF5 lock, so the workers' reads run in
+     * parallel: through a read-only mapping of its bytes (raw_map, NULL
+     * where mapping failed or the data is not float-aligned in the file),
+     * else with pread at raw_off; raw_fd -1: through H5Dread under the lock */
     int *raw_fd;
     int64_t *raw_off;
     hsize_t (*raw_dims)[4]; /* the dataset's [T, C, H, W] */
+    const float **raw_map;  /* the dataset's first float */
+    void **raw_map_base;    /* what mmap returned, and its length */
+    size_t *raw_map_len;
     hid_t mspace_in, mspace_tar;
     int64_t *perm; /* [nsamples] with shuffle */
     int perm_epoch;
@@ -203,6 +214,7 @@ struct vb_loader {
     int steps;
 
     int nworkers, nslots, nreaders;
+    bool pread; /* vb_loader_opts.pread: no file mappings */
     vb_slot *slots;
     vb_reader *readers;
     pthread_t *threads;
@@ -241,7 +253,7 @@ static void make_perm(int64_t *perm, int64_t n, uint64_t seed, int epoch) {
 /* Sets up the direct path for file y when its dataset allows it: contiguous
  * layout, no filters, native float32, a raw data address. Caller holds the
  * HDF5 lock. */
-static void raw_probe(vb_reader *rd, int y, const char *path, hid_t d) {
+static void raw_probe(const vb_loader *l, vb_reader *rd, int y, const char *path, hid_t d) {
     rd->raw_fd[y] = -1;
     hid_t dcpl = VB_H5(H5Dget_create_plist(d));
     hid_t t = VB_H5(H5Dget_type(d));
@@ -256,17 +268,34 @@ static void raw_probe(vb_reader *rd, int y, const char *path, hid_t d) {
     if (fd < 0) return; /* H5Dread it is */
     rd->raw_fd[y] = fd;
     rd->raw_off[y] = (int64_t)off;
+    /* Mapped, a sample is normalised straight out of the page cache: pread
+     * would first copy it into the process, a pass over every byte that costs
+     * about as much as the normalisation. The split scan checked the file's
+     * size; a file that shrinks later raises SIGBUS, which map_guard turns
+     * into the same error as a short pread. */
+    const hsize_t *dd = rd->raw_dims[y];
+    const size_t bytes = (size_t)(dd[0] * dd[1] * dd[2] * dd[3]) * sizeof(float);
+    const long page = sysconf(_SC_PAGESIZE);
+    if (l->pread || off % sizeof(float) != 0 || page <= 0 || bytes == 0) return;
+    const off_t moff = (off_t)(off - off % (haddr_t)page);
+    const size_t len = (size_t)((off_t)off - moff) + bytes;
+    void *base = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, moff);
+    if (base == MAP_FAILED) return; /* pread it is */
+    rd->raw_map_base[y] = base;
+    rd->raw_map_len[y] = len;
+    rd->raw_map[y] = (const float *)((const char *)base + ((off_t)off - moff));
 }
 
-/* (x - mean) / std over x[n] in place; returns the largest exponent field
- * of the results, which is all ones only if one of them is NaN or Inf (a
- * NaN/Inf in the file, or a value the stats push past FLT_MAX). The check
- * rides on the normalisation pass: an integer max, which vectorises. */
-static uint32_t normalize_span(float *p, size_t n, float m, float s) {
+/* dst[i] = (src[i] - mean) / std over n values (dst == src: in place);
+ * returns the largest exponent field of the results, which is all ones only
+ * if one of them is NaN or Inf (a NaN/Inf in the file, or a value the stats
+ * push past FLT_MAX). The check rides on the normalisation pass: an integer
+ * max, which vectorises. */
+static uint32_t normalize_into(float *dst, const float *src, size_t n, float m, float s) {
     uint32_t maxexp = 0;
     for (size_t i = 0; i < n; i++) {
-        float v = (p[i] - m) / s;
-        p[i] = v;
+        float v = (src[i] - m) / s;
+        dst[i] = v;
         uint32_t bits;
         memcpy(&bits, &v, sizeof bits);
         bits &= 0x7f800000u;
@@ -281,7 +310,7 @@ static uint32_t normalize_span(float *p, size_t n, float m, float s) {
  * NaN or Inf afterwards, -1 if every value is finite. */
 static int normalize(float *x, int C, size_t hw, const float *mean, const float *std) {
     for (int c = 0; c < C; c++)
-        if (normalize_span(x + (size_t)c * hw, hw, mean[c], std[c]) == NONFINITE_EXP) return c;
+        if (normalize_into(x + (size_t)c * hw, x + (size_t)c * hw, hw, mean[c], std[c]) == NONFINITE_EXP) return c;
     return -1;
 }
 
@@ -307,11 +336,44 @@ static void raw_read(const char *path, int fd, void *dst, size_t bytes, int64_t 
  * in use. */
 enum { RAW_PIECE = 64 * 1024 };
 
-/* fields[t, 0:C, 0:H, 0:W] of file y into dst[C, H, W] by pread, normalised
- * with mean/std as it arrives: pieces of whole rows of at most RAW_PIECE
- * floats (at least one row). Returns the first channel holding a non-finite
- * value after normalisation, -1 if none. */
+/* fields[t, 0:C, 0:H, 0:W] of file y's mapping into dst[C, H, W],
+ * normalised on the way: a plane at once when the file's rows are dst's,
+ * else row by row. Returns as raw_read_crop. */
+static int map_read_crop(const vb_loader *l, const vb_reader *rd, int y, const char *path, int t, int C,
+                         float *dst) {
+    const hsize_t *d = rd->raw_dims[y];
+    const size_t H = (size_t)l->H, W = (size_t)l->W;
+    const bool whole_rows = d[3] == (hsize_t)W;
+    sigjmp_buf jb;
+    if (sigsetjmp(jb, 1) != 0)
+        vb_die_input("%s: the file is shorter than its dataset fields[%d, ...] needs (truncated while in use?)", path,
+                     t);
+    vb_map_guard_arm(&jb);
+    int bad = -1;
+    for (int c = 0; c < C && bad < 0; c++) {
+        const float *plane = rd->raw_map[y] + ((hsize_t)t * d[1] + (hsize_t)c) * d[2] * d[3];
+        float *out = dst + (size_t)c * H * W;
+        uint32_t maxexp = 0;
+        if (whole_rows) {
+            maxexp = normalize_into(out, plane, H * W, l->mean[c], l->std[c]);
+        } else {
+            for (size_t h = 0; h < H; h++) {
+                uint32_t e = normalize_into(out + h * W, plane + h * d[3], W, l->mean[c], l->std[c]);
+                maxexp = e > maxexp ? e : maxexp;
+            }
+        }
+        if (maxexp == NONFINITE_EXP) bad = c;
+    }
+    vb_map_guard_disarm();
+    return bad;
+}
+
+/* fields[t, 0:C, 0:H, 0:W] of file y into dst[C, H, W] through the mapping,
+ * or by pread normalised as it arrives: pieces of whole rows of at most
+ * RAW_PIECE floats (at least one row). Returns the first channel holding a
+ * non-finite value after normalisation, -1 if none. */
 static int raw_read_crop(const vb_loader *l, vb_reader *rd, int y, const char *path, int t, int C, float *dst) {
+    if (rd->raw_map[y]) return map_read_crop(l, rd, y, path, t, C, dst);
     const hsize_t *d = rd->raw_dims[y];
     const size_t H = (size_t)l->H, W = (size_t)l->W;
     const bool whole_rows = d[3] == (hsize_t)W; /* rows of the file are rows of dst: read several at once */
@@ -325,7 +387,7 @@ static int raw_read_crop(const vb_loader *l, vb_reader *rd, int y, const char *p
             float *piece = out + h * W;
             raw_read(path, rd->raw_fd[y], piece, rows * W * sizeof(float),
                      plane + (int64_t)(h * d[3] * sizeof(float)));
-            uint32_t e = normalize_span(piece, rows * W, l->mean[c], l->std[c]);
+            uint32_t e = normalize_into(piece, piece, rows * W, l->mean[c], l->std[c]);
             maxexp = e > maxexp ? e : maxexp;
         }
         if (maxexp == NONFINITE_EXP) return c;
@@ -351,7 +413,7 @@ static void read_sample(vb_loader *l, vb_reader *rd, int64_t g, float *inp, floa
         rd->file[y] = f;
         rd->dset[y] = d;
         rd->fspace[y] = VB_H5(H5Dget_space(d));
-        raw_probe(rd, y, path, d);
+        raw_probe(l, rd, y, path, d);
     }
     if (rd->raw_fd[y] >= 0) {
         h5_unlock();
@@ -479,7 +541,14 @@ static void reader_init(vb_loader *l, vb_reader *rd) {
     rd->raw_fd = vb_malloc(sizeof(int) * (size_t)nf);
     rd->raw_off = vb_malloc(sizeof(int64_t) * (size_t)nf);
     rd->raw_dims = vb_malloc(sizeof(hsize_t[4]) * (size_t)nf);
-    for (int i = 0; i < nf; i++) rd->raw_fd[i] = -1;
+    rd->raw_map = vb_malloc(sizeof(const float *) * (size_t)nf);
+    rd->raw_map_base = vb_malloc(sizeof(void *) * (size_t)nf);
+    rd->raw_map_len = vb_malloc(sizeof(size_t) * (size_t)nf);
+    for (int i = 0; i < nf; i++) {
+        rd->raw_fd[i] = -1;
+        rd->raw_map[i] = NULL;
+        rd->raw_map_base[i] = NULL;
+    }
     hsize_t din[3] = {(hsize_t)l->Cin, (hsize_t)l->H, (hsize_t)l->W};
     hsize_t dtar[3] = {(hsize_t)l->Cout, (hsize_t)l->H, (hsize_t)l->W};
     h5_lock();
@@ -494,6 +563,7 @@ static void reader_free(vb_loader *l, vb_reader *rd) {
     h5_lock();
     for (int i = 0; i < l->split.nfiles; i++) {
         if (rd->file[i] == 0) continue;
+        if (rd->raw_map_base[i]) munmap(rd->raw_map_base[i], rd->raw_map_len[i]);
         if (rd->raw_fd[i] >= 0) close(rd->raw_fd[i]);
         VB_H5(H5Sclose(rd->fspace[i]));
         VB_H5(H5Dclose(rd->dset[i]));
@@ -508,6 +578,9 @@ static void reader_free(vb_loader *l, vb_reader *rd) {
     vb_free(rd->raw_fd);
     vb_free(rd->raw_off);
     vb_free(rd->raw_dims);
+    vb_free(rd->raw_map);
+    vb_free(rd->raw_map_base);
+    vb_free(rd->raw_map_len);
     vb_free(rd->perm);
 }
 
@@ -618,6 +691,7 @@ vb_loader *vb_loader_create(const vb_loader_opts *o) {
     l->steps = (int)steps;
 
     l->nworkers = o->num_workers;
+    l->pread = o->pread;
     l->nslots = l->nworkers > 0 ? 2 * l->nworkers : 1;
     l->nreaders = l->nworkers > 0 ? l->nworkers : 1;
     size_t hw = (size_t)l->H * l->W;
@@ -631,6 +705,7 @@ vb_loader *vb_loader_create(const vb_loader_opts *o) {
         l->slots[i].state = SLOT_FREE;
     }
     l->readers = vb_malloc(sizeof(vb_reader) * (size_t)l->nreaders);
+    vb_map_guard_install(); /* the direct path reads through file mappings */
     for (int i = 0; i < l->nreaders; i++) reader_init(l, &l->readers[i]);
 
     pthread_mutex_init(&l->mu, NULL);

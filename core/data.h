@@ -64,6 +64,10 @@ typedef struct vb_loader_opts {
     bool shuffle;
     uint64_t seed;
     int num_workers;
+    /* contiguous datasets are read through a file mapping, normalised
+     * straight from the page cache; true: with pread into the batch first
+     * (for file systems where mapping is slow) */
+    bool pread;
     int dp_rank, dp_size;      /* 0, 1 for a single rank */
     /* Where the batch buffers (vb_batch inp / tar) come from; NULL: plain
      * host memory. A GPU run passes its backend's page-locked allocator

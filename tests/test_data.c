@@ -548,6 +548,7 @@ static void test_reset(void **state) {
 
 typedef struct {
     vb_loader_opts o;
+    const char *shrink; /* read_shrink_read: the file to truncate */
 } lctx;
 
 static void create_loader(void *p) { vb_loader_create(&((lctx *)p)->o); }
@@ -556,28 +557,41 @@ static void scan_dir(void *p) {
     vb_split_scan(&s, (const char *)p);
 }
 
+/* reads a batch (file 0 is open, and mapped), empties `shrink`, then reads
+ * on: whichever way the loader reads, it must exit 2 naming the file */
+static void read_shrink_read(void *p) {
+    const lctx *c = p;
+    vb_loader *l = vb_loader_create(&c->o);
+    vb_loader_release(l, vb_loader_next(l));
+    if (truncate(c->shrink, 0) != 0) exit(99);
+    for (int k = 0; k < 4 * vb_loader_steps_per_epoch(l); k++) vb_loader_release(l, vb_loader_next(l));
+    vb_loader_destroy(l);
+}
+
 static void read_epoch(void *p) {
     vb_loader *l = vb_loader_create(&((lctx *)p)->o);
     for (int k = 0; k < vb_loader_steps_per_epoch(l); k++) vb_loader_release(l, vb_loader_next(l));
     vb_loader_destroy(l);
 }
 
-/* Planes larger than one read of the direct path (256 KiB): whole rows are
- * read and normalised in pieces of several rows (here 256 rows of 256, then
- * the rest), cropped rows one row at a time; both must give exactly what
- * HDF5's path (chunked files) gives, and a NaN in a later piece of a plane
- * must still be found and named. */
+/* Planes larger than one read of the direct path (256 KiB): with pread,
+ * whole rows are read and normalised in pieces of several rows (here 256
+ * rows of 256, then the rest), cropped rows one row at a time; through the
+ * mapping, whole planes or row by row. Each must give exactly what HDF5's
+ * path (chunked files) gives, and a NaN in a later piece of a plane must
+ * still be found and named. */
 static void test_direct_read_pieces(void **state) {
     (void)state;
     const int crops[2][2] = {{290, 256}, {300, 250}};
-    for (int chunked = 0; chunked < 2; chunked++)
+    for (int mode = 0; mode < 3; mode++) /* chunked; contiguous mapped; contiguous with pread */
         for (int i = 0; i < 2; i++) {
-            g_fx_chunked = chunked;
+            g_fx_chunked = mode == 0;
             fx x;
             fx_make_dims(&x, 1, 6, 3, 300, 256, crops[i][0], crops[i][1]);
             g_fx_chunked = false;
             x.o.local_batch = 2;
             x.o.num_workers = 2;
+            x.o.pread = mode == 2;
             vb_loader *l = vb_loader_create(&x.o);
             for (int k = 0; k < vb_loader_steps_per_epoch(l); k++) {
                 const vb_batch *b = vb_loader_next(l);
@@ -595,6 +609,24 @@ static void test_direct_read_pieces(void **state) {
             expect_exit2(read_epoch, &c, file, "fields[4, 1, 280, 3] is nan");
             tu_rm_rf(x.root);
         }
+}
+
+/* A dataset file that shrinks while a run reads it: a short pread, or
+ * SIGBUS from a page of the mapping past the new end, on the reading
+ * thread or a worker, becomes one line naming the file and exit 2. */
+static void test_file_shrinks_while_read(void **state) {
+    (void)state;
+    for (int mode = 0; mode < 4; mode++) {
+        fx x;
+        fx_make(&x, 2, 8);
+        char file[VB_PATH_MAX];
+        vb_snprintf(file, sizeof file, "%s/2010.h5", x.split);
+        lctx c = {.o = x.o, .shrink = file};
+        c.o.pread = mode & 1;
+        c.o.num_workers = mode & 2 ? 2 : 0;
+        expect_exit2(read_shrink_read, &c, file, "truncated while in use");
+        tu_rm_rf(x.root);
+    }
 }
 
 static void test_loader_errors(void **state) {
@@ -1079,6 +1111,7 @@ int main(void) {
         cmocka_unit_test(test_content_crop_norm_order),
         cmocka_unit_test(test_chunked_files),
         cmocka_unit_test(test_direct_read_pieces),
+        cmocka_unit_test(test_file_shrinks_while_read),
         cmocka_unit_test(test_shuffle),
         cmocka_unit_test(test_sharding),
         cmocka_unit_test(test_limit),
