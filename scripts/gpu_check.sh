@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpu_check.sh: one command for anyone with a GPU node.
 #
-#   scripts/gpu_check.sh [--quick] [--arch 90] [--out DIR]
+#   scripts/gpu_check.sh [--quick] [--arch 90] [--out DIR] [--only SECTIONS]
 #
 # Builds vitbench with the CUDA backend (build-gpu/, or $BUILD_DIR), runs the
 # CUDA op tests (every op against the CPU op) and their per-op timings at
@@ -20,7 +20,10 @@
 # --cupti false and true, alternated, and the ratio) and a FULL run whose
 # timeline.csv gets CUPTI's stream lanes (checked, then made a Chrome trace
 # with `vitbench trace`). --quick runs fewer
-# batches and skips the layouts. Logs and run directories go to --out
+# batches and skips the layouts. --only runs some sections (a comma list of
+# tests, golden, planes, base, cupti; default all), after the build, so that
+# the whole check can be split over calls of a few minutes each: the build
+# and the dataset are reused. Logs and run directories go to --out
 # (default gpu_check_out/). CUDA_ARCH, BUILD_DIR and CUDNN_ROOT (a cuDNN
 # outside the toolkit, e.g. PyTorch's nvidia/cudnn package) are read.
 #
@@ -32,16 +35,25 @@ SRC=$(pwd)
 ARCH=${CUDA_ARCH:-}
 OUTDIR=$SRC/gpu_check_out
 QUICK=0
+ONLY=tests,golden,planes,base,cupti
 while [ $# -gt 0 ]; do
     case "$1" in
     --quick) QUICK=1 ;;
+    --only) ONLY=${2:?--only needs a list of sections}; shift ;;
     --arch) ARCH=${2:?--arch needs a value}; shift ;;
     --out) OUTDIR=${2:?--out needs a directory}; shift ;;
-    -h | --help) sed -n 2,28p "$0"; exit 0 ;;
+    -h | --help) sed -n 2,31p "$0"; exit 0 ;;
     *) echo "gpu_check: unknown flag '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
 done
+for s in ${ONLY//,/ }; do
+    case "$s" in
+    tests | golden | planes | base | cupti) ;;
+    *) echo "gpu_check: --only: unknown section '$s' (tests, golden, planes, base, cupti)" >&2; exit 2 ;;
+    esac
+done
+want() { [[ ",$ONLY," == *",$1,"* ]]; }
 BUILD=${BUILD_DIR:-$SRC/build-gpu}
 mkdir -p "$OUTDIR" || { echo "gpu_check: cannot create $OUTDIR" >&2; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -67,277 +79,296 @@ VB=$BUILD/vitbench
 FAILED=0
 
 # ---- op tests ----
-"$BUILD/test_cuda_ops" > "$OUTDIR/test_cuda_ops.log" 2>&1
-rc=$?
-echo "gpu_check: test_cuda_ops rc=$rc: $(grep -c '^ok' "$OUTDIR/test_cuda_ops.log") cases ok, $(grep -c '^FAIL' "$OUTDIR/test_cuda_ops.log") failing"
-[ $rc = 0 ] || { FAILED=1; grep '^FAIL' "$OUTDIR/test_cuda_ops.log" | head -n 20; }
+if want tests; then
+    "$BUILD/test_cuda_ops" > "$OUTDIR/test_cuda_ops.log" 2>&1
+    rc=$?
+    echo "gpu_check: test_cuda_ops rc=$rc: $(grep -c '^ok' "$OUTDIR/test_cuda_ops.log") cases ok, $(grep -c '^FAIL' "$OUTDIR/test_cuda_ops.log") failing"
+    [ $rc = 0 ] || { FAILED=1; grep '^FAIL' "$OUTDIR/test_cuda_ops.log" | head -n 20; }
 
-# ---- per-op timings at base's shapes, batch 16: attention in float32 on the
-# CUDA cores, on TF32 and bf16 tensor cores, and cuDNN's (bf16) ----
-"$BUILD/test_cuda_ops" --bench 16 > "$OUTDIR/test_cuda_ops_bench.log" 2>&1 ||
-    { echo "gpu_check: test_cuda_ops --bench failed ($OUTDIR/test_cuda_ops_bench.log)"; FAILED=1; }
-grep -E '^bench .*attention' "$OUTDIR/test_cuda_ops_bench.log" | sed 's/^/gpu_check: /'
+    # ---- per-op timings at base's shapes, batch 16: attention in float32 on the
+    # CUDA cores, on TF32 and bf16 tensor cores, and cuDNN's (bf16) ----
+    "$BUILD/test_cuda_ops" --bench 16 > "$OUTDIR/test_cuda_ops_bench.log" 2>&1 ||
+        { echo "gpu_check: test_cuda_ops --bench failed ($OUTDIR/test_cuda_ops_bench.log)"; FAILED=1; }
+    grep -E '^bench .*attention' "$OUTDIR/test_cuda_ops_bench.log" | sed 's/^/gpu_check: /'
+fi
 
 # ---- golden test on the GPU ----
-golden() { # name tol args...
-    local name=$1 tol=$2
-    shift 2
-    VB_GOLDEN_TOL=$tol VB_GOLDEN_ARGS="$*" bash "$SRC/tests/test_golden.sh" "$VB" > "$OUTDIR/golden_$name.log" 2>&1
-    local r=$?
-    echo "gpu_check: golden $name (tol $tol): $([ $r = 0 ] && echo pass || echo FAIL) — $(grep -m1 'loss: rows' "$OUTDIR/golden_$name.log")"
-    [ $r = 0 ] || FAILED=1
-}
-golden fp32 1e-4 --backend cuda --tf32 false
-# TF32 GEMMs and attention: 11 significant bits in every product, bf16's bound holds
-golden tf32 2e-2 --backend cuda --tf32 true
-golden bf16 2e-2 --backend cuda --amp_mode bf16
-golden bf16_cudnn 2e-2 --backend cuda --amp_mode bf16 --attention cudnn
-golden fp16 2e-2 --backend cuda --amp_mode fp16
-golden fp32_graphs 1e-4 --backend cuda --tf32 false --cuda_graphs true
-golden bf16_graphs 2e-2 --backend cuda --amp_mode bf16 --attention cudnn --enable_jit true --cuda_graphs true
-golden fp16_graphs 2e-2 --backend cuda --amp_mode fp16 --cuda_graphs true
+if want golden; then
+    golden() { # name tol args...
+        local name=$1 tol=$2
+        shift 2
+        VB_GOLDEN_TOL=$tol VB_GOLDEN_ARGS="$*" bash "$SRC/tests/test_golden.sh" "$VB" > "$OUTDIR/golden_$name.log" 2>&1
+        local r=$?
+        echo "gpu_check: golden $name (tol $tol): $([ $r = 0 ] && echo pass || echo FAIL) — $(grep -m1 'loss: rows' "$OUTDIR/golden_$name.log")"
+        [ $r = 0 ] || FAILED=1
+    }
+    golden fp32 1e-4 --backend cuda --tf32 false
+    # TF32 GEMMs and attention: 11 significant bits in every product, bf16's bound holds
+    golden tf32 2e-2 --backend cuda --tf32 true
+    golden bf16 2e-2 --backend cuda --amp_mode bf16
+    golden bf16_cudnn 2e-2 --backend cuda --amp_mode bf16 --attention cudnn
+    golden fp16 2e-2 --backend cuda --amp_mode fp16
+    golden fp32_graphs 1e-4 --backend cuda --tf32 false --cuda_graphs true
+    golden bf16_graphs 2e-2 --backend cuda --amp_mode bf16 --attention cudnn --enable_jit true --cuda_graphs true
+    golden fp16_graphs 2e-2 --backend cuda --amp_mode fp16 --cuda_graphs true
 
-# ---- a replayed CUDA graph is the eager step: the golden run's 20 losses
-# with --cuda_graphs true and false must be the same bits, and run.json must
-# show the replays (an eager step and a recording per batch buffer: 19
-# replays of 20 steps, 18 with dali's two buffers) ----
-graphs_same() { # name args...
-    local name=$1 G=$SRC/tests/golden
-    shift
-    local D=$G/era5 dir=$OUTDIR/graphs_$name
-    rm -rf "$dir"
-    for on in false true; do
-        "$VB" train --config tiny --backend cuda --train_data_path "$D/train" --valid_data_path "$D/valid" \
-            --global_means_path "$D/stats/global_means.npy" --global_stds_path "$D/stats/global_stds.npy" \
-            --init_checkpoint "$G/tiny_init.h5" --shuffle false --num_iters 20 --output_dir "$dir" \
-            --run_name "$on" --progress none --cuda_graphs "$on" "$@" > "$dir.$on.log" 2>&1 ||
-            { echo "gpu_check: graphs $name: train with cuda_graphs $on failed ($dir.$on.log)"; FAILED=1; return; }
-    done
-    local diff replays
-    diff=$(paste -d, <(cut -d, -f3 "$dir/false/train_log.csv") <(cut -d, -f3 "$dir/true/train_log.csv") |
-        awk -F, 'NR > 1 && $1 != $2 { n++ } END { print n + 0 }')
-    replays=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['cuda_graphs']['replays'])" \
-        "$dir/true/run.json" 2> /dev/null)
-    if [ "$diff" = 0 ] && [ "${replays:-0}" -ge 18 ]; then
-        echo "gpu_check: graphs $name: pass (20 losses identical, $replays replays)"
-    else
-        echo "gpu_check: graphs $name: FAIL ($diff of 20 losses differ, replays ${replays:-?})"
-        FAILED=1
-    fi
-}
-graphs_same fp32 --tf32 false
-graphs_same bf16_dali --amp_mode bf16 --attention cudnn --data_loader_config dali --enable_fused true
+    # ---- a replayed CUDA graph is the eager step: the golden run's 20 losses
+    # with --cuda_graphs true and false must be the same bits, and run.json must
+    # show the replays (an eager step and a recording per batch buffer: 19
+    # replays of 20 steps, 18 with dali's two buffers) ----
+    graphs_same() { # name args...
+        local name=$1 G=$SRC/tests/golden
+        shift
+        local D=$G/era5 dir=$OUTDIR/graphs_$name
+        rm -rf "$dir"
+        for on in false true; do
+            "$VB" train --config tiny --backend cuda --train_data_path "$D/train" --valid_data_path "$D/valid" \
+                --global_means_path "$D/stats/global_means.npy" --global_stds_path "$D/stats/global_stds.npy" \
+                --init_checkpoint "$G/tiny_init.h5" --shuffle false --num_iters 20 --output_dir "$dir" \
+                --run_name "$on" --progress none --cuda_graphs "$on" "$@" > "$dir.$on.log" 2>&1 ||
+                { echo "gpu_check: graphs $name: train with cuda_graphs $on failed ($dir.$on.log)"; FAILED=1; return; }
+        done
+        local diff replays
+        diff=$(paste -d, <(cut -d, -f3 "$dir/false/train_log.csv") <(cut -d, -f3 "$dir/true/train_log.csv") |
+            awk -F, 'NR > 1 && $1 != $2 { n++ } END { print n + 0 }')
+        replays=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['cuda_graphs']['replays'])" \
+            "$dir/true/run.json" 2> /dev/null)
+        if [ "$diff" = 0 ] && [ "${replays:-0}" -ge 18 ]; then
+            echo "gpu_check: graphs $name: pass (20 losses identical, $replays replays)"
+        else
+            echo "gpu_check: graphs $name: FAIL ($diff of 20 losses differ, replays ${replays:-?})"
+            FAILED=1
+        fi
+    }
+    graphs_same fp32 --tf32 false
+    graphs_same bf16_dali --amp_mode bf16 --attention cudnn --data_loader_config dali --enable_fused true
+fi
 
 # ---- data planes on this GPU ----
 # the NCCL plane's calls on one rank; then every tp / cp / dp layout with
 # ranks sharing the GPU over MPI (staged through page-locked host memory)
 # against one rank, float32 with TF32 off, to test_dist.sh's 1e-5
-if [ -x "$BUILD/test_nccl_plane" ]; then
-    "$BUILD/test_nccl_plane" > "$OUTDIR/test_nccl_plane.log" 2>&1
-    rc=$?
-    echo "gpu_check: test_nccl_plane rc=$rc: $(tail -n 1 "$OUTDIR/test_nccl_plane.log")"
-    [ $rc = 0 ] || [ $rc = 77 ] || FAILED=1
-fi
-if [ $QUICK = 1 ]; then
-    echo "gpu_check: layouts on one GPU over MPI: skipped (--quick)"
-else
-    VB_DIST_ARGS="--backend cuda --comm_backend mpi --tf32 false" bash "$SRC/tests/test_dist.sh" "$VB" \
-        > "$OUTDIR/dist_gpu.log" 2>&1
-    rc=$?
-    echo "gpu_check: layouts on one GPU over MPI: $([ $rc = 0 ] && echo pass || echo FAIL) — $(grep -c '== 1 rank' "$OUTDIR/dist_gpu.log") layouts equal to one rank"
-    [ $rc = 0 ] || { FAILED=1; grep FAIL "$OUTDIR/dist_gpu.log" | head -n 5; }
+if want planes; then
+    if [ -x "$BUILD/test_nccl_plane" ]; then
+        "$BUILD/test_nccl_plane" > "$OUTDIR/test_nccl_plane.log" 2>&1
+        rc=$?
+        echo "gpu_check: test_nccl_plane rc=$rc: $(tail -n 1 "$OUTDIR/test_nccl_plane.log")"
+        [ $rc = 0 ] || [ $rc = 77 ] || FAILED=1
+    fi
+    if [ $QUICK = 1 ]; then
+        echo "gpu_check: layouts on one GPU over MPI: skipped (--quick)"
+    else
+        VB_DIST_ARGS="--backend cuda --comm_backend mpi --tf32 false" bash "$SRC/tests/test_dist.sh" "$VB" \
+            > "$OUTDIR/dist_gpu.log" 2>&1
+        rc=$?
+        echo "gpu_check: layouts on one GPU over MPI: $([ $rc = 0 ] && echo pass || echo FAIL) — $(grep -c '== 1 rank' "$OUTDIR/dist_gpu.log") layouts equal to one rank"
+        [ $rc = 0 ] || { FAILED=1; grep FAIL "$OUTDIR/dist_gpu.log" | head -n 5; }
+    fi
 fi
 
-# ---- base config, batch 16 ----
-DATA=$OUTDIR/data_base
-if [ ! -f "$DATA/stats/global_stds.npy" ]; then
-    "$VB" datagen --output_dir "$DATA" --years 2 --valid_years 1 --channels 20 --img_size 360,720 \
-        --samples_per_year 48 --seed 0 > "$OUTDIR/datagen.log" 2>&1 ||
-        { tail -n 5 "$OUTDIR/datagen.log" >&2; echo "gpu_check: datagen failed" >&2; exit 1; }
-fi
-NB=20 NT=3
-[ $QUICK = 1 ] && NB=5 NT=2
-BENCHY=$OUTDIR/benchy.yaml
-cat > "$BENCHY" << EOF
+# ---- base config, batch 16: its data, for the base and cupti sections ----
+if want base || want cupti; then
+    DATA=$OUTDIR/data_base
+    if [ ! -f "$DATA/stats/global_stds.npy" ]; then
+        "$VB" datagen --output_dir "$DATA" --years 2 --valid_years 1 --channels 20 --img_size 360,720 \
+            --samples_per_year 48 --seed 0 > "$OUTDIR/datagen.log" 2>&1 ||
+            { tail -n 5 "$OUTDIR/datagen.log" >&2; echo "gpu_check: datagen failed" >&2; exit 1; }
+    fi
+    NB=20 NT=3
+    [ $QUICK = 1 ] && NB=5 NT=2
+    BENCHY=$OUTDIR/benchy.yaml
+    cat > "$BENCHY" << EOF
 global: {report_freq: 5, exit_after_tests: True, profiler_mode: 'single', output_filename: 'benchy_output.json', output_dir: '', use_distributed_barrier: False}
 IO: {run_benchmark: True, nbatches: $NB, ntrials: $NT, nwarmup: 1}
 synthetic: {run_benchmark: True, nbatches: $NB, ntrials: $NT, nwarmup: 1}
 full: {run_benchmark: True, nbatches: $NB, ntrials: $NT, nwarmup: 1}
 EOF
-
-# dense peak TFLOP/s of the GPU for a precision (datasheet, without sparsity)
-peak() { # precision: fp32 tf32 bf16 fp16 (the same dense tensor-core peak as bf16)
-    case "$GPU" in
-    *H100*NVL*) p=(60 417.5 835) ;;
-    *H100*PCIe*) p=(51.2 378 756.5) ;;
-    *H100* | *H200* | *GH200*) p=(66.9 494.7 989.4) ;;
-    *A100*) p=(19.5 156 312) ;;
-    *) p=(0 0 0) ;;
-    esac
-    case "$1" in fp32) echo "${p[0]}" ;; tf32) echo "${p[1]}" ;; bf16 | fp16) echo "${p[2]}" ;; esac
-}
-
-ROWS=()
-run_base() { # label precision tutorial-figure args...
-    local label=$1 prec=$2 tut=$3
-    shift 3
-    local dir=$OUTDIR/runs
-    rm -rf "${dir:?}/base_$label"
-    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$OUTDIR/mem_$label.txt" 2> /dev/null &
-    local smi=$!
-    "$VB" run --config base --backend cuda --global_batch_size 16 --num_data_workers "${WORKERS:-4}" \
-        --train_data_path "$DATA/train" --valid_data_path "$DATA/valid" \
-        --global_means_path "$DATA/stats/global_means.npy" --global_stds_path "$DATA/stats/global_stds.npy" \
-        --benchy_config "$BENCHY" --output_dir "$dir" --run_name "base_$label" --progress none "$@" \
-        > "$OUTDIR/run_$label.log" 2>&1
-    local r=$?
-    kill $smi 2> /dev/null
-    wait $smi 2> /dev/null
-    local sum=$dir/base_$label/summary.csv
-    if [ $r != 0 ] || [ ! -f "$sum" ]; then
-        echo "gpu_check: base $label FAILED (rc $r): $(tail -n 1 "$OUTDIR/run_$label.log")"
-        FAILED=1
-        return
-    fi
-    local mem
-    mem=$(sort -n "$OUTDIR/mem_$label.txt" | tail -n 1)
-    ROWS+=("$(awk -F, -v label="$label" -v prec="$prec" -v pk="$(peak "$prec")" -v mem="${mem:-0}" -v tut="$tut" '
-        NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
-        { sps[$c["trial_type"]] = $c["mean_samples_per_s"]; tf[$c["trial_type"]] = $c["achieved_tflop_per_s"] }
-        END {
-            mfu = pk > 0 ? 100 * tf["SYNTHETIC"] / pk : 0
-            full_pct = sps["SYNTHETIC"] > 0 ? 100 * sps["FULL"] / sps["SYNTHETIC"] : 0
-            printf "| %-11s | %-5s | %9.1f | %9.1f | %5.0f%% | %9.1f | %8.1f | %6.1f%% | %8.1f | %s |", label, prec,
-                   sps["SYNTHETIC"], sps["FULL"], full_pct, sps["IO"], tf["SYNTHETIC"], mfu, mem / 1024, tut
-        }' "$sum")")
-}
-# the tutorial's ladder first, then vitbench's own switches on top: cuDNN's
-# fused attention, the dali-style overlapped copy, fused Adam, the fused
-# elementwise passes (enable_jit)
-run_base none_tf32 tf32 12.5 --amp_mode none --tf32 true
-run_base none_fp32 fp32 - --amp_mode none --tf32 false
-run_base tf32_dali tf32 - --amp_mode none --tf32 true --data_loader_config dali --enable_fused true --enable_jit true
-run_base bf16 bf16 102 --amp_mode bf16
-run_base bf16_jit bf16 - --amp_mode bf16 --enable_jit true
-run_base bf16_cudnn bf16 - --amp_mode bf16 --attention cudnn
-run_base bf16_best bf16 126 --amp_mode bf16 --attention cudnn --data_loader_config dali --enable_fused true --enable_jit true
-# FULL's bar (95% of SYNTHETIC) with enough workers: the same with 8
-WORKERS=8 run_base bf16_best_w8 bf16 - --amp_mode bf16 --attention cudnn --data_loader_config dali --enable_fused true --enable_jit true
-run_base fp16_best fp16 - --amp_mode fp16 --attention cudnn --data_loader_config dali --enable_fused true --enable_jit true
-run_base bf16_graphs bf16 - --amp_mode bf16 --attention cudnn --data_loader_config dali --enable_fused true --enable_jit true --cuda_graphs true
-
-# run.json's device record (memory, clocks, ECC) from the best row
-GPU_JSON=$OUTDIR/runs/base_bf16_best/run.json
-if python3 -c "import json, sys; g = json.load(open(sys.argv[1]))['gpu']; print('gpu_check: run.json gpu:', g)" \
-    "$GPU_JSON" 2> /dev/null; then :; else
-    echo "gpu_check: run.json has no gpu record ($GPU_JSON)"
-    FAILED=1
 fi
 
-echo
-echo "base config, batch 16, one $GPU (SYNTHETIC and FULL: samples/s, mean of $NT trials of $NB batches)"
-echo "| run         | prec  | SYNTHETIC |      FULL | FULL % |        IO | TFLOP/s  |   MFU   | GPU GiB  | tutorial H100 NVL samples/s |"
-echo "|-------------|-------|-----------|-----------|--------|-----------|----------|---------|----------|-----------------------------|"
-for r in "${ROWS[@]}"; do echo "$r"; done
-echo "(4 loader workers unless the label says _w8; FULL %: FULL over SYNTHETIC; IO: the loader alone; MFU: SYNTHETIC achieved TFLOP/s over the dense peak of the precision; GPU GiB: most memory in use on the GPU during the run, from nvidia-smi)"
+# dense peak TFLOP/s of the GPU for a precision (datasheet, without sparsity)
+if want base; then
+    peak() { # precision: fp32 tf32 bf16 fp16 (the same dense tensor-core peak as bf16)
+        case "$GPU" in
+        *H100*NVL*) p=(60 417.5 835) ;;
+        *H100*PCIe*) p=(51.2 378 756.5) ;;
+        *H100* | *H200* | *GH200*) p=(66.9 494.7 989.4) ;;
+        *A100*) p=(19.5 156 312) ;;
+        *) p=(0 0 0) ;;
+        esac
+        case "$1" in fp32) echo "${p[0]}" ;; tf32) echo "${p[1]}" ;; bf16 | fp16) echo "${p[2]}" ;; esac
+    }
+
+    ROWS=()
+    run_base() { # label precision tutorial-figure args...
+        local label=$1 prec=$2 tut=$3
+        shift 3
+        local dir=$OUTDIR/runs
+        rm -rf "${dir:?}/base_$label"
+        nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$OUTDIR/mem_$label.txt" 2> /dev/null &
+        local smi=$!
+        "$VB" run --config base --backend cuda --global_batch_size 16 --num_data_workers "${WORKERS:-4}" \
+            --train_data_path "$DATA/train" --valid_data_path "$DATA/valid" \
+            --global_means_path "$DATA/stats/global_means.npy" --global_stds_path "$DATA/stats/global_stds.npy" \
+            --benchy_config "$BENCHY" --output_dir "$dir" --run_name "base_$label" --progress none "$@" \
+            > "$OUTDIR/run_$label.log" 2>&1
+        local r=$?
+        kill $smi 2> /dev/null
+        wait $smi 2> /dev/null
+        local sum=$dir/base_$label/summary.csv
+        if [ $r != 0 ] || [ ! -f "$sum" ]; then
+            echo "gpu_check: base $label FAILED (rc $r): $(tail -n 1 "$OUTDIR/run_$label.log")"
+            FAILED=1
+            return
+        fi
+        local mem
+        mem=$(sort -n "$OUTDIR/mem_$label.txt" | tail -n 1)
+        ROWS+=("$(awk -F, -v label="$label" -v prec="$prec" -v pk="$(peak "$prec")" -v mem="${mem:-0}" -v tut="$tut" '
+            NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+            { sps[$c["trial_type"]] = $c["mean_samples_per_s"]; tf[$c["trial_type"]] = $c["achieved_tflop_per_s"] }
+            END {
+                mfu = pk > 0 ? 100 * tf["SYNTHETIC"] / pk : 0
+                full_pct = sps["SYNTHETIC"] > 0 ? 100 * sps["FULL"] / sps["SYNTHETIC"] : 0
+                printf "| %-11s | %-5s | %9.1f | %9.1f | %5.0f%% | %9.1f | %8.1f | %6.1f%% | %8.1f | %s |", label, prec,
+                       sps["SYNTHETIC"], sps["FULL"], full_pct, sps["IO"], tf["SYNTHETIC"], mfu, mem / 1024, tut
+            }' "$sum")")
+    }
+    # the tutorial's ladder first, then vitbench's own switches on top: cuDNN's
+    # fused attention, the dali-style overlapped copy, fused Adam, the fused
+    # elementwise passes (enable_jit)
+    run_base none_tf32 tf32 12.5 --amp_mode none --tf32 true
+    run_base none_fp32 fp32 - --amp_mode none --tf32 false
+    run_base tf32_dali tf32 - --amp_mode none --tf32 true --data_loader_config dali --enable_fused true --enable_jit true
+    run_base bf16 bf16 102 --amp_mode bf16
+    run_base bf16_jit bf16 - --amp_mode bf16 --enable_jit true
+    run_base bf16_cudnn bf16 - --amp_mode bf16 --attention cudnn
+    run_base bf16_best bf16 126 --amp_mode bf16 --attention cudnn --data_loader_config dali --enable_fused true --enable_jit true
+    # FULL's bar (95% of SYNTHETIC) with enough workers: the same with 8
+    WORKERS=8 run_base bf16_best_w8 bf16 - --amp_mode bf16 --attention cudnn --data_loader_config dali --enable_fused true --enable_jit true
+    run_base fp16_best fp16 - --amp_mode fp16 --attention cudnn --data_loader_config dali --enable_fused true --enable_jit true
+    run_base bf16_graphs bf16 - --amp_mode bf16 --attention cudnn --data_loader_config dali --enable_fused true --enable_jit true --cuda_graphs true
+
+    # run.json's device record (memory, clocks, ECC) from the best row
+    GPU_JSON=$OUTDIR/runs/base_bf16_best/run.json
+    if python3 -c "import json, sys; g = json.load(open(sys.argv[1]))['gpu']; print('gpu_check: run.json gpu:', g)" \
+        "$GPU_JSON" 2> /dev/null; then :; else
+        echo "gpu_check: run.json has no gpu record ($GPU_JSON)"
+        FAILED=1
+    fi
+
+    echo
+    echo "base config, batch 16, one $GPU (SYNTHETIC and FULL: samples/s, mean of $NT trials of $NB batches)"
+    echo "| run         | prec  | SYNTHETIC |      FULL | FULL % |        IO | TFLOP/s  |   MFU   | GPU GiB  | tutorial H100 NVL samples/s |"
+    echo "|-------------|-------|-----------|-----------|--------|-----------|----------|---------|----------|-----------------------------|"
+    for r in "${ROWS[@]}"; do echo "$r"; done
+    echo "(4 loader workers unless the label says _w8; FULL %: FULL over SYNTHETIC; IO: the loader alone; MFU: SYNTHETIC achieved TFLOP/s over the dense peak of the precision; GPU GiB: most memory in use on the GPU during the run, from nvidia-smi)"
+fi
 
 # ---- CUPTI's cost: bf16 SYNTHETIC without and with the tracer, alternated
 # (A B A B) so that a drift of the GPU's clocks hits both; the ratio is the
 # throughput kept with --cupti true. A traced run must write kernels.csv with
 # rows, which `vitbench nsys` reads back as a cuda_gpu_kern_sum report. ----
-BENCHY_SYN=$OUTDIR/benchy_synthetic.yaml
-cat > "$BENCHY_SYN" << EOF
+if want cupti; then
+    BENCHY_SYN=$OUTDIR/benchy_synthetic.yaml
+    cat > "$BENCHY_SYN" << EOF
 global: {report_freq: 5, exit_after_tests: True, profiler_mode: 'single', output_filename: 'benchy_output.json', output_dir: '', use_distributed_barrier: False}
 IO: {run_benchmark: False, nbatches: $NB, ntrials: $NT, nwarmup: 1}
 synthetic: {run_benchmark: True, nbatches: $NB, ntrials: $NT, nwarmup: 1}
 full: {run_benchmark: False, nbatches: $NB, ntrials: $NT, nwarmup: 1}
 EOF
-SPS_OFF="" SPS_ON="" NKERNELS=0
-for pass in 1 2; do
-    for on in false true; do
-        name=cupti_${on}_$pass
-        rm -rf "${OUTDIR:?}/runs/$name"
-        "$VB" run --config base --backend cuda --global_batch_size 16 --amp_mode bf16 --attention cudnn \
-            --data_loader_config dali --enable_fused true --enable_jit true --train_data_path "$DATA/train" --valid_data_path "$DATA/valid" \
-            --global_means_path "$DATA/stats/global_means.npy" --global_stds_path "$DATA/stats/global_stds.npy" \
-            --benchy_config "$BENCHY_SYN" --output_dir "$OUTDIR/runs" --run_name "$name" --progress none \
-            --cupti "$on" > "$OUTDIR/run_$name.log" 2>&1
-        r=$?
-        sum=$OUTDIR/runs/$name/summary.csv
-        if [ $r != 0 ] || [ ! -f "$sum" ]; then
-            echo "gpu_check: $name FAILED (rc $r): $(tail -n 1 "$OUTDIR/run_$name.log")"
-            FAILED=1
-            continue
-        fi
-        sps=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
-            $c["trial_type"] == "SYNTHETIC" { print $c["mean_samples_per_s"] }' "$sum")
-        if [ "$on" = false ]; then SPS_OFF+="$sps "; else SPS_ON+="$sps "; fi
-        if [ "$on" = true ]; then
-            k=$OUTDIR/runs/$name/kernels.csv
-            NKERNELS=$(($(wc -l < "$k" 2> /dev/null || echo 1) - 1))
-            if [ "$NKERNELS" -lt 1 ] ||
-                ! "$VB" nsys "$k" --output_dir "$OUTDIR/nsys_$name" > "$OUTDIR/nsys_$name.log" 2>&1; then
-                echo "gpu_check: $name: kernels.csv missing, empty or unreadable by vitbench nsys ($OUTDIR/nsys_$name.log)"
+    SPS_OFF="" SPS_ON="" NKERNELS=0
+    for pass in 1 2; do
+        for on in false true; do
+            name=cupti_${on}_$pass
+            rm -rf "${OUTDIR:?}/runs/$name"
+            "$VB" run --config base --backend cuda --global_batch_size 16 --amp_mode bf16 --attention cudnn \
+                --data_loader_config dali --enable_fused true --enable_jit true --train_data_path "$DATA/train" --valid_data_path "$DATA/valid" \
+                --global_means_path "$DATA/stats/global_means.npy" --global_stds_path "$DATA/stats/global_stds.npy" \
+                --benchy_config "$BENCHY_SYN" --output_dir "$OUTDIR/runs" --run_name "$name" --progress none \
+                --cupti "$on" > "$OUTDIR/run_$name.log" 2>&1
+            r=$?
+            sum=$OUTDIR/runs/$name/summary.csv
+            if [ $r != 0 ] || [ ! -f "$sum" ]; then
+                echo "gpu_check: $name FAILED (rc $r): $(tail -n 1 "$OUTDIR/run_$name.log")"
                 FAILED=1
+                continue
             fi
-        fi
+            sps=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+                $c["trial_type"] == "SYNTHETIC" { print $c["mean_samples_per_s"] }' "$sum")
+            if [ "$on" = false ]; then SPS_OFF+="$sps "; else SPS_ON+="$sps "; fi
+            if [ "$on" = true ]; then
+                k=$OUTDIR/runs/$name/kernels.csv
+                NKERNELS=$(($(wc -l < "$k" 2> /dev/null || echo 1) - 1))
+                if [ "$NKERNELS" -lt 1 ] ||
+                    ! "$VB" nsys "$k" --output_dir "$OUTDIR/nsys_$name" > "$OUTDIR/nsys_$name.log" 2>&1; then
+                    echo "gpu_check: $name: kernels.csv missing, empty or unreadable by vitbench nsys ($OUTDIR/nsys_$name.log)"
+                    FAILED=1
+                fi
+            fi
+        done
     done
-done
-echo
-echo "CUPTI overhead, bf16_best SYNTHETIC, samples/s of runs alternated A B A B ($NKERNELS kernel names in kernels.csv):"
-echo "  --cupti false: $SPS_OFF"
-echo "  --cupti true:  $SPS_ON"
-awk -v a="$SPS_OFF" -v b="$SPS_ON" 'BEGIN {
-    na = split(a, x, " "); nb = split(b, y, " "); sa = 0; sb = 0
-    for (i = 1; i <= na; i++) sa += x[i]
-    for (i = 1; i <= nb; i++) sb += y[i]
-    if (na > 0 && nb > 0 && sa > 0) printf "  ratio true / false: %.4f\n", (sb / nb) / (sa / na)
-}'
+    echo
+    echo "CUPTI overhead, bf16_best SYNTHETIC, samples/s of runs alternated A B A B ($NKERNELS kernel names in kernels.csv):"
+    echo "  --cupti false: $SPS_OFF"
+    echo "  --cupti true:  $SPS_ON"
+    awk -v a="$SPS_OFF" -v b="$SPS_ON" 'BEGIN {
+        na = split(a, x, " "); nb = split(b, y, " "); sa = 0; sb = 0
+        for (i = 1; i <= na; i++) sa += x[i]
+        for (i = 1; i <= nb; i++) sb += y[i]
+        if (na > 0 && nb > 0 && sa > 0) printf "  ratio true / false: %.4f\n", (sb / nb) / (sa / na)
+    }'
 
-# ---- the timeline's GPU lanes: a bf16_best FULL run traced by CUPTI. Its
-# timeline.csv must hold stream<N> lanes whose kernels sit in the window's
-# steps (step >= 0), and `vitbench trace` must turn it into a Chrome trace.
-# Printed: per stream lane, its rows by kind and the share of the window's
-# step time its rows cover (one stream runs one thing at a time). ----
-BENCHY_FULL=$OUTDIR/benchy_full.yaml
-cat > "$BENCHY_FULL" << EOF
+    # ---- the timeline's GPU lanes: a bf16_best FULL run traced by CUPTI. Its
+    # timeline.csv must hold stream<N> lanes whose kernels sit in the window's
+    # steps (step >= 0), and `vitbench trace` must turn it into a Chrome trace.
+    # Printed: per stream lane, its rows by kind and the share of the window's
+    # step time its rows cover (one stream runs one thing at a time). ----
+    BENCHY_FULL=$OUTDIR/benchy_full.yaml
+    cat > "$BENCHY_FULL" << EOF
 global: {report_freq: 5, exit_after_tests: True, profiler_mode: 'single', output_filename: 'benchy_output.json', output_dir: '', use_distributed_barrier: False}
 IO: {run_benchmark: False, nbatches: 6, ntrials: 1, nwarmup: 1}
 synthetic: {run_benchmark: False, nbatches: 6, ntrials: 1, nwarmup: 1}
 full: {run_benchmark: True, nbatches: 6, ntrials: 1, nwarmup: 1}
 EOF
-name=timeline_cupti
-rm -rf "${OUTDIR:?}/runs/$name"
-if "$VB" run --config base --backend cuda --global_batch_size 16 --num_data_workers 4 --amp_mode bf16 \
-    --attention cudnn --data_loader_config dali --enable_fused true --enable_jit true \
-    --train_data_path "$DATA/train" --valid_data_path "$DATA/valid" \
-    --global_means_path "$DATA/stats/global_means.npy" --global_stds_path "$DATA/stats/global_stds.npy" \
-    --benchy_config "$BENCHY_FULL" --output_dir "$OUTDIR/runs" --run_name "$name" --progress none \
-    --cupti true --profile_steps 3 > "$OUTDIR/run_$name.log" 2>&1; then
-    tl=$OUTDIR/runs/$name/timeline.csv
-    awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
-        $c["lane"] == "main" && $c["kind"] == "step" { steps += $c["dur_s"]; nsteps++ }
-        $c["lane"] ~ /^stream[0-9]+$/ {
-            l = $c["lane"]; lanes[l] = 1; n[l, $c["kind"]]++; busy[l] += $c["dur_s"]
-            if ($c["step"] < 0) outside++
-        }
-        END {
-            for (l in lanes) {
-                printf "gpu_check: timeline %s: %d compute, %d comm, %d memcpy rows, %.1f%% of %d steps busy\n",
-                    l, n[l, "compute"], n[l, "comm"], n[l, "memcpy"], steps > 0 ? 100 * busy[l] / steps : 0, nsteps
-                k += n[l, "compute"]
-            }
-            if (k == 0 || outside > 0 || nsteps == 0) { print "gpu_check: timeline: no stream lane with kernels in the steps"; exit 1 }
-        }' "$tl" || FAILED=1
-    if "$VB" trace "$OUTDIR/runs/$name" > "$OUTDIR/trace_$name.log" 2>&1 && [ -s "$OUTDIR/runs/$name/trace.json" ]; then
-        echo "gpu_check: timeline: trace.json written ($OUTDIR/runs/$name/trace.json)"
+    name=timeline_cupti
+    rm -rf "${OUTDIR:?}/runs/$name"
+    if "$VB" run --config base --backend cuda --global_batch_size 16 --num_data_workers 4 --amp_mode bf16 \
+        --attention cudnn --data_loader_config dali --enable_fused true --enable_jit true \
+        --train_data_path "$DATA/train" --valid_data_path "$DATA/valid" \
+        --global_means_path "$DATA/stats/global_means.npy" --global_stds_path "$DATA/stats/global_stds.npy" \
+        --benchy_config "$BENCHY_FULL" --output_dir "$OUTDIR/runs" --run_name "$name" --progress none \
+        --cupti true --profile_steps 3 > "$OUTDIR/run_$name.log" 2>&1; then
+        tl=$OUTDIR/runs/$name/timeline.csv
+        # kernel names hold commas (quoted, RFC 4180): read it with a CSV parser
+        python3 - "$tl" << 'PY' || FAILED=1
+import csv, re, sys
+steps, nsteps, lanes, outside = 0.0, 0, {}, 0
+for r in csv.DictReader(open(sys.argv[1], newline="")):
+    if r["lane"] == "main" and r["kind"] == "step":
+        steps += float(r["dur_s"]); nsteps += 1
+    elif re.fullmatch(r"stream[0-9]+", r["lane"]):
+        l = lanes.setdefault(r["lane"], {"compute": 0, "comm": 0, "memcpy": 0, "busy": 0.0})
+        l[r["kind"]] = l.get(r["kind"], 0) + 1
+        l["busy"] += float(r["dur_s"])
+        outside += int(r["step"]) < 0
+for name in sorted(lanes, key=lambda n: int(n[6:])):
+    l = lanes[name]
+    print("gpu_check: timeline %s: %d compute, %d comm, %d memcpy rows, %.1f%% of %d steps busy"
+          % (name, l["compute"], l["comm"], l["memcpy"], 100 * l["busy"] / steps if steps else 0, nsteps))
+if nsteps == 0 or outside or not any(l["compute"] for l in lanes.values()):
+    print("gpu_check: timeline: no stream lane with kernels in the steps")
+    sys.exit(1)
+PY
+        if "$VB" trace "$OUTDIR/runs/$name" > "$OUTDIR/trace_$name.log" 2>&1 && [ -s "$OUTDIR/runs/$name/trace.json" ]; then
+            echo "gpu_check: timeline: trace.json written ($OUTDIR/runs/$name/trace.json)"
+        else
+            echo "gpu_check: timeline: vitbench trace failed ($OUTDIR/trace_$name.log)"
+            FAILED=1
+        fi
+        grep -i "warn" "$OUTDIR/run_$name.log" | sed 's/^/gpu_check: timeline: /'
     else
-        echo "gpu_check: timeline: vitbench trace failed ($OUTDIR/trace_$name.log)"
+        echo "gpu_check: $name FAILED: $(tail -n 1 "$OUTDIR/run_$name.log")"
         FAILED=1
     fi
-    grep -i "warn" "$OUTDIR/run_$name.log" | sed 's/^/gpu_check: timeline: /'
-else
-    echo "gpu_check: $name FAILED: $(tail -n 1 "$OUTDIR/run_$name.log")"
-    FAILED=1
 fi
+
 exit $FAILED
