@@ -261,6 +261,24 @@ if want base; then
     echo "|-------------|-------|-----------|-----------|--------|-----------|----------|---------|----------|-----------------------------|"
     for r in "${ROWS[@]}"; do echo "$r"; done
     echo "(4 loader workers unless the label says _w8; FULL %: FULL over SYNTHETIC; IO: the loader alone; MFU: SYNTHETIC achieved TFLOP/s over the dense peak of the precision; GPU GiB: most memory in use on the GPU during the run, from nvidia-smi)"
+
+    # where the step goes: the SYNTHETIC step's largest ops (device time from
+    # CUDA events, ops.csv) for the TF32 baseline and the best bf16 row
+    for label in none_tf32 bf16_best; do
+        ops=$OUTDIR/runs/base_$label/ops.csv
+        [ -f "$ops" ] || continue
+        echo
+        echo "$label: largest ops of the SYNTHETIC step (ms per step, share of the step)"
+        python3 - "$ops" "$((NB * NT))" << 'PY' || FAILED=1
+import csv, sys
+steps = int(sys.argv[2])
+rows = [r for r in csv.DictReader(open(sys.argv[1], newline="")) if r["trial_type"] == "SYNTHETIC" and r["rank"] == "0"]
+rows.sort(key=lambda r: -float(r["total_s"]))
+for r in rows[:10]:
+    share = float(r["share_of_step"] or 0)
+    print("  %-32s %8.2f ms  %5.1f%%  %s" % (r["name"], 1e3 * float(r["total_s"]) / steps, 100 * share, r["category"]))
+PY
+    done
 fi
 
 # ---- CUPTI's cost: bf16 SYNTHETIC without and with the tracer, alternated
