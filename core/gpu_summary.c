@@ -6,107 +6,63 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/strtab.h"
+
 typedef struct {
-    char *name;
     uint64_t *dur;   /* every instance's duration, ns */
     size_t n, cap;
     uint64_t total;
 } gsum_entry;
 
 struct vb_gsum {
-    gsum_entry *e;
-    size_t n, cap;
-    int *slot;       /* open addressing: index into e, -1 empty; nslots a power of two */
-    size_t nslots;
+    vb_strtab *names;
+    gsum_entry *e;   /* parallel to names' indices */
+    size_t cap;
     uint64_t records;
 };
-
-static uint64_t hash_name(const char *s) {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
 
 vb_gsum *vb_gsum_create(void) {
     vb_gsum *g = calloc(1, sizeof *g);
     if (!g) return NULL;
-    g->nslots = 64;
-    g->slot = malloc(g->nslots * sizeof *g->slot);
-    if (!g->slot) {
+    g->names = vb_strtab_create();
+    if (!g->names) {
         free(g);
         return NULL;
     }
-    memset(g->slot, 0xff, g->nslots * sizeof *g->slot);
     return g;
 }
 
 void vb_gsum_destroy(vb_gsum *g) {
     if (!g) return;
-    for (size_t i = 0; i < g->n; i++) {
-        free(g->e[i].name);
-        free(g->e[i].dur);
-    }
+    for (size_t i = 0; i < vb_strtab_count(g->names); i++) free(g->e[i].dur);
+    vb_strtab_destroy(g->names);
     free(g->e);
-    free(g->slot);
     free(g);
 }
 
 void vb_gsum_reset(vb_gsum *g) {
-    for (size_t i = 0; i < g->n; i++) {
-        free(g->e[i].name);
-        free(g->e[i].dur);
-    }
-    g->n = 0;
+    for (size_t i = 0; i < vb_strtab_count(g->names); i++) free(g->e[i].dur);
+    vb_strtab_clear(g->names);
     g->records = 0;
-    memset(g->slot, 0xff, g->nslots * sizeof *g->slot);
 }
 
-size_t vb_gsum_names(const vb_gsum *g) { return g->n; }
+size_t vb_gsum_names(const vb_gsum *g) { return vb_strtab_count(g->names); }
 uint64_t vb_gsum_records(const vb_gsum *g) { return g->records; }
-
-/* Doubles the slot table (kept at most half full). */
-static int grow_slots(vb_gsum *g) {
-    size_t ns = g->nslots * 2;
-    int *s = malloc(ns * sizeof *s);
-    if (!s) return -1;
-    memset(s, 0xff, ns * sizeof *s);
-    for (size_t i = 0; i < g->n; i++) {
-        size_t k = (size_t)hash_name(g->e[i].name) & (ns - 1);
-        while (s[k] >= 0) k = (k + 1) & (ns - 1);
-        s[k] = (int)i;
-    }
-    free(g->slot);
-    g->slot = s;
-    g->nslots = ns;
-    return 0;
-}
 
 /* The entry of `name`, made when new; NULL when out of memory. */
 static gsum_entry *entry_of(vb_gsum *g, const char *name) {
-    size_t k = (size_t)hash_name(name) & (g->nslots - 1);
-    while (g->slot[k] >= 0) {
-        gsum_entry *e = &g->e[g->slot[k]];
-        if (strcmp(e->name, name) == 0) return e;
-        k = (k + 1) & (g->nslots - 1);
-    }
-    if (g->n == g->cap) {
+    const size_t before = vb_strtab_count(g->names);
+    if (before == g->cap) {
         size_t nc = g->cap ? g->cap * 2 : 32;
         gsum_entry *ne = realloc(g->e, nc * sizeof *ne);
         if (!ne) return NULL;
         g->e = ne;
         g->cap = nc;
     }
-    /* a free slot must remain after this one for the probe loop to end */
-    if (g->n + 2 > g->nslots) return NULL;
-    char *copy = strdup(name);
-    if (!copy) return NULL;
-    gsum_entry *e = &g->e[g->n];
-    memset(e, 0, sizeof *e);
-    e->name = copy;
-    g->slot[k] = (int)g->n++;
-    /* kept at most half full; a failed growth only makes probes longer */
-    if (2 * g->n > g->nslots) (void)grow_slots(g);
-    return e;
+    int idx = vb_strtab_intern(g->names, name);
+    if (idx < 0) return NULL;
+    if ((size_t)idx == before) memset(&g->e[idx], 0, sizeof g->e[idx]);
+    return &g->e[idx];
 }
 
 int vb_gsum_add(vb_gsum *g, const char *name, uint64_t start_ns, uint64_t end_ns) {
@@ -140,16 +96,17 @@ static int cmp_row(const void *a, const void *b) {
 
 size_t vb_gsum_rows(vb_gsum *g, vb_gsum_row **rows) {
     *rows = NULL;
-    if (g->n == 0) return 0;
-    vb_gsum_row *r = calloc(g->n, sizeof *r);
+    const size_t n = vb_strtab_count(g->names);
+    if (n == 0) return 0;
+    vb_gsum_row *r = calloc(n, sizeof *r);
     if (!r) return (size_t)-1;
     double grand = 0;
-    for (size_t i = 0; i < g->n; i++) grand += (double)g->e[i].total;
-    for (size_t i = 0; i < g->n; i++) {
+    for (size_t i = 0; i < n; i++) grand += (double)g->e[i].total;
+    for (size_t i = 0; i < n; i++) {
         gsum_entry *e = &g->e[i];
         qsort(e->dur, e->n, sizeof *e->dur, cmp_u64);
         vb_gsum_row *w = &r[i];
-        w->name = e->name;
+        w->name = vb_strtab_str(g->names, (int)i);
         w->total_ns = e->total;
         w->instances = e->n;
         w->time_pct = grand > 0 ? 100.0 * (double)e->total / grand : 0.0;
@@ -165,9 +122,9 @@ size_t vb_gsum_rows(vb_gsum *g, vb_gsum_row **rows) {
         }
         w->stddev_ns = e->n > 1 ? sqrt(ss / (double)(e->n - 1)) : 0.0;
     }
-    qsort(r, g->n, sizeof *r, cmp_row);
+    qsort(r, n, sizeof *r, cmp_row);
     *rows = r;
-    return g->n;
+    return n;
 }
 
 /* RFC 4180 quoting, as nsys writes names with commas ("void f<int, 4>(...)") */
