@@ -58,6 +58,39 @@ TC_DEV void ldmatrix_x4_trans(uint32_t (&r)[4], const uint16_t *row) {
                  : "r"(addr));
 }
 
+// Four 8x8 matrices of 16-bit elements: lanes 8i..8i+7 give the
+// shared-memory addresses of matrix i's rows 0..7; lane l gets in r[i] the
+// elements [l/4][2(l%4)] and [l/4][2(l%4)+1] of matrix i.
+TC_DEV void ldmatrix_x4(uint32_t (&r)[4], const uint16_t *row) {
+    const unsigned addr = (unsigned)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+// Asynchronous copies, global to shared (sm_80+): the calling thread's copies
+// since its last commit form a group; cp_async_wait<N>() returns once at most
+// N of its groups are still in flight, and a __syncthreads() after it makes
+// the copied bytes visible to the block. Until then the destination holds
+// nothing defined. valid == false writes zeros and reads nothing (src must
+// still be a mapped address).
+TC_DEV void cp_async_16(void *dst, const void *src, bool valid) {
+    const unsigned addr = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(addr), "l"(src),
+                 "r"(valid ? 16 : 0)
+                 : "memory");
+}
+TC_DEV void cp_async_4(void *dst, const void *src, bool valid) {
+    const unsigned addr = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(addr), "l"(src),
+                 "r"(valid ? 4 : 0)
+                 : "memory");
+}
+TC_DEV void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> TC_DEV void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 // x rounded to tf32 (10 mantissa bits, nearest, ties away from zero), as the
 // 32-bit pattern of a float whose low 13 bits are zero
 TC_DEV uint32_t cvt_tf32(float x) {

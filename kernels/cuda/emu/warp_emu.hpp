@@ -22,6 +22,12 @@
  *    differs within float32 rounding).
  *  - Conversions round to nearest even (bf16, f16) and to nearest with ties
  *    away from zero (tf32, cvt.rna), as the device does.
+ *  - cp.async: a copy fills its destination with NaN bits (0xff bytes) when
+ *    issued and writes the source's bytes when a cp_async_wait<N> of its
+ *    thread lets it complete; so a read before the wait and the barrier
+ *    after it, or an issue into a buffer that other threads still read,
+ *    shows up as NaN in the results. A thread that ends with copies never
+ *    waited for stops the run.
  */
 #ifndef VB_WARP_EMU_HPP
 #define VB_WARP_EMU_HPP
@@ -105,7 +111,25 @@ namespace emu {
 
 enum { MAX_THREADS = 1024, WARP = 32, STACK_BYTES = 256 << 10 };
 
-enum op_kind { OP_NONE, OP_SHFL_XOR, OP_MMA_BF16, OP_MMA_F16, OP_MMA_TF32, OP_LDMATRIX_T };
+enum op_kind {
+    OP_NONE,
+    OP_SHFL_XOR,
+    OP_MMA_BF16,
+    OP_MMA_F16,
+    OP_MMA_TF32,
+    OP_LDMATRIX,
+    OP_LDMATRIX_T
+};
+
+// a cp.async copy issued and not yet complete: group = the thread's commits
+// before it was issued
+struct copy_pending {
+    void *dst;
+    const void *src;
+    int bytes;
+    bool valid;
+    unsigned group;
+};
 
 struct slot {
     int op;
@@ -132,6 +156,8 @@ struct block_state {
     int bar_arrived;
     unsigned bar_gen;
     warp_state warps[MAX_THREADS / WARP];
+    std::vector<std::vector<copy_pending>> copies; // per thread
+    std::vector<unsigned> commits;                 // per thread
     const std::function<void()> *body;
 };
 
@@ -150,6 +176,7 @@ inline void yield() {
 
 inline void entry() {
     (*B->body)();
+    if (!B->copies[B->cur].empty()) fail("thread ended with cp.async copies never waited for");
     B->done[B->cur] = 1;
     B->ndone++;
     B->events++;
@@ -171,6 +198,16 @@ inline void complete(warp_state &w) {
         uint32_t v[WARP];
         for (int l = 0; l < WARP; l++) v[l] = w.lanes[l].in[0];
         for (int l = 0; l < WARP; l++) w.lanes[l].out[0] = v[l ^ (int)w.lanes[l].in[1]];
+        return;
+    }
+    if (op == OP_LDMATRIX) {
+        // matrix i's row r is at lane 8i + r's address; lane l gets of matrix
+        // i the elements [l/4][2(l%4)] and [l/4][2(l%4)+1]
+        for (int l = 0; l < WARP; l++)
+            for (int i = 0; i < 4; i++) {
+                const uint16_t *row = w.lanes[8 * i + l / 4].row;
+                w.lanes[l].out[i] = (uint32_t)row[2 * (l % 4)] | (uint32_t)row[2 * (l % 4) + 1] << 16;
+            }
         return;
     }
     if (op == OP_LDMATRIX_T) {
@@ -266,6 +303,8 @@ inline void launch(emu_dim3 grid, int threads, const std::function<void()> &body
         for (unsigned bx = 0; bx < grid.x; bx++) {
             blockIdx = emu_dim3{bx, by, 0};
             bs->done.assign(threads, 0);
+            bs->copies.assign(threads, {});
+            bs->commits.assign(threads, 0u);
             bs->ndone = 0;
             bs->bar_arrived = 0;
             for (int w = 0; w < threads / WARP; w++) bs->warps[w].arrived = 0;
@@ -324,6 +363,14 @@ TC_DEV void mma_m16n8k16_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
 TC_DEV void mma_m16n8k8_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     emu_mma(emu::OP_MMA_TF32, c, a, b0, b1);
 }
+TC_DEV void ldmatrix_x4(uint32_t (&r)[4], const uint16_t *row) {
+    if (((uintptr_t)row & 15u) != 0) emu::fail("ldmatrix row address not 16-byte aligned");
+    emu::slot &s = emu::my_slot();
+    s.op = emu::OP_LDMATRIX;
+    s.row = row;
+    emu::warp_collective();
+    for (int i = 0; i < 4; i++) r[i] = emu::my_slot().out[i];
+}
 TC_DEV void ldmatrix_x4_trans(uint32_t (&r)[4], const uint16_t *row) {
     if (((uintptr_t)row & 15u) != 0) emu::fail("ldmatrix row address not 16-byte aligned");
     emu::slot &s = emu::my_slot();
@@ -331,6 +378,35 @@ TC_DEV void ldmatrix_x4_trans(uint32_t (&r)[4], const uint16_t *row) {
     s.row = row;
     emu::warp_collective();
     for (int i = 0; i < 4; i++) r[i] = emu::my_slot().out[i];
+}
+
+
+inline void emu_cp_async(void *dst, const void *src, int bytes, bool valid) {
+    if (((uintptr_t)dst % (uintptr_t)bytes) != 0 || ((uintptr_t)src % (uintptr_t)bytes) != 0)
+        emu::fail("cp.async address not aligned to its size");
+    memset(dst, 0xff, (size_t)bytes);
+    const int me = emu::B->cur;
+    emu::B->copies[me].push_back(emu::copy_pending{dst, src, bytes, valid, emu::B->commits[me]});
+}
+TC_DEV void cp_async_16(void *dst, const void *src, bool valid) { emu_cp_async(dst, src, 16, valid); }
+TC_DEV void cp_async_4(void *dst, const void *src, bool valid) { emu_cp_async(dst, src, 4, valid); }
+TC_DEV void cp_async_commit() { emu::B->commits[emu::B->cur]++; }
+// completes the copies of every group but the newest N committed (copies not
+// yet committed stay in flight, as on the device)
+template <int N> TC_DEV void cp_async_wait() {
+    const int me = emu::B->cur;
+    const unsigned done_below = emu::B->commits[me] >= (unsigned)N ? emu::B->commits[me] - N : 0u;
+    std::vector<emu::copy_pending> &c = emu::B->copies[me];
+    size_t kept = 0;
+    for (size_t i = 0; i < c.size(); i++) {
+        if (c[i].group < done_below) {
+            if (c[i].valid) memcpy(c[i].dst, c[i].src, (size_t)c[i].bytes);
+            else memset(c[i].dst, 0, (size_t)c[i].bytes);
+        } else {
+            c[kept++] = c[i];
+        }
+    }
+    c.resize(kept);
 }
 
 #endif
