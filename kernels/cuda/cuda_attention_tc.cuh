@@ -59,6 +59,7 @@ template <typename T> struct ops16 {
     typedef uint16_t in_t; // activation bits read
     typedef uint16_t elem; // shared-memory element
     static constexpr int KS = 16, PAD = 8, VECN = 8;
+    static constexpr bool RAW = true; // shared memory holds the activation's bits: cp.async
 
     static TC_DEV void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
         if constexpr (std::is_same<T, tc_bf16>::value)
@@ -98,6 +99,13 @@ template <typename T> struct ops16 {
         b0 = ld32(p);
         b1 = ld32(p + 8);
     }
+    // b[0], b[1] of columns n0.. and b[2], b[3] of columns n0 + 8.. (load_b_nk
+    // twice) in one ldmatrix: matrix i is rows n0 + 8(i/2).., columns k0 + 8(i%2)..
+    static TC_DEV void load_b_nk2(uint32_t (&b)[4], const elem *s, int ld, int n0, int k0,
+                                  int lane) {
+        const int i = lane >> 3;
+        ldmatrix_x4(b, s + (n0 + (i >> 1) * 8 + (lane & 7)) * ld + k0 + (i & 1) * 8);
+    }
     // A of k-step ks from accumulator blocks of 8 columns: columns 16ks .. 16ks+15
     template <int N>
     static TC_DEV void acc_to_a(uint32_t (&a)[4], const float (&c)[N][4], int ks) {
@@ -128,6 +136,7 @@ struct ops_tf32 {
     typedef float in_t;
     typedef uint32_t elem; // tf32 bit patterns
     static constexpr int KS = 8, PAD = 4, VECN = 4;
+    static constexpr bool RAW = false; // rounded on the way in: loads through registers
 
     static TC_DEV void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
         mma_m16n8k8_tf32(c, a, b0, b1);
@@ -153,6 +162,12 @@ struct ops_tf32 {
         b0 = p[0];
         b1 = p[4];
     }
+    static TC_DEV void load_b_nk2(uint32_t (&b)[4], const elem *s, int ld, int n0, int k0,
+                                  int lane) {
+        const int g = lane >> 2, t = lane & 3;
+        load_b_nk(b[0], b[1], s, ld, n0, k0, g, t);
+        load_b_nk(b[2], b[3], s, ld, n0 + 8, k0, g, t);
+    }
     // A of k-step ks from accumulator block ks, keys permuted: k-index t is
     // column 2t, k-index t + 4 is column 2t + 1 (the thread's own values)
     template <int N>
@@ -177,13 +192,22 @@ struct ops_tf32 {
 // ---------------------------------------------------------------------------
 // tiles: dst[r][c] (row stride HDP + PAD) = src[(row0 + r) * D + c] as the
 // operand's bits, zero past nrows and HD. VEC: 16-byte loads (HD % VECN == 0,
-// D % VECN == 0, src 16-byte aligned)
+// D % VECN == 0, src 16-byte aligned), which for 16-bit activations are
+// cp.async copies that land at the caller's cp_async_wait; every other load
+// is done when load_tile returns. Callers commit and wait either way.
 
 template <class OP, int HDP, bool VEC>
 TC_DEV void load_tile(typename OP::elem *dst, const typename OP::in_t *src, int D, int row0,
                       int nrows, int HD) {
     constexpr int LD = HDP + OP::PAD;
-    if (VEC) {
+    if constexpr (VEC && OP::RAW) {
+        constexpr int VN = OP::VECN, CH = HDP / VN;
+        for (int idx = threadIdx.x; idx < ROWS * CH; idx += THREADS) {
+            const int r = idx / CH, c = (idx % CH) * VN;
+            const bool ok = row0 + r < nrows && c < HD;
+            cp_async_16(dst + r * LD + c, ok ? src + (size_t)(row0 + r) * D + c : src, ok);
+        }
+    } else if constexpr (VEC) {
         constexpr int VN = OP::VECN, CH = HDP / VN;
         for (int idx = threadIdx.x; idx < ROWS * CH; idx += THREADS) {
             const int r = idx / CH, c = (idx % CH) * VN;
@@ -201,6 +225,13 @@ TC_DEV void load_tile(typename OP::elem *dst, const typename OP::in_t *src, int 
     }
 }
 
+// Streamed tiles are double-buffered (the next tile's copies in flight while
+// the current one is used) where both buffers of the kernel's two streams fit
+// in 48 KiB of static shared memory; otherwise one buffer, loaded in turn.
+template <class OP, int HDP>
+constexpr int NBUF =
+    4 * COLS * (HDP + OP::PAD) * (int)sizeof(typename OP::elem) + 1024 <= 48 * 1024 ? 2 : 1;
+
 TC_DEV float quad_max(float x) {
     x = fmaxf(x, warp_xor(x, 1));
     return fmaxf(x, warp_xor(x, 2));
@@ -208,6 +239,25 @@ TC_DEV float quad_max(float x) {
 TC_DEV float quad_sum(float x) {
     x += warp_xor(x, 1);
     return x + warp_xor(x, 2);
+}
+
+// acc[j] (j < N, N even) = A B_j, B_j[k][n] = tile[8j + n][k] (a tile [n][k]),
+// over the KB k-steps of the operand a
+template <class OP, int N, int KB>
+TC_DEV void mma_nk(float (&acc)[N][4], const uint32_t (&a)[KB][4], const typename OP::elem *tile,
+                   int ld, int lane) {
+#pragma unroll
+    for (int j = 0; j < N; j += 2) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) acc[j][e] = acc[j + 1][e] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < KB; kk++) {
+            uint32_t b[4];
+            OP::load_b_nk2(b, tile, ld, j * 8, kk * OP::KS, lane);
+            OP::mma(acc[j], a[kk], b[0], b[1]);
+            OP::mma(acc[j + 1], a[kk], b[2], b[3]);
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -220,61 +270,77 @@ __global__ void __launch_bounds__(THREADS)
                    int HD, float scale_log2) {
     typedef typename OP::elem E;
     constexpr int LD = HDP + OP::PAD, KB = HDP / OP::KS, NO = HDP / 8, NS = COLS / 8;
-    __shared__ __align__(16) E tileA[ROWS * LD]; // Q, then each K tile
-    __shared__ __align__(16) E tileB[COLS * LD]; // each V tile
+    constexpr int NB = NBUF<OP, HDP>;
+    __shared__ __align__(16) E tileK[NB][COLS * LD]; // K tiles (Q first, in the last buffer)
+    __shared__ __align__(16) E tileV[NB][COLS * LD]; // V tiles
 
     const int D = NH * HD;
     const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
     const int q0 = blockIdx.x * ROWS;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int g = lane >> 2, t = lane & 3, r0 = warp * 16;
+    const int ntiles = (Tk + COLS - 1) / COLS;
     const typename OP::in_t *qb = q + (size_t)b * Tq * D + (size_t)h * HD;
     const typename OP::in_t *kb = k + (size_t)b * Tk * D + (size_t)h * HD;
     const typename OP::in_t *vb = v + (size_t)b * Tk * D + (size_t)h * HD;
+    auto load_kv = [&](int buf, int kstart) {
+        load_tile<OP, HDP, VEC>(tileK[buf], kb, D, kstart, Tk, HD);
+        load_tile<OP, HDP, VEC>(tileV[buf], vb, D, kstart, Tk, HD);
+        cp_async_commit();
+    };
 
-    load_tile<OP, HDP, VEC>(tileA, qb, D, q0, Tq, HD);
+    load_tile<OP, HDP, VEC>(tileK[NB - 1], qb, D, q0, Tq, HD);
+    cp_async_commit();
+    if (NB == 2) load_kv(0, 0);
+    cp_async_wait<0>();
     __syncthreads();
     uint32_t qf[KB][4];
 #pragma unroll
-    for (int kk = 0; kk < KB; kk++) OP::load_a(qf[kk], tileA, LD, r0, kk * OP::KS, g, t);
+    for (int kk = 0; kk < KB; kk++) OP::load_a(qf[kk], tileK[NB - 1], LD, r0, kk * OP::KS, g, t);
 
     float o[NO][4];
 #pragma unroll
     for (int j = 0; j < NO; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 
-    for (int k0 = 0; k0 < Tk; k0 += COLS) {
-        __syncthreads(); // Q's fragments, or the previous K/V tile, are read
-        load_tile<OP, HDP, VEC>(tileA, kb, D, k0, Tk, HD);
-        load_tile<OP, HDP, VEC>(tileB, vb, D, k0, Tk, HD);
+    for (int it = 0; it < ntiles; it++) {
+        const int cur = NB == 2 ? it & 1 : 0, k0 = it * COLS;
+        __syncthreads(); // Q's fragments, or the buffer about to be refilled, are read
+        if (NB == 2) {
+            if (it + 1 < ntiles) {
+                load_kv(cur ^ 1, k0 + COLS);
+                cp_async_wait<1>(); // this tile has landed; the next may be in flight
+            } else {
+                cp_async_wait<0>();
+            }
+        } else {
+            load_kv(0, k0);
+            cp_async_wait<0>();
+        }
         __syncthreads();
 
         float s[NS][4];
+        mma_nk<OP>(s, qf, tileK[cur], LD, lane);
+        // keys past Tk (the last tile only) get probability zero
+        if (k0 + COLS > Tk) {
 #pragma unroll
-        for (int j = 0; j < NS; j++) {
-            s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+            for (int j = 0; j < NS; j++)
 #pragma unroll
-            for (int kk = 0; kk < KB; kk++) {
-                uint32_t b0, b1;
-                OP::load_b_nk(b0, b1, tileA, LD, j * 8, kk * OP::KS, g, t);
-                OP::mma(s[j], qf[kk], b0, b1);
-            }
+                for (int e = 0; e < 4; e++)
+                    if (k0 + j * 8 + 2 * t + (e & 1) >= Tk) s[j][e] = -INFINITY;
         }
-        // scale into the log2 domain, mask keys past Tk, row maxima (rows g, g+8)
+        // row maxima (rows g, g+8), then everything in the log2 domain:
+        // p = exp2(s * scale_log2 - m) with m the running maximum of s * scale_log2
         float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
         for (int j = 0; j < NS; j++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int key = k0 + j * 8 + 2 * t + (e & 1);
-                s[j][e] = key < Tk ? s[j][e] * scale_log2 : -INFINITY;
-                mx[e >> 1] = fmaxf(mx[e >> 1], s[j][e]);
-            }
+            for (int e = 0; e < 4; e++) mx[e >> 1] = fmaxf(mx[e >> 1], s[j][e]);
         float corr[2], rs[2] = {0.0f, 0.0f};
 #pragma unroll
         for (int i = 0; i < 2; i++) {
             // every tile holds at least one valid key: m_new is finite for finite inputs
-            const float m_new = fmaxf(m[i], quad_max(mx[i]));
+            const float m_new = fmaxf(m[i], quad_max(mx[i]) * scale_log2);
             corr[i] = exp2f(m[i] - m_new); // 0 on the first tile
             m[i] = m_new;
         }
@@ -282,7 +348,7 @@ __global__ void __launch_bounds__(THREADS)
         for (int j = 0; j < NS; j++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                s[j][e] = exp2f(s[j][e] - m[e >> 1]);
+                s[j][e] = exp2f(fmaf(s[j][e], scale_log2, -m[e >> 1]));
                 rs[e >> 1] += s[j][e];
             }
 #pragma unroll
@@ -297,7 +363,7 @@ __global__ void __launch_bounds__(THREADS)
         for (int kk = 0; kk < COLS / OP::KS; kk++) {
             uint32_t a[4];
             OP::acc_to_a(a, s, kk);
-            OP::mma_kn(o, a, tileB, LD, kk * OP::KS, lane);
+            OP::mma_kn(o, a, tileV[cur], LD, kk * OP::KS, lane);
         }
     }
 
@@ -330,34 +396,47 @@ __global__ void __launch_bounds__(THREADS)
                 int NH, int HD, float scale, float scale_log2) {
     typedef typename OP::elem E;
     constexpr int LD = HDP + OP::PAD, KB = HDP / OP::KS, NO = HDP / 8, NS = ROWS / 8;
-    __shared__ __align__(16) E tileA[COLS * LD]; // K, then each Q tile
-    __shared__ __align__(16) E tileB[COLS * LD]; // V, then each dO tile
-    __shared__ float lse_s[ROWS], Dd_s[ROWS];
+    constexpr int NB = NBUF<OP, HDP>;
+    __shared__ __align__(16) E tileQ[NB][ROWS * LD];  // Q tiles (K first, in the last buffer)
+    __shared__ __align__(16) E tileDO[NB][ROWS * LD]; // dO tiles (V first, in the last buffer)
+    __shared__ __align__(16) float lse_s[NB][ROWS], Dd_s[NB][ROWS]; // lse as stored (natural log)
 
     const int D = NH * HD;
     const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
     const int k0 = blockIdx.x * COLS;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int g = lane >> 2, t = lane & 3, r0 = warp * 16;
+    const int ntiles = (Tq + ROWS - 1) / ROWS;
     const typename OP::in_t *qb = q + (size_t)b * Tq * D + (size_t)h * HD;
     const typename OP::in_t *dob = dout + (size_t)b * Tq * D + (size_t)h * HD;
     const typename OP::in_t *kb = k + (size_t)b * Tk * D + (size_t)h * HD;
     const typename OP::in_t *vb = v + (size_t)b * Tk * D + (size_t)h * HD;
     const float *lse_b = lse + (size_t)bh * Tq;
     const float *Dd_b = Dd + (size_t)bh * Tq;
+    auto load_qdo = [&](int buf, int qstart) {
+        load_tile<OP, HDP, VEC>(tileQ[buf], qb, D, qstart, Tq, HD);
+        load_tile<OP, HDP, VEC>(tileDO[buf], dob, D, qstart, Tq, HD);
+        for (int i = threadIdx.x; i < 2 * ROWS; i += THREADS) {
+            const int r = i % ROWS;
+            const bool ok = qstart + r < Tq;
+            if (i < ROWS) cp_async_4(&lse_s[buf][r], ok ? lse_b + qstart + r : lse_b, ok);
+            else cp_async_4(&Dd_s[buf][r], ok ? Dd_b + qstart + r : Dd_b, ok);
+        }
+        cp_async_commit();
+    };
 
-    load_tile<OP, HDP, VEC>(tileA, kb, D, k0, Tk, HD);
-    load_tile<OP, HDP, VEC>(tileB, vb, D, k0, Tk, HD);
+    load_tile<OP, HDP, VEC>(tileQ[NB - 1], kb, D, k0, Tk, HD);
+    load_tile<OP, HDP, VEC>(tileDO[NB - 1], vb, D, k0, Tk, HD);
+    cp_async_commit();
+    if (NB == 2) load_qdo(0, 0);
+    cp_async_wait<0>();
     __syncthreads();
     uint32_t kf[KB][4], vf[KB][4];
 #pragma unroll
     for (int kk = 0; kk < KB; kk++) {
-        OP::load_a(kf[kk], tileA, LD, r0, kk * OP::KS, g, t);
-        OP::load_a(vf[kk], tileB, LD, r0, kk * OP::KS, g, t);
+        OP::load_a(kf[kk], tileQ[NB - 1], LD, r0, kk * OP::KS, g, t);
+        OP::load_a(vf[kk], tileDO[NB - 1], LD, r0, kk * OP::KS, g, t);
     }
-    bool key_ok[2];
-    key_ok[0] = k0 + r0 + g < Tk;
-    key_ok[1] = k0 + r0 + g + 8 < Tk;
 
     float dka[NO][4], dva[NO][4];
 #pragma unroll
@@ -365,43 +444,38 @@ __global__ void __launch_bounds__(THREADS)
 #pragma unroll
         for (int e = 0; e < 4; e++) dka[j][e] = dva[j][e] = 0.0f;
 
-    for (int q0 = 0; q0 < Tq; q0 += ROWS) {
-        __syncthreads(); // K/V fragments, or the previous Q/dO tile and statistics, are read
-        load_tile<OP, HDP, VEC>(tileA, qb, D, q0, Tq, HD);
-        load_tile<OP, HDP, VEC>(tileB, dob, D, q0, Tq, HD);
-        for (int i = threadIdx.x; i < ROWS; i += THREADS) {
-            const bool ok = q0 + i < Tq;
-            lse_s[i] = ok ? lse_b[q0 + i] * LOG2E : 0.0f;
-            Dd_s[i] = ok ? Dd_b[q0 + i] : 0.0f;
+    for (int it = 0; it < ntiles; it++) {
+        const int cur = NB == 2 ? it & 1 : 0, q0 = it * ROWS;
+        __syncthreads(); // K/V fragments, or the buffer about to be refilled, are read
+        if (NB == 2) {
+            if (it + 1 < ntiles) {
+                load_qdo(cur ^ 1, q0 + ROWS);
+                cp_async_wait<1>(); // this tile has landed; the next may be in flight
+            } else {
+                cp_async_wait<0>();
+            }
+        } else {
+            load_qdo(0, q0);
+            cp_async_wait<0>();
         }
         __syncthreads();
 
         // S^T[key][query] = K Q^T and dP^T[key][query] = V dO^T
         float st[NS][4], dpt[NS][4];
-#pragma unroll
-        for (int j = 0; j < NS; j++) {
-#pragma unroll
-            for (int e = 0; e < 4; e++) st[j][e] = dpt[j][e] = 0.0f;
-#pragma unroll
-            for (int kk = 0; kk < KB; kk++) {
-                uint32_t b0, b1;
-                OP::load_b_nk(b0, b1, tileA, LD, j * 8, kk * OP::KS, g, t);
-                OP::mma(st[j], kf[kk], b0, b1);
-                OP::load_b_nk(b0, b1, tileB, LD, j * 8, kk * OP::KS, g, t);
-                OP::mma(dpt[j], vf[kk], b0, b1);
-            }
-        }
-        // P^T = exp(S^T scale - lse) (zero off the valid range), dS^T = P^T (dP^T - Dd)
+        mma_nk<OP>(st, kf, tileQ[cur], LD, lane);
+        mma_nk<OP>(dpt, vf, tileDO[cur], LD, lane);
+        // P^T = exp(S^T scale - lse), dS^T = P^T (dP^T - Dd). No masking: a
+        // query past Tq has zero q, dO, lse and Dd, so p = 1 and dS = 0 there,
+        // and its column adds nothing to dV += P^T dO or dK += dS^T Q; a key
+        // past Tk only ever reaches its own row of dK and dV, never stored.
 #pragma unroll
         for (int j = 0; j < NS; j++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int qi = j * 8 + 2 * t + (e & 1);
-                const float p = (key_ok[e >> 1] && q0 + qi < Tq)
-                                    ? exp2f(st[j][e] * scale_log2 - lse_s[qi])
-                                    : 0.0f;
+                const float p = exp2f(fmaf(st[j][e], scale_log2, -lse_s[cur][qi] * LOG2E));
                 st[j][e] = p;
-                dpt[j][e] = p * (dpt[j][e] - Dd_s[qi]);
+                dpt[j][e] = p * (dpt[j][e] - Dd_s[cur][qi]);
             }
         // dV += P^T dO, dK += dS^T Q (k = queries)
 #pragma unroll
@@ -409,8 +483,8 @@ __global__ void __launch_bounds__(THREADS)
             uint32_t pa[4], sa[4];
             OP::acc_to_a(pa, st, kk);
             OP::acc_to_a(sa, dpt, kk);
-            OP::mma_kn(dva, pa, tileB, LD, kk * OP::KS, lane);
-            OP::mma_kn(dka, sa, tileA, LD, kk * OP::KS, lane);
+            OP::mma_kn(dva, pa, tileDO[cur], LD, kk * OP::KS, lane);
+            OP::mma_kn(dka, sa, tileQ[cur], LD, kk * OP::KS, lane);
         }
     }
 
@@ -442,27 +516,37 @@ __global__ void __launch_bounds__(THREADS)
               const float *Dd, int Tq, int Tk, int NH, int HD, float scale, float scale_log2) {
     typedef typename OP::elem E;
     constexpr int LD = HDP + OP::PAD, KB = HDP / OP::KS, NO = HDP / 8, NS = COLS / 8;
-    __shared__ __align__(16) E tileA[ROWS * LD]; // Q, then each K tile
-    __shared__ __align__(16) E tileB[ROWS * LD]; // dO, then each V tile
+    constexpr int NB = NBUF<OP, HDP>;
+    __shared__ __align__(16) E tileK[NB][COLS * LD]; // K tiles (Q first, in the last buffer)
+    __shared__ __align__(16) E tileV[NB][COLS * LD]; // V tiles (dO first, in the last buffer)
 
     const int D = NH * HD;
     const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
     const int q0 = blockIdx.x * ROWS;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int g = lane >> 2, t = lane & 3, r0 = warp * 16;
+    const int ntiles = (Tk + COLS - 1) / COLS;
     const typename OP::in_t *qb = q + (size_t)b * Tq * D + (size_t)h * HD;
     const typename OP::in_t *dob = dout + (size_t)b * Tq * D + (size_t)h * HD;
     const typename OP::in_t *kb = k + (size_t)b * Tk * D + (size_t)h * HD;
     const typename OP::in_t *vb = v + (size_t)b * Tk * D + (size_t)h * HD;
+    auto load_kv = [&](int buf, int kstart) {
+        load_tile<OP, HDP, VEC>(tileK[buf], kb, D, kstart, Tk, HD);
+        load_tile<OP, HDP, VEC>(tileV[buf], vb, D, kstart, Tk, HD);
+        cp_async_commit();
+    };
 
-    load_tile<OP, HDP, VEC>(tileA, qb, D, q0, Tq, HD);
-    load_tile<OP, HDP, VEC>(tileB, dob, D, q0, Tq, HD);
+    load_tile<OP, HDP, VEC>(tileK[NB - 1], qb, D, q0, Tq, HD);
+    load_tile<OP, HDP, VEC>(tileV[NB - 1], dob, D, q0, Tq, HD);
+    cp_async_commit();
+    if (NB == 2) load_kv(0, 0);
+    cp_async_wait<0>();
     __syncthreads();
     uint32_t qf[KB][4], of[KB][4];
 #pragma unroll
     for (int kk = 0; kk < KB; kk++) {
-        OP::load_a(qf[kk], tileA, LD, r0, kk * OP::KS, g, t);
-        OP::load_a(of[kk], tileB, LD, r0, kk * OP::KS, g, t);
+        OP::load_a(qf[kk], tileK[NB - 1], LD, r0, kk * OP::KS, g, t);
+        OP::load_a(of[kk], tileV[NB - 1], LD, r0, kk * OP::KS, g, t);
     }
     float lse_r[2], Dd_r[2];
     bool q_ok[2];
@@ -478,42 +562,50 @@ __global__ void __launch_bounds__(THREADS)
 #pragma unroll
     for (int j = 0; j < NO; j++) dqa[j][0] = dqa[j][1] = dqa[j][2] = dqa[j][3] = 0.0f;
 
-    for (int k0 = 0; k0 < Tk; k0 += COLS) {
-        __syncthreads(); // Q/dO fragments, or the previous K/V tile, are read
-        load_tile<OP, HDP, VEC>(tileA, kb, D, k0, Tk, HD);
-        load_tile<OP, HDP, VEC>(tileB, vb, D, k0, Tk, HD);
+    for (int it = 0; it < ntiles; it++) {
+        const int cur = NB == 2 ? it & 1 : 0, k0 = it * COLS;
+        __syncthreads(); // Q/dO fragments, or the buffer about to be refilled, are read
+        if (NB == 2) {
+            if (it + 1 < ntiles) {
+                load_kv(cur ^ 1, k0 + COLS);
+                cp_async_wait<1>(); // this tile has landed; the next may be in flight
+            } else {
+                cp_async_wait<0>();
+            }
+        } else {
+            load_kv(0, k0);
+            cp_async_wait<0>();
+        }
         __syncthreads();
 
         float s[NS][4], dp[NS][4];
-#pragma unroll
-        for (int j = 0; j < NS; j++) {
-#pragma unroll
-            for (int e = 0; e < 4; e++) s[j][e] = dp[j][e] = 0.0f;
-#pragma unroll
-            for (int kk = 0; kk < KB; kk++) {
-                uint32_t b0, b1;
-                OP::load_b_nk(b0, b1, tileA, LD, j * 8, kk * OP::KS, g, t);
-                OP::mma(s[j], qf[kk], b0, b1);
-                OP::load_b_nk(b0, b1, tileB, LD, j * 8, kk * OP::KS, g, t);
-                OP::mma(dp[j], of[kk], b0, b1);
-            }
-        }
+        mma_nk<OP>(s, qf, tileK[cur], LD, lane);
+        mma_nk<OP>(dp, of, tileV[cur], LD, lane);
 #pragma unroll
         for (int j = 0; j < NS; j++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                const int key = k0 + j * 8 + 2 * t + (e & 1);
                 const int i = e >> 1;
-                const float p =
-                    (q_ok[i] && key < Tk) ? exp2f(s[j][e] * scale_log2 - lse_r[i]) : 0.0f;
+                const float p = exp2f(fmaf(s[j][e], scale_log2, -lse_r[i]));
                 dp[j][e] = p * (dp[j][e] - Dd_r[i]);
             }
+        // keys past Tk (the last tile only): their zero rows of K would add
+        // nothing to dQ, but p = exp2(-lse) there overflows to inf when the
+        // row's scores are all far below zero, and inf times 0 is NaN. A
+        // query past Tq only reaches its own row of dQ, never stored.
+        if (k0 + COLS > Tk) {
+#pragma unroll
+            for (int j = 0; j < NS; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    if (k0 + j * 8 + 2 * t + (e & 1) >= Tk) dp[j][e] = 0.0f;
+        }
         // dQ += dS K (k = keys)
 #pragma unroll
         for (int kk = 0; kk < COLS / OP::KS; kk++) {
             uint32_t a[4];
             OP::acc_to_a(a, dp, kk);
-            OP::mma_kn(dqa, a, tileA, LD, kk * OP::KS, lane);
+            OP::mma_kn(dqa, a, tileK[cur], LD, kk * OP::KS, lane);
         }
     }
 

@@ -134,7 +134,10 @@ reference attend(const std::vector<double> &q, const std::vector<double> &k,
     return r;
 }
 
-template <class OP> int run_case(int B, int Tq, int Tk, int NH, int HD, uint64_t seed) {
+// far: every score far below zero (q in [5, 6], k in [-6, -5]), so that
+// exp(-lse) overflows float: keys past Tk must be masked, not just zero
+template <class OP>
+int run_case(int B, int Tq, int Tk, int NH, int HD, uint64_t seed, bool far = false) {
     typedef typename OP::in_t In;
     typedef typename OP::out_t Out;
     typedef act_io<OP> io;
@@ -143,8 +146,9 @@ template <class OP> int run_case(int B, int Tq, int Tk, int NH, int HD, uint64_t
     rng_state = seed;
     std::vector<In> q(nq), k(nk), v(nk), dout(nq);
     std::vector<double> qd(nq), kd(nk), vd(nk), dod(nq);
-    for (size_t i = 0; i < nq; i++) q[i] = io::in(urand(-2, 2)), qd[i] = io::value(q[i]);
-    for (size_t i = 0; i < nk; i++) k[i] = io::in(urand(-2, 2)), kd[i] = io::value(k[i]);
+    const float qlo = far ? 5 : -2, qhi = far ? 6 : 2, klo = far ? -6 : -2, khi = far ? -5 : 2;
+    for (size_t i = 0; i < nq; i++) q[i] = io::in(urand(qlo, qhi)), qd[i] = io::value(q[i]);
+    for (size_t i = 0; i < nk; i++) k[i] = io::in(urand(klo, khi)), kd[i] = io::value(k[i]);
     for (size_t i = 0; i < nk; i++) v[i] = io::in(urand(-1, 1)), vd[i] = io::value(v[i]);
     for (size_t i = 0; i < nq; i++) dout[i] = io::in(urand(-1, 1)), dod[i] = io::value(dout[i]);
 
@@ -205,9 +209,9 @@ template <class OP> int run_case(int B, int Tq, int Tk, int NH, int HD, uint64_t
     for (int i = 0; i < 5; i++) {
         const bool ok = e[i] <= limit[i];
         bad += !ok;
-        printf("%s  %-4s B=%d Tq=%d Tk=%d NH=%d HD=%d %s  %-3s err %.3g (tol %.3g)\n",
+        printf("%s  %-4s B=%d Tq=%d Tk=%d NH=%d HD=%d %s%s  %-3s err %.3g (tol %.3g)\n",
                ok ? "ok  " : "FAIL", io::name(), B, Tq, Tk, NH, HD, vec ? "vec " : "scalar",
-               names[i], e[i], limit[i]);
+               far ? " far" : "", names[i], e[i], limit[i]);
     }
     return bad;
 }
@@ -220,12 +224,16 @@ template <class OP> int run_all(uint64_t seed) {
     bad += run_case<OP>(1, 65, 63, 1, 64, seed + 4);  // widest head
     bad += run_case<OP>(1, 130, 20, 1, 16, seed + 5); // 3 query tiles, one short key tile
     bad += run_case<OP>(1, 1, 1, 1, 1, seed + 6);
+    bad += run_case<OP>(1, 128, 192, 2, 48, seed + 7); // whole tiles only: no masking
+    bad += run_case<OP>(1, 20, 300, 1, 48, seed + 8);  // 5 key tiles through the two buffers
+    bad += run_case<OP>(1, 70, 20, 1, 16, seed + 9, true); // exp(-lse) overflows
     return bad;
 }
 
 // Kernels the emulator must refuse (run by their own ctest entries, which
 // expect exit 1 and the emulator's line): lanes of one warp at different
-// collectives, and a barrier that half the block skips.
+// collectives, a barrier that half the block skips, and a thread that ends
+// with cp.async copies it never waited for.
 void divergent_collective() {
     emu::launch(emu_dim3{1, 1, 1}, 64, [] {
         float x = (float)threadIdx.x;
@@ -244,16 +252,52 @@ void skipped_barrier() {
     });
 }
 
+void unwaited_copy() {
+    emu::launch(emu_dim3{1, 1, 1}, 32, [] {
+        __shared__ __align__(16) float dst[32 * 4];
+        static const float src[32 * 4] = {0};
+        cp_async_16(&dst[threadIdx.x * 4], &src[threadIdx.x * 4], true);
+        cp_async_commit();
+    });
+}
+
+// The emulator's cp.async model, which the kernels' tests rely on to catch a
+// missing wait or barrier: the destination reads as NaN from the issue until
+// the wait; wait<1> leaves the newest group in flight; an invalid copy
+// writes zeros.
+int cp_async_model() {
+    int bad = 0;
+    emu::launch(emu_dim3{1, 1, 1}, 32, [&] {
+        __shared__ __align__(16) float a[32], b[32];
+        static float src[32];
+        src[threadIdx.x] = 1.0f + (float)threadIdx.x;
+        a[threadIdx.x] = b[threadIdx.x] = 7.0f;
+        cp_async_4(&a[threadIdx.x], &src[threadIdx.x], true);
+        cp_async_commit();
+        cp_async_4(&b[threadIdx.x], &src[threadIdx.x], threadIdx.x % 2 == 0);
+        cp_async_commit();
+        if (!isnan(a[threadIdx.x]) || !isnan(b[threadIdx.x])) bad++;
+        cp_async_wait<1>();
+        if (a[threadIdx.x] != 1.0f + (float)threadIdx.x || !isnan(b[threadIdx.x])) bad++;
+        cp_async_wait<0>();
+        if (b[threadIdx.x] != (threadIdx.x % 2 == 0 ? 1.0f + (float)threadIdx.x : 0.0f)) bad++;
+    });
+    printf("%s  cp.async model: NaN until waited, groups in order, invalid copies zero\n",
+           bad ? "FAIL" : "ok  ");
+    return bad ? 1 : 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
     if (argc == 2 && strcmp(argv[1], "--divergent-collective") == 0) divergent_collective();
     if (argc == 2 && strcmp(argv[1], "--skipped-barrier") == 0) skipped_barrier();
+    if (argc == 2 && strcmp(argv[1], "--unwaited-copy") == 0) unwaited_copy();
     if (argc > 1) {
         printf("test_attention_tc_emu: the emulator ran a kernel it must refuse (%s)\n", argv[1]);
         return 0; // the ctest entry expects the emulator's failure line
     }
-    int bad = 0;
+    int bad = cp_async_model();
     bad += run_all<tc::ops_tf32>(100);
     bad += run_all<tc::ops16<tc_bf16>>(200);
     bad += run_all<tc::ops16<tc_f16>>(300);
