@@ -28,7 +28,7 @@ void cuda_attention_tc_forward(vb_ctx *ctx, vb_act *out, float *lse, const vb_ac
                                int HD) {
     cudaStream_t st = cuda_stream(ctx);
     const float scale_log2 = tc::LOG2E / sqrtf((float)HD);
-    dim3 grid((Tq + tc::ROWS - 1) / tc::ROWS, B * NH);
+    dim3 grid((Tq + tc::FWD_ROWS - 1) / tc::FWD_ROWS, B * NH);
     dispatch_ops(ctx, [&](auto tag) {
         typedef typename decltype(tag)::type OP;
         typedef typename OP::in_t In;
@@ -36,7 +36,7 @@ void cuda_attention_tc_forward(vb_ctx *ctx, vb_act *out, float *lse, const vb_ac
         tc::dispatch(HD, vec, [&](auto hdp, auto vc) {
             constexpr int HDP = decltype(hdp)::value;
             constexpr bool VEC = decltype(vc)::value;
-            tc::forward_kernel<OP, HDP, VEC><<<grid, tc::THREADS, 0, st>>>(
+            tc::forward_kernel<OP, HDP, VEC><<<grid, tc::FWD_THREADS, 0, st>>>(
                 (typename OP::out_t *)out, lse, (const In *)q, (const In *)k, (const In *)v, Tq, Tk,
                 NH, HD, scale_log2);
             CUDA_LAUNCH_CHECK();

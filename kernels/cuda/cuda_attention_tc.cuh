@@ -9,8 +9,9 @@
  * kernels/cuda/emu/ can run these same kernels on the CPU in a lockstep warp
  * emulator; the launchers are in cuda_attention_tc.cu.
  *
- * Every kernel has 4 warps; each warp owns 16 rows of the block's 64-row tile
- * and the whole 64-column width of the other side's tile, so softmax
+ * Each warp owns 16 rows of its block's tile (128 query rows and 8 warps in
+ * the forward, 64 rows and 4 warps in the backward kernels) and the whole
+ * 64-column width of the other side's tile, so softmax
  * statistics and accumulators never leave the warp. The accumulator fragment
  * of one product is re-packed in registers as the A operand of the next
  * (S -> P for P V, S^T -> P^T and dS^T for P^T dO and dS^T Q, S -> dS for
@@ -45,7 +46,10 @@
 
 namespace tc {
 
-enum { ROWS = 64, COLS = 64, THREADS = 128 };
+// backward blocks: 4 warps, 64 rows; forward blocks: 8 warps, 128 query rows
+// (each K/V tile brought from L2 serves twice the rows: the forward has the
+// fewest flops per byte loaded of the three kernels)
+enum { ROWS = 64, COLS = 64, THREADS = 128, FWD_ROWS = 128, FWD_THREADS = 256 };
 
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
@@ -196,27 +200,27 @@ struct ops_tf32 {
 // cp.async copies that land at the caller's cp_async_wait; every other load
 // is done when load_tile returns. Callers commit and wait either way.
 
-template <class OP, int HDP, bool VEC>
+template <class OP, int HDP, bool VEC, int NT = THREADS>
 TC_DEV void load_tile(typename OP::elem *dst, const typename OP::in_t *src, int D, int row0,
                       int nrows, int HD) {
     constexpr int LD = HDP + OP::PAD;
     if constexpr (VEC && OP::RAW) {
         constexpr int VN = OP::VECN, CH = HDP / VN;
-        for (int idx = threadIdx.x; idx < ROWS * CH; idx += THREADS) {
+        for (int idx = threadIdx.x; idx < ROWS * CH; idx += NT) {
             const int r = idx / CH, c = (idx % CH) * VN;
             const bool ok = row0 + r < nrows && c < HD;
             cp_async_16(dst + r * LD + c, ok ? src + (size_t)(row0 + r) * D + c : src, ok);
         }
     } else if constexpr (VEC) {
         constexpr int VN = OP::VECN, CH = HDP / VN;
-        for (int idx = threadIdx.x; idx < ROWS * CH; idx += THREADS) {
+        for (int idx = threadIdx.x; idx < ROWS * CH; idx += NT) {
             const int r = idx / CH, c = (idx % CH) * VN;
             uint4 val = make_uint4(0u, 0u, 0u, 0u);
             if (row0 + r < nrows && c < HD) val = OP::conv_vec(src + (size_t)(row0 + r) * D + c);
             *reinterpret_cast<uint4 *>(dst + r * LD + c) = val;
         }
     } else {
-        for (int idx = threadIdx.x; idx < ROWS * HDP; idx += THREADS) {
+        for (int idx = threadIdx.x; idx < ROWS * HDP; idx += NT) {
             const int r = idx / HDP, c = idx % HDP;
             typename OP::elem val = 0;
             if (row0 + r < nrows && c < HD) val = OP::conv(src[(size_t)(row0 + r) * D + c]);
@@ -261,22 +265,25 @@ TC_DEV void mma_nk(float (&acc)[N][4], const uint32_t (&a)[KB][4], const typenam
 }
 
 // ---------------------------------------------------------------------------
-// forward: grid (ceil(Tq/64), B*NH)
-
+// forward: grid (ceil(Tq/128), B*NH), 256 threads; Q's 128 rows are staged
+// in the last K and V buffers, 64 rows each
+//
+// Two blocks per SM (16 warps, registers capped at 128) up to head dim 48, the
+// largest of the shipped configurations; at 64 that cap would spill.
 template <class OP, int HDP, bool VEC>
-__global__ void __launch_bounds__(THREADS)
+__global__ void __launch_bounds__(FWD_THREADS, HDP <= 48 ? 2 : 1)
     forward_kernel(typename OP::out_t *out, float *lse, const typename OP::in_t *q,
                    const typename OP::in_t *k, const typename OP::in_t *v, int Tq, int Tk, int NH,
                    int HD, float scale_log2) {
     typedef typename OP::elem E;
     constexpr int LD = HDP + OP::PAD, KB = HDP / OP::KS, NO = HDP / 8, NS = COLS / 8;
     constexpr int NB = NBUF<OP, HDP>;
-    __shared__ __align__(16) E tileK[NB][COLS * LD]; // K tiles (Q first, in the last buffer)
-    __shared__ __align__(16) E tileV[NB][COLS * LD]; // V tiles
+    __shared__ __align__(16) E tileK[NB][COLS * LD]; // K tiles (Q's rows 0-63 first)
+    __shared__ __align__(16) E tileV[NB][COLS * LD]; // V tiles (Q's rows 64-127 first)
 
     const int D = NH * HD;
     const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
-    const int q0 = blockIdx.x * ROWS;
+    const int q0 = blockIdx.x * FWD_ROWS;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int g = lane >> 2, t = lane & 3, r0 = warp * 16;
     const int ntiles = (Tk + COLS - 1) / COLS;
@@ -284,19 +291,22 @@ __global__ void __launch_bounds__(THREADS)
     const typename OP::in_t *kb = k + (size_t)b * Tk * D + (size_t)h * HD;
     const typename OP::in_t *vb = v + (size_t)b * Tk * D + (size_t)h * HD;
     auto load_kv = [&](int buf, int kstart) {
-        load_tile<OP, HDP, VEC>(tileK[buf], kb, D, kstart, Tk, HD);
-        load_tile<OP, HDP, VEC>(tileV[buf], vb, D, kstart, Tk, HD);
+        load_tile<OP, HDP, VEC, FWD_THREADS>(tileK[buf], kb, D, kstart, Tk, HD);
+        load_tile<OP, HDP, VEC, FWD_THREADS>(tileV[buf], vb, D, kstart, Tk, HD);
         cp_async_commit();
     };
 
-    load_tile<OP, HDP, VEC>(tileK[NB - 1], qb, D, q0, Tq, HD);
+    load_tile<OP, HDP, VEC, FWD_THREADS>(tileK[NB - 1], qb, D, q0, Tq, HD);
+    load_tile<OP, HDP, VEC, FWD_THREADS>(tileV[NB - 1], qb, D, q0 + ROWS, Tq, HD);
     cp_async_commit();
     if (NB == 2) load_kv(0, 0);
     cp_async_wait<0>();
     __syncthreads();
     uint32_t qf[KB][4];
 #pragma unroll
-    for (int kk = 0; kk < KB; kk++) OP::load_a(qf[kk], tileK[NB - 1], LD, r0, kk * OP::KS, g, t);
+    for (int kk = 0; kk < KB; kk++)
+        OP::load_a(qf[kk], warp < 4 ? tileK[NB - 1] : tileV[NB - 1], LD, r0 % ROWS, kk * OP::KS, g,
+                   t);
 
     float o[NO][4];
 #pragma unroll

@@ -163,8 +163,9 @@ int run_case(int B, int Tq, int Tk, int NH, int HD, uint64_t seed, bool far = fa
         constexpr bool VEC = decltype(vc)::value;
         const unsigned bh = (unsigned)(B * NH);
         const unsigned qt = (unsigned)((Tq + tc::ROWS - 1) / tc::ROWS);
+        const unsigned qtf = (unsigned)((Tq + tc::FWD_ROWS - 1) / tc::FWD_ROWS);
         const unsigned kt = (unsigned)((Tk + tc::COLS - 1) / tc::COLS);
-        emu::launch(emu_dim3{qt, bh, 1}, tc::THREADS, [&] {
+        emu::launch(emu_dim3{qtf, bh, 1}, tc::FWD_THREADS, [&] {
             tc::forward_kernel<OP, HDP, VEC>(out.data(), lse.data(), q.data(), k.data(), v.data(),
                                              Tq, Tk, NH, HD, scale_log2);
         });
