@@ -471,12 +471,7 @@ vb_ctx *vb_run_ctx_create(const vb_config *c, const vb_comm *world) {
                      vb_ops_cuda() ? ", cuda" : "");
     /* one GPU per rank of a node: srun --gpus-per-task leaves each rank one
      * visible device (index 0); a plain mpirun sees them all */
-    int local = world ? vb_node_local_rank(world) : 0;
-    if (!world) {
-        const char *v = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-        if (!v) v = getenv("SLURM_LOCALID");
-        local = v ? atoi(v) : 0;
-    }
+    int local = vb_node_local_rank(world);
     int ndev = ops->device_count ? ops->device_count() : 1;
     opts.device = ndev > 0 && local > 0 ? local % ndev : 0;
     vb_ctx *ctx = ops->ctx_create(&opts, err, sizeof err);

@@ -153,19 +153,26 @@ static int env_rank(const char *name) {
 }
 
 int vb_node_local_rank(const vb_comm *world) {
-    int local = 0;
-    if (!trivial(world)) { /* every rank takes part, whatever its environment says */
+    if (world && !trivial(world)) {
+        /* MPI's answer wins over any launcher variable: under MPICH or Intel
+         * MPI's mpiexec inside a Slurm job, Hydra starts its per-node proxy
+         * with srun, so every rank of a node inherits SLURM_LOCALID=0 */
+        int local = 0;
         MPI_Comm node = MPI_COMM_NULL;
         VB_MPI(MPI_Comm_split_type(comm_of(world), MPI_COMM_TYPE_SHARED, world->rank, MPI_INFO_NULL, &node));
         VB_MPI(MPI_Comm_rank(node, &local));
         VB_MPI(MPI_Comm_free(&node));
+        return local;
     }
-    const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID"};
+    /* alone in its world (or without one): several single-rank processes a
+     * launcher started side by side still spread over the node's GPUs; the
+     * MPI launchers' own per-rank variables before Slurm's per-task one */
+    const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"};
     for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
         int v = env_rank(vars[i]);
         if (v >= 0) return v;
     }
-    return local;
+    return 0;
 }
 
 void vb_hostname(char *buf, size_t n) {

@@ -73,12 +73,15 @@ void vb_world_init(int *argc, char ***argv, vb_comm *world);
 void vb_world_finalize(void);
 /* Ranks of `world` on this rank's node (shared memory). Collective. */
 int vb_node_local_size(const vb_comm *world);
-/* This rank's index among the ranks of its node: the launcher's own word
- * when it gives one (OMPI_COMM_WORLD_LOCAL_RANK under mpirun, SLURM_LOCALID
- * under srun, MPI_LOCALRANKID under Hydra), else its rank in the node's
- * shared-memory communicator. A rank picks its GPU as this modulo the GPUs it
- * sees, so srun --gpus-per-task (one visible GPU each) and a plain mpirun on
- * a node of 4 GPUs both bind one GPU per rank. Collective. */
+/* This rank's index among the ranks of its node: its rank in the node's
+ * shared-memory communicator (MPI_Comm_split_type SHARED) when the world has
+ * more than one rank, whatever the environment says; a process alone in its
+ * world (or with world NULL) takes the launcher's word
+ * (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID, the first set
+ * to a number), else 0. A rank picks its GPU as this modulo the GPUs it sees,
+ * so srun --gpus-per-task (one visible GPU each) and a plain mpirun on a node
+ * of 4 GPUs both bind one GPU per rank. Collective over a world of two or
+ * more ranks. */
 int vb_node_local_rank(const vb_comm *world);
 /* Hostname of this rank (for run.json). */
 void vb_hostname(char *buf, size_t n);

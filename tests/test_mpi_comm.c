@@ -690,8 +690,9 @@ static void test_host_memory_on_device_plane(void **state) {
 }
 
 /* The node-local rank (which picks a rank's GPU): on one node it is the
- * world rank, from the launcher's variable or, without one, from the node's
- * shared-memory communicator; a launcher's word wins. */
+ * world rank, from the node's shared-memory communicator whatever the
+ * launcher variables say (Hydra under Slurm leaves SLURM_LOCALID=0 on every
+ * rank of a node); a rank alone in its world takes the launcher's word. */
 static void test_node_local_rank(void **state) {
     (void)state;
     const int me = g_world.rank;
@@ -706,11 +707,26 @@ static void test_node_local_rank(void **state) {
     }
     CHECK(vb_node_local_rank(&g_world) == me, "without launcher variables: local rank %d, want %d",
           vb_node_local_rank(&g_world), me);
-    setenv("SLURM_LOCALID", me == 0 ? "3" : "0", 1);
-    CHECK(vb_node_local_rank(&g_world) == (me == 0 ? 3 : 0), "SLURM_LOCALID not taken");
-    setenv("SLURM_LOCALID", "x1", 1); /* not a number: the communicator's answer */
-    CHECK(vb_node_local_rank(&g_world) == me, "a malformed SLURM_LOCALID was taken");
+    setenv("SLURM_LOCALID", "0", 1); /* what every rank sees under Hydra inside a Slurm job */
+    setenv("OMPI_COMM_WORLD_LOCAL_RANK", me == 0 ? "3" : "0", 1);
+    if (g_world.size > 1) /* run alone, the world is the one-rank case below */
+        CHECK(vb_node_local_rank(&g_world) == me,
+              "a launcher variable overrode the communicator: local rank %d, want %d", vb_node_local_rank(&g_world), me);
+    vb_comm self; /* a world of one rank: the launcher's word, MPI's own variables before Slurm's */
+    vb_comm_from_ranks(&g_world, &me, 1, &self);
+    CHECK(vb_node_local_rank(&self) == (me == 0 ? 3 : 0), "alone: OMPI_COMM_WORLD_LOCAL_RANK not taken");
+    unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    setenv("MPI_LOCALRANKID", "2", 1);
+    CHECK(vb_node_local_rank(&self) == 2, "alone: MPI_LOCALRANKID not taken before SLURM_LOCALID");
+    setenv("MPI_LOCALRANKID", "x1", 1); /* not a number: the next variable */
+    CHECK(vb_node_local_rank(&self) == 0, "alone: a malformed MPI_LOCALRANKID was taken");
     unsetenv("SLURM_LOCALID");
+    CHECK(vb_node_local_rank(&self) == 0, "alone, without usable variables: local rank %d, want 0",
+          vb_node_local_rank(&self));
+    CHECK(vb_node_local_rank(NULL) == 0, "without a world or variables: local rank %d, want 0",
+          vb_node_local_rank(NULL));
+    unsetenv("MPI_LOCALRANKID");
+    vb_comm_free(&self);
     for (int i = 0; i < 3; i++)
         if (saved[i]) {
             setenv(vars[i], saved[i], 1);
