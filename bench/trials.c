@@ -65,6 +65,7 @@ typedef struct {
     bool profile_here;    /* this rank's profiler runs in timed SYNTHETIC/FULL trials */
     bool gather_ops;      /* profiler_mode all on > 1 rank: ops.csv holds every rank's rows */
     bool cupti_here;      /* cupti: true on a profiling rank: CUPTI traces its timed SYNTHETIC/FULL trials */
+    bool profiler_open;   /* between profiler_start and profiler_stop: an early exit closes the range */
     int epoch;            /* next loader epoch; every trial starts a fresh one */
     char json_path[VB_PATH_MAX];
     bool timeline_written;
@@ -399,6 +400,15 @@ static const vb_batch *fetch_batch(bench_state *s, const char *nvtx, int k, iter
     return b;
 }
 
+/* ends the profiler's capture range if this rank opened it: after the last
+ * timed trial, or before an exit in the middle of one (interrupt, divergence),
+ * so that nsys sees the range closed either way */
+static void close_profiler(bench_state *s) {
+    if (!s->profiler_open) return;
+    s->profiler_open = false;
+    s->r->ops->profiler_stop(s->r->ctx);
+}
+
 static void run_trial(bench_state *s, trial_rec *t) {
     vb_run *r = s->r;
     vb_loader *loader = r->train_loader;
@@ -449,6 +459,7 @@ static void run_trial(bench_state *s, trial_rec *t) {
             if (cached) vb_run_release_batch(r, loader, cached);
             if (ahead) vb_run_release_batch(r, loader, ahead);
             vb_prof_set_enabled(r->prof, false);
+            close_profiler(s);
             vb_run_exit_interrupted(r);
         }
         iter_rec *it = &s->iters[t->first_iter + (size_t)k];
@@ -489,7 +500,10 @@ static void run_trial(bench_state *s, trial_rec *t) {
         if (t->type != TRIAL_IO) {
             float loss = vb_run_step_loss(r); /* the step has finished: sync_point waited for it */
             /* the trials finished so far are on disk: write_results ran after each */
-            if (!isfinite(loss)) vb_run_die_diverged(r, loss, last_lr, r->iteration);
+            if (!isfinite(loss)) {
+                close_profiler(s);
+                vb_run_die_diverged(r, loss, last_lr, r->iteration);
+            }
         }
         if (in_window) {
             vb_tlrec_add(r->timeline, VB_TL_MAIN, VB_TLK_STEP, "step", t0, t1 - t0, 0, 0, -1);
@@ -653,9 +667,12 @@ int vb_trials_run(vb_run *r) {
         last_timed = i;
     }
     for (int i = 0; i < s.ntrials; i++) {
-        if (i == first_timed && s.profile_here) r->ops->profiler_start(r->ctx);
+        if (i == first_timed && s.profile_here) {
+            r->ops->profiler_start(r->ctx);
+            s.profiler_open = true;
+        }
         run_trial(&s, &s.trials[i]);
-        if (i == last_timed && s.profile_here) r->ops->profiler_stop(r->ctx);
+        if (i == last_timed) close_profiler(&s);
         write_results(&s);
         write_timeline(&s, false);
     }
