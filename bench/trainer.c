@@ -851,11 +851,22 @@ static float step_graphed(const vb_step *s, int iteration, const float *inp, con
         gs->eager++;
         return lr;
     }
+    const unsigned long gen = ops->workspace_generation ? ops->workspace_generation(ctx) : 0;
+    if (gs->g[k].exec && gs->g[k].workspace_gen != gen) {
+        /* an eager step since the recording (another batch buffer's, or a
+         * validation forward) made a library reallocate a workspace this graph
+         * points into: recorded anew */
+        ops->synchronize(ctx);
+        ops->graph_destroy(ctx, gs->g[k].exec);
+        gs->g[k].exec = NULL;
+        gs->rerecords++;
+    }
     if (!gs->g[k].exec) {
         VB_NVTX_PUSH("cuda_graph_capture");
         ops->graph_capture_begin(ctx);
         step_device_work(s, inp, tar, B, NULL);
         gs->g[k].exec = ops->graph_capture_end(ctx);
+        gs->g[k].workspace_gen = gen; /* a capture runs nothing, so it reallocates nothing */
         VB_NVTX_POP();
         gs->captures++;
     }
@@ -1094,7 +1105,9 @@ static void add_loss_scale(cJSON *root, const vb_run *r) {
     cJSON_AddNumberToObject(o, "skipped_steps", st->skipped);
 }
 
-/* cuda_graphs: how many steps ran eagerly, were recorded, were replays */
+/* cuda_graphs: how many steps ran eagerly, were recorded, were replays, and
+ * how many of the recordings replaced a graph a workspace reallocation had
+ * made stale */
 static void add_cuda_graphs(cJSON *root, const vb_run *r) {
     cJSON *o = cJSON_AddObjectToObject(root, "cuda_graphs");
     cJSON_AddBoolToObject(o, "enabled", r->step.graphs != NULL);
@@ -1103,6 +1116,7 @@ static void add_cuda_graphs(cJSON *root, const vb_run *r) {
     cJSON_AddNumberToObject(o, "eager_steps", (double)r->graphs.eager);
     cJSON_AddNumberToObject(o, "captures", (double)r->graphs.captures);
     cJSON_AddNumberToObject(o, "replays", (double)r->graphs.replays);
+    cJSON_AddNumberToObject(o, "rerecorded", (double)r->graphs.rerecords);
 }
 
 static void write_text(FILE *f, void *ctx) { fputs((const char *)ctx, f); }

@@ -50,11 +50,13 @@ typedef struct vb_step_graph {
     const float *inp, *tar;
     int B;
     void *exec; /* NULL until recorded */
+    unsigned long workspace_gen; /* the backend's workspace generation when recorded */
 } vb_step_graph;
 typedef struct vb_step_graphs {
     int n;
     vb_step_graph g[VB_STEP_GRAPHS_MAX];
     long captures, replays, eager; /* steps of each kind so far */
+    long rerecords;                /* graphs dropped for a workspace reallocation (of captures) */
 } vb_step_graphs;
 
 /* Frees the recorded graphs (ctx: the context they replay on). */

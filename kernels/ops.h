@@ -186,6 +186,12 @@ typedef struct vb_ops {
     void *(*graph_capture_end)(vb_ctx *ctx);
     void (*graph_launch)(vb_ctx *ctx, void *graph);
     void (*graph_destroy)(vb_ctx *ctx, void *graph);
+    /* a count that changes whenever the backend frees and reallocates a
+     * workspace of ctx's (cuDNN's, when a larger problem needs more): graphs
+     * recorded under an older count may point into freed memory and must be
+     * recorded anew before their next replay. NULL where nothing is ever
+     * reallocated. */
+    unsigned long (*workspace_generation)(vb_ctx *ctx);
 
     /* ---- linear: out[N,OC] = inp[N,C] @ weight[OC,C]^T + bias[OC] (bias may be NULL) ---- */
     void (*matmul_forward)(vb_ctx *ctx, vb_act *out, const vb_act *inp, const vb_act *weight,

@@ -242,6 +242,7 @@ static void *cudnn_buffer(vb_ctx *ctx, cuda_cudnn_state *s, size_t bytes) {
         if (s->buf) CUDACHECK(cudaFree(s->buf));
         CUDACHECK(cudaMalloc(&s->buf, bytes));
         s->buf_bytes = bytes;
+        cuda_impl_of(ctx)->workspace_gen++; // recorded graphs may point into the old one
     }
     return s->buf;
 }

@@ -95,6 +95,7 @@ struct cuda_impl {
     // its state is made on first use
     int attention_cudnn;
     cuda_cudnn_state *cudnn;
+    unsigned long workspace_gen; // bumped by every workspace reallocation (ops.h: workspace_generation)
 };
 
 enum { CUDA_LT_WORKSPACE_BYTES = 32 << 20, CUDA_SCRATCH_BYTES = 8 << 20 };

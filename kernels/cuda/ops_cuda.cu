@@ -342,6 +342,8 @@ static void cuda_graph_destroy(vb_ctx *ctx, void *graph) {
     if (graph) CUDACHECK(cudaGraphExecDestroy((cudaGraphExec_t)graph));
 }
 
+static unsigned long cuda_workspace_generation(vb_ctx *ctx) { return cuda_impl_of(ctx)->workspace_gen; }
+
 // ---------------------------------------------------------------------------
 // the table
 
@@ -377,6 +379,7 @@ static const vb_ops cuda_ops = {
     .graph_capture_end = cuda_graph_capture_end,
     .graph_launch = cuda_graph_launch,
     .graph_destroy = cuda_graph_destroy,
+    .workspace_generation = cuda_workspace_generation,
     .matmul_forward = cuda_matmul_forward,
     .matmul_bias_gelu_forward = cuda_matmul_bias_gelu_forward,
     .matmul_backward = cuda_matmul_backward,
