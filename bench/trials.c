@@ -677,10 +677,21 @@ int vb_trials_run(vb_run *r) {
         write_timeline(&s, false);
     }
     write_timeline(&s, true);
-    if (s.cupti_here && vb_cupti_dropped() > 0)
-        vb_warn("cupti: %llu activity records were dropped (CUPTI's buffers were full or could not be allocated); "
-                "kernels.csv undercounts",
-                vb_cupti_dropped());
+    if (s.cupti_here) {
+        const vb_cupti_loss lost = vb_cupti_losses();
+        if (lost.dropped > 0)
+            vb_warn("cupti: %llu activity records were dropped (CUPTI's buffers were full or could not be allocated); "
+                    "kernels.csv undercounts",
+                    lost.dropped);
+        if (lost.untimed > 0)
+            vb_warn("cupti: %llu activity records came without times (CUPTI had no device memory to time them); "
+                    "kernels.csv leaves them out",
+                    lost.untimed);
+        if (lost.incomplete_buffers > 0)
+            vb_warn("cupti: %llu of CUPTI's buffers ended in an unfinished record at a flush; the records after it "
+                    "are missing from kernels.csv",
+                    lost.incomplete_buffers);
+    }
 
     if (rank0) {
         for (int type = 0; type < TRIAL_NTYPES; type++) {

@@ -43,7 +43,7 @@ char *vb_cupti_csv(vb_cupti_view view) {
     (void)view;
     not_built();
 }
-unsigned long long vb_cupti_dropped(void) { return 0; }
+vb_cupti_loss vb_cupti_losses(void) { return (vb_cupti_loss){0, 0, 0}; }
 
 #else /* VB_HAVE_CUPTI */
 
@@ -56,6 +56,7 @@ unsigned long long vb_cupti_dropped(void) { return 0; }
 #include <time.h>
 #include <unistd.h>
 
+#include "core/cupti_records.h"
 #include "core/gpu_activity.h"
 #include "core/gpu_summary.h"
 
@@ -94,6 +95,10 @@ enum { MAX_TIMELINE_RECORDS = 1 << 22 };
  * ViT step is a few hundred kernels of ~200 bytes each), 8-byte aligned as
  * CUPTI requires. */
 enum { BUF_BYTES = 8 << 20, BUF_ALIGN = 8 };
+/* Buffers kept for reuse once CUPTI returns them, so that a buffer filling
+ * up mid-step costs no 8 MiB allocation on the launching thread after the
+ * first few. */
+enum { POOL_BUFFERS = 4 };
 
 static struct {
     pthread_mutex_t mu;
@@ -105,66 +110,55 @@ static struct {
     bool keep;                    /* this trial's records go to acts too */
     long acts_dropped;            /* records acts had no room for, this trial */
     int64_t offset_ns;            /* CLOCK_MONOTONIC ns - CUPTI ns, read at begin */
-} g_tr = {.mu = PTHREAD_MUTEX_INITIALIZER, .type_view = -1};
+    unsigned long long untimed;   /* records CUPTI could not time (start = end = 0, or end < start) */
+    unsigned long long incomplete; /* buffers a forced flush returned with an incomplete record */
+    CUptiResult cb_error;         /* the first failure inside buffer_completed, or CUPTI_SUCCESS */
+    const char *cb_call;
+    uint8_t *pool[POOL_BUFFERS];  /* returned buffers, handed out again */
+    int npool;
+} g_tr = {.mu = PTHREAD_MUTEX_INITIALIZER, .type_view = -1, .cb_error = CUPTI_SUCCESS};
 
 bool vb_cupti_compiled(void) { return true; }
 
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records) {
     void *p = NULL;
-    if (posix_memalign(&p, BUF_ALIGN, BUF_BYTES) != 0) p = NULL;
+    pthread_mutex_lock(&g_tr.mu);
+    if (g_tr.npool > 0) p = g_tr.pool[--g_tr.npool];
+    pthread_mutex_unlock(&g_tr.mu);
+    if (!p && posix_memalign(&p, BUF_ALIGN, BUF_BYTES) != 0) p = NULL;
     /* a NULL buffer makes CUPTI drop records, which it counts (dropped) */
     *buffer = p;
     *size = p ? BUF_BYTES : 0;
     *max_records = 0; /* as many as fit */
 }
 
-static const char *memcpy_name(uint8_t kind) {
-    switch (kind) {
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return "[CUDA memcpy Host-to-Device]";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return "[CUDA memcpy Device-to-Host]";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return "[CUDA memcpy Device-to-Device]";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH: return "[CUDA memcpy Host-to-Host]";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP: return "[CUDA memcpy Peer-to-Peer]";
-    default: return "[CUDA memcpy Other]";
-    }
-}
-
 /* one record into the views; g_tr.mu held */
 static void add_record(const CUpti_Activity *rec) {
+    vb_cupti_rec r;
+    if (!vb_cupti_decode(rec, &r)) return;
     int rc = 0;
-    switch (rec->kind) {
-    case CUPTI_ACTIVITY_KIND_KERNEL:
-    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
-        const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)rec;
-        const char *name = k->name ? k->name : "<unnamed kernel>";
-        rc = vb_gsum_add(g_tr.views[VB_CUPTI_KERNELS], name, k->start, k->end);
-        if (rc >= 0 && g_tr.type_view >= 0) rc = vb_gsum_add(g_tr.views[g_tr.type_view], name, k->start, k->end);
-        if (g_tr.keep && vb_gacts_add(g_tr.acts, VB_GACT_KERNEL, name, k->streamId, k->start, k->end, 0) < 0)
-            g_tr.acts_dropped++;
-        break;
-    }
-    case CUPTI_ACTIVITY_KIND_MEMCPY: {
-        const CUpti_ActivityMemcpy6 *m = (const CUpti_ActivityMemcpy6 *)rec;
-        const char *name = memcpy_name(m->copyKind);
-        rc = vb_gsum_add(g_tr.views[VB_CUPTI_MEMOPS], name, m->start, m->end);
-        /* a synchronous copy has no stream, so no lane (vitbench issues none) */
-        if (g_tr.keep && m->streamId != CUPTI_INVALID_STREAM_ID &&
-            vb_gacts_add(g_tr.acts, VB_GACT_MEMCPY, name, m->streamId, m->start, m->end, (double)m->bytes) < 0)
-            g_tr.acts_dropped++;
-        break;
-    }
-    case CUPTI_ACTIVITY_KIND_MEMSET: {
-        const CUpti_ActivityMemset4 *m = (const CUpti_ActivityMemset4 *)rec;
-        rc = vb_gsum_add(g_tr.views[VB_CUPTI_MEMOPS], "[CUDA memset]", m->start, m->end);
-        if (g_tr.keep && m->streamId != CUPTI_INVALID_STREAM_ID &&
-            vb_gacts_add(g_tr.acts, VB_GACT_MEMSET, "[CUDA memset]", m->streamId, m->start, m->end,
-                         (double)m->bytes) < 0)
-            g_tr.acts_dropped++;
-        break;
-    }
-    default: break;
+    if (r.type == VB_GACT_KERNEL) {
+        rc = vb_gsum_add(g_tr.views[VB_CUPTI_KERNELS], r.name, r.start_ns, r.end_ns);
+        if (rc == 0 && g_tr.type_view >= 0) rc = vb_gsum_add(g_tr.views[g_tr.type_view], r.name, r.start_ns, r.end_ns);
+    } else {
+        rc = vb_gsum_add(g_tr.views[VB_CUPTI_MEMOPS], r.name, r.start_ns, r.end_ns);
     }
     if (rc < 0) g_tr.dropped++;
+    if (rc > 0) g_tr.untimed++;
+    /* a record without a stream gets no lane (CUPTI documents that value for
+     * synchronous memory operations) */
+    if (rc == 0 && g_tr.keep && r.stream != CUPTI_INVALID_STREAM_ID &&
+        vb_gacts_add(g_tr.acts, r.type, r.name, r.stream, r.start_ns, r.end_ns, r.bytes) < 0)
+        g_tr.acts_dropped++;
+}
+
+/* the first CUPTI failure inside a callback, reported by the training thread
+ * (vb_cupti_end): exiting from CUPTI's thread with the lock held could
+ * deadlock a flush at exit; g_tr.mu held */
+static void note_error(CUptiResult rc, const char *call) {
+    if (g_tr.cb_error != CUPTI_SUCCESS) return;
+    g_tr.cb_error = rc;
+    g_tr.cb_call = call;
 }
 
 /* May run on a CUPTI thread (a full buffer) or inside cuptiActivityFlushAll. */
@@ -175,15 +169,39 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
     for (;;) {
         CUptiResult rc = cuptiActivityGetNextRecord(buffer, valid, &rec);
         if (rc == CUPTI_ERROR_MAX_LIMIT_REACHED) break;
-        CUPTICHECK(rc);
+        if (rc == CUPTI_ERROR_INVALID_KIND) { /* an incomplete record (a forced flush): the buffer ends here */
+            g_tr.incomplete++;
+            break;
+        }
+        if (rc != CUPTI_SUCCESS) {
+            note_error(rc, "cuptiActivityGetNextRecord");
+            break;
+        }
         add_record(rec);
     }
     size_t dropped = 0;
-    CUPTICHECK(cuptiActivityGetNumDroppedRecords(ctx, stream_id, &dropped));
-    g_tr.dropped += dropped;
+    CUptiResult rc = cuptiActivityGetNumDroppedRecords(ctx, stream_id, &dropped);
+    if (rc == CUPTI_SUCCESS) g_tr.dropped += dropped;
+    else note_error(rc, "cuptiActivityGetNumDroppedRecords");
+    bool pooled = g_tr.npool < POOL_BUFFERS;
+    if (pooled) g_tr.pool[g_tr.npool++] = buffer;
     pthread_mutex_unlock(&g_tr.mu);
     (void)size;
-    free(buffer);
+    if (!pooled) free(buffer);
+}
+
+static const CUpti_ActivityKind k_kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+                                             CUPTI_ACTIVITY_KIND_MEMSET};
+
+/* CUPTICHECK, with one case told apart: another tool (Nsight Systems, Nsight
+ * Compute, compute-sanitizer, cuda-gdb) already holds CUPTI, a setting that
+ * cannot work, so exit 2 naming the key */
+static void cupti_setup(CUptiResult rc, const char *call) {
+    if (rc == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
+        vb_die_input("cupti: true: CUPTI is held by another tool (Nsight Systems, Nsight Compute, compute-sanitizer "
+                     "or cuda-gdb; %s refused); run under it with --cupti false, or without it",
+                     call);
+    if (rc != CUPTI_SUCCESS) cupti_die("CUPTI", call, cupti_error(rc), __FILE__, __LINE__);
 }
 
 void vb_cupti_init(void) {
@@ -199,7 +217,15 @@ void vb_cupti_init(void) {
         g_tr.initialized = true;
     }
     pthread_mutex_unlock(&g_tr.mu);
-    if (first) CUPTICHECK(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
+    if (!first) return;
+    cupti_setup(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed), "cuptiActivityRegisterCallbacks");
+    /* each kind on and off once now: a profiler that holds CUPTI refuses
+     * here, before any trial, and CUPTI is attached before the first CUDA
+     * graph is recorded (cuda_graphs), whose kernels it then traces */
+    for (size_t i = 0; i < sizeof k_kinds / sizeof *k_kinds; i++) {
+        cupti_setup(cuptiActivityEnable(k_kinds[i]), "cuptiActivityEnable");
+        CUPTICHECK(cuptiActivityDisable(k_kinds[i]));
+    }
 }
 
 static int64_t monotonic_ns(void) {
@@ -236,21 +262,25 @@ void vb_cupti_begin(const char *trial_type, bool for_timeline) {
     g_tr.offset_ns = offset;
     g_tr.acts_dropped = 0;
     pthread_mutex_unlock(&g_tr.mu);
-    CUPTICHECK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
-    CUPTICHECK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY));
-    CUPTICHECK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET));
+    for (size_t i = 0; i < sizeof k_kinds / sizeof *k_kinds; i++) CUPTICHECK(cuptiActivityEnable(k_kinds[i]));
 }
 
 void vb_cupti_end(void) {
     /* every stream's work (NCCL's too) has finished: each record is complete */
     CUDARTCHECK(cudaDeviceSynchronize());
+    /* off first, so that nothing recorded after the trial reaches its views,
+     * then every buffer back (those with an unfinished record too) */
+    for (size_t i = 0; i < sizeof k_kinds / sizeof *k_kinds; i++) CUPTICHECK(cuptiActivityDisable(k_kinds[i]));
     CUPTICHECK(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
-    CUPTICHECK(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
-    CUPTICHECK(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMCPY));
-    CUPTICHECK(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMSET));
+    size_t dropped = 0; /* the global queue's, since the last buffer came back */
+    CUPTICHECK(cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped));
     pthread_mutex_lock(&g_tr.mu);
+    g_tr.dropped += dropped;
     g_tr.keep = false;
+    const CUptiResult err = g_tr.cb_error;
+    const char *call = g_tr.cb_call;
     pthread_mutex_unlock(&g_tr.mu);
+    if (err != CUPTI_SUCCESS) cupti_die("CUPTI", call, cupti_error(err), __FILE__, __LINE__);
 }
 
 /* __cxa_demangle from the C++ runtime the CUDA objects already bring in,
@@ -303,18 +333,18 @@ long vb_cupti_to_timeline(struct vb_tlrec *t) {
     }
     if (lost > 0 && !warned_room) {
         vb_warn("timeline: %ld of CUPTI's GPU records of the trial were not kept (more than %d, or out of memory): "
-                "the stream lanes miss them",
+                "the stream lanes miss those that fell inside the recorded steps",
                 lost, MAX_TIMELINE_RECORDS);
         warned_room = true;
     }
     return placed;
 }
 
-unsigned long long vb_cupti_dropped(void) {
+vb_cupti_loss vb_cupti_losses(void) {
     pthread_mutex_lock(&g_tr.mu);
-    unsigned long long d = g_tr.dropped;
+    vb_cupti_loss l = {g_tr.dropped, g_tr.untimed, g_tr.incomplete};
     pthread_mutex_unlock(&g_tr.mu);
-    return d;
+    return l;
 }
 
 #endif /* VB_HAVE_CUPTI */

@@ -33,7 +33,12 @@
  * (VB_HAVE_CUPTI); otherwise vb_cupti_compiled() is false and the other
  * calls are not to be made (the config check refuses `cupti: true` first).
  * CUPTI failures go through CUPTICHECK: one line naming the call, CUPTI's
- * error, the host, the file and the line, exit 1.
+ * error, the host, the file and the line, exit 1; a failure inside CUPTI's
+ * buffer callback is kept and reported so by vb_cupti_end, on the training
+ * thread. vb_cupti_init turns each activity kind on and off once, so that a
+ * tool already holding CUPTI (nsys, ncu, compute-sanitizer) is found before
+ * any trial: exit 2, one line naming `cupti`. Record layouts are read in
+ * cupti_records.h.
  *
  * One tracer per process, driven by the training thread.
  */
@@ -74,8 +79,14 @@ long vb_cupti_to_timeline(struct vb_tlrec *t);
  * run directory ("kernels.csv", ...). */
 char *vb_cupti_csv(vb_cupti_view view);
 const char *vb_cupti_file(vb_cupti_view view);
-/* Records CUPTI reported dropped (its buffers were full) and records lost
- * to a failed allocation, so far. */
-unsigned long long vb_cupti_dropped(void);
+/* What the summaries miss, so far: records CUPTI reported dropped (its
+ * buffers were full) or lost to a failed allocation; records CUPTI could not
+ * time (both times 0: no device memory for them); buffers a forced flush
+ * returned ending in an unfinished record (the rest of such a buffer cannot
+ * be read). */
+typedef struct {
+    unsigned long long dropped, untimed, incomplete_buffers;
+} vb_cupti_loss;
+vb_cupti_loss vb_cupti_losses(void);
 
 #endif

@@ -88,6 +88,11 @@ size_t vb_gacts_count(const vb_gacts *a) { return a ? a->n : 0; }
 
 bool vb_gpu_name_is_nccl(const char *name) {
     if (!strncmp(name, "void ", 5)) name += 5;
+    else if (!strncmp(name, "_Z", 2)) { /* still mangled (no demangler): _Z<length><name>... */
+        const char *p = name + 2;
+        while (*p >= '0' && *p <= '9') p++;
+        if (p > name + 2) name = p;
+    }
     return strncasecmp(name, "nccl", 4) == 0;
 }
 

@@ -148,7 +148,9 @@ static void test_nccl_names(void **state) {
     assert_true(vb_gpu_name_is_nccl("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"));
     assert_true(vb_gpu_name_is_nccl("void ncclKernel_AllGather_RING_LL_Sum_int8_t(ncclWorkElem)"));
     assert_true(vb_gpu_name_is_nccl("NCCLkernel"));
-    assert_false(vb_gpu_name_is_nccl("_Z29ncclDevKernel_AllReduce_Sumv")); /* mangled: demangle first */
+    assert_true(vb_gpu_name_is_nccl("_Z29ncclDevKernel_AllReduce_Sumv")); /* mangled, no demangler at hand */
+    assert_false(vb_gpu_name_is_nccl("_Z4gemmPKfPf"));
+    assert_false(vb_gpu_name_is_nccl("_Zncclish"));
     assert_false(vb_gpu_name_is_nccl("void gemm_nccl_like(int)"));
     assert_false(vb_gpu_name_is_nccl("ncc"));
     assert_false(vb_gpu_name_is_nccl(""));
