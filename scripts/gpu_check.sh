@@ -5,7 +5,9 @@
 #
 # Builds vitbench with the CUDA backend (build-gpu/, or $BUILD_DIR), runs the
 # CUDA op tests (every op against the CPU op) and their per-op timings at
-# base's shapes (attention's rows printed), the 20-step golden test on the
+# base's shapes (attention's rows printed), the attention cases under
+# compute-sanitizer's memcheck, racecheck and synccheck (when it is
+# installed), the 20-step golden test on the
 # GPU (float32 with TF32 off against the PyTorch losses to 1e-4; bfloat16 with
 # our attention and with cuDNN's, float16 with dynamic loss scaling, to 2e-2),
 # the data planes (NCCL's calls on one rank; every tp / cp / dp layout with
@@ -21,7 +23,7 @@
 # timeline.csv gets CUPTI's stream lanes (checked, then made a Chrome trace
 # with `vitbench trace`). --quick runs fewer
 # batches and skips the layouts. --only runs some sections (a comma list of
-# tests, golden, planes, base, cupti; default all), after the build, so that
+# tests, sanitize, golden, planes, base, cupti; default all), after the build, so that
 # the whole check can be split over calls of a few minutes each: the build
 # and the dataset are reused. Logs and run directories go to --out
 # (default gpu_check_out/). CUDA_ARCH, BUILD_DIR and CUDNN_ROOT (a cuDNN
@@ -35,22 +37,22 @@ SRC=$(pwd)
 ARCH=${CUDA_ARCH:-}
 OUTDIR=$SRC/gpu_check_out
 QUICK=0
-ONLY=tests,golden,planes,base,cupti
+ONLY=tests,sanitize,golden,planes,base,cupti
 while [ $# -gt 0 ]; do
     case "$1" in
     --quick) QUICK=1 ;;
     --only) ONLY=${2:?--only needs a list of sections}; shift ;;
     --arch) ARCH=${2:?--arch needs a value}; shift ;;
     --out) OUTDIR=${2:?--out needs a directory}; shift ;;
-    -h | --help) sed -n 2,31p "$0"; exit 0 ;;
+    -h | --help) sed -n 2,33p "$0"; exit 0 ;;
     *) echo "gpu_check: unknown flag '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
 done
 for s in ${ONLY//,/ }; do
     case "$s" in
-    tests | golden | planes | base | cupti) ;;
-    *) echo "gpu_check: --only: unknown section '$s' (tests, golden, planes, base, cupti)" >&2; exit 2 ;;
+    tests | sanitize | golden | planes | base | cupti) ;;
+    *) echo "gpu_check: --only: unknown section '$s' (tests, sanitize, golden, planes, base, cupti)" >&2; exit 2 ;;
     esac
 done
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
@@ -90,6 +92,35 @@ if want tests; then
     "$BUILD/test_cuda_ops" --bench 16 > "$OUTDIR/test_cuda_ops_bench.log" 2>&1 ||
         { echo "gpu_check: test_cuda_ops --bench failed ($OUTDIR/test_cuda_ops_bench.log)"; FAILED=1; }
     grep -E '^bench .*attention' "$OUTDIR/test_cuda_ops_bench.log" | sed 's/^/gpu_check: /'
+fi
+
+# ---- the attention cases under compute-sanitizer: memcheck (out-of-bounds
+# and misaligned accesses), racecheck (shared-memory hazards: a cp.async
+# refill of a tile other warps still read, a read before the barrier that
+# follows a wait) and synccheck (barriers under divergence). Each tool gets
+# SANITIZE_TIMEOUT seconds (default 240); a timeout is inconclusive, not a
+# failure. ----
+if want sanitize; then
+    CS=$(command -v compute-sanitizer || true)
+    [ -z "$CS" ] && [ -x /usr/local/cuda/bin/compute-sanitizer ] && CS=/usr/local/cuda/bin/compute-sanitizer
+    if [ -z "$CS" ]; then
+        echo "gpu_check: sanitize: skipped (compute-sanitizer not found)"
+    else
+        for tool in memcheck racecheck synccheck; do
+            timeout "${SANITIZE_TIMEOUT:-240}" "$CS" --tool "$tool" --error-exitcode 3 \
+                "$BUILD/test_cuda_ops" --only test_attention > "$OUTDIR/sanitize_$tool.log" 2>&1
+            rc=$?
+            case $rc in
+            0) echo "gpu_check: sanitize $tool: pass (attention cases, $(grep -c '^ok' "$OUTDIR/sanitize_$tool.log") ok)" ;;
+            124) echo "gpu_check: sanitize $tool: inconclusive (over ${SANITIZE_TIMEOUT:-240} s; $OUTDIR/sanitize_$tool.log)" ;;
+            *)
+                echo "gpu_check: sanitize $tool: FAIL (rc $rc; $OUTDIR/sanitize_$tool.log)"
+                grep -E '^========= (Invalid|Race|Barrier|Error|ERROR)|^FAIL' "$OUTDIR/sanitize_$tool.log" | head -n 10
+                FAILED=1
+                ;;
+            esac
+        done
+    fi
 fi
 
 # ---- golden test on the GPU ----

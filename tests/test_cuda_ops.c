@@ -20,6 +20,10 @@
  * contexts run the same inputs (rounded to the dtype on both sides) with
  * tolerances of the dtype's precision. A NaN anywhere fails.
  *
+ * `test_cuda_ops --only PATTERN` runs the test functions whose names match
+ * PATTERN (cmocka's filter: * and ? wildcards), e.g. `--only test_attention`
+ * under compute-sanitizer, whose checkers make a full run too slow.
+ *
  * `test_cuda_ops --bench [B]` instead times the GEMMs, attention and LayerNorm
  * at the base config's shapes with B samples (CUDA events) for float32, TF32
  * and bfloat16, and attention through cuDNN beside ours when built with it.
@@ -1396,6 +1400,16 @@ int main(int argc, char **argv) {
         return run_bench(B);
     }
 
+    if (argc > 1 && strcmp(argv[1], "--only") == 0) {
+        if (argc < 3 || !argv[2][0]) {
+            printf("test_cuda_ops: --only needs a test name pattern (e.g. test_attention)\n");
+            return 2;
+        }
+        cmocka_set_test_filter(argv[2]);
+    } else if (argc > 1) {
+        printf("test_cuda_ops: unknown argument '%s' (--only PATTERN, --bench [B])\n", argv[1]);
+        return 2;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_contexts),
         cmocka_unit_test(test_memory_events),
