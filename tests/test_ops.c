@@ -261,12 +261,13 @@ static void test_table(void **state) {
     // inside our parallel regions; the pthread build (Debian's default
     // libopenblas.so.0 alternative) would oversubscribe the cores instead
     assert_int_equal(openblas_get_parallel(), OPENBLAS_OPENMP);
-    // every entry is filled in, except graphs: the CPU has none (NULL is how
-    // a backend says so, and cuda_graphs is refused on it)
+    // every entry is filled in, except graphs and the workspace generation
+    // they check: the CPU has none (NULL is how a backend says so, and
+    // cuda_graphs is refused on it)
     const void *const *slot = (const void *const *)&ops->ctx_create;
     const void *const *end = (const void *const *)(&ops->loss_scale_update + 1);
     const void *const *graphs = (const void *const *)&ops->graph_capture_begin;
-    const void *const *graphs_end = (const void *const *)(&ops->graph_destroy + 1);
+    const void *const *graphs_end = (const void *const *)(&ops->workspace_generation + 1);
     for (; slot < end; slot++) {
         if (slot >= graphs && slot < graphs_end)
             assert_null(*slot);
