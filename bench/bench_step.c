@@ -284,6 +284,7 @@ int main(int argc, char **argv) {
     float *inp = ops->alloc(tr.ctx, nin * sizeof(float)), *tar = ops->alloc(tr.ctx, ntar * sizeof(float));
     vb_loader *loader = NULL;
     if (vb_dir_exists(c.train_data_path)) {
+        c.normalize_on_device = false; /* its batches go straight to the step: the loader normalises */
         loader = vb_config_loader(&c, c.train_data_path, B, c.limit_nsamples, c.shuffle, 0, 1, tr.ctx);
         const vb_batch *b = vb_loader_next(loader);
         ops->memcpy_h2d(tr.ctx, inp, b->inp, nin * sizeof(float));

@@ -76,6 +76,7 @@ static void usage(FILE *f) {
             "  --global_batch_size N | --local_batch_size N   --num_iters N   --lr X\n"
             "  --num_data_workers N    --limit_nsamples N   --shuffle true|false   --seed N\n"
             "  --data_read mmap|pread  how the loader reads contiguous datasets (default mmap)\n"
+            "  --normalize_on_device true|false  the loader copies raw values; batches normalised after the copy\n"
             "  --init_checkpoint FILE  start from a checkpoint.h5\n"
             "  --output_dir DIR        where run directories go (default results)\n"
             "  --run_name NAME         run directory name (default <config>_<time>; never overwritten)\n"

@@ -285,6 +285,7 @@ vb_loader *vb_config_loader(const vb_config *c, const char *dir, int local_batch
         .seed = c->seed,
         .num_workers = c->num_data_workers,
         .pread = strcmp(c->data_read, "pread") == 0,
+        .raw = c->normalize_on_device,
         .dp_rank = dp_rank,
         .dp_size = dp_size,
     };
@@ -643,6 +644,17 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
     r->inp_dev = r->inp_slot[0];
     r->tar_dev = r->tar_slot[0];
     r->batch_copied = r->ops->event_create(r->ctx);
+    if (c->normalize_on_device) {
+        /* the loaders hand over the files' values; each batch is normalised
+         * on the backend after its copy, with the stats both loaders read */
+        const int nc = c->n_in_channels > c->n_out_channels ? c->n_in_channels : c->n_out_channels;
+        const size_t bytes = (size_t)nc * sizeof(float);
+        r->norm_mean = r->ops->alloc(r->ctx, bytes);
+        r->norm_std = r->ops->alloc(r->ctx, bytes);
+        r->ops->memcpy_h2d(r->ctx, r->norm_mean, vb_loader_means(r->train_loader), bytes);
+        r->ops->memcpy_h2d(r->ctx, r->norm_std, vb_loader_stds(r->train_loader), bytes);
+        r->ops->synchronize(r->ctx);
+    }
     if (r->dali) {
         vb_ctx_opts o = {.act = r->ctx->act, .device = r->ctx->device, .tf32 = c->tf32 ? 1 : 0};
         char err[256] = "";
@@ -707,6 +719,18 @@ static size_t batch_bytes(const vb_run *r, int B, int channels) {
     return (size_t)B * (size_t)channels * (size_t)c->img_size[0] * (size_t)c->img_size[1] * sizeof(float);
 }
 
+/* normalize_on_device: the batch just copied into inp/tar normalised on ctx
+ * (the copy's queue, so under dali it runs beside the step as the copy does) */
+static void normalize_staged(vb_run *r, vb_ctx *ctx, float *inp, float *tar, int B) {
+    if (!r->norm_mean) return;
+    const size_t hw = (size_t)r->cfg.img_size[0] * r->cfg.img_size[1];
+    const int id = VB_OP_ID(r->prof, "normalize", VB_CAT_COMPUTE);
+    vb_prof_token tok = vb_prof_begin_on(r->prof, id, ctx);
+    r->ops->normalize_channels(ctx, inp, r->norm_mean, r->norm_std, B, r->cfg.n_in_channels, hw);
+    r->ops->normalize_channels(ctx, tar, r->norm_mean, r->norm_std, B, r->cfg.n_out_channels, hw);
+    vb_prof_end_on(r->prof, tok, 0, ctx);
+}
+
 void vb_run_stage_batch(vb_run *r, const vb_batch *b) {
     const size_t inp = batch_bytes(r, b->B, r->cfg.n_in_channels), tar = batch_bytes(r, b->B, r->cfg.n_out_channels);
     const int h2d = VB_OP_ID(r->prof, "h2d", VB_CAT_MEMCPY);
@@ -716,6 +740,7 @@ void vb_run_stage_batch(vb_run *r, const vb_batch *b) {
         r->ops->memcpy_h2d(r->ctx, r->inp_slot[0], b->inp, inp);
         r->ops->memcpy_h2d(r->ctx, r->tar_slot[0], b->tar, tar);
         vb_prof_end(r->prof, tok, inp + tar);
+        normalize_staged(r, r->ctx, r->inp_slot[0], r->tar_slot[0], b->B);
         /* the copies read the loader's buffer, which the caller releases (and a
          * worker refills) as soon as this returns: wait for them, not for the
          * work queued before them */
@@ -736,6 +761,7 @@ void vb_run_stage_batch(vb_run *r, const vb_batch *b) {
     r->ops->memcpy_h2d(r->copy_ctx, r->inp_slot[s], b->inp, inp);
     r->ops->memcpy_h2d(r->copy_ctx, r->tar_slot[s], b->tar, tar);
     vb_prof_end_on(r->prof, tok, inp + tar, r->copy_ctx);
+    normalize_staged(r, r->copy_ctx, r->inp_slot[s], r->tar_slot[s], b->B);
     r->ops->event_record(r->copy_ctx, r->copied[s]);
     r->slot_B[s] = b->B;
 }
@@ -1206,6 +1232,8 @@ void vb_run_finish(vb_run *r) {
     }
     if (r->loss_host) r->ops->free_host(r->ctx, r->loss_host);
     if (r->batch_copied) r->ops->event_destroy(r->ctx, r->batch_copied);
+    if (r->norm_mean) r->ops->free(r->ctx, r->norm_mean);
+    if (r->norm_std) r->ops->free(r->ctx, r->norm_std);
     vb_ddp_free(&r->ddp);
     if (r->scaler_on) vb_loss_scaler_free(&r->scaler);
     if (r->ctx) vb_step_graphs_free(&r->graphs, r->ctx);

@@ -141,6 +141,9 @@ typedef struct vb_run {
     int slot_B[2];               /* samples of the batch copied into each */
     bool staged;                 /* pytorch: a batch was copied and no step has used it yet */
     vb_event *batch_copied;      /* pytorch: recorded after a batch's host-to-backend copies */
+    /* normalize_on_device: the loader's stats in backend memory, [max(Cin,
+     * Cout)]; each staged batch is normalised with them after its copy */
+    float *norm_mean, *norm_std;
     /* dali: copies on their own queue, ordered against the steps by events
      * (bench/double_buffer.h): copied[s] after the copy into slot s, freed[s]
      * on compute after the last op that reads slot s */

@@ -82,6 +82,7 @@ static const key_def g_keys[] = {
     {"data_loader_config", KT_STR, FIELD(data_loader_config), false},
     {"num_data_workers", KT_INT, FIELD(num_data_workers), false},
     {"data_read", KT_STR, FIELD(data_read), false},
+    {"normalize_on_device", KT_BOOL, FIELD(normalize_on_device), false},
     {"limit_nsamples", KT_LIMIT, FIELD(limit_nsamples), false},
     {"limit_nsamples_val", KT_LIMIT, FIELD(limit_nsamples_val), false},
     {"train_data_path", KT_STR, FIELD(train_data_path), false},
@@ -368,6 +369,7 @@ void vb_config_defaults(vb_config *c) {
     snprintf(c->data_loader_config, sizeof c->data_loader_config, "pytorch");
     c->num_data_workers = 0;
     snprintf(c->data_read, sizeof c->data_read, "mmap");
+    c->normalize_on_device = false;
     c->limit_nsamples = 0;
     c->limit_nsamples_val = 0;
     snprintf(c->train_data_path, sizeof c->train_data_path, "/data/train");

@@ -54,6 +54,7 @@ typedef struct vb_config {
                                     * loader, copies overlapped on a second stream; CUDA backend only) */
     int num_data_workers;
     char data_read[8];             /* how the loader reads contiguous datasets: "mmap" (default) or "pread" */
+    bool normalize_on_device;      /* the loader hands raw values; each batch is normalised on the backend after its copy */
     int limit_nsamples;            /* 0 = None (no limit) */
     int limit_nsamples_val;
     char train_data_path[VB_PATH_MAX];

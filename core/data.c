@@ -215,6 +215,7 @@ struct vb_loader {
 
     int nworkers, nslots, nreaders;
     bool pread; /* vb_loader_opts.pread: no file mappings */
+    bool raw;   /* vb_loader_opts.raw: batches hold the file's values */
     vb_slot *slots;
     vb_reader *readers;
     pthread_t *threads;
@@ -306,11 +307,47 @@ static uint32_t normalize_into(float *dst, const float *src, size_t n, float m, 
 
 #define NONFINITE_EXP 0x7f800000u
 
-/* Normalises x[C, hw] in place and returns the first channel holding a
- * NaN or Inf afterwards, -1 if every value is finite. */
-static int normalize(float *x, int C, size_t hw, const float *mean, const float *std) {
+/* dst[i] = src[i] over n values (dst == src: only the check), for a consumer
+ * that normalises later; returns NONFINITE_EXP when some (src[i] - mean) / std
+ * would not be finite, else 0. One pass keeps the largest magnitude, as an
+ * integer max over the bits without the sign (the order of magnitudes for
+ * finite floats; NaN and Inf sort above them), which vectorises like the
+ * copy. A NaN or Inf in the file shows there. Otherwise every
+ * |fl(fl(x - m) / s)| is at most fl(fl(max|x| + |m|) / s) (rounding is
+ * monotonic), so that bound being finite clears the plane; only when it is
+ * not (values near FLT_MAX) are the values normalised one by one to decide
+ * exactly. */
+static uint32_t copy_check_into(float *dst, const float *src, size_t n, float m, float s) {
+    uint32_t maxabs = 0;
+    for (size_t i = 0; i < n; i++) {
+        const float v = src[i];
+        dst[i] = v;
+        uint32_t bits;
+        memcpy(&bits, &v, sizeof bits);
+        bits &= 0x7fffffffu;
+        maxabs = bits > maxabs ? bits : maxabs;
+    }
+    if (maxabs >= NONFINITE_EXP) return NONFINITE_EXP;
+    float big;
+    memcpy(&big, &maxabs, sizeof big);
+    if (isfinite((big + fabsf(m)) / s)) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite((dst[i] - m) / s)) return NONFINITE_EXP;
+    return 0;
+}
+
+/* what a read does to the values on their way into the batch */
+static uint32_t into_batch(const vb_loader *l, float *dst, const float *src, size_t n, float m, float s) {
+    return l->raw ? copy_check_into(dst, src, n, m, s) : normalize_into(dst, src, n, m, s);
+}
+
+/* Normalises x[C, hw] in place (raw: checks only) and returns the first
+ * channel holding a NaN or Inf after normalisation, -1 if every value is
+ * finite. */
+static int normalize(const vb_loader *l, float *x, int C, size_t hw) {
     for (int c = 0; c < C; c++)
-        if (normalize_into(x + (size_t)c * hw, x + (size_t)c * hw, hw, mean[c], std[c]) == NONFINITE_EXP) return c;
+        if (into_batch(l, x + (size_t)c * hw, x + (size_t)c * hw, hw, l->mean[c], l->std[c]) == NONFINITE_EXP)
+            return c;
     return -1;
 }
 
@@ -355,10 +392,10 @@ static int map_read_crop(const vb_loader *l, const vb_reader *rd, int y, const c
         float *out = dst + (size_t)c * H * W;
         uint32_t maxexp = 0;
         if (whole_rows) {
-            maxexp = normalize_into(out, plane, H * W, l->mean[c], l->std[c]);
+            maxexp = into_batch(l, out, plane, H * W, l->mean[c], l->std[c]);
         } else {
             for (size_t h = 0; h < H; h++) {
-                uint32_t e = normalize_into(out + h * W, plane + h * d[3], W, l->mean[c], l->std[c]);
+                uint32_t e = into_batch(l, out + h * W, plane + h * d[3], W, l->mean[c], l->std[c]);
                 maxexp = e > maxexp ? e : maxexp;
             }
         }
@@ -387,7 +424,7 @@ static int raw_read_crop(const vb_loader *l, vb_reader *rd, int y, const char *p
             float *piece = out + h * W;
             raw_read(path, rd->raw_fd[y], piece, rows * W * sizeof(float),
                      plane + (int64_t)(h * d[3] * sizeof(float)));
-            uint32_t e = normalize_into(piece, piece, rows * W, l->mean[c], l->std[c]);
+            uint32_t e = into_batch(l, piece, piece, rows * W, l->mean[c], l->std[c]);
             maxexp = e > maxexp ? e : maxexp;
         }
         if (maxexp == NONFINITE_EXP) return c;
@@ -434,23 +471,25 @@ static void read_sample(vb_loader *l, vb_reader *rd, int64_t g, float *inp, floa
         vb_die_input("%s: reading fields[%d, 0:%d, 0:%d, 0:%d] failed", path, t + l->dt, l->Cout, l->H, l->W);
     h5_unlock();
     const size_t hw = (size_t)l->H * l->W;
-    *bad_in = normalize(inp, l->Cin, hw, l->mean, l->std);
-    *bad_tar = normalize(tar, l->Cout, hw, l->mean, l->std);
+    *bad_in = normalize(l, inp, l->Cin, hw);
+    *bad_tar = normalize(l, tar, l->Cout, hw);
 }
 
 /* Exits 2 naming the file, time index, sample and channel of the first
- * non-finite value of channel c in x[hw] (normalised): training on it would
- * give a NaN loss, or a NaN validation loss reported as a result. */
+ * non-finite value of channel c in x[hw] (normalised, or raw to be
+ * normalised): training on it would give a NaN loss, or a NaN validation
+ * loss reported as a result. */
 static void die_non_finite(const vb_loader *l, int64_t g, bool target, int c, const float *x, size_t hw) {
     int y, t;
     vb_sample_location(g, l->split.T, l->dt, &y, &t);
     if (target) t += l->dt;
+    const float m = l->raw ? l->mean[c] : 0.0f, s = l->raw ? l->std[c] : 1.0f;
     size_t i = 0;
-    while (i < hw && isfinite(x[i])) i++;
+    while (i < hw && isfinite((x[i] - m) / s)) i++;
     if (i == hw) i = 0;
     vb_die_input("%s: fields[%d, %d, %zu, %zu] is %s after normalisation (mean %g, std %g) in sample %lld (%s "
                  "channel %d): the data must be finite",
-                 l->split.files[y], t, c, i / (size_t)l->W, i % (size_t)l->W, isnan(x[i]) ? "nan" : "inf",
+                 l->split.files[y], t, c, i / (size_t)l->W, i % (size_t)l->W, isnan((x[i] - m) / s) ? "nan" : "inf",
                  (double)l->mean[c], (double)l->std[c], (long long)g, target ? "target" : "input", c);
 }
 
@@ -692,6 +731,7 @@ vb_loader *vb_loader_create(const vb_loader_opts *o) {
 
     l->nworkers = o->num_workers;
     l->pread = o->pread;
+    l->raw = o->raw;
     l->nslots = l->nworkers > 0 ? 2 * l->nworkers : 1;
     l->nreaders = l->nworkers > 0 ? l->nworkers : 1;
     size_t hw = (size_t)l->H * l->W;
@@ -763,6 +803,8 @@ void vb_loader_destroy(vb_loader *l) {
 int64_t vb_loader_nsamples(const vb_loader *l) { return l->nsamples; }
 int vb_loader_steps_per_epoch(const vb_loader *l) { return l->steps; }
 double vb_loader_wait_seconds(const vb_loader *l) { return l->wait_s; }
+const float *vb_loader_means(const vb_loader *l) { return l->mean; }
+const float *vb_loader_stds(const vb_loader *l) { return l->std; }
 
 /* Caller holds l->mu in threaded mode. */
 static void release_held_locked(vb_loader *l) {

@@ -68,6 +68,12 @@ typedef struct vb_loader_opts {
      * straight from the page cache; true: with pread into the batch first
      * (for file systems where mapping is slow) */
     bool pread;
+    /* true: batches hold the file's values, not normalised; the consumer
+     * normalises them (normalize_on_device: on the device, after the copy),
+     * with vb_loader_means / vb_loader_stds. A value whose normalised form
+     * would not be finite is refused all the same, found from each channel's
+     * extremes (the normalisation is monotonic), with the same error. */
+    bool raw;
     int dp_rank, dp_size;      /* 0, 1 for a single rank */
     /* Where the batch buffers (vb_batch inp / tar) come from; NULL: plain
      * host memory. A GPU run passes its backend's page-locked allocator
@@ -115,6 +121,11 @@ void vb_loader_reset(vb_loader *l, int epoch);
  * the fields[t, c, y, x] element, the sample index and the channel). */
 const vb_batch *vb_loader_next(vb_loader *l);
 void vb_loader_release(vb_loader *l, const vb_batch *b);
+/* The stats the loader normalises with, [C] of the files' channels (inputs
+ * use the first n_in_channels, targets the first n_out_channels); they live
+ * as long as the loader. */
+const float *vb_loader_means(const vb_loader *l);
+const float *vb_loader_stds(const vb_loader *l);
 /* Seconds the last vb_loader_next call spent blocked on workers or reading
  * (num_workers == 0); the harness writes it as data_wait_s. */
 double vb_loader_wait_seconds(const vb_loader *l);

@@ -254,6 +254,12 @@ typedef struct vb_ops {
     /* ---- dst[i] = (activation dtype) src[i] ---- */
     void (*cast_to_act)(vb_ctx *ctx, vb_act *dst, const float *src, size_t n);
 
+    /* ---- x[B,C,hw] = (x - mean[c]) / std[c] in place, float32 (the loader's
+     * normalisation, run on the backend after the batch's copy with
+     * normalize_on_device); IEEE subtraction and division, so the same bits
+     * as the loader's ---- */
+    void (*normalize_channels)(vb_ctx *ctx, float *x, const float *mean, const float *std, int B, int C, size_t hw);
+
     /* ---- patch embedding data movement (conv with kernel = stride = p as a GEMM) ----
      * img[B,C,H,W] (float32, the loader's) -> patches[B, (H/p)*(W/p), C*p*p],
      * inner order (c, i, j) to match Conv2d's weight [D, C, p, p]. */

@@ -881,9 +881,32 @@ static int patch_case(vb_ctx *g, int B, int C, int Hh, int W, int p, uint64_t se
     return bad;
 }
 
+// the loader's normalisation on the device (normalize_on_device): float32 in
+// place, the same bits as the CPU's (IEEE subtraction and division); an
+// element the kernel skips keeps its raw value and fails
+static int normalize_case(vb_ctx *g, int B, int C, size_t hw, uint64_t seed) {
+    char shape[64];
+    snprintf(shape, sizeof shape, "B=%d C=%d hw=%zu", B, C, hw);
+    begin_case("normalize_channels", g, shape);
+    const size_t n = (size_t)B * C * hw;
+    tb x = tb_rand(g, n, 0, -300, 900, seed), mean = tb_rand(g, (size_t)C, 0, -5, 300, seed + 1),
+       std = tb_rand(g, (size_t)C, 0, 0.01f, 50, seed + 2);
+    G->normalize_channels(g, DP(&x), DP(&mean), DP(&std), B, C, hw);
+    H->normalize_channels(hctx, CP(&x), CP(&mean), CP(&std), B, C, hw);
+    pair p = fetch(&x);
+    size_t wrong = 0;
+    for (size_t i = 0; i < n; i++) wrong += memcmp(&p.g[i], &p.r[i], sizeof(float)) != 0;
+    int bad = report("normalize_channels", g, shape, "mismatch", (double)wrong, 0);
+    pair_free(&p);
+    TB_FREE(&x, &mean, &std);
+    return bad;
+}
+
 static void test_elementwise(void **state) {
     (void)state;
     int bad = 0;
+    bad += normalize_case(gctx[VB_DTYPE_F32], 2, 20, 360 * 720, 590); // base's batch planes
+    bad += normalize_case(gctx[VB_DTYPE_F32], 3, 5, 77, 595);
     for (int d = 0; d < 3; d++) {
         vb_ctx *g = gctx[d];
         if (!g) continue;

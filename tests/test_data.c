@@ -8,6 +8,7 @@
 #include "tests/test_util.h"
 
 #include <hdf5.h>
+#include <float.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -114,7 +115,8 @@ static void ref_loc(int64_t i, int T, int dt, int *file, int *l) {
     *l = k < dt ? k + dt : k;
 }
 
-/* Checks every element of batch b against the fixture formula. */
+/* Checks every element of batch b against the fixture formula: normalised,
+ * or the file's value itself (bit for bit) when the loader is raw. */
 static void check_batch_content(const fx *x, const vb_batch *b) {
     const vb_loader_opts *o = &x->o;
     int H = o->img_h, W = o->img_w;
@@ -129,9 +131,10 @@ static void check_batch_content(const fx *x, const vb_batch *b) {
                 for (int h = 0; h < H; h++)
                     for (int w = 0; w < W; w++) {
                         float raw = fx_value(file, t, c, h, w, x->T, x->C, x->Hf, x->Wf);
-                        float want = (raw - fx_mean(c)) / fx_std(c);
+                        float want = o->raw ? raw : (raw - fx_mean(c)) / fx_std(c);
                         float got = p[((size_t)c * H + h) * W + w];
-                        if (fabsf(got - want) > 1e-6f * fabsf(want) + 1e-6f) {
+                        if (o->raw ? memcmp(&got, &want, sizeof got) != 0
+                                   : fabsf(got - want) > 1e-6f * fabsf(want) + 1e-6f) {
                             fail_msg("sample %lld %s c=%d h=%d w=%d: got %g want %g", (long long)b->samples[k],
                                      pass ? "tar" : "inp", c, h, w, (double)got, (double)want);
                         }
@@ -579,10 +582,13 @@ static void read_epoch(void *p) {
  * rows of 256, then the rest), cropped rows one row at a time; through the
  * mapping, whole planes or row by row. Each must give exactly what HDF5's
  * path (chunked files) gives, and a NaN in a later piece of a plane must
- * still be found and named. */
+ * still be found and named. The same raw (normalize_on_device): the file's
+ * values, and the same errors, also for a finite value that normalisation
+ * would push past FLT_MAX, while one just inside the range passes. */
 static void test_direct_read_pieces(void **state) {
     (void)state;
     const int crops[2][2] = {{290, 256}, {300, 250}};
+    for (int raw = 0; raw < 2; raw++)
     for (int mode = 0; mode < 3; mode++) /* chunked; contiguous mapped; contiguous with pread */
         for (int i = 0; i < 2; i++) {
             g_fx_chunked = mode == 0;
@@ -592,6 +598,7 @@ static void test_direct_read_pieces(void **state) {
             x.o.local_batch = 2;
             x.o.num_workers = 2;
             x.o.pread = mode == 2;
+            x.o.raw = raw;
             vb_loader *l = vb_loader_create(&x.o);
             for (int k = 0; k < vb_loader_steps_per_epoch(l); k++) {
                 const vb_batch *b = vb_loader_next(l);
@@ -607,6 +614,13 @@ static void test_direct_read_pieces(void **state) {
             tu_h5_poke_field(file, 4, 1, 280, 3, NAN);
             lctx c = {.o = x.o};
             expect_exit2(read_epoch, &c, file, "fields[4, 1, 280, 3] is nan");
+            /* channel 0's std is 0.5: 1e38 normalises to about 2e38, finite;
+             * -FLT_MAX to -inf */
+            tu_h5_poke_field(file, 4, 1, 280, 3, 1.0f);
+            tu_h5_poke_field(file, 3, 0, 7, 9, 1e38f);
+            read_epoch(&c);
+            tu_h5_poke_field(file, 3, 0, 260, 2, -FLT_MAX);
+            expect_exit2(read_epoch, &c, file, "fields[3, 0, 260, 2] is inf");
             tu_rm_rf(x.root);
         }
 }

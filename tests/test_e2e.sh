@@ -247,6 +247,22 @@ rj = json.load(open(os.path.join(rd, "run.json")))
 check(rj["status"] == "completed" and rj["command"] == "train", "train run.json")
 EOF
 
+# ---- normalize_on_device: the loader hands raw values, the backend
+# normalises each batch after its copy; the same losses, bit for bit ----
+"$VB" train "${COMMON[@]}" --run_name train_nod --num_iters 6 --normalize_on_device true > train_nod.txt 2>&1
+rc=$?
+[ $rc -eq 0 ] || { tail -n 20 train_nod.txt >&2; fail "train --normalize_on_device true exited $rc"; }
+python3 - out/train out/train_nod <<'EOF' || fail "normalize_on_device changed the losses"
+import csv, os, sys
+rows = lambda d, f: list(csv.DictReader(open(os.path.join(d, f))))
+a, b = sys.argv[1], sys.argv[2]
+for f, keys in (("train_log.csv", ("step", "loss")), ("validation.csv", ("step", "val_loss", "rmse_u10m"))):
+    ra = [[r[k] for k in keys] for r in rows(a, f)]
+    rb = [[r[k] for k in keys] for r in rows(b, f)]
+    if ra != rb: sys.exit(f"{f}: {ra} != {rb}")
+EOF
+grep -q '"normalize_on_device":[[:space:]]*true' out/train_nod/run.json || fail "run.json does not record normalize_on_device"
+
 # ---- train again from that checkpoint: starts where the first one ended ----
 "$VB" train "${COMMON[@]}" --run_name resumed --num_iters 2 --init_checkpoint $T/checkpoint.h5 > resumed.txt 2>&1
 rc=$?

@@ -497,6 +497,31 @@ static void test_vector_ops(void **state) {
     free(a), free(b), free(out), free(a2);
 }
 
+// the loader's normalisation on the backend: (x - mean[c]) / std[c] per
+// plane, bit for bit what the loader computes (one division a value), at 1
+// and 2 threads, over planes large enough to be split between threads
+static void test_normalize_channels(void **state) {
+    (void)state;
+    const int B = 3, C = 5;
+    const size_t hw = 20011, n = (size_t)B * C * hw;
+    float *x = frand(n, -400, 900, 81), *want = falloc(n), *got = falloc(n);
+    const float mean[5] = {273.5f, -1.25f, 0.0f, 101325.0f, 3.0e-3f};
+    const float std[5] = {21.75f, 0.33f, 1.0f, 1400.5f, 7.0e-4f};
+    for (size_t i = 0; i < n; i++) {
+        const int c = (int)((i / hw) % C);
+        want[i] = (x[i] - mean[c]) / std[c];
+    }
+    const int threads = omp_get_max_threads();
+    for (int t = 1; t <= 2; t++) {
+        omp_set_num_threads(t);
+        memcpy(got, x, n * sizeof(float));
+        cpu_normalize_channels(CTX, got, mean, std, B, C, hw);
+        expect_same_bits("normalize_channels", got, want, n);
+    }
+    omp_set_num_threads(threads);
+    free(x), free(want), free(got);
+}
+
 // patchify, unpatchify and its backward against naive index maps; the
 // position embedding add and its (accumulating) backward
 static void test_patch_ops(void **state) {
@@ -618,6 +643,7 @@ int main(void) {
         cmocka_unit_test(test_residual_layernorm),
         cmocka_unit_test(test_layernorm_backward),
         cmocka_unit_test(test_vector_ops),
+        cmocka_unit_test(test_normalize_channels),
         cmocka_unit_test(test_patch_ops),
         cmocka_unit_test(test_thread_counts),
     };

@@ -66,6 +66,7 @@ void cpu_accumulate(vb_ctx *ctx, float *y, const float *x, size_t n);
 void cpu_scale(vb_ctx *ctx, float *x, float s, size_t n);
 void cpu_sum_squares(vb_ctx *ctx, double *out, const float *x, size_t n);
 void cpu_cast_to_act(vb_ctx *ctx, vb_act *dst, const float *src, size_t n);
+void cpu_normalize_channels(vb_ctx *ctx, float *x, const float *mean, const float *std, int B, int C, size_t hw);
 void cpu_patchify(vb_ctx *ctx, vb_act *patches, const float *img, int B, int C, int H, int W, int p);
 void cpu_unpatchify(vb_ctx *ctx, vb_act *img, const vb_act *tokens, int B, int C, int H, int W, int p);
 void cpu_unpatchify_backward(vb_ctx *ctx, vb_act *dtokens, const vb_act *dimg, int B, int C, int H,

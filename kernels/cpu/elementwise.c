@@ -93,6 +93,19 @@ void cpu_cast_to_act(vb_ctx *ctx, vb_act *dst, const float *src, size_t n) {
     if (n && dst != (const void *)src) memcpy(dst, src, n * sizeof(float));
 }
 
+// the loader's (x - mean) / std per channel, in place; one division a value
+// as the loader computes it (a reciprocal multiply would differ in the last bit)
+void cpu_normalize_channels(vb_ctx *ctx, float *x, const float *mean, const float *std, int B, int C, size_t hw) {
+    (void)ctx;
+    const long planes = (long)B * C;
+    #pragma omp parallel for schedule(static) if (planes * (long)hw >= VB_CPU_PAR_MIN)
+    for (long bc = 0; bc < planes; bc++) {
+        float *p = x + (size_t)bc * hw;
+        const float m = mean[bc % C], s = std[bc % C];
+        for (size_t i = 0; i < hw; i++) p[i] = (p[i] - m) / s;
+    }
+}
+
 // ---------------------------------------------------------------------------
 // patch embedding data movement. With Hp = H/p, Wp = W/p, T = Hp*Wp:
 //   patchify:   patches[b, ph*Wp + pw, (c*p + i)*p + j] = img[b, c, ph*p + i, pw*p + j]

@@ -185,6 +185,7 @@ static const vb_ops cpu_ops = {
     .scale = cpu_scale,
     .sum_squares = cpu_sum_squares,
     .cast_to_act = cpu_cast_to_act,
+    .normalize_channels = cpu_normalize_channels,
     .patchify = cpu_patchify,
     .unpatchify = cpu_unpatchify,
     .unpatchify_backward = cpu_unpatchify_backward,

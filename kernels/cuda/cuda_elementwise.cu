@@ -311,6 +311,25 @@ __global__ void unpatchify_backward_kernel(T *dtokens, const T *dimg, int B, int
     }
 }
 
+// the loader's (x - mean[c]) / std[c] over x[B, C, hw] in place: IEEE
+// division (nvcc's default -prec-div=true), so the bits match the CPU's
+__global__ void normalize_channels_kernel(float *x, const float *mean, const float *std, int C, size_t hw,
+                                          size_t total) {
+    CUDA_GRID_LOOP(idx, total) {
+        const int c = (int)((idx / hw) % (size_t)C);
+        x[idx] = __fdiv_rn(x[idx] - mean[c], std[c]);
+    }
+}
+
+void cuda_normalize_channels(vb_ctx *ctx, float *x, const float *mean, const float *std, int B, int C,
+                             size_t hw) {
+    NvtxRange r("normalize_channels");
+    const size_t total = (size_t)B * (size_t)C * hw;
+    if (total == 0) return;
+    normalize_channels_kernel<<<cuda_blocks(total, 256), 256, 0, cuda_stream(ctx)>>>(x, mean, std, C, hw, total);
+    CUDA_LAUNCH_CHECK();
+}
+
 void cuda_patchify(vb_ctx *ctx, vb_act *patches, const float *img, int B, int C, int H, int W, int p) {
     NvtxRange r("patchify");
     if (B <= 0 || C <= 0 || p <= 0 || H / p <= 0 || W / p <= 0) return;

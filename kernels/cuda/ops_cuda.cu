@@ -396,6 +396,7 @@ static const vb_ops cuda_ops = {
     .scale = cuda_scale,
     .sum_squares = cuda_sum_squares,
     .cast_to_act = cuda_cast_to_act,
+    .normalize_channels = cuda_normalize_channels,
     .patchify = cuda_patchify,
     .unpatchify = cuda_unpatchify,
     .unpatchify_backward = cuda_unpatchify_backward,
