@@ -264,6 +264,30 @@ TC_DEV void mma_nk(float (&acc)[N][4], const uint32_t (&a)[KB][4], const typenam
     }
 }
 
+// The top of each tile loop, shared by the three kernels. A barrier: every
+// warp is done with the previous iteration's tiles and with the fragments
+// staged in the last buffer. With two buffers, the next tile's copies go into
+// the other one and this tile's are awaited, the next left in flight; with
+// one, this tile is loaded now. A closing barrier, since a cp.async wait
+// covers only the issuing thread's copies. load(buf, start) issues and
+// commits one tile's copies.
+template <int NB, typename Load>
+__device__ __forceinline__ void tile_pipeline_step(int it, int ntiles, int start, int step, Load &&load) {
+    __syncthreads();
+    if (NB == 2) {
+        if (it + 1 < ntiles) {
+            load((it & 1) ^ 1, start + step);
+            cp_async_wait<1>(); // this tile has landed; the next may be in flight
+        } else {
+            cp_async_wait<0>();
+        }
+    } else {
+        load(0, start);
+        cp_async_wait<0>();
+    }
+    __syncthreads();
+}
+
 // ---------------------------------------------------------------------------
 // forward: grid (ceil(Tq/128), B*NH), 256 threads; Q's 128 rows are staged
 // in the last K and V buffers, 64 rows each
@@ -315,19 +339,7 @@ __global__ void __launch_bounds__(FWD_THREADS, HDP <= 48 ? 2 : 1)
 
     for (int it = 0; it < ntiles; it++) {
         const int cur = NB == 2 ? it & 1 : 0, k0 = it * COLS;
-        __syncthreads(); // Q's fragments, or the buffer about to be refilled, are read
-        if (NB == 2) {
-            if (it + 1 < ntiles) {
-                load_kv(cur ^ 1, k0 + COLS);
-                cp_async_wait<1>(); // this tile has landed; the next may be in flight
-            } else {
-                cp_async_wait<0>();
-            }
-        } else {
-            load_kv(0, k0);
-            cp_async_wait<0>();
-        }
-        __syncthreads();
+        tile_pipeline_step<NB>(it, ntiles, k0, COLS, load_kv); // Q's fragments are staged in the last buffer
 
         float s[NS][4];
         mma_nk<OP>(s, qf, tileK[cur], LD, lane);
@@ -456,19 +468,7 @@ __global__ void __launch_bounds__(THREADS)
 
     for (int it = 0; it < ntiles; it++) {
         const int cur = NB == 2 ? it & 1 : 0, q0 = it * ROWS;
-        __syncthreads(); // K/V fragments, or the buffer about to be refilled, are read
-        if (NB == 2) {
-            if (it + 1 < ntiles) {
-                load_qdo(cur ^ 1, q0 + ROWS);
-                cp_async_wait<1>(); // this tile has landed; the next may be in flight
-            } else {
-                cp_async_wait<0>();
-            }
-        } else {
-            load_qdo(0, q0);
-            cp_async_wait<0>();
-        }
-        __syncthreads();
+        tile_pipeline_step<NB>(it, ntiles, q0, ROWS, load_qdo); // K/V fragments are staged in the last buffer
 
         // S^T[key][query] = K Q^T and dP^T[key][query] = V dO^T
         float st[NS][4], dpt[NS][4];
@@ -574,19 +574,7 @@ __global__ void __launch_bounds__(THREADS)
 
     for (int it = 0; it < ntiles; it++) {
         const int cur = NB == 2 ? it & 1 : 0, k0 = it * COLS;
-        __syncthreads(); // Q/dO fragments, or the buffer about to be refilled, are read
-        if (NB == 2) {
-            if (it + 1 < ntiles) {
-                load_kv(cur ^ 1, k0 + COLS);
-                cp_async_wait<1>(); // this tile has landed; the next may be in flight
-            } else {
-                cp_async_wait<0>();
-            }
-        } else {
-            load_kv(0, k0);
-            cp_async_wait<0>();
-        }
-        __syncthreads();
+        tile_pipeline_step<NB>(it, ntiles, k0, COLS, load_kv); // Q/dO fragments are staged in the last buffer
 
         float s[NS][4], dp[NS][4];
         mma_nk<OP>(s, qf, tileK[cur], LD, lane);
