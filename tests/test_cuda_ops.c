@@ -22,7 +22,8 @@
  *
  * `test_cuda_ops --only PATTERN` runs the test functions whose names match
  * PATTERN (cmocka's filter: * and ? wildcards), e.g. `--only test_attention`
- * under compute-sanitizer, whose checkers make a full run too slow.
+ * under compute-sanitizer, whose checkers make a full run too slow
+ * (`--only test_attention_tc_small`: the tensor-core kernels at small shapes).
  *
  * `test_cuda_ops --bench [B]` instead times the GEMMs, attention and LayerNorm
  * at the base config's shapes with B samples (CUDA events) for float32, TF32
@@ -737,6 +738,28 @@ static void test_attention(void **state) {
     assert_int_equal(bad, 0);
 }
 
+// The tensor-core attention kernels (TF32, bfloat16, float16) at shapes small
+// enough for compute-sanitizer's racecheck to finish in seconds, yet with a
+// full 128-row forward block, several K/V tiles in the double-buffered loop,
+// partial tiles and Tq != Tk: `--only test_attention_tc_small` under the
+// sanitizer, the hardware check of the cp.async / barrier discipline.
+static void test_attention_tc_small(void **state) {
+    (void)state;
+    int bad = 0;
+    if (gtf32) {
+        bad += attention_case(gtf32, 1, 130, 200, 2, 48, 710); // two forward blocks, 4 K/V tiles
+        bad += attention_case(gtf32, 1, 33, 40, 1, 18, 711);   // no 16-byte loads
+    }
+    for (int d = 1; d < 3; d++) {
+        if (!gctx[d]) continue;
+        bad += attention_case(gctx[d], 1, 130, 200, 2, 48, 720 + d);
+        bad += attention_case(gctx[d], 1, 37, 71, 3, 20, 730 + d); // unaligned head dim
+        bad += attention_case(gctx[d], 1, 65, 63, 1, 64, 740 + d);
+    }
+    vb_set_error_context("");
+    assert_int_equal(bad, 0);
+}
+
 // ---------------------------------------------------------------------------
 // elementwise
 
@@ -1440,6 +1463,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_layernorm),
         cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_attention_tc_small),
         cmocka_unit_test(test_elementwise),
         cmocka_unit_test(test_loss),
         cmocka_unit_test(test_adam),
