@@ -31,24 +31,45 @@
 #
 # With --cuda_graphs true: the golden tests, the same losses bit for bit as
 # the eager step, and a bf16_graphs row.
+#
+# --window [--budget S]: the check for a GPU lent for a few minutes, run by
+# `scripts/gpu_window.sh run` from a build made elsewhere (BUILD_DIR holds
+# vitbench and test_cuda_ops; nothing is built). In order of what users hit
+# first: the op tests and attention timings, the golden losses (fp32 with
+# TF32 off, bf16 with our attention and cuDNN's, fp16), graphs on = graphs
+# off, memcheck and racecheck on the small tensor-core attention cases, a
+# CUPTI-traced run, then base at batch 16 (none_tf32, bf16, bf16_cudnn,
+# bf16_best with 4 and 8 loader workers, bf16_graphs) with 10 batches x 2
+# trials. Every step is held to what is left of S seconds (default 270); a
+# step the budget leaves out is listed as not run, and the check fails. Its
+# output is the summary gpu_window.sh keeps in OUT/summary.md.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 SRC=$(pwd)
 ARCH=${CUDA_ARCH:-}
 OUTDIR=$SRC/gpu_check_out
 QUICK=0
-ONLY=tests,sanitize,golden,planes,base,cupti
+WINDOW=0
+BUDGET=270
+ONLY=
 while [ $# -gt 0 ]; do
     case "$1" in
     --quick) QUICK=1 ;;
     --only) ONLY=${2:?--only needs a list of sections}; shift ;;
     --arch) ARCH=${2:?--arch needs a value}; shift ;;
     --out) OUTDIR=${2:?--out needs a directory}; shift ;;
-    -h | --help) sed -n 2,33p "$0"; exit 0 ;;
+    --window) WINDOW=1 ;;
+    --budget) BUDGET=${2:?--budget needs seconds}; shift ;;
+    -h | --help) sed -n 2,45p "$0"; exit 0 ;;
     *) echo "gpu_check: unknown flag '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
 done
+[[ $BUDGET =~ ^[0-9]+$ ]] || { echo "gpu_check: --budget: '$BUDGET' is not whole seconds" >&2; exit 2; }
+if [ -z "$ONLY" ]; then
+    ONLY=tests,sanitize,golden,planes,base,cupti
+    [ $WINDOW = 1 ] && ONLY=tests,golden,sanitize,cupti,base
+fi
 for s in ${ONLY//,/ }; do
     case "$s" in
     tests | sanitize | golden | planes | base | cupti) ;;
@@ -68,118 +89,191 @@ GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 if [ -z "$ARCH" ]; then
     ARCH=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d '. ')
 fi
-echo "gpu_check: $GPU (sm_$ARCH); logs in $OUTDIR"
-
-# ---- build ----
-t0=$(date +%s)
-cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DVB_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$ARCH" \
-    > "$OUTDIR/cmake.log" 2>&1 || { tail -n 30 "$OUTDIR/cmake.log" >&2; echo "gpu_check: configure failed" >&2; exit 1; }
-cmake --build "$BUILD" -j "$(nproc)" > "$OUTDIR/build.log" 2>&1 ||
-    { grep -E "error" "$OUTDIR/build.log" | head -n 30 >&2; echo "gpu_check: build failed ($OUTDIR/build.log)" >&2; exit 1; }
-echo "gpu_check: built in $(( $(date +%s) - t0 )) s"
+T_START=$(date +%s)
 VB=$BUILD/vitbench
 FAILED=0
+NOTRUN=()
+
+# ---- the window's clock: every step is held to what is left of --budget ----
+left() { echo $((T_START + BUDGET - $(date +%s))); }
+# fits STEP SECONDS: true when the window has SECONDS left for STEP (always
+# outside a window); otherwise STEP is listed as not run
+fits() {
+    [ $WINDOW = 0 ] && return 0
+    [ "$(left)" -ge "$2" ] && return 0
+    NOTRUN+=("$1")
+    echo "gpu_check: $1: not run (window budget: $(left) s left, it needs about $2)"
+    return 1
+}
+# lim CAP: one command's timeout: CAP seconds, or less when the window ends sooner
+lim() {
+    local l=$1
+    if [ $WINDOW = 1 ]; then
+        l=$(($(left) - 2))
+        [ "$l" -gt "$1" ] && l=$1
+        [ "$l" -lt 1 ] && l=1
+    fi
+    echo "$l"
+}
+
+# ---- build (a window runs a build made elsewhere: scripts/gpu_window.sh) ----
+if [ $WINDOW = 1 ]; then
+    for b in vitbench test_cuda_ops; do
+        [ -x "$BUILD/$b" ] || { echo "gpu_check: --window: no prebuilt $BUILD/$b (BUILD_DIR)" >&2; exit 2; }
+    done
+    cudnn=$(ldd "$VB" 2> /dev/null | awk '$1 ~ /^libcudnn\.so/ { print $3 }')
+    cudnn_v=$(python3 -c 'import ctypes, sys; v = ctypes.CDLL(sys.argv[1]).cudnnGetVersion(); print("%d.%d.%d" % (v // 10000, v % 10000 // 100, v % 100))' "$cudnn" 2> /dev/null)
+    echo "# vitbench GPU window, $(date -u '+%Y-%m-%d %H:%M UTC')"
+    echo "gpu: $GPU (sm_$ARCH), driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)," \
+        "CUDA $(nvidia-smi | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' | head -1) (driver)," \
+        "cuDNN ${cudnn_v:-unknown} ($cudnn), budget $BUDGET s"
+    [ -f "$OUTDIR/pack.txt" ] && sed 's/^/pack: /' "$OUTDIR/pack.txt"
+else
+    echo "gpu_check: $GPU (sm_$ARCH); logs in $OUTDIR"
+    t0=$(date +%s)
+    cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DVB_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$ARCH" \
+        > "$OUTDIR/cmake.log" 2>&1 || { tail -n 30 "$OUTDIR/cmake.log" >&2; echo "gpu_check: configure failed" >&2; exit 1; }
+    cmake --build "$BUILD" -j "$(nproc)" > "$OUTDIR/build.log" 2>&1 ||
+        { grep -E "error" "$OUTDIR/build.log" | head -n 30 >&2; echo "gpu_check: build failed ($OUTDIR/build.log)" >&2; exit 1; }
+    echo "gpu_check: built in $(($(date +%s) - t0)) s"
+fi
+
+# ---- base config's data, for the base and cupti sections: generated in the
+# background while the tests run (a window's is half the size) ----
+DATA=$OUTDIR/data_base
+DATAGEN_PID=
+datagen_start() {
+    [ -f "$DATA/stats/global_stds.npy" ] && return
+    local spy=48
+    [ $WINDOW = 1 ] && spy=24
+    "$VB" datagen --output_dir "$DATA" --years 2 --valid_years 1 --channels 20 --img_size 360,720 \
+        --samples_per_year $spy --seed 0 > "$OUTDIR/datagen.log" 2>&1 &
+    DATAGEN_PID=$!
+}
+datagen_wait() {
+    [ -n "$DATAGEN_PID" ] || return 0
+    wait "$DATAGEN_PID" || { tail -n 5 "$OUTDIR/datagen.log"; echo "gpu_check: datagen failed ($OUTDIR/datagen.log)"; return 1; }
+    DATAGEN_PID=
+}
 
 # ---- op tests ----
-if want tests; then
-    "$BUILD/test_cuda_ops" > "$OUTDIR/test_cuda_ops.log" 2>&1
-    rc=$?
-    echo "gpu_check: test_cuda_ops rc=$rc: $(grep -c '^ok' "$OUTDIR/test_cuda_ops.log") cases ok, $(grep -c '^FAIL' "$OUTDIR/test_cuda_ops.log") failing"
-    [ $rc = 0 ] || { FAILED=1; grep '^FAIL' "$OUTDIR/test_cuda_ops.log" | head -n 20; }
+section_tests() {
+    fits test_cuda_ops 40 || return
+    timeout "$(lim 150)" "$BUILD/test_cuda_ops" > "$OUTDIR/test_cuda_ops.log" 2>&1
+    local rc=$?
+    echo "gpu_check: test_cuda_ops rc=$rc$([ $rc = 124 ] && echo ' (timed out)'): $(grep -c '^ok' "$OUTDIR/test_cuda_ops.log") cases ok, $(grep -c '^FAIL' "$OUTDIR/test_cuda_ops.log") failing"
+    [ $rc = 0 ] || { FAILED=1; grep -E '^FAIL|CUDA|error' "$OUTDIR/test_cuda_ops.log" | head -n 20; }
 
-    # ---- per-op timings at base's shapes, batch 16: attention in float32 on the
-    # CUDA cores, on TF32 and bf16 tensor cores, and cuDNN's (bf16) ----
-    "$BUILD/test_cuda_ops" --bench 16 > "$OUTDIR/test_cuda_ops_bench.log" 2>&1 ||
+    # per-op timings at base's shapes, batch 16: attention in float32 on the
+    # CUDA cores, on TF32 and bf16 tensor cores, and cuDNN's (bf16)
+    fits "test_cuda_ops --bench" 20 || return
+    timeout "$(lim 90)" "$BUILD/test_cuda_ops" --bench 16 > "$OUTDIR/test_cuda_ops_bench.log" 2>&1 ||
         { echo "gpu_check: test_cuda_ops --bench failed ($OUTDIR/test_cuda_ops_bench.log)"; FAILED=1; }
     grep -E '^bench .*attention' "$OUTDIR/test_cuda_ops_bench.log" | sed 's/^/gpu_check: /'
-fi
+}
 
 # ---- the attention cases under compute-sanitizer: memcheck (out-of-bounds
 # and misaligned accesses), racecheck (shared-memory hazards: a cp.async
 # refill of a tile other warps still read, a read before the barrier that
 # follows a wait) and synccheck (barriers under divergence). Each tool gets
 # SANITIZE_TIMEOUT seconds (default 240); a timeout is inconclusive, not a
-# failure. ----
-if want sanitize; then
+# failure. A window runs memcheck and racecheck on the small tensor-core
+# cases (test_attention_tc_small). ----
+section_sanitize() {
+    local CS tools=(memcheck racecheck synccheck) cases=test_attention cap=${SANITIZE_TIMEOUT:-240}
     CS=$(command -v compute-sanitizer || true)
     [ -z "$CS" ] && [ -x /usr/local/cuda/bin/compute-sanitizer ] && CS=/usr/local/cuda/bin/compute-sanitizer
     if [ -z "$CS" ]; then
         echo "gpu_check: sanitize: skipped (compute-sanitizer not found)"
-    else
-        for tool in memcheck racecheck synccheck; do
-            timeout "${SANITIZE_TIMEOUT:-240}" "$CS" --tool "$tool" --error-exitcode 3 \
-                "$BUILD/test_cuda_ops" --only test_attention > "$OUTDIR/sanitize_$tool.log" 2>&1
-            rc=$?
-            case $rc in
-            0) echo "gpu_check: sanitize $tool: pass (attention cases, $(grep -c '^ok' "$OUTDIR/sanitize_$tool.log") ok)" ;;
-            124) echo "gpu_check: sanitize $tool: inconclusive (over ${SANITIZE_TIMEOUT:-240} s; $OUTDIR/sanitize_$tool.log)" ;;
-            *)
-                echo "gpu_check: sanitize $tool: FAIL (rc $rc; $OUTDIR/sanitize_$tool.log)"
-                grep -E '^========= (Invalid|Race|Barrier|Error|ERROR)|^FAIL' "$OUTDIR/sanitize_$tool.log" | head -n 10
-                FAILED=1
-                ;;
-            esac
-        done
+        [ $WINDOW = 1 ] && NOTRUN+=("sanitize (no compute-sanitizer)")
+        return
     fi
-fi
+    [ $WINDOW = 1 ] && tools=(memcheck racecheck) cases=test_attention_tc_small cap=${SANITIZE_TIMEOUT:-60}
+    local tool rc t
+    for tool in "${tools[@]}"; do
+        fits "sanitize $tool" 25 || continue
+        t=$(lim "$cap")
+        timeout "$t" "$CS" --tool "$tool" --error-exitcode 3 \
+            "$BUILD/test_cuda_ops" --only "$cases" > "$OUTDIR/sanitize_$tool.log" 2>&1
+        rc=$?
+        case $rc in
+        0) echo "gpu_check: sanitize $tool: pass ($cases, $(grep -c '^ok' "$OUTDIR/sanitize_$tool.log") ok)" ;;
+        124)
+            echo "gpu_check: sanitize $tool: inconclusive (over $t s; $OUTDIR/sanitize_$tool.log)"
+            [ $WINDOW = 1 ] && NOTRUN+=("sanitize $tool (timed out)")
+            ;;
+        *)
+            echo "gpu_check: sanitize $tool: FAIL (rc $rc; $OUTDIR/sanitize_$tool.log)"
+            grep -E '^========= (Invalid|Race|Barrier|Error|ERROR)|^FAIL' "$OUTDIR/sanitize_$tool.log" | head -n 10
+            FAILED=1
+            ;;
+        esac
+    done
+}
 
 # ---- golden test on the GPU ----
-if want golden; then
-    golden() { # name tol args...
-        local name=$1 tol=$2
-        shift 2
-        VB_GOLDEN_TOL=$tol VB_GOLDEN_ARGS="$*" bash "$SRC/tests/test_golden.sh" "$VB" > "$OUTDIR/golden_$name.log" 2>&1
-        local r=$?
-        echo "gpu_check: golden $name (tol $tol): $([ $r = 0 ] && echo pass || echo FAIL) — $(grep -m1 'loss: rows' "$OUTDIR/golden_$name.log")"
-        [ $r = 0 ] || FAILED=1
-    }
+golden() { # name tol args...
+    local name=$1 tol=$2
+    shift 2
+    fits "golden $name" 10 || return
+    VB_GOLDEN_TOL=$tol VB_GOLDEN_ARGS="$*" timeout "$(lim 300)" bash "$SRC/tests/test_golden.sh" "$VB" \
+        > "$OUTDIR/golden_$name.log" 2>&1
+    local r=$?
+    echo "gpu_check: golden $name (tol $tol): $([ $r = 0 ] && echo pass || echo "FAIL (rc $r)") — $(grep -m1 'loss: rows' "$OUTDIR/golden_$name.log")"
+    [ $r = 0 ] || { FAILED=1; grep -m3 -E 'FAIL|error|vitbench:' "$OUTDIR/golden_$name.log"; }
+}
+
+# ---- a replayed CUDA graph is the eager step: the golden run's 20 losses
+# with --cuda_graphs true and false must be the same bits, and run.json must
+# show the replays (an eager step and a recording per batch buffer: 19
+# replays of 20 steps, 18 with dali's two buffers) ----
+graphs_same() { # name args...
+    local name=$1 G=$SRC/tests/golden
+    shift
+    fits "graphs $name" 15 || return
+    local D=$G/era5 dir=$OUTDIR/graphs_$name on
+    rm -rf "$dir"
+    for on in false true; do
+        timeout "$(lim 300)" "$VB" train --config tiny --backend cuda --train_data_path "$D/train" --valid_data_path "$D/valid" \
+            --global_means_path "$D/stats/global_means.npy" --global_stds_path "$D/stats/global_stds.npy" \
+            --init_checkpoint "$G/tiny_init.h5" --shuffle false --num_iters 20 --output_dir "$dir" \
+            --run_name "$on" --progress none --cuda_graphs "$on" "$@" > "$dir.$on.log" 2>&1 ||
+            { echo "gpu_check: graphs $name: train with cuda_graphs $on failed: $(tail -n 1 "$dir.$on.log")"; FAILED=1; return; }
+    done
+    local diff replays
+    diff=$(paste -d, <(cut -d, -f3 "$dir/false/train_log.csv") <(cut -d, -f3 "$dir/true/train_log.csv") |
+        awk -F, 'NR > 1 && $1 != $2 { n++ } END { print n + 0 }')
+    replays=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['cuda_graphs']['replays'])" \
+        "$dir/true/run.json" 2> /dev/null)
+    if [ "$diff" = 0 ] && [ "${replays:-0}" -ge 18 ]; then
+        echo "gpu_check: graphs $name: pass (20 losses identical, $replays replays)"
+    else
+        echo "gpu_check: graphs $name: FAIL ($diff of 20 losses differ, replays ${replays:-?})"
+        FAILED=1
+    fi
+}
+
+section_golden() {
     golden fp32 1e-4 --backend cuda --tf32 false
-    # TF32 GEMMs and attention: 11 significant bits in every product, bf16's bound holds
-    golden tf32 2e-2 --backend cuda --tf32 true
     golden bf16 2e-2 --backend cuda --amp_mode bf16
     golden bf16_cudnn 2e-2 --backend cuda --amp_mode bf16 --attention cudnn
     golden fp16 2e-2 --backend cuda --amp_mode fp16
+    graphs_same fp32 --tf32 false
+    graphs_same bf16_dali --amp_mode bf16 --attention cudnn --data_loader_config dali --enable_fused true
+    [ $WINDOW = 1 ] && return
+    # TF32 GEMMs and attention: 11 significant bits in every product, bf16's bound holds
+    golden tf32 2e-2 --backend cuda --tf32 true
     golden fp32_graphs 1e-4 --backend cuda --tf32 false --cuda_graphs true
     golden bf16_graphs 2e-2 --backend cuda --amp_mode bf16 --attention cudnn --enable_jit true --cuda_graphs true
     golden fp16_graphs 2e-2 --backend cuda --amp_mode fp16 --cuda_graphs true
-
-    # ---- a replayed CUDA graph is the eager step: the golden run's 20 losses
-    # with --cuda_graphs true and false must be the same bits, and run.json must
-    # show the replays (an eager step and a recording per batch buffer: 19
-    # replays of 20 steps, 18 with dali's two buffers) ----
-    graphs_same() { # name args...
-        local name=$1 G=$SRC/tests/golden
-        shift
-        local D=$G/era5 dir=$OUTDIR/graphs_$name
-        rm -rf "$dir"
-        for on in false true; do
-            "$VB" train --config tiny --backend cuda --train_data_path "$D/train" --valid_data_path "$D/valid" \
-                --global_means_path "$D/stats/global_means.npy" --global_stds_path "$D/stats/global_stds.npy" \
-                --init_checkpoint "$G/tiny_init.h5" --shuffle false --num_iters 20 --output_dir "$dir" \
-                --run_name "$on" --progress none --cuda_graphs "$on" "$@" > "$dir.$on.log" 2>&1 ||
-                { echo "gpu_check: graphs $name: train with cuda_graphs $on failed ($dir.$on.log)"; FAILED=1; return; }
-        done
-        local diff replays
-        diff=$(paste -d, <(cut -d, -f3 "$dir/false/train_log.csv") <(cut -d, -f3 "$dir/true/train_log.csv") |
-            awk -F, 'NR > 1 && $1 != $2 { n++ } END { print n + 0 }')
-        replays=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['cuda_graphs']['replays'])" \
-            "$dir/true/run.json" 2> /dev/null)
-        if [ "$diff" = 0 ] && [ "${replays:-0}" -ge 18 ]; then
-            echo "gpu_check: graphs $name: pass (20 losses identical, $replays replays)"
-        else
-            echo "gpu_check: graphs $name: FAIL ($diff of 20 losses differ, replays ${replays:-?})"
-            FAILED=1
-        fi
-    }
-    graphs_same fp32 --tf32 false
-    graphs_same bf16_dali --amp_mode bf16 --attention cudnn --data_loader_config dali --enable_fused true
-fi
+}
 
 # ---- data planes on this GPU ----
 # the NCCL plane's calls on one rank; then every tp / cp / dp layout with
 # ranks sharing the GPU over MPI (staged through page-locked host memory)
 # against one rank, float32 with TF32 off, to test_dist.sh's 1e-5
-if want planes; then
+section_planes() {
+    local rc
     if [ -x "$BUILD/test_nccl_plane" ]; then
         "$BUILD/test_nccl_plane" > "$OUTDIR/test_nccl_plane.log" 2>&1
         rc=$?
@@ -195,110 +289,120 @@ if want planes; then
         echo "gpu_check: layouts on one GPU over MPI: $([ $rc = 0 ] && echo pass || echo FAIL) — $(grep -c '== 1 rank' "$OUTDIR/dist_gpu.log") layouts equal to one rank"
         [ $rc = 0 ] || { FAILED=1; grep FAIL "$OUTDIR/dist_gpu.log" | head -n 5; }
     fi
-fi
+}
 
-# ---- base config, batch 16: its data, for the base and cupti sections ----
-if want base || want cupti; then
-    DATA=$OUTDIR/data_base
-    if [ ! -f "$DATA/stats/global_stds.npy" ]; then
-        "$VB" datagen --output_dir "$DATA" --years 2 --valid_years 1 --channels 20 --img_size 360,720 \
-            --samples_per_year 48 --seed 0 > "$OUTDIR/datagen.log" 2>&1 ||
-            { tail -n 5 "$OUTDIR/datagen.log" >&2; echo "gpu_check: datagen failed" >&2; exit 1; }
-    fi
-    NB=20 NT=3
-    [ $QUICK = 1 ] && NB=5 NT=2
-    BENCHY=$OUTDIR/benchy.yaml
-    cat > "$BENCHY" << EOF
+NB=20 NT=3
+[ $QUICK = 1 ] && NB=5 NT=2
+[ $WINDOW = 1 ] && NB=10 NT=2
+BENCHY=$OUTDIR/benchy.yaml
+cat > "$BENCHY" << EOF
 global: {report_freq: 5, exit_after_tests: True, profiler_mode: 'single', output_filename: 'benchy_output.json', output_dir: '', use_distributed_barrier: False}
 IO: {run_benchmark: True, nbatches: $NB, ntrials: $NT, nwarmup: 1}
 synthetic: {run_benchmark: True, nbatches: $NB, ntrials: $NT, nwarmup: 1}
 full: {run_benchmark: True, nbatches: $NB, ntrials: $NT, nwarmup: 1}
 EOF
-fi
 
 # dense peak TFLOP/s of the GPU for a precision (datasheet, without sparsity)
-if want base; then
-    peak() { # precision: fp32 tf32 bf16 fp16 (the same dense tensor-core peak as bf16)
-        case "$GPU" in
-        *H100*NVL*) p=(60 417.5 835) ;;
-        *H100*PCIe*) p=(51.2 378 756.5) ;;
-        *H100* | *H200* | *GH200*) p=(66.9 494.7 989.4) ;;
-        *A100*) p=(19.5 156 312) ;;
-        *) p=(0 0 0) ;;
-        esac
-        case "$1" in fp32) echo "${p[0]}" ;; tf32) echo "${p[1]}" ;; bf16 | fp16) echo "${p[2]}" ;; esac
-    }
+peak() { # precision: fp32 tf32 bf16 fp16 (the same dense tensor-core peak as bf16)
+    local p
+    case "$GPU" in
+    *H100*NVL*) p=(60 417.5 835) ;;
+    *H100*PCIe*) p=(51.2 378 756.5) ;;
+    *H100* | *H200* | *GH200*) p=(66.9 494.7 989.4) ;;
+    *A100*) p=(19.5 156 312) ;;
+    *) p=(0 0 0) ;;
+    esac
+    case "$1" in fp32) echo "${p[0]}" ;; tf32) echo "${p[1]}" ;; bf16 | fp16) echo "${p[2]}" ;; esac
+}
 
-    ROWS=()
-    run_base() { # label precision tutorial-figure args...
-        local label=$1 prec=$2 tut=$3
-        shift 3
-        local dir=$OUTDIR/runs
-        rm -rf "${dir:?}/base_$label"
-        nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$OUTDIR/mem_$label.txt" 2> /dev/null &
-        local smi=$!
-        "$VB" run --config base --backend cuda --global_batch_size 16 --num_data_workers "${WORKERS:-4}" \
-            --train_data_path "$DATA/train" --valid_data_path "$DATA/valid" \
-            --global_means_path "$DATA/stats/global_means.npy" --global_stds_path "$DATA/stats/global_stds.npy" \
-            --benchy_config "$BENCHY" --output_dir "$dir" --run_name "base_$label" --progress none "$@" \
-            > "$OUTDIR/run_$label.log" 2>&1
-        local r=$?
-        kill $smi 2> /dev/null
-        wait $smi 2> /dev/null
-        local sum=$dir/base_$label/summary.csv
-        if [ $r != 0 ] || [ ! -f "$sum" ]; then
-            echo "gpu_check: base $label FAILED (rc $r): $(tail -n 1 "$OUTDIR/run_$label.log")"
-            FAILED=1
-            return
-        fi
-        local mem
-        mem=$(sort -n "$OUTDIR/mem_$label.txt" | tail -n 1)
-        ROWS+=("$(awk -F, -v label="$label" -v prec="$prec" -v pk="$(peak "$prec")" -v mem="${mem:-0}" -v tut="$tut" '
-            NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
-            { sps[$c["trial_type"]] = $c["mean_samples_per_s"]; tf[$c["trial_type"]] = $c["achieved_tflop_per_s"] }
-            END {
-                mfu = pk > 0 ? 100 * tf["SYNTHETIC"] / pk : 0
-                full_pct = sps["SYNTHETIC"] > 0 ? 100 * sps["FULL"] / sps["SYNTHETIC"] : 0
-                printf "| %-11s | %-5s | %9.1f | %9.1f | %5.0f%% | %9.1f | %8.1f | %6.1f%% | %8.1f | %s |", label, prec,
-                       sps["SYNTHETIC"], sps["FULL"], full_pct, sps["IO"], tf["SYNTHETIC"], mfu, mem / 1024, tut
-            }' "$sum")")
-    }
-    # the tutorial's ladder first, then vitbench's own switches on top: cuDNN's
-    # fused attention, the dali-style overlapped copy, fused Adam, the fused
-    # elementwise passes (enable_jit)
-    run_base none_tf32 tf32 12.5 --amp_mode none --tf32 true
-    run_base none_fp32 fp32 - --amp_mode none --tf32 false
-    run_base tf32_dali tf32 - --amp_mode none --tf32 true --data_loader_config dali --enable_fused true --enable_jit true
-    run_base bf16 bf16 102 --amp_mode bf16
-    run_base bf16_jit bf16 - --amp_mode bf16 --enable_jit true
-    run_base bf16_cudnn bf16 - --amp_mode bf16 --attention cudnn
-    run_base bf16_best bf16 126 --amp_mode bf16 --attention cudnn --data_loader_config dali --enable_fused true --enable_jit true
-    # FULL's bar (95% of SYNTHETIC) with enough workers: the same with 8
-    WORKERS=8 run_base bf16_best_w8 bf16 - --amp_mode bf16 --attention cudnn --data_loader_config dali --enable_fused true --enable_jit true
-    # the workers only copy and check; the GPU normalises after the copy (as DALI does)
-    run_base bf16_nod bf16 - --amp_mode bf16 --attention cudnn --data_loader_config dali --enable_fused true --enable_jit true --normalize_on_device true
-    WORKERS=8 run_base bf16_nod_w8 bf16 - --amp_mode bf16 --attention cudnn --data_loader_config dali --enable_fused true --enable_jit true --normalize_on_device true
-    run_base fp16_best fp16 - --amp_mode fp16 --attention cudnn --data_loader_config dali --enable_fused true --enable_jit true
-    run_base bf16_graphs bf16 - --amp_mode bf16 --attention cudnn --data_loader_config dali --enable_fused true --enable_jit true --cuda_graphs true
+ROWS=()
+run_base() { # label precision tutorial-figure args...
+    local label=$1 prec=$2 tut=$3
+    shift 3
+    fits "base $label" 25 || return
+    local dir=$OUTDIR/runs
+    rm -rf "${dir:?}/base_$label"
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$OUTDIR/mem_$label.txt" 2> /dev/null &
+    local smi=$!
+    timeout "$(lim 900)" "$VB" run --config base --backend cuda --global_batch_size 16 --num_data_workers "${WORKERS:-4}" \
+        --train_data_path "$DATA/train" --valid_data_path "$DATA/valid" \
+        --global_means_path "$DATA/stats/global_means.npy" --global_stds_path "$DATA/stats/global_stds.npy" \
+        --benchy_config "$BENCHY" --output_dir "$dir" --run_name "base_$label" --progress none "$@" \
+        > "$OUTDIR/run_$label.log" 2>&1
+    local r=$?
+    kill $smi 2> /dev/null
+    wait $smi 2> /dev/null
+    local sum=$dir/base_$label/summary.csv
+    if [ $r != 0 ] || [ ! -f "$sum" ]; then
+        echo "gpu_check: base $label FAILED (rc $r$([ $r = 124 ] && echo ', timed out')): $(tail -n 1 "$OUTDIR/run_$label.log")"
+        FAILED=1
+        return
+    fi
+    local mem
+    mem=$(sort -n "$OUTDIR/mem_$label.txt" | tail -n 1)
+    ROWS+=("$(awk -F, -v label="$label" -v prec="$prec" -v pk="$(peak "$prec")" -v mem="${mem:-0}" -v tut="$tut" '
+        NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+        { sps[$c["trial_type"]] = $c["mean_samples_per_s"]; tf[$c["trial_type"]] = $c["achieved_tflop_per_s"] }
+        END {
+            mfu = pk > 0 ? 100 * tf["SYNTHETIC"] / pk : 0
+            full_pct = sps["SYNTHETIC"] > 0 ? 100 * sps["FULL"] / sps["SYNTHETIC"] : 0
+            printf "| %-12s | %-5s | %9.1f | %9.1f | %5.0f%% | %9.1f | %8.1f | %6.1f%% | %8.1f | %s |", label, prec,
+                   sps["SYNTHETIC"], sps["FULL"], full_pct, sps["IO"], tf["SYNTHETIC"], mfu, mem / 1024, tut
+        }' "$sum")")
+}
+
+BEST=(--amp_mode bf16 --attention cudnn --data_loader_config dali --enable_fused true --enable_jit true)
+section_base() {
+    datagen_wait || { FAILED=1; NOTRUN+=("base (no data)"); return; }
+    if [ $WINDOW = 1 ]; then
+        run_base none_tf32 tf32 12.5 --amp_mode none --tf32 true
+        run_base bf16 bf16 102 --amp_mode bf16
+        run_base bf16_cudnn bf16 - --amp_mode bf16 --attention cudnn
+        run_base bf16_best bf16 126 "${BEST[@]}"
+        WORKERS=8 run_base bf16_best_w8 bf16 - "${BEST[@]}"
+        run_base bf16_graphs bf16 - "${BEST[@]}" --cuda_graphs true
+    else
+        # the tutorial's ladder first, then vitbench's own switches on top: cuDNN's
+        # fused attention, the dali-style overlapped copy, fused Adam, the fused
+        # elementwise passes (enable_jit)
+        run_base none_tf32 tf32 12.5 --amp_mode none --tf32 true
+        run_base none_fp32 fp32 - --amp_mode none --tf32 false
+        run_base tf32_dali tf32 - --amp_mode none --tf32 true --data_loader_config dali --enable_fused true --enable_jit true
+        run_base bf16 bf16 102 --amp_mode bf16
+        run_base bf16_jit bf16 - --amp_mode bf16 --enable_jit true
+        run_base bf16_cudnn bf16 - --amp_mode bf16 --attention cudnn
+        run_base bf16_best bf16 126 "${BEST[@]}"
+        # FULL's bar (95% of SYNTHETIC) with enough workers: the same with 8
+        WORKERS=8 run_base bf16_best_w8 bf16 - "${BEST[@]}"
+        # the workers only copy and check; the GPU normalises after the copy (as DALI does)
+        run_base bf16_nod bf16 - "${BEST[@]}" --normalize_on_device true
+        WORKERS=8 run_base bf16_nod_w8 bf16 - "${BEST[@]}" --normalize_on_device true
+        run_base fp16_best fp16 - --amp_mode fp16 --attention cudnn --data_loader_config dali --enable_fused true --enable_jit true
+        run_base bf16_graphs bf16 - "${BEST[@]}" --cuda_graphs true
+    fi
 
     # run.json's device record (memory, clocks, ECC) from the best row
-    GPU_JSON=$OUTDIR/runs/base_bf16_best/run.json
-    if python3 -c "import json, sys; g = json.load(open(sys.argv[1]))['gpu']; print('gpu_check: run.json gpu:', g)" \
-        "$GPU_JSON" 2> /dev/null; then :; else
-        echo "gpu_check: run.json has no gpu record ($GPU_JSON)"
-        FAILED=1
+    local GPU_JSON=$OUTDIR/runs/base_bf16_best/run.json
+    if [ -f "$GPU_JSON" ]; then
+        if python3 -c "import json, sys; g = json.load(open(sys.argv[1]))['gpu']; print('gpu_check: run.json gpu:', g)" \
+            "$GPU_JSON" 2> /dev/null; then :; else
+            echo "gpu_check: run.json has no gpu record ($GPU_JSON)"
+            FAILED=1
+        fi
     fi
 
     echo
     echo "base config, batch 16, one $GPU (SYNTHETIC and FULL: samples/s, mean of $NT trials of $NB batches)"
-    echo "| run         | prec  | SYNTHETIC |      FULL | FULL % |        IO | TFLOP/s  |   MFU   | GPU GiB  | tutorial H100 NVL samples/s |"
-    echo "|-------------|-------|-----------|-----------|--------|-----------|----------|---------|----------|-----------------------------|"
+    echo "| run          | prec  | SYNTHETIC |      FULL | FULL % |        IO | TFLOP/s  |   MFU   | GPU GiB  | tutorial H100 NVL samples/s |"
+    echo "|--------------|-------|-----------|-----------|--------|-----------|----------|---------|----------|-----------------------------|"
+    local r
     for r in "${ROWS[@]}"; do echo "$r"; done
     echo "(4 loader workers unless the label says _w8; _nod: --normalize_on_device true; FULL %: FULL over SYNTHETIC; IO: the loader alone; MFU: SYNTHETIC achieved TFLOP/s over the dense peak of the precision; GPU GiB: most memory in use on the GPU during the run, from nvidia-smi)"
 
     # where the step goes: the SYNTHETIC step's largest ops (device time from
     # CUDA events, ops.csv) for the TF32 baseline and the best bf16 row
-    for label in none_tf32 bf16_best; do
+    local label ops
+    for label in none_tf32 bf16 bf16_best; do
         ops=$OUTDIR/runs/base_$label/ops.csv
         [ -f "$ops" ] || continue
         echo
@@ -313,27 +417,38 @@ for r in rows[:10]:
     print("  %-32s %8.2f ms  %5.1f%%  %s" % (r["name"], 1e3 * float(r["total_s"]) / steps, 100 * share, r["category"]))
 PY
     done
-fi
+}
 
 # ---- CUPTI's cost: bf16 SYNTHETIC without and with the tracer, alternated
 # (A B A B) so that a drift of the GPU's clocks hits both; the ratio is the
 # throughput kept with --cupti true. A traced run must write kernels.csv with
 # rows, which `vitbench nsys` reads back as a cuda_gpu_kern_sum report. ----
-if want cupti; then
-    BENCHY_SYN=$OUTDIR/benchy_synthetic.yaml
+# kernels_csv_ok RUNDIR NAME: kernels.csv has rows and `vitbench nsys` reads it
+kernels_csv_ok() {
+    local k=$1/kernels.csv n
+    n=$(($(wc -l < "$k" 2> /dev/null || echo 1) - 1))
+    if [ "$n" -lt 1 ] || ! "$VB" nsys "$k" --output_dir "$OUTDIR/nsys_$2" > "$OUTDIR/nsys_$2.log" 2>&1; then
+        echo "gpu_check: $2: kernels.csv missing, empty or unreadable by vitbench nsys ($OUTDIR/nsys_$2.log)"
+        FAILED=1
+        return 1
+    fi
+    echo "gpu_check: $2: kernels.csv has $n kernel rows; vitbench nsys read it"
+}
+
+cupti_overhead() {
+    local BENCHY_SYN=$OUTDIR/benchy_synthetic.yaml
     cat > "$BENCHY_SYN" << EOF
 global: {report_freq: 5, exit_after_tests: True, profiler_mode: 'single', output_filename: 'benchy_output.json', output_dir: '', use_distributed_barrier: False}
 IO: {run_benchmark: False, nbatches: $NB, ntrials: $NT, nwarmup: 1}
 synthetic: {run_benchmark: True, nbatches: $NB, ntrials: $NT, nwarmup: 1}
 full: {run_benchmark: False, nbatches: $NB, ntrials: $NT, nwarmup: 1}
 EOF
-    SPS_OFF="" SPS_ON="" NKERNELS=0
+    local SPS_OFF="" SPS_ON="" pass on name r sum sps
     for pass in 1 2; do
         for on in false true; do
             name=cupti_${on}_$pass
             rm -rf "${OUTDIR:?}/runs/$name"
-            "$VB" run --config base --backend cuda --global_batch_size 16 --amp_mode bf16 --attention cudnn \
-                --data_loader_config dali --enable_fused true --enable_jit true --train_data_path "$DATA/train" --valid_data_path "$DATA/valid" \
+            "$VB" run --config base --backend cuda --global_batch_size 16 "${BEST[@]}" --train_data_path "$DATA/train" --valid_data_path "$DATA/valid" \
                 --global_means_path "$DATA/stats/global_means.npy" --global_stds_path "$DATA/stats/global_stds.npy" \
                 --benchy_config "$BENCHY_SYN" --output_dir "$OUTDIR/runs" --run_name "$name" --progress none \
                 --cupti "$on" > "$OUTDIR/run_$name.log" 2>&1
@@ -347,19 +462,11 @@ EOF
             sps=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
                 $c["trial_type"] == "SYNTHETIC" { print $c["mean_samples_per_s"] }' "$sum")
             if [ "$on" = false ]; then SPS_OFF+="$sps "; else SPS_ON+="$sps "; fi
-            if [ "$on" = true ]; then
-                k=$OUTDIR/runs/$name/kernels.csv
-                NKERNELS=$(($(wc -l < "$k" 2> /dev/null || echo 1) - 1))
-                if [ "$NKERNELS" -lt 1 ] ||
-                    ! "$VB" nsys "$k" --output_dir "$OUTDIR/nsys_$name" > "$OUTDIR/nsys_$name.log" 2>&1; then
-                    echo "gpu_check: $name: kernels.csv missing, empty or unreadable by vitbench nsys ($OUTDIR/nsys_$name.log)"
-                    FAILED=1
-                fi
-            fi
+            [ "$on" = true ] && kernels_csv_ok "$OUTDIR/runs/$name" "$name" > /dev/null
         done
     done
     echo
-    echo "CUPTI overhead, bf16_best SYNTHETIC, samples/s of runs alternated A B A B ($NKERNELS kernel names in kernels.csv):"
+    echo "CUPTI overhead, bf16_best SYNTHETIC, samples/s of runs alternated A B A B:"
     echo "  --cupti false: $SPS_OFF"
     echo "  --cupti true:  $SPS_ON"
     awk -v a="$SPS_OFF" -v b="$SPS_ON" 'BEGIN {
@@ -368,28 +475,32 @@ EOF
         for (i = 1; i <= nb; i++) sb += y[i]
         if (na > 0 && nb > 0 && sa > 0) printf "  ratio true / false: %.4f\n", (sb / nb) / (sa / na)
     }'
+}
 
-    # ---- the timeline's GPU lanes: a bf16_best FULL run traced by CUPTI. Its
-    # timeline.csv must hold stream<N> lanes whose kernels sit in the window's
-    # steps (step >= 0), and `vitbench trace` must turn it into a Chrome trace.
-    # Printed: per stream lane, its rows by kind and the share of the window's
-    # step time its rows cover (one stream runs one thing at a time). ----
-    BENCHY_FULL=$OUTDIR/benchy_full.yaml
+# ---- the timeline's GPU lanes: a bf16_best FULL run traced by CUPTI. Its
+# timeline.csv must hold stream<N> lanes whose kernels sit in the window's
+# steps (step >= 0), its kernels.csv must be readable by `vitbench nsys`, and
+# `vitbench trace` must turn it into a Chrome trace. Printed: per stream
+# lane, its rows by kind and the share of the window's step time its rows
+# cover (one stream runs one thing at a time). ----
+section_cupti() {
+    datagen_wait || { FAILED=1; NOTRUN+=("cupti (no data)"); return; }
+    [ $WINDOW = 0 ] && cupti_overhead
+    fits "cupti timeline" 25 || return
+    local BENCHY_FULL=$OUTDIR/benchy_full.yaml name=timeline_cupti
     cat > "$BENCHY_FULL" << EOF
 global: {report_freq: 5, exit_after_tests: True, profiler_mode: 'single', output_filename: 'benchy_output.json', output_dir: '', use_distributed_barrier: False}
 IO: {run_benchmark: False, nbatches: 6, ntrials: 1, nwarmup: 1}
 synthetic: {run_benchmark: False, nbatches: 6, ntrials: 1, nwarmup: 1}
 full: {run_benchmark: True, nbatches: 6, ntrials: 1, nwarmup: 1}
 EOF
-    name=timeline_cupti
     rm -rf "${OUTDIR:?}/runs/$name"
-    if "$VB" run --config base --backend cuda --global_batch_size 16 --num_data_workers 4 --amp_mode bf16 \
-        --attention cudnn --data_loader_config dali --enable_fused true --enable_jit true \
+    if timeout "$(lim 300)" "$VB" run --config base --backend cuda --global_batch_size 16 --num_data_workers 4 "${BEST[@]}" \
         --train_data_path "$DATA/train" --valid_data_path "$DATA/valid" \
         --global_means_path "$DATA/stats/global_means.npy" --global_stds_path "$DATA/stats/global_stds.npy" \
         --benchy_config "$BENCHY_FULL" --output_dir "$OUTDIR/runs" --run_name "$name" --progress none \
         --cupti true --profile_steps 3 > "$OUTDIR/run_$name.log" 2>&1; then
-        tl=$OUTDIR/runs/$name/timeline.csv
+        local tl=$OUTDIR/runs/$name/timeline.csv
         # kernel names hold commas (quoted, RFC 4180): read it with a CSV parser
         python3 - "$tl" << 'PY' || FAILED=1
 import csv, re, sys
@@ -410,6 +521,7 @@ if nsteps == 0 or outside or not any(l["compute"] for l in lanes.values()):
     print("gpu_check: timeline: no stream lane with kernels in the steps")
     sys.exit(1)
 PY
+        kernels_csv_ok "$OUTDIR/runs/$name" "$name"
         if "$VB" trace "$OUTDIR/runs/$name" > "$OUTDIR/trace_$name.log" 2>&1 && [ -s "$OUTDIR/runs/$name/trace.json" ]; then
             echo "gpu_check: timeline: trace.json written ($OUTDIR/runs/$name/trace.json)"
         else
@@ -421,6 +533,19 @@ PY
         echo "gpu_check: $name FAILED: $(tail -n 1 "$OUTDIR/run_$name.log")"
         FAILED=1
     fi
-fi
+}
 
+# ---- the sections, in the order asked (--only) ----
+if want base || want cupti; then datagen_start; fi
+for s in ${ONLY//,/ }; do "section_$s"; done
+[ -n "$DATAGEN_PID" ] && wait "$DATAGEN_PID"
+
+if [ $WINDOW = 1 ]; then
+    echo
+    if [ ${#NOTRUN[@]} -gt 0 ]; then
+        echo "gpu_check: window INCOMPLETE after $(($(date +%s) - T_START)) s of $BUDGET: not run: $(IFS=';'; echo "${NOTRUN[*]}")"
+        FAILED=1
+    fi
+    echo "gpu_check: window $([ $FAILED = 0 ] && echo PASS || echo FAIL) in $(($(date +%s) - T_START)) s (budget $BUDGET s)"
+fi
 exit $FAILED
