@@ -39,8 +39,8 @@
 # TF32 off, bf16 with our attention and cuDNN's, fp16), graphs on = graphs
 # off, memcheck and racecheck on the small tensor-core attention cases, a
 # CUPTI-traced run, then base at batch 16 (none_tf32, bf16, bf16_cudnn,
-# bf16_best with 4 and 8 loader workers, bf16_graphs) with 10 batches x 2
-# trials. Every step is held to what is left of S seconds (default 270); a
+# bf16_best with 4 and 8 loader workers, bf16_graphs, bf16 with the
+# normalisation on the GPU and 8 workers) with 10 batches x 2 trials. Every step is held to what is left of S seconds (default 270); a
 # step the budget leaves out is listed as not run, and the check fails. Its
 # output is the summary gpu_window.sh keeps in OUT/summary.md.
 set -uo pipefail
@@ -138,14 +138,20 @@ else
     echo "gpu_check: built in $(($(date +%s) - t0)) s"
 fi
 
+# benchy's trials at base: NB batches, NT trials of each kind
+NB=20 NT=3
+[ $QUICK = 1 ] && NB=5 NT=2
+[ $WINDOW = 1 ] && NB=10 NT=2
+
 # ---- base config's data, for the base and cupti sections: generated in the
 # background while the tests run (a window's is half the size) ----
 DATA=$OUTDIR/data_base
 DATAGEN_PID=
 datagen_start() {
     [ -f "$DATA/stats/global_stds.npy" ] && return
-    local spy=48
-    [ $WINDOW = 1 ] && spy=24
+    # two years of (NB + 1) / 2 batches each: one epoch holds a trial's NB
+    # batches (benchy cuts a trial at the epoch's end)
+    local spy=$(((NB + 2) / 2 * 16))
     "$VB" datagen --output_dir "$DATA" --years 2 --valid_years 1 --channels 20 --img_size 360,720 \
         --samples_per_year $spy --seed 0 > "$OUTDIR/datagen.log" 2>&1 &
     DATAGEN_PID=$!
@@ -291,9 +297,6 @@ section_planes() {
     fi
 }
 
-NB=20 NT=3
-[ $QUICK = 1 ] && NB=5 NT=2
-[ $WINDOW = 1 ] && NB=10 NT=2
 BENCHY=$OUTDIR/benchy.yaml
 cat > "$BENCHY" << EOF
 global: {report_freq: 5, exit_after_tests: True, profiler_mode: 'single', output_filename: 'benchy_output.json', output_dir: '', use_distributed_barrier: False}
@@ -361,6 +364,7 @@ section_base() {
         run_base bf16_best bf16 126 "${BEST[@]}"
         WORKERS=8 run_base bf16_best_w8 bf16 - "${BEST[@]}"
         run_base bf16_graphs bf16 - "${BEST[@]}" --cuda_graphs true
+        WORKERS=8 run_base bf16_nod_w8 bf16 - "${BEST[@]}" --normalize_on_device true
     else
         # the tutorial's ladder first, then vitbench's own switches on top: cuDNN's
         # fused attention, the dali-style overlapped copy, fused Adam, the fused
@@ -400,21 +404,27 @@ section_base() {
     echo "(4 loader workers unless the label says _w8; _nod: --normalize_on_device true; FULL %: FULL over SYNTHETIC; IO: the loader alone; MFU: SYNTHETIC achieved TFLOP/s over the dense peak of the precision; GPU GiB: most memory in use on the GPU during the run, from nvidia-smi)"
 
     # where the step goes: the SYNTHETIC step's largest ops (device time from
-    # CUDA events, ops.csv) for the TF32 baseline and the best bf16 row
+    # CUDA events, ops.csv) for the TF32 baseline and the bf16 rows; ms per
+    # step is the op's share of the step times the step's time (batch 16 over
+    # the SYNTHETIC samples/s), calls per step from the op's call count
     local label ops
     for label in none_tf32 bf16 bf16_best; do
         ops=$OUTDIR/runs/base_$label/ops.csv
         [ -f "$ops" ] || continue
         echo
-        echo "$label: largest ops of the SYNTHETIC step (ms per step, share of the step)"
-        python3 - "$ops" "$((NB * NT))" << 'PY' || FAILED=1
+        echo "$label: largest ops of the SYNTHETIC step (ms per step, share of the step, ms per call)"
+        python3 - "$ops" "$OUTDIR/runs/base_$label/summary.csv" << 'PY' || FAILED=1
 import csv, sys
-steps = int(sys.argv[2])
+sps = [float(r["mean_samples_per_s"]) for r in csv.DictReader(open(sys.argv[2], newline=""))
+       if r["trial_type"] == "SYNTHETIC"][0]
+step_ms = 1e3 * 16 / sps
 rows = [r for r in csv.DictReader(open(sys.argv[1], newline="")) if r["trial_type"] == "SYNTHETIC" and r["rank"] == "0"]
 rows.sort(key=lambda r: -float(r["total_s"]))
+print("  step %.2f ms" % step_ms)
 for r in rows[:10]:
     share = float(r["share_of_step"] or 0)
-    print("  %-32s %8.2f ms  %5.1f%%  %s" % (r["name"], 1e3 * float(r["total_s"]) / steps, 100 * share, r["category"]))
+    print("  %-32s %8.2f ms  %5.1f%%  %8.3f ms/call  %s" % (r["name"], share * step_ms, 100 * share,
+          1e3 * float(r["avg_s"]), r["category"]))
 PY
     done
 }
