@@ -42,7 +42,8 @@
 # bf16_best with 4 and 8 loader workers, bf16_graphs, bf16 with the
 # normalisation on the GPU and 8 workers) with 10 batches x 2 trials. Every step is held to what is left of S seconds (default 270); a
 # step the budget leaves out is listed as not run, and the check fails. Its
-# output is the summary gpu_window.sh keeps in OUT/summary.md.
+# output is the summary gpu_window.sh keeps in OUT/summary.md. --prebuilt
+# runs the chosen sections in full from such a build (gpu_window.sh run --full).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 SRC=$(pwd)
@@ -50,6 +51,7 @@ ARCH=${CUDA_ARCH:-}
 OUTDIR=$SRC/gpu_check_out
 QUICK=0
 WINDOW=0
+PREBUILT=0
 BUDGET=270
 ONLY=
 while [ $# -gt 0 ]; do
@@ -59,6 +61,7 @@ while [ $# -gt 0 ]; do
     --arch) ARCH=${2:?--arch needs a value}; shift ;;
     --out) OUTDIR=${2:?--out needs a directory}; shift ;;
     --window) WINDOW=1 ;;
+    --prebuilt) PREBUILT=1 ;;
     --budget) BUDGET=${2:?--budget needs seconds}; shift ;;
     -h | --help) sed -n 2,45p "$0"; exit 0 ;;
     *) echo "gpu_check: unknown flag '$1' (see --help)" >&2; exit 2 ;;
@@ -117,16 +120,17 @@ lim() {
 }
 
 # ---- build (a window runs a build made elsewhere: scripts/gpu_window.sh) ----
-if [ $WINDOW = 1 ]; then
+[ $WINDOW = 1 ] && PREBUILT=1
+if [ $PREBUILT = 1 ]; then
     for b in vitbench test_cuda_ops; do
         [ -x "$BUILD/$b" ] || { echo "gpu_check: --window: no prebuilt $BUILD/$b (BUILD_DIR)" >&2; exit 2; }
     done
     cudnn=$(ldd "$VB" 2> /dev/null | awk '$1 ~ /^libcudnn\.so/ { print $3 }')
     cudnn_v=$(python3 -c 'import ctypes, sys; v = ctypes.CDLL(sys.argv[1]).cudnnGetVersion(); print("%d.%d.%d" % (v // 10000, v % 10000 // 100, v % 100))' "$cudnn" 2> /dev/null)
-    echo "# vitbench GPU window, $(date -u '+%Y-%m-%d %H:%M UTC')"
+    echo "# vitbench GPU $([ $WINDOW = 1 ] && echo window || echo "check ($ONLY)"), $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo "gpu: $GPU (sm_$ARCH), driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)," \
         "CUDA $(nvidia-smi | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' | head -1) (driver)," \
-        "cuDNN ${cudnn_v:-unknown} ($cudnn), budget $BUDGET s"
+        "cuDNN ${cudnn_v:-unknown} ($cudnn)$([ $WINDOW = 1 ] && echo ", budget $BUDGET s")"
     [ -f "$OUTDIR/pack.txt" ] && sed 's/^/pack: /' "$OUTDIR/pack.txt"
 else
     echo "gpu_check: $GPU (sm_$ARCH); logs in $OUTDIR"
@@ -493,9 +497,33 @@ EOF
 # `vitbench trace` must turn it into a Chrome trace. Printed: per stream
 # lane, its rows by kind and the share of the window's step time its rows
 # cover (one stream runs one thing at a time). ----
+# a tool that already holds CUPTI (compute-sanitizer here, as Nsight Systems
+# or Nsight Compute would): --cupti true must exit 2 with its one line before
+# any step, not trace nothing or crash
+cupti_held_by_tool() {
+    local CS G=$SRC/tests/golden r
+    CS=$(command -v compute-sanitizer || true)
+    [ -z "$CS" ] && [ -x /usr/local/cuda/bin/compute-sanitizer ] && CS=/usr/local/cuda/bin/compute-sanitizer
+    [ -n "$CS" ] || { echo "gpu_check: cupti under compute-sanitizer: skipped (not found)"; return; }
+    timeout "$(lim 120)" "$CS" --tool memcheck "$VB" train --config tiny --backend cuda --train_data_path "$G/era5/train" \
+        --valid_data_path "$G/era5/valid" --global_means_path "$G/era5/stats/global_means.npy" \
+        --global_stds_path "$G/era5/stats/global_stds.npy" --num_iters 2 --output_dir "$OUTDIR/runs" \
+        --run_name cupti_held --progress none --cupti true > "$OUTDIR/cupti_held.log" 2>&1
+    r=$?
+    if [ $r = 2 ] && grep -q "CUPTI is held by another tool" "$OUTDIR/cupti_held.log"; then
+        echo "gpu_check: cupti under compute-sanitizer: pass (exit 2: $(grep -m1 -o 'CUPTI is held by another tool[^(]*' "$OUTDIR/cupti_held.log"))"
+    else
+        echo "gpu_check: cupti under compute-sanitizer: FAIL (rc $r, want 2 and one line; $OUTDIR/cupti_held.log)"
+        FAILED=1
+    fi
+}
+
 section_cupti() {
     datagen_wait || { FAILED=1; NOTRUN+=("cupti (no data)"); return; }
-    [ $WINDOW = 0 ] && cupti_overhead
+    if [ $WINDOW = 0 ]; then
+        cupti_overhead
+        cupti_held_by_tool
+    fi
     fits "cupti timeline" 25 || return
     local BENCHY_FULL=$OUTDIR/benchy_full.yaml name=timeline_cupti
     cat > "$BENCHY_FULL" << EOF

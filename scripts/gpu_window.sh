@@ -12,14 +12,17 @@
 #       cmocka and their dependencies), and a manifest. glibc, libstdc++ and
 #       the CUDA libraries (cudart, cuBLASLt, CUPTI, cuDNN, NCCL) are not
 #       carried: the GPU node's own are used, as its driver needs.
-#   scripts/gpu_window.sh run [--pack FILE] [--out DIR] [--budget S] [--only LIST]
+#   scripts/gpu_window.sh run [--pack FILE] [--out DIR] [--budget S] [--only LIST] [--full]
 #       On the GPU node: unpacks the archive under /tmp, finds the CUDA
 #       libraries there (the toolkit, then Python's nvidia-* packages), and
 #       runs `gpu_check.sh --window` from the unpacked build: op tests,
 #       sanitizer, golden losses, graphs, CUPTI and the base rows in at most
 #       --budget seconds (default 270). The summary lands in DIR/summary.md
 #       (default gpu_check_out/) and is printed. --only reruns some sections
-#       (tests, golden, sanitize, cupti, base: gpu_check.sh's names).
+#       (tests, golden, sanitize, cupti, base: gpu_check.sh's names). --full
+#       runs them as gpu_check.sh --quick does, without a budget: every
+#       golden and graphs case, CUPTI's cost A/B and its refusal under
+#       compute-sanitizer, all base rows (not planes: no mpirun is carried).
 #
 # The archive stays under the 64 MiB a lent node's transfer takes; nothing in
 # it is committed (gpu_window/ is ignored).
@@ -36,6 +39,7 @@ PACK=$SRC/gpu_window/vitbench-gpu.tar.xz
 OUTDIR=$SRC/gpu_check_out
 BUDGET=270
 ONLY=()
+FULL=0
 while [ $# -gt 0 ]; do
     case "$1" in
     --arch) ARCH=${2:?--arch needs a value}; shift ;;
@@ -43,7 +47,8 @@ while [ $# -gt 0 ]; do
     --out) OUTDIR=${2:?--out needs a directory}; shift ;;
     --budget) BUDGET=${2:?--budget needs seconds}; shift ;;
     --only) ONLY=(--only "${2:?--only needs a list of sections}"); shift ;;
-    -h | --help) sed -n 2,28p "$0"; exit 0 ;;
+    --full) FULL=1 ;;
+    -h | --help) sed -n 2,32p "$0"; exit 0 ;;
     *) die "unknown flag '$1' (see --help)" 2 ;;
     esac
     shift
@@ -204,7 +209,12 @@ run() {
         echo "unpacked in $(($(date +%s) - t0)) s; CUDA libraries: $(ldd "$root/bin/vitbench" |
             awk '$1 ~ /^lib(cudart|cublasLt|cupti|cudnn|nccl)\.so/ { printf "%s ", $3 }')"
     } > "$OUTDIR/pack.txt"
-    BUILD_DIR=$root/bin bash "$SRC/scripts/gpu_check.sh" --window --budget "$BUDGET" "${ONLY[@]}" --out "$OUTDIR" 2>&1 |
+    local mode=(--window --budget "$BUDGET")
+    if [ $FULL = 1 ]; then
+        mode=(--prebuilt --quick)
+        [ ${#ONLY[@]} = 0 ] && ONLY=(--only tests,golden,sanitize,cupti,base)
+    fi
+    BUILD_DIR=$root/bin bash "$SRC/scripts/gpu_check.sh" "${mode[@]}" "${ONLY[@]}" --out "$OUTDIR" 2>&1 |
         tee "$OUTDIR/summary.md"
     return "${PIPESTATUS[0]}"
 }
@@ -212,6 +222,6 @@ run() {
 case "$verb" in
 pack) pack ;;
 run) run ;;
--h | --help | "") sed -n 2,28p "$0"; [ -n "$verb" ] && exit 0; exit 2 ;;
+-h | --help | "") sed -n 2,32p "$0"; [ -n "$verb" ] && exit 0; exit 2 ;;
 *) die "unknown verb '$verb' (pack or run)" 2 ;;
 esac
