@@ -497,6 +497,11 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
     vb_set_input_errors_collective(NULL);
     if (mode == VB_MODE_RUN) c->enable_benchy = true;
     r->benchy = c->enable_benchy;
+    /* CUPTI traces benchy's trials (kernels.csv per trial type); a training
+     * loop without them would trace nothing and say nothing */
+    if (c->cupti && !r->benchy)
+        vb_die_input("cupti = true traces benchy's trials, and train runs none: use vitbench run (or "
+                     "--enable_benchy true) for kernels.csv");
 
     if (r->benchy) {
         const char *env = getenv("BENCHY_CONFIG_FILE");

@@ -307,6 +307,15 @@ rc=$?
 [ "$(wc -l < bad.txt)" -eq 1 ] || { cat bad.txt >&2; fail "missing data dir printed more than one line"; }
 grep -q "missing_dir" bad.txt || fail "missing data dir message does not name it: $(cat bad.txt)"
 
+# --cupti true on a training loop (no benchy trials to trace) is refused, not
+# ignored: this build's line, or the one saying it has no CUPTI
+"$VB" train "${COMMON[@]}" --backend auto --cupti true > bad.txt 2>&1
+rc=$?
+[ $rc -eq 2 ] || fail "train --cupti true exited $rc, want 2"
+[ "$(wc -l < bad.txt)" -eq 1 ] || { cat bad.txt >&2; fail "train --cupti true printed more than one line"; }
+grep -q -e "cupti = true traces benchy's trials, and train runs none" -e "cupti = true is not available in this build" bad.txt ||
+    fail "train --cupti true: $(cat bad.txt)"
+
 # gpu_only WHAT NAME FLAGS...: a switch that needs the CUDA backend is
 # refused on cpu by the config, and when auto resolves to cpu (no usable GPU)
 # by the run's setup, before any run directory: exit 2, one line naming WHAT.
