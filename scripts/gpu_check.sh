@@ -44,6 +44,8 @@
 # step the budget leaves out is listed as not run, and the check fails. Its
 # output is the summary gpu_window.sh keeps in OUT/summary.md. --prebuilt
 # runs the chosen sections in full from such a build (gpu_window.sh run --full).
+# --rows LIST runs only those base rows (labels as in the table); --nbatches N
+# sets benchy's batches per trial (the dataset is sized to hold them).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 SRC=$(pwd)
@@ -52,6 +54,8 @@ OUTDIR=$SRC/gpu_check_out
 QUICK=0
 WINDOW=0
 PREBUILT=0
+ROWS_ONLY=
+NB_SET=
 BUDGET=270
 ONLY=
 while [ $# -gt 0 ]; do
@@ -62,6 +66,8 @@ while [ $# -gt 0 ]; do
     --out) OUTDIR=${2:?--out needs a directory}; shift ;;
     --window) WINDOW=1 ;;
     --prebuilt) PREBUILT=1 ;;
+    --rows) ROWS_ONLY=${2:?--rows needs a list of base rows}; shift ;;
+    --nbatches) NB_SET=${2:?--nbatches needs a number}; shift ;;
     --budget) BUDGET=${2:?--budget needs seconds}; shift ;;
     -h | --help) sed -n 2,45p "$0"; exit 0 ;;
     *) echo "gpu_check: unknown flag '$1' (see --help)" >&2; exit 2 ;;
@@ -69,6 +75,8 @@ while [ $# -gt 0 ]; do
     shift
 done
 [[ $BUDGET =~ ^[0-9]+$ ]] || { echo "gpu_check: --budget: '$BUDGET' is not whole seconds" >&2; exit 2; }
+[ -z "$NB_SET" ] || [[ $NB_SET =~ ^[1-9][0-9]{0,3}$ ]] || { echo "gpu_check: --nbatches: '$NB_SET' is not a number of batches (1..9999)" >&2; exit 2; }
+[[ $ROWS_ONLY =~ ^[a-z0-9_,]*$ ]] || { echo "gpu_check: --rows: '$ROWS_ONLY' is not a comma list of row labels" >&2; exit 2; }
 if [ -z "$ONLY" ]; then
     ONLY=tests,sanitize,golden,planes,base,cupti
     [ $WINDOW = 1 ] && ONLY=tests,golden,sanitize,cupti,base
@@ -146,6 +154,7 @@ fi
 NB=20 NT=3
 [ $QUICK = 1 ] && NB=5 NT=2
 [ $WINDOW = 1 ] && NB=10 NT=2
+[ -n "$NB_SET" ] && NB=$NB_SET
 
 # ---- base config's data, for the base and cupti sections: generated in the
 # background while the tests run (a window's is half the size) ----
@@ -326,6 +335,7 @@ ROWS=()
 run_base() { # label precision tutorial-figure args...
     local label=$1 prec=$2 tut=$3
     shift 3
+    [ -z "$ROWS_ONLY" ] || [[ ",$ROWS_ONLY," == *",$label,"* ]] || return 0
     fits "base $label" 25 || return
     local dir=$OUTDIR/runs
     rm -rf "${dir:?}/base_$label"

@@ -12,7 +12,7 @@
 #       cmocka and their dependencies), and a manifest. glibc, libstdc++ and
 #       the CUDA libraries (cudart, cuBLASLt, CUPTI, cuDNN, NCCL) are not
 #       carried: the GPU node's own are used, as its driver needs.
-#   scripts/gpu_window.sh run [--pack FILE] [--out DIR] [--budget S] [--only LIST] [--full]
+#   scripts/gpu_window.sh run [--pack FILE] [--out DIR] [--budget S] [--only LIST] [--full] [-- GPU_CHECK_FLAGS]
 #       On the GPU node: unpacks the archive under /tmp, finds the CUDA
 #       libraries there (the toolkit, then Python's nvidia-* packages), and
 #       runs `gpu_check.sh --window` from the unpacked build: op tests,
@@ -23,6 +23,7 @@
 #       runs them as gpu_check.sh --quick does, without a budget: every
 #       golden and graphs case, CUPTI's cost A/B and its refusal under
 #       compute-sanitizer, all base rows (not planes: no mpirun is carried).
+#       Flags after -- go to gpu_check.sh (e.g. --rows bf16_best --nbatches 30).
 #
 # The archive stays under the 64 MiB a lent node's transfer takes; nothing in
 # it is committed (gpu_window/ is ignored).
@@ -39,6 +40,7 @@ PACK=$SRC/gpu_window/vitbench-gpu.tar.xz
 OUTDIR=$SRC/gpu_check_out
 BUDGET=270
 ONLY=()
+EXTRA=()
 FULL=0
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -48,7 +50,8 @@ while [ $# -gt 0 ]; do
     --budget) BUDGET=${2:?--budget needs seconds}; shift ;;
     --only) ONLY=(--only "${2:?--only needs a list of sections}"); shift ;;
     --full) FULL=1 ;;
-    -h | --help) sed -n 2,32p "$0"; exit 0 ;;
+    --) shift; EXTRA=("$@"); break ;;
+    -h | --help) sed -n 2,33p "$0"; exit 0 ;;
     *) die "unknown flag '$1' (see --help)" 2 ;;
     esac
     shift
@@ -214,7 +217,7 @@ run() {
         mode=(--prebuilt --quick)
         [ ${#ONLY[@]} = 0 ] && ONLY=(--only tests,golden,sanitize,cupti,base)
     fi
-    BUILD_DIR=$root/bin bash "$SRC/scripts/gpu_check.sh" "${mode[@]}" "${ONLY[@]}" --out "$OUTDIR" 2>&1 |
+    BUILD_DIR=$root/bin bash "$SRC/scripts/gpu_check.sh" "${mode[@]}" "${ONLY[@]}" "${EXTRA[@]}" --out "$OUTDIR" 2>&1 |
         tee "$OUTDIR/summary.md"
     return "${PIPESTATUS[0]}"
 }
@@ -222,6 +225,6 @@ run() {
 case "$verb" in
 pack) pack ;;
 run) run ;;
--h | --help | "") sed -n 2,32p "$0"; [ -n "$verb" ] && exit 0; exit 2 ;;
+-h | --help | "") sed -n 2,33p "$0"; [ -n "$verb" ] && exit 0; exit 2 ;;
 *) die "unknown verb '$verb' (pack or run)" 2 ;;
 esac
