@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/common.h"
+#include "core/fileio.h"
 
 static void *xrealloc(void *p, size_t n) {
     void *q = realloc(p, n);
@@ -23,6 +24,11 @@ static void *xrealloc(void *p, size_t n) {
 void vb_plot_init(vb_plot *p, const char *name, const char *title, const char *xlabel, const char *ylabel) {
     memset(p, 0, sizeof *p);
     snprintf(p->name, sizeof p->name, "%s", name);
+    /* the name is written unquoted into file names and `set output`: keep it to [A-Za-z0-9_.-] */
+    for (char *c = p->name; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_' ||
+              *c == '.' || *c == '-'))
+            *c = '_';
     snprintf(p->title, sizeof p->title, "%s", title);
     snprintf(p->xlabel, sizeof p->xlabel, "%s", xlabel);
     snprintf(p->ylabel, sizeof p->ylabel, "%s", ylabel);
@@ -86,14 +92,23 @@ bool vb_plot_gnuplot_available(void) {
     return found;
 }
 
-/* gnuplot double-quoted string: backslash and quote escaped. */
+/* A gnuplot string literal that nothing inside can act on. gnuplot runs
+ * backquoted text as a shell command inside double quotes (and again each
+ * time the saved script is rerun), so every string is single-quoted, where
+ * only '' (one quote) is special: no backquotes, no macros, no escapes. A
+ * line break would end the command: it becomes a space. */
 static void gp_string(FILE *f, const char *s) {
-    fputc('"', f);
+    fputc('\'', f);
     for (; *s; s++) {
-        if (*s == '"' || *s == '\\') fputc('\\', f);
-        fputc(*s == '\n' ? ' ' : *s, f);
+        if (*s == '\'') fputc('\'', f);
+        fputc(*s == '\n' || *s == '\r' ? ' ' : *s, f);
     }
-    fputc('"', f);
+    fputc('\'', f);
+}
+
+/* text in a comment line of the .dat file: one line */
+static void dat_comment(FILE *f, const char *s) {
+    for (; *s; s++) fputc(*s == '\n' || *s == '\r' ? ' ' : *s, f);
 }
 
 static void dat_num(FILE *f, double x) {
@@ -103,21 +118,29 @@ static void dat_num(FILE *f, double x) {
         fputs(" NaN", f);
 }
 
-static void write_dat(FILE *f, const vb_plot *p) {
-    fprintf(f, "# %s\n# x y y_lo y_hi label; one block per series (gnuplot index)\n", p->title);
+static void write_dat(FILE *f, void *ctx) {
+    const vb_plot *p = ctx;
+    fputs("# ", f);
+    dat_comment(f, p->title);
+    fputs("\n# x y y_lo y_hi label; one block per series (gnuplot index)\n", f);
     for (int i = 0; i < p->ns; i++) {
         const vb_plot_series *s = &p->s[i];
         if (i) fputs("\n\n", f);
-        fprintf(f, "# series %d: %s\n", i, s->title);
+        fprintf(f, "# series %d: ", i);
+        dat_comment(f, s->title);
+        fputc('\n', f);
         for (int k = 0; k < s->n; k++) {
             dat_num(f, p->categorical ? (double)k : s->x[k]);
             dat_num(f, s->y[k]);
             dat_num(f, s->lo ? s->lo[k] : NAN);
             dat_num(f, s->hi ? s->hi[k] : NAN);
             fputc(' ', f);
-            /* a data-file string: quotes inside would end it, so they become ' */
+            /* a data-file string (read as data, never run): quotes inside
+             * would end it, so they become ', and a line break would end
+             * the record */
             fputc('"', f);
-            for (const char *c = s->labels[k]; *c; c++) fputc(*c == '"' ? '\'' : *c, f);
+            for (const char *c = s->labels[k]; *c; c++)
+                fputc(*c == '"' ? '\'' : *c == '\n' || *c == '\r' ? ' ' : *c, f);
             fputs("\"\n", f);
         }
     }
@@ -153,10 +176,10 @@ static void write_plot_cmd(FILE *f, const vb_plot *p) {
         }
         gp_string(f, s->title);
         if (p->boxes && !s->ideal && series_has_bars(s))
-            fprintf(f, ", \\\n     '%s' index %d using 1:2:3:4 with yerrorbars lc black pt 0 title \"95%% CI\"", dat, i);
+            fprintf(f, ", \\\n     '%s' index %d using 1:2:3:4 with yerrorbars lc black pt 0 title '95%% CI'", dat, i);
     }
     if (isfinite(p->hline)) {
-        fprintf(f, "%s%.9g with lines dt 3 lc rgb \"#555555\" title ", first ? "" : ", \\\n     ", p->hline);
+        fprintf(f, "%s%.9g with lines dt 3 lc rgb '#555555' title ", first ? "" : ", \\\n     ", p->hline);
         gp_string(f, p->hline_title);
         first = false;
     }
@@ -164,7 +187,8 @@ static void write_plot_cmd(FILE *f, const vb_plot *p) {
     fputc('\n', f);
 }
 
-static void write_gp(FILE *f, const vb_plot *p) {
+static void write_gp(FILE *f, void *ctx) {
+    const vb_plot *p = ctx;
     fprintf(f, "# %s.gp: redraw with `gnuplot %s.gp` in this directory (data: %s.dat)\n", p->name, p->name,
             p->name);
     fputs("set encoding utf8\nset title ", f);
@@ -173,14 +197,14 @@ static void write_gp(FILE *f, const vb_plot *p) {
     gp_string(f, p->xlabel);
     fputs(" noenhanced\nset ylabel ", f);
     gp_string(f, p->ylabel);
-    fputs(" noenhanced\nset key outside right top noenhanced box\nset grid\nset datafile missing \"NaN\"\n", f);
+    fputs(" noenhanced\nset key outside right top noenhanced box\nset grid\nset datafile missing 'NaN'\n", f);
     if (p->logx2) fputs("set logscale x 2\nset offsets graph 0.05, graph 0.05, 0, 0\n", f);
     if (p->categorical) {
         fputs("set xtics rotate by -30 noenhanced\nset offsets 0.6, 0.6, 0, 0\nset yrange [0:*]\n", f);
         fputs("set boxwidth 0.6\n", f);
     }
-    const char *terms[2][2] = {{"pngcairo noenhanced size 960,600 font \"sans,11\"", "png"},
-                               {"svg noenhanced size 960,600 font \"sans,11\"", "svg"}};
+    const char *terms[2][2] = {{"pngcairo noenhanced size 960,600 font 'sans,11'", "png"},
+                               {"svg noenhanced size 960,600 font 'sans,11'", "svg"}};
     for (int t = 0; t < 2; t++) {
         fprintf(f, "set terminal %s\nset output '%s.%s'\n", terms[t][0], p->name, terms[t][1]);
         write_plot_cmd(f, p);
@@ -188,17 +212,26 @@ static void write_gp(FILE *f, const vb_plot *p) {
     }
 }
 
-static int write_file(const char *dir, const char *name, const char *ext, void (*fn)(FILE *, const vb_plot *),
+/* Written to a temporary file and renamed into place: a symbolic link
+ * already at the name is replaced, never followed to a file outside the
+ * report (a results tree is someone else's data). */
+static int write_file(const char *dir, const char *name, const char *ext, void (*fn)(FILE *, void *),
                       const vb_plot *p, char *err, size_t errn) {
     char path[VB_PATH_MAX];
     snprintf(path, sizeof path, "%s/%s.%s", dir, name, ext);
-    FILE *f = fopen(path, "w");
-    if (!f) {
+    if (vb_atomic_write(path, fn, (void *)p) != 0) {
         snprintf(err, errn, "%s: %s", path, strerror(errno));
         return -1;
     }
-    fn(f, p);
-    if (fclose(f) != 0) {
+    return 0;
+}
+
+/* the outputs gnuplot opens by name: whatever is there (a planted link
+ * included) is removed first, so gnuplot creates plain files */
+static int clear_output(const char *dir, const char *name, char *err, size_t errn) {
+    char path[VB_PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (unlink(path) != 0 && errno != ENOENT) {
         snprintf(err, errn, "%s: %s", path, strerror(errno));
         return -1;
     }
@@ -210,6 +243,12 @@ static int run_gnuplot(const char *dir, const char *name, char *err, size_t errn
     char script[160], log[160];
     snprintf(script, sizeof script, "%s.gp", name);
     snprintf(log, sizeof log, "%s.gnuplot.log", name);
+    char out[2][160];
+    snprintf(out[0], sizeof out[0], "%s.png", name);
+    snprintf(out[1], sizeof out[1], "%s.svg", name);
+    if (clear_output(dir, log, err, errn) != 0 || clear_output(dir, out[0], err, errn) != 0 ||
+        clear_output(dir, out[1], err, errn) != 0)
+        return -1;
     pid_t pid = fork();
     if (pid < 0) {
         snprintf(err, errn, "fork: %s", strerror(errno));
@@ -217,7 +256,7 @@ static int run_gnuplot(const char *dir, const char *name, char *err, size_t errn
     }
     if (pid == 0) {
         if (chdir(dir) != 0) _exit(126);
-        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int fd = open(log, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644); /* cleared by the parent */
         int nul = open("/dev/null", O_RDWR);
         if (nul >= 0) {
             dup2(nul, 0);
