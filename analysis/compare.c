@@ -52,6 +52,7 @@
 #include <unistd.h>
 
 #include "analysis/csv.h"
+#include "analysis/markdown.h"
 #include "core/common.h"
 #include "core/results.h"
 #include "core/stats.h"
@@ -860,12 +861,18 @@ static void report_op_growth(const pair *pr, cJSON *json) {
         const op_growth *g = &t.v[i];
         double grow = g->new_ - g->base;
         if (!(grow > 0)) break;
-        if (shown == 0)
-            printf("\nOps that grew most%s%s (%s, rank 0; ops.csv):\n\n| op | base | new | growth |\n"
-                   "|---|---|---|---|\n",
-                   strcmp(pr->label, "-") ? " at " : "", strcmp(pr->label, "-") ? pr->label : "",
+        if (shown == 0) {
+            fputs("\nOps that grew most", stdout);
+            if (strcmp(pr->label, "-") != 0) {
+                fputs(" at ", stdout);
+                vb_md_prose(stdout, pr->label);
+            }
+            printf(" (%s, rank 0; ops.csv):\n\n| op | base | new | growth |\n|---|---|---|---|\n",
                    t.per_call ? "avg_s per call" : "seconds per timed step");
-        printf("| %s | %.4g | %.4g | +%.4g (%+.1f%%) |\n", g->name, g->base, g->new_, grow,
+        }
+        fputs("| ", stdout);
+        vb_md_cell(stdout, g->name); /* op names come from ops.csv */
+        printf(" | %.4g | %.4g | +%.4g (%+.1f%%) |\n", g->base, g->new_, grow,
                g->base > 0 ? 100 * grow / g->base : INFINITY);
         cJSON *e = cJSON_CreateObject();
         cJSON_AddStringToObject(e, "op", g->name);
@@ -892,7 +899,12 @@ static void print_table(const result *rs, int n) {
            "|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < n; i++) {
         const result *r = &rs[i];
-        printf("| %s | %s (%s) | ", r->pr->label, r->m->name, r->m->unit);
+        /* point labels are sweep values; op metrics carry ops.csv's names */
+        fputs("| ", stdout);
+        vb_md_cell(stdout, r->pr->label);
+        fputs(" | ", stdout);
+        vb_md_cell(stdout, r->m->name);
+        printf(" (%s) | ", r->m->unit);
         if (r->v == V_NO_SAMPLES) {
             printf("- | - | - | - | - | %d/%d | no samples |\n", r->base.n, r->new_.n);
             continue;

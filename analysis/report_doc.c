@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/markdown.h"
 #include "analysis/report.h"
 #include "core/results.h"
 
@@ -180,20 +181,31 @@ void rp_doc_free(rp_doc *d) {
 
 /* ---- Markdown ---- */
 
-static void md_cell(FILE *f, const char *s) {
-    for (; *s; s++) {
-        if (*s == '|') fputc('\\', f);
-        fputc(*s == '\n' ? ' ' : *s, f);
-    }
+/* a link to a file of the report: the destination in <>, which may then hold
+ * blanks and parentheses; `<`, `>` and line breaks cannot occur in it */
+static void md_link(FILE *f, const char *text, const char *href) {
+    fputc('[', f);
+    vb_md_cell(f, text);
+    fputs("](<", f);
+    for (; *href; href++)
+        if (*href == '<' || *href == '>' || *href == '\\') fprintf(f, "\\%c", *href);
+        else fputc(*href == '\n' || *href == '\r' ? ' ' : *href, f);
+    fputs(">)", f);
 }
 
 static void md_table(FILE *f, const rp_table *t) {
-    fprintf(f, "**%s**", t->title);
-    if (t->csv) fprintf(f, " ([%s](%s))", t->csv, t->csv);
+    fputs("**", f);
+    vb_md_cell(f, t->title);
+    fputs("**", f);
+    if (t->csv) {
+        fputs(" (", f);
+        md_link(f, t->csv, t->csv);
+        fputc(')', f);
+    }
     fputs("\n\n|", f);
     for (int c = 0; c < t->ncols; c++) {
         fputc(' ', f);
-        md_cell(f, t->cols[c]);
+        vb_md_cell(f, t->cols[c]);
         fputs(" |", f);
     }
     fputs("\n|", f);
@@ -203,7 +215,7 @@ static void md_table(FILE *f, const rp_table *t) {
         fputc('|', f);
         for (int c = 0; c < t->ncols; c++) {
             fputc(' ', f);
-            md_cell(f, rp_table_cell(t, r, c));
+            vb_md_cell(f, rp_table_cell(t, r, c));
             fputs(" |", f);
         }
         fputc('\n', f);
@@ -220,24 +232,59 @@ typedef struct render_ctx {
 static void write_md(FILE *f, void *ctx) {
     const render_ctx *rc = ctx;
     const rp_doc *d = rc->d;
-    fprintf(f, "# %s\n\n", rc->title);
+    /* values from the results tree (run names, sweep values, paths) sit in
+     * every kind of block: markdown.h keeps each one text */
+    fputs("# ", f);
+    vb_md_prose(f, rc->title);
+    fputs("\n\n", f);
     for (int i = 0; i < d->n; i++) {
         const rp_block *b = &d->b[i];
         switch (b->kind) {
-        case RP_HEADING: fprintf(f, "%.*s %s\n\n", b->level + 1, "#####", b->text); break;
-        case RP_PARA: fprintf(f, "%s\n\n", b->text); break;
-        case RP_PRE: fprintf(f, "```\n%s\n```\n\n", b->text); break;
-        case RP_LINK: fprintf(f, "[%s](%s)\n\n", b->text, b->ref); break;
-        case RP_TABLE: md_table(f, b->table); break;
-        case RP_FIGURE:
-            fprintf(f, "![%s](%s.png)\n\n(%s.svg, data %s.dat, script %s.gp)\n\n", b->text, b->ref, b->ref, b->ref,
-                    b->ref);
+        case RP_HEADING:
+            fprintf(f, "%.*s ", b->level + 1, "#####");
+            vb_md_prose(f, b->text);
+            fputs("\n\n", f);
             break;
+        case RP_PARA:
+            vb_md_prose(f, b->text);
+            fputs("\n\n", f);
+            break;
+        case RP_PRE: {
+            const int n = vb_md_fence_len(b->text);
+            for (int k = 0; k < n; k++) fputc('`', f);
+            fprintf(f, "\n%s\n", b->text);
+            for (int k = 0; k < n; k++) fputc('`', f);
+            fputs("\n\n", f);
+            break;
+        }
+        case RP_LINK:
+            md_link(f, b->text, b->ref);
+            fputs("\n\n", f);
+            break;
+        case RP_TABLE: md_table(f, b->table); break;
+        case RP_FIGURE: {
+            char png[VB_PATH_MAX];
+            vb_snprintf(png, sizeof png, "%s.png", b->ref);
+            fputc('!', f);
+            md_link(f, b->text, png);
+            fputs("\n\n(", f);
+            vb_md_cell(f, b->ref);
+            fputs(".svg, data ", f);
+            vb_md_cell(f, b->ref);
+            fputs(".dat, script ", f);
+            vb_md_cell(f, b->ref);
+            fputs(".gp)\n\n", f);
+            break;
+        }
         }
     }
     if (d->nproblems) {
         fputs("## Data problems\n\n", f);
-        for (int i = 0; i < d->nproblems; i++) fprintf(f, "- %s\n", d->problems[i]);
+        for (int i = 0; i < d->nproblems; i++) {
+            fputs("- ", f);
+            vb_md_prose(f, d->problems[i]);
+            fputc('\n', f);
+        }
         fputc('\n', f);
     }
 }

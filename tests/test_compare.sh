@@ -129,6 +129,21 @@ mkrun busy full=100,101,99,100.5,40,100.2,99.8,100.1,99.9,100.3 synth=120,121,11
 expect 0 "note: NEW FULL samples range 40 .. 101 samples/s" "$VB" compare base busy --output "$TMP/c3b.json"
 [ "$(printf '%s\n' "$out" | grep -c 'probably busy')" = 1 ] || fail "a quiet side was called noisy: $out"
 
+# an op name from ops.csv is one table cell of text: no cell split, no HTML,
+# no new line starting a heading
+for d in base slow; do
+    rm -rf "hostile_$d" && cp -r "$d" "hostile_$d"
+    python3 - "hostile_$d/ops.csv" <<'EOF'
+import sys
+p = sys.argv[1]
+s = open(p).read().replace(",gemm,", ',"ge|mm<img src=x onerror=alert(1)>\n# h",')
+open(p, "w").write(s)
+EOF
+done
+expect 1 "REGRESSION" "$VB" compare hostile_base hostile_slow --output "$TMP/c1h.json"
+case $out in *'| ge\|mm&lt;img src=x onerror=alert(1)> # h |'*) ;; *) fail "hostile op name not escaped as one cell: $out" ;; esac
+case $out in *"<img"*) fail "raw HTML from an op name: $out" ;; esac
+
 # ---- 3. improvement ----
 mkrun fast full=120,121,119,120.5,119.5,120.2,119.8,120.1,119.9,120.3
 expect 0 "no regression" "$VB" compare base fast --metric FULL --output "$TMP/c4.json"

@@ -8,7 +8,10 @@
 #      computed here from the same samples; plots are valid PNG and SVG with
 #      their titles; report.html inlines the SVG; failed runs are listed only.
 #   2. a hand-made run directory: HTA breakdown, stragglers, top ops.
-#   3. bad input exits 2 with one line; no gnuplot -> one warning, tables only.
+#   3. bad input exits 2 with one line; no gnuplot -> one warning, tables only;
+#      hostile values (backquotes, $(...), quotes, line breaks, |, HTML, fences)
+#      in sweep values, paths, op names and command lines run nothing and stay
+#      text; links planted in report/ are replaced, not written through.
 #   4. a real tiny weak-scaling sweep (1 and 2 ranks, 2 repeats) and its report.
 set -u
 
@@ -394,7 +397,7 @@ out=$(run_report run1)
 grep -q "FULL" <<<"$out" || fail "run report printed no throughput table: $out"
 python3 check.py run || fail "run tables"
 grep -q "Slowest rank: 1" run1/report/report.md || fail "straggler not named: $(grep -i slowest run1/report/report.md)"
-grep -q '](../trace.json)' run1/report/report.md || fail "trace.json not linked relatively"
+grep -q '](<../trace.json>)' run1/report/report.md || fail "trace.json not linked relatively"
 python3 check.py html run1/report/report.html || fail "run report.html"
 
 # ---- 3. bad input ----
@@ -422,6 +425,90 @@ out=$(PATH=/nonexistent "$VB" report flags --output_dir "$TMP/noplot" 2>&1) || f
 ls noplot/*.png >/dev/null 2>&1 && fail "figures written without gnuplot"
 run_report flags --no_plots --output_dir "$TMP/noplot2" >/dev/null
 ls noplot2/*.svg >/dev/null 2>&1 && fail "--no_plots wrote figures"
+
+# ---- 3b. hostile values: nothing in a results tree is ever run, every value
+# stays text in Markdown, planted links are replaced, not followed ----
+python3 - <<'PY' || fail "hostile fixture"
+import csv, json, os, sys
+sys.path.insert(0, ".")
+from make_fixtures import sweep, make_run
+H = ["b`touch canary1`", "$(touch canary2)", "q\"uo'te", "new\nline", "pipe|<img src=x onerror=alert(1)>",
+     "@x `touch canary3` [click](javascript:alert(1))"]
+runs = []
+for i, v in enumerate(H):
+    for r in (1, 2):
+        runs.append(("completed", 0, r, {"mode": v}, dict(local=4, glob=4 * r, noddp=False, full=[100.0 * r + i, 101.0 * r + i])))
+sweep("sw`touch canary0`", "weak_scaling", ["mode"], runs, kind="weak_scaling")
+make_run("hrun", 1, 4, 4, False, [100, 101, 99])
+j = json.load(open("hrun/run.json"))
+j["command_line"] = "vitbench run --run_name 'x\n```\n<img src=x onerror=alert(1)>\n````` `touch canary4`'"
+json.dump(j, open("hrun/run.json", "w"))
+with open("hrun/ops.csv", "w", newline="") as f:
+    w = csv.writer(f)
+    w.writerow(["rank", "trial_type", "name", "category", "calls", "bytes", "flops", "total_s", "avg_s", "min_s",
+                "max_s", "median_s", "share_of_step"])
+    w.writerow([0, "FULL", "op|<img src=x onerror=alert(2)>\n# heading", "compute", 10, 0, 0, 0.5, 0.05, 0.05, 0.05, 0.05, 0.5])
+PY
+HS='sw`touch canary0`'
+run_report "$HS" >/dev/null
+run_report hrun >/dev/null
+# the saved scripts are rerun by whoever redraws a figure: they must be as inert
+for gp in "$HS"/report/*.gp hrun/report/*.gp; do
+    (cd "$(dirname "$gp")" && gnuplot "$(basename "$gp")" >/dev/null 2>&1) || fail "saved $gp does not rerun"
+done
+[ -z "$(find "$TMP" -name 'canary*')" ] || fail "a value from the results tree ran as a command: $(find "$TMP" -name 'canary*')"
+grep -l '"[^"]*`' "$HS"/report/*.gp && fail "a backquote inside a double-quoted gnuplot string"
+python3 - "$HS/report/report.md" hrun/report/report.md "$HS/report/report.html" hrun/report/report.html <<'PY' || fail "hostile values in the report documents"
+import re, sys
+cmd = "vitbench run --run_name 'x\n```\n<img src=x onerror=alert(1)>\n````` `touch canary4`'"
+for path in sys.argv[1:]:
+    text = open(path).read()
+    if path.endswith(".html"):
+        if re.search(r"<img|<script", text, re.I):
+            sys.exit("%s: raw HTML from a value" % path)
+        continue
+    lines, outside = text.split("\n"), []
+    i, header = 0, None
+    while i < len(lines):
+        l = lines[i]
+        m = re.fullmatch(r"(`{3,})", l)
+        if m:  # a fence holds exactly the text put in it, up to its own closing line
+            j = lines.index(m.group(1), i + 1)
+            body = "\n".join(lines[i + 1:j])
+            if "run_name" in body and body != cmd:
+                sys.exit("%s: the code fence was closed early: %r" % (path, body))
+            i = j + 1
+            continue
+        outside.append(l)
+        if l.startswith("|"):  # every row of a table has the header's cells
+            n = len(re.findall(r"(?<!\\)\|", l))
+            if header is None:
+                header = n
+            elif n != header:
+                sys.exit("%s: row with %d cells, header %d: %s" % (path, n, header, l))
+        else:
+            header = None
+        i += 1
+    rendered = "\n".join(outside)  # Markdown renders HTML and links outside code blocks
+    if re.search(r"<img|<script", rendered, re.I):
+        sys.exit("%s: raw HTML from a value" % path)
+    if re.search(r"(?<!\\)\]\(javascript", rendered):
+        sys.exit("%s: a value became a link" % path)
+    if "\n# heading" in rendered:
+        sys.exit("%s: a line break in a value started a heading" % path)
+PY
+# links planted where the report writes its figures are replaced, never followed
+for f in throughput.gp throughput.dat throughput.png throughput.svg throughput.gnuplot.log; do
+    echo precious > "victim_$f"
+    rm -f "$HS/report/$f"
+    ln -s "$TMP/victim_$f" "$HS/report/$f"
+done
+run_report "$HS" >/dev/null
+for f in throughput.gp throughput.dat throughput.png throughput.svg throughput.gnuplot.log; do
+    [ "$(cat "victim_$f")" = precious ] || fail "report wrote through a link planted as report/$f"
+    [ -L "$HS/report/$f" ] && fail "report/$f is still the planted link"
+done
+[ -s "$HS/report/throughput.svg" ] && [ -s "$HS/report/throughput.gp" ] || fail "figure not rewritten over the planted links"
 
 # ---- 4. a real tiny weak-scaling sweep ----
 "$VB" datagen --output_dir data/tiny --years 1 --valid_years 1 --samples_per_year 16 --channels 4 --img_size 32,64 \
