@@ -707,6 +707,15 @@ void vb_config_validate(const vb_config *c, const char *origin) {
         vfail(c, origin, "loss_scale_init", NULL, "loss_scale_init = %g must be a finite number > 0",
               (double)c->loss_scale_init);
     require_min(c, origin, "loss_scale_growth_interval", c->loss_scale_growth_interval, 1);
+    /* the run name becomes a directory name, a report heading and a table
+     * cell: a line break or other control character would start a new line
+     * in each of them */
+    for (const char *ch = c->run_name; *ch; ch++)
+        if ((unsigned char)*ch < 0x20 || *ch == 0x7f) {
+            vfail(c, origin, "run_name", NULL, "run_name holds a line break or control character (byte 0x%02x)",
+                  (unsigned char)*ch);
+            break;
+        }
     /* dali copies each batch on a second CUDA stream while the previous step
      * computes; backend auto is checked once it is resolved (trainer) */
     if (strcmp(c->data_read, "mmap") != 0 && strcmp(c->data_read, "pread") != 0)

@@ -493,6 +493,8 @@ static void test_validation_errors(void **state) {
         {"--loss_scale", "static", "loss_scale = 'static' must be auto, dynamic or none"},
         {"--loss_scale_init", "0", "loss_scale_init = 0 must be a finite number > 0"},
         {"--loss_scale_growth_interval", "0", "loss_scale_growth_interval = 0 must be >= 1"},
+        {"--run_name", "a\n<img src=x onerror=alert(1)>", "run_name holds a line break or control character (byte 0x0a)"},
+        {"--run_name", "a\rb", "run_name holds a line break or control character (byte 0x0d)"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char origin[128];
