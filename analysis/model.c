@@ -32,6 +32,7 @@
 #include <time.h>
 
 #include "analysis/csv.h"
+#include "analysis/markdown.h"
 #include "analysis/model.h"
 #include "core/cli.h"
 #include "core/common.h"
@@ -514,7 +515,10 @@ static void write_md(FILE *f, void *vm) {
     fprintf(f, "# Scaling model\n\n");
     fprintf(f, "Reference: %d one-rank run%s (%d threads, %d cores):", m->ref->nref, m->ref->nref > 1 ? "s" : "",
             m->ref->threads, m->ref->cores);
-    for (int i = 0; i < m->o->nruns; i++) fprintf(f, " %s", m->o->runs[i]);
+    for (int i = 0; i < m->o->nruns; i++) { /* paths as given: text, whatever they hold */
+        fputc(' ', f);
+        vb_md_prose(f, m->o->runs[i]);
+    }
     fprintf(f, "; median %s step", k_types[m->o->trial_type]);
     for (int i = 0; i < m->ref->nref; i++)
         fprintf(f, "%s %.6g s at local batch %d", i ? "," : "", m->ref->step_s[i], m->ref->batch[i]);
@@ -529,8 +533,10 @@ static void write_md(FILE *f, void *vm) {
                "|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < x->fits->n; i++) {
         const vb_ab_fit *a = &x->fits->fits[i];
-        fprintf(f, "| %s | %s | %d | %d | %.4g | %.4g | %.3g | %d |\n", vb_coll_name[a->coll], a->group, a->p,
-                a->world, a->alpha_us, a->beta_GBps, a->rel_rms, a->nsizes);
+        fprintf(f, "| %s | ", vb_coll_name[a->coll]);
+        vb_md_cell(f, a->group); /* read from commbench.csv */
+        fprintf(f, " | %d | %d | %.4g | %.4g | %.3g | %d |\n", a->p, a->world, a->alpha_us, a->beta_GBps,
+                a->rel_rms, a->nsizes);
     }
     fprintf(f, "\n## Points\n\n|");
     for (int c = 0; c < NSHOW; c++) fprintf(f, " %s |", k_cols[k_show[c]]);
@@ -542,7 +548,9 @@ static void write_md(FILE *f, void *vm) {
         fputc('|', f);
         for (int c = 0; c < NSHOW; c++) {
             cell(x, &x->pl->v[i], k_show[c], buf, sizeof buf);
-            fprintf(f, " %s |", buf);
+            fputc(' ', f);
+            vb_md_cell(f, buf);
+            fputs(" |", f);
         }
         fputc('\n', f);
     }
