@@ -23,6 +23,7 @@
 
 #include "analysis/csv.h"
 #include "analysis/plot.h"
+#include "analysis/verdict.h"
 #include "core/common.h"
 
 /* ---- growable list of doubles ---- */
@@ -44,13 +45,18 @@ rp_est rp_mean_est(const rp_samples *s);
 /* mean(num) / mean(den), 95% CI by the delta method (first-order Taylor of
  * the ratio, Welch-Satterthwaite degrees of freedom, t quantile). */
 rp_est rp_ratio_of_means(const rp_samples *num, const rp_samples *den);
-/* median(new) / median(base) with the seeded 95% percentile-bootstrap CI and
- * the two-sided Mann-Whitney p-value of new against base. */
+/* median(new) / median(base) with the seeded 95% percentile-bootstrap CI,
+ * the two-sided Mann-Whitney p-value of new against base and the verdict of
+ * verdict.h's rule (higher throughput is better): the one rule compare uses. */
 typedef struct rp_cmp {
     double ratio, lo, hi, p;
     int nbase, nnew;
+    vb_verdict_kind verdict;
 } rp_cmp;
 rp_cmp rp_compare(const rp_samples *base, const rp_samples *new_);
+/* a verdict in a sentence: `differs` for better / worse, `same` for
+ * unchanged, and the rule's own words for the rest (too few samples ...) */
+const char *rp_verdict_words(vb_verdict_kind v, const char *differs, const char *same);
 /* true when the interval [lo, hi] is wider than |effect| (or unknown). */
 bool rp_spread_exceeds(double effect, double lo, double hi);
 

@@ -323,8 +323,8 @@ static rp_table *buckets(rp_doc *d, rp_sweep *s, const rp_opts *o) {
         rp_cmp c = rp_compare(&dflt->thr, &best->thr);
         rp_para(d, "Best bucket size: %s (%g MB), median throughput %.4g x the default 25 MB [95%% CI %.4g, %.4g]; "
                    "Mann-Whitney p = %.3g: %s.",
-                sw_val(s, best, "variant"), point_bucket(s, best), c.ratio, c.lo, c.hi, c.p,
-                c.p < 0.05 ? "significantly different from the default" : "not significantly different from the default");
+                sw_val(s, best, "variant"), point_bucket(s, best), c.ratio, c.lo, c.hi, c.p, rp_verdict_words(c.verdict,
+                "significantly different from the default", "not significantly different from the default"));
     } else if (best && best == dflt) {
         rp_para(d, "Best bucket size: the default 25 MB.");
     } else if (best) {
@@ -412,7 +412,7 @@ static rp_table *layouts(rp_doc *d, rp_sweep *s, const rp_opts *o) {
             rp_para(d, "Best layout: %s (%.4g samples/s); against the runner-up %s: median ratio %.4g [95%% CI %.4g, "
                        "%.4g], Mann-Whitney p = %.3g (%s).",
                     lab, best->est.mean, lab2, c.ratio, c.lo, c.hi, c.p,
-                    c.p < 0.05 ? "significant" : "not significant at 0.05: more repeats could separate them");
+                    rp_verdict_words(c.verdict, "significant", "not significant: more repeats could separate them"));
         } else {
             rp_para(d, "Best layout: %s (the only one).", lab);
         }
@@ -433,8 +433,7 @@ static rp_table *flags(rp_doc *d, rp_sweep *s, const rp_opts *o) {
                           "ratio_ci_hi", "p_value", "verdict", "notes"};
     rp_table *t = rp_table_new("flags.csv", "Each variant against the baseline (median ratio)", 11, cols);
     if (!base) rp_para(d, "No completed baseline run: variants cannot be compared (throughput only).");
-    rp_para(d, "ratio = median(variant) / median(baseline) with a seeded percentile-bootstrap 95%% CI; p: two-sided "
-               "Mann-Whitney U; verdict faster / slower when p < 0.05, else no significant difference.");
+    rp_para(d, "Verdicts by the rule compare uses: %s (faster / slower here).", vb_verdict_rule());
     vb_plot pr;
     vb_plot_init(&pr, "flags_ratio", "Flags: throughput ratio to the baseline", "variant",
                  "median throughput ratio (variant / baseline)");
@@ -447,13 +446,17 @@ static rp_table *flags(rp_doc *d, rp_sweep *s, const rp_opts *o) {
         const char *var = sw_val(s, p, "variant");
         char notes[256];
         point_notes(p, notes, sizeof notes);
-        rp_cmp c = {NAN, NAN, NAN, NAN, 0, 0};
+        rp_cmp c = {NAN, NAN, NAN, NAN, 0, 0, VB_VERDICT_NO_SAMPLES};
         const char *verdict = "";
         if (base && p != base) {
             c = rp_compare(&base->thr, &p->thr);
-            verdict = !(c.p < 0.05) ? "no significant difference" : c.ratio > 1 ? "faster" : "slower";
+            verdict = c.verdict == VB_VERDICT_BETTER      ? "faster"
+                      : c.verdict == VB_VERDICT_WORSE     ? "slower"
+                      : c.verdict == VB_VERDICT_UNCHANGED ? "no significant difference"
+                                                          : rp_verdict_words(c.verdict, "", "");
             if (base->fp_differs && !p->fp_differs) note_add(notes, sizeof notes, "baseline " NOTE_FP);
-            if (c.p < 0.05 && rp_spread_exceeds(c.ratio - 1, c.lo, c.hi))
+            if ((c.verdict == VB_VERDICT_BETTER || c.verdict == VB_VERDICT_WORSE) &&
+                rp_spread_exceeds(c.ratio - 1, c.lo, c.hi))
                 note_add(notes, sizeof notes, "CI wider than the effect");
         } else if (p == base) {
             c.ratio = c.lo = c.hi = 1;

@@ -7,8 +7,7 @@
 #include "core/stats.h"
 
 #define RP_LEVEL 0.95
-#define RP_BOOT_ITERS 2000
-#define RP_BOOT_SEED 20211114u /* fixed: the same directories give the same report */
+
 
 void rp_push(rp_samples *s, double x) {
     if (s->n == s->cap) {
@@ -70,17 +69,21 @@ rp_est rp_ratio_of_means(const rp_samples *num, const rp_samples *den) {
 }
 
 rp_cmp rp_compare(const rp_samples *base, const rp_samples *new_) {
-    rp_cmp c = {NAN, NAN, NAN, NAN, base->n, new_->n};
-    if (base->n == 0 || new_->n == 0) return c;
-    double mb = vb_stats_median(base->v, base->n);
-    if (mb == 0) return c;
-    c.ratio = vb_stats_median(new_->v, new_->n) / mb;
-    vb_ci ci = vb_stats_bootstrap_median_ratio(base->v, base->n, new_->v, new_->n, RP_BOOT_ITERS, RP_BOOT_SEED,
-                                               RP_LEVEL);
-    c.lo = ci.lo;
-    c.hi = ci.hi;
-    c.p = vb_stats_mann_whitney(new_->v, new_->n, base->v, base->n).p;
-    return c;
+    const vb_verdict v = vb_verdict_of(base->v, base->n, new_->v, new_->n, true, VB_VERDICT_ALPHA,
+                                       VB_VERDICT_THRESHOLD);
+    return (rp_cmp){v.ratio, v.ci.lo, v.ci.hi, v.p, base->n, new_->n, v.kind};
+}
+
+const char *rp_verdict_words(vb_verdict_kind v, const char *differs, const char *same) {
+    switch (v) {
+    case VB_VERDICT_BETTER:
+    case VB_VERDICT_WORSE: return differs;
+    case VB_VERDICT_UNCHANGED: return same;
+    case VB_VERDICT_INCONCLUSIVE: return "inconclusive: fewer than 5 samples a side";
+    case VB_VERDICT_NO_SAMPLES: return "no samples";
+    case VB_VERDICT_UNDEFINED: break;
+    }
+    return "undefined (baseline median 0)";
 }
 
 bool rp_spread_exceeds(double effect, double lo, double hi) {
