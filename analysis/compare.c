@@ -15,7 +15,9 @@
  * Metrics (--metric, comma list; default FULL,SYNTHETIC):
  *   IO, FULL, SYNTHETIC  per-trial samples_per_s of timed trials, rank 0
  *                        (higher is better)
- *   step_time            seconds of each timed FULL step, rank 0 (iterations.csv)
+ *   step_time            mean seconds of a timed FULL step, one sample per
+ *                        trial, rank 0 (iterations.csv): a trial's steps share
+ *                        its machine state and are not independent samples
  *   op:NAME              the op's avg_s from ops.csv, one sample per run (rank 0,
  *                        the FULL rows where ops.csv splits by trial type)
  * Per metric and point: two-sided Mann-Whitney U (stats.h), ratio of medians
@@ -53,13 +55,14 @@
 
 #include "analysis/csv.h"
 #include "analysis/markdown.h"
+#include "analysis/verdict.h"
 #include "core/common.h"
 #include "core/results.h"
 #include "core/stats.h"
 
-#define MIN_SAMPLES 5
-#define BOOT_ITERS 2000
-#define BOOT_SEED 0x5eedc0deULL /* fixed: verdicts must not change between reruns */
+#define MIN_SAMPLES VB_VERDICT_MIN_SAMPLES
+#define BOOT_ITERS VB_VERDICT_BOOT_ITERS
+#define BOOT_SEED VB_VERDICT_BOOT_SEED
 #define TOP_OPS 5
 /* max/min of one side's samples above this: the machine was most likely busy
  * for part of the run (quiet tiny runs on 2 cores stay within 1.1-1.45); said, since a
@@ -97,6 +100,11 @@ static void join_path(char *out, size_t n, const char *dir, const char *file) {
 static void read_csv_or_die(const char *path, vb_csv *t) {
     char err[VB_PATH_MAX + 256];
     if (vb_csv_read(path, t, err, sizeof err) != 0) vb_die_input("compare: %s", err);
+    /* every file vitbench writes ends with a line end: without one the last
+     * record may be a number cut short, which would still parse */
+    if (!t->terminated)
+        vb_die_input("compare: %s: record %d has no line end (the file was cut short while being written)", path,
+                     t->nrows + 1);
 }
 
 static int need_col(const vb_csv *t, const char *path, const char *name) {
@@ -193,6 +201,27 @@ static const char *trial_type_of(metric_kind k) {
     return k == M_IO ? "IO" : k == M_SYNTHETIC ? "SYNTHETIC" : "FULL";
 }
 
+/* One trial's row twice doubles n and halves p: refused, as is a sample
+ * that disagrees with the row's own batches, batch size and seconds (an edited
+ * or mixed-up file; vitbench writes both from one measurement, to 9 digits). */
+static void check_trial_row(const vb_csv *t, const char *path, int row, int ct, int ci, int cw, int cr, int cv) {
+    for (int j = 0; j < row; j++)
+        if (strcmp(vb_csv_get(t, j, ct), vb_csv_get(t, row, ct)) == 0 &&
+            need_num(t, path, j, ci) == need_num(t, path, row, ci) &&
+            need_num(t, path, j, cw) == need_num(t, path, row, cw) &&
+            (cr < 0 || need_num(t, path, j, cr) == need_num(t, path, row, cr)))
+            vb_die_input("compare: %s: record %d repeats record %d (trial_type %s, trial_index %s, rank %s)", path,
+                         row + 2, j + 2, vb_csv_get(t, row, ct), vb_csv_get(t, row, ci),
+                         cr < 0 ? "0" : vb_csv_get(t, row, cr));
+    int cb = vb_csv_col(t, "nbatches"), cg = vb_csv_col(t, "global_batch"), cs = vb_csv_col(t, "seconds");
+    if (cb < 0 || cg < 0 || cs < 0) return;
+    const double secs = need_num(t, path, row, cs), v = need_num(t, path, row, cv);
+    const double want = need_num(t, path, row, cb) * need_num(t, path, row, cg) / secs;
+    if (!(secs > 0) || !(fabs(v - want) <= 1e-6 * fabs(want)))
+        vb_die_input("compare: %s: record %d: samples_per_s %s is not nbatches x global_batch / seconds = %.9g", path,
+                     row + 2, vb_csv_get(t, row, cv), want);
+}
+
 /* samples_per_s of the timed rank-0 trials of one type (trials.csv) */
 static void throughput_samples(const char *run, metric_kind k, samples *s) {
     char path[VB_PATH_MAX];
@@ -201,15 +230,21 @@ static void throughput_samples(const char *run, metric_kind k, samples *s) {
     read_csv_or_die(path, &t);
     int ct = need_col(&t, path, "trial_type"), cw = need_col(&t, path, "warmup");
     int cv = need_col(&t, path, "samples_per_s"), cr = vb_csv_col(&t, "rank");
+    int ci = need_col(&t, path, "trial_index");
     for (int i = 0; i < t.nrows; i++) {
         if (strcmp(vb_csv_get(&t, i, ct), trial_type_of(k)) != 0) continue;
         if (need_num(&t, path, i, cw) != 0 || !rank0(&t, path, i, cr)) continue;
+        check_trial_row(&t, path, i, ct, ci, cw, cr, cv);
         add_sample(s, need_num(&t, path, i, cv));
     }
     vb_csv_free(&t);
 }
 
-/* seconds of each timed FULL step on rank 0 (iterations.csv) */
+/* The mean FULL step time of each timed trial on rank 0 (iterations.csv):
+ * one sample per trial, not per step. The steps of one trial share its
+ * machine state (clocks, caches, the neighbours' load), so they are not
+ * independent samples: two identical runs compared step by step get p-values
+ * near 1e-12 from a few percent of drift between the runs. */
 static void step_time_samples(const char *run, samples *s) {
     char path[VB_PATH_MAX];
     join_path(path, sizeof path, run, "iterations.csv");
@@ -217,11 +252,22 @@ static void step_time_samples(const char *run, samples *s) {
     read_csv_or_die(path, &t);
     int ct = need_col(&t, path, "trial_type"), cw = need_col(&t, path, "warmup");
     int cv = need_col(&t, path, "seconds"), cr = vb_csv_col(&t, "rank");
+    int ci = need_col(&t, path, "trial_index");
+    double *sum = xcalloc((size_t)t.nrows + 1, sizeof *sum);
+    int *cnt = xcalloc((size_t)t.nrows + 1, sizeof *cnt), *idx = xcalloc((size_t)t.nrows + 1, sizeof *idx);
+    int ntrials = 0;
     for (int i = 0; i < t.nrows; i++) {
         if (strcmp(vb_csv_get(&t, i, ct), "FULL") != 0) continue;
         if (need_num(&t, path, i, cw) != 0 || !rank0(&t, path, i, cr)) continue;
-        add_sample(s, need_num(&t, path, i, cv));
+        const int trial = (int)need_num(&t, path, i, ci);
+        int k = 0;
+        while (k < ntrials && idx[k] != trial) k++;
+        if (k == ntrials) idx[ntrials++] = trial;
+        sum[k] += need_num(&t, path, i, cv);
+        cnt[k]++;
     }
+    for (int k = 0; k < ntrials; k++) add_sample(s, sum[k] / cnt[k]);
+    free(sum), free(cnt), free(idx);
     vb_csv_free(&t);
 }
 
@@ -703,14 +749,16 @@ static int repeats_for(const side_summary *s) {
     return s->per_run > 0 ? (MIN_SAMPLES + s->per_run - 1) / s->per_run : 0;
 }
 
-static verdict decide(const result *r, double alpha, double threshold) {
-    if (isnan(r->ci.lo) || !isfinite(r->ratio)) return V_UNDEFINED; /* a zero base median */
-    bool sig = r->mwu.p < alpha;
-    bool below = r->ci.hi < 1 - threshold, above = r->ci.lo > 1 + threshold;
-    bool worse = r->m->higher_is_better ? below : above;
-    bool better = r->m->higher_is_better ? above : below;
-    if (sig && worse) return V_REGRESSION;
-    if (sig && better) return V_IMPROVEMENT;
+/* compare's words for the shared rule's verdicts (verdict.h) */
+static verdict from_rule(vb_verdict_kind k) {
+    switch (k) {
+    case VB_VERDICT_BETTER: return V_IMPROVEMENT;
+    case VB_VERDICT_WORSE: return V_REGRESSION;
+    case VB_VERDICT_INCONCLUSIVE: return V_INCONCLUSIVE;
+    case VB_VERDICT_NO_SAMPLES: return V_NO_SAMPLES;
+    case VB_VERDICT_UNDEFINED: return V_UNDEFINED;
+    case VB_VERDICT_UNCHANGED: break;
+    }
     return V_UNCHANGED;
 }
 
@@ -719,21 +767,15 @@ static result compare_one(const pair *pr, const metric *m, double alpha, double 
     for (int i = 0; i < pr->base->nruns; i++) collect_run(pr->base->runs[i], m, &sb);
     for (int i = 0; i < pr->new_->nruns; i++) collect_run(pr->new_->runs[i], m, &sn);
     result r = {.pr = pr, .m = m, .base = summarize(&sb), .new_ = summarize(&sn), .ratio = NAN};
-    r.ci = (vb_ci){NAN, NAN};
     r.mwu = (vb_mwu){NAN, NAN, false};
-    if (sb.n == 0 || sn.n == 0) {
-        r.v = V_NO_SAMPLES;
-    } else {
-        r.ratio = r.new_.median / r.base.median;
-        r.mwu = vb_stats_mann_whitney(sn.v, sn.n, sb.v, sb.n);
-        r.ci = vb_stats_bootstrap_median_ratio(sb.v, sb.n, sn.v, sn.n, BOOT_ITERS, BOOT_SEED, 0.95);
-        if (sb.n < MIN_SAMPLES || sn.n < MIN_SAMPLES) {
-            r.v = V_INCONCLUSIVE;
-            int rb = repeats_for(&r.base), rn = repeats_for(&r.new_);
-            r.repeats_needed = rb > rn ? rb : rn;
-        } else {
-            r.v = decide(&r, alpha, threshold);
-        }
+    const vb_verdict vv = vb_verdict_of(sb.v, sb.n, sn.v, sn.n, m->higher_is_better, alpha, threshold);
+    r.ratio = vv.ratio;
+    r.ci = vv.ci;
+    r.v = from_rule(vv.kind);
+    if (sb.n > 0 && sn.n > 0) r.mwu = vb_stats_mann_whitney(sn.v, sn.n, sb.v, sb.n); /* U and exactness for the JSON */
+    if (r.v == V_INCONCLUSIVE) {
+        int rb = repeats_for(&r.base), rn = repeats_for(&r.new_);
+        r.repeats_needed = rb > rn ? rb : rn;
     }
     free(sb.v);
     free(sn.v);
@@ -894,6 +936,9 @@ static void report_op_growth(const pair *pr, cJSON *json) {
 
 /* ---- output ---- */
 
+/* what one sample of a metric is: the unit n counts */
+static const char *sample_unit(const metric *m) { return m->kind == M_OP ? "runs" : "trials"; }
+
 static void print_table(const result *rs, int n) {
     printf("\n| point | metric | base median | new median | ratio | 95%% CI | p | n base/new | verdict |\n"
            "|---|---|---|---|---|---|---|---|---|\n");
@@ -915,7 +960,14 @@ static void print_table(const result *rs, int n) {
         else
             printf("undefined | ");
         printf("%.3g | %d/%d | ", r->mwu.p, r->base.n, r->new_.n);
-        if (r->v == V_INCONCLUSIVE)
+        if (r->v == V_INCONCLUSIVE && r->m->kind == M_OP)
+            printf("inconclusive: < %d samples (one per run): sweep with --repeats %d |\n", MIN_SAMPLES,
+                   r->repeats_needed);
+        else if (r->v == V_INCONCLUSIVE && r->base.nruns <= 1 && r->new_.nruns <= 1)
+            printf("inconclusive: < %d samples (timed trials): run each side with benchy ntrials >= %d, e.g. "
+                   "--benchy_config scenarios/benchy/perf_ci.yaml |\n",
+                   MIN_SAMPLES, MIN_SAMPLES);
+        else if (r->v == V_INCONCLUSIVE)
             printf("inconclusive: < %d samples; run %d repeats a side |\n", MIN_SAMPLES, r->repeats_needed);
         else if (r->v == V_UNDEFINED)
             printf("undefined (base median 0) |\n");
@@ -960,6 +1012,7 @@ static cJSON *result_json(const result *r) {
     cJSON_AddStringToObject(o, "point", r->pr->label);
     cJSON_AddStringToObject(o, "metric", r->m->name);
     cJSON_AddStringToObject(o, "unit", r->m->unit);
+    cJSON_AddStringToObject(o, "n_counts", sample_unit(r->m));
     cJSON_AddBoolToObject(o, "higher_is_better", r->m->higher_is_better);
     cJSON_AddItemToObject(o, "base", summary_json(&r->base));
     cJSON_AddItemToObject(o, "new", summary_json(&r->new_));
@@ -1095,6 +1148,32 @@ static char **split_list(const char *list, int *n) {
 
 /* ---- the command ---- */
 
+/* the file a metric's samples come from */
+static const char *metric_file(const metric *m) {
+    return m->kind == M_STEP_TIME ? "iterations.csv" : m->kind == M_OP ? "ops.csv" : "trials.csv";
+}
+
+/* A comparison with nothing measured on a side is no comparison: a run
+ * killed in its IO trials, a header-only trials.csv, an op name with a typo
+ * would otherwise pass the gate as "no regression". */
+static void refuse_no_samples(const result *rs, int n) {
+    for (int i = 0; i < n; i++) {
+        const result *r = &rs[i];
+        if (r->v != V_NO_SAMPLES) continue;
+        const bool at = strcmp(r->pr->label, "-") != 0;
+        if (r->m->kind == M_OP && r->base.n == 0 && r->new_.n == 0)
+            vb_die_input("compare: --metric %s: no op named '%s' in ops.csv of BASE or NEW%s%s (rank 0)", r->m->name,
+                         r->m->op, at ? " at " : "", at ? r->pr->label : "");
+        const bool base_empty = r->base.n == 0;
+        const point *pt = base_empty ? r->pr->base : r->pr->new_;
+        vb_die_input("compare: %s%s%s: no %s samples in %s/%s (no timed rank-0 %s: the run stopped early or skipped "
+                     "them): nothing to compare",
+                     base_empty ? "BASE" : "NEW", at ? " at " : "", at ? r->pr->label : "", r->m->name,
+                     pt->nruns > 0 ? pt->runs[0] : "?", metric_file(r->m),
+                     r->m->kind == M_OP ? "row of that op" : r->m->kind == M_STEP_TIME ? "FULL steps" : "trials");
+    }
+}
+
 static void print_verdict(const result *rs, int n) {
     int count[6] = {0};
     for (int i = 0; i < n; i++) count[rs[i].v]++;
@@ -1140,6 +1219,7 @@ int vb_compare_main(int argc, char **argv) {
     result *rs = xcalloc((size_t)nres, sizeof *rs);
     for (int i = 0; i < npairs; i++)
         for (int k = 0; k < nmetrics; k++) rs[i * nmetrics + k] = compare_one(&pairs[i], &ms[k], o.alpha, o.threshold);
+    refuse_no_samples(rs, nres);
 
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "base", o.base);
@@ -1154,6 +1234,16 @@ int vb_compare_main(int argc, char **argv) {
     for (int i = 0; i < nres; i++) cJSON_AddItemToArray(jr, result_json(&rs[i]));
 
     print_table(rs, nres);
+    /* n is the number of independent samples behind each p-value */
+    bool op_metric = false, trial_metric = false;
+    for (int k = 0; k < nmetrics; k++) {
+        if (ms[k].kind == M_OP) op_metric = true;
+        else trial_metric = true;
+    }
+    printf("\nn counts %s%s%s (rank 0; a trial's steps are averaged into one sample, since they share its machine "
+           "state)\n",
+           trial_metric ? "timed trials" : "", trial_metric && op_metric ? "; for op: metrics, " : "",
+           op_metric ? "runs" : "");
     print_noise_notes(rs, nres);
     bool regression = false;
     cJSON *suspects = cJSON_AddArrayToObject(root, "op_growth");

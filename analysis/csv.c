@@ -158,6 +158,7 @@ int vb_csv_parse(const char *text, size_t len, vb_csv *t, char *err, size_t errn
     }
     free(rec.v);
     free(field.s);
+    t->terminated = len > 0 && text[len - 1] == '\n';
     if (!any) {
         vb_errf(err, errn, "empty (no header line)");
         vb_csv_free(t);

@@ -18,6 +18,8 @@ typedef struct vb_csv {
     char **header;   /* ncols names */
     int nrows;       /* data records, the header excluded */
     char **cells;    /* nrows x ncols, row-major; never NULL for a valid cell */
+    bool terminated; /* the text ends with a line end: false when the last record
+                        was cut short (a writer that stopped mid-line) */
 } vb_csv;
 
 /* Parses `len` bytes of CSV text. Returns 0, or -1 with a reason in err

@@ -13,7 +13,9 @@
 #   6. step_time (lower is better) and op:NAME
 #   7. sweep against sweep: points matched by swept keys in any column order,
 #      repeats pooled, failed rows ignored, only the slowed point regresses
-#   8. bad input: exit 2 with one line naming the file, column or flag
+#   8. bad input: exit 2 with one line naming the file, column or flag; a
+#      side with no samples, duplicated trial rows, a record cut short and
+#      a samples_per_s its own row contradicts are refused too
 set -u
 
 VB=${1:?usage: test_compare.sh <path-to-vitbench>}
@@ -27,7 +29,8 @@ trap 'rm -rf "$TMP"' EXIT
 cd "$TMP" || fail "cd $TMP"
 
 # mkrun DIR [key=value ...]: a run directory. Keys: full, synth (per-trial
-# samples/s, comma lists), step (FULL step seconds, comma list), embed_dim,
+# samples/s, comma lists), step (FULL step seconds, comma list), spt (steps
+# per trial of those, default 1), embed_dim,
 # omp_threads, machine_key, gemm_s (ops.csv total_s of op "gemm"), no_fp=1
 # (run.json without fingerprint).
 mkrun() {
@@ -62,8 +65,9 @@ with open(os.path.join(d, "trials.csv"), "w") as f:
 with open(os.path.join(d, "iterations.csv"), "w") as f:
     f.write("trial,trial_type,trial_index,warmup,step,rank,seconds,data_wait_s\n")
     f.write("FULL_WARMUP_0,FULL,0,1,0,0,9.0,0\n")
+    spt = int(a.get("spt", "1"))  # steps per trial: step i is step i % spt of trial i // spt
     for i, v in enumerate(step):
-        f.write("FULL_0,FULL,0,0,%d,0,%r,0\n" % (i, v))
+        f.write("FULL_%d,FULL,%d,0,%d,0,%r,0\n" % (i // spt, i // spt, i % spt, v))
     for i in range(len(step)):
         f.write("SYNTHETIC_0,SYNTHETIC,0,0,%d,0,0.05,0\n" % i)
 gemm = float(a.get("gemm_s", "0.5"))
@@ -173,7 +177,8 @@ expect_input_error "--allow_different: unknown key 'bogus'" "$VB" compare base s
 mkrun few_a full=100,101,99 synth=120,121,119
 mkrun few_b full=70,71,69 synth=90,91,89
 expect 0 "inconclusive" "$VB" compare few_a few_b --output "$TMP/c9.json"
-case $out in *"run 2 repeats a side"*) ;; *) fail "inconclusive without the repeats needed (ceil(5/3) = 2): $out" ;; esac
+case $out in *"benchy ntrials >= 5, e.g. --benchy_config scenarios/benchy/perf_ci.yaml"*) ;; *) fail "inconclusive without the way to get 5 samples: $out" ;; esac
+[ "$(num "$TMP/c9.json" 'd["results"][0]["repeats_needed"]')" = 2 ] || fail "repeats needed is not ceil(5/3) = 2"
 [ "$(num "$TMP/c9.json" 'd["results"][0]["repeats_needed"]')" = 2 ] || fail "repeats_needed is not 2"
 
 # ---- 6. step_time and op:NAME ----
@@ -182,9 +187,23 @@ expect 1 "| step_time (s) |" "$VB" compare base slowsteps --metric step_time --o
 case $out in *"| regression |"*) ;; *) fail "30% longer steps are not a regression: $out" ;; esac
 expect 0 "no regression" "$VB" compare slowsteps base --metric step_time --output "$TMP/c11.json"
 case $out in *"| improvement |"*) ;; *) fail "30% shorter steps are not an improvement: $out" ;; esac
+# two runs of one distribution: 5 trials of 20 steps whose means interleave
+# (A 0.100 0.101 0.099 0.1005 0.0995; B each 0.3% higher), steps tight around
+# their trial's mean. Step by step that is 100 "samples" a side and p ~ 0.01;
+# a trial's steps share its state, so n is 5 trials and p is ~ 0.7.
+steps_of() { python3 -c 'import sys
+f = float(sys.argv[1])
+print(",".join("%.7g" % (m * f * (1 + 0.0005 * ((k * 7) % 5 - 2))) for m in (0.1, 0.101, 0.099, 0.1005, 0.0995) for k in range(20)))' "$1"; }
+mkrun tiedA step="$(steps_of 1.0)" spt=20
+mkrun tiedB step="$(steps_of 1.003)" spt=20
+expect 0 "n counts timed trials" "$VB" compare tiedA tiedB --metric step_time --output "$TMP/c10b.json"
+[ "$(num "$TMP/c10b.json" 'd["results"][0]["new"]["n"]')" = 5 ] || fail "step_time n is not the 5 trials: $(cat "$TMP/c10b.json")"
+[ "$(num "$TMP/c10b.json" 'd["results"][0]["p"] > 0.5')" = True ] || fail "identical runs significant on step_time: $(cat "$TMP/c10b.json")"
+[ "$(num "$TMP/c10b.json" 'd["results"][0]["n_counts"]')" = trials ] || fail "compare.json does not say what n counts"
 # one sample per run: inconclusive, 5 runs a side needed
-expect 0 "run 5 repeats a side" "$VB" compare base slow --metric op:gemm --output "$TMP/c12.json"
-expect 0 "no samples" "$VB" compare base slow --metric op:no_such_op --output "$TMP/c13.json"
+expect 0 "sweep with --repeats 5" "$VB" compare base slow --metric op:gemm --output "$TMP/c12.json"
+# an op that is not there measured nothing: refused, not "no regression"
+expect_input_error "no op named 'no_such_op' in ops.csv of BASE or NEW" "$VB" compare base slow --metric op:no_such_op --output "$TMP/c13.json"
 
 # ---- 7. sweeps ----
 # BASE: points noddp=false/true at ranks 1, two repeats each (5 trials a run:
@@ -248,6 +267,25 @@ mksweep sw_bad "run_index,status" "0,completed"
 expect_input_error "no column 'run_dir'" "$VB" compare sw_bad sw_base
 mksweep sw_gone "run_index,run_dir,status" "0,runs/missing,completed"
 expect_input_error "does not exist" "$VB" compare sw_gone sw_base
+# nothing measured is no verdict: a run killed before its timed trials
+mkrun headeronly
+sed -i '2,$d' headeronly/trials.csv
+expect_input_error "NEW: no FULL samples in headeronly/trials.csv" "$VB" compare base headeronly
+mkrun noFULL
+sed -i '/,FULL,/d' noFULL/trials.csv
+expect_input_error "no FULL samples in noFULL/trials.csv" "$VB" compare noFULL base
+# a trial's row twice would double n and halve p
+mkrun dup
+sed -n '3p' dup/trials.csv >>dup/trials.csv
+expect_input_error "dup/trials.csv: record 44 repeats record 3" "$VB" compare base dup
+# a file cut short while being written
+mkrun cut
+truncate -s -1 cut/trials.csv
+expect_input_error "cut/trials.csv: record 43 has no line end" "$VB" compare base cut
+# samples_per_s that its own row's batches and seconds do not give
+mkrun edited
+sed -i '3s/,[^,]*$/,150/' edited/trials.csv
+expect_input_error "edited/trials.csv: record 3: samples_per_s 150 is not nbatches x global_batch / seconds" "$VB" compare base edited
 expect_input_error "unknown metric 'THROUGHPUT'" "$VB" compare base same --metric THROUGHPUT
 expect_input_error "--alpha" "$VB" compare base same --alpha 1.5
 expect_input_error "--threshold" "$VB" compare base same --threshold abc
