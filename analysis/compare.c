@@ -39,8 +39,9 @@
  * measures the load), the ops that grew most under a regression, then one
  * verdict line; compare.json with every number goes to
  * --output, else into NEW's directory, else (not writable) the working
- * directory. Exit 0: no regression; 1: a regression; 2: bad input or
- * incomparable sides.
+ * directory. Exit 0: no regression; 1: a regression; 2: bad input,
+ * incomparable sides, or a metric with no samples on a side (nothing
+ * measured is never "no regression").
  */
 #include "analysis/analysis.h"
 
@@ -1073,13 +1074,22 @@ static const char k_usage[] =
     "usage: vitbench compare BASE NEW [--metric M[,M...]] [--alpha A] [--threshold T]\n"
     "                        [--allow_different KEY[,KEY...]] [--output FILE]\n"
     "  BASE, NEW    run directories, sweep directories (index.csv) or baselines\n"
-    "  --metric     IO, FULL, SYNTHETIC, step_time, op:NAME (default FULL,SYNTHETIC)\n"
+    "  --metric     FULL, SYNTHETIC, IO (samples/s of each timed trial), step_time (mean\n"
+    "               FULL step of each trial), op:NAME (ops.csv avg_s, one per run);\n"
+    "               default FULL,SYNTHETIC\n"
     "  --alpha      significance level of the Mann-Whitney U test (default 0.05)\n"
     "  --threshold  smallest relative change that counts (default 0.05)\n"
     "  --allow_different  accept differences in these keys (config, a config key,\n"
     "               layout, backend, machine_key, a fingerprint field)\n"
     "  --output     compare.json path (default: NEW's directory, else .)\n"
-    "exit status: 0 no regression, 1 regression, 2 bad input or incomparable\n";
+    "verdict per metric: the ratio of medians NEW / BASE with a bootstrap 95% CI and a\n"
+    "Mann-Whitney p; regression or improvement needs p < alpha and the whole CI beyond\n"
+    "the threshold; fewer than 5 samples a side (trials; runs for op:NAME) is\n"
+    "inconclusive: give each run benchy ntrials >= 5 (e.g. --benchy_config\n"
+    "scenarios/benchy/perf_ci.yaml) or sweep with --repeats. The same rule makes the\n"
+    "report's faster / slower.\n"
+    "exit status: 0 no regression, 1 regression, 2 bad input, incomparable sides or\n"
+    "a side with nothing measured\n";
 
 static double parse_fraction(const char *flag, const char *text, double lo, double hi, bool lo_open) {
     char *end;
