@@ -3,15 +3,26 @@
 # test (scenarios/benchy/perf_ci.yaml: 10 timed SYNTHETIC and FULL trials),
 # then compare the run with the baseline kept for this machine.
 #
-#   ./scripts/perf_ci.sh [compare flags...]      e.g. --threshold 0.1
+#   ./scripts/perf_ci.sh [--create_baseline] [compare flags...]   e.g. --threshold 0.1
+#   ./scripts/perf_ci.sh --help
 #
 # The baseline is the directory under results/baselines/ whose run.json has
 # the new run's fingerprint.machine_key (same CPU model, cores, threads,
 # ranks, backend, BLAS kernel, GPU): throughput is only comparable there.
-# With one, the exit status is `vitbench compare`'s: 0 no regression,
-# 1 regression, 2 bad input or incomparable runs. With none, the new run's
-# small files become results/baselines/tiny_cpu_<machine_key>/ (commit them)
-# and the gate passes.
+#
+# Exit status:
+#   0  no regression against this machine's baseline (or, with
+#      --create_baseline, the run was kept as the new baseline)
+#   1  regression
+#   2  bad input, incomparable runs, or the benchmark itself failed
+#   3  no baseline for this machine: nothing was compared, and the gate does
+#      not pass blind. The nearest baseline and the fingerprint fields that
+#      differ are printed (another core or thread count, OPENBLAS_CORETYPE,
+#      a clean checkout without results/baselines/ ...). To start one on a
+#      quiet machine: --create_baseline, then commit the directory.
+#   4  --create_baseline refused: the run's trials spread like a busy
+#      machine's (compare's noise note), and a baseline made then would let
+#      real regressions through; rerun when the machine is quiet
 #
 # The gate's threshold is 0.10, not compare's 0.05: the trials of one run
 # share that run's machine state, so run-to-run drift is not in their spread.
@@ -24,15 +35,27 @@
 #
 # Environment: VITBENCH (binary; default build/vitbench, built if missing),
 # RESULTS (where the run goes; default results/perf_ci), BASELINES (default
-# results/baselines), THRESHOLD (default 0.10), OMP_NUM_THREADS (default: all
-# cores, as the quickstart). Flags given to the script go to compare last, so
-# they win (--threshold 0.2, --metric FULL).
+# results/baselines), DATA (the tiny dataset; default data/tiny, made if
+# missing), THRESHOLD (default 0.10), OMP_NUM_THREADS (default: all cores,
+# as the quickstart). Flags given to the script go to compare last, so they
+# win (--threshold 0.2, --metric FULL).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+CREATE=0
+CMP_FLAGS=()
+for a in "$@"; do
+  case "$a" in
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --create_baseline) CREATE=1 ;;
+    *) CMP_FLAGS+=("$a") ;;
+  esac
+done
 
 VB=${VITBENCH:-build/vitbench}
 RESULTS=${RESULTS:-results/perf_ci}
 BASELINES=${BASELINES:-results/baselines}
+DATA=${DATA:-data/tiny}
 BENCHY=scenarios/benchy/perf_ci.yaml
 KEEP=(run.json summary.csv trials.csv iterations.csv ops.csv)
 
@@ -44,9 +67,9 @@ if [ ! -x "$VB" ]; then
 fi
 
 # the quickstart's dataset, made the same way
-if [ ! -f data/tiny/stats/global_stds.npy ]; then
-  echo "perf_ci: generating the tiny dataset in data/tiny"
-  "$VB" datagen --output_dir data/tiny --years 2 --valid_years 1 --channels 4 --img_size 36,72 \
+if [ ! -f "$DATA/stats/global_stds.npy" ]; then
+  echo "perf_ci: generating the tiny dataset in $DATA"
+  "$VB" datagen --output_dir "$DATA" --years 2 --valid_years 1 --channels 4 --img_size 36,72 \
     --samples_per_year 256 --seed 0
 fi
 
@@ -57,7 +80,10 @@ trap 'rm -f "$log" "$cmp_out"' EXIT
 
 # runs the benchmark; sets $new to its run directory
 run_bench() {
-  if ! "$VB" run --config tiny --benchy_config "$BENCHY" --output_dir "$RESULTS" >"$log" 2>&1; then
+  if ! "$VB" run --config tiny --benchy_config "$BENCHY" --output_dir "$RESULTS" \
+      --train_data_path "$DATA/train" --valid_data_path "$DATA/valid" \
+      --global_means_path "$DATA/stats/global_means.npy" --global_stds_path "$DATA/stats/global_stds.npy" \
+      >"$log" 2>&1; then
     cat "$log" >&2
     die "the benchmark run failed"
   fi
@@ -70,7 +96,7 @@ run_bench() {
 compare() {
   echo "perf_ci: comparing $new with baseline $base (machine $key)"
   set +e
-  "$VB" compare "$base" "$new" --threshold "${THRESHOLD:-0.10}" "$@" | tee "$cmp_out"
+  "$VB" compare "$base" "$new" --threshold "${THRESHOLD:-0.10}" "${CMP_FLAGS[@]}" | tee "$cmp_out"
   rc=${PIPESTATUS[0]}
   set -e
 }
@@ -91,23 +117,70 @@ for d in "$BASELINES/tiny_cpu_$key" "$BASELINES"/*/; do
   if [ "$(machine_key "$d/run.json")" = "$key" ]; then base=$d; break; fi
 done
 
+# the baseline whose fingerprint differs from the new run's in the fewest
+# fields, and those fields: what changed the machine key
+nearest() {
+  python3 - "$new/run.json" "$BASELINES" <<'EOF'
+import glob, json, os, sys
+FIELDS = ["cpu_model", "affinity_cores", "omp_threads", "ranks", "backend", "blas_coretype", "gpu_name"]
+def fp(path):
+    try:
+        return json.load(open(path)).get("fingerprint") or {}
+    except (OSError, ValueError):
+        return None
+new = fp(sys.argv[1]) or {}
+best = None
+for rj in sorted(glob.glob(os.path.join(sys.argv[2], "*", "run.json"))):
+    old = fp(rj)
+    if old is None:
+        continue
+    diff = [f for f in FIELDS if old.get(f) != new.get(f)]
+    if best is None or len(diff) < len(best[1]):
+        best = (os.path.dirname(rj), diff, old)
+if best is None:
+    print("perf_ci: no baselines at all under %s" % sys.argv[2])
+else:
+    d, diff, old = best
+    what = "; ".join("%s: %r here, %r there" % (f, new.get(f), old.get(f)) for f in diff) or \
+        "no fingerprint field (another vitbench version's machine key?)"
+    print("perf_ci: nearest baseline %s differs in %s" % (d, what))
+EOF
+}
+
 if [ -z "$base" ]; then
+  if [ "$CREATE" = 0 ]; then
+    echo "perf_ci: no baseline for machine $key under $BASELINES: nothing compared, the gate does not pass" >&2
+    nearest >&2
+    echo "perf_ci: on a quiet machine, ./scripts/perf_ci.sh --create_baseline keeps a run as this machine's baseline" >&2
+    exit 3
+  fi
+  # the noise check compare applies to every side, here to the new run alone
+  set +e
+  "$VB" compare "$new" "$new" --output "$log.self.json" >"$cmp_out" 2>&1
+  set -e
+  rm -f "$log.self.json"
+  if grep -q 'probably busy' "$cmp_out"; then
+    grep 'probably busy' "$cmp_out" >&2
+    echo "perf_ci: not kept as a baseline: this run's trials spread like a busy machine's; rerun when it is quiet" >&2
+    exit 4
+  fi
   dest=$BASELINES/tiny_cpu_$key
   mkdir -p "$dest"
   for f in "${KEEP[@]}"; do
     [ -f "$new/$f" ] && cp "$new/$f" "$dest/"
   done
-  echo "perf_ci: no baseline for machine $key: kept this run as $dest (commit it); nothing to compare, gate passes"
+  echo "perf_ci: kept this run as the baseline of machine $key: $dest (commit it)"
   exit 0
 fi
+[ "$CREATE" = 0 ] || die "--create_baseline: machine $key already has a baseline ($base); remove it to replace it"
 
-compare "$@"
+compare
 # A regression where NEW's trials spread like a busy machine's (compare's
 # note) is more likely load than code: one rerun decides.
 if [ "$rc" = 1 ] && grep -q '^note: NEW .*probably busy' "$cmp_out"; then
   echo "perf_ci: NEW's trials were noisy (a busy machine?): rerunning the benchmark once"
   run_bench
-  compare "$@"
+  compare
 fi
 if [ "$rc" = 1 ] && grep -q '^note: BASE .*probably busy' "$cmp_out"; then
   echo "perf_ci: the baseline's own trials are noisy: replace $base with a run on a quiet machine"
