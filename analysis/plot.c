@@ -33,6 +33,7 @@ void vb_plot_init(vb_plot *p, const char *name, const char *title, const char *x
     snprintf(p->xlabel, sizeof p->xlabel, "%s", xlabel);
     snprintf(p->ylabel, sizeof p->ylabel, "%s", ylabel);
     p->hline = NAN;
+    snprintf(p->key, sizeof p->key, "top left");
 }
 
 vb_plot_series *vb_plot_series_add(vb_plot *p, const char *title, bool ideal) {
@@ -48,12 +49,18 @@ vb_plot_series *vb_plot_series_add(vb_plot *p, const char *title, bool ideal) {
 }
 
 void vb_plot_point(vb_plot_series *s, double x, double y, double lo, double hi, const char *label) {
+    vb_plot_point_rgb(s, x, y, lo, hi, label, VB_PLOT_SERIES_COLOR);
+}
+
+void vb_plot_point_rgb(vb_plot_series *s, double x, double y, double lo, double hi, const char *label, unsigned rgb) {
     size_t n = (size_t)s->n + 1;
     s->x = xrealloc(s->x, n * sizeof *s->x);
     s->y = xrealloc(s->y, n * sizeof *s->y);
     s->lo = xrealloc(s->lo, n * sizeof *s->lo);
     s->hi = xrealloc(s->hi, n * sizeof *s->hi);
     s->labels = xrealloc(s->labels, n * sizeof *s->labels);
+    s->rgb = xrealloc(s->rgb, n * sizeof *s->rgb);
+    s->rgb[s->n] = rgb;
     s->x[s->n] = x;
     s->y[s->n] = y;
     s->lo[s->n] = lo;
@@ -68,6 +75,7 @@ void vb_plot_free(vb_plot *p) {
         vb_plot_series *s = &p->s[i];
         for (int k = 0; k < s->n; k++) free(s->labels[k]);
         free(s->labels);
+        free(s->rgb);
         free(s->x);
         free(s->y);
         free(s->lo);
@@ -76,6 +84,23 @@ void vb_plot_free(vb_plot *p) {
     free(p->s);
     memset(p, 0, sizeof *p);
 }
+
+/* Okabe and Ito's palette, which stays distinct for the common colour-vision
+ * deficiencies (its yellow left out: too faint on white) */
+static const unsigned k_palette[] = {0x0072B2, 0xD55E00, 0x009E73, 0xCC79A7, 0xE69F00, 0x56B4E9, 0x000000};
+#define NPALETTE (sizeof k_palette / sizeof *k_palette)
+
+unsigned vb_plot_color(const char *key) {
+    static char keys[64][128];
+    static int nkeys;
+    for (int i = 0; i < nkeys; i++)
+        if (strcmp(keys[i], key) == 0) return k_palette[i % NPALETTE];
+    if (nkeys == 64) return k_palette[(unsigned)strlen(key) % NPALETTE]; /* beyond 64 keys colours repeat anyway */
+    snprintf(keys[nkeys], sizeof keys[nkeys], "%s", key);
+    return k_palette[nkeys++ % NPALETTE];
+}
+
+static unsigned series_color(const vb_plot_series *s) { return vb_plot_color(s->color_key[0] ? s->color_key : s->title); }
 
 bool vb_plot_gnuplot_available(void) {
     const char *path = getenv("PATH");
@@ -122,7 +147,7 @@ static void write_dat(FILE *f, void *ctx) {
     const vb_plot *p = ctx;
     fputs("# ", f);
     dat_comment(f, p->title);
-    fputs("\n# x y y_lo y_hi label; one block per series (gnuplot index)\n", f);
+    fputs("\n# x y y_lo y_hi label rgb; one block per series (gnuplot index)\n", f);
     for (int i = 0; i < p->ns; i++) {
         const vb_plot_series *s = &p->s[i];
         if (i) fputs("\n\n", f);
@@ -141,7 +166,7 @@ static void write_dat(FILE *f, void *ctx) {
             fputc('"', f);
             for (const char *c = s->labels[k]; *c; c++)
                 fputc(*c == '"' ? '\'' : *c == '\n' || *c == '\r' ? ' ' : *c, f);
-            fputs("\"\n", f);
+            fprintf(f, "\" %u\n", s->rgb[k] == VB_PLOT_SERIES_COLOR ? series_color(s) : s->rgb[k]);
         }
     }
 }
@@ -153,9 +178,7 @@ static bool series_has_bars(const vb_plot_series *s) {
 }
 
 /* One plot command for both terminals; written twice with different outputs. */
-static void write_plot_cmd(FILE *f, const vb_plot *p) {
-    char dat[128];
-    snprintf(dat, sizeof dat, "%s.dat", p->name);
+static void write_plot_cmd(FILE *f, const vb_plot *p, const char *dat) {
     fputs("plot ", f);
     bool first = true;
     for (int i = 0; i < p->ns; i++) {
@@ -164,22 +187,26 @@ static void write_plot_cmd(FILE *f, const vb_plot *p) {
         if (!first) fputs(", \\\n     ", f);
         first = false;
         const char *tic = p->categorical && i == 0 ? ":xtic(5)" : "";
+        char lc[32];
+        snprintf(lc, sizeof lc, "lc rgb '#%06X'", series_color(s));
         fprintf(f, "'%s' index %d ", dat, i);
         if (s->ideal) {
-            fprintf(f, "using 1:2%s with lines dt 2 lw 2 title ", tic);
+            fprintf(f, "using 1:2%s with lines dt 2 lw 2 %s title ", tic, lc);
+        } else if (p->dots) {
+            fprintf(f, "using 1:2:3:4:6%s with yerrorbars pt 7 ps 1.6 lw 2 lc rgb variable title ", tic);
         } else if (p->boxes) {
-            fprintf(f, "using 1:2%s with boxes fill solid 0.5 title ", tic);
+            fprintf(f, "using 1:2%s with boxes fill solid 0.5 %s title ", tic, lc);
         } else if (series_has_bars(s)) {
-            fprintf(f, "using 1:2:3:4%s with yerrorlines lw 2 pt 7 title ", tic);
+            fprintf(f, "using 1:2:3:4%s with yerrorlines lw 2 pt 7 %s title ", tic, lc);
         } else {
-            fprintf(f, "using 1:2%s with linespoints lw 2 pt 7 title ", tic);
+            fprintf(f, "using 1:2%s with linespoints lw 2 pt 7 %s title ", tic, lc);
         }
         gp_string(f, s->title);
         if (p->boxes && !s->ideal && series_has_bars(s))
             fprintf(f, ", \\\n     '%s' index %d using 1:2:3:4 with yerrorbars lc black pt 0 title '95%% CI'", dat, i);
     }
     if (isfinite(p->hline)) {
-        fprintf(f, "%s%.9g with lines dt 3 lc rgb '#555555' title ", first ? "" : ", \\\n     ", p->hline);
+        fprintf(f, "%s%.9g with lines dt 3 lw 1.5 lc rgb '#555555' title ", first ? "" : ", \\\n     ", p->hline);
         gp_string(f, p->hline_title);
         first = false;
     }
@@ -187,27 +214,47 @@ static void write_plot_cmd(FILE *f, const vb_plot *p) {
     fputc('\n', f);
 }
 
-static void write_gp(FILE *f, void *ctx) {
-    const vb_plot *p = ctx;
-    fprintf(f, "# %s.gp: redraw with `gnuplot %s.gp` in this directory (data: %s.dat)\n", p->name, p->name,
-            p->name);
-    fputs("set encoding utf8\nset title ", f);
+/* one panel's settings and plot, from a clean state (panels share an image) */
+static void write_panel(FILE *f, const vb_plot *p, const char *dat) {
+    fputs("reset\nset encoding utf8\nset title ", f);
     gp_string(f, p->title);
     fputs(" noenhanced\nset xlabel ", f);
     gp_string(f, p->xlabel);
     fputs(" noenhanced\nset ylabel ", f);
     gp_string(f, p->ylabel);
-    fputs(" noenhanced\nset key outside right top noenhanced box\nset grid\nset datafile missing 'NaN'\n", f);
-    if (p->logx2) fputs("set logscale x 2\nset offsets graph 0.05, graph 0.05, 0, 0\n", f);
+    /* the key's place is one of a few fixed words (set by the program, never from data) */
+    fprintf(f, " noenhanced\nset key inside %s box opaque noenhanced\nset grid\nset datafile missing 'NaN'\n", p->key);
+    if (p->logx2) fputs("set logscale x 2\nset offsets graph 0.05, graph 0.05, graph 0.06, graph 0.06\n", f);
+    if (p->logy) fputs("set logscale y 2\n", f);
+    if (p->logy10) fputs("set logscale y 10\n", f);
     if (p->categorical) {
-        fputs("set xtics rotate by -30 noenhanced\nset offsets 0.6, 0.6, 0, 0\nset yrange [0:*]\n", f);
-        fputs("set boxwidth 0.6\n", f);
+        fputs("set xtics rotate by -30 noenhanced\nset offsets 0.6, 0.6, 0, 0\nset boxwidth 0.6\n", f);
+        if (p->boxes && !p->logy && !p->logy10) fputs("set yrange [0:*]\n", f);
+
     }
-    const char *terms[2][2] = {{"pngcairo noenhanced size 960,600 font 'sans,11'", "png"},
-                               {"svg noenhanced size 960,600 font 'sans,11'", "svg"}};
+    write_plot_cmd(f, p, dat);
+}
+
+static void write_gp(FILE *f, void *ctx) {
+    const vb_plot *p = ctx;
+    fprintf(f, "# %s.gp: redraw with `gnuplot %s.gp` in this directory (data: %s.dat%s)\n", p->name, p->name,
+            p->name, p->below ? ", and .panel2.dat for the lower panel" : "");
+    char dat[128], dat2[128];
+    snprintf(dat, sizeof dat, "%s.dat", p->name);
+    snprintf(dat2, sizeof dat2, "%s.panel2.dat", p->name);
+    const int h = p->below ? 900 : 600;
+    const char *terms[2][2] = {{"pngcairo noenhanced size 960,%d font 'sans,11'", "png"},
+                               {"svg noenhanced size 960,%d font 'sans,11'", "svg"}};
     for (int t = 0; t < 2; t++) {
-        fprintf(f, "set terminal %s\nset output '%s.%s'\n", terms[t][0], p->name, terms[t][1]);
-        write_plot_cmd(f, p);
+        fputs("set terminal ", f);
+        fprintf(f, terms[t][0], h);
+        fprintf(f, "\nset output '%s.%s'\n", p->name, terms[t][1]);
+        if (p->below) fputs("set multiplot layout 2,1\n", f);
+        write_panel(f, p, dat);
+        if (p->below) {
+            write_panel(f, p->below, dat2);
+            fputs("unset multiplot\n", f);
+        }
         fputs("unset output\n", f);
     }
 }
@@ -286,6 +333,7 @@ static int run_gnuplot(const char *dir, const char *name, char *err, size_t errn
 
 int vb_plot_render(const char *dir, const vb_plot *p, char *err, size_t errn) {
     if (write_file(dir, p->name, "dat", write_dat, p, err, errn) != 0) return -1;
+    if (p->below && write_file(dir, p->name, "panel2.dat", write_dat, p->below, err, errn) != 0) return -1;
     if (write_file(dir, p->name, "gp", write_gp, p, err, errn) != 0) return -1;
     if (run_gnuplot(dir, p->name, err, errn) != 0) return -1;
     const char *ext[2] = {"png", "svg"};

@@ -6,11 +6,17 @@
  *   <name>.gp   the script: `cd dir && gnuplot <name>.gp` redraws both images
  *   <name>.png  (pngcairo) and <name>.svg (svg), then runs gnuplot on the
  *   script with fork/exec in dir (no shell).
- * Every figure has a title, axis labels with units, a legend, `noenhanced`
- * text (run names keep their underscores), error bars where a series has
- * intervals, dashed ideal series and an optional horizontal reference line.
- * Categorical figures (flags, layouts) put series points at 0..n-1 with the
- * labels as x tics.
+ * Every figure has a title, axis labels with units, a legend inside the
+ * plot area, `noenhanced` text (run names keep their underscores), error bars
+ * where a series has intervals, dashed ideal series and an optional
+ * horizontal reference line. A series keeps one colour across every figure
+ * the process draws (vb_plot_color: the colour of its key, e.g. "noddp=true",
+ * assigned in order of first use from a colour-blind-safe palette); an ideal
+ * series takes its measured series' colour. Points may carry colours of their
+ * own (verdicts). Categorical figures (flags, layouts) put series points at
+ * 0..n-1 with the labels as x tics, as boxes or as dots with their interval.
+ * A figure may have a second panel under it in the same image (efficiency
+ * under throughput).
  */
 #ifndef VB_ANALYSIS_PLOT_H
 #define VB_ANALYSIS_PLOT_H
@@ -18,12 +24,17 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* a point's colour: 0xRRGGBB, or VB_PLOT_SERIES_COLOR for its series' */
+#define VB_PLOT_SERIES_COLOR 0xffffffffu
+
 typedef struct vb_plot_series {
     char title[128];
+    char color_key[128]; /* "" = the title: series with one key share a colour */
     bool ideal;      /* dashed line, no points or error bars */
     int n;
     double *x, *y, *lo, *hi; /* lo/hi may be NULL or hold NaN: no bar */
     char **labels;   /* categorical figures: the x tic of each point */
+    unsigned *rgb;   /* each point's colour (VB_PLOT_SERIES_COLOR: the series') */
 } vb_plot_series;
 
 typedef struct vb_plot {
@@ -33,16 +44,25 @@ typedef struct vb_plot {
     bool categorical;
     bool logx2;      /* log2 x axis (rank counts) */
     bool boxes;      /* categorical bars instead of points */
+    bool dots;       /* categorical dots with their interval, each point in its own colour */
+    bool logy;       /* log2 y axis (throughput against ranks: the ideal is a straight line) */
+    bool logy10;     /* log10 y axis (values a decade or more apart: IO against FULL) */
     double hline;    /* NaN = none */
     char hline_title[96];
+    char key[24];    /* the legend's place inside the plot area: "top left" (the default), "bottom left" ... */
     vb_plot_series *s;
     int ns, cap;
+    struct vb_plot *below; /* a second panel under this one in the same image, or NULL */
 } vb_plot;
 
 void vb_plot_init(vb_plot *p, const char *name, const char *title, const char *xlabel, const char *ylabel);
 /* Adds an empty series; returns it for vb_plot_point. */
 vb_plot_series *vb_plot_series_add(vb_plot *p, const char *title, bool ideal);
 void vb_plot_point(vb_plot_series *s, double x, double y, double lo, double hi, const char *label);
+/* The same with the point's own colour (0xRRGGBB). */
+void vb_plot_point_rgb(vb_plot_series *s, double x, double y, double lo, double hi, const char *label, unsigned rgb);
+/* The colour of a series key, the same for the life of the process. */
+unsigned vb_plot_color(const char *key);
 void vb_plot_free(vb_plot *p);
 
 /* true when a `gnuplot` executable is on PATH. */
@@ -50,7 +70,7 @@ bool vb_plot_gnuplot_available(void);
 
 /* Writes the .dat and .gp files and runs gnuplot in dir. Returns 0 when both
  * images were written; -1 with the reason in err otherwise (the .dat/.gp
- * files stay for the user). */
+ * files stay for the user). A panel below is drawn from <name>.panel2.dat. */
 int vb_plot_render(const char *dir, const vb_plot *p, char *err, size_t errn);
 
 #endif

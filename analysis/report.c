@@ -74,8 +74,12 @@ static rp_table *run_throughput(rp_doc *d, const rp_run *r, const rp_opts *o) {
     const char *cols[] = {"trial_type", "trials", "mean_samples_per_s", "ci_lo", "ci_hi", "std", "notes"};
     rp_table *t = rp_table_new("throughput.csv", "Throughput of the timed trials (rank 0)", 7, cols);
     vb_plot pl;
-    vb_plot_init(&pl, "throughput", "Throughput per trial type", "trial type", "throughput (samples/s)");
-    pl.categorical = pl.boxes = true;
+    vb_plot_init(&pl, "throughput", "Throughput per trial type (mean, 95% CI)", "trial type",
+                 "throughput (samples/s, log scale)");
+    /* log scale: the loader alone (IO) often runs 10-100x the step, which
+     * would flatten SYNTHETIC and FULL on a linear axis */
+    pl.categorical = pl.dots = pl.logy10 = true;
+    snprintf(pl.key, sizeof pl.key, "top right");
     vb_plot_series *s = vb_plot_series_add(&pl, "mean of timed trials", false);
     for (int k = 0; k < RP_NTYPES; k++) {
         const rp_samples *x = &r->thr[k];

@@ -57,6 +57,9 @@ rp_cmp rp_compare(const rp_samples *base, const rp_samples *new_);
 /* a verdict in a sentence: `differs` for better / worse, `same` for
  * unchanged, and the rule's own words for the rest (too few samples ...) */
 const char *rp_verdict_words(vb_verdict_kind v, const char *differs, const char *same);
+/* a verdict's colour in figures (green better, vermillion worse, grey the
+ * rest); -1 for the baseline itself (black) */
+unsigned rp_verdict_rgb(int verdict);
 /* true when the interval [lo, hi] is wider than |effect| (or unknown). */
 bool rp_spread_exceeds(double effect, double lo, double hi);
 

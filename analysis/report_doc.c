@@ -350,6 +350,11 @@ static char *slurp(const char *path) {
  * unique within one HTML page for the references to resolve to their own. */
 static void svg_unique_ids(FILE *f, const char *svg, int fig) {
     static const char *const refs[] = {"id='", "id=\"", "href='#", "href=\"#", "url(#"};
+    /* gnuplot repeats some ids within one image (the panels of a multiplot,
+     * an opaque key): the second and later definitions of a name get _2, _3
+     * ..., references keep naming the first */
+    char **seen = NULL;
+    int *count = NULL, nseen = 0;
     while (*svg) {
         size_t k = 0;
         for (; k < sizeof refs / sizeof *refs; k++)
@@ -360,7 +365,27 @@ static void svg_unique_ids(FILE *f, const char *svg, int fig) {
         }
         fprintf(f, "%sfig%d_", refs[k], fig);
         svg += strlen(refs[k]);
+        if (k >= 2) continue; /* a reference */
+        const char quote = refs[k][3];
+        const char *end = strchr(svg, quote);
+        if (!end) continue;
+        const size_t len = (size_t)(end - svg);
+        int i = 0;
+        while (i < nseen && !(strlen(seen[i]) == len && strncmp(seen[i], svg, len) == 0)) i++;
+        if (i == nseen) {
+            seen = xrealloc(seen, (size_t)(nseen + 1) * sizeof *seen);
+            count = xrealloc(count, (size_t)(nseen + 1) * sizeof *count);
+            seen[nseen] = strndup(svg, len);
+            if (!seen[nseen]) vb_die_internal("out of memory");
+            count[nseen++] = 0;
+        }
+        fwrite(svg, 1, len, f);
+        if (++count[i] > 1) fprintf(f, "_%d", count[i]);
+        svg = end;
     }
+    for (int i = 0; i < nseen; i++) free(seen[i]);
+    free(seen);
+    free(count);
 }
 
 /* The figure's SVG from <svg on (the XML prolog is not allowed mid-document). */

@@ -98,7 +98,12 @@ static rp_table *scaling(rp_doc *d, rp_sweep *s, const rp_opts *o, bool strong) 
     vb_plot_init(&pe, "efficiency", strong ? "Strong scaling: efficiency (95% CI)" : "Weak scaling: efficiency (95% CI)", "ranks",
                  "efficiency (ideal = 1)");
     vb_plot_init(&psp, "speedup", "Strong scaling: speedup (95% CI)", "ranks", "speedup over the smallest rank count");
+    /* log-log: the ideal is a straight line and every point's distance from
+     * it reads as a ratio; efficiency in a panel under it */
     pt.logx2 = pe.logx2 = psp.logx2 = true;
+    pt.logy = psp.logy = true;
+    pt.below = &pe;
+    snprintf(pe.key, sizeof pe.key, "bottom left"); /* efficiency falls to the right */
     pe.hline = 1;
     snprintf(pe.hline_title, sizeof pe.hline_title, "ideal");
     for (int k = 0; k < ns; k++) {
@@ -108,9 +113,11 @@ static rp_table *scaling(rp_doc *d, rp_sweep *s, const rp_opts *o, bool strong) 
         vb_plot_series *st = vb_plot_series_add(&pt, v[k].label, false);
         snprintf(title, sizeof title, "ideal %s", v[k].label);
         vb_plot_series *si = vb_plot_series_add(&pt, title, true);
+        snprintf(si->color_key, sizeof si->color_key, "%s", v[k].label);
         vb_plot_series *se = vb_plot_series_add(&pe, v[k].label, false);
         vb_plot_series *ss = vb_plot_series_add(&psp, v[k].label, false);
         vb_plot_series *ssi = vb_plot_series_add(&psp, title, true);
+        snprintf(ssi->color_key, sizeof ssi->color_key, "%s", v[k].label);
         for (int i = 0; i < v[k].n; i++) {
             rp_point *p = v[k].p[i];
             double scale = n0 / p->ranks;
@@ -145,7 +152,6 @@ static rp_table *scaling(rp_doc *d, rp_sweep *s, const rp_opts *o, bool strong) 
     rp_add_table(d, t);
     rp_figure(d, o, &pt);
     if (strong) rp_figure(d, o, &psp);
-    rp_figure(d, o, &pe);
     vb_plot_free(&pt);
     vb_plot_free(&pe);
     vb_plot_free(&psp);
@@ -286,23 +292,39 @@ static rp_table *buckets(rp_doc *d, rp_sweep *s, const rp_opts *o) {
     vb_plot_init(&pt, "buckets_throughput", "DDP buckets: throughput per bucket_cap_mb", "variant", thr_unit(s));
     vb_plot_init(&pe, "buckets_exposed_comm", "DDP buckets: exposed communication per step", "variant",
                  "exposed communication (ms per step)");
-    pt.categorical = pe.categorical = pt.boxes = pe.boxes = true;
+    pt.categorical = pe.categorical = true;
+    snprintf(pt.key, sizeof pt.key, "bottom right");
     if (nod) {
         pt.hline = nod->est.mean;
         snprintf(pt.hline_title, sizeof pt.hline_title, "noddp (no communication)");
     }
-    vb_plot_series *st = vb_plot_series_add(&pt, "throughput", false);
-    vb_plot_series *se = vb_plot_series_add(&pe, "exposed comm", false);
+    vb_plot_series *st = vb_plot_series_add(&pt, "throughput (mean, 95% CI)", false);
+    vb_plot_series *se = vb_plot_series_add(&pe, "exposed comm (mean, 95% CI)", false);
+    /* bucket sizes in numeric order, noddp last: the x axis reads as a size axis */
+    rp_point **order = calloc((size_t)s->npts + 1, sizeof *order);
+    if (!order) vb_die_internal("out of memory");
+    for (int i = 0; i < s->npts; i++) order[i] = &s->pts[i];
+    for (int i = 1; i < s->npts; i++)
+        for (int j = i; j > 0; j--) {
+            rp_point *a = order[j - 1], *b = order[j];
+            const double ka = point_noddp(s, a) ? INFINITY : point_bucket(s, a);
+            const double kb = point_noddp(s, b) ? INFINITY : point_bucket(s, b);
+            if (!(kb < ka)) break;
+            order[j - 1] = b, order[j] = a;
+        }
     for (int i = 0; i < s->npts; i++) {
-        rp_point *p = &s->pts[i];
+        rp_point *p = order[i];
         char lab[256], notes[256];
         const char *var = sw_val(s, p, "variant");
-        snprintf(lab, sizeof lab, "%s", var ? var : "?");
+        if (point_noddp(s, p))
+            snprintf(lab, sizeof lab, "noddp");
+        else
+            snprintf(lab, sizeof lab, "%g MB%s", point_bucket(s, p), p == dflt ? " (default)" : "");
         point_notes(p, notes, sizeof notes);
         rp_est r = nod ? rp_ratio_of_means(&p->thr, &nod->thr) : (rp_est){NAN, NAN, NAN, 0};
         rp_est ex = rp_mean_est(&p->exposed);
         if (p->exposed.n == 0) note_add(notes, sizeof notes, "no comm_exposed_s in iterations.csv");
-        rp_table_add(t, "%s", lab);
+        rp_table_add(t, "%s", var ? var : "?");
         rp_table_num(t, point_bucket(s, p));
         rp_table_add(t, "%s", point_noddp(s, p) ? "true" : "false");
         rp_table_add(t, "%d", p->thr.n);
@@ -315,6 +337,7 @@ static rp_table *buckets(rp_doc *d, rp_sweep *s, const rp_opts *o) {
         vb_plot_point(st, i, p->est.mean, p->est.lo, p->est.hi, lab);
         vb_plot_point(se, i, ex.mean * 1e3, ex.lo * 1e3, ex.hi * 1e3, lab);
     }
+    free(order);
     rp_para(d, "vs_noddp = thr / thr_noddp (1 = communication fully hidden); exposed communication: "
                "iterations.csv comm_exposed_s per timed FULL step, averaged over ranks, mean with a t CI.");
     if (!nod) rp_para(d, "No noddp point: no no-communication ceiling to compare with.");
@@ -435,9 +458,11 @@ static rp_table *flags(rp_doc *d, rp_sweep *s, const rp_opts *o) {
     if (!base) rp_para(d, "No completed baseline run: variants cannot be compared (throughput only).");
     rp_para(d, "Verdicts by the rule compare uses: %s (faster / slower here).", vb_verdict_rule());
     vb_plot pr;
-    vb_plot_init(&pr, "flags_ratio", "Flags: throughput ratio to the baseline", "variant",
-                 "median throughput ratio (variant / baseline)");
-    pr.categorical = pr.boxes = true;
+    vb_plot_init(&pr, "flags_ratio",
+                 "Flags: throughput ratio to the baseline (green faster, red slower, grey no significant difference)",
+                 "variant", "median throughput ratio (variant / baseline), 95% CI");
+    pr.categorical = pr.dots = true;
+    snprintf(pr.key, sizeof pr.key, "top right");
     pr.hline = 1;
     snprintf(pr.hline_title, sizeof pr.hline_title, "baseline");
     vb_plot_series *sr = vb_plot_series_add(&pr, "ratio", false);
@@ -471,7 +496,7 @@ static rp_table *flags(rp_doc *d, rp_sweep *s, const rp_opts *o) {
         rp_table_num(t, c.p);
         rp_table_add(t, "%s", verdict);
         rp_table_add(t, "%s", notes);
-        if (base) vb_plot_point(sr, i, c.ratio, c.lo, c.hi, var);
+        if (base) vb_plot_point_rgb(sr, i, c.ratio, c.lo, c.hi, var, rp_verdict_rgb(p == base ? -1 : (int)c.verdict));
     }
     rp_add_table(d, t);
     rp_figure(d, o, &pr);

@@ -86,6 +86,16 @@ const char *rp_verdict_words(vb_verdict_kind v, const char *differs, const char 
     return "undefined (baseline median 0)";
 }
 
+unsigned rp_verdict_rgb(int verdict) {
+    switch (verdict) {
+    case -1: return 0x000000;
+    case VB_VERDICT_BETTER: return 0x009E73;
+    case VB_VERDICT_WORSE: return 0xD55E00;
+    case VB_VERDICT_UNCHANGED: return 0x777777;
+    default: return 0xBBBBBB;
+    }
+}
+
 bool rp_spread_exceeds(double effect, double lo, double hi) {
     if (!isfinite(lo) || !isfinite(hi) || !isfinite(effect)) return true;
     return hi - lo > fabs(effect);
