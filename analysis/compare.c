@@ -65,10 +65,7 @@
 #define BOOT_ITERS VB_VERDICT_BOOT_ITERS
 #define BOOT_SEED VB_VERDICT_BOOT_SEED
 #define TOP_OPS 5
-/* max/min of one side's samples above this: the machine was most likely busy
- * for part of the run (quiet tiny runs on 2 cores stay within 1.1-1.45); said, since a
- * verdict from such samples mostly measures the load */
-#define NOISY_SPREAD 1.5
+#define NOISY_SPREAD VB_VERDICT_NOISY_SPREAD
 
 /* ---- small helpers ---- */
 

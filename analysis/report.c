@@ -109,6 +109,19 @@ void rp_single_report(rp_doc *d, const char *path, const rp_opts *o) {
     memset(&r, 0, sizeof r);
     rp_run_load(&r, path, d);
     rp_para(d, "Run directory %s (status %s).", path, r.status);
+    rp_caption(d, &r, r.oversubscribed);
+    if (strcmp(r.status, "completed") != 0)
+        rp_warning(d, "the run's status is %s, not completed: its trials may be partial", r.status);
+    rp_run *const one[1] = {&r};
+    rp_run_warnings(d, one, 1);
+    for (int k = RP_NTYPES - 1; k >= 0; k--)
+        if (r.thr[k].n) {
+            rp_est e = rp_mean_est(&r.thr[k]);
+            rp_summary(d, "%s throughput: %.4g samples/s [95%% CI %.4g, %.4g] over %d timed trial%s.", rp_type_name[k],
+                       e.mean, e.lo, e.hi, r.thr[k].n, r.thr[k].n == 1 ? "" : "s");
+            break;
+        }
+    rp_bound_finding(d, r.thr, "");
     rp_table *main_table = run_throughput(d, &r, o);
     if (rp_table_rows(main_table) > 0)
         rp_table_print(main_table, stdout);

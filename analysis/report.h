@@ -89,6 +89,7 @@ typedef struct rp_block {
     int level;       /* heading level 1..4 */
     char *text;      /* heading / paragraph / pre text; figure title; link text */
     char *ref;       /* figure base name under the report dir; link target */
+    char *caption;   /* figure: what it was measured on (config, machine, oversubscription) */
     rp_table *table; /* owned */
 } rp_block;
 
@@ -97,6 +98,13 @@ typedef struct rp_doc {
     int n, cap;
     char **problems; /* "Data problems" lines */
     int nproblems;
+    /* the answers the report starts with, before any table: findings (each
+     * number with its interval) and warnings that qualify them */
+    char **summary;
+    int nsummary;
+    char **warnings;
+    int nwarnings;
+    char caption[768]; /* put under every figure added from now on */
 } rp_doc;
 
 void rp_heading(rp_doc *d, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -107,6 +115,10 @@ void rp_link(rp_doc *d, const char *text, const char *href);
 void rp_add_table(rp_doc *d, rp_table *t);
 void rp_add_figure(rp_doc *d, const char *title, const char *base);
 void rp_problem(rp_doc *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* a finding for the summary at the top (prose, values escaped on output) */
+void rp_summary(rp_doc *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* a warning for the summary at the top */
+void rp_warning(rp_doc *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void rp_doc_free(rp_doc *d);
 
 /* Writes report.md, report.html (figures' SVG inlined from dir) and every
@@ -130,6 +142,7 @@ typedef struct rp_run {
     char versions[768];
     char *command_line;
     char grad_reduce_group[16];
+    bool oversubscribed;   /* run.json threads.oversubscribed: more threads than cores on a node */
     /* summary.csv (NaN / "" when absent) */
     double ranks, tp, cp, dp, local_batch, global_batch, peak_mem, tflops;
     char noddp[8], bucket_cap_mb[32], parallel_order[32];
@@ -152,6 +165,17 @@ int rp_type_of(const char *s);
 /* Relative path from directory `from` to `to` (both must exist); falls back
  * to `to` itself when either cannot be resolved. */
 void rp_relpath(const char *from, const char *to, char *out, size_t n);
+
+/* ---- the summary's findings about runs (report_run.c) ---- */
+/* What bounds FULL, benchy's reasoning on the three trial types of one run
+ * or one point (`where` names it): the step (FULL near SYNTHETIC), the
+ * loader (IO no faster than SYNTHETIC), or their overlap. */
+void rp_bound_finding(rp_doc *d, const rp_samples thr[RP_NTYPES], const char *where);
+/* Warnings about the runs behind the numbers: oversubscribed, busy (trials
+ * spread more than compare's noise limit). */
+void rp_run_warnings(rp_doc *d, rp_run *const *runs, int n);
+/* A figure caption: config, machine and oversubscription of a run. */
+void rp_caption(rp_doc *d, const rp_run *r, bool any_oversubscribed);
 
 /* ---- per-run sections (report_run.c) ---- */
 /* Communication per parallel group from ops.csv (FULL rows when the file has

@@ -30,6 +30,18 @@ static char *vfmt(const char *fmt, va_list ap) {
 
 /* ---- tables ---- */
 
+/* A table cell as shown to a reader (Markdown, HTML, the console): a number
+ * with a fraction or an exponent to 4 significant figures; the CSV beside it
+ * keeps every digit. */
+static const char *shown(const char *cell, char *buf, size_t n) {
+    char *end;
+    double v = strtod(cell, &end);
+    if (end == cell || *end || !strpbrk(cell, ".eE") || !isfinite(v)) return cell;
+    snprintf(buf, n, "%.4g", v);
+    return buf;
+}
+
+
 rp_table *rp_table_new(const char *csv, const char *title, int ncols, const char *const *cols) {
     rp_table *t = calloc(1, sizeof *t);
     if (!t) vb_die_internal("out of memory");
@@ -84,14 +96,17 @@ void rp_table_print(const rp_table *t, FILE *f) {
     for (int c = 0; c < t->ncols; c++) {
         w[c] = (int)strlen(t->cols[c]);
         for (int r = 0; r < rows; r++) {
-            int l = (int)strlen(rp_table_cell(t, r, c));
+            char buf[64];
+            int l = (int)strlen(shown(rp_table_cell(t, r, c), buf, sizeof buf));
             if (l > w[c]) w[c] = l;
         }
     }
     fprintf(f, "%s\n", t->title);
     for (int r = -1; r < rows; r++) {
-        for (int c = 0; c < t->ncols; c++)
-            fprintf(f, "%s%-*s", c ? "  " : "", w[c], r < 0 ? t->cols[c] : rp_table_cell(t, r, c));
+        for (int c = 0; c < t->ncols; c++) {
+            char buf[64];
+            fprintf(f, "%s%-*s", c ? "  " : "", w[c], r < 0 ? t->cols[c] : shown(rp_table_cell(t, r, c), buf, sizeof buf));
+        }
         fputc('\n', f);
     }
     free(w);
@@ -157,6 +172,7 @@ void rp_add_figure(rp_doc *d, const char *title, const char *base) {
     rp_block *b = push(d, RP_FIGURE);
     b->text = xstrdup(title);
     b->ref = xstrdup(base);
+    b->caption = xstrdup(d->caption);
 }
 
 void rp_problem(rp_doc *d, const char *fmt, ...) {
@@ -167,10 +183,34 @@ void rp_problem(rp_doc *d, const char *fmt, ...) {
     va_end(ap);
 }
 
+static void push_line(char ***list, int *n, const char *fmt, va_list ap) {
+    *list = xrealloc(*list, (size_t)(*n + 1) * sizeof **list);
+    (*list)[(*n)++] = vfmt(fmt, ap);
+}
+
+void rp_summary(rp_doc *d, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    push_line(&d->summary, &d->nsummary, fmt, ap);
+    va_end(ap);
+}
+
+void rp_warning(rp_doc *d, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    push_line(&d->warnings, &d->nwarnings, fmt, ap);
+    va_end(ap);
+}
+
 void rp_doc_free(rp_doc *d) {
+    for (int i = 0; i < d->nsummary; i++) free(d->summary[i]);
+    for (int i = 0; i < d->nwarnings; i++) free(d->warnings[i]);
+    free(d->summary);
+    free(d->warnings);
     for (int i = 0; i < d->n; i++) {
         free(d->b[i].text);
         free(d->b[i].ref);
+        free(d->b[i].caption);
         rp_table_free(d->b[i].table);
     }
     for (int i = 0; i < d->nproblems; i++) free(d->problems[i]);
@@ -215,7 +255,8 @@ static void md_table(FILE *f, const rp_table *t) {
         fputc('|', f);
         for (int c = 0; c < t->ncols; c++) {
             fputc(' ', f);
-            vb_md_cell(f, rp_table_cell(t, r, c));
+            char buf[64];
+            vb_md_cell(f, shown(rp_table_cell(t, r, c), buf, sizeof buf));
             fputs(" |", f);
         }
         fputc('\n', f);
@@ -237,11 +278,36 @@ static void write_md(FILE *f, void *ctx) {
     fputs("# ", f);
     vb_md_prose(f, rc->title);
     fputs("\n\n", f);
+    /* the answers first: findings, warnings, then where everything else is */
+    fputs("## Summary\n\n", f);
+    if (d->nsummary == 0 && d->nwarnings == 0) fputs("- Nothing measured to summarise.\n", f);
+    for (int i = 0; i < d->nsummary; i++) {
+        fputs("- ", f);
+        vb_md_prose(f, d->summary[i]);
+        fputc('\n', f);
+    }
+    for (int i = 0; i < d->nwarnings; i++) {
+        fputs("- **Warning:** ", f);
+        vb_md_prose(f, d->warnings[i]);
+        fputc('\n', f);
+    }
+    fputs("\n## Contents\n\n", f);
+    for (int i = 0; i < d->n; i++) {
+        const rp_block *b = &d->b[i];
+        if (b->kind != RP_HEADING || b->level > 2) continue;
+        fprintf(f, "%*s- [", 2 * (b->level - 1), "");
+        vb_md_cell(f, b->text);
+        fprintf(f, "](#sec-%d)\n", i);
+    }
+    if (d->nproblems) fputs("- [Data problems](#problems)\n", f);
+    fputs("\nEvery file this report links is inside its directory (copy report/ alone and they still work), "
+          "except links marked *(outside report/)*.\n\n",
+          f);
     for (int i = 0; i < d->n; i++) {
         const rp_block *b = &d->b[i];
         switch (b->kind) {
         case RP_HEADING:
-            fprintf(f, "%.*s ", b->level + 1, "#####");
+            fprintf(f, "<a id=\"sec-%d\"></a>\n\n%.*s ", i, b->level + 1, "#####");
             vb_md_prose(f, b->text);
             fputs("\n\n", f);
             break;
@@ -267,7 +333,13 @@ static void write_md(FILE *f, void *ctx) {
             vb_snprintf(png, sizeof png, "%s.png", b->ref);
             fputc('!', f);
             md_link(f, b->text, png);
-            fputs("\n\n(", f);
+            fputs("\n\n", f);
+            if (b->caption && b->caption[0]) {
+                fputs("*", f);
+                vb_md_prose(f, b->caption);
+                fputs("* ", f);
+            }
+            fputc('(', f);
             vb_md_cell(f, b->ref);
             fputs(".svg, data ", f);
             vb_md_cell(f, b->ref);
@@ -279,7 +351,7 @@ static void write_md(FILE *f, void *ctx) {
         }
     }
     if (d->nproblems) {
-        fputs("## Data problems\n\n", f);
+        fputs("<a id=\"problems\"></a>\n\n## Data problems\n\n", f);
         for (int i = 0; i < d->nproblems; i++) {
             fputs("- ", f);
             vb_md_prose(f, d->problems[i]);
@@ -322,7 +394,8 @@ static void html_table(FILE *f, const rp_table *t) {
         fputs("<tr>", f);
         for (int c = 0; c < t->ncols; c++) {
             fputs("<td>", f);
-            html_text(f, rp_table_cell(t, r, c));
+            char buf[64];
+            html_text(f, shown(rp_table_cell(t, r, c), buf, sizeof buf));
             fputs("</td>", f);
         }
         fputs("</tr>\n", f);
@@ -401,6 +474,11 @@ static void html_figure(FILE *f, const rp_block *b, const char *dir, int fig) {
         fprintf(f, "<p>(figure %s.svg missing)</p>", b->ref);
     fputs("\n<figcaption>", f);
     html_text(f, b->text);
+    if (b->caption && b->caption[0]) {
+        fputs(". <em>", f);
+        html_text(f, b->caption);
+        fputs("</em>", f);
+    }
     fprintf(f, " (<a href=\"%s.png\">PNG</a>, <a href=\"%s.dat\">data</a>, <a href=\"%s.gp\">gnuplot script</a>)",
             b->ref, b->ref, b->ref);
     fputs("</figcaption>\n</figure>\n", f);
@@ -418,15 +496,38 @@ static void write_html(FILE *f, void *ctx) {
           "td,th{border:1px solid #bbb;padding:2px 6px;text-align:right;}\n"
           "caption{text-align:left;font-weight:bold;padding:4px 0;}\n"
           "figure svg{max-width:100%;height:auto;}\npre{background:#f4f4f4;padding:6px;overflow-x:auto;}\n"
-          ".problems li{color:#a00;}\n</style></head><body>\n<h1>",
+          ".problems li{color:#a00;}\n.warning{color:#a00;}\n</style></head><body>\n<h1>",
           f);
     html_text(f, rc->title);
-    fputs("</h1>\n", f);
+    fputs("</h1>\n<h2>Summary</h2>\n<ul class=\"summary\">\n", f);
+    if (d->nsummary == 0 && d->nwarnings == 0) fputs("<li>Nothing measured to summarise.</li>\n", f);
+    for (int i = 0; i < d->nsummary; i++) {
+        fputs("<li>", f);
+        html_text(f, d->summary[i]);
+        fputs("</li>\n", f);
+    }
+    for (int i = 0; i < d->nwarnings; i++) {
+        fputs("<li class=\"warning\"><b>Warning:</b> ", f);
+        html_text(f, d->warnings[i]);
+        fputs("</li>\n", f);
+    }
+    fputs("</ul>\n<h2>Contents</h2>\n<ul>\n", f);
+    for (int i = 0; i < d->n; i++) {
+        const rp_block *b = &d->b[i];
+        if (b->kind != RP_HEADING || b->level > 2) continue;
+        fprintf(f, "<li%s><a href=\"#sec-%d\">", b->level > 1 ? " style=\"margin-left:1.5em\"" : "", i);
+        html_text(f, b->text);
+        fputs("</a></li>\n", f);
+    }
+    if (d->nproblems) fputs("<li><a href=\"#problems\">Data problems</a></li>\n", f);
+    fputs("</ul>\n<p>Every file this report links is inside its directory, except links marked (outside "
+          "report/).</p>\n",
+          f);
     for (int i = 0; i < d->n; i++) {
         const rp_block *b = &d->b[i];
         switch (b->kind) {
         case RP_HEADING:
-            fprintf(f, "<h%d>", b->level + 1);
+            fprintf(f, "<h%d id=\"sec-%d\">", b->level + 1, i);
             html_text(f, b->text);
             fprintf(f, "</h%d>\n", b->level + 1);
             break;
@@ -452,7 +553,7 @@ static void write_html(FILE *f, void *ctx) {
         }
     }
     if (d->nproblems) {
-        fputs("<h2>Data problems</h2>\n<ul class=\"problems\">\n", f);
+        fputs("<h2 id=\"problems\">Data problems</h2>\n<ul class=\"problems\">\n", f);
         for (int i = 0; i < d->nproblems; i++) {
             fputs("<li>", f);
             html_text(f, d->problems[i]);

@@ -103,6 +103,8 @@ static void load_json(rp_run *r, rp_doc *d) {
     jstr(fp, "gpu_name", r->gpu_name, sizeof r->gpu_name);
     jstr(fp, "git_dirty", r->git_dirty, sizeof r->git_dirty);
     if (!r->omp_threads[0]) jstr(root, "omp_max_threads", r->omp_threads, sizeof r->omp_threads);
+    r->oversubscribed =
+        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "threads"), "oversubscribed"));
     load_versions(r, cJSON_GetObjectItemCaseSensitive(root, "versions"));
     cJSON_Delete(root);
 }

@@ -7,6 +7,7 @@
 
 #include "analysis/breakdown.h"
 #include "analysis/report.h"
+#include "analysis/verdict.h"
 #include "core/stats.h"
 
 #include <stdbool.h>
@@ -274,11 +275,85 @@ void rp_run_sections(rp_doc *d, const rp_run *r, const char *out_dir, const char
     vb_snprintf(trace, sizeof trace, "%s/trace.json", r->dir);
     if (vb_file_exists(trace)) {
         rp_relpath(out_dir, trace, rel, sizeof rel);
-        rp_link(d, "Chrome trace (trace.json: open in chrome://tracing or ui.perfetto.dev)", rel);
+        /* the run's own file, beside report/: a copy of report/ alone loses it, and says so */
+        const bool outside = rel[0] == '/' || strncmp(rel, "../", 3) == 0;
+        rp_link(d,
+                outside ? "Chrome trace (trace.json: open in chrome://tracing or ui.perfetto.dev) (outside report/)"
+                        : "Chrome trace (trace.json: open in chrome://tracing or ui.perfetto.dev)",
+                rel);
     } else {
         rp_para(d, "No trace.json yet (`vitbench trace %s` writes one).", r->dir);
     }
     breakdown_section(d, r, prefix, heading_level);
     straggler_section(d, r, prefix, heading_level);
     ops_section(d, r, prefix, compact, heading_level);
+}
+
+/* ---- findings for the summary ---- */
+
+void rp_bound_finding(rp_doc *d, const rp_samples thr[RP_NTYPES], const char *where) {
+    const rp_samples *io = &thr[RP_IO], *syn = &thr[RP_SYNTHETIC], *full = &thr[RP_FULL];
+    if (full->n == 0 || syn->n == 0) return;
+    const rp_est fs = rp_ratio_of_means(full, syn);
+    const double m_io = io->n ? rp_mean_est(io).mean : NAN, m_syn = rp_mean_est(syn).mean;
+    char ratio[160], loader[160];
+    snprintf(ratio, sizeof ratio, "FULL runs at %.3g%% of SYNTHETIC [95%% CI %.3g%%, %.3g%%]", 100 * fs.mean,
+             100 * fs.lo, 100 * fs.hi);
+    if (isfinite(m_io))
+        snprintf(loader, sizeof loader, "the loader alone (IO, %.4g samples/s) runs %.3gx the step's rate (SYNTHETIC, "
+                 "%.4g samples/s)", m_io, m_io / m_syn, m_syn);
+    else
+        snprintf(loader, sizeof loader, "no IO trials measured the loader alone");
+    if (fs.mean >= 0.95)
+        rp_summary(d, "What bounds FULL%s: the training step. %s; %s.", where, ratio, loader);
+    else if (isfinite(m_io) && m_io < 1.05 * m_syn)
+        rp_summary(d, "What bounds FULL%s: data loading. %s, and %s: more loader workers or a faster read path.",
+                   where, ratio, loader);
+    else
+        rp_summary(d, "What bounds FULL%s: the overlap of loading and the step. %s, although %s: they share cores or "
+                      "memory bandwidth, or each trial's first batch waits for the loader (longer trials amortise "
+                      "that).",
+                   where, ratio, loader);
+}
+
+void rp_run_warnings(rp_doc *d, rp_run *const *runs, int n) {
+    int over = 0, busy = 0;
+    const char *first_over = NULL, *first_busy = NULL;
+    for (int i = 0; i < n; i++) {
+        const rp_run *r = runs[i];
+        if (r->oversubscribed) {
+            over++;
+            if (!first_over) first_over = r->name;
+        }
+        for (int k = 0; k < RP_NTYPES; k++) {
+            const rp_samples *x = &r->thr[k];
+            if (x->n < 2) continue;
+            const double lo = vb_stats_min(x->v, x->n), hi = vb_stats_max(x->v, x->n);
+            if (lo > 0 && hi / lo > VB_VERDICT_NOISY_SPREAD) {
+                busy++;
+                if (!first_busy) first_busy = r->name;
+                break;
+            }
+        }
+    }
+    if (over)
+        rp_warning(d, "%d run%s oversubscribed (more threads than cores on a node, e.g. %s): their throughput "
+                      "measures the contention, not the code",
+                   over, over == 1 ? " was" : "s were", first_over);
+    if (busy)
+        rp_warning(d, "%d run%s trials spread more than %.1fx (max / min, e.g. %s): the machine was probably busy; "
+                      "rerun before trusting comparisons that involve %s",
+                   busy, busy == 1 ? "'s" : "s'", VB_VERDICT_NOISY_SPREAD, first_busy, busy == 1 ? "it" : "them");
+}
+
+void rp_caption(rp_doc *d, const rp_run *r, bool any_oversubscribed) {
+    if (!r) {
+        d->caption[0] = '\0';
+        return;
+    }
+    vb_snprintf(d->caption, sizeof d->caption, "Config %s; %s%s%s; %s threads a rank on %s cores; BLAS %s; %s.",
+             r->config[0] ? r->config : "?", r->gpu_name[0] ? r->gpu_name : r->cpu_model[0] ? r->cpu_model : "?",
+             r->host[0] ? " on " : "", r->host, r->omp_threads[0] ? r->omp_threads : "?",
+             r->affinity_cores[0] ? r->affinity_cores : "?", r->blas_coretype[0] ? r->blas_coretype : "?",
+             any_oversubscribed ? "some runs oversubscribed" : "no run oversubscribed");
 }

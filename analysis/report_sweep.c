@@ -419,10 +419,97 @@ static void model_section(rp_doc *d, const rp_sweep *s, const rp_opts *o) {
         vb_plot_point(sm, i, ms, NAN, NAN, vb_csv_get(&m, i, cpt));
         vb_plot_point(sp, i, ps, NAN, NAN, vb_csv_get(&m, i, cpt));
     }
+    double *err = calloc((size_t)m.nrows + 1, sizeof *err);
+    if (!err) vb_die_internal("out of memory");
+    int nerr = 0;
+    for (int i = 0; i < m.nrows; i++) {
+        double e;
+        if (vb_csv_num(&m, i, cer, &e)) err[nerr++] = fabs(e);
+    }
+    if (nerr) {
+        double big_r = -1, big_m = NAN, big_p = NAN;
+        for (int i = 0; i < m.nrows; i++) {
+            double r, ms, ps;
+            if (vb_csv_num(&m, i, crk, &r) && r > big_r && vb_csv_num(&m, i, cms, &ms) && vb_csv_num(&m, i, cps, &ps))
+                big_r = r, big_m = ms, big_p = ps;
+        }
+        rp_summary(d, "Scaling model: median |error| %.3g%% of the measured step time over %d run%s (max %.3g%%); at %g "
+                      "ranks it predicts %.4g samples/s against %.4g measured.",
+                   100 * vb_stats_median(err, nerr), nerr, nerr == 1 ? "" : "s", 100 * vb_stats_max(err, nerr), big_r,
+                   big_p, big_m);
+    }
+    free(err);
     rp_add_table(d, t);
     rp_figure(d, o, &pl);
     vb_plot_free(&pl);
     vb_csv_free(&m);
+}
+
+/* The summary's findings and warnings about the sweep as a whole, and the
+ * caption its figures carry: called before the kind's analysis adds its own. */
+static void sweep_findings(rp_doc *d, rp_sweep *s) {
+    rp_run **done = calloc((size_t)s->nruns + 1, sizeof *done);
+    if (!done) vb_die_internal("out of memory");
+    int ndone = 0, nfail = 0;
+    bool over = false;
+    const rp_run *ref = NULL;
+    for (int i = 0; i < s->nruns; i++) {
+        rp_run *r = &s->runs[i];
+        if (strcmp(r->status, "completed") != 0) {
+            nfail++;
+            continue;
+        }
+        done[ndone++] = r;
+        over = over || r->oversubscribed;
+        if (!ref && r->has_json) ref = r;
+    }
+    rp_caption(d, ref, over);
+    if (nfail)
+        rp_warning(d, "%d of %d runs did not complete (listed under Runs that did not complete, never plotted)", nfail,
+                   s->nruns);
+    rp_run_warnings(d, done, ndone);
+    free(done);
+    if (s->fp_differs)
+        rp_warning(d, "fingerprints differ: some points ran on another CPU model, backend, BLAS kernel or thread "
+                      "count, and their throughputs are not comparable with the rest");
+    int wide = 0;
+    const rp_point *widest = NULL;
+    for (int i = 0; i < s->npts; i++) {
+        const rp_est *e = &s->pts[i].est;
+        if (isfinite(e->lo) && e->mean > 0 && (e->hi - e->lo) / 2 > 0.1 * e->mean) {
+            wide++;
+            if (!widest) widest = &s->pts[i];
+        }
+    }
+    if (wide) {
+        char lab[256];
+        sw_label(s, widest, NULL, lab, sizeof lab);
+        rp_warning(d, "%d point%s a 95%% interval wider than +-10%% of the mean (e.g. %s): more repeats would "
+                      "narrow %s",
+                   wide, wide == 1 ? " has" : "s have", lab, wide == 1 ? "it" : "them");
+    }
+    /* what bounds FULL, at the largest point (the baseline among equals) */
+    const rp_point *big = NULL;
+    for (int i = 0; i < s->npts; i++) {
+        const rp_point *p = &s->pts[i];
+        const char *var = sw_val(s, p, "variant"); /* NULL without a variant column */
+        if (!big || p->ranks > big->ranks || (p->ranks == big->ranks && var && strcmp(var, "baseline") == 0))
+            big = p;
+    }
+    if (big) {
+        rp_samples pooled[RP_NTYPES];
+        memset(pooled, 0, sizeof pooled);
+        for (int a = 0; a < big->nruns; a++)
+            for (int k = 0; k < RP_NTYPES; k++) {
+                const rp_samples *x = &s->runs[big->runs[a]].thr[k];
+                for (int j = 0; j < x->n; j++) rp_push(&pooled[k], x->v[j]);
+            }
+        char lab[256], where[300];
+        sw_label(s, big, NULL, lab, sizeof lab);
+        snprintf(where, sizeof where, " at %s", lab[0] ? lab : "the sweep's point");
+        rp_bound_finding(d, pooled, where);
+        for (int k = 0; k < RP_NTYPES; k++) free(pooled[k].v);
+    }
 }
 
 void rp_sweep_report(rp_doc *d, const char *path, const rp_opts *o) {
@@ -454,6 +541,7 @@ void rp_sweep_report(rp_doc *d, const char *path, const rp_opts *o) {
                 rp_type_name[s.type]);
         if (s.type != RP_FULL)
             rp_para(d, "WARNING: no FULL trials in these runs; %s trials are used instead.", rp_type_name[s.type]);
+        sweep_findings(d, &s);
         rp_table *main_table = rp_kind_analysis(d, &s, o);
         if (main_table) rp_table_print(main_table, stdout);
     }

@@ -23,6 +23,10 @@
 #define VB_VERDICT_THRESHOLD 0.05
 #define VB_VERDICT_BOOT_ITERS 2000
 #define VB_VERDICT_BOOT_SEED 0x5eedc0deULL /* fixed: verdicts must not change between reruns */
+/* max / min of one run's timed trials above this: the machine was most
+ * likely busy for part of the run (quiet tiny runs on 2 cores stay within
+ * 1.1-1.45); said wherever such samples enter a verdict */
+#define VB_VERDICT_NOISY_SPREAD 1.5
 
 typedef enum {
     VB_VERDICT_UNCHANGED,    /* not significant, or within the threshold */

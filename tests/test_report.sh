@@ -349,6 +349,24 @@ EOF
 
 out=$(run_report weak)
 grep -q "efficiency" <<<"$out" || fail "weak report printed no main table: $out"
+# the report starts with its answers: the summary is the first section, with
+# the efficiency at the largest size, the overhead and the warnings, each
+# number with its interval; then the contents
+python3 - weak/report/report.md weak/report/report.html <<'EOF' || fail "weak report does not start with its summary"
+import re, sys
+md, html = open(sys.argv[1]).read(), open(sys.argv[2]).read()
+heads = re.findall(r"^## (.*)$", md, re.M)
+if heads[:2] != ["Summary", "Contents"]:
+    sys.exit("first sections: %s" % heads[:3])
+summary = md.split("## Summary", 1)[1].split("## Contents", 1)[0]
+for want in ("Weak scaling efficiency at 4 ranks, noddp=false: 0.8 [95% CI 0.78, 0.82]",
+             "Communication overhead (1 - DDP / no-DDP throughput) at 4 ranks: 20% [95% CI",
+             "What bounds FULL at ranks=4 noddp=false", "**Warning:** 1 of 14 runs did not complete"):
+    if want not in summary:
+        sys.exit("summary lacks %r: %s" % (want, summary))
+if re.findall(r"<h2[^>]*>([^<]*)</h2>", html)[:2] != ["Summary", "Contents"]:
+    sys.exit("report.html does not open with Summary and Contents")
+EOF
 python3 check.py weak || fail "weak scaling tables"
 python3 check.py html weak/report/report.html || fail "weak report.html"
 grep -q "kind weak_scaling (inferred" weak/report/report.md || fail "weak kind not inferred: $(head -20 weak/report/report.md)"
@@ -365,6 +383,8 @@ grep -q "WARNING: fingerprints differ" strong_out/report.md || fail "differing f
 
 run_report flags >/dev/null
 python3 check.py flags || fail "flags tables"
+grep -q "^- num_data_workers: the best setting, num_data_workers=1 is faster than the baseline: median throughput ratio 1.2 \[95% CI" \
+    flags/report/report.md || fail "flags summary does not name each flag's best setting with its verdict"
 grep -q "kind flags (inferred" flags/report/report.md || fail "flags kind not inferred"
 
 run_report buckets >/dev/null
