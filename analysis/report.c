@@ -13,10 +13,7 @@
 
 #include "analysis/analysis.h"
 #include "analysis/report.h"
-
-static void usage_die(const char *what) {
-    vb_die_input("report: %s (usage: vitbench report PATH [--output_dir DIR] [--no_plots])", what);
-}
+#include "core/cli.h"
 
 typedef struct args {
     const char *path;
@@ -24,30 +21,40 @@ typedef struct args {
     bool no_plots;
 } args;
 
+static void report_path(void *ctx, const char *arg, const char *next) {
+    (void)next;
+    args *a = ctx;
+    if (strncmp(arg, "--", 2) == 0) vb_die_input("report: unknown flag %s (see vitbench report --help)", arg);
+    if (a->path) vb_die_input("report: one PATH only (got %s and %s)", a->path, arg);
+    a->path = arg;
+}
+
+/* One table parses the flags and prints --help (core/cli.h). */
 static args parse_args(int argc, char **argv) {
     args a = {0};
-    for (int i = 1; i < argc; i++) {
-        const char *s = argv[i];
-        if (strcmp(s, "--no_plots") == 0 || strcmp(s, "--no-plots") == 0) {
-            a.no_plots = true;
-        } else if (strcmp(s, "--output_dir") == 0) {
-            if (i + 1 >= argc || !argv[i + 1][0]) usage_die("--output_dir needs a directory");
-            a.out = argv[++i];
-        } else if (strncmp(s, "--output_dir=", 13) == 0) {
-            if (!s[13]) usage_die("--output_dir needs a directory");
-            a.out = s + 13;
-        } else if (strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0) {
-            printf("usage: vitbench report PATH [--output_dir DIR] [--no_plots]\n");
-            exit(0);
-        } else if (s[0] == '-') {
-            vb_die_input("report: unknown flag %s (flags: --output_dir DIR, --no_plots)", s);
-        } else if (a.path) {
-            vb_die_input("report: one PATH only (got %s and %s)", a.path, s);
-        } else {
-            a.path = s;
-        }
-    }
-    if (!a.path) usage_die("missing PATH");
+    const vb_cli_opt opts[] = {
+        {.name = "output_dir", .kind = VB_CLI_STRING, .ptr = &a.out, .arg = "DIR",
+         .help = "where the report goes (default PATH/report)"},
+        {.name = "no_plots", .kind = VB_CLI_BOOL, .ptr = &a.no_plots,
+         .help = "tables only, no gnuplot figures (also when gnuplot is not on PATH)"},
+    };
+    const vb_cli cli = {
+        .cmd = "report",
+        .usage = "vitbench report PATH [--output_dir DIR] [--no_plots]",
+        .about = "Turns a run directory (run.json, trials.csv ...) or a sweep directory (index.csv) into\n"
+                 "report.md and report.html: a summary first (what bounds FULL, scaling efficiency at the\n"
+                 "largest size, communication overhead, each flag's best setting with its verdict, the model\n"
+                 "beside the measurement, warnings), then contents, tables (also as CSV) and figures (PNG and\n"
+                 "SVG, with the .dat and .gp that redraw them). The main table is printed on stdout. Verdicts\n"
+                 "use compare's rule (vitbench compare --help). Nothing in the results tree is executed.",
+        .opts = opts,
+        .nopts = (int)(sizeof opts / sizeof opts[0]),
+        .other = report_path,
+        .ctx = &a,
+        .other_help = "PATH: the run or sweep directory.",
+    };
+    vb_cli_parse(&cli, argc, argv);
+    if (!a.path) vb_die_input("report: missing PATH (usage: vitbench report PATH [--output_dir DIR] [--no_plots])");
     return a;
 }
 

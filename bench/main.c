@@ -30,6 +30,7 @@
 #include "bench/trials.h"
 #include "core/comm.h"
 #include "core/common.h"
+#include "core/config.h"
 #include "core/data.h"
 #include "core/datagen.h"
 #include "kernels/ops.h"
@@ -68,35 +69,21 @@ static void usage(FILE *f) {
             "  help       this text\n"
             "  version    build and library versions\n"
             "\n"
-            "run / train options (any key of the config file, as --key value or --key=value):\n"
-            "  --yaml_config FILE      named configs (default scenarios/vit.yaml)\n"
-            "  --config NAME           base, short, tiny, small (default base)\n"
-            "  --train_data_path DIR --valid_data_path DIR\n"
-            "  --global_means_path FILE --global_stds_path FILE\n"
-            "  --global_batch_size N | --local_batch_size N   --num_iters N   --lr X\n"
-            "  --num_data_workers N    --limit_nsamples N   --shuffle true|false   --seed N\n"
-            "  --data_read mmap|pread  how the loader reads contiguous datasets (default mmap)\n"
-            "  --normalize_on_device true|false  the loader copies raw values; batches normalised after the copy\n"
-            "  --init_checkpoint FILE  start from a checkpoint.h5\n"
-            "  --output_dir DIR        where run directories go (default results)\n"
-            "  --run_name NAME         run directory name (default <config>_<time>; never overwritten)\n"
-            "  --benchy_config FILE    benchy's YAML (default $BENCHY_CONFIG_FILE, else benchy's defaults)\n"
-            "  --enable_benchy         train: run benchy's trials instead\n"
-            "  --profile_steps N       timed FULL steps recorded in timeline.csv (default 5, 0 = none)\n"
-            "  --cupti true|false      per-kernel GPU times from CUPTI into kernels.csv (cuda backend; default false)\n"
-            "  --progress MODE         auto (a bar on a terminal, lines under mpirun/srun), bar, lines, none\n"
-            "\n"
-            "distributed (run under mpirun -np N or srun; a plain ./vitbench is one rank):\n"
-            "  --tensor_parallel N     split heads / MLP over N ranks (default 1)\n"
-            "  --context_parallel N    split the tokens over N ranks (default 1)\n"
-            "  --parallel_order O      rank layout, first named varies fastest (default tp-cp-dp);\n"
-            "                          data parallelism dp = ranks / (tp x cp)\n"
-            "  --bucket_cap_mb X       DDP gradient bucket size in MiB (default 25; fractions allowed)\n"
-            "  --noddp                 no gradient communication (measures its cost; replicas diverge)\n"
-            "  --disable_broadcast_buffers   accepted (the ViT has no buffers)\n"
-            "  --local_batch_size N    per data-parallel rank; global batch = N x dp\n"
-            "Throughput counts local_batch x dp samples per step.\n");
+            "`vitbench COMMAND --help` shows each command's options; run and train take every key of\n"
+            "the config file as a flag (vitbench run --help lists them with their defaults).\n");
 }
+
+/* run / train: generated from the config's key table, the one the parser reads */
+static void usage_run(FILE *f) {
+    fprintf(f, "usage: vitbench run|train [--key VALUE ...]\n"
+               "  run    benchy's IO, SYNTHETIC and FULL trials (benchy_config): trials.csv, iterations.csv,\n"
+               "         summary.csv, ops.csv, benchy_output.json, run.json\n"
+               "  train  the training loop (num_iters steps, validation every epoch): train_log.csv,\n"
+               "         validation.csv, checkpoint.h5, run.json\n"
+               "Throughput counts local_batch x dp samples per step.\n\n");
+    vb_config_print_help(f);
+}
+
 
 static void print_version(void) {
     unsigned maj = 0, min = 0, rel = 0;
@@ -117,7 +104,7 @@ static void print_version(void) {
 static int cmd_run_or_train(int argc, char **argv, vb_run_mode mode) {
     for (int i = 2; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            usage(stdout);
+            usage_run(stdout);
             return 0;
         }
     }

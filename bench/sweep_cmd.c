@@ -191,10 +191,12 @@ static void parse_cli(int argc, char **argv, sweep_cli *c) {
         .cmd = "sweep",
         .usage = "vitbench sweep FILE [options] [--<config key> VALUE ...]\n"
                  "       vitbench sweep --resume SWEEP_DIR [--retry_failed] [--timeout_s S] [--no_report]",
-        .about = "Expands the scenario FILE (scenarios/*.yaml) into runs, launches each with its ranks and\n"
+        .about = "Expands the scenario FILE into runs, launches each with its ranks and\n"
                  "collects them under DIR/<name>_<timestamp>/ with index.csv (see bench/sweep.h). --resume\n"
                  "continues a sweep that was stopped: completed runs are kept, missing or unfinished ones run\n"
-                 "(failed ones too with --retry_failed), with the sweep's own scenario copy and options.",
+                 "(failed ones too with --retry_failed), with the sweep's own scenario copy and options.\n"
+                 "FILE is a path, or the bare name of a shipped scenario (scenarios/NAME.yaml), e.g.\n"
+                 "`vitbench sweep weak_scaling --config tiny`.",
         .opts = opts,
         .nopts = (int)(sizeof opts / sizeof opts[0]),
         .other = file_or_override,

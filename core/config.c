@@ -36,84 +36,84 @@ typedef enum {
     KT_U64,   /* unsigned long long */
 } key_type;
 
+/* One key of the config: its parser, its field and its help, so that the
+ * help `run --help` prints is the list of what the parser accepts. */
 typedef struct {
     const char *name;
     key_type type;
     size_t offset, size;
-    bool cli_only; /* yaml_config/config choose the file, so they cannot sit inside it */
+    bool cli_only;       /* yaml_config/config choose the file, so they cannot sit inside it */
+    const char *section; /* non-NULL on the first key of a help section: its title */
+    const char *value;   /* the value's form in the help: N, FILE, true|false ... */
+    const char *help;
 } key_def;
 
 #define FIELD(f) offsetof(vb_config, f), sizeof(((vb_config *)0)->f)
 
 static const key_def g_keys[] = {
-    {"yaml_config", KT_STR, FIELD(yaml_config), true},
-    {"config", KT_STR, FIELD(config), true},
-    /* model */
-    {"embed_dim", KT_INT, FIELD(embed_dim), false},
-    {"depth", KT_INT, FIELD(depth), false},
-    {"patch_size", KT_INT, FIELD(patch_size), false},
-    {"num_heads", KT_INT, FIELD(num_heads), false},
-    {"dropout", KT_FLOAT, FIELD(dropout), false},
-    {"img_size", KT_INT2, FIELD(img_size), false},
-    {"n_in_channels", KT_INT, FIELD(n_in_channels), false},
-    {"n_out_channels", KT_INT, FIELD(n_out_channels), false},
-    /* training */
-    {"dt", KT_INT, FIELD(dt), false},
-    {"global_batch_size", KT_INT, FIELD(global_batch_size), false},
-    {"local_batch_size", KT_INT, FIELD(local_batch_size), false},
-    {"num_iters", KT_INT, FIELD(num_iters), false},
-    {"num_epochs", KT_INT, FIELD(num_epochs), false},
-    {"lr", KT_FLOAT, FIELD(lr), false},
-    {"lr_schedule", KT_STR, FIELD(lr_schedule), false},
-    {"warmup", KT_INT, FIELD(warmup), false},
-    {"base_batch_size", KT_INT, FIELD(base_batch_size), false},
-    {"optimizer", KT_STR, FIELD(optimizer), false},
-    {"amp_mode", KT_STR, FIELD(amp_mode), false},
-    {"enable_fused", KT_BOOL, FIELD(enable_fused), false},
-    {"enable_jit", KT_BOOL, FIELD(enable_jit), false},
-    {"cuda_graphs", KT_BOOL, FIELD(cuda_graphs), false},
-    {"loss_scale", KT_STR, FIELD(loss_scale), false},
-    {"loss_scale_init", KT_FLOAT, FIELD(loss_scale_init), false},
-    {"loss_scale_growth_interval", KT_INT, FIELD(loss_scale_growth_interval), false},
-    {"tf32", KT_BOOL, FIELD(tf32), false},
-    {"attention", KT_STR, FIELD(attention), false},
-    {"expdir", KT_STR, FIELD(expdir), false},
-    /* data */
-    {"data_loader_config", KT_STR, FIELD(data_loader_config), false},
-    {"num_data_workers", KT_INT, FIELD(num_data_workers), false},
-    {"data_read", KT_STR, FIELD(data_read), false},
-    {"normalize_on_device", KT_BOOL, FIELD(normalize_on_device), false},
-    {"limit_nsamples", KT_LIMIT, FIELD(limit_nsamples), false},
-    {"limit_nsamples_val", KT_LIMIT, FIELD(limit_nsamples_val), false},
-    {"train_data_path", KT_STR, FIELD(train_data_path), false},
-    {"valid_data_path", KT_STR, FIELD(valid_data_path), false},
-    {"inf_data_path", KT_STR, FIELD(inf_data_path), false},
-    {"time_means_path", KT_STR, FIELD(time_means_path), false},
-    {"global_means_path", KT_STR, FIELD(global_means_path), false},
-    {"global_stds_path", KT_STR, FIELD(global_stds_path), false},
-    {"shuffle", KT_BOOL, FIELD(shuffle), false},
-    /* this project */
-    {"seed", KT_U64, FIELD(seed), false},
-    {"init_checkpoint", KT_STR, FIELD(init_checkpoint), false},
-    {"output_dir", KT_STR, FIELD(output_dir), false},
-    {"run_name", KT_STR, FIELD(run_name), false},
-    {"backend", KT_STR, FIELD(backend), false},
-    {"comm_backend", KT_STR, FIELD(comm_backend), false},
-    {"enable_benchy", KT_BOOL, FIELD(enable_benchy), false},
-    {"benchy_config", KT_STR, FIELD(benchy_config), false},
-    {"save_checkpoint", KT_BOOL, FIELD(save_checkpoint), false},
-    {"progress", KT_STR, FIELD(progress), false},
-    {"profile_steps", KT_INT, FIELD(profile_steps), false},
-    {"cupti", KT_BOOL, FIELD(cupti), false},
-    /* distributed */
-    {"tensor_parallel", KT_INT, FIELD(tensor_parallel), false},
-    {"context_parallel", KT_INT, FIELD(context_parallel), false},
-    {"parallel_order", KT_STR, FIELD(parallel_order), false},
-    {"bucket_cap_mb", KT_FLOAT, FIELD(bucket_cap_mb), false},
-    {"noddp", KT_BOOL, FIELD(noddp), false},
-    {"disable_broadcast_buffers", KT_BOOL, FIELD(disable_broadcast_buffers), false},
-    {"wireup_info", KT_STR, FIELD(wireup_info), false},
-    {"wireup_store", KT_STR, FIELD(wireup_store), false},
+    {"yaml_config", KT_STR, FIELD(yaml_config), true, "run and train", "FILE", "named configs in the tutorial's YAML layout"},
+    {"config", KT_STR, FIELD(config), true, NULL, "NAME", "the named config to start from: base, short, tiny, small"},
+    {"embed_dim", KT_INT, FIELD(embed_dim), false, "model (the tutorial's ViT)", "N", "embedding width"},
+    {"depth", KT_INT, FIELD(depth), false, NULL, "N", "transformer blocks"},
+    {"patch_size", KT_INT, FIELD(patch_size), false, NULL, "N", "square patch edge in grid points"},
+    {"num_heads", KT_INT, FIELD(num_heads), false, NULL, "N", "attention heads (embed_dim / num_heads = head dim)"},
+    {"dropout", KT_FLOAT, FIELD(dropout), false, NULL, "X", "accepted for the tutorial's configs; only 0 (this trainer has no dropout)"},
+    {"img_size", KT_INT2, FIELD(img_size), false, NULL, "H,W", "grid of every field"},
+    {"n_in_channels", KT_INT, FIELD(n_in_channels), false, NULL, "N", "input variables"},
+    {"n_out_channels", KT_INT, FIELD(n_out_channels), false, NULL, "N", "predicted variables"},
+    {"dt", KT_INT, FIELD(dt), false, "training", "N", "steps between input and target"},
+    {"global_batch_size", KT_INT, FIELD(global_batch_size), false, NULL, "N", "samples a step over all data-parallel ranks"},
+    {"local_batch_size", KT_INT, FIELD(local_batch_size), false, NULL, "N", "samples a step per data-parallel rank (global = N x dp); 0 = from the global one"},
+    {"num_iters", KT_INT, FIELD(num_iters), false, NULL, "N", "training steps"},
+    {"num_epochs", KT_INT, FIELD(num_epochs), false, NULL, "N", "stop after N epochs if sooner (0 = num_iters decides)"},
+    {"lr", KT_FLOAT, FIELD(lr), false, NULL, "X", "peak learning rate"},
+    {"lr_schedule", KT_STR, FIELD(lr_schedule), false, NULL, "cosine|constant", "learning-rate schedule"},
+    {"warmup", KT_INT, FIELD(warmup), false, NULL, "N", "linear warm-up steps of the learning rate"},
+    {"base_batch_size", KT_INT, FIELD(base_batch_size), false, NULL, "N", "scale lr by sqrt(global batch / N) (0 = no scaling)"},
+    {"optimizer", KT_STR, FIELD(optimizer), false, NULL, "Adam", "the optimizer (Adam only)"},
+    {"amp_mode", KT_STR, FIELD(amp_mode), false, NULL, "none|bf16|fp16", "mixed precision (bf16 and fp16 need --backend cuda)"},
+    {"enable_fused", KT_BOOL, FIELD(enable_fused), false, NULL, "true|false", "fused Adam (one pass over parameters, gradients and moments)"},
+    {"enable_jit", KT_BOOL, FIELD(enable_jit), false, NULL, "true|false", "fused elementwise passes (the tutorial's torch.jit scripting)"},
+    {"cuda_graphs", KT_BOOL, FIELD(cuda_graphs), false, NULL, "true|false", "record each step once as a CUDA graph and replay it (cuda)"},
+    {"loss_scale", KT_STR, FIELD(loss_scale), false, NULL, "auto|dynamic|none", "fp16 loss scaling (auto = dynamic with fp16)"},
+    {"loss_scale_init", KT_FLOAT, FIELD(loss_scale_init), false, NULL, "X", "initial fp16 loss scale"},
+    {"loss_scale_growth_interval", KT_INT, FIELD(loss_scale_growth_interval), false, NULL, "N", "steps without overflow before the loss scale doubles"},
+    {"tf32", KT_BOOL, FIELD(tf32), false, NULL, "true|false", "TF32 tensor cores for float32 GEMMs and attention (cuda)"},
+    {"attention", KT_STR, FIELD(attention), false, NULL, "flash|cudnn", "attention kernel: vitbench's own, or cuDNN's fused one (cuda)"},
+    {"expdir", KT_STR, FIELD(expdir), false, NULL, "DIR", "the tutorial's log directory key (accepted; results go to --output_dir)"},
+    {"data_loader_config", KT_STR, FIELD(data_loader_config), false, "data", "pytorch|dali", "dali: copy the next batch on a second CUDA stream during the step"},
+    {"num_data_workers", KT_INT, FIELD(num_data_workers), false, NULL, "N", "loader threads (0 = load on the training thread)"},
+    {"data_read", KT_STR, FIELD(data_read), false, NULL, "mmap|pread", "how the loader reads contiguous datasets"},
+    {"normalize_on_device", KT_BOOL, FIELD(normalize_on_device), false, NULL, "true|false", "the loader copies raw values; batches are normalised after the copy"},
+    {"limit_nsamples", KT_LIMIT, FIELD(limit_nsamples), false, NULL, "N|None", "use at most N training samples (None or 0 = all)"},
+    {"limit_nsamples_val", KT_LIMIT, FIELD(limit_nsamples_val), false, NULL, "N|None", "use at most N validation samples (None or 0 = all)"},
+    {"train_data_path", KT_STR, FIELD(train_data_path), false, NULL, "DIR", "training year files (*.h5)"},
+    {"valid_data_path", KT_STR, FIELD(valid_data_path), false, NULL, "DIR", "validation year files (*.h5)"},
+    {"inf_data_path", KT_STR, FIELD(inf_data_path), false, NULL, "DIR", "the tutorial's inference split (accepted, unused)"},
+    {"time_means_path", KT_STR, FIELD(time_means_path), false, NULL, "FILE", "the tutorial's time-means file (accepted, unused)"},
+    {"global_means_path", KT_STR, FIELD(global_means_path), false, NULL, "FILE", "per-channel means (.npy) for normalisation"},
+    {"global_stds_path", KT_STR, FIELD(global_stds_path), false, NULL, "FILE", "per-channel standard deviations (.npy)"},
+    {"shuffle", KT_BOOL, FIELD(shuffle), false, NULL, "true|false", "shuffle training samples each epoch"},
+    {"seed", KT_U64, FIELD(seed), false, "runs and results", "N", "seed of initialisation and shuffling"},
+    {"init_checkpoint", KT_STR, FIELD(init_checkpoint), false, NULL, "FILE", "start from a checkpoint.h5"},
+    {"output_dir", KT_STR, FIELD(output_dir), false, NULL, "DIR", "where run directories go"},
+    {"run_name", KT_STR, FIELD(run_name), false, NULL, "NAME", "run directory name (default <config>_<time>; never overwritten; also --run_num)"},
+    {"backend", KT_STR, FIELD(backend), false, NULL, "cpu|cuda|auto", "where the step runs (auto: cuda when a GPU is visible)"},
+    {"comm_backend", KT_STR, FIELD(comm_backend), false, NULL, "auto|mpi|nccl", "data plane for collectives (auto: nccl on cuda when built)"},
+    {"enable_benchy", KT_BOOL, FIELD(enable_benchy), false, NULL, "true|false", "train: run benchy's trials instead (what run does)"},
+    {"benchy_config", KT_STR, FIELD(benchy_config), false, NULL, "FILE", "benchy's YAML (default $BENCHY_CONFIG_FILE, else benchy's defaults)"},
+    {"save_checkpoint", KT_BOOL, FIELD(save_checkpoint), false, NULL, "true|false", "train: write checkpoint.h5"},
+    {"progress", KT_STR, FIELD(progress), false, NULL, "auto|bar|lines|none", "progress output (auto: a bar on a terminal, lines under mpirun/srun)"},
+    {"profile_steps", KT_INT, FIELD(profile_steps), false, NULL, "N", "timed FULL steps recorded in timeline.csv (0 = none)"},
+    {"cupti", KT_BOOL, FIELD(cupti), false, NULL, "true|false", "per-kernel GPU times from CUPTI into kernels.csv (run, cuda)"},
+    {"tensor_parallel", KT_INT, FIELD(tensor_parallel), false, "distributed (under mpirun -np N or srun; a plain ./vitbench is one rank)", "N", "split heads / MLP over N ranks"},
+    {"context_parallel", KT_INT, FIELD(context_parallel), false, NULL, "N", "split the tokens over N ranks"},
+    {"parallel_order", KT_STR, FIELD(parallel_order), false, NULL, "O", "rank layout, first named varies fastest; dp = ranks / (tp x cp)"},
+    {"bucket_cap_mb", KT_FLOAT, FIELD(bucket_cap_mb), false, NULL, "X", "DDP gradient bucket size in MiB (fractions allowed)"},
+    {"noddp", KT_BOOL, FIELD(noddp), false, NULL, "true|false", "no gradient communication (measures its cost; replicas diverge)"},
+    {"disable_broadcast_buffers", KT_BOOL, FIELD(disable_broadcast_buffers), false, NULL, "true|false", "accepted (the ViT has no buffers)"},
+    {"wireup_info", KT_STR, FIELD(wireup_info), false, NULL, "env", "the tutorial's wire-up key (accepted; MPI or Slurm set up the ranks)"},
+    {"wireup_store", KT_STR, FIELD(wireup_store), false, NULL, "tcp", "the tutorial's wire-up key (accepted)"},
 };
 #define NKEYS ((int)(sizeof g_keys / sizeof g_keys[0]))
 
@@ -402,6 +402,46 @@ void vb_config_defaults(vb_config *c) {
     snprintf(c->wireup_info, sizeof c->wireup_info, "env");
     snprintf(c->wireup_store, sizeof c->wireup_store, "tcp");
     origin_claim(c, ORIGIN_DEFAULT);
+}
+
+/* ---- help ---- */
+
+int vb_config_nkeys(void) { return NKEYS; }
+const char *vb_config_key_name(int i) { return i >= 0 && i < NKEYS ? g_keys[i].name : NULL; }
+
+/* a key's value in c as text (the help's defaults) */
+static void key_text(const vb_config *c, const key_def *d, char *out, size_t n) {
+    const char *p = (const char *)c + d->offset;
+    switch (d->type) {
+    case KT_INT: snprintf(out, n, "%d", *(const int *)p); break;
+    case KT_LIMIT:
+        if (*(const int *)p)
+            snprintf(out, n, "%d", *(const int *)p);
+        else
+            snprintf(out, n, "None");
+        break;
+    case KT_FLOAT: snprintf(out, n, "%g", (double)*(const float *)p); break;
+    case KT_BOOL: snprintf(out, n, "%s", *(const bool *)p ? "true" : "false"); break;
+    case KT_STR: snprintf(out, n, "%s", *p ? p : "''"); break;
+    case KT_INT2: snprintf(out, n, "%d,%d", ((const int *)p)[0], ((const int *)p)[1]); break;
+    case KT_U64: snprintf(out, n, "%llu", *(const unsigned long long *)p); break;
+    }
+}
+
+void vb_config_print_help(FILE *f) {
+    vb_config dflt;
+    vb_config_defaults(&dflt);
+    fputs("Every key of the config file is a flag, as --key VALUE or --key=VALUE (a bare --key sets a true|false\n"
+          "key to true); flags override the named config, which overrides these defaults.\n",
+          f);
+    for (int i = 0; i < NKEYS; i++) {
+        const key_def *d = &g_keys[i];
+        if (d->section) fprintf(f, "\n%s:\n", d->section);
+        char flag[96], def[128];
+        snprintf(flag, sizeof flag, "--%s %s", d->name, d->value);
+        key_text(&dflt, d, def, sizeof def);
+        fprintf(f, "  %-34s %s (default %s)\n", flag, d->help, def);
+    }
 }
 
 /* ---- YAML ---- */

@@ -13,6 +13,7 @@
 #define VB_CONFIG_H
 
 #include <stdbool.h>
+#include <stdio.h>
 #include "core/common.h"
 
 typedef struct vb_config {
@@ -106,6 +107,14 @@ void vb_config_set(vb_config *c, const char *key, const char *value, const char 
 /* Checks cross-key constraints (img_size % patch_size, embed_dim % num_heads,
  * batch >= 1, ...). `origin` names the file/flags for messages. Exits 2. */
 void vb_config_validate(const vb_config *c, const char *origin);
+
+/* The keys as `--key VALUE  help (default D)` lines in their sections: the
+ * help of run and train, printed from the table the parser reads, so every
+ * flag the parser accepts is in it. */
+void vb_config_print_help(FILE *f);
+/* how many keys there are, and key i's name (NULL out of range) */
+int vb_config_nkeys(void);
+const char *vb_config_key_name(int i);
 
 /* Writes the resolved config as a flat JSON object (caller frees with free()). */
 char *vb_config_to_json(const vb_config *c);

@@ -809,6 +809,28 @@ static void test_benchy_resolve(void **state) {
     check_benchy_quick(&b);
 }
 
+/* run --help is printed from the key table the parser reads: every key the
+ * parser accepts is in it, with its default */
+static void test_help_lists_every_key(void **state) {
+    (void)state;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    vb_config_print_help(f);
+    fclose(f);
+    assert_true(vb_config_nkeys() > 60);
+    for (int i = 0; i < vb_config_nkeys(); i++) {
+        char want[96];
+        snprintf(want, sizeof want, "\n  --%s ", vb_config_key_name(i));
+        if (!strstr(buf, want)) fail_msg("run --help does not list --%s", vb_config_key_name(i));
+    }
+    assert_non_null(strstr(buf, "--amp_mode none|bf16|fp16"));
+    assert_non_null(strstr(buf, "(default scenarios/vit.yaml)"));
+    assert_non_null(strstr(buf, "also --run_num"));
+    free(buf);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),
@@ -825,6 +847,7 @@ int main(void) {
         cmocka_unit_test(test_benchy_load),
         cmocka_unit_test(test_benchy_errors),
         cmocka_unit_test(test_benchy_resolve),
+        cmocka_unit_test(test_help_lists_every_key),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
