@@ -283,7 +283,9 @@ if [ -n "${FAKE_SQUEUE_FAIL:-}" ]; then echo "squeue: error: Unable to contact s
 exit 0
 EOF
 printf '#!/usr/bin/env bash\necho TIMEOUT\n' >bin2/sacct
-chmod +x bin2/sbatch bin2/squeue bin2/sacct
+# the sweep wants srun on PATH before it submits; the queued jobs never run it
+cp bin/srun bin2/srun
+chmod +x bin2/sbatch bin2/squeue bin2/sacct bin2/srun
 collect() { # ENV...: --collect of $d with the fake squeue; output in $out, exit status in $rc
     rc=0
     out=$(env PATH="$TMP/bin2:$PATH" "$@" "$VB" sweep --collect "$d" --no_report 2>&1) || rc=$?
