@@ -32,6 +32,9 @@
 static void set_output_dir(const char *flag, const char *v, void *ptr) {
     char *out = ptr; /* sweep_cli.out_dir */
     if (!v[0]) vb_die_input("sweep: %s expects a non-empty value", flag);
+    char origin[96];
+    snprintf(origin, sizeof origin, "flag %s", flag);
+    sweep_refuse_line_break(origin, v); /* job scripts hold it in #SBATCH --output and paths */
     if (strlen(v) >= VB_PATH_MAX - 300) vb_die_input("sweep: %s: '%.60s...' is too long", flag, v);
     snprintf(out, VB_PATH_MAX, "%s", v);
 }
@@ -47,6 +50,7 @@ static void set_ranks(const char *flag, const char *v, void *ptr) {
 static void add_launcher_args(const char *flag, const char *v, void *ptr) {
     (void)flag;
     sweep_strvec *args = ptr;
+    sweep_refuse_line_break("flag --launcher_args", v); /* a line break is no word separator here */
     char *copy = sweep_strdup(v);
     for (char *tok = strtok(copy, " \t"); tok; tok = strtok(NULL, " \t")) sweep_sv_push(args, tok);
     free(copy);
@@ -210,6 +214,10 @@ static void parse_cli(int argc, char **argv, sweep_cli *c) {
             vb_sweep_kvs_set(&c->slurm, "sweep_job", sweep_job ? "true" : "false");
     c->launcher = (launcher_kind)launcher;
     c->order_seed = order_seed;
+    /* job scripts name these paths (header, #SBATCH --output, SWEEP_DIR) */
+    if (c->file) sweep_refuse_line_break("scenario FILE", c->file);
+    if (c->resume) sweep_refuse_line_break("flag --resume", c->resume);
+    if (c->collect) sweep_refuse_line_break("flag --collect", c->collect);
     if (c->resume && c->file)
         vb_die_input("sweep: give either a scenario FILE or --resume SWEEP_DIR, not both (%s, --resume %s)", c->file,
                      c->resume);
@@ -432,6 +440,9 @@ int vb_sweep_main(int argc, char **argv) {
         vb_snprintf(resume_dir, sizeof resume_dir, "%s", cli.resume);
         reload_cli(resume_dir, &cli, false);
     }
+    /* job scripts cd here first, and a relative --output_dir lies under it */
+    char cwd[VB_PATH_MAX];
+    if (cli.launcher == LAUNCH_SBATCH && getcwd(cwd, sizeof cwd)) sweep_refuse_line_break("the current directory", cwd);
     char path[VB_PATH_MAX];
     if (resume_dir[0])
         vb_snprintf(path, sizeof path, "%s/scenario.yaml", resume_dir); /* the sweep's own copy */
@@ -464,6 +475,7 @@ int vb_sweep_main(int argc, char **argv) {
     ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (k <= 0) vb_die_internal("cannot locate the vitbench binary via /proc/self/exe: %s", strerror(errno));
     exe[k] = '\0';
+    sweep_refuse_line_break("the vitbench binary's path (/proc/self/exe)", exe); /* every launcher line runs it */
 
     int nitems = 0;
     sweep_item *items = sweep_plan_items(&sc, &plan, cli.launcher, per_node, &nitems);
@@ -492,6 +504,8 @@ int vb_sweep_main(int argc, char **argv) {
     /* sbatch jobs start later, elsewhere: their paths must not depend on our cwd */
     char dir_abs[PATH_MAX];
     if (!realpath(dir, dir_abs)) vb_die_input("cannot resolve %s (%s)", dir, strerror(errno));
+    /* a symbolic link on the way can bring in what the flag itself did not hold */
+    if (cli.launcher == LAUNCH_SBATCH) sweep_refuse_line_break(resume_dir[0] ? "flag --resume" : "flag --output_dir", dir_abs);
     const char *run_base = cli.launcher == LAUNCH_SBATCH ? dir_abs : dir;
     char runs_dir[VB_PATH_MAX], index_path[VB_PATH_MAX];
     vb_snprintf(runs_dir, sizeof runs_dir, "%s/runs", run_base);

@@ -43,6 +43,9 @@ void sweep_sv_push(sweep_strvec *a, const char *s);
 void sweep_sv_pushf(sweep_strvec *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void sweep_sv_free(sweep_strvec *a);
 
+/* Exits 2 naming origin when value holds a CR or LF (see sweep_util.c). */
+void sweep_refuse_line_break(const char *origin, const char *value);
+
 /* Strict decimal int: no leading space, no trailing text, in int's range. */
 bool sweep_parse_int(const char *s, int *out);
 

@@ -43,7 +43,11 @@ bool sweep_in_path(const char *prog) {
     return found;
 }
 
-/* Shell quoting for printed commands and sbatch scripts (never executed by us). */
+/* Shell quoting for printed commands and sbatch scripts (never executed by
+ * us). A word always stays on its line: values with a CR or LF are refused
+ * where they come in (sweep_refuse_line_break), and one that got here anyway
+ * is written with $'\r' / $'\n' (bash, the job scripts' shell) instead of a
+ * raw break that would end the line inside the quotes. */
 void sweep_fput_quoted(FILE *f, const char *s) {
     bool plain = *s != '\0';
     for (const char *c = s; *c; c++)
@@ -56,6 +60,8 @@ void sweep_fput_quoted(FILE *f, const char *s) {
     for (const char *c = s; *c; c++) {
         if (*c == '\'')
             fputs("'\\''", f);
+        else if (*c == '\n' || *c == '\r')
+            fputs(*c == '\n' ? "'$'\\n''" : "'$'\\r''", f);
         else
             fputc(*c, f);
     }

@@ -40,6 +40,8 @@ void sweep_check_setting(const char *key, const char *value, const char *origin)
         vb_config_defaults(&scratch);
         ready = true;
     }
+    /* every setting becomes an argument of a launcher line or a job script's srun line */
+    sweep_refuse_line_break(origin, value);
     if (sweep_is_reserved_key(key))
         vb_die_input("%s: %s is set by the sweep for every run (runs go to <output_dir>/<sweep_id>/runs/<run>)",
                      origin, key);
@@ -240,8 +242,9 @@ static void load_sbatch(const yctx *y, yaml_node_t *map, vb_scenario *s) {
         char what[128];
         snprintf(what, sizeof what, "sbatch.%s", k);
         const char *t = scalar_or_die(y, pairs.pairs[i].value, what);
-        if (strpbrk(t, "\n\r"))
-            vb_die_input("%s: %s (line %d): value must be one line", y->file, what, pairs.pairs[i].line);
+        char origin[VB_PATH_MAX + 160];
+        snprintf(origin, sizeof origin, "%s: %s (line %d)", y->file, what, pairs.pairs[i].line);
+        sweep_refuse_line_break(origin, t);
         vb_sweep_kvs_set(&s->sbatch, k, t);
     }
     vb_yaml_pairs_free(&pairs);
@@ -302,6 +305,7 @@ static void check_name(const char *file, const char *what, const char *v, size_t
 void vb_scenario_load(vb_scenario *s, const char *path) {
     memset(s, 0, sizeof *s);
     if (strlen(path) >= sizeof s->path) vb_die_input("scenario file %.60s...: path too long", path);
+    sweep_refuse_line_break("scenario file", path); /* job scripts name it in their header comment */
     strcpy(s->path, path);
     snprintf(s->command, sizeof s->command, "run");
     s->repeats = 1;

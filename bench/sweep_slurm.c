@@ -111,6 +111,7 @@ static void check_extra_line(const char *line, const char *origin) {
 
 bool vb_sweep_slurm_set(vb_sweep_slurm *sl, const char *key, const char *value, const char *origin) {
     int v;
+    sweep_refuse_line_break(origin, value); /* every one lands in a job script or an srun line */
     if (strcmp(key, "nodes") == 0 || strcmp(key, "gpus_per_node") == 0 || strcmp(key, "cpus_per_task") == 0) {
         int min = strcmp(key, "gpus_per_node") == 0 ? 0 : 1;
         if (!sweep_parse_int(value, &v) || v < min)
@@ -151,7 +152,6 @@ bool vb_sweep_slurm_set(vb_sweep_slurm *sl, const char *key, const char *value, 
         check_extra_line(value, origin);
         push_line(&sl->sbatch_extra, &sl->nsbatch_extra, value);
     } else if (strcmp(key, "preamble") == 0) {
-        if (strpbrk(value, "\n\r")) vb_die_input("%s: preamble: one shell line per item, found a line break", origin);
         push_line(&sl->preamble, &sl->npreamble, value);
     } else {
         return false;

@@ -91,6 +91,31 @@ void sweep_sv_free(sweep_strvec *a) {
     memset(a, 0, sizeof *a);
 }
 
+/* Job scripts and printed launcher commands are read a line at a time (by
+ * bash, by sbatch's #SBATCH scan, by whoever pastes them): a CR or LF inside
+ * a value would end its line there and turn the rest into a line of its own,
+ * in a job script a command the job runs. No quoting keeps an #SBATCH value
+ * on one line, so every value and path that can reach one is refused where it
+ * comes in. The value is shown with its breaks as \r / \n so that the
+ * message stays one line. */
+void sweep_refuse_line_break(const char *origin, const char *value) {
+    if (!strpbrk(value, "\r\n")) return;
+    char shown[200];
+    size_t k = 0;
+    const char *c = value;
+    for (; *c && k + 3 < sizeof shown; c++) {
+        if (*c == '\r' || *c == '\n') {
+            shown[k++] = '\\';
+            shown[k++] = *c == '\r' ? 'r' : 'n';
+        } else {
+            shown[k++] = *c;
+        }
+    }
+    shown[k] = '\0';
+    vb_die_input("%s: '%s%s' holds a line break (CR or LF); a value must stay on one line of a job script or "
+                 "launcher command", origin, shown, *c ? "..." : "");
+}
+
 /* Strict decimal int (no sign games, no trailing text). */
 bool sweep_parse_int(const char *s, int *out) {
     if (!s || !*s || isspace((unsigned char)*s)) return false;

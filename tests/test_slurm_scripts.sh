@@ -4,7 +4,10 @@
 #      overrides: the #SBATCH directives parsed back, bash -n, OMP_NUM_THREADS,
 #      srun's CPU and GPU binding, the preamble lines in order; --launcher srun
 #      gets the same srun flags; the shipped cluster scenarios write scripts.
-#   2. bad Slurm keys / flags / combinations: exit 2, one line naming it.
+#   2. bad Slurm keys / flags / combinations: exit 2, one line naming it; a CR or
+#      LF in any path or value that reaches a job script or launcher line
+#      (--output_dir, the scenario file, the current directory, config values,
+#      the sbatch: mapping, launcher args, preamble) likewise.
 #   3. --sweep_job: its one script run with bash and a fake srun first in PATH
 #      (records its argv, runs the command itself or under mpirun): every run in
 #      the planned order, one made to fail, later ones still completed, index.csv
@@ -176,6 +179,32 @@ bad 'cpus_per_task: 0' cpt;      expect_exit2 cpt.yaml cpus_per_task -- cpt.yaml
 bad 'sweep_job: true' sj;        expect_exit2 sj.yaml sweep_job sbatch -- sj.yaml --launcher mpirun --dry-run --output_dir bad
 expect_exit2 --sweep_job sbatch -- gpu.yaml --launcher srun --dry-run --output_dir bad --sweep_job
 [ ! -e bad ] || fail "a rejected sweep created $TMP/bad"
+
+# a CR or LF in a path or value would end its line of the job script (the rest a
+# command the job runs) or of a printed launcher line: exit 2, naming where it came from
+nl=$'\n'
+cr=$'\r'
+expect_exit2 --output_dir 'line break' -- gpu.yaml --launcher sbatch --dry-run --output_dir "bad${nl}touch $TMP/pwned #"
+expect_exit2 --output_dir 'line break' -- gpu.yaml --launcher sbatch --dry-run --output_dir "bad${cr}x"
+expect_exit2 --output_dir 'line break' -- gpu.yaml --launcher mpirun --dry-run --output_dir "bad${nl}x"
+cp gpu.yaml "gpu${nl}touch pwned.yaml"
+expect_exit2 'scenario FILE' 'line break' -- "gpu${nl}touch pwned.yaml" --launcher sbatch --dry-run --output_dir bad
+expect_exit2 --resume 'line break' -- --resume "bad${nl}x"
+expect_exit2 --collect 'line break' -- --collect "bad${cr}x"
+expect_exit2 --train_data_path 'line break' -- gpu.yaml --launcher mpirun --dry-run --output_dir bad --train_data_path "/d${nl}x"
+expect_exit2 --launcher_args 'line break' -- gpu.yaml --launcher srun --dry-run --output_dir bad --launcher_args "--x${nl}y"
+expect_exit2 --preamble 'line break' -- gpu.yaml --launcher sbatch --dry-run --output_dir bad --preamble "echo a${cr}echo b"
+bad 'matrix: {train_data_path: [/a, "/b\nc"]}' mnl
+expect_exit2 mnl.yaml matrix.train_data_path 'line break' -- mnl.yaml --launcher sbatch --dry-run --output_dir bad
+bad 'sbatch: {comment: "a\rb"}' snl
+expect_exit2 snl.yaml sbatch.comment 'line break' -- snl.yaml --launcher sbatch --dry-run --output_dir bad
+# job scripts cd to the directory the sweep started in
+mkdir "cwd${nl}touch pwned" || fail "mkdir a directory with a line break"
+out=$(cd "cwd${nl}touch pwned" && "$VB" sweep "$TMP/gpu.yaml" --launcher sbatch --dry-run --output_dir "$TMP/bad" 2>&1)
+rc=$?
+[ "$rc" = 2 ] && [ "$(printf '%s\n' "$out" | wc -l)" = 1 ] && grep -q 'current directory.*line break' <<<"$out" ||
+    fail "sweep from a directory with a line break: exit $rc: $out"
+[ -z "$(ls -d bad* "$TMP"/pwned 2>/dev/null)" ] || fail "a sweep refused for a line break created: $(ls -d bad* "$TMP"/pwned)"
 
 # ---- 3. a sweep job and per-run jobs run for real, through a fake srun / sbatch ----
 mkdir -p bin

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "bench/sweep.h"
+#include "bench/sweep_internal.h"
 #include "core/common.h"
 
 static char g_tmp[VB_PATH_MAX];
@@ -520,6 +521,63 @@ static void test_slurm_keys(void **state) {
     expect_bad(NULL, L("--sweep_job"), L("sweep_job", "sbatch"));
 }
 
+/* A CR or LF in any value that reaches a job script or a launcher line is
+ * refused, one line naming where it came from, before anything is created:
+ * config values in base / matrix / baseline / flags, the sbatch: mapping,
+ * the Slurm keys, and the same as flags. */
+static void test_line_breaks_refused(void **state) {
+    (void)state;
+    const char *const sb[] = {"--launcher", "sbatch", NULL};
+    expect_bad("name: x\nbase: {train_data_path: \"/d\\ntouch /tmp/x\"}\n", sb,
+               L("@FILE", "base.train_data_path", "line break", "\\n"));
+    expect_bad("name: x\nmatrix: {train_data_path: [/a, \"/b\\rc\"]}\n", NULL,
+               L("@FILE", "matrix.train_data_path", "line break", "\\r"));
+    expect_bad("name: x\nbaseline: {valid_data_path: /v}\nflags: {valid_data_path: [\"/w\\nx\"]}\n", NULL,
+               L("@FILE", "flags.valid_data_path", "line break"));
+    expect_bad("name: x\nsbatch: {comment: \"a\\nb\"}\n", sb, L("@FILE", "sbatch.comment", "line break"));
+    expect_bad("name: x\nsbatch: {account: \"a\\rb\"}\n", sb, L("@FILE", "sbatch.account", "line break"));
+    expect_bad("name: x\npreamble: [\"echo a\\recho b\"]\n", sb, L("@FILE", "preamble", "line break"));
+    expect_bad(NULL, L("--launcher", "sbatch", "--valid_data_path", "/v\n/w"), L("--valid_data_path", "line break"));
+    expect_bad(NULL, L("--launcher_args", "--tag-output\n--x"), L("--launcher_args", "line break"));
+    expect_bad(NULL, L("--launcher", "sbatch", "--qos", "q\r"), L("--qos", "line break"));
+    char outdir[VB_PATH_MAX];
+    vb_snprintf(outdir, sizeof outdir, "%s/nl\ntouch %s/pwned #", g_tmp, g_tmp);
+    expect_bad(NULL, L("--launcher", "sbatch", "--output_dir", outdir), L("--output_dir", "line break"));
+    assert_false(vb_dir_exists(outdir));
+}
+
+/* sweep_fput_quoted writes one shell word on one line whatever it holds:
+ * bash reads every test word back byte for byte, and no CR or LF reaches the
+ * file (one would end the line of a job script inside the quotes). */
+static void test_fput_quoted_one_line(void **state) {
+    (void)state;
+    static const char *words[] = {"plain-word_1.x", "two words", "it's", "a\nb", "cr\rlf\r\n", "\n",
+                                  "'\n'", "$HOME `id` \"q\" #c", ""};
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
+        char script[VB_PATH_MAX], got_path[VB_PATH_MAX];
+        vb_snprintf(script, sizeof script, "%s/quoted.sh", g_tmp);
+        vb_snprintf(got_path, sizeof got_path, "%s/quoted.out", g_tmp);
+        FILE *f = fopen(script, "w");
+        assert_non_null(f);
+        fputs("printf '%s' ", f);
+        sweep_fput_quoted(f, words[i]);
+        fputc('\n', f);
+        fclose(f);
+        char *text = tu_read_file(script);
+        assert_non_null(text);
+        size_t len = strlen(text);
+        if (strpbrk(text, "\r") || strchr(text, '\n') != text + len - 1)
+            fail_msg("word %zu is not on one line: <<%s>>", i, text);
+        free(text);
+        char out[256];
+        if (tu_run(out, sizeof out, "bash %s >%s", script, got_path) != 0) fail_msg("bash %s: %s", script, out);
+        char *got = tu_read_file(got_path);
+        assert_non_null(got);
+        if (strcmp(got, words[i]) != 0) fail_msg("word %zu came back as <<%s>>", i, got);
+        free(got);
+    }
+}
+
 /* --------------------------------------------------------------------- */
 
 /* Stand-in for `vitbench run` when the sweep launches this binary. */
@@ -758,6 +816,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_sbatch_dry_run_writes_job_scripts),
         cmocka_unit_test(test_slurm_time_formats),
         cmocka_unit_test(test_slurm_keys),
+        cmocka_unit_test(test_line_breaks_refused),
+        cmocka_unit_test(test_fput_quoted_one_line),
         cmocka_unit_test(test_launch_records_failures_and_goes_on),
         cmocka_unit_test(test_launch_timeout_kills_run),
         cmocka_unit_test(test_killed_run_marked_failed),
