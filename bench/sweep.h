@@ -55,7 +55,8 @@
  *                            # on it, at least 1), so every point runs with the same threads;
  *                            # exported as OMP_NUM_THREADS; --threads_per_rank
  *   sbatch: {exclusive: ""}  # optional: each becomes "#SBATCH --key=value" (time, account,
- *                            # qos, constraint, partition, reservation here count as the keys below)
+ *                            # qos, constraint, partition, reservation here count as the keys below);
+ *                            # a value with blanks, quotes or # is double-quoted as sbatch reads it
  *   Slurm keys (srun / sbatch launchers; each is also a flag of the same name, which wins;
  *   a list given as flags replaces the file's list):
  *   nodes: 2                 # every run on exactly N nodes, ranks/N tasks each (not with ranks_per_node)

@@ -440,9 +440,18 @@ int vb_sweep_main(int argc, char **argv) {
         vb_snprintf(resume_dir, sizeof resume_dir, "%s", cli.resume);
         reload_cli(resume_dir, &cli, false);
     }
-    /* job scripts cd here first, and a relative --output_dir lies under it */
+    /* job scripts cd here first, and a relative --output_dir lies under it;
+     * their #SBATCH --output is a path under the sweep directory */
+    const char *dir_flag = resume_dir[0] ? "flag --resume" : "flag --output_dir";
+    const char *dir_given = resume_dir[0] ? resume_dir : cli.out_dir;
     char cwd[VB_PATH_MAX];
-    if (cli.launcher == LAUNCH_SBATCH && getcwd(cwd, sizeof cwd)) sweep_refuse_line_break("the current directory", cwd);
+    if (cli.launcher == LAUNCH_SBATCH) {
+        sweep_slurm_check_log_dir(dir_flag, dir_given);
+        if (getcwd(cwd, sizeof cwd)) {
+            sweep_refuse_line_break("the current directory", cwd);
+            if (dir_given[0] != '/') sweep_slurm_check_log_dir("the current directory", cwd);
+        }
+    }
     char path[VB_PATH_MAX];
     if (resume_dir[0])
         vb_snprintf(path, sizeof path, "%s/scenario.yaml", resume_dir); /* the sweep's own copy */
@@ -505,7 +514,10 @@ int vb_sweep_main(int argc, char **argv) {
     char dir_abs[PATH_MAX];
     if (!realpath(dir, dir_abs)) vb_die_input("cannot resolve %s (%s)", dir, strerror(errno));
     /* a symbolic link on the way can bring in what the flag itself did not hold */
-    if (cli.launcher == LAUNCH_SBATCH) sweep_refuse_line_break(resume_dir[0] ? "flag --resume" : "flag --output_dir", dir_abs);
+    if (cli.launcher == LAUNCH_SBATCH) {
+        sweep_refuse_line_break(dir_flag, dir_abs);
+        sweep_slurm_check_log_dir(dir_flag, dir_abs);
+    }
     const char *run_base = cli.launcher == LAUNCH_SBATCH ? dir_abs : dir;
     char runs_dir[VB_PATH_MAX], index_path[VB_PATH_MAX];
     vb_snprintf(runs_dir, sizeof runs_dir, "%s/runs", run_base);

@@ -146,6 +146,9 @@ void sweep_slurm_srun_flags(sweep_strvec *a, const vb_scenario *s, const sweep_s
  * fill nodes, GPUs without ranks per node or a GPU backend, sweep_job without
  * sbatch. Exits 2 with one line naming the key / flag and the file. */
 void sweep_slurm_check(const vb_scenario *s, const vb_sweep_plan *plan, launcher_kind launcher, int per_node);
+/* Exits 2 naming origin when path holds a backslash, which Slurm drops from
+ * a job's log path (#SBATCH --output). */
+void sweep_slurm_check_log_dir(const char *origin, const char *path);
 /* Folds sbatch.{time,account,qos,constraint,partition,reservation} into the
  * keys (exit 2 when both are set), refuses sbatch keys the sweep sets. */
 void sweep_slurm_fold_sbatch(vb_scenario *s);

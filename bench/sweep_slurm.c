@@ -276,8 +276,47 @@ void sweep_slurm_check(const vb_scenario *s, const vb_sweep_plan *plan, launcher
 
 /* ---- job scripts ---- */
 
+/* A job's log path (#SBATCH --output): Slurm drops every backslash in it and
+ * then expands no %-pattern (its filename-pattern rule "\\"), so a path with
+ * one cannot be written so that the log lands there. */
+void sweep_slurm_check_log_dir(const char *origin, const char *path) {
+    if (strchr(path, '\\'))
+        vb_die_input("%s: '%s' holds a backslash, which Slurm drops from a job's log path (#SBATCH --output); "
+                     "choose a directory without one", origin, path);
+}
+
+/* sbatch splits an #SBATCH line into words as its get_argument does
+ * (src/sbatch/opt.c): a blank ends a word, an unquoted # ends the line,
+ * "..." or '...' group, and a backslash takes the next character as it is,
+ * inside quotes too. So a value that is not one plain word goes in double
+ * quotes with every \ and " after a backslash, which sbatch (every release
+ * since 2006) reads back as the value itself; written bare, "team results"
+ * would leave the option "team" and an argument "results", a # would cut the
+ * line and a lone " makes sbatch refuse the job. Line breaks never get here
+ * (sweep_refuse_line_break): sbatch splits lines before it reads quotes. */
+static void put_slurm_word(FILE *f, const char *s) {
+    if (strpbrk(s, "\r\n")) vb_die_internal("a line break reached an #SBATCH value: %s", s);
+    bool plain = *s != '\0';
+    for (const char *c = s; *c; c++)
+        if (!isgraph((unsigned char)*c) || strchr("\"'\\#", *c)) plain = false;
+    if (plain) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (const char *c = s; *c; c++) {
+        if (*c == '"' || *c == '\\') fputc('\\', f);
+        fputc(*c, f);
+    }
+    fputc('"', f);
+}
+
+/* #SBATCH --opt=value, the value as sbatch reads it back; nothing when unset. */
 static void put_sbatch(FILE *f, const char *opt, const char *value) {
-    if (value && value[0]) fprintf(f, "#SBATCH --%s=%s\n", opt, value);
+    if (!value || !value[0]) return;
+    fprintf(f, "#SBATCH --%s=", opt);
+    put_slurm_word(f, value);
+    fputc('\n', f);
 }
 
 /* The #SBATCH block: shape, resources, account..., output, extras. */
@@ -285,7 +324,7 @@ static void write_directives(FILE *f, const sweep_job_ctx *j, const char *job_na
                              const char *log_abs) {
     const vb_sweep_slurm *sl = &j->s->slurm;
     fprintf(f, "#!/bin/bash\n");
-    fprintf(f, "#SBATCH --job-name=%s\n", job_name);
+    put_sbatch(f, "job-name", job_name);
     fprintf(f, "#SBATCH --ntasks=%d\n", ntasks);
     if (nodes > 0) {
         fprintf(f, "#SBATCH --nodes=%d\n", nodes);
@@ -299,17 +338,25 @@ static void write_directives(FILE *f, const sweep_job_ctx *j, const char *job_na
     put_sbatch(f, "constraint", sl->constraint);
     put_sbatch(f, "partition", sl->partition);
     put_sbatch(f, "reservation", sl->reservation);
-    /* Slurm expands %j etc. in --output: a literal % must be doubled */
-    fprintf(f, "#SBATCH --output=");
+    /* Slurm expands %j etc. in --output: a literal % must be doubled (the
+     * path holds no backslash, which would turn expansion off) */
+    size_t len = strlen(log_abs);
+    char *pattern = sweep_realloc(NULL, 2 * len + 1), *p = pattern;
     for (const char *c = log_abs; *c; c++) {
-        if (*c == '%') fputc('%', f);
-        fputc(*c, f);
+        if (*c == '%') *p++ = '%';
+        *p++ = *c;
     }
-    fputc('\n', f);
+    *p = '\0';
+    put_sbatch(f, "output", pattern);
+    free(pattern);
+    /* the user's own lines, written as given: they are in sbatch's syntax already */
     for (int i = 0; i < sl->nsbatch_extra; i++) fprintf(f, "#SBATCH %s\n", sl->sbatch_extra[i]);
     for (int i = 0; i < j->s->sbatch.n; i++) { /* the scenario's sbatch: mapping; an empty value is a bare option */
         const vb_sweep_kv *kv = &j->s->sbatch.v[i];
-        fprintf(f, kv->value[0] ? "#SBATCH --%s=%s\n" : "#SBATCH --%s%s\n", kv->key, kv->value);
+        if (kv->value[0])
+            put_sbatch(f, kv->key, kv->value);
+        else
+            fprintf(f, "#SBATCH --%s\n", kv->key);
     }
 }
 

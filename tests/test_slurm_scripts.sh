@@ -2,17 +2,22 @@
 # test_slurm_scripts.sh <vitbench>: Slurm job scripts of `vitbench sweep`, without Slurm.
 #   1. --launcher sbatch --dry-run with every Slurm key (scenario file) and flag
 #      overrides: the #SBATCH directives parsed back, bash -n, OMP_NUM_THREADS,
+#      --output and the sbatch: values as sbatch reads them back (blanks,
+#      quotes, # and % in them) in per-run and sweep jobs,
 #      srun's CPU and GPU binding, the preamble lines in order; --launcher srun
 #      gets the same srun flags; the shipped cluster scenarios write scripts.
 #   2. bad Slurm keys / flags / combinations: exit 2, one line naming it; a CR or
 #      LF in any path or value that reaches a job script or launcher line
 #      (--output_dir, the scenario file, the current directory, config values,
-#      the sbatch: mapping, launcher args, preamble) likewise.
+#      the sbatch: mapping, launcher args, preamble) likewise, and a backslash
+#      in the directory of the jobs' logs.
 #   3. --sweep_job: its one script run with bash and a fake srun first in PATH
 #      (records its argv, runs the command itself or under mpirun): every run in
 #      the planned order, one made to fail, later ones still completed, index.csv
 #      completed / failed, the report written. Then per-run scripts submitted by
-#      a fake sbatch that runs them at once: index.csv follows each job.
+#      a fake sbatch that runs them at once (its output where sbatch's reading
+#      of #SBATCH --output puts it): index.csv follows each job, also under a
+#      sweep directory with blanks, quotes, # and %.
 #   4. jobs that end without a status: a fake sbatch that only queues, a fake
 #      squeue: waiting while the job is listed or squeue fails, failed with
 #      exit_code -1 and the job's state once it is gone.
@@ -28,6 +33,54 @@ VB=$(readlink -f "$VB")
 TMP=$(mktemp -d /tmp/vb_slurm.XXXXXX) || fail "mktemp"
 trap 'rm -rf "$TMP"' EXIT
 cd "$TMP" || fail "cd $TMP"
+
+# The #SBATCH arguments of a job script, one a line, read the way sbatch reads
+# them (src/sbatch/opt.c, _opt_batch_script and get_argument): only lines
+# starting #SBATCH, up to the first line that is neither blank nor a comment;
+# words split at blanks; "..." and '...' group; a backslash takes the next
+# character as it is (a blank too), inside quotes as well; an unquoted # ends
+# the line, so does a word that comes out empty; an unmatched quote is fatal.
+cat >sbatch_args.awk <<'EOF'
+function blank(c) { return c == " " || c == "\t" || c == "\r" || c == "\f" || c == "\v" }
+substr($0, 1, 7) != "#SBATCH" {
+    if ($0 ~ /^[ \t\r\f\v]*(#|$)/) next
+    exit 0
+}
+{
+    line = substr($0, 8); n = length(line); i = 1
+    for (;;) {
+        while (i <= n && blank(substr(line, i, 1))) i++
+        if (i > n) break
+        if (substr(line, i, 1) == ":") { print "sbatch: line " NR ": Unexpected `:`" >"/dev/stderr"; exit 3 }
+        arg = ""; got = 0; quoted = 0; esc = 0; comment = 0
+        while (i <= n) {
+            c = substr(line, i, 1)
+            if (!quoted && blank(c)) break
+            if (esc) {
+                esc = 0
+            } else if (c == "\\") {
+                i++
+                if (substr(line, i, 1) == " ") { arg = arg " "; got = 1; i++ } else esc = 1
+                continue
+            } else if (quoted) {
+                if (c == q) { quoted = 0; i++; continue }
+            } else if (c == "\"" || c == "'") {
+                quoted = 1; q = c; i++
+                continue
+            } else if (c == "#") {
+                comment = 1
+                break
+            }
+            arg = arg c; got = 1; i++
+        }
+        if (quoted) { print "sbatch: line " NR ": Unmatched `" q "`" >"/dev/stderr"; exit 3 }
+        if (!got) break
+        print arg
+        if (comment) break
+    }
+}
+EOF
+sbatch_args() { awk -f "$TMP/sbatch_args.awk" "$1"; }
 
 sweep_dir() { # the one sweep directory under $1
     local d
@@ -99,6 +152,48 @@ export NCCL_NET_GDR_LEVEL=PHB
 echo "third line"
 '"$srun_line" ] || fail "preamble lines out of order or missing: $pre"
 grep -q '^#SBATCH --nodes=1$' "$d/jobs/000_ranks=4.sbatch" || fail "4 ranks on 4 per node: $(cat "$d/jobs/000_ranks=4.sbatch")"
+
+# --output and the sbatch: mapping's values come back from sbatch's reading of
+# the lines exactly, whatever blanks, quotes, # or % they hold: per-run jobs
+# and a sweep job
+cat >q.yaml <<'EOF'
+name: q
+base: {config: tiny}
+ranks: [2]
+threads_per_rank: 1
+sbatch:
+  comment: "two  words #not a comment \"dq\" 'sq' back\\slash\ttab"
+  exclusive: ""
+  mail-user: a@b.c
+  begin: "now+1hour"
+EOF
+qdir="$TMP/team results #1 \"dq\" 'sq' 50%"
+for sj in "" --sweep_job; do
+    out=$("$VB" sweep q.yaml --launcher sbatch --dry-run $sj --output_dir "$qdir$sj" 2>&1) ||
+        fail "dry run into '$qdir$sj' exited $?: $out"
+    d=$(sweep_dir "$qdir$sj")
+    if [ -n "$sj" ]; then job=$d/jobs/sweep_job.sbatch jobname=q_sweep log=$d/logs/sweep_job.log
+    else job=$d/jobs/000_ranks=2.sbatch jobname=q_000 log=$d/logs/000_ranks=2.log; fi
+    bash -n "$job" || fail "not valid bash: $job"
+    args=$(sbatch_args "$job") || fail "sbatch would refuse $job: $(grep '^#SBATCH' "$job")"
+    # --output is a filename pattern: %% is one %, and no other % may be left
+    out_arg=$(grep '^--output=' <<<"$args")
+    grep -q '%' <<<"${out_arg//%%/}" && fail "a lone % in --output: $out_arg"
+    got=$(sed '/^--output=/s/%%/%/g' <<<"$args")
+    want="--job-name=$jobname
+--ntasks=2
+--output=$log
+--comment=two  words #not a comment \"dq\" 'sq' back\\slash"$'\t'"tab
+--exclusive
+--mail-user=a@b.c
+--begin=now+1hour"
+    [ "$got" = "$want" ] || fail "#SBATCH arguments as sbatch reads them:
+$got
+want:
+$want
+from:
+$(grep '^#SBATCH' "$job")"
+done
 
 # flags override the file; list flags replace its lists; cpus_per_task sets the threads without threads_per_rank
 sed '/threads_per_rank/d' gpu.yaml >gpu2.yaml
@@ -198,6 +293,15 @@ bad 'matrix: {train_data_path: [/a, "/b\nc"]}' mnl
 expect_exit2 mnl.yaml matrix.train_data_path 'line break' -- mnl.yaml --launcher sbatch --dry-run --output_dir bad
 bad 'sbatch: {comment: "a\rb"}' snl
 expect_exit2 snl.yaml sbatch.comment 'line break' -- snl.yaml --launcher sbatch --dry-run --output_dir bad
+# Slurm drops every backslash from a job's log path (and then expands no %j):
+# refused in the output directory, or in the current one under a relative one
+expect_exit2 --output_dir backslash -- q.yaml --launcher sbatch --dry-run --output_dir 'bad\x'
+mkdir 'back\slash' || fail "mkdir a directory with a backslash"
+out=$(cd 'back\slash' && "$VB" sweep "$TMP/q.yaml" --launcher sbatch --dry-run --output_dir bad 2>&1)
+rc=$?
+[ "$rc" = 2 ] && [ "$(printf '%s\n' "$out" | wc -l)" = 1 ] && grep -q 'current directory.*backslash' <<<"$out" ||
+    fail "a relative --output_dir under a directory with a backslash: exit $rc: $out"
+[ -z "$(ls -A 'back\slash')" ] || fail "a sweep refused for a backslash created: $(ls -A 'back\slash')"
 # job scripts cd to the directory the sweep started in
 mkdir "cwd${nl}touch pwned" || fail "mkdir a directory with a line break"
 out=$(cd "cwd${nl}touch pwned" && "$VB" sweep "$TMP/gpu.yaml" --launcher sbatch --dry-run --output_dir "$TMP/bad" 2>&1)
@@ -228,7 +332,7 @@ EOF
 cat >bin/sbatch <<'EOF'
 #!/usr/bin/env bash
 # fake sbatch: runs the job script at once, its output where #SBATCH --output says
-out=$(sed -n 's/^#SBATCH --output=//p' "$1" | sed 's/%%/%/g')
+out=$(awk -f "$(dirname "$0")/../sbatch_args.awk" "$1" | sed -n 's/^--output=//p' | sed 's/%%/%/g')
 timeout 300 bash "$1" >"$out" 2>&1 </dev/null
 echo "Submitted batch job $$"
 EOF
@@ -296,6 +400,21 @@ grep -q 'fake srun: this step fails' "$d/logs/000_ranks=1_seed=1.log" || fail "j
 000_ranks=1_seed=1.job
 001_ranks=1_seed=2.exit
 001_ranks=1_seed=2.job' ] || fail "status files: $(ls "$d/status")"
+# a sweep directory with blanks, quotes, # and %: the job's output (the fake
+# sbatch reads --output by sbatch's rules) is the run's log, and it completes
+cat >one.yaml <<'EOF'
+name: one
+base: {config: tiny, global_batch_size: 4}
+ranks: [1]
+threads_per_rank: 1
+EOF
+odd="$TMP/per run #2 \"dq\" 'sq' 100%"
+out=$(PATH=$TMP/bin:$PATH FAKE_SRUN_LOG=$TMP/srun3.log "$VB" sweep one.yaml --launcher sbatch --output_dir "$odd" \
+    --benchy_config "$QUICK" --no_report 2>&1) || fail "per-run job under '$odd' exited $?: $out"
+d=$(sweep_dir "$odd")
+grep -q '^vitbench sweep: 000_ranks=1: exit 0 ' "$d/logs/000_ranks=1.log" ||
+    fail "the job's output is not the run's log: $(ls "$d/logs"); sweep: $out"
+[ "$(tail -n +2 "$d/index.csv" | cut -d, -f3,4)" = completed,0 ] || fail "index.csv under '$odd': $(cat "$d/index.csv")"
 
 # ---- 4. jobs that end without a status (cancelled, out of time, a node lost) ----
 mkdir -p bin2
