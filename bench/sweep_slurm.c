@@ -96,17 +96,68 @@ static const struct {
                {"partition", "partition"}, {"p", "partition"},
                {"reservation", "reservation"}};
 
-static void check_extra_line(const char *line, const char *origin) {
-    if (line[0] != '-' || !isalpha((unsigned char)line[line[1] == '-' ? 2 : 1]) || strpbrk(line, "\n\r"))
-        vb_die_input("%s: sbatch_extra '%s' must be one sbatch option line such as --mail-type=END", origin, line);
-    const char *name = line + (line[1] == '-' ? 2 : 1);
-    size_t len = strcspn(name, "= \t");
+/* Refuses the option `word` (an sbatch argument such as --time=10, -t, -t10)
+ * when a key or the sweep itself sets it. */
+static void check_not_owned(const char *word, const char *line, const char *origin) {
+    bool dashes = word[1] == '-';
+    const char *name = word + (dashes ? 2 : 1);
+    /* -t10 is -t with 10: a short option is one letter */
+    size_t len = dashes ? strcspn(name, "=") : 1;
     for (size_t i = 0; i < sizeof k_owned / sizeof k_owned[0]; i++) {
         if (strlen(k_owned[i].opt) != len || strncmp(name, k_owned[i].opt, len) != 0) continue;
         if (k_owned[i].key)
             vb_die_input("%s: sbatch_extra '%s': set by the key / flag %s instead", origin, line, k_owned[i].key);
         vb_die_input("%s: sbatch_extra '%s': set by the sweep (job name and log of every job)", origin, line);
     }
+}
+
+/* An sbatch_extra line goes into the job scripts as written, so it is read
+ * here as sbatch will read it (put_slurm_word has the rules): an unmatched
+ * quote would make sbatch refuse every job, an unquoted # or an empty word
+ * ("") would silently drop the rest of the line, and a backslash before a
+ * blank ends the word in Slurm before 24.05 but not after. Every option on
+ * the line (not only the first: "--mail-type=END --output=x" is two) is
+ * checked against what the keys and the sweep set. */
+static void check_extra_line(const char *line, const char *origin) {
+    if (line[0] != '-' || !isalpha((unsigned char)line[line[1] == '-' ? 2 : 1]))
+        vb_die_input("%s: sbatch_extra '%s' must be one sbatch option line such as --mail-type=END", origin, line);
+    char *word = sweep_realloc(NULL, strlen(line) + 1);
+    const char *p = line;
+    for (;;) {
+        while (isspace((unsigned char)*p)) p++;
+        if (!*p) break;
+        size_t k = 0;
+        char quote = 0;
+        bool escaped = false;
+        const char *why = NULL;
+        while (*p && (quote || !isspace((unsigned char)*p))) {
+            if (escaped) {
+                escaped = false;
+            } else if (*p == '\\') {
+                p++;
+                if (!quote && (*p == ' ' || *p == '\t')) why = "a backslash before a blank (quote the blank instead)";
+                escaped = true;
+                continue;
+            } else if (quote && *p == quote) {
+                quote = 0;
+                p++;
+                continue;
+            } else if (!quote && (*p == '"' || *p == '\'')) {
+                quote = *p++;
+                continue;
+            } else if (!quote && *p == '#') {
+                why = "an unquoted # (sbatch reads the rest of the line as a comment)";
+                break;
+            }
+            word[k++] = *p++;
+        }
+        word[k] = '\0';
+        if (quote) why = "an unmatched quote (sbatch would refuse every job)";
+        if (!why && k == 0) why = "an empty word (sbatch stops reading the line there)";
+        if (why) vb_die_input("%s: sbatch_extra '%s': %s", origin, line, why);
+        if (word[0] == '-' && isalpha((unsigned char)word[word[1] == '-' ? 2 : 1])) check_not_owned(word, line, origin);
+    }
+    free(word);
 }
 
 bool vb_sweep_slurm_set(vb_sweep_slurm *sl, const char *key, const char *value, const char *origin) {
@@ -175,11 +226,11 @@ void sweep_slurm_fold_sbatch(vb_scenario *s) {
         bool fold = false;
         for (size_t f = 0; f < sizeof folded / sizeof folded[0]; f++) fold |= strcmp(k, folded[f]) == 0;
         if (!fold) {
-            char line[512];
-            snprintf(line, sizeof line, "--%s=%s", k, v);
+            char opt[160];
+            snprintf(opt, sizeof opt, "--%s", k);
             char origin[VB_PATH_MAX + 64];
             snprintf(origin, sizeof origin, "%s: sbatch.%s", s->path, k);
-            check_extra_line(line, origin); /* refuses what a key or the sweep sets */
+            check_not_owned(opt, opt, origin); /* the value is quoted when written (put_sbatch) */
             vb_sweep_kvs_set(&rest, k, v);
             continue;
         }
@@ -349,7 +400,7 @@ static void write_directives(FILE *f, const sweep_job_ctx *j, const char *job_na
     *p = '\0';
     put_sbatch(f, "output", pattern);
     free(pattern);
-    /* the user's own lines, written as given: they are in sbatch's syntax already */
+    /* the user's own lines, written as given: check_extra_line read them as sbatch will */
     for (int i = 0; i < sl->nsbatch_extra; i++) fprintf(f, "#SBATCH %s\n", sl->sbatch_extra[i]);
     for (int i = 0; i < j->s->sbatch.n; i++) { /* the scenario's sbatch: mapping; an empty value is a bare option */
         const vb_sweep_kv *kv = &j->s->sbatch.v[i];

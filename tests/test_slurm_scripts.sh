@@ -2,15 +2,16 @@
 # test_slurm_scripts.sh <vitbench>: Slurm job scripts of `vitbench sweep`, without Slurm.
 #   1. --launcher sbatch --dry-run with every Slurm key (scenario file) and flag
 #      overrides: the #SBATCH directives parsed back, bash -n, OMP_NUM_THREADS,
-#      --output and the sbatch: values as sbatch reads them back (blanks,
-#      quotes, # and % in them) in per-run and sweep jobs,
+#      --output, the sbatch: values and sbatch_extra lines as sbatch reads them
+#      back (blanks, quotes, # and % in them) in per-run and sweep jobs,
 #      srun's CPU and GPU binding, the preamble lines in order; --launcher srun
 #      gets the same srun flags; the shipped cluster scenarios write scripts.
 #   2. bad Slurm keys / flags / combinations: exit 2, one line naming it; a CR or
 #      LF in any path or value that reaches a job script or launcher line
 #      (--output_dir, the scenario file, the current directory, config values,
 #      the sbatch: mapping, launcher args, preamble) likewise, and a backslash
-#      in the directory of the jobs' logs.
+#      in the directory of the jobs' logs; sbatch_extra lines sbatch would
+#      refuse or cut short, or with an option a key or the sweep sets anywhere.
 #   3. --sweep_job: its one script run with bash and a fake srun first in PATH
 #      (records its argv, runs the command itself or under mpirun): every run in
 #      the planned order, one made to fail, later ones still completed, index.csv
@@ -161,6 +162,7 @@ name: q
 base: {config: tiny}
 ranks: [2]
 threads_per_rank: 1
+sbatch_extra: ["--mail-type END", "--signal='B:USR1@60'"]
 sbatch:
   comment: "two  words #not a comment \"dq\" 'sq' back\\slash\ttab"
   exclusive: ""
@@ -183,6 +185,9 @@ for sj in "" --sweep_job; do
     want="--job-name=$jobname
 --ntasks=2
 --output=$log
+--mail-type
+END
+--signal=B:USR1@60
 --comment=two  words #not a comment \"dq\" 'sq' back\\slash"$'\t'"tab
 --exclusive
 --mail-user=a@b.c
@@ -267,6 +272,14 @@ expect_exit2 account -- gpu.yaml --launcher sbatch --dry-run --output_dir bad --
 expect_exit2 sbatch_extra time -- gpu.yaml --launcher sbatch --dry-run --output_dir bad --sbatch_extra --time=10
 expect_exit2 sbatch_extra -- gpu.yaml --launcher sbatch --dry-run --output_dir bad --sbatch_extra mail-type=END
 bad 'sbatch_extra: ["--job-name=x"]' se; expect_exit2 se.yaml sbatch_extra job-name -- se.yaml --launcher sbatch --dry-run --output_dir bad
+# sbatch_extra lines are read as sbatch reads them: every option on the line,
+# no quote left open, nothing dropped by a # or an empty word
+expect_exit2 sbatch_extra 'set by the sweep' -- gpu.yaml --launcher sbatch --dry-run --output_dir bad --sbatch_extra '--mail-type=END --output=/tmp/x'
+expect_exit2 sbatch_extra time -- gpu.yaml --launcher sbatch --dry-run --output_dir bad --sbatch_extra '-t10'
+expect_exit2 sbatch_extra 'unmatched quote' -- gpu.yaml --launcher sbatch --dry-run --output_dir bad --sbatch_extra '--comment="a b'
+expect_exit2 sbatch_extra 'unquoted #' -- gpu.yaml --launcher sbatch --dry-run --output_dir bad --sbatch_extra '--comment=a #b'
+expect_exit2 sbatch_extra 'empty word' -- gpu.yaml --launcher sbatch --dry-run --output_dir bad --sbatch_extra '--comment "" --qos=x'
+expect_exit2 sbatch_extra 'backslash before a blank' -- gpu.yaml --launcher sbatch --dry-run --output_dir bad --sbatch_extra '--comment=a\ b'
 bad 'time: 30
 sbatch: {time: "00:30:00"}' st; expect_exit2 st.yaml sbatch.time -- st.yaml --launcher sbatch --dry-run --output_dir bad
 bad 'preamble: {module: load}' pm; expect_exit2 pm.yaml preamble -- pm.yaml --launcher sbatch --dry-run --output_dir bad
