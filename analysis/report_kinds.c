@@ -22,10 +22,26 @@ static void note_add(char *notes, size_t n, const char *what) {
     snprintf(notes + k, n - k, "%s%s", k ? "; " : "", what);
 }
 
-static void point_notes(const rp_point *p, char *notes, size_t n) {
+/* what qualifies a point's numbers: another machine, one sample, an
+ * oversubscribed or busy run behind it, an interval wider than +-10% */
+static void point_notes(const rp_sweep *s, const rp_point *p, char *notes, size_t n) {
     notes[0] = '\0';
     if (p->fp_differs) note_add(notes, n, NOTE_FP);
     if (p->thr.n == 1) note_add(notes, n, NOTE_ONE);
+    bool over = false, busy = false;
+    for (int a = 0; a < p->nruns; a++) {
+        const rp_run *r = &s->runs[p->runs[a]];
+        over = over || r->oversubscribed;
+        const rp_samples *x = &r->thr[s->type >= 0 ? s->type : RP_FULL];
+        if (x->n > 1) {
+            const double lo = vb_stats_min(x->v, x->n), hi = vb_stats_max(x->v, x->n);
+            busy = busy || (lo > 0 && hi / lo > VB_VERDICT_NOISY_SPREAD);
+        }
+    }
+    if (over) note_add(notes, n, "oversubscribed");
+    if (busy) note_add(notes, n, "busy run (trials spread > 1.5x)");
+    if (isfinite(p->est.lo) && p->est.mean > 0 && (p->est.hi - p->est.lo) / 2 > 0.1 * p->est.mean)
+        note_add(notes, n, "wide CI (> +-10%)");
 }
 
 static void table_est(rp_table *t, rp_est e) {
@@ -124,7 +140,7 @@ static rp_table *scaling(rp_doc *d, rp_sweep *s, const rp_opts *o, bool strong) 
             rp_est r = rp_ratio_of_means(&p->thr, &ref->thr);
             rp_est eff = {r.mean * scale, r.lo * scale, r.hi * scale, r.n};
             char notes[256];
-            point_notes(p, notes, sizeof notes);
+            point_notes(s, p, notes, sizeof notes);
             if (ref->fp_differs && p != ref) note_add(notes, sizeof notes, "reference point's fingerprint differs");
             if (p != ref && isfinite(eff.lo) && eff.lo <= 1 && eff.hi >= 1)
                 note_add(notes, sizeof notes, "CI includes 1: not distinguishable from ideal");
@@ -224,7 +240,7 @@ static void comm_overhead(rp_doc *d, rp_sweep *s, const rp_opts *o) {
         if (nd) memmove(nd, nd + 11, strlen(nd + 11) + 1);
         for (size_t k = strlen(lab); k > 0 && lab[k - 1] == ' '; k--) lab[k - 1] = '\0';
         if (!lab[0]) snprintf(lab, sizeof lab, "ddp vs noddp");
-        point_notes(p, notes, sizeof notes);
+        point_notes(s, p, notes, sizeof notes);
         if (q->fp_differs && !p->fp_differs) note_add(notes, sizeof notes, "noddp " NOTE_FP);
         if (dp == 1 && isfinite(lo) && (lo > 0 || hi < 0)) {
             note_add(notes, sizeof notes, "dp = 1 has no communication, yet the CI excludes 0: run-to-run noise");
@@ -340,7 +356,7 @@ static rp_table *buckets(rp_doc *d, rp_sweep *s, const rp_opts *o) {
             snprintf(lab, sizeof lab, "noddp");
         else
             snprintf(lab, sizeof lab, "%g MB%s", point_bucket(s, p), p == dflt ? " (default)" : "");
-        point_notes(p, notes, sizeof notes);
+        point_notes(s, p, notes, sizeof notes);
         rp_est r = nod ? rp_ratio_of_means(&p->thr, &nod->thr) : (rp_est){NAN, NAN, NAN, 0};
         rp_est ex = rp_mean_est(&p->exposed);
         if (p->exposed.n == 0) note_add(notes, sizeof notes, "no comm_exposed_s in iterations.csv");
@@ -405,7 +421,7 @@ static rp_table *layouts(rp_doc *d, rp_sweep *s, const rp_opts *o) {
         rp_point *p = &s->pts[i];
         const rp_run *r0 = &s->runs[p->runs[0]];
         char notes[256], lab[128];
-        point_notes(p, notes, sizeof notes);
+        point_notes(s, p, notes, sizeof notes);
         rp_group_comm g[RP_NGROUPS];
         bool have_ops = rp_comm_groups(r0, g) == 0;
         if (!have_ops) {
@@ -536,7 +552,7 @@ static rp_table *flags(rp_doc *d, rp_sweep *s, const rp_opts *o) {
         rp_point *p = &s->pts[i];
         const char *var = sw_val(s, p, "variant");
         char notes[256];
-        point_notes(p, notes, sizeof notes);
+        point_notes(s, p, notes, sizeof notes);
         rp_cmp c = {NAN, NAN, NAN, NAN, 0, 0, VB_VERDICT_NO_SAMPLES};
         const char *verdict = "";
         if (base && p != base) {
@@ -596,7 +612,7 @@ static rp_table *generic(rp_doc *d, rp_sweep *s, const rp_opts *o) {
     for (int i = 0; i < s->npts; i++) {
         rp_point *p = &s->pts[i];
         char notes[256], lab[256], xl[256];
-        point_notes(p, notes, sizeof notes);
+        point_notes(s, p, notes, sizeof notes);
         for (int k = 0; k < s->nkeys; k++) rp_table_add(t, "%s", sw_val(s, p, s->keys[k]));
         rp_table_add(t, "%d", p->nruns);
         rp_table_add(t, "%d", p->thr.n);

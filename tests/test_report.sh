@@ -393,6 +393,36 @@ grep -q "kind ddp_buckets (inferred" buckets/report/report.md || fail "ddp_bucke
 run_report layouts >/dev/null
 python3 check.py layouts || fail "layout tables"
 
+# points are flagged where their numbers need care: an oversubscribed run, a
+# busy one (trials spread > 1.5x), an interval wider than +-10%
+python3 - <<'EOF' || fail "notes fixture"
+import json, sys
+sys.path.insert(0, ".")
+from make_fixtures import sweep
+sweep("notes", "weak_scaling", ["noddp"],
+      [("completed", 0, 1, {"noddp": "false"}, dict(local=4, glob=4, noddp=False, full=[100, 101, 99])),
+       ("completed", 0, 2, {"noddp": "false"}, dict(local=4, glob=8, noddp=False, full=[180, 60, 190]))],
+      kind="weak_scaling")
+j = json.load(open("notes/runs/000_ranks=1_noddp=false_r0/run.json"))
+j["threads"] = {"requested": 4, "per_rank": 4, "node_ranks": 1, "oversubscribed": True}
+json.dump(j, open("notes/runs/000_ranks=1_noddp=false_r0/run.json", "w"))
+EOF
+run_report notes >/dev/null
+python3 - <<'EOF' || fail "point notes and warnings"
+import csv, sys
+rows = {r["ranks"]: r for r in csv.DictReader(open("notes/report/scaling.csv"))}
+if "oversubscribed" not in rows["1"]["notes"]:
+    sys.exit("oversubscribed point not noted: %s" % rows["1"])
+for want in ("busy run", "wide CI"):
+    if want not in rows["2"]["notes"]:
+        sys.exit("%s not noted: %s" % (want, rows["2"]))
+md = open("notes/report/report.md").read().split("## Contents")[0]
+for want in ("**Warning:** 1 run was oversubscribed", "**Warning:** 1 run's trials spread more than 1.5x",
+             "**Warning:** 1 point has a 95% interval wider than +-10%"):
+    if want not in md:
+        sys.exit("summary lacks %r" % want)
+EOF
+
 # ---- 2. a run directory with timeline, iterations and ops ----
 python3 - <<'EOF' || fail "run fixture"
 import csv, sys
