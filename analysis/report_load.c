@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "analysis/report.h"
+#include "core/fingerprint.h"
 
 const char *const rp_type_name[RP_NTYPES] = {"IO", "SYNTHETIC", "FULL"};
 
@@ -101,6 +102,10 @@ static void load_json(rp_run *r, rp_doc *d) {
     jstr(fp, "blas_coretype", r->blas_coretype, sizeof r->blas_coretype);
     jstr(fp, "compiler", r->compiler, sizeof r->compiler);
     jstr(fp, "gpu_name", r->gpu_name, sizeof r->gpu_name);
+    jstr(fp, "cpu_vector", r->cpu_vector, sizeof r->cpu_vector);
+    jstr(fp, "blas_vector", r->blas_vector, sizeof r->blas_vector);
+    if (!r->blas_vector[0]) /* runs from before the field: the table knows the kernel */
+        snprintf(r->blas_vector, sizeof r->blas_vector, "%s", vb_blas_core_vector(r->blas_coretype));
     jstr(fp, "git_dirty", r->git_dirty, sizeof r->git_dirty);
     if (!r->omp_threads[0]) jstr(root, "omp_max_threads", r->omp_threads, sizeof r->omp_threads);
     r->oversubscribed =

@@ -1072,6 +1072,8 @@ static void add_fingerprint(cJSON *root, const vb_run *r) {
     cJSON_AddStringToObject(o, "gpu_name", f->gpu_name);
     cJSON_AddStringToObject(o, "gpu_driver", f->gpu_driver);
     cJSON_AddStringToObject(o, "machine_key", f->machine_key);
+    cJSON_AddStringToObject(o, "cpu_vector", f->cpu_vector);
+    cJSON_AddStringToObject(o, "blas_vector", f->blas_vector);
     /* the device itself, beyond the name the key uses: memory, clocks, ECC */
     if (r->device.name[0]) {
         const vb_device_desc *d = &r->device;

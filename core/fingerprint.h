@@ -28,12 +28,25 @@ typedef struct vb_fingerprint {
     char gpu_name[256];      /* "" without a GPU */
     char gpu_driver[64];
     char machine_key[17];    /* 16 hex digits, FNV-1a of the keyed fields */
+    /* recorded, not keyed: the widest vector instructions the CPU has and
+     * those the BLAS kernels use (sse, avx, avx2, avx512; "" unknown). BLAS
+     * kernels narrower than the CPU (OPENBLAS_CORETYPE=Haswell on an AVX-512
+     * machine, or a CPU OpenBLAS does not know, given Prescott's SSE) run
+     * well below its FMA peak: the report warns. */
+    char cpu_vector[16];
+    char blas_vector[16];
 } vb_fingerprint;
 
 /* gpu_name / gpu_driver: the backend's device (ops->device_describe), NULL
  * or "" without a GPU */
 void vb_fingerprint_collect(vb_fingerprint *f, const char *backend, int ranks, const char *gpu_name,
                             const char *gpu_driver);
+
+/* The vector width an OpenBLAS core type's kernels use ("" for one this
+ * table does not know), and the order of widths: sse < avx < avx2 < avx512
+ * (0 for ""). */
+const char *vb_blas_core_vector(const char *core);
+int vb_vector_rank(const char *vector);
 
 /* CPUs in the calling thread's affinity mask (at least 1). */
 int vb_affinity_cores(void);
