@@ -1,6 +1,7 @@
 #include "core/common.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <math.h>
 #include <stdarg.h>
@@ -181,6 +182,70 @@ bool vb_dir_exists(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
+
+static const char *type_name(mode_t m) {
+    if (S_ISREG(m)) return "a regular file";
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISFIFO(m)) return "a FIFO (named pipe)";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    if (S_ISSOCK(m)) return "a socket";
+    return "a special file";
+}
+
+/* What path is when it is not what the caller wants (want_dir: a directory,
+ * else a readable regular file); NULL when it is. */
+static const char *path_problem(const char *path, bool want_dir, char *buf, size_t n) {
+    const char *want = want_dir ? "a directory" : "a regular file";
+    struct stat st, lst;
+    if (stat(path, &st) != 0) {
+        int err = errno;
+        /* stat follows links: a link whose target is missing looks missing
+         * itself, and "no such file" next to a name ls shows would mislead */
+        if (err == ENOENT && lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) {
+            char target[VB_PATH_MAX];
+            ssize_t k = readlink(path, target, sizeof target - 1);
+            if (k < 0) {
+                snprintf(buf, n, "a dangling symlink (its target does not exist)");
+            } else {
+                target[k] = '\0';
+                snprintf(buf, n, "a dangling symlink (its target %s does not exist)", target);
+            }
+        } else if (err == ENOENT || err == ENOTDIR) {
+            snprintf(buf, n, "no such %s", want_dir ? "directory" : "file");
+        } else if (err == ELOOP) {
+            snprintf(buf, n, "a symlink loop (too many levels of symbolic links)");
+        } else {
+            snprintf(buf, n, "cannot be reached (%s)", strerror(err));
+        }
+        return buf;
+    }
+    bool link = lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode);
+    if (want_dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode)) {
+        snprintf(buf, n, "%s%s, not %s", link ? "a symlink to " : "", type_name(st.st_mode), want);
+        return buf;
+    }
+    if (want_dir) return NULL;
+    /* a regular file: opening it has no side effects, and O_NONBLOCK keeps
+     * this from hanging if a FIFO took its place since the stat */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(buf, n, "not readable (%s)", strerror(errno));
+        return buf;
+    }
+    struct stat opened;
+    bool replaced = fstat(fd, &opened) == 0 && !S_ISREG(opened.st_mode);
+    close(fd);
+    if (replaced) {
+        snprintf(buf, n, "%s, not a regular file (it was replaced while being checked)", type_name(opened.st_mode));
+        return buf;
+    }
+    return NULL;
+}
+
+const char *vb_file_problem(const char *path, char *buf, size_t n) { return path_problem(path, false, buf, n); }
+
+const char *vb_dir_problem(const char *path, char *buf, size_t n) { return path_problem(path, true, buf, n); }
 
 int vb_mkdir_p(const char *path) {
     char tmp[VB_PATH_MAX];

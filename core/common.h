@@ -93,8 +93,24 @@ void vb_snprintf(char *buf, size_t n, const char *fmt, ...) __attribute__((forma
  * length in *len when len is not NULL; NULL with errno set when it cannot be
  * read. */
 char *vb_read_file(const char *path, size_t *len);
+/* Probes: true when path is a regular file / a directory (symlinks
+ * followed); for optional files. To refuse a path the user gave, use
+ * vb_file_problem / vb_dir_problem: they say what the path is instead. */
 bool vb_file_exists(const char *path);
 bool vb_dir_exists(const char *path);
+/* NULL when path is a regular file this process can open for reading
+ * (symlinks to one are fine); otherwise what it is, as a phrase that reads
+ * after "<path>: " -- "no such file", "a directory, not a regular file", "a
+ * FIFO (named pipe), not a regular file", "a dangling symlink (...)", "a
+ * symlink loop", "a symlink to a character device, not a regular file",
+ * "not readable (Permission denied)" -- written into buf (n bytes), which is
+ * returned. Only stat and lstat look at something that is not a regular
+ * file: opening a FIFO for reading blocks until a writer comes, and opening
+ * a device can act on it. */
+const char *vb_file_problem(const char *path, char *buf, size_t n);
+/* The same for a directory: NULL when path is one (or a symlink to one),
+ * else "no such directory", "a regular file, not a directory", ... */
+const char *vb_dir_problem(const char *path, char *buf, size_t n);
 /* mkdir -p; returns 0 on success, -1 with errno set. */
 int vb_mkdir_p(const char *path);
 

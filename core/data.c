@@ -117,9 +117,11 @@ void vb_split_scan(vb_split_info *s, const char *dir) {
             vb_warn("%s/%s: ignored (the file name must end in a 4-digit year, e.g. 2016.h5)", dir, e->d_name);
             continue;
         }
-        char path[VB_PATH_MAX];
+        char path[VB_PATH_MAX], why[VB_PATH_MAX + 64];
         vb_snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        if (!vb_file_exists(path)) continue;
+        /* a year that cannot be read is refused, not skipped: skipping it
+         * would train on part of the data and still exit 0 */
+        if (vb_file_problem(path, why, sizeof why)) vb_die_input("%s: %s", path, why);
         if (n == cap) {
             cap *= 2;
             files = realloc(files, sizeof(char *) * (size_t)cap);

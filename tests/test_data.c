@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/common.h"
@@ -785,6 +786,63 @@ static void test_scan(void **state) {
     tu_rm_rf(x.root);
 }
 
+/* A year file that is not a readable regular file stops the scan (exit 2
+ * naming it and what it is): skipped, the run would train on the other
+ * years and exit 0. A symlink to a regular file is a year like any other. */
+static void test_scan_not_regular(void **state) {
+    (void)state;
+    fx x;
+    fx_make(&x, 3, 5);
+    char p[VB_PATH_MAX], other[VB_PATH_MAX];
+    vb_snprintf(p, sizeof p, "%s/2013.h5", x.split);
+
+    assert_int_equal(mkdir(p, 0775), 0);
+    expect_exit2(scan_dir, x.split, p, "a directory, not a regular file");
+    assert_int_equal(rmdir(p), 0);
+
+    assert_int_equal(mkfifo(p, 0664), 0);
+    expect_exit2(scan_dir, x.split, p, "a FIFO (named pipe), not a regular file");
+    unlink(p);
+
+    vb_snprintf(other, sizeof other, "%s/gone.h5", x.root);
+    assert_int_equal(symlink(other, p), 0);
+    expect_exit2(scan_dir, x.split, p, "a dangling symlink");
+    unlink(p);
+
+    assert_int_equal(symlink("2013.h5", p), 0); /* points at itself */
+    expect_exit2(scan_dir, x.split, p, "a symlink loop");
+    unlink(p);
+
+    assert_int_equal(symlink("/dev/null", p), 0);
+    expect_exit2(scan_dir, x.split, p, "a symlink to a character device, not a regular file");
+    unlink(p);
+
+    vb_snprintf(other, sizeof other, "%s/elsewhere", x.root);
+    assert_int_equal(mkdir(other, 0775), 0);
+    assert_int_equal(symlink(other, p), 0);
+    expect_exit2(scan_dir, x.split, p, "a symlink to a directory, not a regular file");
+    unlink(p);
+
+    /* permissions do not stop root: only checked as another user */
+    if (geteuid() != 0) {
+        fx_write_file(p, 3, 5, 4, 10, 12);
+        assert_int_equal(chmod(p, 0), 0);
+        expect_exit2(scan_dir, x.split, p, "not readable");
+        unlink(p);
+    }
+
+    /* a symlink to a year file elsewhere is read through */
+    vb_snprintf(other, sizeof other, "%s/elsewhere/2013.h5", x.root);
+    fx_write_file(other, 3, 5, 4, 10, 12);
+    assert_int_equal(symlink(other, p), 0);
+    vb_split_info s;
+    vb_split_scan(&s, x.split);
+    assert_int_equal(s.nfiles, 4);
+    assert_string_equal(s.files[3], p);
+    vb_split_free(&s);
+    tu_rm_rf(x.root);
+}
+
 /* ---- .npy ---- */
 
 /* Writes magic + version + header text (padded to 64 with '\n' at the end
@@ -1122,6 +1180,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sample_location),
         cmocka_unit_test(test_scan),
+        cmocka_unit_test(test_scan_not_regular),
         cmocka_unit_test(test_content_crop_norm_order),
         cmocka_unit_test(test_chunked_files),
         cmocka_unit_test(test_direct_read_pieces),

@@ -307,6 +307,17 @@ rc=$?
 [ "$(wc -l < bad.txt)" -eq 1 ] || { cat bad.txt >&2; fail "missing data dir printed more than one line"; }
 grep -q "missing_dir" bad.txt || fail "missing data dir message does not name it: $(cat bad.txt)"
 
+# a year file that cannot be read (here a FIFO among the train years) stops
+# the run: skipped, the run would train on the other years and exit 0
+mkfifo data/train/2099.h5 || fail "mkfifo data/train/2099.h5"
+"$VB" train "${COMMON[@]}" --run_name fifo_year --num_iters 1 > bad.txt 2>&1
+rc=$?
+rm -f data/train/2099.h5
+[ $rc -eq 2 ] || { cat bad.txt >&2; fail "a FIFO among the year files exited $rc, want 2"; }
+[ "$(wc -l < bad.txt)" -eq 1 ] || { cat bad.txt >&2; fail "a FIFO among the year files printed more than one line"; }
+grep -q "data/train/2099.h5: a FIFO (named pipe), not a regular file" bad.txt ||
+    fail "a FIFO among the year files: $(cat bad.txt)"
+
 # --cupti true on a training loop (no benchy trials to trace) is refused, not
 # ignored: this build's line, or the one saying it has no CUPTI
 "$VB" train "${COMMON[@]}" --backend auto --cupti true > bad.txt 2>&1
