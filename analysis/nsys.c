@@ -687,8 +687,9 @@ static void parse_args(int argc, char **argv, nsys_args *a) {
             outdir = val;
     }
     if (a->nfiles == 0) vb_die_input("nsys: no FILE (give `nsys stats --format csv` reports; see vitbench nsys --help)");
+    char why[VB_PATH_MAX + 64];
     for (int i = 0; i < a->nfiles; i++)
-        if (!vb_file_exists(a->files[i])) vb_die_input("nsys: %s: no such file", a->files[i]);
+        if (vb_file_problem(a->files[i], why, sizeof why)) vb_die_input("nsys: %s: %s", a->files[i], why);
     if (outdir) {
         vb_snprintf(a->outdir, sizeof a->outdir, "%s", outdir);
     } else {

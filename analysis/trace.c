@@ -115,7 +115,11 @@ static void parse_args(int argc, char **argv, trace_paths *p) {
         dir_of(path, dir, sizeof dir);
         vb_snprintf(p->timeline, sizeof p->timeline, "%s", path);
     } else {
-        vb_die_input("trace: %s: no such file or directory", path);
+        /* neither: say what it is (missing, a FIFO, a dangling symlink ...) */
+        char why[VB_PATH_MAX + 64];
+        const char *w = vb_file_problem(path, why, sizeof why);
+        vb_die_input("trace: %s: %s (give a run directory or a timeline.csv)", path,
+                     w ? w : "replaced while being checked");
     }
     vb_snprintf(p->runjson, sizeof p->runjson, "%s/run.json", dir);
     if (output)

@@ -336,17 +336,18 @@ void sweep_preflight(const vb_scenario *s, const vb_sweep_plan *plan, launcher_k
                      {"valid_data_path", c.valid_data_path, true}};
         int nneed = strcmp(s->command, "train") == 0 ? 4 : 3;
         for (int q = 0; q < nneed; q++) {
-            bool ok = need[q].dir ? vb_dir_exists(need[q].path) : vb_file_exists(need[q].path);
-            if (ok) continue;
+            char why[VB_PATH_MAX + 64];
+            const char *bad = need[q].dir ? vb_dir_problem(need[q].path, why, sizeof why)
+                                          : vb_file_problem(need[q].path, why, sizeof why);
+            if (!bad) continue;
             if (launcher == LAUNCH_SBATCH || dry_run) {
                 if (!warned)
-                    vb_warn("%s %s is not visible here; the runs will need it where they run", need[q].key,
-                            need[q].path);
+                    vb_warn("%s %s: %s here; the runs will need it where they run", need[q].key, need[q].path, bad);
                 warned = true;
                 continue;
             }
-            vb_die_input("%s %s: no such %s (make the data first, e.g. vitbench datagen, or set --%s)", need[q].key,
-                         need[q].path, need[q].dir ? "directory" : "file", need[q].key);
+            vb_die_input("%s %s: %s (make the data first, e.g. vitbench datagen, or set --%s)", need[q].key,
+                         need[q].path, bad, need[q].key);
         }
     }
     vb_set_error_context(NULL);

@@ -215,14 +215,18 @@ static char *join_command_line(int argc, char **argv) {
     return s;
 }
 
+/* A FIFO or a directory where a file belongs is named as such: "no such
+ * file" would send the user looking for a path that is there. */
 static void require_dir(const char *key, const char *path) {
     if (!path[0]) vb_die_input("%s is empty: give a directory with --%s", key, key);
-    if (!vb_dir_exists(path)) vb_die_input("%s %s: no such directory", key, path);
+    char why[VB_PATH_MAX + 64];
+    if (vb_dir_problem(path, why, sizeof why)) vb_die_input("%s %s: %s", key, path, why);
 }
 
 static void require_file(const char *key, const char *path) {
     if (!path[0]) vb_die_input("%s is empty: give a file with --%s", key, key);
-    if (!vb_file_exists(path)) vb_die_input("%s %s: no such file", key, path);
+    char why[VB_PATH_MAX + 64];
+    if (vb_file_problem(path, why, sizeof why)) vb_die_input("%s %s: %s", key, path, why);
 }
 
 /* run.json must say what happened: a run that cannot record its status
@@ -506,8 +510,7 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
     if (r->benchy) {
         const char *env = getenv("BENCHY_CONFIG_FILE");
         const char *file = c->benchy_config[0] ? c->benchy_config : (env && *env ? env : "");
-        if (file[0] && !vb_file_exists(file))
-            vb_die_input("%s %s: no such file", c->benchy_config[0] ? "benchy_config" : "BENCHY_CONFIG_FILE", file);
+        if (file[0]) require_file(c->benchy_config[0] ? "benchy_config" : "BENCHY_CONFIG_FILE", file);
         vb_snprintf(r->benchy_file, sizeof r->benchy_file, "%s", file);
         vb_benchy_resolve(&r->bcfg, c->benchy_config);
     } else {

@@ -338,7 +338,8 @@ static void reject_unexpected(const char *path, hid_t file, const vit_model *m) 
 void vb_checkpoint_load(const char *path, vit_model *m, vb_adam *opt) {
     if (opt && opt->n != m->nparams)
         vb_die_internal("checkpoint load: optimizer has %zu values, model %zu params", opt->n, m->nparams);
-    if (!vb_file_exists(path)) vb_die_input("%s: checkpoint file not found", path);
+    char why[VB_PATH_MAX + 64];
+    if (vb_file_problem(path, why, sizeof why)) vb_die_input("%s: cannot load checkpoint: %s", path, why);
     h5_quiet q = h5_quiet_begin();
     if (H5Fis_hdf5(path) <= 0) vb_die_input("%s: not an HDF5 file", path);
     hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);

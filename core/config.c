@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include "core/comm.h"
 #include "core/cupti_trace.h"
@@ -447,12 +448,16 @@ void vb_config_print_help(FILE *f) {
 /* ---- YAML ---- */
 
 /* A relative path is looked up in the cwd first, then in the source tree,
- * so `vitbench` run from a build directory still finds scenarios/vit.yaml. */
+ * so `vitbench` run from a build directory still finds scenarios/vit.yaml.
+ * Only a path with nothing at it falls back: a FIFO, directory or dangling
+ * symlink in the cwd is what the user named, and the loader says what it is
+ * rather than quietly reading the source tree's file of that name. */
 static void resolve_path(const char *path, char *out, size_t n, const char *what) {
     const char *chosen = path;
 #ifdef VB_SOURCE_DIR
     char alt[VB_PATH_MAX];
-    if (path[0] && path[0] != '/' && !vb_file_exists(path)) {
+    struct stat st;
+    if (path[0] && path[0] != '/' && lstat(path, &st) != 0 && errno == ENOENT) {
         int k = snprintf(alt, sizeof alt, "%s/%s", VB_SOURCE_DIR, path);
         if (k > 0 && (size_t)k < sizeof alt && vb_file_exists(alt)) chosen = alt;
     }

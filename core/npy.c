@@ -102,6 +102,9 @@ static int npy_shape(npy_parser *ps, long *dims) {
 }
 
 void vb_npy_load_stats(const char *path, int C, float *out) {
+    /* checked before fopen, which would wait forever on a FIFO */
+    char why[VB_PATH_MAX + 64];
+    if (vb_file_problem(path, why, sizeof why)) vb_die_input("%s: cannot open stats file: %s", path, why);
     FILE *f = fopen(path, "rb");
     if (!f) vb_die_input("%s: cannot open stats file: %s", path, strerror(errno));
     unsigned char *buf = malloc(NPY_MAX_FILE + 1);

@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "core/common.h"
 
@@ -12,9 +11,9 @@
 #define VB_YAML_MAX_MERGE_DEPTH 32
 
 bool vb_yaml_load(yaml_document_t *doc, const char *path, const char *label) {
-    struct stat st;
-    if (stat(path, &st) != 0) vb_die_input("%s: cannot open: %s", label, strerror(errno));
-    if (!S_ISREG(st.st_mode)) vb_die_input("%s: cannot open: not a regular file", label);
+    /* checked before fopen, which would wait forever on a FIFO */
+    char why[VB_PATH_MAX + 64];
+    if (vb_file_problem(path, why, sizeof why)) vb_die_input("%s: cannot open: %s", label, why);
     FILE *f = fopen(path, "rb");
     if (!f) vb_die_input("%s: cannot open: %s", label, strerror(errno));
 

@@ -7,6 +7,8 @@
 #include <math.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -214,7 +216,12 @@ static void test_missing_or_bad_file_exits_2(void **state) {
     fixture *f = *state;
     char path[400];
     snprintf(path, sizeof path, "%s/nonexistent.h5", f->dir);
-    expect_load_dies(f, path, true, "nonexistent.h5", "not found");
+    expect_load_dies(f, path, true, "nonexistent.h5", "no such file");
+    /* a directory is named as one, not reported missing */
+    snprintf(path, sizeof path, "%s/dir.h5", f->dir);
+    assert_int_equal(mkdir(path, 0775), 0);
+    expect_load_dies(f, path, true, "dir.h5", "a directory, not a regular file");
+    rmdir(path);
     snprintf(path, sizeof path, "%s/garbage.h5", f->dir);
     FILE *g = fopen(path, "w");
     fputs("this is not an hdf5 file\n", g);

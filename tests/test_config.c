@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/comm.h"
@@ -831,6 +832,40 @@ static void test_help_lists_every_key(void **state) {
     free(buf);
 }
 
+/* A config path that is there but is not a regular file (a FIFO, a
+ * directory) is named for what it is, never reported missing, and never
+ * opened: reading a FIFO would wait for a writer forever. */
+static void test_not_regular_files(void **state) {
+    (void)state;
+    char fifo[VB_PATH_MAX], dir[VB_PATH_MAX];
+    vb_snprintf(fifo, sizeof fifo, "%s/fifo.yaml", g_tmp);
+    vb_snprintf(dir, sizeof dir, "%s/dir.yaml", g_tmp);
+    assert_int_equal(mkfifo(fifo, 0664), 0);
+    assert_int_equal(mkdir(dir, 0775), 0);
+
+    args_fail(LIST("--yaml_config", fifo), LIST(fifo, "cannot open: a FIFO (named pipe), not a regular file"));
+    args_fail(LIST("--yaml_config", dir), LIST(dir, "cannot open: a directory, not a regular file"));
+    tu_expect_exit_all(2, LIST(fifo, "a FIFO (named pipe), not a regular file"), child_benchy_load, fifo);
+    setenv("BENCHY_CONFIG_FILE", dir, 1);
+    tu_expect_exit_all(2, LIST("BENCHY_CONFIG_FILE=", dir, "a directory, not a regular file"),
+                       child_benchy_resolve_env, NULL);
+    unsetenv("BENCHY_CONFIG_FILE");
+
+    /* a relative path names the cwd's entry even when it is a FIFO: the
+     * source tree's file of the same name is not read in its place */
+    char cwd[VB_PATH_MAX], sub[VB_PATH_MAX];
+    vb_snprintf(sub, sizeof sub, "%s/rel/scenarios/benchy", g_tmp);
+    assert_int_equal(vb_mkdir_p(sub), 0);
+    vb_snprintf(sub, sizeof sub, "%s/rel/scenarios/benchy/quick.yaml", g_tmp);
+    assert_int_equal(mkfifo(sub, 0664), 0);
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    vb_snprintf(sub, sizeof sub, "%s/rel", g_tmp);
+    assert_int_equal(chdir(sub), 0);
+    tu_expect_exit_all(2, LIST("scenarios/benchy/quick.yaml", "a FIFO (named pipe)"), child_benchy_load,
+                       (void *)"scenarios/benchy/quick.yaml");
+    assert_int_equal(chdir(cwd), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),
@@ -848,6 +883,7 @@ int main(void) {
         cmocka_unit_test(test_benchy_errors),
         cmocka_unit_test(test_benchy_resolve),
         cmocka_unit_test(test_help_lists_every_key),
+        cmocka_unit_test(test_not_regular_files),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -318,6 +318,25 @@ rm -f data/train/2099.h5
 grep -q "data/train/2099.h5: a FIFO (named pipe), not a regular file" bad.txt ||
     fail "a FIFO among the year files: $(cat bad.txt)"
 
+# a FIFO or a directory given as a file is named for what it is (not "no such
+# file"), on one line naming the flag, and never opened (a FIFO would block)
+mkfifo special.fifo || fail "mkfifo special.fifo"
+mkdir -p special.dir
+not_regular() {  # WHO WHAT ARGS...: WHO names the flag or variable
+    local who=$1 what=$2
+    shift 2
+    timeout 60 "$@" > bad.txt 2>&1
+    local rc=$?
+    [ $rc -eq 2 ] || { cat bad.txt >&2; fail "$who as $what exited $rc, want 2"; }
+    [ "$(wc -l < bad.txt)" -eq 1 ] || { cat bad.txt >&2; fail "$who as $what printed more than one line"; }
+    grep -q "^vitbench: error: $who special\.[a-z]*: $what, not a regular file\$" bad.txt ||
+        fail "$who as $what: $(cat bad.txt)"
+}
+not_regular global_means_path "a FIFO (named pipe)" "$VB" train "${COMMON[@]}" --global_means_path special.fifo
+not_regular global_stds_path "a directory" "$VB" train "${COMMON[@]}" --global_stds_path special.dir
+not_regular benchy_config "a FIFO (named pipe)" "$VB" run "${COMMON[@]}" --benchy_config special.fifo
+not_regular BENCHY_CONFIG_FILE "a directory" env BENCHY_CONFIG_FILE=special.dir "$VB" run "${COMMON[@]}"
+
 # --cupti true on a training loop (no benchy trials to trace) is refused, not
 # ignored: this build's line, or the one saying it has no CUPTI
 "$VB" train "${COMMON[@]}" --backend auto --cupti true > bad.txt 2>&1
