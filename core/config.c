@@ -8,6 +8,7 @@
  * file or flag to fix.
  */
 #include "core/config.h"
+#include "core/results.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -871,11 +872,18 @@ void vb_benchy_defaults(vb_benchy_config *b) {
 
 /* Parses one benchy value; `where` is "<file> [<section>]". */
 /* benchy's JSON goes into output_dir (the run directory by default): a file
- * name, never a path, so '../../etc/x.json' cannot send it elsewhere. */
+ * name, never a path, so '../../etc/x.json' cannot send it elsewhere, and
+ * not a name the run directory already uses, where one file would silently
+ * replace the other. Refused whatever output_dir says: it may be the run
+ * directory under another spelling. */
 static void check_output_filename(const char *name, const char *where, const char *key, int line) {
     if (!name[0] || strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
         vb_die_input("%s: %s = '%s' must be a file name without '/' (line %d); the file goes to output_dir", where, key,
                      name, line);
+    if (vb_run_file_reserved(name))
+        vb_die_input("%s: %s = '%s' is a file the run writes itself (line %d): the two would replace each other; "
+                     "pick another name, e.g. benchy_output.json",
+                     where, key, name, line);
 }
 
 static void benchy_value(key_type t, const yaml_node_t *v, void *dst, size_t size, const char *where, const char *key,

@@ -6,10 +6,43 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 
 #include "core/common.h"
+#include "core/cupti_trace.h"
+
+/* Every name the run itself writes into its directory (trials.c,
+ * train_loop.c, trainer.c; CUPTI's through vb_cupti_file), and the default
+ * outputs of the tools that write into a run directory afterwards. */
+static const char *const k_run_files[] = {
+    "run.json",      "trials.csv",     "summary.csv",   "iterations.csv", "ops.csv",
+    "timeline.csv",  "train_log.csv",  "validation.csv", "checkpoint.h5",
+    "trace.json", /* vitbench trace RUN */
+    "report",     /* vitbench report RUN: a directory */
+};
+
+/* name is file's stem + "_rank<digits>" + file's extension (CUPTI's copy
+ * for rank k > 0, trials.c write_cupti) */
+static bool is_rank_copy(const char *name, const char *file) {
+    const char *dot = strrchr(file, '.');
+    size_t stem = dot ? (size_t)(dot - file) : strlen(file);
+    if (strncasecmp(name, file, stem) != 0 || strncasecmp(name + stem, "_rank", 5) != 0) return false;
+    const char *p = name + stem + 5, *digits = p;
+    while (*p >= '0' && *p <= '9') p++;
+    return p > digits && strcasecmp(p, dot ? dot : "") == 0;
+}
+
+bool vb_run_file_reserved(const char *name) {
+    for (size_t i = 0; i < sizeof k_run_files / sizeof k_run_files[0]; i++)
+        if (strcasecmp(name, k_run_files[i]) == 0) return true;
+    for (int v = 0; v < VB_CUPTI_NVIEWS; v++) {
+        const char *file = vb_cupti_file((vb_cupti_view)v);
+        if (strcasecmp(name, file) == 0 || is_rank_copy(name, file)) return true;
+    }
+    return false;
+}
 
 void vb_run_dir_create(const vb_config *c, char *dir, size_t n, char *run_id, size_t idn) {
     const char *out = c->output_dir[0] ? c->output_dir : "results";

@@ -52,4 +52,13 @@ void vb_run_dir_create(const vb_config *c, char *dir, size_t n, char *run_id, si
  * a thread or another process, never from a signal handler. */
 int vb_run_json_mark_failed(const char *path, const char *why);
 
+/* True when `name` (a file name, no directory part) is one the run
+ * directory already uses: the files above, CUPTI's per-rank copies
+ * (kernels_rank<k>.csv ...), and what vitbench trace (trace.json) and
+ * vitbench report (report/) put there by default. Compared without case:
+ * on a case-insensitive file system Summary.csv is summary.csv. benchy's
+ * output_filename must not be one of them, or one file silently replaces
+ * the other. */
+bool vb_run_file_reserved(const char *name);
+
 #endif

@@ -726,6 +726,17 @@ static void test_benchy_load(void **state) {
     assert_true(b.synthetic.run_benchmark);
     assert_int_equal(b.report_freq, 10);
 
+    /* names near the run's own are not theirs */
+    static const char *const fine[] = {"summary.csv.json", "my_summary.csv", "kernels_rank.csv", "kernels_rankx.csv",
+                                       "kernels_rank1.json", "reports"};
+    for (size_t i = 0; i < sizeof fine / sizeof fine[0]; i++) {
+        char text[128];
+        vb_snprintf(text, sizeof text, "global:\n  output_filename: '%s'\n", fine[i]);
+        vb_benchy_defaults(&b);
+        vb_benchy_load(&b, tmp_yaml(text));
+        assert_string_equal(b.output_filename, fine[i]);
+    }
+
     /* empty file: defaults stand */
     vb_benchy_defaults(&b);
     vb_benchy_load(&b, tmp_yaml(""));
@@ -768,6 +779,22 @@ static void test_benchy_errors(void **state) {
     benchy_fail("global:\n  output_filename: '../../../etc/x.json'\n",
                 LIST("[global]: output_filename = '../../../etc/x.json' must be a file name without '/' (line 2)"));
     benchy_fail("global:\n  json_prefix: 'sub/out'\n", LIST("json_prefix = 'sub/out.json' must be a file name"));
+    /* a name the run directory already uses: one file would replace the other */
+    benchy_fail("global:\n  output_filename: 'summary.csv'\n",
+                LIST("[global]: output_filename = 'summary.csv' is a file the run writes itself (line 2)"));
+    benchy_fail("global:\n  json_prefix: run\n", LIST("[global]: json_prefix = 'run.json' is a file the run writes itself"));
+    static const char *const reserved[] = {
+        "run.json", "trials.csv", "iterations.csv", "ops.csv", "timeline.csv", "train_log.csv", "validation.csv",
+        "checkpoint.h5", "trace.json", "report", "kernels.csv", "kernels_SYNTHETIC.csv", "kernels_FULL.csv",
+        "gpu_mem_time.csv", "kernels_rank3.csv", "kernels_FULL_rank12.csv", "gpu_mem_time_rank1.csv",
+        "Summary.CSV", /* the same file where case is not told apart */
+    };
+    for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++) {
+        char text[256], want[256];
+        vb_snprintf(text, sizeof text, "global:\n  output_filename: '%s'\n", reserved[i]);
+        vb_snprintf(want, sizeof want, "output_filename = '%s' is a file the run writes itself", reserved[i]);
+        benchy_fail(text, LIST(want));
+    }
     tu_expect_exit_all(2, LIST("/nonexistent/benchy.yaml", "cannot open"), child_benchy_load,
                        (void *)"/nonexistent/benchy.yaml");
     /* a bad file named by the environment says so */

@@ -247,6 +247,28 @@ rj = json.load(open(os.path.join(rd, "run.json")))
 check(rj["status"] == "completed" and rj["command"] == "train", "train run.json")
 EOF
 
+# ---- benchy's output_filename may not be a file the run directory already
+# holds (one would silently replace the other): every name a real run and a
+# real training wrote, and what trace and report add, is refused with exit 2
+# and one line naming the key and the file, before any run directory ----
+cp -r "$R" names_run || fail "cp $R"
+"$VB" trace names_run > /dev/null 2>&1 || fail "vitbench trace on a copy of the run failed"
+"$VB" report names_run --no_plots > /dev/null 2>&1 || fail "vitbench report on a copy of the run failed"
+names=$( (ls -A names_run; ls -A "$T") | grep -v -x -e benchy_output.json | sort -u)
+for n in run.json summary.csv trials.csv checkpoint.h5 train_log.csv trace.json report; do
+    grep -q -x -F "$n" <<<"$names" || fail "expected $n among the run directories' files: $names"
+done
+before=$(ls out | wc -l)
+for n in $names; do
+    printf "global:\n  output_filename: '%s'\n" "$n" > benchy_name.yaml
+    "$VB" run "${COMMON[@]}" --run_name "reserved_$n" --benchy_config benchy_name.yaml > bad.txt 2>&1
+    rc=$?
+    [ $rc -eq 2 ] || { tail -n 3 bad.txt >&2; fail "output_filename '$n' exited $rc, want 2"; }
+    [ "$(wc -l < bad.txt)" -eq 1 ] || { cat bad.txt >&2; fail "output_filename '$n' printed more than one line"; }
+    grep -q -F "output_filename = '$n' is a file the run writes itself" bad.txt || fail "output_filename '$n': $(cat bad.txt)"
+done
+[ "$(ls out | wc -l)" -eq "$before" ] || fail "a refused output_filename left a run directory behind"
+
 # ---- normalize_on_device: the loader hands raw values, the backend
 # normalises each batch after its copy; the same losses, bit for bit ----
 "$VB" train "${COMMON[@]}" --run_name train_nod --num_iters 6 --normalize_on_device true > train_nod.txt 2>&1
