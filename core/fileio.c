@@ -62,6 +62,69 @@ int vb_atomic_write(const char *path, void (*write_fn)(FILE *f, void *ctx), void
     return 0;
 }
 
+typedef struct {
+    const char *text;
+    size_t len, size;
+} padded_text;
+
+static void write_padded(FILE *f, void *ctx) {
+    const padded_text *p = ctx;
+    fwrite(p->text, 1, p->len, f);
+    for (size_t i = p->len; i < p->size; i++) fputc(i + 1 == p->size ? '\n' : ' ', f);
+}
+
+/* The file's current length is what it holds allocated: `text` goes over it
+ * from offset 0 and spaces over the rest, so no write lands past the end
+ * and none needs a new block. */
+static int rewrite_in_place(const char *path, const char *text, size_t len) {
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size < len) {
+        close(fd);
+        return -1;
+    }
+    size_t size = (size_t)st.st_size;
+    char *buf = malloc(size ? size : 1);
+    if (!buf) {
+        close(fd);
+        return -1;
+    }
+    memcpy(buf, text, len);
+    memset(buf + len, ' ', size - len);
+    if (size > len) buf[size - 1] = '\n';
+    int rc = 0;
+    for (size_t off = 0; off < size && rc == 0;) {
+        ssize_t k = pwrite(fd, buf + off, size - off, (off_t)off);
+        if (k > 0)
+            off += (size_t)k;
+        else if (k < 0 && errno == EINTR)
+            continue;
+        else
+            rc = -1;
+    }
+    free(buf);
+    if (rc == 0 && fsync(fd) != 0) rc = -1;
+    if (close(fd) != 0) rc = -1;
+    return rc;
+}
+
+int vb_write_reserved(const char *path, const char *text, size_t reserve) {
+    size_t len = strlen(text);
+    padded_text p = {text, len, reserve > len ? reserve : len};
+    if (vb_atomic_write(path, write_padded, &p) == 0) return 0;
+    int err = errno;
+    /* any other failure (read-only disk, no permission) would stop the
+     * in-place write too, and it must not half-overwrite a good file */
+    if (err != ENOSPC && err != EDQUOT && err != EFBIG) {
+        errno = err;
+        return -1;
+    }
+    if (rewrite_in_place(path, text, len) == 0) return 0;
+    errno = err; /* the cause is still the full disk, not the fallback's step */
+    return -1;
+}
+
 void vb_die_env(const char *fmt, ...) {
     fflush(stdout);
     char msg[2048];

@@ -17,6 +17,20 @@
  * temporary file is removed and `path` keeps its previous contents. */
 int vb_atomic_write(const char *path, void (*write_fn)(FILE *f, void *ctx), void *ctx);
 
+/* A file whose last rewrite must not need free space (run.json, whose final
+ * status has to land even when the run died of a full disk). `text` is
+ * written atomically as vb_atomic_write does, followed by trailing spaces
+ * (ending in a newline) up to `reserve` bytes when it is shorter: JSON and
+ * CSV readers skip trailing whitespace, and the padding keeps that much
+ * space allocated to the file. When the atomic write fails for want of room
+ * (ENOSPC, EDQUOT, EFBIG: the temporary needs new blocks) and the existing
+ * file is at least as long as `text`, the file is rewritten in place over
+ * its own blocks instead, the rest of it turned into spaces. That rewrite is
+ * not atomic (a reader at that moment may see a mix), which is why it is
+ * only the fallback; on a copy-on-write filesystem it fails like the atomic
+ * one. Returns 0, or -1 with errno set to the atomic write's cause. */
+int vb_write_reserved(const char *path, const char *text, size_t reserve);
+
 /* An environment failure (full or read-only disk, closed stream): ONE line
  * "vitbench: error: <msg>" on stderr (with "[rank N]" on ranks other than 0),
  * then exit(1). Not an input error (exit 2) and not a bug: the user fixes the

@@ -158,6 +158,48 @@ static void test_atomic_write_full_disk_reports_errno(void **state) {
     tu_rm_rf(g_full_dir);
 }
 
+/* vb_write_reserved keeps room in the file as trailing whitespace, and
+ * run.json's readers (cJSON here, via the failure mark) take such a file.
+ * Its in-place fallback needs a full filesystem: test_full_disk.sh. */
+static void test_reserved_write_pads_and_parses(void **state) {
+    (void)state;
+    char tmp[256], path[512];
+    tu_tmpdir(tmp, sizeof tmp, "results_reserved");
+    snprintf(path, sizeof path, "%s/run.json", tmp);
+    const char *json = "{\n\t\"run_id\":\t\"r\",\n\t\"status\":\t\"running\"\n}\n";
+    assert_int_equal(vb_write_reserved(path, json, 4096), 0);
+    size_t len = 0;
+    char *s = vb_read_file(path, &len);
+    assert_non_null(s);
+    assert_int_equal(len, 4096);
+    assert_memory_equal(s, json, strlen(json));
+    for (size_t i = strlen(json); i + 1 < len; i++)
+        if (s[i] != ' ') fail_msg("byte %zu of the padding is 0x%02x, want a space", i, (unsigned char)s[i]);
+    assert_int_equal(s[len - 1], '\n');
+    free(s);
+    /* the padded file parses; with room on the disk the rewrite is atomic and unpadded */
+    assert_int_equal(vb_run_json_mark_failed(path, "disk gone"), 1);
+    s = tu_read_file(path);
+    assert_non_null(strstr(s, "\"status\":\t\"failed\""));
+    assert_non_null(strstr(s, "\"failure\":\t\"disk gone\""));
+    assert_true(strlen(s) < 4096 && s[strlen(s) - 1] == '\n' && s[strlen(s) - 2] == '}');
+    free(s);
+    /* a reserve below the text's length adds nothing */
+    assert_int_equal(vb_write_reserved(path, "{}\n", 2), 0);
+    s = tu_read_file(path);
+    assert_string_equal(s, "{}\n");
+    free(s);
+    /* a failure that is not for want of room is not retried in place */
+    snprintf(path, sizeof path, "%s/missing/run.json", tmp);
+    errno = 0;
+    assert_int_equal(vb_write_reserved(path, "{}\n", 64), -1);
+    assert_int_equal(errno, ENOENT);
+    char out[4096];
+    assert_int_equal(tu_run(out, sizeof out, "ls -A '%s'", tmp), 0);
+    assert_string_equal(out, "run.json\n"); /* no temporaries left */
+    tu_rm_rf(tmp);
+}
+
 static void write_fields(FILE *f, void *vctx) {
     const char **fields = vctx;
     for (int i = 0; fields[i]; i++) {
@@ -194,6 +236,7 @@ int main(void) {
         cmocka_unit_test(test_run_dir_bad_output_dir_exits_2),
         cmocka_unit_test(test_atomic_write),
         cmocka_unit_test(test_atomic_write_full_disk_reports_errno),
+        cmocka_unit_test(test_reserved_write_pads_and_parses),
         cmocka_unit_test(test_csv_quoting),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
