@@ -1155,8 +1155,6 @@ static void add_cuda_graphs(cJSON *root, const vb_run *r) {
     cJSON_AddNumberToObject(o, "rerecorded", (double)r->graphs.rerecords);
 }
 
-static void write_text(FILE *f, void *ctx) { fputs((const char *)ctx, f); }
-
 int vb_run_write_json(const vb_run *r, const char *status) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "run_id", r->run_id);
@@ -1216,7 +1214,19 @@ int vb_run_write_json(const vb_run *r, const char *status) {
     cJSON_free(text);
     char path[VB_PATH_MAX];
     vb_run_path(r, path, sizeof path, "run.json");
-    int rc = vb_atomic_write(path, write_text, withnl);
+    /* The run's final status is written when the disk may be full (often
+     * the very reason the run stops), and an atomic write needs free space
+     * for its temporary. So the "running" file keeps room for the final one
+     * (fileio.h vb_write_reserved): twice its size covers what the end adds
+     * (end time, per-rank peak memory: far less than the per-rank host list
+     * already there). The final write goes without padding, as before, and
+     * only falls back to that room when the disk has none. */
+    size_t reserve = 0;
+    if (strcmp(status, "running") == 0) {
+        reserve = 2 * (len + 1);
+        if (reserve < VB_RUN_JSON_RESERVE) reserve = VB_RUN_JSON_RESERVE;
+    }
+    int rc = vb_write_reserved(path, withnl, reserve);
     int err = errno;
     free(withnl);
     errno = err;

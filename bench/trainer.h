@@ -244,8 +244,16 @@ float vb_run_step_loss(vb_run *r);
  * vb_loader_release) when it returns. No batch may be staged. */
 void vb_run_copy_batch(vb_run *r, const vb_batch *b);
 
+/* The least room a "running" run.json keeps for its final status (bytes of
+ * trailing whitespace included): a full disk must not keep the run's end
+ * from being recorded. */
+#define VB_RUN_JSON_RESERVE (64 * 1024)
+
 /* Rewrites run.json atomically with `status` ("running", "completed",
- * "failed", "interrupted"). 0, or -1 with errno set (vb_atomic_write). */
+ * "failed", "interrupted"). "running" is padded with trailing whitespace to
+ * reserve the space the final write may need; a final status that finds the
+ * disk full is written in place over that space (fileio.h
+ * vb_write_reserved). 0, or -1 with errno set. */
 int vb_run_write_json(const vb_run *r, const char *status);
 
 /* Marks the run completed (run.json), prints the run directory, frees everything. */

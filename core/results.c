@@ -86,11 +86,6 @@ void vb_run_dir_create(const vb_config *c, char *dir, size_t n, char *run_id, si
     vb_die_input("output_dir %s: too many runs named %s", out, base);
 }
 
-static void write_json_text(FILE *f, void *ctx) {
-    fputs((const char *)ctx, f);
-    fputc('\n', f);
-}
-
 int vb_run_json_mark_failed(const char *path, const char *why) {
     char *text = vb_read_file(path, NULL);
     if (!text) return -1;
@@ -115,7 +110,18 @@ int vb_run_json_mark_failed(const char *path, const char *why) {
     char *out = cJSON_Print(j);
     cJSON_Delete(j);
     if (!out) return -1;
-    int rc = vb_atomic_write(path, write_json_text, out);
+    size_t len = strlen(out);
+    char *withnl = malloc(len + 2);
+    if (!withnl) {
+        cJSON_free(out);
+        return -1;
+    }
+    memcpy(withnl, out, len);
+    memcpy(withnl + len, "\n", 2);
     cJSON_free(out);
+    /* the run's own "running" write reserved room for this (trainer.c): a
+     * run that died of a full disk still gets its end recorded */
+    int rc = vb_write_reserved(path, withnl, 0);
+    free(withnl);
     return rc == 0 ? 1 : -1;
 }

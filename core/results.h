@@ -28,6 +28,9 @@
  *   validation.csv      epoch,step,val_loss,rmse_u10m,seconds (train runs)
  * Every CSV is rewritten atomically (tmp file + rename, fileio.h) after every
  * trial / epoch, so a run killed mid-way keeps everything it finished.
+ * While the run goes on, run.json ends in trailing whitespace (at least
+ * 64 KiB in all): room kept so that its final status can be written even
+ * when the disk has filled up (fileio.h vb_write_reserved).
  */
 #ifndef VB_RESULTS_H
 #define VB_RESULTS_H
@@ -47,7 +50,8 @@ void vb_run_dir_create(const vb_config *c, char *dir, size_t n, char *run_id, si
 /* For a run that cannot record its own end (killed while blocked in a
  * collective, SIGKILLed): if run.json at `path` still says "running", it is
  * rewritten (atomically) as "failed" with `why` under "failure" and an
- * end_time. Returns 1 when rewritten, 0 when the status was already final,
+ * end_time; on a full disk in place, over the room its "running" write kept
+ * (fileio.h vb_write_reserved). Returns 1 when rewritten, 0 when the status was already final,
  * -1 when the file cannot be read or written. Async-signal-unsafe: call from
  * a thread or another process, never from a signal handler. */
 int vb_run_json_mark_failed(const char *path, const char *why);
