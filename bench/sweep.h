@@ -30,8 +30,9 @@
  *   --resume continues a sweep that was stopped (Ctrl-C, a killed job, a
  *   crash) in its own directory, with its own scenario.yaml copy and the
  *   options sweep.json recorded: completed (and submitted) runs are kept,
- *   runs with no row run, failed ones too with --retry_failed; a directory
- *   left by a run that never finished is moved to <run>.unfinished-N first.
+ *   runs with no row run, failed ones too with --retry_failed; the
+ *   directory and log an earlier attempt left are moved to
+ *   runs/<run>.unfinished-N and logs/<run>.unfinished-N.log first.
  *   index.csv stays one table in run order.
  *   --collect turns the exit statuses that sbatch jobs left in
  *   SWEEP_DIR/status/<run>.exit into index.csv rows (submitted / dry-run ->

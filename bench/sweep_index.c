@@ -227,9 +227,12 @@ void sweep_write_sweep_json(const char *dir, const char *id, const vb_scenario *
 
 /* --resume: rows of the sweep's index.csv that stand keep their status
  * (completed and submitted always, failed unless --retry_failed); every other
- * run (never started, or cut off when the sweep died) runs again, its
- * leftover directory moved aside so the new run gets the name index.csv
- * points to. Returns how many were kept. */
+ * run (never started, cut off when the sweep died, or failed and retried)
+ * runs again, its leftover directory and log moved aside under one suffix
+ * (runs/<run>.unfinished-N, logs/<run>.unfinished-N.log) so the new attempt
+ * gets the names index.csv and the report point to, and the earlier
+ * attempt's log, often the only account of why it failed, is not truncated
+ * by the new one. Returns how many were kept. */
 int sweep_keep_finished(const char *dir, const char *runs_dir, sweep_item *items, int n, bool retry_failed) {
     char path[VB_PATH_MAX], err[512];
     vb_snprintf(path, sizeof path, "%s/index.csv", dir);
@@ -242,11 +245,13 @@ int sweep_keep_finished(const char *dir, const char *runs_dir, sweep_item *items
         sweep_item *it = &items[i];
         char want[300];
         snprintf(want, sizeof want, "runs/%s", it->name);
+        bool retried = false;
         for (int row = 0; row < t.nrows; row++) {
             if (strcmp(vb_csv_get(&t, row, cdir), want) != 0) continue;
             const char *st = vb_csv_get(&t, row, cst);
             bool keep = strcmp(st, "completed") == 0 || strcmp(st, "submitted") == 0 ||
                         (strcmp(st, "failed") == 0 && !retry_failed);
+            retried = strcmp(st, "failed") == 0;
             if (!keep) break;
             it->status = strcmp(st, "completed") == 0 ? "completed" : strcmp(st, "submitted") == 0 ? "submitted" : "failed";
             double code;
@@ -257,14 +262,23 @@ int sweep_keep_finished(const char *dir, const char *runs_dir, sweep_item *items
         }
         if (it->status) continue;
         char old[VB_PATH_MAX + 320], aside[VB_PATH_MAX + 360];
+        char log[VB_PATH_MAX + 320], log_aside[VB_PATH_MAX + 360];
         vb_snprintf(old, sizeof old, "%s/%s", runs_dir, it->name);
-        if (!vb_dir_exists(old)) continue;
+        vb_snprintf(log, sizeof log, "%s/logs/%s.log", dir, it->name);
+        bool has_dir = vb_dir_exists(old), has_log = vb_file_exists(log);
+        if (!has_dir && !has_log) continue;
+        /* one N for both, free for both: the pair names the same attempt */
         for (int k = 1; k < 1000; k++) {
             vb_snprintf(aside, sizeof aside, "%s.unfinished-%d", old, k);
-            if (!vb_dir_exists(aside)) break;
+            vb_snprintf(log_aside, sizeof log_aside, "%s/logs/%s.unfinished-%d.log", dir, it->name, k);
+            if (!vb_dir_exists(aside) && !vb_file_exists(log_aside)) break;
         }
-        if (rename(old, aside) != 0) vb_die_input("cannot move the unfinished run %s aside (%s)", old, strerror(errno));
-        printf("vitbench sweep: %s did not finish before; moved to %s\n", it->name, aside);
+        if (has_dir && rename(old, aside) != 0)
+            vb_die_input("cannot move the unfinished run %s aside (%s)", old, strerror(errno));
+        if (has_log && rename(log, log_aside) != 0)
+            vb_die_input("cannot move the earlier log %s aside (%s)", log, strerror(errno));
+        printf("vitbench sweep: %s %s before; moved to %s%s%s\n", it->name, retried ? "failed" : "did not finish",
+               has_dir ? aside : "", has_dir && has_log ? " and " : "", has_log ? log_aside : "");
     }
     vb_csv_free(&t);
     return kept;

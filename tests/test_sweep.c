@@ -722,8 +722,9 @@ static void test_preflight_refuses_bad_points(void **state) {
 }
 
 /* --resume: completed and failed rows stay, a run that never finished runs
- * again (its leftover directory moved aside), --retry_failed reruns failures;
- * index.csv stays one table in run order. */
+ * again (its leftover directory and log moved aside), --retry_failed reruns
+ * failures, the failed attempt's log kept beside the new one; index.csv
+ * stays one table in run order. */
 static void test_resume_continues_a_sweep(void **state) {
     (void)state;
     char dir[VB_PATH_MAX], out[16384], p[2 * VB_PATH_MAX];
@@ -752,10 +753,34 @@ static void test_resume_continues_a_sweep(void **state) {
     assert_true(vb_file_exists(p));
     vb_snprintf(p, sizeof p, "%s/runs/002_ranks=1_seed=2/rank0", dir);
     assert_true(vb_file_exists(p));
+    /* the cut-off attempt's log went aside with its directory, under the same suffix */
+    vb_snprintf(p, sizeof p, "%s/logs/002_ranks=1_seed=2.unfinished-1.log", dir);
+    assert_true(vb_file_exists(p));
+    vb_snprintf(p, sizeof p, "%s/logs/002_ranks=1_seed=2.log", dir);
+    assert_true(vb_file_exists(p));
+    /* a kept failure keeps its log where it was */
+    assert_int_equal(tu_run(out, sizeof out, "cd %s/logs && grep -q 'failing on purpose' 001_ranks=1_seed=13.log && "
+                                             "echo 'first attempt' >> 001_ranks=1_seed=13.log",
+                            dir),
+                     0);
     /* --retry_failed runs the failure again (it fails again: still exit 1) */
     rc = sweep_child(out, sizeof out, L("--resume", dir, "--retry_failed"));
     if (rc != 1 || !strstr(out, "2 runs kept, 1 to run") || !strstr(out, "001_ranks=1_seed=13: failed, exit 3"))
         fail_msg("resume --retry_failed: exit %d: %s", rc, out);
+    /* both attempts' logs survive: the first one aside, the new one in its place */
+    vb_snprintf(p, sizeof p, "%s/logs/001_ranks=1_seed=13.unfinished-1.log", dir);
+    char *first = tu_read_file(p);
+    if (!first || !strstr(first, "failing on purpose") || !strstr(first, "first attempt"))
+        fail_msg("the failed attempt's log was not kept as %s: %s", p, first ? first : "(missing)");
+    free(first);
+    vb_snprintf(p, sizeof p, "%s/logs/001_ranks=1_seed=13.log", dir);
+    char *second = tu_read_file(p);
+    if (!second || !strstr(second, "failing on purpose") || strstr(second, "first attempt"))
+        fail_msg("%s is not the retry's own log: %s", p, second ? second : "(missing)");
+    free(second);
+    if (!strstr(out, "001_ranks=1_seed=13 failed before; moved to ") ||
+        !strstr(out, "/logs/001_ranks=1_seed=13.unfinished-1.log\n"))
+        fail_msg("resume --retry_failed did not say where the failed attempt's log went: %s", out);
     /* options belong to the sweep: only a few may be added */
     rc = sweep_child(out, sizeof out, L("--resume", dir, "--ranks", "2"));
     if (rc != 2 || !strstr(out, "keeps the options it started with")) fail_msg("resume --ranks: exit %d: %s", rc, out);
