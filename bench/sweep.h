@@ -50,8 +50,10 @@
  *   timeout_s: 1800          # optional per-run limit; --timeout_s overrides
  *   repeats: 3               # every point N times, in rounds (A B C, A B C, ...), so slow
  *                            # drift of a shared machine hits every point alike; --repeats
- *   order: shuffled          # sequential (default) or shuffled: each round in a seeded
- *   order_seed: 0            # random order (--order, --order_seed)
+ *   order: shuffled          # sequential or shuffled: each round in a seeded random order
+ *   order_seed: 0            # (--order, --order_seed); default shuffled with repeats > 1,
+ *                            # whose sweeps also start with one discarded warm-up run
+ *                            # (--warmup_run), so the machine's warm-up is not the first point's
  *   threads_per_rank: 2      # OpenMP threads of every rank (default: cores on a node / ranks
  *                            # on it, at least 1), so every point runs with the same threads;
  *                            # exported as OMP_NUM_THREADS; --threads_per_rank
@@ -198,7 +200,7 @@ typedef struct vb_scenario {
     vb_sweep_kvs sbatch;  /* extra #SBATCH options */
     vb_sweep_slurm slurm;
     int repeats;          /* runs of every point, in rounds (default 1) */
-    bool shuffled;        /* order: shuffled: a seeded permutation per round */
+    int shuffled;         /* order: 1 shuffled, 0 sequential, -1 not given (vb_scenario_shuffled) */
     unsigned long long order_seed;
     int threads_per_rank; /* 0 = cores on a node / ranks on it, at least 1 */
 
@@ -222,6 +224,10 @@ typedef struct vb_scenario {
 /* Reads and checks a scenario file; every problem exits 2 with one line
  * naming the file, the key and (where it helps) the line. Config keys and
  * values are checked with the config parser's own rules. */
+/* The order a scenario's rounds run in: as given, else shuffled when points
+ * repeat (a fixed plan order would put the machine's slow start, measured 2-3x
+ * slower on its repeats, always on the same first point). */
+bool vb_scenario_shuffled(const vb_scenario *s);
 void vb_scenario_load(vb_scenario *s, const char *path);
 void vb_scenario_free(vb_scenario *s);
 

@@ -127,11 +127,14 @@ static void parse_cli(int argc, char **argv, sweep_cli *c) {
     c->shuffled = -1;
     c->order_seed = -1;
     c->threads_per_rank = -1;
+    c->warmup_run = -1;
+    c->max_failures = 3;
     const char *slurm = getenv("SLURM_JOB_ID");
     int launcher = (slurm && *slurm) ? LAUNCH_SRUN : LAUNCH_MPIRUN;
     int order_seed = -1; /* as the scenario's order_seed: an int */
     bool sweep_job = false;
     static const char *const orders[] = {"sequential", "shuffled", NULL}; /* index = shuffled */
+    static const char *const yes_no[] = {"false", "true", NULL};
     static const char *const launchers[] = {"mpirun", "srun", "sbatch", NULL};
     const vb_cli_opt opts[] = {
         {.name = "output_dir", .kind = VB_CLI_FUNC, .ptr = c->out_dir, .fn = set_output_dir, .arg = "DIR",
@@ -159,6 +162,10 @@ static void parse_cli(int argc, char **argv, sweep_cli *c) {
         {.name = "threads_per_rank", .kind = VB_CLI_INT, .ptr = &c->threads_per_rank, .ilo = 1, .ihi = INT_MAX,
          .arg = "T", .help = "OpenMP threads of every rank (default: a node's cores / its ranks)"},
         {.name = "no_report", .kind = VB_CLI_BOOL, .ptr = &c->no_report, .help = "no report at the end"},
+        {.name = "warmup_run", .kind = VB_CLI_CHOICE, .ptr = &c->warmup_run, .choices = yes_no, .arg = "true|false",
+         .help = "one discarded run of the first point before any (default: true when points repeat)"},
+        {.name = "max_failures", .kind = VB_CLI_INT, .ptr = &c->max_failures, .ilo = 0, .ihi = INT_MAX, .arg = "K",
+         .help = "stop after K consecutive runs failing alike: exit status and last log line (default 3, 0 = never)"},
         {.name = "resume", .kind = VB_CLI_STRING, .ptr = &c->resume, .arg = "SWEEP_DIR",
          .help = "continue a stopped sweep in its own directory"},
         {.name = "retry_failed", .kind = VB_CLI_BOOL, .ptr = &c->retry_failed,
@@ -413,6 +420,75 @@ static int collect_main(sweep_cli *cli) {
     return failed ? 1 : 0;
 }
 
+/* mpirun that cannot start a process (as root without Open MPI's two
+ * variables, a broken installation) would fail every run a second after it
+ * starts, each log holding the same line: one probe before the first run
+ * says it once, with the fix. srun is only looked up (a probe could queue for
+ * an allocation). */
+static void check_launcher(const sweep_cli *cli, const vb_scenario *sc, int per_node, const char *exe) {
+    if (cli->dry_run || cli->launcher != LAUNCH_MPIRUN) return;
+    sweep_strvec cmd = {0};
+    sweep_build_launch(&cmd, LAUNCH_MPIRUN, sc, 1, per_node, &cli->launcher_args);
+    sweep_sv_push(&cmd, exe);
+    sweep_sv_push(&cmd, "version");
+    char log[] = "/tmp/vitbench_launcher_check.XXXXXX";
+    int fd = mkstemp(log);
+    if (fd < 0) vb_die_internal("mkstemp: %s", strerror(errno));
+    close(fd);
+    const char *why;
+    int rc = sweep_launch(cmd.v, log, 120, 1, &why);
+    char line[512];
+    sweep_last_log_line(log, line, sizeof line);
+    unlink(log);
+    sweep_sv_free(&cmd);
+    if (rc == 0) return;
+    const bool root_vars = geteuid() == 0 && (!getenv("OMPI_ALLOW_RUN_AS_ROOT") || !getenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"));
+    vb_die_input("flag --launcher mpirun: mpirun cannot start a run (mpirun -np 1 ... vitbench version exited %d%s%s: "
+                 "%s)%s; no run was started",
+                 rc, why[0] ? ", " : "", why, line[0] ? line : "no output",
+                 root_vars ? "; as root, Open MPI needs OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 in "
+                             "the environment"
+                           : "");
+}
+
+/* One discarded run of the first point still to run: the machine's first run
+ * after a pause (cold caches, clocks, page cache) measured 2-3x slower than
+ * its repeats, and would otherwise land on one point. Its output goes to
+ * SWEEP_DIR/warmup and logs/warmup.log; sweep.json records it. */
+static void warmup_run(const char *dir, const char *exe, const vb_scenario *sc, const sweep_cli *cli, int per_node,
+                       int timeout_s, const sweep_item *it) {
+    char wdir[VB_PATH_MAX], log_path[VB_PATH_MAX];
+    vb_snprintf(wdir, sizeof wdir, "%s/warmup", dir);
+    vb_snprintf(log_path, sizeof log_path, "%s/logs/warmup.log", dir);
+    sweep_strvec cmd = {0};
+    sweep_build_launch(&cmd, cli->launcher, sc, it->run->ranks, per_node, &cli->launcher_args);
+    sweep_push_vitbench_args(&cmd, exe, sc, it->run, "warmup", wdir);
+    FILE *lf = fopen(log_path, "w");
+    if (lf) {
+        fprintf(lf, "# OMP_NUM_THREADS=%d ", it->threads);
+        sweep_fput_argv(lf, cmd.v);
+        fputc('\n', lf);
+        fclose(lf);
+    }
+    printf("vitbench sweep: warm-up run (discarded) of %s\n", it->name);
+    fflush(stdout);
+    const double t0 = vb_now();
+    const char *why;
+    const int rc = sweep_launch(cmd.v, log_path, timeout_s, it->threads, &why);
+    const double secs = vb_now() - t0;
+    sweep_sv_free(&cmd);
+    sweep_record_warmup(dir, it->name, rc, secs);
+    if (rc != 0) {
+        char line[512];
+        sweep_last_log_line(log_path, line, sizeof line);
+        printf("vitbench sweep: warm-up run failed, exit %d after %.1f s%s%s: %s\n", rc, secs, why[0] ? ", " : "", why,
+               line[0] ? line : "(no output)");
+    } else {
+        printf("vitbench sweep: warm-up run done in %.1f s\n", secs);
+    }
+    fflush(stdout);
+}
+
 int vb_sweep_main(int argc, char **argv) {
     sweep_cli cli;
     parse_cli(argc, argv, &cli);
@@ -485,6 +561,7 @@ int vb_sweep_main(int argc, char **argv) {
     if (k <= 0) vb_die_internal("cannot locate the vitbench binary via /proc/self/exe: %s", strerror(errno));
     exe[k] = '\0';
     sweep_refuse_line_break("the vitbench binary's path (/proc/self/exe)", exe); /* every launcher line runs it */
+    check_launcher(&cli, &sc, per_node, exe);
 
     int nitems = 0;
     sweep_item *items = sweep_plan_items(&sc, &plan, cli.launcher, per_node, &nitems);
@@ -498,6 +575,9 @@ int vb_sweep_main(int argc, char **argv) {
     } else {
         sweep_create_dir(cli.out_dir, sc.name, dir, sizeof dir, id, sizeof id);
     }
+    /* for the sweep's whole life: a --resume while it runs would start every
+     * remaining point a second time, in parallel with this one */
+    if (!cli.dry_run) sweep_hold_lock(dir, resume_dir[0] ? "flag --resume" : "sweep");
     sweep_make_subdir(dir, "runs");
     sweep_make_subdir(dir, "logs");
     if (cli.launcher == LAUNCH_SBATCH) {
@@ -526,13 +606,25 @@ int vb_sweep_main(int argc, char **argv) {
     int kept = resume_dir[0] ? sweep_keep_finished(dir, runs_dir, items, nitems, retry_failed) : 0;
     if (sweep_write_index(index_path, &plan, items, nitems) != 0) vb_die_input("cannot write %s", index_path);
     printf("vitbench sweep: %s: %d runs (%d points x %d repeats, %s order, %s%s) -> %s\n", sc.name, nitems, plan.nruns,
-           sc.repeats, sc.shuffled ? "shuffled" : "sequential", sweep_launcher_names[cli.launcher],
+           sc.repeats, vb_scenario_shuffled(&sc) ? "shuffled" : "sequential", sweep_launcher_names[cli.launcher],
            cli.dry_run ? ", dry run" : "", dir);
     if (resume_dir[0]) printf("vitbench sweep: resuming: %d runs kept, %d to run\n", kept, nitems - kept);
     fflush(stdout);
     if (!cli.dry_run) sweep_catch_stop_signals();
 
+    if (!cli.dry_run && cli.launcher != LAUNCH_SBATCH &&
+        (cli.warmup_run > 0 || (cli.warmup_run < 0 && sc.repeats > 1)))
+        for (int i = 0; i < nitems; i++)
+            if (!items[i].status) {
+                warmup_run(dir, exe, &sc, &cli, per_node, timeout_s, &items[i]);
+                break;
+            }
+
     int failed = 0, interrupted = 0;
+    /* runs failing alike one after another: the same exit status and last
+     * log line, e.g. a launcher or environment problem every run hits */
+    int streak = 0, stopped = 0;
+    char streak_sig[600] = "", last_line[512] = "";
     sweep_job_ctx job = {id, dir_abs, exe, &sc, per_node, timeout_s, &cli.launcher_args};
     if (cli.launcher == LAUNCH_SBATCH && sc.slurm.sweep_job) {
         /* one job for every run still to run; index.csv rows say submitted (or
@@ -579,7 +671,7 @@ int vb_sweep_main(int argc, char **argv) {
         }
         free(mine);
     }
-    for (int i = 0; i < nitems && !interrupted; i++) {
+    for (int i = 0; i < nitems && !interrupted && !stopped; i++) {
         if (sweep_stop_signal()) { /* arrived between runs: do not start another */
             interrupted = 1;
             break;
@@ -635,16 +727,32 @@ int vb_sweep_main(int argc, char **argv) {
             if (why[0])
                 sweep_append_line(log_path, "vitbench sweep: run stopped (%s) after %.1f s", why, vb_now() - t0);
             it->status = it->exit_code == 0 ? "completed" : "failed";
+            last_line[0] = '\0';
             if (it->exit_code != 0) {
                 failed++;
                 sweep_mark_run_failed(runs_dir, it);
+                sweep_last_log_line(log_path, last_line, sizeof last_line);
+                char sig[600];
+                snprintf(sig, sizeof sig, "%d|%s", it->exit_code, last_line);
+                streak = strcmp(sig, streak_sig) == 0 ? streak + 1 : 1;
+                snprintf(streak_sig, sizeof streak_sig, "%s", sig);
+            } else {
+                streak = 0;
+                streak_sig[0] = '\0';
             }
             if (it->exit_code == 0) sweep_read_headline(runs_dir, it);
             printf("vitbench sweep: [%d/%d] %s: %s, exit %d, %.1f s%s%s", i + 1, nitems, it->name, it->status,
                    it->exit_code, vb_now() - t0, why[0] ? ", " : "", why);
             if (!isnan(it->headline[0])) printf(", FULL %.2f samples/s", it->headline[0]);
             printf("\n");
+            if (last_line[0]) printf("vitbench sweep:     last line of its log: %s\n", last_line);
             if (sweep_stop_signal()) interrupted = 1;
+            if (cli.max_failures > 0 && streak >= cli.max_failures) {
+                printf("vitbench sweep: stopping: %d runs in a row failed alike (exit %d: %s); fix that and continue "
+                       "with vitbench sweep --resume %s\n",
+                       streak, it->exit_code, last_line[0] ? last_line : "no output", dir);
+                stopped = 1;
+            }
         }
         fflush(stdout);
         sweep_sv_free(&cmd);
@@ -662,7 +770,9 @@ int vb_sweep_main(int argc, char **argv) {
     if (!cli.dry_run && cli.launcher != LAUNCH_SBATCH) sweep_print_table(&plan, items, nitems);
     printf("vitbench sweep: index %s (%d of %d runs recorded)\n", index_path, recorded, nitems);
     /* the report of what finished, unless asked not to or nothing ran here */
-    if (!cli.no_report && !interrupted && completed > 0) write_report(dir, runs_dir, items, nitems);
+    if (!cli.no_report && !interrupted && !stopped && completed > 0) write_report(dir, runs_dir, items, nitems);
+    if (stopped)
+        printf("vitbench sweep: %d of %d runs not started after the failures above\n", nitems - recorded, nitems);
     if (interrupted)
         vb_warn("sweep interrupted (signal %d) after %d of %d runs; continue with vitbench sweep --resume %s",
                 sweep_stop_signal(), recorded, nitems, dir);

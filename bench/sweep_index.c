@@ -207,7 +207,7 @@ void sweep_write_sweep_json(const char *dir, const char *id, const vb_scenario *
     cJSON_AddNumberToObject(j, "nruns", nruns);
     cJSON_AddNumberToObject(j, "npoints", plan->nruns);
     cJSON_AddNumberToObject(j, "repeats", s->repeats);
-    cJSON_AddStringToObject(j, "order", s->shuffled ? "shuffled" : "sequential");
+    cJSON_AddStringToObject(j, "order", vb_scenario_shuffled(s) ? "shuffled" : "sequential");
     cJSON_AddNumberToObject(j, "order_seed", (double)s->order_seed);
     cJSON_AddStringToObject(j, "kind", sweep_kind(s, plan, c));
     cJSON *cols = cJSON_AddArrayToObject(j, "swept_columns");
@@ -220,6 +220,29 @@ void sweep_write_sweep_json(const char *dir, const char *id, const vb_scenario *
     cJSON_AddStringToObject(j, "git_commit", VB_GIT_COMMIT);
     char path[VB_PATH_MAX];
     vb_snprintf(path, sizeof path, "%s/sweep.json", dir);
+    json_ctx x = {j};
+    if (vb_atomic_write(path, write_json, &x) != 0) vb_warn("could not write %s", path);
+    cJSON_Delete(j);
+}
+
+void sweep_record_warmup(const char *dir, const char *point, int exit_code, double seconds) {
+    char path[VB_PATH_MAX];
+    vb_snprintf(path, sizeof path, "%s/sweep.json", dir);
+    char *text = vb_read_file(path, NULL);
+    cJSON *j = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    if (!cJSON_IsObject(j)) {
+        vb_warn("could not record the warm-up run in %s", path);
+        cJSON_Delete(j);
+        return;
+    }
+    cJSON_DeleteItemFromObjectCaseSensitive(j, "warmup");
+    cJSON *w = cJSON_AddObjectToObject(j, "warmup");
+    cJSON_AddStringToObject(w, "point", point);
+    cJSON_AddStringToObject(w, "log", "logs/warmup.log");
+    cJSON_AddNumberToObject(w, "exit_code", exit_code);
+    cJSON_AddNumberToObject(w, "seconds", seconds);
+    cJSON_AddStringToObject(w, "why", "discarded: the machine's first run after a pause is slower than its repeats");
     json_ctx x = {j};
     if (vb_atomic_write(path, write_json, &x) != 0) vb_warn("could not write %s", path);
     cJSON_Delete(j);

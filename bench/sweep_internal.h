@@ -78,6 +78,8 @@ typedef struct {
     long long order_seed; /* -1 = the scenario's */
     int threads_per_rank; /* -1 = the scenario's */
     bool no_report;
+    int warmup_run;       /* -1 = when points repeat, else 0 / 1 */
+    int max_failures;     /* stop after this many consecutive runs failing alike (0 = never) */
     const char *resume;   /* --resume SWEEP_DIR */
     const char *collect;  /* --collect SWEEP_DIR */
     bool retry_failed;
@@ -132,6 +134,13 @@ int sweep_stop_signal(void);
  * when killed; *why is "timeout", "interrupted" or "". */
 int sweep_launch(char *const *argv, const char *log_path, int timeout_s, int threads, const char **why);
 void sweep_append_line(const char *path, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The last line of a run's log that says something (not blank, not the
+ * launcher line the sweep wrote first), at most n-1 bytes; "" without one. */
+void sweep_last_log_line(const char *path, char *buf, size_t n);
+/* Holds SWEEP_DIR/.sweep.lock for the life of the process, naming this
+ * process in it; a sweep already holding it (a --resume of a live sweep)
+ * exits 2 naming the holder. */
+void sweep_hold_lock(const char *dir, const char *flag);
 
 /* ---- sweep_slurm.c ---- */
 
@@ -203,5 +212,7 @@ void sweep_clear_status(const char *dir, const sweep_item *it);
 /* The job id sbatch printed into submit_log, as status/<name>.job (nothing
  * when it printed none). */
 void sweep_record_job(const char *dir, const char *name, const char *submit_log);
+/* sweep.json's "warmup": the discarded run before the first point. */
+void sweep_record_warmup(const char *dir, const char *point, int exit_code, double seconds);
 
 #endif

@@ -19,6 +19,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -238,4 +239,92 @@ int sweep_threads_for(const vb_scenario *s, launcher_kind launcher, int ranks, i
     int on_node = tpn > 0 ? tpn : ranks;
     long t = cores > 0 ? cores / on_node : 1;
     return t >= 1 ? (int)t : 1;
+}
+
+static bool dash_line(const char *l, size_t n) {
+    size_t d = 0;
+    for (size_t i = 0; i < n; i++) d += l[i] == '-';
+    return n >= 10 && d == n;
+}
+
+static bool says_something(const char *l, size_t n) {
+    if (n == 0 || l[0] == '#' || dash_line(l, n)) return false;
+    for (size_t i = 0; i < n; i++)
+        if (!isspace((unsigned char)l[i])) return true;
+    return false;
+}
+
+/* The line that says why a run failed: vitbench's own one-line error when
+ * there is one (mpirun prints its report of the exit after it); else the last
+ * line that says something, and where that sits in one of Open MPI's framed
+ * help texts (between lines of dashes), the text's first line, its summary. */
+void sweep_last_log_line(const char *path, char *buf, size_t n) {
+    buf[0] = '\0';
+    char *text = vb_read_file(path, NULL);
+    if (!text) return;
+    int nl = 0;
+    for (const char *c = text; *c; c++) nl += *c == '\n';
+    const char **ls = calloc((size_t)nl + 2, sizeof *ls);
+    size_t *len = calloc((size_t)nl + 2, sizeof *len);
+    if (!ls || !len) vb_die_internal("out of memory");
+    int k = 0;
+    for (char *c = text; *c;) {
+        char *e = strchr(c, '\n');
+        size_t l = e ? (size_t)(e - c) : strlen(c);
+        while (l > 0 && c[l - 1] == '\r') l--;
+        ls[k] = c, len[k++] = l;
+        if (!e) break;
+        c = e + 1;
+    }
+    int pick = -1;
+    for (int i = k - 1; i >= 0 && pick < 0; i--)
+        if (strncmp(ls[i], "vitbench: error:", 16) == 0) pick = i;
+    if (pick < 0) {
+        for (int i = k - 1; i >= 0 && pick < 0; i--)
+            if (says_something(ls[i], len[i])) pick = i;
+        if (pick >= 0) {
+            bool closed = false; /* a line of dashes after it: inside a framed text */
+            for (int i = pick + 1; i < k && !closed; i++) closed = dash_line(ls[i], len[i]);
+            int open = pick;
+            while (closed && open > 0 && !dash_line(ls[open - 1], len[open - 1])) open--;
+            if (closed && open > 0)
+                for (int i = open; i < pick; i++)
+                    if (says_something(ls[i], len[i])) {
+                        pick = i;
+                        break;
+                    }
+        }
+    }
+    if (pick >= 0) snprintf(buf, n, "%.*s", (int)len[pick], ls[pick]);
+    free(ls);
+    free(len);
+    free(text);
+}
+
+void sweep_hold_lock(const char *dir, const char *flag) {
+    char path[VB_PATH_MAX];
+    vb_snprintf(path, sizeof path, "%s/.sweep.lock", dir);
+    /* close-on-exec: the runs the sweep starts must not hold it after it ends */
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0664);
+    if (fd < 0) {
+        vb_warn("cannot open %s (%s): a second --resume of this sweep would not be refused", path, strerror(errno));
+        return;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno == EWOULDBLOCK) {
+            char holder[256] = "";
+            ssize_t k = pread(fd, holder, sizeof holder - 1, 0);
+            holder[k > 0 ? k : 0] = '\0';
+            holder[strcspn(holder, "\n")] = '\0';
+            vb_die_input("%s %s: the sweep is still running (%s holds %s): let it finish or stop it first", flag, dir,
+                         holder[0] ? holder : "another process", path);
+        }
+        vb_warn("cannot lock %s (%s): a second --resume of this sweep would not be refused", path, strerror(errno));
+        return;
+    }
+    char host[128] = "", t[32];
+    gethostname(host, sizeof host - 1);
+    vb_iso_time(t, sizeof t);
+    if (ftruncate(fd, 0) == 0) dprintf(fd, "pid %d on %s since %s\n", (int)getpid(), host, t);
+    /* fd stays open: the lock is held until this process exits */
 }

@@ -276,7 +276,7 @@ sweep_item *sweep_plan_items(const vb_scenario *s, const vb_sweep_plan *plan, la
     int k = 0;
     for (int rep = 0; rep < s->repeats; rep++) {
         for (int i = 0; i < plan->nruns; i++) perm[i] = i;
-        if (s->shuffled) {
+        if (vb_scenario_shuffled(s)) {
             vb_rng g;
             vb_rng_seed(&g, s->order_seed * 0x9E3779B97F4A7C15ULL + (uint64_t)rep + 1);
             for (int i = plan->nruns - 1; i > 0; i--) {

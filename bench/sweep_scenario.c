@@ -302,6 +302,8 @@ static void check_name(const char *file, const char *what, const char *v, size_t
                      what, v, max);
 }
 
+bool vb_scenario_shuffled(const vb_scenario *s) { return s->shuffled > 0 || (s->shuffled < 0 && s->repeats > 1); }
+
 void vb_scenario_load(vb_scenario *s, const char *path) {
     memset(s, 0, sizeof *s);
     if (strlen(path) >= sizeof s->path) vb_die_input("scenario file %.60s...: path too long", path);
@@ -309,6 +311,7 @@ void vb_scenario_load(vb_scenario *s, const char *path) {
     strcpy(s->path, path);
     snprintf(s->command, sizeof s->command, "run");
     s->repeats = 1;
+    s->shuffled = -1;
 
     yaml_document_t doc;
     if (!vb_yaml_load(&doc, path, path)) vb_die_input("%s: empty file (expected a scenario mapping)", path);

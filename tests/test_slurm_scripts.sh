@@ -398,6 +398,45 @@ rc=0
 out=$("$VB" sweep --collect "$d" --no_report 2>&1) || rc=$?
 [ "$rc" = 1 ] && grep -q '3 completed, 1 failed, 0 waiting' <<<"$out" || fail "--collect again: exit $rc: $out"
 
+# the sweep job stopped during a point and submitted again: points it
+# finished are not run twice, the cut-off point's first directory moves aside,
+# and the rerun's directory is the one index.csv records
+out=$("$VB" sweep sj.yaml --launcher sbatch --dry-run --sweep_job --output_dir sj2 --benchy_config "$QUICK" --timeout_s 300 2>&1) ||
+    fail "second --sweep_job dry run exited $?: $out"
+d2=$(sweep_dir sj2)
+job2=$d2/jobs/sweep_job.sbatch
+PATH=$TMP/bin:$PATH FAKE_SRUN_LOG=$TMP/srun2.log timeout 600 bash "$job2" >job2.out 2>&1 || fail "first submission: $(cat job2.out)"
+p2=002_ranks=2_seed=1 p3=003_ranks=2_seed=2
+# what a job stopped during p2 leaves: p2's directory unfinished and without a
+# status file, p3 never started, both rows still submitted
+rm -f "$d2/status/$p2.exit" "$d2/status/$p3.exit"
+rm -rf "${d2:?}/runs/$p3"
+python3 - "$d2" "$p2" "$p3" <<'EOF' || fail "could not stage the stopped job"
+import csv, json, sys
+d, p2, p3 = sys.argv[1:]
+j = json.load(open("%s/runs/%s/run.json" % (d, p2)))
+j["status"] = "running"
+json.dump(j, open("%s/runs/%s/run.json" % (d, p2), "w"))
+rows = list(csv.reader(open(d + "/index.csv")))
+for r in rows[1:]:
+    if r[1] in ("runs/" + p2, "runs/" + p3):
+        r[2:] = ["submitted"] + [""] * (len(r) - 3)
+csv.writer(open(d + "/index.csv", "w", newline="")).writerows(rows)
+EOF
+PATH=$TMP/bin:$PATH FAKE_SRUN_LOG=$TMP/srun3.log timeout 600 bash "$job2" >job3.out 2>&1 || fail "second submission: $(cat job3.out)"
+got=$(sed 's/.* --run_name //' srun3.log)
+[ "$got" = "$p2
+$p3" ] || fail "the second submission ran: $got (want only the unfinished $p2 and $p3): $(cat job3.out)"
+grep -q "$p2: an earlier submission's unfinished run moved to runs/$p2.unfinished-1" job3.out || fail "no move aside: $(cat job3.out)"
+grep -q '"status":[[:space:]]*"running"' "$d2/runs/$p2.unfinished-1/run.json" || fail "the unfinished attempt was not kept aside"
+grep -q '"status":[[:space:]]*"completed"' "$d2/runs/$p2/run.json" || fail "runs/$p2 is not the rerun's completed run"
+[ -e "$d2/runs/$p2-2" ] && fail "the rerun went to runs/$p2-2, orphaned from index.csv"
+got=$(awk -F, -v OFS=, 'NR > 1 { print $2, $3 }' "$d2/index.csv")
+[ "$got" = "runs/000_ranks=1_seed=1,completed
+runs/001_ranks=1_seed=2,completed
+runs/$p2,completed
+runs/$p3,completed" ] || fail "index.csv after the second submission: $(cat "$d2/index.csv")"
+
 # per-run jobs through the fake sbatch: each job collects itself as it ends
 rc=0
 out=$(PATH=$TMP/bin:$PATH FAKE_SRUN_LOG=$TMP/srun2.log FAKE_SRUN_FAIL="--run_name 000_" "$VB" sweep sj.yaml --launcher sbatch \

@@ -655,7 +655,7 @@ static void test_repeats_in_rounds_and_shuffled(void **state) {
     (void)state;
     const char *text = "name: rounds\nranks: [1]\nmatrix: {seed: [1, 2, 3, 4, 5, 6]}\n";
     char a[16][128], b[16][128], c[16][128];
-    int n = dry_run_dirs(text, "rounds", L("--repeats", "2"), a, 16);
+    int n = dry_run_dirs(text, "rounds", L("--repeats", "2", "--order", "sequential"), a, 16);
     assert_int_equal(n, 12);
     /* sequential: plan order in each round, named by point and repeat */
     assert_string_equal(a[0], "runs/000_ranks=1_seed=1_rep=0");
@@ -684,6 +684,17 @@ static void test_repeats_in_rounds_and_shuffled(void **state) {
     }
     assert_true(round_differs);
     assert_true(differs_from_plan);
+    /* with repeats and no order given, rounds are shuffled (seed 0): the
+     * first planned point does not always run first on a cold machine */
+    char d0[16][128], s0[16][128];
+    n = dry_run_dirs(text, "dflt", L("--repeats", "2"), d0, 16);
+    assert_int_equal(n, 12);
+    n2 = dry_run_dirs(text, "shuf0", L("--repeats", "2", "--order", "shuffled", "--order_seed", "0"), s0, 16);
+    assert_int_equal(n2, 12);
+    for (int i = 0; i < 12; i++) assert_string_equal(d0[i], s0[i]);
+    bool dflt_differs = false;
+    for (int i = 0; i < 6; i++) dflt_differs |= strncmp(d0[i], a[i], 9) != 0;
+    assert_true(dflt_differs);
 }
 
 /* A point that `vitbench run` would refuse stops the sweep before anything

@@ -8,6 +8,10 @@
 #      point whose runs fail inside the run (fewer samples than a batch):
 #      those runs are recorded as failed, the others complete, the sweep goes on
 #      and exits 1; its report and traces are written.
+#   5. sweeps fail loudly: a launcher that cannot start a run exits 2 before
+#      the first; each failed run's last log line is printed, and 3 failing
+#      alike stop the sweep; a live sweep refuses --resume naming its holder;
+#      repeats shuffle the rounds and start with a discarded warm-up run.
 set -u
 
 VB=${1:?usage: test_sweep_cli.sh <path-to-vitbench>}
@@ -158,5 +162,86 @@ for run in 000_ranks=1_limit_nsamples=16 002_ranks=2_limit_nsamples=16; do
 done
 # ranks vary while the global batch (4) stays fixed: a strong-scaling sweep for the report
 grep -q '"kind":[[:space:]]*"strong_scaling"' "$d/sweep.json" || fail "sweep.json kind: $(cat "$d/sweep.json")"
+grep -q 'last line of its log: .*fewer than one local batch' <<<"$out" || fail "a failed run's last log line is not on the console: $out"
+
+# ---- 5. sweeps fail loudly ----
+cd "$TMP/e2e" || fail "cd"
+mkdir -p fakebin
+# fake mpirun: MODE=root fails like Open MPI run as root without its variables;
+# MODE=fail fails every run (not the launcher probe, `vitbench version`);
+# MODE=slow sleeps before each run; otherwise it runs the command
+cat >fakebin/mpirun <<'EOF'
+#!/usr/bin/env bash
+while [ $# -gt 0 ] && [ "${1#-}" != "$1" ]; do
+    case $1 in -np | -x | --bind-to) shift ;; esac
+    shift
+done
+case ${FAKE_MPIRUN:-} in
+root) echo "mpirun has detected an attempt to run as root." >&2; exit 1 ;;
+fail) [ "$2" = version ] || { echo "fake mpirun: no route to host node7" >&2; exit 1; } ;;
+slow) [ "$2" = version ] || sleep 30 ;;
+esac
+exec "$@"
+EOF
+chmod +x fakebin/mpirun
+cat >five.yaml <<'EOF'
+name: five
+base: {config: tiny, global_batch_size: 4}
+ranks: [1]
+threads_per_rank: 1
+matrix:
+  seed: [1, 2, 3, 4, 5]
+EOF
+# a launcher that cannot start anything: exit 2 before the first run, once, with the fix
+rc=0
+out=$(env -u OMPI_ALLOW_RUN_AS_ROOT -u OMPI_ALLOW_RUN_AS_ROOT_CONFIRM PATH="$PWD/fakebin:$PATH" FAKE_MPIRUN=root \
+    "$VB" sweep five.yaml --output_dir loud --benchy_config "$QUICK" 2>&1) || rc=$?
+[ "$rc" = 2 ] || fail "a broken launcher: exit $rc, want 2: $out"
+[ "$(wc -l <<<"$out")" = 1 ] || fail "a broken launcher: more than one line: $out"
+grep -q 'mpirun cannot start a run.*attempt to run as root.*no run was started' <<<"$out" || fail "broken launcher not explained: $out"
+if [ "$(id -u)" = 0 ]; then grep -q 'OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1' <<<"$out" || fail "no fix named: $out"; fi
+[ -e loud ] && fail "a broken launcher left a sweep directory: $(ls -R loud)"
+# runs failing alike: each failure's last log line on the console; the sweep
+# stops after 3 in a row and says how to continue
+rc=0
+out=$(PATH="$PWD/fakebin:$PATH" FAKE_MPIRUN=fail "$VB" sweep five.yaml --output_dir loud --benchy_config "$QUICK" 2>&1) || rc=$?
+[ "$rc" = 1 ] || fail "failing runs: exit $rc, want 1: $out"
+[ "$(grep -c 'last line of its log: fake mpirun: no route to host node7' <<<"$out")" = 3 ] || fail "want 3 failures with their line: $out"
+grep -q 'stopping: 3 runs in a row failed alike (exit 1: fake mpirun: no route to host node7); fix that and continue with vitbench sweep --resume' <<<"$out" || fail "no stop after 3 alike: $out"
+grep -q '2 of 5 runs not started' <<<"$out" || fail "not-started runs not counted: $out"
+d=$(sweep_dir loud five)
+[ "$(awk -F, 'NR > 1 && $3 == "failed"' "$d/index.csv" | wc -l)" = 3 ] || fail "index.csv: $(cat "$d/index.csv")"
+# a live sweep refuses --resume, naming the process that holds it
+PATH="$PWD/fakebin:$PATH" FAKE_MPIRUN=slow "$VB" sweep five.yaml --output_dir live --benchy_config "$QUICK" >live.out 2>&1 &
+bg=$!
+for _ in $(seq 100); do [ -f live/five_*/index.csv ] && break; sleep 0.1; done
+d=$(sweep_dir live five)
+rc=0
+out=$("$VB" sweep --resume "$d" 2>&1) || rc=$?
+kill -TERM "$bg" 2>/dev/null
+wait "$bg"
+[ "$rc" = 2 ] || fail "--resume of a live sweep: exit $rc, want 2: $out"
+grep -q "flag --resume $d: the sweep is still running (pid $bg on " <<<"$out" || fail "--resume of a live sweep does not name its holder: $out"
+# with repeats: shuffled rounds and one discarded warm-up run first, both in sweep.json
+cat >one.yaml <<'EOF'
+name: one
+base: {config: tiny, global_batch_size: 4}
+ranks: [1]
+threads_per_rank: 1
+EOF
+out=$("$VB" sweep one.yaml --repeats 2 --output_dir warm --benchy_config "$QUICK" --timeout_s 300 2>&1) ||
+    fail "a sweep with repeats: $out"
+d=$(sweep_dir warm one)
+grep -q 'warm-up run (discarded) of 000_ranks=1_rep=0' <<<"$out" || fail "no warm-up run: $out"
+[ -f "$d/logs/warmup.log" ] || fail "no warm-up log"
+python3 - "$d/sweep.json" <<'EOF' || fail "sweep.json does not record the order and the warm-up"
+import json, sys
+j = json.load(open(sys.argv[1]))
+w = j.get("warmup", {})
+if j.get("order") != "shuffled" or w.get("point") != "000_ranks=1_rep=0" or w.get("exit_code") != 0:
+    sys.exit("order %r, warmup %r" % (j.get("order"), w))
+EOF
+[ "$(tail -n +2 "$d/index.csv" | wc -l)" = 2 ] || fail "the warm-up run is in index.csv: $(cat "$d/index.csv")"
+
 
 echo "test_sweep_cli: OK"
