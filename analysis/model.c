@@ -1,27 +1,42 @@
 /* model.c: `vitbench model` (model.h): predicted step time, throughput and
  * scaling efficiency of every point of a sweep, or of hypothetical layouts,
+ * each with an interval and its sensitivity to every level's bandwidth,
  * beside what the sweep measured.
  *
- *   vitbench model --commbench FILE|DIR [--commbench ...] --run RUN_DIR
+ *   vitbench model [--commbench FILE|DIR ...] [--machine FILE]
+ *                  --run RUN_DIR [--run ...] | --reference FILE
  *                  [--sweep SWEEP_DIR] [--world_sizes 8,16 --layouts all|dp]
+ *   vitbench model --published FILE        (model_published.c)
  *
  * Inputs and what is taken from each:
  *   commbench.csv   alpha / beta per (collective, group, group size), model_fit.c
+ *   --machine       the hierarchy's levels, ranks per node, peaks (machine.h):
+ *                   prices every collective commbench did not measure at its size
  *   RUN_DIR         a one-rank run: run.json (model dims, local batch, threads,
- *                   cores), iterations.csv (median timed step of --trial_type,
- *                   rank 0), ops.csv (each op's seconds per step); --run again
- *                   with other local batch sizes to interpolate between them
+ *                   cores, amp), iterations.csv (median timed step of
+ *                   --trial_type, rank 0; their spread), ops.csv (each op's
+ *                   seconds per step); --run again with other local batch
+ *                   sizes to interpolate, or with a shard reference
+ *                   (bench_step --shard_tp/--shard_cp --reference_dir) whose
+ *                   measured ops replace the scaled ones for that tp x cp
+ *   --reference     a step time with op shares (model_ref.h), instead of --run
  *   SWEEP_DIR       index.csv (completed runs, their mean samples/s) and each
- *                   run's run.json (layout, local batch, threads, ranks on the
- *                   node, bucket cap, noddp); sweep.json's kind
+ *                   run's run.json (layout, order, local batch, threads, ranks
+ *                   on the node, bucket cap, noddp); sweep.json's kind
  * Outputs (--output_dir, default the sweep directory, else results/model_<time>):
  *   model_fits.csv  collective,group,group_size,alpha_us,beta_GBps,rel_rms,nsizes
- *   model.csv       one row per point (see k_cols), model.md the same as Markdown
- *                   with the assumptions and the fits; the table is printed.
+ *   model.csv       one row per point (see k_cols, then two sensitivity columns
+ *                   per level), model.md the same as Markdown with the inputs,
+ *                   assumptions and fits; the table is printed.
  * Measured step = local batch x dp / the run's mean samples/s (index.csv);
  * rel_error = (predicted - measured) / measured step time.
- * Efficiency: weak T1 / Tp, strong (and tp/cp layouts, fixed global batch)
- * T1 / (p Tp); T1 is the model's own one-rank step at the same local (weak)
+ * Interval: the prediction with every input at the fast end of its
+ * uncertainty and at the slow end (the step is monotone in each): the
+ * reference's spread, each fit's relative RMS error, each level's stated
+ * uncertainty. Sensitivity: the step's relative change when one level's
+ * beta is 25% lower / higher, everything else nominal.
+ * Efficiency: weak T1 / (tp cp Tp) (T1 / Tp for data parallelism), strong (and
+ * tp/cp layouts, fixed global batch) T1 / (p Tp); T1 is the model's own one-rank step at the same local (weak)
  * or global (strong) batch, and for the measured column the sweep's one-rank
  * runs of the same series (noddp).
  */
@@ -32,11 +47,14 @@
 #include <time.h>
 
 #include "analysis/csv.h"
+#include "analysis/machine.h"
 #include "analysis/markdown.h"
 #include "analysis/model.h"
+#include "analysis/model_ref.h"
 #include "core/cli.h"
 #include "core/common.h"
 #include "core/fileio.h"
+#include "core/groups.h"
 
 #define MAX_INPUTS 16
 #define MAX_WORLDS 32
@@ -54,6 +72,7 @@ typedef struct {
     int ddp_mode;     /* vb_ddp_mode */
     int local_batch, global_batch, threads, ranks_per_node, cores;
     double bucket_cap_mb;
+    const char *machine, *reference, *reference_machine, *published, *order;
 } model_opts;
 
 static void add_commbench(const char *flag, const char *value, void *ptr) {
@@ -139,6 +158,32 @@ static int act_bytes_of(const cJSON *j) {
     return cJSON_IsString(amp) && strcmp(amp->valuestring, "none") != 0 ? 2 : 4;
 }
 
+/* The precision its GEMMs ran in: amp's, else TF32 on the CUDA backend with
+ * tf32 on, else float32 (which machine peak the reference is measured against). */
+static int prec_of_run(const cJSON *j) {
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(j, "config");
+    const cJSON *amp = cJSON_GetObjectItemCaseSensitive(c, "amp_mode");
+    if (cJSON_IsString(amp) && strcmp(amp->valuestring, "bf16") == 0) return VB_PREC_BF16;
+    if (cJSON_IsString(amp) && strcmp(amp->valuestring, "fp16") == 0) return VB_PREC_FP16;
+    const cJSON *be = cJSON_GetObjectItemCaseSensitive(j, "backend");
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "tf32")) && cJSON_IsString(be) &&
+        strcmp(be->valuestring, "cuda") == 0)
+        return VB_PREC_TF32;
+    return VB_PREC_FP32;
+}
+
+/* A shard reference (bench_step --reference_dir with --shard_tp / --shard_cp):
+ * run.json's parallel.shard is true; its tp and cp are the shard's. */
+static bool run_shard(const cJSON *j, int *tp, int *cp) {
+    const cJSON *par = cJSON_GetObjectItemCaseSensitive(j, "parallel");
+    *tp = *cp = 1;
+    if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(par, "shard"))) return false;
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(par, "tp"), *c = cJSON_GetObjectItemCaseSensitive(par, "cp");
+    *tp = cJSON_IsNumber(t) ? t->valueint : 1;
+    *cp = cJSON_IsNumber(c) ? c->valueint : 1;
+    return true;
+}
+
 /* ---- the one-rank reference ---- */
 
 static const char *const k_types[] = {"FULL", "SYNTHETIC", NULL};
@@ -187,6 +232,10 @@ static void load_ref_run(vb_mref *r, const char *dir, const char *type, int *cap
     const vb_mdims d = dims_of(j, path);
     const double ranks = jnum(j, "ranks", NULL);
     if (ranks != 1) vb_die_input("model: --run %s: a one-rank run is needed (ranks %g)", dir, ranks);
+    int stp, scp;
+    const bool shard = run_shard(j, &stp, &scp);
+    const int prec = prec_of_run(j);
+    if (shard) type = "SYNTHETIC"; /* bench_step times SYNTHETIC steps only */
     const int batch = jint_req(j, "local_batch_size", NULL, path);
     const int threads = jint_req(j, "fingerprint", "omp_threads", path);
     const int cores = jint_req(j, "fingerprint", "affinity_cores", path);
@@ -196,10 +245,13 @@ static void load_ref_run(vb_mref *r, const char *dir, const char *type, int *cap
     if (batch < 1 || threads < 1 || cores < 1)
         vb_die_input("model: %s: local_batch_size, fingerprint.omp_threads and affinity_cores must be >= 1", path);
     if (k == 0) {
-        r->d = d, r->threads = threads, r->cores = cores, r->act_bytes = act;
+        r->d = d, r->threads = threads, r->cores = cores, r->act_bytes = act, r->prec = prec;
         r->node_ranks = isfinite(nr) && nr >= 1 ? (int)nr : 1;
+        r->shard_tp = stp, r->shard_cp = scp;
+        vb_snprintf(r->what, sizeof r->what, "%s", dir);
     } else if (!same_dims(&d, &r->d) || threads != r->threads || cores != r->cores || act != r->act_bytes) {
-        vb_die_input("model: --run %s: a different model, thread count, core count or amp_mode than the first --run",
+        vb_die_input("model: --run %s: a different model, thread count, core count or amp_mode than the first --run "
+                     "of its kind",
                      dir);
     }
     for (int i = 0; i < k; i++)
@@ -226,6 +278,9 @@ static void load_ref_run(vb_mref *r, const char *dir, const char *type, int *cap
     if (n == 0) vb_die_input("model: %s: no timed %s steps of rank 0", path, type);
     qsort(steps, (size_t)n, sizeof *steps, cmp_dbl);
     r->step_s[k] = n % 2 ? steps[n / 2] : 0.5 * (steps[n / 2 - 1] + steps[n / 2]);
+    /* the widest spread among the references stands for all of them */
+    const double sp = vb_rel_spread(steps, n);
+    if (sp > r->spread) r->spread = sp;
     free(steps);
     vb_csv_free(&it);
 
@@ -258,11 +313,8 @@ static void load_ref_run(vb_mref *r, const char *dir, const char *type, int *cap
     r->nref++;
 }
 
-/* The references, sorted by local batch. */
-static void load_refs(vb_mref *r, const char *const *dirs, int n, const char *type) {
-    memset(r, 0, sizeof *r);
-    int cap = 0;
-    for (int i = 0; i < n; i++) load_ref_run(r, dirs[i], type, &cap);
+/* One reference's batches in ascending order (every op's column with them). */
+static void sort_batches(vb_mref *r) {
     for (int a = 1; a < r->nref; a++) /* insertion sort of batch, step and every op's column */
         for (int b = a; b > 0 && r->batch[b - 1] > r->batch[b]; b--) {
             int tb = r->batch[b];
@@ -276,6 +328,45 @@ static void load_refs(vb_mref *r, const char *const *dirs, int n, const char *ty
         }
 }
 
+/* The one-rank references (main) and the shard references, one vb_mref per
+ * tp x cp shard (its runs at several batches), each sorted by local batch. */
+static void load_refs(vb_mref *main_ref, vb_mref **shards, int *nshards, const char *const *dirs, int n,
+                      const char *type) {
+    memset(main_ref, 0, sizeof *main_ref);
+    *shards = calloc((size_t)n + 1, sizeof **shards);
+    if (!*shards) vb_die_internal("out of memory");
+    *nshards = 0;
+    int cap = 0, scap[VB_MODEL_MAX_REFS] = {0};
+    for (int i = 0; i < n; i++) {
+        char path[VB_PATH_MAX];
+        vb_snprintf(path, sizeof path, "%s/run.json", dirs[i]);
+        int tp = 1, cp = 1;
+        if (vb_dir_exists(dirs[i]) && vb_file_exists(path)) {
+            cJSON *j = read_json(path, "--run");
+            run_shard(j, &tp, &cp);
+            cJSON_Delete(j);
+        }
+        if (tp == 1 && cp == 1) {
+            load_ref_run(main_ref, dirs[i], type, &cap);
+            continue;
+        }
+        int k = 0;
+        while (k < *nshards && ((*shards)[k].shard_tp != tp || (*shards)[k].shard_cp != cp)) k++;
+        if (k == *nshards) (*nshards)++;
+        load_ref_run(&(*shards)[k], dirs[i], type, &scap[k]);
+    }
+    if (main_ref->nref == 0)
+        vb_die_input("model: --run: every run given is a shard reference; one unsharded one-rank run is needed too");
+    sort_batches(main_ref);
+    for (int k = 0; k < *nshards; k++) {
+        vb_mref *sh = &(*shards)[k];
+        sort_batches(sh);
+        if (!same_dims(&sh->d, &main_ref->d) || sh->act_bytes != main_ref->act_bytes)
+            vb_die_input("model: --run %s: a shard of another model or amp_mode than the one-rank reference",
+                         sh->what);
+    }
+}
+
 /* ---- points ---- */
 
 typedef struct {
@@ -284,7 +375,9 @@ typedef struct {
     int ranks;
     double measured_step; /* NaN when not measured */
     double t1_pred, t1_meas;
-    vb_mpred pred;
+    double t1_lo, t1_hi;  /* T1 at the interval's corners */
+    vb_mpred pred, lo, hi; /* nominal, fast corner, slow corner */
+    double sens[VB_MACHINE_MAX_LEVELS][2]; /* relative step change at beta x0.75, x1.25 per level */
 } model_point;
 
 typedef struct {
@@ -346,6 +439,9 @@ static int load_sweep(const char *dir, const vb_mref *ref, const char *type, poi
         p->l.bucket_cap_mb = jnum(j, "parallel", "bucket_cap_mb");
         if (!(p->l.bucket_cap_mb > 0)) vb_die_input("model: %s: no parallel.bucket_cap_mb", jpath);
         p->l.noddp = jnum(j, "parallel", "noddp") == 1;
+        const cJSON *po = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "parallel"),
+                                                           "parallel_order");
+        if (cJSON_IsString(po)) snprintf(p->l.order, sizeof p->l.order, "%s", po->valuestring);
         cJSON_Delete(j);
         if (first_local < 0) first_local = p->l.local_batch;
         if (p->l.local_batch != first_local) local_const = false;
@@ -366,19 +462,32 @@ static int load_sweep(const char *dir, const vb_mref *ref, const char *type, poi
     return strcmp(kind, "weak_scaling") == 0 ? 0 : 1;
 }
 
-/* every tp x cp x dp of world w the model config takes (dp only with --layouts dp) */
-static void hypothetical(const model_opts *o, const vb_mref *ref, point_list *pl) {
-    const int threads = o->threads ? o->threads : ref->threads;
-    const int cores = o->cores ? o->cores : ref->cores;
+/* every tp x cp x dp of world w the model config takes (dp only with
+ * --layouts dp). Ranks per node, threads and cores: the flags, else the
+ * machine file (a GPU machine: one rank per GPU and its compute on the GPU,
+ * so no CPU factor), else the reference's own. */
+static void hypothetical(const model_opts *o, const vb_mref *ref, const vb_machine *mach, point_list *pl) {
+    int threads = o->threads ? o->threads : ref->threads;
+    int cores = o->cores ? o->cores : ref->cores;
+    int rpn = o->ranks_per_node ? o->ranks_per_node : (cores / threads > 0 ? cores / threads : 1);
+    if (mach) {
+        rpn = o->ranks_per_node ? o->ranks_per_node : mach->ranks_per_node;
+        if (mach->gpus_per_node > 0) {
+            cores = rpn * threads;
+        } else {
+            cores = o->cores ? o->cores : mach->cores_per_node;
+            threads = o->threads ? o->threads : (cores / rpn > 0 ? cores / rpn : 1);
+        }
+    }
     for (int k = 0; k < o->nworlds; k++) {
         const int w = o->worlds[k];
-        const int rpn = o->ranks_per_node ? o->ranks_per_node : (cores / threads > 0 ? cores / threads : 1);
         for (int tp = 1; tp <= w; tp++)
             for (int cp = 1; cp <= w / tp; cp++) {
                 if (w % (tp * cp) != 0 || (o->layouts == 1 && (tp > 1 || cp > 1))) continue;
                 vb_mlayout l = {.tp = tp, .cp = cp, .dp = w / (tp * cp), .threads = threads, .cores = cores,
                                 .node_ranks = rpn < w ? rpn : w,
                                 .bucket_cap_mb = o->bucket_cap_mb};
+                if (o->order) snprintf(l.order, sizeof l.order, "%s", o->order);
                 if (o->scaling == 1) {
                     const int gb = o->global_batch ? o->global_batch : ref->batch[0];
                     if (gb % l.dp != 0) continue; /* the trainer refuses an uneven split */
@@ -402,24 +511,42 @@ static const char *const k_cols[] = {
     "point", "ranks", "tp", "cp", "dp", "local_batch", "threads_per_rank", "node_ranks", "cpu_factor", "nbuckets",
     "forward_s", "backward_s", "other_s", "compute_s", "ddp_comm_s", "comm_exposed_ddp_s", "comm_exposed_tp_s",
     "comm_exposed_cp_s", "step_s", "samples_per_s", "efficiency", "measured_step_s", "measured_samples_per_s",
-    "measured_efficiency", "rel_error", "extrapolated"};
+    "measured_efficiency", "rel_error", "extrapolated", "step_lo_s", "step_hi_s", "samples_per_s_lo",
+    "samples_per_s_hi", "efficiency_lo", "efficiency_hi", "nodes", "compute_ref", "comm_sources"};
 #define NCOLS ((int)(sizeof k_cols / sizeof *k_cols))
 
 typedef struct {
     const point_list *pl;
     const vb_ab_table *fits;
     bool strong;
+    int nlevels;                  /* sensitivity: one pair of columns per level */
+    const char *level[VB_MACHINE_MAX_LEVELS];
 } out_ctx;
 
-static double eff_of(bool strong, double t1, double tp, int p) {
-    return strong ? vb_eff_strong(t1, tp, p) : vb_eff_weak(t1, tp);
+/* Throughput per rank over one rank's: strong T1 / (p Tp); weak T1 / Tp for
+ * data parallelism, divided by tp x cp when tp and cp peers share samples
+ * (they add ranks, not samples). */
+static double eff_of(bool strong, double t1, double tp, const model_point *pt) {
+    return strong ? vb_eff_strong(t1, tp, pt->ranks) : vb_eff_weak(t1, tp) / (pt->l.tp * pt->l.cp);
 }
 
-/* cell c of point p as text ("" unknown) */
+/* the efficiency at both corners of the interval, in order */
+static void eff_range(const out_ctx *x, const model_point *p, double *lo, double *hi) {
+    const double a = eff_of(x->strong, p->t1_lo, p->lo.step_s, p);
+    const double b = eff_of(x->strong, p->t1_hi, p->hi.step_s, p);
+    *lo = fmin(a, b), *hi = fmax(a, b);
+}
+
+/* cell c of point p as text ("" unknown); c >= NCOLS: sensitivity column c - NCOLS */
 static void cell(const out_ctx *x, const model_point *p, int c, char *buf, size_t n) {
     const vb_mpred *q = &p->pred;
     const double mthr = isfinite(p->measured_step) ? p->l.local_batch * p->l.dp / p->measured_step : NAN;
-    double v = NAN;
+    const double samples = (double)p->l.local_batch * p->l.dp;
+    double v = NAN, elo, ehi;
+    if (c >= NCOLS) {
+        v = p->sens[(c - NCOLS) / 2][(c - NCOLS) % 2];
+        goto number;
+    }
     switch (c) {
     case 0: snprintf(buf, n, "%s", p->name); return;
     case 1: snprintf(buf, n, "%d", p->ranks); return;
@@ -441,26 +568,49 @@ static void cell(const out_ctx *x, const model_point *p, int c, char *buf, size_
     case 17: v = q->exposed_cp_s; break;
     case 18: v = q->step_s; break;
     case 19: v = q->samples_per_s; break;
-    case 20: v = eff_of(x->strong, p->t1_pred, q->step_s, p->ranks); break;
+    case 20: v = eff_of(x->strong, p->t1_pred, q->step_s, p); break;
     case 21: v = p->measured_step; break;
     case 22: v = mthr; break;
-    case 23: v = eff_of(x->strong, p->t1_meas, p->measured_step, p->ranks); break;
+    case 23: v = eff_of(x->strong, p->t1_meas, p->measured_step, p); break;
     case 24: v = (q->step_s - p->measured_step) / p->measured_step; break;
-    default: snprintf(buf, n, "%s", q->extrapolated ? "true" : "false"); return;
+    case 25: snprintf(buf, n, "%s", q->extrapolated ? "true" : "false"); return;
+    case 26: v = p->lo.step_s; break;
+    case 27: v = p->hi.step_s; break;
+    case 28: v = samples / p->hi.step_s; break;
+    case 29: v = samples / p->lo.step_s; break;
+    case 30: eff_range(x, p, &elo, &ehi), v = elo; break;
+    case 31: eff_range(x, p, &elo, &ehi), v = ehi; break;
+    case 32: snprintf(buf, n, "%d", (p->ranks + p->l.node_ranks - 1) / p->l.node_ranks); return;
+    case 33: snprintf(buf, n, "%s", q->compute_ref); return;
+    default: snprintf(buf, n, "%s", q->comm_src); return;
     }
+number:
     if (isfinite(v))
         snprintf(buf, n, "%.6g", v);
     else
         buf[0] = '\0';
 }
 
+/* the name of column c, sensitivity columns included */
+static void col_name(const out_ctx *x, int c, char *buf, size_t n) {
+    if (c < NCOLS)
+        snprintf(buf, n, "%s", k_cols[c]);
+    else
+        snprintf(buf, n, "sens_%s_beta_%s", x->level[(c - NCOLS) / 2], (c - NCOLS) % 2 ? "p25" : "m25");
+}
+
 static void write_model_csv(FILE *f, void *vx) {
     const out_ctx *x = vx;
-    for (int c = 0; c < NCOLS; c++) fprintf(f, "%s%s", c ? "," : "", k_cols[c]);
+    const int nc = NCOLS + 2 * x->nlevels;
+    char buf[256];
+    for (int c = 0; c < nc; c++) {
+        col_name(x, c, buf, sizeof buf);
+        if (c) fputc(',', f);
+        vb_csv_field(f, buf);
+    }
     fputc('\n', f);
-    char buf[200];
     for (int i = 0; i < x->pl->n; i++) {
-        for (int c = 0; c < NCOLS; c++) {
+        for (int c = 0; c < nc; c++) {
             cell(x, &x->pl->v[i], c, buf, sizeof buf);
             if (c) fputc(',', f);
             vb_csv_field(f, buf);
@@ -498,61 +648,120 @@ static bool error_summary(const point_list *pl, double *med, double *mx, int *n)
     return *n > 0;
 }
 
-/* the printed / Markdown table's columns */
-static const int k_show[] = {0, 2, 3, 4, 5, 8, 13, 15, 16, 17, 18, 19, 20, 21, 23, 24};
+/* the printed / Markdown table's columns (then every sensitivity column) */
+static const int k_show[] = {0, 2, 3, 4, 5, 32, 13, 15, 16, 17, 18, 26, 27, 19, 20, 21, 23, 24};
 #define NSHOW ((int)(sizeof k_show / sizeof *k_show))
+
+static int show_col(int i) { return i < NSHOW ? k_show[i] : NCOLS + (i - NSHOW); }
 
 typedef struct {
     const out_ctx *x;
     const model_opts *o;
     const char *kind;
     const vb_mref *ref;
+    const vb_machine *machine;
+    double compute_scale;
+    const char *compute_scale_why;
 } md_ctx;
 
 static void write_md(FILE *f, void *vm) {
     const md_ctx *m = vm;
     const out_ctx *x = m->x;
     fprintf(f, "# Scaling model\n\n");
-    fprintf(f, "Reference: %d one-rank run%s (%d threads, %d cores):", m->ref->nref, m->ref->nref > 1 ? "s" : "",
-            m->ref->threads, m->ref->cores);
-    for (int i = 0; i < m->o->nruns; i++) { /* paths as given: text, whatever they hold */
-        fputc(' ', f);
-        vb_md_prose(f, m->o->runs[i]);
+    if (m->o->reference) {
+        fprintf(f, "Reference: ");
+        vb_md_prose(f, m->o->reference);
+        fprintf(f, " (");
+        vb_md_prose(f, m->ref->what);
+        fprintf(f, "): step %.6g s at local batch %d, spread +-%.3g%%", m->ref->step_s[0], m->ref->batch[0],
+                100 * m->ref->spread);
+    } else {
+        fprintf(f, "Reference: %d one-rank run%s (%d threads, %d cores):", m->ref->nref, m->ref->nref > 1 ? "s" : "",
+                m->ref->threads, m->ref->cores);
+        for (int i = 0; i < m->o->nruns; i++) { /* paths as given: text, whatever they hold */
+            fputc(' ', f);
+            vb_md_prose(f, m->o->runs[i]);
+        }
+        fprintf(f, "; median %s step", k_types[m->o->trial_type]);
+        for (int i = 0; i < m->ref->nref; i++)
+            fprintf(f, "%s %.6g s at local batch %d", i ? "," : "", m->ref->step_s[i], m->ref->batch[i]);
+        fprintf(f, ", spread of its steps +-%.3g%%", 100 * m->ref->spread);
     }
-    fprintf(f, "; median %s step", k_types[m->o->trial_type]);
-    for (int i = 0; i < m->ref->nref; i++)
-        fprintf(f, "%s %.6g s at local batch %d", i ? "," : "", m->ref->step_s[i], m->ref->batch[i]);
-    fprintf(f, ". Scaling kind: %s (efficiency %s).\n\n", m->kind, x->strong ? "T1 / (p Tp)" : "T1 / Tp");
+    fprintf(f, ". Scaling kind: %s (efficiency %s).\n\n", m->kind, x->strong ? "T1 / (p Tp)" : "T1 / (tp cp Tp)");
+    if (m->compute_scale != 1)
+        fprintf(f, "Compute rescaled by %.6g: %s.\n\n", m->compute_scale, m->compute_scale_why);
+    if (m->machine) {
+        fprintf(f, "Machine: ");
+        vb_md_prose(f, m->machine->name);
+        fprintf(f, " (");
+        vb_md_prose(f, m->o->machine);
+        fprintf(f, "), %d ranks per node, levels:", m->machine->ranks_per_node);
+        for (int l = 0; l < m->machine->nlevels; l++) {
+            const vb_mlevel *lv = &m->machine->level[l];
+            fprintf(f, "%s ", l ? ";" : "");
+            vb_md_prose(f, lv->name);
+            fprintf(f, " alpha %.3g us, beta %.4g GB/s (allreduce %s), +-%.3g%%", lv->alpha_us[0], lv->beta_GBps[0],
+                    vb_alg_name[lv->alg[0]], 100 * lv->uncertainty);
+            if (lv->nics_per_node) fprintf(f, ", %d NICs x %.4g GB/s per node", lv->nics_per_node, lv->nic_GBps);
+        }
+        fprintf(f, ". Collectives commbench measured at their group size use the measurement (comm_sources says "
+                   "which priced each group).\n\n");
+    }
     fprintf(f, "Assumptions: ring cost forms fitted per collective and group (1/t^2-weighted least squares, slowest "
-               "rank per size); compute scaled per op by the rank's share of heads and tokens and by local batch; "
-               "compute x (reference threads / threads) x max(1, node ranks x threads / cores); tp and cp "
-               "collectives blocking; DDP buckets on one channel %s. See README, *Scaling model*.\n\n",
+               "rank per size); with a machine file, groups placed on its levels as the launcher places ranks (block "
+               "by node) and priced hierarchically (inner levels reduce-scatter / all-gather, the outermost spanned "
+               "level carries the collective); compute scaled per op by the rank's share of heads and tokens (or "
+               "measured on a shard reference, compute_ref says which) and by local batch; compute x (reference "
+               "threads / threads) x max(1, node ranks x threads / cores); tp and cp collectives blocking; DDP "
+               "buckets on one channel %s. Interval: every input at the fast and at the slow end of its uncertainty "
+               "together. Sensitivity: relative change of the step when one level's beta is 25%% lower (m25) or "
+               "higher (p25). See docs/model.md.\n\n",
             m->o->ddp_mode == VB_DDP_OVERLAP ? "overlapping backward from their ready times"
                                              : "started after backward (no progress during backward)");
-    fprintf(f, "## Fits\n\n| collective | group | p | world | alpha (us) | beta (GB/s) | rel. RMS error | sizes |\n"
-               "|---|---|---|---|---|---|---|---|\n");
-    for (int i = 0; i < x->fits->n; i++) {
-        const vb_ab_fit *a = &x->fits->fits[i];
-        fprintf(f, "| %s | ", vb_coll_name[a->coll]);
-        vb_md_cell(f, a->group); /* read from commbench.csv */
-        fprintf(f, " | %d | %d | %.4g | %.4g | %.3g | %d |\n", a->p, a->world, a->alpha_us, a->beta_GBps,
-                a->rel_rms, a->nsizes);
+    if (x->fits->n) {
+        fprintf(f, "## Fits\n\n| collective | group | p | world | alpha (us) | beta (GB/s) | rel. RMS error | sizes |\n"
+                   "|---|---|---|---|---|---|---|---|\n");
+        for (int i = 0; i < x->fits->n; i++) {
+            const vb_ab_fit *a = &x->fits->fits[i];
+            fprintf(f, "| %s | ", vb_coll_name[a->coll]);
+            vb_md_cell(f, a->group); /* read from commbench.csv */
+            fprintf(f, " | %d | %d | %.4g | %.4g | %.3g | %d |\n", a->p, a->world, a->alpha_us, a->beta_GBps,
+                    a->rel_rms, a->nsizes);
+        }
+        fputc('\n', f);
     }
-    fprintf(f, "\n## Points\n\n|");
-    for (int c = 0; c < NSHOW; c++) fprintf(f, " %s |", k_cols[k_show[c]]);
+    const int nshow = NSHOW + 2 * x->nlevels;
+    char buf[256];
+    fprintf(f, "## Points\n\n|");
+    for (int c = 0; c < nshow; c++) {
+        col_name(x, show_col(c), buf, sizeof buf);
+        fputc(' ', f);
+        vb_md_cell(f, buf); /* level names come from the machine file */
+        fputs(" |", f);
+    }
     fprintf(f, "\n|");
-    for (int c = 0; c < NSHOW; c++) fprintf(f, "---|");
+    for (int c = 0; c < nshow; c++) fprintf(f, "---|");
     fputc('\n', f);
-    char buf[200];
     for (int i = 0; i < x->pl->n; i++) {
         fputc('|', f);
-        for (int c = 0; c < NSHOW; c++) {
-            cell(x, &x->pl->v[i], k_show[c], buf, sizeof buf);
+        for (int c = 0; c < nshow; c++) {
+            cell(x, &x->pl->v[i], show_col(c), buf, sizeof buf);
             fputc(' ', f);
             vb_md_cell(f, buf);
             fputs(" |", f);
         }
         fputc('\n', f);
+    }
+    fprintf(f, "\n## What priced each point\n\n| point | compute_ref | comm_sources |\n|---|---|---|\n");
+    for (int i = 0; i < x->pl->n; i++) {
+        const model_point *p = &x->pl->v[i];
+        fputs("| ", f);
+        vb_md_cell(f, p->name);
+        fputs(" | ", f);
+        vb_md_cell(f, p->pred.compute_ref);
+        fputs(" | ", f);
+        vb_md_cell(f, p->pred.comm_src[0] ? p->pred.comm_src : "no communication");
+        fputs(" |\n", f);
     }
     double med, mx;
     int n;
@@ -561,20 +770,59 @@ static void write_md(FILE *f, void *vm) {
 }
 
 static void print_table(const out_ctx *x) {
-    char buf[200];
-    int w[NSHOW];
-    for (int c = 0; c < NSHOW; c++) {
-        w[c] = (int)strlen(k_cols[k_show[c]]);
+    char buf[256];
+    const int nshow = NSHOW + 2 * x->nlevels;
+    int *w = calloc((size_t)nshow, sizeof *w);
+    if (!w) vb_die_internal("out of memory");
+    for (int c = 0; c < nshow; c++) {
+        col_name(x, show_col(c), buf, sizeof buf);
+        w[c] = (int)strlen(buf);
         for (int i = 0; i < x->pl->n; i++) {
-            cell(x, &x->pl->v[i], k_show[c], buf, sizeof buf);
+            cell(x, &x->pl->v[i], show_col(c), buf, sizeof buf);
             if ((int)strlen(buf) > w[c]) w[c] = (int)strlen(buf);
         }
     }
-    for (int c = 0; c < NSHOW; c++) printf("%-*s%s", w[c], k_cols[k_show[c]], c + 1 < NSHOW ? "  " : "\n");
+    for (int c = 0; c < nshow; c++) {
+        col_name(x, show_col(c), buf, sizeof buf);
+        printf("%-*s%s", w[c], buf, c + 1 < nshow ? "  " : "\n");
+    }
     for (int i = 0; i < x->pl->n; i++)
-        for (int c = 0; c < NSHOW; c++) {
-            cell(x, &x->pl->v[i], k_show[c], buf, sizeof buf);
-            printf("%-*s%s", w[c], buf, c + 1 < NSHOW ? "  " : "\n");
+        for (int c = 0; c < nshow; c++) {
+            cell(x, &x->pl->v[i], show_col(c), buf, sizeof buf);
+            printf("%-*s%s", w[c], buf, c + 1 < nshow ? "  " : "\n");
+        }
+    free(w);
+}
+
+/* Nominal, both interval corners and the sensitivity of point p; T1 the
+ * same rank's work alone at the local (weak) or global (strong) batch. */
+static void evaluate(const vb_mctx *m, model_point *p, bool strong, int nlevels) {
+    vb_mknobs kn;
+    vb_mknobs_nominal(&kn);
+    vb_model_predict(m, &p->l, &kn, &p->pred);
+    vb_mlayout one = p->l;
+    one.tp = one.cp = one.dp = 1;
+    one.node_ranks = 1;
+    if (strong) one.local_batch = p->l.local_batch * p->l.dp;
+    vb_mpred q;
+    vb_model_predict(m, &one, &kn, &q);
+    p->t1_pred = q.step_s;
+    for (int c = -1; c <= 1; c += 2) {
+        kn.corner = c;
+        vb_model_predict(m, &p->l, &kn, c < 0 ? &p->lo : &p->hi);
+        vb_model_predict(m, &one, &kn, &q);
+        if (c < 0)
+            p->t1_lo = q.step_s;
+        else
+            p->t1_hi = q.step_s;
+    }
+    kn.corner = 0;
+    for (int l = 0; l < nlevels; l++)
+        for (int s = 0; s < 2; s++) {
+            kn.beta_mul[l] = s ? 1.25 : 0.75;
+            vb_model_predict(m, &p->l, &kn, &q);
+            p->sens[l][s] = (q.step_s - p->pred.step_s) / p->pred.step_s;
+            kn.beta_mul[l] = 1.0;
         }
 }
 
@@ -585,16 +833,26 @@ int vb_model_main(int argc, char **argv) {
     static const char *const ddp_modes[] = {"overlap", "after_backward", NULL};
     const vb_cli_opt opts[] = {
         {.name = "commbench", .kind = VB_CLI_FUNC, .ptr = &o, .fn = add_commbench, .arg = "FILE|DIR",
-         .help = "vitbench commbench's commbench.csv or its run directory (required; repeat for more rank counts)"},
+         .help = "vitbench commbench's commbench.csv or its run directory (repeat for more rank counts); measured "
+                 "group sizes win over --machine"},
+        {.name = "machine", .kind = VB_CLI_STRING, .ptr = &o.machine, .arg = "FILE",
+         .help = "a machine file (scenarios/machines/*.yaml): levels, NICs, ranks per node, peaks; prices every "
+                 "collective commbench did not measure"},
         {.name = "run", .kind = VB_CLI_FUNC, .ptr = &o, .fn = add_run, .arg = "DIR",
-         .help = "a one-rank run directory (vitbench run): the compute reference (required; repeat with other "
-                 "local batch sizes to interpolate between them)"},
+         .help = "a one-rank run directory (vitbench run, CPU or CUDA): the compute reference; repeat with other "
+                 "local batch sizes, or with shard references (bench_step --reference_dir)"},
+        {.name = "reference", .kind = VB_CLI_STRING, .ptr = &o.reference, .arg = "FILE",
+         .help = "instead of --run: a step time measured elsewhere with op shares (YAML, docs/model.md)"},
+        {.name = "reference_machine", .kind = VB_CLI_STRING, .ptr = &o.reference_machine, .arg = "FILE",
+         .help = "the machine file of the machine the reference ran on: compute x its peak / --machine's peak"},
         {.name = "sweep", .kind = VB_CLI_STRING, .ptr = &o.sweep, .arg = "DIR",
          .help = "a sweep directory: predict each completed run beside its measurement"},
         {.name = "world_sizes", .kind = VB_CLI_FUNC, .ptr = &o, .fn = parse_worlds, .arg = "N,N,...",
-         .help = "hypothetical world sizes to predict (every layout --layouts allows)"},
+         .help = "hypothetical world sizes in ranks to predict (every layout --layouts allows)"},
         {.name = "layouts", .kind = VB_CLI_CHOICE, .ptr = &o.layouts, .choices = layouts, .arg = "all|dp",
          .help = "with --world_sizes: every tp x cp x dp the config takes (default), or dp only"},
+        {.name = "parallel_order", .kind = VB_CLI_STRING, .ptr = &o.order, .arg = "O",
+         .help = "with --world_sizes: how ranks map to groups, first varying fastest (default tp-cp-dp)"},
         {.name = "scaling", .kind = VB_CLI_CHOICE, .ptr = &o.scaling, .choices = scalings, .arg = "weak|strong",
          .help = "with --world_sizes: fixed local batch (default) or fixed global batch"},
         {.name = "local_batch_size", .kind = VB_CLI_INT, .ptr = &o.local_batch, .ilo = 1, .ihi = 1 << 20, .arg = "N",
@@ -604,9 +862,10 @@ int vb_model_main(int argc, char **argv) {
         {.name = "threads_per_rank", .kind = VB_CLI_INT, .ptr = &o.threads, .ilo = 1, .ihi = 4096, .arg = "T",
          .help = "with --world_sizes: OpenMP threads per rank (default the run's)"},
         {.name = "ranks_per_node", .kind = VB_CLI_INT, .ptr = &o.ranks_per_node, .ilo = 1, .ihi = 1 << 20,
-         .arg = "N", .help = "with --world_sizes: ranks sharing a node's cores (default cores / threads)"},
+         .arg = "N",
+         .help = "with --world_sizes: ranks per node (default the machine file's, else cores / threads)"},
         {.name = "cores", .kind = VB_CLI_INT, .ptr = &o.cores, .ilo = 1, .ihi = 1 << 20, .arg = "N",
-         .help = "with --world_sizes: cores per node (default the run's affinity cores)"},
+         .help = "with --world_sizes: cores per node (default the machine file's, else the run's affinity cores)"},
         {.name = "bucket_cap_mb", .kind = VB_CLI_DOUBLE, .ptr = &o.bucket_cap_mb, .dlo = 0, .dlo_open = true,
          .dhi = 1e6, .arg = "X", .help = "with --world_sizes: DDP bucket cap in MiB (default 25)"},
         {.name = "trial_type", .kind = VB_CLI_CHOICE, .ptr = &o.trial_type, .choices = k_types,
@@ -614,30 +873,95 @@ int vb_model_main(int argc, char **argv) {
         {.name = "ddp_overlap", .kind = VB_CLI_CHOICE, .ptr = &o.ddp_mode, .choices = ddp_modes,
          .arg = "overlap|after_backward",
          .help = "DDP buckets overlap backward from their ready times (default), or all start after it"},
+        {.name = "published", .kind = VB_CLI_STRING, .ptr = &o.published, .arg = "FILE",
+         .help = "the tutorials' published scaling results (scenarios/published/tutorials.yaml) beside the model; "
+                 "alone"},
         {.name = "output_dir", .kind = VB_CLI_STRING, .ptr = &o.output_dir, .arg = "DIR",
-         .help = "where model.csv / model.md / model_fits.csv go (default the sweep, else results/model_<time>)"},
+         .help = "where the outputs go (default the sweep, else results/model_<time>)"},
     };
     const vb_cli cli = {
         .cmd = "model",
-        .usage = "vitbench model --commbench FILE|DIR --run RUN_DIR [--sweep SWEEP_DIR]\n"
-                 "                      [--world_sizes N,... [--layouts all|dp] [--scaling weak|strong]] [options]",
-        .about = "Alpha-beta model of a training step: fits latency and bandwidth of each collective to\n"
-                 "commbench.csv, scales the one-rank run's per-op compute to each layout, adds the exposed\n"
-                 "tp / cp collectives and the DDP buckets not hidden behind backward (README: Scaling model).",
+        .usage = "vitbench model [--commbench FILE|DIR] [--machine FILE] --run RUN_DIR | --reference FILE\n"
+                 "                      [--sweep SWEEP_DIR] [--world_sizes N,... [--layouts all|dp] [--scaling "
+                 "weak|strong]] [options]\n"
+                 "       vitbench model --published FILE [--output_dir DIR]",
+        .about = "Alpha-beta model of a training step: prices each collective from commbench.csv where it was\n"
+                 "measured and from a machine file's levels elsewhere, scales the reference's per-op compute to\n"
+                 "each layout, adds the exposed tp / cp collectives and the DDP buckets not hidden behind\n"
+                 "backward; every prediction with an interval and its sensitivity to each level's bandwidth\n"
+                 "(docs/model.md).",
         .opts = opts,
         .nopts = (int)(sizeof opts / sizeof opts[0]),
     };
     vb_cli_parse(&cli, argc, argv);
-    if (o.ncommbench == 0) vb_die_input("model: missing required flag --commbench");
-    if (o.nruns == 0) vb_die_input("model: missing required flag --run");
+    if (o.published) {
+        if (o.nruns || o.reference || o.ncommbench || o.machine || o.sweep || o.nworlds)
+            vb_die_input("model: --published runs alone (its file names every machine and reference)");
+        return vb_model_published(o.published, o.output_dir);
+    }
+    if (o.nruns == 0 && !o.reference) vb_die_input("model: missing required flag --run (or --reference)");
+    if (o.nruns && o.reference) vb_die_input("model: --run and --reference both given: one compute reference");
+    if (o.ncommbench == 0 && !o.machine)
+        vb_die_input("model: missing required flag --commbench (or --machine): nothing prices the collectives");
+    if (o.reference_machine && !o.machine)
+        vb_die_input("model: --reference_machine needs --machine (the machine the prediction is for)");
     if (!o.sweep && o.nworlds == 0) vb_die_input("model: nothing to predict: give --sweep DIR or --world_sizes N,...");
     if (o.bucket_cap_mb == 0) o.bucket_cap_mb = 25;
+    if (o.order) {
+        int ord[VB_NDIMS];
+        char err[200];
+        if (vb_layout_parse_order(o.order, ord, err, sizeof err) != 0)
+            vb_die_input("model: --parallel_order %s: %s", o.order, err);
+    }
 
     vb_ab_table fits = {0};
     for (int i = 0; i < o.ncommbench; i++) vb_ab_load(o.commbench[i], &fits);
+    vb_machine machine, ref_machine;
+    if (o.machine) vb_machine_load(o.machine, &machine);
     vb_mref ref;
+    vb_mref *shards = NULL;
+    int nshards = 0;
     const char *type = k_types[o.trial_type];
-    load_refs(&ref, o.runs, o.nruns, type);
+    vb_mref_src rsrc = {0};
+    if (o.reference)
+        vb_mref_load_file(o.reference, &ref, &rsrc);
+    else
+        load_refs(&ref, &shards, &nshards, o.runs, o.nruns, type);
+
+    /* a reference from another machine: compute x its peak over this one's */
+    const char *rm = o.reference_machine ? o.reference_machine : rsrc.machine[0] ? rsrc.machine : NULL;
+    double cscale = 1;
+    char why[400] = "";
+    if (rm && o.machine) {
+        vb_machine_load(rm, &ref_machine);
+        const double a = vb_machine_rank_peak(&ref_machine, ref.prec, ref.threads);
+        const double b = vb_machine_rank_peak(&machine, ref.prec, ref.threads);
+        if (!(a > 0) || !(b > 0))
+            vb_die_input("model: %s: no peak_tflops.%s to rescale the reference's compute by",
+                         !(a > 0) ? rm : o.machine, vb_prec_name[ref.prec]);
+        cscale = a / b;
+        snprintf(why, sizeof why, "the reference ran on %s at %.4g TFLOP/s %s per rank, %s has %.4g", ref_machine.name,
+                 a, vb_prec_name[ref.prec], machine.name, b);
+    }
+
+    vb_mctx mctx = {.ref = &ref, .shards = shards, .nshards = nshards, .fits = &fits,
+                    .machine = o.machine ? &machine : NULL, .mode = (vb_ddp_mode)o.ddp_mode,
+                    .compute_scale = cscale};
+    /* a reference measured on several ranks: its one-rank compute solved for,
+     * on the machine it ran on */
+    if (o.reference && (rsrc.layout.tp * rsrc.layout.cp * rsrc.layout.dp > 1)) {
+        vb_mctx rc = mctx;
+        rc.machine = rm ? &ref_machine : mctx.machine;
+        rc.compute_scale = 1;
+        if (!rc.machine) vb_die_input("model: --reference %s: measured on several ranks, it needs its machine "
+                                      "(machine: in the file, --reference_machine or --machine)",
+                                      o.reference);
+        vb_mlayout rl = rsrc.layout;
+        rl.local_batch = ref.batch[0], rl.threads = rl.cores = 1, rl.bucket_cap_mb = 25;
+        rl.node_ranks = rc.machine->ranks_per_node < rl.tp * rl.cp * rl.dp ? rc.machine->ranks_per_node
+                                                                        : rl.tp * rl.cp * rl.dp;
+        vb_mref_calibrate(&rc, &ref, &rl, rsrc.step_s);
+    }
 
     point_list pl = {0};
     char kind[64] = "";
@@ -647,31 +971,32 @@ int vb_model_main(int argc, char **argv) {
         if (!o.sweep) snprintf(kind, sizeof kind, "%s", o.scaling ? "strong_scaling" : "weak_scaling");
         if (o.sweep && strong != o.scaling)
             vb_die_input("model: --scaling %s disagrees with the sweep's kind %s", scalings[o.scaling], kind);
-        hypothetical(&o, &ref, &pl);
+        hypothetical(&o, &ref, mctx.machine, &pl);
     }
     if (pl.n == 0) vb_die_input("model: --world_sizes: no layout of these world sizes fits the model config");
 
+    out_ctx x = {.pl = &pl, .fits = &fits, .strong = strong != 0};
+    if (mctx.machine) {
+        x.nlevels = machine.nlevels;
+        for (int l = 0; l < machine.nlevels; l++) x.level[l] = machine.level[l].name;
+    } else {
+        x.nlevels = 1;
+        x.level[0] = "commbench";
+    }
     for (int i = 0; i < pl.n; i++) {
         model_point *p = &pl.v[i];
         char err[200];
         if (vb_model_check_layout(&ref.d, &p->l, err, sizeof err) != 0)
             vb_die_input("model: point %s: %s", p->name, err);
-        vb_model_predict(&ref, &fits, &p->l, (vb_ddp_mode)o.ddp_mode, &p->pred);
-        /* T1: the same rank's work alone, at the local (weak) or global (strong) batch */
-        vb_mlayout one = p->l;
-        one.tp = one.cp = one.dp = 1;
-        one.node_ranks = 1;
-        if (strong) one.local_batch = p->l.local_batch * p->l.dp;
-        vb_mpred q;
-        vb_model_predict(&ref, &fits, &one, (vb_ddp_mode)o.ddp_mode, &q);
-        p->t1_pred = q.step_s;
+        evaluate(&mctx, p, strong != 0, x.nlevels);
         /* measured T1: the sweep's one-rank runs of the same series */
+        const int t1_batch = strong ? p->l.local_batch * p->l.dp : p->l.local_batch;
         double sum = 0;
         int n = 0;
         for (int k = 0; k < pl.n; k++) {
             const model_point *r = &pl.v[k];
             if (r->ranks != 1 || !isfinite(r->measured_step) || r->l.noddp != p->l.noddp) continue;
-            if (r->l.local_batch != one.local_batch) continue;
+            if (r->l.local_batch != t1_batch) continue;
             sum += r->measured_step, n++;
         }
         if (n) p->t1_meas = sum / n;
@@ -692,8 +1017,8 @@ int vb_model_main(int argc, char **argv) {
     }
     if (vb_mkdir_p(out) != 0) vb_die_env("model: cannot create --output_dir %s", out);
 
-    out_ctx x = {.pl = &pl, .fits = &fits, .strong = strong != 0};
-    md_ctx m = {.x = &x, .o = &o, .kind = kind, .ref = &ref};
+    md_ctx m = {.x = &x, .o = &o, .kind = kind, .ref = &ref, .machine = mctx.machine, .compute_scale = cscale,
+                .compute_scale_why = why};
     char path[VB_PATH_MAX];
     vb_snprintf(path, sizeof path, "%s/model_fits.csv", out);
     vb_atomic_write_or_die(path, write_fits_csv, &x);
@@ -702,16 +1027,23 @@ int vb_model_main(int argc, char **argv) {
     vb_snprintf(path, sizeof path, "%s/model.md", out);
     vb_atomic_write_or_die(path, write_md, &m);
 
-    printf("Fits (commbench.csv, slowest rank per size):\n");
-    printf("%-15s %-6s %3s %5s %12s %12s %8s %6s\n", "collective", "group", "p", "world", "alpha_us", "beta_GBps",
-           "rel_rms", "sizes");
-    for (int i = 0; i < fits.n; i++) {
-        const vb_ab_fit *a = &fits.fits[i];
-        printf("%-15s %-6s %3d %5d %12.4g %12.4g %8.3g %6d\n", vb_coll_name[a->coll], a->group, a->p, a->world,
-               a->alpha_us, a->beta_GBps, a->rel_rms, a->nsizes);
+    if (fits.n) {
+        printf("Fits (commbench.csv, slowest rank per size):\n");
+        printf("%-15s %-6s %3s %5s %12s %12s %8s %6s\n", "collective", "group", "p", "world", "alpha_us",
+               "beta_GBps", "rel_rms", "sizes");
+        for (int i = 0; i < fits.n; i++) {
+            const vb_ab_fit *a = &fits.fits[i];
+            printf("%-15s %-6s %3d %5d %12.4g %12.4g %8.3g %6d\n", vb_coll_name[a->coll], a->group, a->p, a->world,
+                   a->alpha_us, a->beta_GBps, a->rel_rms, a->nsizes);
+        }
+        printf("\n");
     }
-    printf("\nPredicted step (%s kind, %s efficiency) beside the measurement:\n", kind,
-           strong ? "strong: T1/(p Tp)" : "weak: T1/Tp");
+    if (mctx.machine) printf("Machine: %s (%s), %d ranks per node\n", machine.name, o.machine, machine.ranks_per_node);
+    if (cscale != 1) printf("Compute rescaled by %.6g: %s\n", cscale, why);
+    if (o.reference) printf("Reference: %s (%s)\n", o.reference, ref.what);
+    printf("Predicted step (%s kind, %s efficiency) beside the measurement; interval [step_lo_s, step_hi_s]; "
+           "sens_*: relative step change at beta x0.75 (m25) / x1.25 (p25):\n",
+           kind, strong ? "strong: T1/(p Tp)" : "weak: T1/(tp cp Tp)");
     print_table(&x);
     double med, mx;
     int n;
@@ -721,6 +1053,8 @@ int vb_model_main(int argc, char **argv) {
     printf("vitbench model: wrote %s/model.csv, model.md, model_fits.csv\n", out);
     free(pl.v);
     free(ref.ops);
+    for (int k = 0; k < nshards; k++) free(shards[k].ops);
+    free(shards);
     vb_ab_free(&fits);
     return 0;
 }

@@ -1,17 +1,27 @@
 /* model.h: `vitbench model`, an alpha-beta model of a training step under
- * any tp x cp x dp layout, built from three measurements of this machine:
+ * any tp x cp x dp layout, from what is known about a machine:
  *
  *   commbench.csv   (vitbench commbench) collective times per size and group
- *   a one-rank run  (vitbench run) per-op compute times of a training step
+ *   a machine file  (--machine, machine.h) the hierarchy's links, for every
+ *                   group size nobody measured (a cluster not yet booked)
+ *   a reference     the compute of one rank: a one-rank run (vitbench run, CPU
+ *                   or CUDA), one-rank runs of tp x cp shards (bench_step
+ *                   --shard_tp/--shard_cp --reference_dir), or a step time with
+ *                   op shares from elsewhere (--reference FILE, model_ref.c)
  *   a sweep         (vitbench sweep) the layouts to predict and what they measured
  *
  * Pieces (one file each):
- *   model_fit.c      latency / bandwidth fits of the ring cost forms per
- *                    (collective, group, group size), read from commbench.csv
- *   model_predict.c  a step's compute, exposed tp / cp / DDP communication and
- *                    time for one layout, from the one-rank profile and the fits
- *   model.c          the command: inputs, every sweep point or hypothetical
- *                    layout, model.csv / model.md / model_fits.csv, the error
+ *   model_fit.c       latency / bandwidth fits of the ring cost forms per
+ *                     (collective, group, group size), read from commbench.csv
+ *   model_place.c,    where a layout's groups sit on the machine's levels and
+ *   model_comm.c      what a collective costs there (model_comm.h)
+ *   model_ref.c       references from a step time and op shares (YAML)
+ *   model_predict.c   a step's compute, exposed tp / cp / DDP communication and
+ *                     time for one layout, under knobs (interval corners, beta
+ *                     multipliers for the sensitivity)
+ *   model_published.c the tutorials' published scaling results beside the model
+ *   model.c           the command: inputs, every sweep point or hypothetical
+ *                     layout, intervals and sensitivity, model.csv / model.md
  *
  * Cost forms (p ranks in the group, n bytes as nccl-tests counts them: the
  * whole logical buffer; alpha in microseconds, beta in GB/s = 1e9 bytes/s):
@@ -27,6 +37,8 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+
+#include "analysis/machine.h"
 
 /* ---- alpha-beta fits (model_fit.c) ---- */
 typedef enum { VB_COLL_ALLREDUCE, VB_COLL_ALLGATHER, VB_COLL_REDUCE_SCATTER, VB_COLL_BROADCAST, VB_NCOLL } vb_coll;
@@ -113,6 +125,7 @@ typedef struct vb_mop {
 } vb_mop;
 
 typedef struct vb_mref {
+    char what[160];   /* names the reference in outputs (a path, a published figure) */
     vb_mdims d;
     int nref;
     int batch[VB_MODEL_MAX_REFS];     /* the references' local batch, ascending */
@@ -121,6 +134,9 @@ typedef struct vb_mref {
     int node_ranks;   /* ranks on their node (1) */
     int cores;        /* cores the node offers its ranks */
     int act_bytes;    /* bytes per activation element (4: float32, 2: bfloat16) */
+    int prec;         /* vb_prec of its GEMMs (fp32, tf32, bf16, fp16): which peak it ran against */
+    int shard_tp, shard_cp; /* 1, 1; a shard reference: the tp x cp shard one rank ran (bench_step --shard_*) */
+    double spread;    /* relative uncertainty of its step: half the central 95% range of its steps over their median */
     vb_mop *ops;
     int nops;
 } vb_mref;
@@ -139,6 +155,7 @@ typedef struct vb_mlayout {
     int cores;
     double bucket_cap_mb;
     bool noddp;
+    char order[16];   /* parallel_order ("" = tp-cp-dp): which groups are neighbours */
 } vb_mlayout; /* world = tp x cp x dp */
 
 typedef enum { VB_DDP_OVERLAP, VB_DDP_AFTER_BACKWARD } vb_ddp_mode;
@@ -152,19 +169,55 @@ typedef struct vb_mpred {
     double samples_per_s; /* local batch x dp / step */
     int nbuckets;
     bool extrapolated;   /* a fit for another group size was used */
+    char compute_ref[96];  /* which reference priced the compute, and how */
+    char comm_src[200];    /* per group: commbench or the machine level that priced it */
 } vb_mpred;
+
+/* Knobs of one evaluation (a zeroed struct with vb_mknobs_nominal's values
+ * is the plain prediction). */
+typedef struct vb_mknobs {
+    int corner;          /* 0 nominal; -1 / +1: every input at the fast / slow end of its uncertainty
+                            (the reference's spread, each fit's rel. RMS, each level's uncertainty),
+                            by vb_corner_factor */
+    double compute_mul;  /* the reference's compute times this (1) */
+    double beta_mul[VB_MACHINE_MAX_LEVELS]; /* beta of each level times this (1): the sensitivity */
+} vb_mknobs;
+void vb_mknobs_nominal(vb_mknobs *k);
+
+/* The factor an input with relative uncertainty u takes at a corner: 1 + u
+ * at the slow end, 1 / (1 + u) at the fast end (a bandwidth known to a
+ * factor of 2 is u = 1), 1 at the nominal point. */
+double vb_corner_factor(int corner, double u);
+
+/* Everything a prediction reads besides the layout. */
+typedef struct vb_mctx {
+    const vb_mref *ref;           /* the one-rank reference */
+    const vb_mref *shards;        /* one-rank runs of tp x cp shards (may be none) */
+    int nshards;
+    const vb_ab_table *fits;      /* commbench (may be NULL or empty) */
+    const vb_machine *machine;    /* NULL: commbench alone */
+    vb_ddp_mode mode;
+    double compute_scale;         /* reference machine's peak / this machine's (1: the same machine) */
+} vb_mctx;
 
 /* A layout the config cannot take (heads % tp, cp > tokens, ...): 0, else -1
  * with the reason in err. */
 int vb_model_check_layout(const vb_mdims *d, const vb_mlayout *l, char *err, size_t errn);
 
-/* Predicts one step of layout l (checked) from the reference and the fits
- * (fits may be empty only when l needs no communication: exits 2 naming the
- * collective otherwise). */
-void vb_model_predict(const vb_mref *ref, const vb_ab_table *fits, const vb_mlayout *l, vb_ddp_mode mode,
-                      vb_mpred *out);
+/* Predicts one step of layout l (checked) under knobs kn (NULL: nominal).
+ * Collectives are priced by model_comm.h (exits 2 naming a collective that
+ * neither commbench nor a machine file prices; a group the machine's levels
+ * cannot hold exits 2 too). A shard reference of l's tp x cp, when m has
+ * one, replaces the scaled per-op times of the ops it ran. */
+void vb_model_predict(const vb_mctx *m, const vb_mlayout *l, const vb_mknobs *kn, vb_mpred *out);
 
 /* The command (model.c). */
 int vb_model_main(int argc, char **argv);
+
+/* `vitbench model --published FILE` (model_published.c): every row of the
+ * tutorials' published results the model can represent, predicted beside
+ * published with the error; published.csv and published.md into out_dir
+ * (NULL: results/published_<time>); returns the exit status (0). */
+int vb_model_published(const char *file, const char *out_dir);
 
 #endif

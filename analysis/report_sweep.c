@@ -383,9 +383,19 @@ static void per_run_sections(rp_doc *d, const rp_sweep *s, const char *out_dir) 
     }
 }
 
+/* The sweep point that run `name` belongs to, or NULL. */
+static const rp_point *point_of_run(const rp_sweep *s, const char *name) {
+    for (int k = 0; k < s->npts; k++)
+        for (int a = 0; a < s->pts[k].nruns; a++)
+            if (strcmp(s->runs[s->pts[k].runs[a]].name, name) == 0) return &s->pts[k];
+    return NULL;
+}
+
 /* `vitbench model` wrote model.csv into the sweep: each point's predicted
- * throughput beside what it measured (one row per run, as model.csv), and a
- * figure with both. Nothing when there is no model.csv. */
+ * throughput with the model's interval beside what it measured with its
+ * 95% interval (one row per run, as model.csv), and one figure with both:
+ * against ranks on log axes when every run has its own rank count, else
+ * point by point. Nothing when there is no model.csv. */
 static void model_section(rp_doc *d, const rp_sweep *s, const rp_opts *o) {
     vb_csv m;
     if (rp_read_csv(s->path, "model.csv", &m) != 0) return;
@@ -393,31 +403,62 @@ static void model_section(rp_doc *d, const rp_sweep *s, const rp_opts *o) {
     const int cms = vb_csv_col(&m, "measured_samples_per_s"), cps = vb_csv_col(&m, "samples_per_s");
     const int cme = vb_csv_col(&m, "measured_efficiency"), cpe = vb_csv_col(&m, "efficiency");
     const int cer = vb_csv_col(&m, "rel_error");
+    /* the interval columns came with machine files; older model.csv files have none */
+    const int clo = vb_csv_col(&m, "samples_per_s_lo"), chi = vb_csv_col(&m, "samples_per_s_hi");
     if (cpt < 0 || crk < 0 || cms < 0 || cps < 0 || cme < 0 || cpe < 0 || cer < 0) {
         rp_problem(d, "%s/model.csv: not vitbench model's columns; no model section", s->path);
         vb_csv_free(&m);
         return;
     }
     rp_heading(d, 1, "Scaling model: predicted beside measured");
-    rp_para(d, "From model.csv (vitbench model: alpha-beta fits of commbench.csv, compute scaled from a one-rank "
-               "run; see model.md for its fits and assumptions). rel_error_step = (predicted - measured) / measured "
-               "step time.");
-    const char *cols[] = {"point", "ranks", "measured_samples_per_s", "predicted_samples_per_s",
+    rp_para(d, "From model.csv (vitbench model: collectives priced by commbench.csv fits or a machine file, compute "
+               "scaled from a one-rank reference; see model.md for its inputs and assumptions). Measured: the "
+               "point's mean samples/s with its 95%% interval; predicted: the model's interval (every input at "
+               "either end of its uncertainty). rel_error_step = (predicted - measured) / measured step time.");
+    const char *cols[] = {"point",           "ranks",           "measured_samples_per_s", "measured_lo",
+                          "measured_hi",     "predicted_samples_per_s", "predicted_lo", "predicted_hi",
                           "measured_efficiency", "predicted_efficiency", "rel_error_step"};
-    rp_table *t = rp_table_new("model_vs_measured.csv", "Predicted and measured throughput per run", 7, cols);
+    rp_table *t = rp_table_new("model_vs_measured.csv", "Predicted and measured throughput per run", 11, cols);
+    /* ranks on the x axis when they tell the rows apart */
+    bool by_ranks = true;
+    for (int i = 0; i < m.nrows && by_ranks; i++)
+        for (int k = 0; k < i && by_ranks; k++) by_ranks = strcmp(vb_csv_get(&m, i, crk), vb_csv_get(&m, k, crk)) != 0;
     vb_plot pl;
-    vb_plot_init(&pl, "model_throughput", "Throughput: measured and predicted by the model", "point", "samples/s");
-    pl.categorical = true;
+    vb_plot_init(&pl, "model_throughput", "Throughput: measured and predicted by the model",
+                 by_ranks ? "ranks" : "point", "samples/s");
+    pl.categorical = !by_ranks;
+    pl.logx2 = pl.logy = by_ranks;
     vb_plot_series *sm = vb_plot_series_add(&pl, "measured", false);
     vb_plot_series *sp = vb_plot_series_add(&pl, "model", true);
     for (int i = 0; i < m.nrows; i++) {
-        const int cells[] = {cpt, crk, cms, cps, cme, cpe, cer};
-        for (int c = 0; c < 7; c++) rp_table_add(t, "%s", vb_csv_get(&m, i, cells[c]));
-        double ms = NAN, ps = NAN;
+        const rp_point *pt = point_of_run(s, vb_csv_get(&m, i, cpt));
+        double ms = NAN, ps = NAN, plo = NAN, phi = NAN, rk = NAN;
         vb_csv_num(&m, i, cms, &ms);
         vb_csv_num(&m, i, cps, &ps);
-        vb_plot_point(sm, i, ms, NAN, NAN, vb_csv_get(&m, i, cpt));
-        vb_plot_point(sp, i, ps, NAN, NAN, vb_csv_get(&m, i, cpt));
+        vb_csv_num(&m, i, crk, &rk);
+        if (clo >= 0) vb_csv_num(&m, i, clo, &plo);
+        if (chi >= 0) vb_csv_num(&m, i, chi, &phi);
+        const double mlo = pt ? pt->est.lo : NAN, mhi = pt ? pt->est.hi : NAN;
+        rp_table_add(t, "%s", vb_csv_get(&m, i, cpt));
+        rp_table_add(t, "%s", vb_csv_get(&m, i, crk));
+        rp_table_add(t, "%s", vb_csv_get(&m, i, cms));
+        if (isfinite(mlo))
+            rp_table_add(t, "%.6g", mlo);
+        else
+            rp_table_add(t, "%s", "");
+        if (isfinite(mhi))
+            rp_table_add(t, "%.6g", mhi);
+        else
+            rp_table_add(t, "%s", "");
+        rp_table_add(t, "%s", vb_csv_get(&m, i, cps));
+        rp_table_add(t, "%s", clo >= 0 ? vb_csv_get(&m, i, clo) : "");
+        rp_table_add(t, "%s", chi >= 0 ? vb_csv_get(&m, i, chi) : "");
+        rp_table_add(t, "%s", vb_csv_get(&m, i, cme));
+        rp_table_add(t, "%s", vb_csv_get(&m, i, cpe));
+        rp_table_add(t, "%s", vb_csv_get(&m, i, cer));
+        const double x = by_ranks ? rk : i;
+        vb_plot_point(sm, x, ms, mlo, mhi, vb_csv_get(&m, i, cpt));
+        vb_plot_point(sp, x, ps, plo, phi, vb_csv_get(&m, i, cpt));
     }
     double *err = calloc((size_t)m.nrows + 1, sizeof *err);
     if (!err) vb_die_internal("out of memory");

@@ -164,13 +164,14 @@ static void test_predict_parts(void **state) {
         {.coll = VB_COLL_REDUCE_SCATTER, .group = "cp", .p = 2, .alpha_us = 10, .beta_GBps = 1},
     };
     vb_ab_table t = {fits, 3};
+    const vb_mctx m = {.ref = &ref, .fits = &t, .mode = VB_DDP_OVERLAP, .compute_scale = 1};
     vb_mpred q;
     /* tp 2 on 2 ranks with 1 thread each on 2 cores: cpu factor (2 / 1) x 1 = 2.
      * fc1 work halves (1/tp) and doubles (threads): 0.02 + 0.04; layernorm
      * and loss stay 0.01 x 2; Adam runs on the local parameters. */
     vb_mlayout l = {.tp = 2, .cp = 1, .dp = 1, .local_batch = 2, .threads = 1, .node_ranks = 2, .cores = 2,
                     .bucket_cap_mb = 25};
-    vb_model_predict(&ref, &t, &l, VB_DDP_OVERLAP, &q);
+    vb_model_predict(&m, &l, NULL, &q);
     assert_rel(q.cpu_factor, 2.0, 1e-15);
     assert_rel(q.forward_s, 0.02 + 0.02 + 0.02, 1e-12);
     assert_rel(q.backward_s, 0.04, 1e-12);
@@ -185,7 +186,7 @@ static void test_predict_parts(void **state) {
      * (1 x 10 us + 0.5 x 1.024 us = 10.512 us each), plus the head's allgather of
      * B N cout p p x 4 = 2 x 8 x 4 x 4 = 256 B (10.128 us); per-token work halves (4 of 8 tokens) */
     l.tp = 1, l.cp = 2;
-    vb_model_predict(&ref, &t, &l, VB_DDP_OVERLAP, &q);
+    vb_model_predict(&m, &l, NULL, &q);
     assert_rel(q.exposed_cp_s, 2 * 2 * 10.512e-6 + 10.128e-6, 1e-12);
     assert_true(q.exposed_tp_s == 0);
     /* weight gradients are partial over the cp peers: DDP reduces over cp x dp = 2 (the

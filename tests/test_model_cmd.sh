@@ -24,6 +24,7 @@ fail() { echo "test_model_cmd: FAIL: $*" >&2; exit 1; }
 [ -x "$VB" ] || fail "not an executable: $VB"
 VB=$(readlink -f "$VB")
 FIX=$(cd "$(dirname "$0")/fixtures/model" && pwd) || fail "no fixtures"
+VB_SOURCE=$(cd "$(dirname "$0")/.." && pwd)
 
 TMP=$(mktemp -d /tmp/vb_model.XXXXXX) || fail "mktemp"
 trap 'rm -rf "$TMP"' EXIT
@@ -43,7 +44,7 @@ out=$("$VB" model --commbench "$FIX/commbench.csv" --run "$FIX/run1" --sweep "$T
     fail "model exited $?: $out"
 M="$TMP/sweep/model.csv"
 [ -f "$M" ] && [ -f "$TMP/sweep/model.md" ] && [ -f "$TMP/sweep/model_fits.csv" ] || fail "outputs missing: $(ls "$TMP/sweep")"
-head -1 "$M" | grep -q '^point,ranks,tp,cp,dp,local_batch,threads_per_rank,node_ranks,cpu_factor,nbuckets,forward_s,backward_s,other_s,compute_s,ddp_comm_s,comm_exposed_ddp_s,comm_exposed_tp_s,comm_exposed_cp_s,step_s,samples_per_s,efficiency,measured_step_s,measured_samples_per_s,measured_efficiency,rel_error,extrapolated$' ||
+head -1 "$M" | grep -q '^point,ranks,tp,cp,dp,local_batch,threads_per_rank,node_ranks,cpu_factor,nbuckets,forward_s,backward_s,other_s,compute_s,ddp_comm_s,comm_exposed_ddp_s,comm_exposed_tp_s,comm_exposed_cp_s,step_s,samples_per_s,efficiency,measured_step_s,measured_samples_per_s,measured_efficiency,rel_error,extrapolated,step_lo_s,step_hi_s,samples_per_s_lo,samples_per_s_hi,efficiency_lo,efficiency_hi,nodes,compute_ref,comm_sources,sens_commbench_beta_m25,sens_commbench_beta_p25$' ||
     fail "model.csv header: $(head -1 "$M")"
 [ "$(wc -l < "$M")" -eq 4 ] || fail "model.csv should have 3 points (the failed run skipped): $(cat "$M")"
 near "$(col "$M" 000_ranks=1 step_s)" 0.1 || fail "1-rank step: $(col "$M" 000_ranks=1 step_s)"
@@ -54,6 +55,13 @@ near "$(col "$M" 002_ranks=4 step_s)" 0.200123 || fail "4-rank step: $(cat "$M")
 near "$(col "$M" 002_ranks=4 efficiency)" 0.499693 || fail "4-rank efficiency: $(cat "$M")"
 near "$(col "$M" 002_ranks=4 measured_efficiency)" 0.5 || fail "4-rank measured efficiency: $(cat "$M")"
 near "$(col "$M" 002_ranks=4 nbuckets)" 1 || fail "bucket count: $(cat "$M")"
+# interval: run1's steps 0.09, 0.1, 0.11: central 95% = [0.0905, 0.1095], half of it over the
+# median 0.1 = 9.5%; the fast corner divides by 1.095, the slow one multiplies
+near "$(col "$M" 000_ranks=1 step_lo_s)" 0.0913242 || fail "1-rank step_lo_s: $(cat "$M")"
+near "$(col "$M" 000_ranks=1 step_hi_s)" 0.1095 || fail "1-rank step_hi_s: $(cat "$M")"
+# sensitivity: beta 2 GB/s x0.75 makes the 2-rank bucket 40 + 2.048 / 0.75 us: +0.682667 us of 0.100042048 s
+near "$(col "$M" 001_ranks=2 sens_commbench_beta_m25)" 6.82380e-06 || fail "2-rank sensitivity: $(cat "$M")"
+[ "$(col "$M" 001_ranks=2 comm_sources)" = "ddp: commbench" ] || fail "comm_sources: $(cat "$M")"
 grep -q '^allreduce,dp,2,4,20,2,0,4$' "$TMP/sweep/model_fits.csv" || fail "fit: $(cat "$TMP/sweep/model_fits.csv")"
 grep -q '^broadcast,world,4,4,10,4,' "$TMP/sweep/model_fits.csv" || fail "broadcast fit: $(cat "$TMP/sweep/model_fits.csv")"
 echo "$out" | grep -q 'step-time error over 3 measured points: median |rel. error| 0.000615, max 0.2' ||
@@ -85,11 +93,41 @@ awk -F, -v OFS=, 'NR > 1 { $8 = 2 * $8 } 1' "$FIX/run1/ops.csv" > "$TMP/run4/ops
     --local_batch_size 3 --output_dir "$TMP/interp" > "$TMP/interp.log" 2>&1 || fail "two --run: $(cat "$TMP/interp.log")"
 near "$(col "$TMP/interp/model.csv" world=1_tp=1_cp=1_dp=1 step_s)" 0.15 || fail "interpolated step: $(cat "$TMP/interp/model.csv")"
 
+# 3b. a machine file and no commbench: the Perlmutter file prices every group. world 16 dp 16
+# on 4 GPUs per node: the one 4096-byte bucket is reduce-scattered and all-gathered over
+# NVLink (4 ranks: 3 x 0.6 us + 3/4 x 4096 B / 200 GB/s = 1.81536 us, twice) around an
+# allreduce of 1024 B over Slingshot between 4 nodes (2 x 3 x 5 us + 2 x 3/4 x 1024 B /
+# min(24, 4 NICs x 24 / 4 ranks) GB/s = 30.064 us): 33.69472 us, exposed whole
+MF="$VB_SOURCE/scenarios/machines/perlmutter-gpu.yaml"
+"$VB" model --machine "$MF" --run "$FIX/run1" --world_sizes 4,16,64,256,1024 --output_dir "$TMP/pm" \
+    > "$TMP/pm.log" 2>&1 || fail "--machine without commbench: $(cat "$TMP/pm.log")"
+P="$TMP/pm/model.csv"
+head -1 "$P" | grep -q ',sens_nvlink3_beta_m25,sens_nvlink3_beta_p25,sens_slingshot11_beta_m25,sens_slingshot11_beta_p25$' ||
+    fail "machine sensitivity columns: $(head -1 "$P")"
+near "$(col "$P" world=16_tp=1_cp=1_dp=16 comm_exposed_ddp_s)" 3.369472e-05 || fail "hierarchical allreduce: $(cat "$P")"
+near "$(col "$P" world=16_tp=1_cp=1_dp=16 nodes)" 4 || fail "nodes"
+[ "$(col "$P" world=16_tp=1_cp=1_dp=16 comm_sources)" = "ddp: slingshot11" ] || fail "comm source: $(cat "$P")"
+# Slingshot beta x0.75: its bandwidth term 0.064 us becomes 0.085333 us
+near "$(col "$P" world=16_tp=1_cp=1_dp=16 sens_slingshot11_beta_m25)" 2.132615e-07 || fail "slingshot sensitivity"
+# inside one node Slingshot does not matter
+near "$(col "$P" world=4_tp=1_cp=1_dp=4 sens_slingshot11_beta_m25)" 0 || fail "world 4 uses no network"
+grep -q '^world=1024_tp=2_cp=4_dp=128,' "$P" || fail "tp x cp x dp layouts at 1024 ranks missing"
+awk -F, 'NR > 1 && !($27 <= $19 && $19 <= $28) { bad = 1 } END { exit bad }' "$P" || fail "a step outside its interval"
+# commbench measured 4 ranks (its world group): the measurement wins there, the file elsewhere
+"$VB" model --machine "$MF" --commbench "$FIX/commbench.csv" --run "$FIX/run1" --world_sizes 4,16 --layouts dp \
+    --output_dir "$TMP/pmc" > "$TMP/pmc.log" 2>&1 || fail "--machine with commbench: $(cat "$TMP/pmc.log")"
+[ "$(col "$TMP/pmc/model.csv" world=4_tp=1_cp=1_dp=4 comm_sources)" = "ddp: commbench" ] ||
+    fail "measured size should win: $(cat "$TMP/pmc/model.csv")"
+[ "$(col "$TMP/pmc/model.csv" world=16_tp=1_cp=1_dp=16 comm_sources)" = "ddp: slingshot11" ] ||
+    fail "unmeasured size should use the machine file"
+grep -q 'Machine: perlmutter-gpu' "$TMP/pmc/model.md" || fail "model.md does not name the machine"
+
 # 4. the sweep report shows predicted beside measured
 "$VB" report "$TMP/sweep" --no_plots > "$TMP/report.log" 2>&1 || fail "report: $(cat "$TMP/report.log")"
 grep -q 'Scaling model' "$TMP/sweep/report/report.md" || fail "report has no model section"
 [ -f "$TMP/sweep/report/model_vs_measured.csv" ] || fail "no model_vs_measured.csv"
-grep -q '^002_ranks=4,4,40,39.9754,' "$TMP/sweep/report/model_vs_measured.csv" ||
+# the fixture sweep has no trials.csv: no measured interval; the predicted one is the model's
+grep -q '^002_ranks=4,4,40,,,39.9754,36.5092,43.7705,' "$TMP/sweep/report/model_vs_measured.csv" ||
     fail "model_vs_measured.csv: $(cat "$TMP/sweep/report/model_vs_measured.csv")"
 
 # 5. bad input: exit 2, one line naming the file / column / flag
@@ -105,6 +143,12 @@ bad() { # bad PATTERN ARGS...: exit 2 with PATTERN in its one line
 }
 bad "nope.csv" --commbench "$TMP/nope.csv" --run "$FIX/run1" --sweep "$TMP/sweep"
 bad "missing required flag --run" --commbench "$FIX/commbench.csv" --sweep "$TMP/sweep"
+bad "missing required flag --commbench (or --machine)" --run "$FIX/run1" --world_sizes 4
+bad "nope.yaml" --machine "$TMP/nope.yaml" --run "$FIX/run1" --world_sizes 4
+printf 'name: x\ngpus_per_node: 4\ncores_per_node: 8\npeak_tflops: {fp32: 1}\nlevels:\n  - {name: a, ranks: node, alpha_us: 1, beta_gbps: 2, uncertainty: 0}\n' > "$TMP/typo.yaml"
+bad "typo.yaml: levels\[0\].beta_gbps (line 6): unknown key" --machine "$TMP/typo.yaml" --run "$FIX/run1" --world_sizes 4
+bad "no level for traffic between them" --machine "$VB_SOURCE/scenarios/machines/cpu-2core.yaml" --run "$FIX/run1" --world_sizes 4
+bad "--parallel_order" --machine "$MF" --run "$FIX/run1" --world_sizes 4 --parallel_order tp-xx
 bad "nothing to predict" --commbench "$FIX/commbench.csv" --run "$FIX/run1"
 grep -v '^allreduce' "$FIX/commbench.csv" | cut -d, -f1-12,14- > "$TMP/nocol.csv"
 bad "no column 'time_us'" --commbench "$TMP/nocol.csv" --run "$FIX/run1" --sweep "$TMP/sweep"
