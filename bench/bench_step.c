@@ -19,6 +19,12 @@
  * Own flags (parsed by core/cli, listed by --help; removed before the config sees argv):
  *   --warmup N (2)  --steps N (5)  --full_steps N (= --steps)  --skip_full
  *   --sgemm_seconds S (0.3 per shape)  --ops_csv PATH (per-op profile of the timed SYNTHETIC steps)
+ *   --reference_dir DIR  a compute reference for `vitbench model` (bench/step_reference.h)
+ *   --shard_tp N --shard_cp N  time one rank's share of a tp x cp layout instead of the
+ *                  whole model: the real shard shapes (1/tp of the heads and MLP, the
+ *                  largest cp share of the tokens) on stand-in communicators with no
+ *                  peers (core/comm.h vb_comm_shard), so the model can use a measured
+ *                  shard instead of assuming 1/tp of the work
  */
 #include <math.h>
 #include <omp.h>
@@ -28,7 +34,9 @@
 
 #include "bench/fma_peak.h"
 #include "bench/memcheck.h"
+#include "bench/step_reference.h"
 #include "bench/trainer.h"
+#include "core/comm.h"
 #include "core/cli.h"
 #include "core/common.h"
 #include "core/config.h"
@@ -43,7 +51,8 @@ typedef struct bench_opts {
     int warmup, steps, full_steps;
     bool skip_full;
     double sgemm_seconds;
-    const char *ops_csv;
+    const char *ops_csv, *reference_dir;
+    int shard_tp, shard_cp;
 } bench_opts;
 
 /* Config arguments, in order, for vb_config_from_args (argv[0] first). */
@@ -81,6 +90,12 @@ static int split_args(int argc, char **argv, bench_opts *o, char **cargv) {
          .dhi = 60, .arg = "S", .help = "time per sgemm shape (default 0.3)"},
         {.name = "ops_csv", .kind = VB_CLI_STRING, .ptr = &o->ops_csv, .arg = "PATH",
          .help = "per-op profile of the timed SYNTHETIC steps (a run's ops.csv format)"},
+        {.name = "reference_dir", .kind = VB_CLI_STRING, .ptr = &o->reference_dir, .arg = "DIR",
+         .help = "write a compute reference for vitbench model --run (run.json, iterations.csv, ops.csv)"},
+        {.name = "shard_tp", .kind = VB_CLI_INT, .ptr = &o->shard_tp, .ilo = 1, .ihi = 64, .arg = "N",
+         .help = "time one rank's shard of tensor_parallel N alone (no peers; default 1: the whole model)"},
+        {.name = "shard_cp", .kind = VB_CLI_INT, .ptr = &o->shard_cp, .ilo = 1, .ihi = 64, .arg = "N",
+         .help = "time the largest token share of context_parallel N alone (default 1)"},
     };
     const vb_cli cli = {
         .cmd = "bench_step",
@@ -186,7 +201,7 @@ static void print_row(const char *trial, const char *what, double ms, double gfl
 }
 
 int main(int argc, char **argv) {
-    bench_opts o = {.warmup = 2, .steps = 5, .sgemm_seconds = 0.3};
+    bench_opts o = {.warmup = 2, .steps = 5, .sgemm_seconds = 0.3, .shard_tp = 1, .shard_cp = 1};
     char **cargv = calloc((size_t)argc + 4, sizeof(char *));
     if (!cargv) vb_die_internal("out of memory");
     int cargc = split_args(argc, argv, &o, cargv);
@@ -202,8 +217,26 @@ int main(int argc, char **argv) {
                      "or pass --skip_full)", c.train_data_path);
 
     vit_dims d = vb_config_vit_dims(&c);
-    vit_parallel par = {.tp_size = 1, .tp_rank = 0, .cp_size = 1, .cp_rank = 0};
-    vb_profiler *prof = o.ops_csv ? vb_prof_create() : NULL;
+    vb_profiler *prof = o.ops_csv || o.reference_dir ? vb_prof_create() : NULL;
+    if (prof) vb_prof_set_trial_type(prof, "SYNTHETIC");
+    /* a shard: this process is tp rank 0 and the cp rank with the most tokens
+     * (the slowest, which gates a real layout's step) */
+    if (c.num_heads % o.shard_tp != 0)
+        vb_die_input("bench_step: --shard_tp %d does not divide num_heads %d", o.shard_tp, c.num_heads);
+    const int ntok = vb_config_tokens(&c);
+    if (o.shard_cp > ntok) vb_die_input("bench_step: --shard_cp %d exceeds the %d tokens", o.shard_cp, ntok);
+    int cp_rank = 0;
+    {
+        int counts[64], offsets[64];
+        vit_token_split(ntok, o.shard_cp, counts, offsets);
+        for (int r = 1; r < o.shard_cp; r++)
+            if (counts[r] > counts[cp_rank]) cp_rank = r;
+    }
+    vb_comm tp_comm, cp_comm;
+    vb_comm_shard(&tp_comm, o.shard_tp, 0, "tp", prof);
+    vb_comm_shard(&cp_comm, o.shard_cp, cp_rank, "cp", prof);
+    vit_parallel par = {.tp_size = o.shard_tp, .tp_rank = 0, .cp_size = o.shard_cp, .cp_rank = cp_rank,
+                        .tp = o.shard_tp > 1 ? &tp_comm : NULL, .cp = o.shard_cp > 1 ? &cp_comm : NULL};
     trainer tr = {.ctx = vb_run_ctx_create(&c, NULL)};
     const vb_ops *ops = tr.ctx->ops;
     /* an asynchronous backend's ops are timed with its events */
@@ -243,6 +276,11 @@ int main(int argc, char **argv) {
     printf("# bench_step: config %s  D=%d depth=%d heads=%d patch=%d img=%dx%d cin=%d cout=%d  "
            "batch=%d tokens=%d params=%zu\n", c.config, D, c.depth, c.num_heads, c.patch_size,
            c.img_size[0], c.img_size[1], c.n_in_channels, c.n_out_channels, B, N, tr.m->nparams);
+    if (o.shard_tp > 1 || o.shard_cp > 1)
+        printf("# shard of tp %d x cp %d: %d of %d heads, %d of %d tokens (cp rank %d), %zu local parameters; "
+               "collectives stand in without peers\n",
+               o.shard_tp, o.shard_cp, c.num_heads / o.shard_tp, c.num_heads, tr.m->ntok_local, N, cp_rank,
+               tr.m->nparams);
     printf("# backend %s, %d OpenMP threads, OpenBLAS %s; train step = %.3f GFLOP (fwd+bwd, 2/FMA)\n",
            ops->name, omp_get_max_threads(), openblas_get_config(), step_flops * 1e-9);
     printf("#\n#  %-10s %-34s %12s %10s %11s %8s %7s\n", "trial", "what", "time(ms)", "GFLOP/s",
@@ -333,8 +371,18 @@ int main(int argc, char **argv) {
            gemm[0].mean_gflops, gemm[1].mean_gflops, gemm[2].mean_gflops, gemm[3].mean_gflops);
     if (prof) {
         vb_prof_set_enabled(prof, false);
-        if (vb_prof_write_csv(prof, o.ops_csv, 0) != 0)
+        if (o.ops_csv && vb_prof_write_csv(prof, o.ops_csv, 0) != 0)
             vb_die_input("--ops_csv '%s': cannot write", o.ops_csv);
+        if (o.reference_dir) {
+            char cl[4096] = "";
+            size_t len = 0;
+            for (int i = 0; i < argc && len < sizeof cl; i++)
+                len += (size_t)snprintf(cl + len, sizeof cl - len, "%s%s", i ? " " : "", argv[i]);
+            const vb_step_reference ref = {.cfg = &c, .backend = ops->name, .local_batch = B, .tp = o.shard_tp,
+                                           .cp = o.shard_cp, .step_s = step_s, .nsteps = o.steps, .prof = prof,
+                                           .command_line = cl};
+            vb_step_reference_write(o.reference_dir, &ref);
+        }
     }
     double syn_step = syn.mean, syn_sps = B / syn_step;
     double step_gflops = step_flops / syn_step * 1e-9;

@@ -231,6 +231,17 @@ const vb_comm_data_ops *vb_comm_data_mpi(void);
 const vb_comm_data_ops *vb_comm_data_nccl(void);
 /* "mpi" or "nccl"; NULL for an unknown name or a plane this build lacks. */
 const vb_comm_data_ops *vb_comm_data_by_name(const char *name);
+/* A stand-in communicator of `size` members (at most 64) in which this
+ * process is `rank` and nobody else exists (comm_shard.c): one process runs
+ * one rank's share of a tp / cp layout to time its shapes (bench_step
+ * --shard_tp / --shard_cp). Its data plane moves nothing between processes:
+ * allreduce and broadcast keep the buffer, allgather(v) fills every block
+ * with this rank's, reduce-scatter(v) keeps this rank's block. Only the
+ * data plane may be used on it: no control-plane call (barrier, host
+ * reductions, gathers) and no vb_comm_free. Its ops are profiled as
+ * "<op>_<group>" like any communicator's. */
+void vb_comm_shard(vb_comm *out, int size, int rank, const char *group, vb_profiler *prof);
+
 /* Switches c to another plane: detaches the old one, attaches the new one.
  * Collective over c. */
 void vb_comm_set_data_plane(vb_comm *c, const vb_comm_data_ops *plane);

@@ -122,6 +122,25 @@ awk -F, 'NR > 1 && !($27 <= $19 && $19 <= $28) { bad = 1 } END { exit bad }' "$P
     fail "unmeasured size should use the machine file"
 grep -q 'Machine: perlmutter-gpu' "$TMP/pmc/model.md" || fail "model.md does not name the machine"
 
+# 3c. a shard reference (what bench_step --shard_tp 2 --reference_dir writes): its measured
+# ops replace the 1/tp-scaled ones for tp 2. Shard: fc1 forward 0.015 s and backward 0.025 s
+# per step (scaled from run1 they would be 0.01 and 0.02); the rest as run1: patchify 0.01,
+# layernorm 0.01, Adam 0.005 x 612 / 1024 local parameters, 0.015 s outside any op:
+# 0.07798828125 s (0.06798828125 without the shard)
+mkdir -p "$TMP/shard"
+sed 's/"tp": 1,/"tp": 2, "shard": true,/' "$FIX/run1/run.json" > "$TMP/shard/run.json"
+printf 'trial,trial_type,trial_index,warmup,step,rank,seconds\nSYNTHETIC_0,SYNTHETIC,0,0,0,0,0.08\nSYNTHETIC_0,SYNTHETIC,0,0,1,0,0.08\nSYNTHETIC_0,SYNTHETIC,0,0,2,0,0.08\n' > "$TMP/shard/iterations.csv"
+printf 'rank,trial_type,name,category,calls,bytes,flops,total_s\n0,SYNTHETIC,matmul_forward_fc1,compute,3,0,0,0.045\n0,SYNTHETIC,matmul_backward_fc1,compute,3,0,0,0.075\n0,SYNTHETIC,allreduce_tp,comm,12,0,0,0.3\n' > "$TMP/shard/ops.csv"
+"$VB" model --commbench "$FIX/commbench.csv" --run "$FIX/run1" --run "$TMP/shard" --world_sizes 2 \
+    --output_dir "$TMP/sh" > "$TMP/sh.log" 2>&1 || fail "shard reference: $(cat "$TMP/sh.log")"
+near "$(col "$TMP/sh/model.csv" world=2_tp=2_cp=1_dp=1 compute_s)" 0.07798828125 || fail "shard compute: $(cat "$TMP/sh/model.csv")"
+[ "$(col "$TMP/sh/model.csv" world=2_tp=2_cp=1_dp=1 compute_ref)" = "shard tp2 cp1 measured" ] || fail "compute_ref"
+"$VB" model --commbench "$FIX/commbench.csv" --run "$FIX/run1" --world_sizes 2 --output_dir "$TMP/nosh" > /dev/null 2>&1 ||
+    fail "no shard"
+near "$(col "$TMP/nosh/model.csv" world=2_tp=2_cp=1_dp=1 compute_s)" 0.06798828125 || fail "scaled compute"
+[ "$(col "$TMP/nosh/model.csv" world=2_tp=2_cp=1_dp=1 compute_ref)" = "one rank scaled by 1/tp x Nl/N" ] ||
+    fail "compute_ref without a shard"
+
 # 4. the sweep report shows predicted beside measured
 "$VB" report "$TMP/sweep" --no_plots > "$TMP/report.log" 2>&1 || fail "report: $(cat "$TMP/report.log")"
 grep -q 'Scaling model' "$TMP/sweep/report/report.md" || fail "report has no model section"
