@@ -228,7 +228,7 @@ static void predict_row(const vb_my *y, yaml_node_t *row, int i, yaml_node_t *mo
         snprintf(r->sens, sizeof r->sens, "no communication");
     int len = snprintf(r->compute, sizeof r->compute, "%s", r->ref_name);
     if (rworld > 1 && len < (int)sizeof r->compute)
-        len += snprintf(r->compute + len, sizeof r->compute - (size_t)len, ", solved on %d ranks (x%.3g)", rworld, calib);
+        len += snprintf(r->compute + len, sizeof r->compute - (size_t)len, ", compute solved on its %d ranks (x%.4g)", rworld, calib);
     if (rescaled && len < (int)sizeof r->compute)
         len += snprintf(r->compute + len, sizeof r->compute - (size_t)len, ", FLOP-rescaled to D=%d", dims.dim);
     if (cscale != 1 && len < (int)sizeof r->compute)
