@@ -141,12 +141,26 @@ near "$(col "$TMP/nosh/model.csv" world=2_tp=2_cp=1_dp=1 compute_s)" 0.067988281
 [ "$(col "$TMP/nosh/model.csv" world=2_tp=2_cp=1_dp=1 compute_ref)" = "one rank scaled by 1/tp x Nl/N" ] ||
     fail "compute_ref without a shard"
 
-# 4. the sweep report shows predicted beside measured
+# 4. the sweep report shows predicted beside measured, both with their intervals: the
+# 4-rank run's FULL trials 38, 40, 42 samples/s give mean 40 and the t interval
+# 40 +- 4.302653 x 2 / sqrt(3) = [35.0317, 44.9683]
+printf 'run_id,trial_type,trial_index,warmup,nbatches,global_batch,ranks,rank,seconds,samples_per_s\n' > "$TMP/sweep/runs/002_ranks=4/trials.csv"
+for v in 38 40 42; do
+    printf 'r4,FULL,0,0,10,4,4,0,1,%s\n' "$v" >> "$TMP/sweep/runs/002_ranks=4/trials.csv"
+done
 "$VB" report "$TMP/sweep" --no_plots > "$TMP/report.log" 2>&1 || fail "report: $(cat "$TMP/report.log")"
+grep -q '^002_ranks=4,4,40,35.0317,44.9683,39.9754,36.5092,43.7705,' "$TMP/sweep/report/model_vs_measured.csv" ||
+    fail "measured interval: $(cat "$TMP/sweep/report/model_vs_measured.csv")"
+# the figure: one rank count per run, so ranks on the x axis; both series carry their interval
+# (its .dat is written before gnuplot runs, so this holds without gnuplot too)
+"$VB" report "$TMP/sweep" --output_dir "$TMP/plots" > "$TMP/plots.log" 2>&1
+grep -q '^ 4 40 35.03172[0-9]* 44.96827[0-9]* "002_ranks=4"' "$TMP/plots/model_throughput.dat" &&
+    grep -q '^ 4 39.9754 36.5092 43.7705 "002_ranks=4"' "$TMP/plots/model_throughput.dat" ||
+    fail "model_throughput.dat: $(cat "$TMP/plots/model_throughput.dat" 2>&1) $(tail -3 "$TMP/plots.log")"
 grep -q 'Scaling model' "$TMP/sweep/report/report.md" || fail "report has no model section"
 [ -f "$TMP/sweep/report/model_vs_measured.csv" ] || fail "no model_vs_measured.csv"
-# the fixture sweep has no trials.csv: no measured interval; the predicted one is the model's
-grep -q '^002_ranks=4,4,40,,,39.9754,36.5092,43.7705,' "$TMP/sweep/report/model_vs_measured.csv" ||
+# the runs without trials.csv have no measured interval; the predicted one is the model's
+grep -q '^001_ranks=2,2,32,,,39.9832,36.5157,43.7798,' "$TMP/sweep/report/model_vs_measured.csv" ||
     fail "model_vs_measured.csv: $(cat "$TMP/sweep/report/model_vs_measured.csv")"
 
 # 5. bad input: exit 2, one line naming the file / column / flag
