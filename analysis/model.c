@@ -932,8 +932,8 @@ int vb_model_main(int argc, char **argv) {
     const char *rm = o.reference_machine ? o.reference_machine : rsrc.machine[0] ? rsrc.machine : NULL;
     double cscale = 1;
     char why[400] = "";
+    if (rm) vb_machine_load(rm, &ref_machine);
     if (rm && o.machine) {
-        vb_machine_load(rm, &ref_machine);
         const double a = vb_machine_rank_peak(&ref_machine, ref.prec, ref.threads);
         const double b = vb_machine_rank_peak(&machine, ref.prec, ref.threads);
         if (!(a > 0) || !(b > 0))

@@ -122,6 +122,20 @@ awk -F, 'NR > 1 && !($27 <= $19 && $19 <= $28) { bad = 1 } END { exit bad }' "$P
     fail "unmeasured size should use the machine file"
 grep -q 'Machine: perlmutter-gpu' "$TMP/pmc/model.md" || fail "model.md does not name the machine"
 
+# 3b'. a published one-GPU figure as the reference (scenarios/references): the SC23 A100 step is
+# 16 samples / 42.8378 samples/s (the median epoch) = 0.373502 s; 4,096 ranks are 1,024 nodes
+R="$VB_SOURCE/scenarios/references/sc23-base-1gpu-a100.yaml"
+"$VB" model --machine "$MF" --reference "$R" --world_sizes 4,4096 --layouts dp --output_dir "$TMP/ref" \
+    > "$TMP/ref.log" 2>&1 || fail "--reference: $(cat "$TMP/ref.log")"
+near "$(col "$TMP/ref/model.csv" world=4096_tp=1_cp=1_dp=4096 compute_s)" 0.373502 || fail "reference compute: $(cat "$TMP/ref/model.csv")"
+near "$(col "$TMP/ref/model.csv" world=4096_tp=1_cp=1_dp=4096 nodes)" 1024 || fail "1,024 nodes"
+# on an H100 SXM node the same compute runs at the bf16 peaks' ratio 312 / 989.4 (the file names its machine)
+"$VB" model --machine "$VB_SOURCE/scenarios/machines/h100-sxm-ib.yaml" --reference "$R" --world_sizes 8 --layouts dp \
+    --output_dir "$TMP/refh" > "$TMP/refh.log" 2>&1 || fail "--reference on H100: $(cat "$TMP/refh.log")"
+near "$(col "$TMP/refh/model.csv" world=8_tp=1_cp=1_dp=8 compute_s)" 0.117781 || fail "peak ratio: $(cat "$TMP/refh/model.csv")"
+grep -q 'Compute rescaled by 0.315343: the reference ran on perlmutter-gpu at 312 TFLOP/s bf16 per rank, h100-sxm-ib has 989.4' \
+    "$TMP/refh.log" || fail "the rescaling is not said: $(cat "$TMP/refh.log")"
+
 # 3c. a shard reference (what bench_step --shard_tp 2 --reference_dir writes): its measured
 # ops replace the 1/tp-scaled ones for tp 2. Shard: fc1 forward 0.015 s and backward 0.025 s
 # per step (scaled from run1 they would be 0.01 and 0.02); the rest as run1: patchify 0.01,
