@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 cc="${1:-gcc}"
 [ $# -gt 0 ] && shift
 case "$cc" in gcc|clang) ;; *) echo "usage: scripts/sanitize.sh [gcc|clang] [ctest args...]" >&2; exit 2 ;; esac
-./scripts/setup.sh
+./scripts/setup.sh --test
 if ! command -v "$cc" >/dev/null; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
   $SUDO apt-get update -qq

@@ -5,7 +5,8 @@
 #   submits a 2-run sweep job (1 and 2 ranks, srun --mpi=pmix for Open MPI) and
 #   one per-run job, and waits for index.csv to say completed.
 #   Exit 77 (skipped) when not root, when slurm-wlm / munge are not installed
-#   (Debian: apt-get install slurm-wlm munge) or when the daemons do not come up.
+#   (scripts/setup.sh --test, which test.sh runs, installs them) or when the
+#   daemons do not come up.
 #   Every wait has a hard limit; the daemons it started are always stopped.
 set -u
 
@@ -19,7 +20,7 @@ skip() { echo "test_slurm_real: SKIP: $*"; exit 77; }
 VB=$(readlink -f "$VB")
 [ "$(id -u)" = 0 ] || skip "slurmd needs root"
 for c in munged mungekey slurmctld slurmd sbatch sinfo squeue scancel timeout; do
-    command -v "$c" >/dev/null 2>&1 || skip "$c not installed (apt-get install slurm-wlm munge)"
+    command -v "$c" >/dev/null 2>&1 || skip "$c not installed (scripts/setup.sh --test installs slurm-wlm and munge)"
 done
 
 # short path: the munge socket's path must fit a sockaddr_un
