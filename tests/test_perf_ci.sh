@@ -95,7 +95,7 @@ case $out in *"already has a baseline"*) ;; *) fail "replacing a baseline not re
 gate 0
 case $out in *"comparing"*"no regression"*) ;; *) fail "no comparison against the matching baseline: $out" ;; esac
 
-# another BLAS kernel (OPENBLAS_CORETYPE=Prescott, the README's example): a
+# another BLAS kernel (OPENBLAS_CORETYPE=Prescott, docs/analysis.md's example): a
 # different machine key, so no baseline, and the field that differs is named
 FAKE_CORE=Prescott gate 3
 case $out in *"nearest baseline"*"tiny_cpu_khaswell differs in blas_coretype: 'Prescott' here, 'Haswell' there"*) ;;
