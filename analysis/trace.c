@@ -45,10 +45,10 @@
 
 #include "analysis/analysis.h"
 #include "analysis/breakdown.h"
+#include "analysis/trace_lanes.h"
 #include "core/common.h"
 #include "core/results.h"
 
-#define TID_OTHER_BASE 200000
 #define TID_SUBLANE_STEP 1000000 /* tid of sub-thread k of a lane: lane tid + k x this */
 #define MAX_SUBLANES 2000        /* keeps every tid below 2^31 */
 
@@ -194,54 +194,6 @@ static size_t slots(int n) {
     return n > 0 ? (size_t)n : 1;
 }
 
-/* 10+k for loader<k>, 100+N for stream<N>; -1 for other names. */
-static int numbered_lane(const char *lane, const char *prefix, long limit) {
-    size_t n = strlen(prefix);
-    if (strncmp(lane, prefix, n) != 0 || !lane[n]) return -1;
-    char *end;
-    errno = 0;
-    long k = strtol(lane + n, &end, 10);
-    if (*end || errno || k < 0 || k >= limit || lane[n] == '-' || lane[n] == '+' || lane[n] == ' ') return -1;
-    return (int)k;
-}
-
-static int known_tid(const char *lane) {
-    if (strcmp(lane, "main") == 0) return 0;
-    if (strcmp(lane, "comm") == 0) return 1;
-    int k = numbered_lane(lane, "loader", 90);
-    if (k >= 0) return 10 + k;
-    k = numbered_lane(lane, "stream", 100000);
-    if (k >= 0) return 100 + k;
-    return -1;
-}
-
-static int cmp_str(const void *a, const void *b) {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/* Other lane names get tids by their sorted order, so the same lanes give
- * the same tids whatever the row order. */
-static void assign_tids(const vb_timeline *t, int *tid) {
-    const char **other = malloc(slots(t->n) * sizeof *other);
-    if (!other) vb_die_internal("out of memory");
-    int no = 0;
-    for (int i = 0; i < t->n; i++) {
-        tid[i] = known_tid(t->ev[i].lane);
-        if (tid[i] < 0) other[no++] = t->ev[i].lane;
-    }
-    qsort(other, (size_t)no, sizeof *other, cmp_str);
-    int nu = 0;
-    for (int i = 0; i < no; i++)
-        if (nu == 0 || strcmp(other[nu - 1], other[i]) != 0) other[nu++] = other[i];
-    for (int i = 0; i < t->n; i++) {
-        if (tid[i] >= 0) continue;
-        const char *key = t->ev[i].lane;
-        const char **hit = bsearch(&key, other, (size_t)nu, sizeof *other, cmp_str);
-        tid[i] = TID_OTHER_BASE + (int)(hit - other);
-    }
-    free(other);
-}
-
 /* ---------------------------------------------------------- times, nesting */
 
 static int depth_of(const char *kind) {
@@ -360,16 +312,6 @@ static void put_us(FILE *f, int64_t ns) {
     fwrite(buf + k, 1, sizeof buf - (size_t)k, f);
 }
 
-/* Length of a valid UTF-8 sequence at s, or 0. */
-static int utf8_len(const unsigned char *s) {
-    if (s[0] < 0x80) return 1;
-    int n = (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3 : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
-    if (n == 0 || (n == 2 && s[0] < 0xC2) || (n == 4 && s[0] > 0xF4)) return 0;
-    for (int i = 1; i < n; i++)
-        if ((s[i] & 0xC0) != 0x80) return 0;
-    return n;
-}
-
 /* A JSON string: quotes, backslashes and control characters escaped; bytes
  * that are not UTF-8 become U+FFFD so strict parsers accept the file. */
 static void put_str(FILE *f, const char *s) {
@@ -382,7 +324,7 @@ static void put_str(FILE *f, const char *s) {
         } else if (*p < 0x20) {
             fprintf(f, "\\u%04x", *p++);
         } else {
-            int n = utf8_len(p);
+            int n = vb_trace_utf8_len(p);
             if (n == 0) {
                 fputs("\\ufffd", f);
                 p++;
@@ -630,7 +572,7 @@ int vb_trace_main(int argc, char **argv) {
     c.order = malloc(n * sizeof *c.order);
     if (!c.ts || !c.end || !c.tid || !c.order) vb_die_internal("out of memory for %d timeline events", t.n);
     quantize(&t, c.ts, c.end);
-    assign_tids(&t, c.tid);
+    vb_trace_assign_tids(&t, c.tid);
     for (int i = 0; i < t.n; i++) c.order[i] = i;
     g_sort_ctx = &c;
     qsort(c.order, (size_t)t.n, sizeof *c.order, cmp_order);
