@@ -45,6 +45,7 @@
 
 #include "analysis/analysis.h"
 #include "analysis/breakdown.h"
+#include "analysis/trace_kineto.h"
 #include "analysis/trace_lanes.h"
 #include "core/common.h"
 #include "core/results.h"
@@ -56,6 +57,7 @@ typedef struct {
     char timeline[VB_PATH_MAX];
     char runjson[VB_PATH_MAX];
     char output[VB_PATH_MAX];
+    bool kineto;          /* --format kineto: output is a directory of rank files */
 } trace_paths;
 
 typedef struct {
@@ -70,10 +72,13 @@ typedef struct {
 } trace_ctx;
 
 static void usage(FILE *f) {
-    fputs("usage: vitbench trace PATH [--output FILE]\n"
+    fputs("usage: vitbench trace PATH [--format chrome|kineto] [--output FILE_OR_DIR]\n"
           "  PATH      a run directory (its timeline.csv) or a timeline.csv file\n"
-          "  --output  where to write the Chrome trace (default trace.json beside timeline.csv)\n"
-          "Open the file in https://ui.perfetto.dev or chrome://tracing.\n",
+          "  --format  chrome (default): one Chrome trace of every rank, for https://ui.perfetto.dev\n"
+          "            or chrome://tracing; kineto: one PyTorch-profiler-style trace per rank in a\n"
+          "            directory, for Holistic Trace Analysis (docs/traces.md)\n"
+          "  --output  where to write: the Chrome trace (default trace.json beside timeline.csv), or\n"
+          "            the Kineto directory (default kineto/ beside timeline.csv)\n",
           f);
 }
 
@@ -86,23 +91,36 @@ static void dir_of(const char *path, char *out, size_t n) {
 }
 
 static void parse_args(int argc, char **argv, trace_paths *p) {
-    const char *path = NULL, *output = NULL;
+    const char *path = NULL, *output = NULL, *format = "chrome";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "--output") == 0) {
+        if (strcmp(a, "--format") == 0) {
+            if (i + 1 >= argc || !argv[i + 1][0]) vb_die_input("trace: --format needs a value (chrome or kineto)");
+            format = argv[++i];
+        } else if (strncmp(a, "--format=", 9) == 0) {
+            format = a + 9;
+        } else if (strcmp(a, "--output") == 0) {
             if (i + 1 >= argc || !argv[i + 1][0]) vb_die_input("trace: --output needs a file name");
             output = argv[++i];
         } else if (strncmp(a, "--output=", 9) == 0) {
             output = a + 9;
             if (!*output) vb_die_input("trace: --output needs a file name");
         } else if (a[0] == '-' && a[1]) {
-            vb_die_input("trace: unknown option '%s' (usage: vitbench trace PATH [--output FILE])", a);
+            vb_die_input("trace: unknown option '%s' (usage: vitbench trace PATH [--format chrome|kineto] "
+                         "[--output FILE_OR_DIR])",
+                         a);
         } else if (path) {
             vb_die_input("trace: unexpected argument '%s' (one PATH: a run directory or a timeline.csv)", a);
         } else {
             path = a;
         }
     }
+    if (strcmp(format, "chrome") == 0)
+        p->kineto = false;
+    else if (strcmp(format, "kineto") == 0)
+        p->kineto = true;
+    else
+        vb_die_input("trace: --format '%s': chrome or kineto", format);
     if (!path) vb_die_input("trace: missing PATH (a run directory or a timeline.csv; see vitbench trace --help)");
     char dir[VB_PATH_MAX];
     if (vb_dir_exists(path)) {
@@ -125,7 +143,7 @@ static void parse_args(int argc, char **argv, trace_paths *p) {
     if (output)
         vb_snprintf(p->output, sizeof p->output, "%s", output);
     else
-        vb_snprintf(p->output, sizeof p->output, "%s/trace.json", dir);
+        vb_snprintf(p->output, sizeof p->output, "%s/%s", dir, p->kineto ? "kineto" : "trace.json");
 }
 
 static char *slurp(const char *path) {
@@ -157,9 +175,11 @@ static double json_num(const cJSON *o, const char *key) {
  * names processes that have no events. A missing run.json (a timeline.csv
  * copied elsewhere) only costs the counters (a warning into warn, printed
  * once the trace is written); a corrupt one is an error. */
-static void read_run_json(const char *path, double *global_batch, int *ranks, char *warn, size_t wn) {
+static void read_run_json(const char *path, double *global_batch, int *ranks, char *backend, size_t bn, char *warn,
+                          size_t wn) {
     *global_batch = 0;
     *ranks = 0;
+    backend[0] = '\0';
     warn[0] = '\0';
     char *text = slurp(path);
     if (!text) {
@@ -184,6 +204,8 @@ static void read_run_json(const char *path, double *global_batch, int *ranks, ch
                  path);
     double r = json_num(root, "ranks");
     if (r >= 1 && r <= 1e6) *ranks = (int)r;
+    const cJSON *be = cJSON_GetObjectItemCaseSensitive(root, "comm_backend");
+    if (cJSON_IsString(be) && strlen(be->valuestring) < bn) snprintf(backend, bn, "%s", be->valuestring);
     cJSON_Delete(root);
 }
 
@@ -546,6 +568,26 @@ static void write_trace(FILE *f, void *ctx) {
 
 /* -------------------------------------------------------------------- main */
 
+static void write_kineto(const trace_paths *p, const vb_timeline *t, const char *backend, int nprocs) {
+    vb_kineto_opts o = {.source = p->timeline, .backend = backend, .world_size = nprocs};
+    vb_kineto_stats st;
+    vb_kineto_write(t, p->output, &o, &st);
+    if (t->n == 0) vb_warn("%s: no events (header only): no rank files written", p->timeline);
+    if (st.files < nprocs && t->n > 0)
+        vb_warn("%s: %d of %d ranks have events: the others have no file", p->timeline, st.files, nprocs);
+    if (st.files > 0 && st.device_events == 0)
+        vb_warn("%s: no device rows (ops or stream lanes): HTA finds no kernels in these files", p->timeline);
+    printf("vitbench trace: %s/: %d rank file%s (Kineto), %ld device events on up to %d %sstreams a rank, "
+           "%d ProfilerSteps%s\n",
+           p->output, st.files, st.files == 1 ? "" : "s", st.device_events, st.max_streams,
+           st.cpu_ranks > 0 ? "pseudo-" : "", st.steps, st.cpu_ranks > 0 ? " (CPU ops as the device)" : "");
+    if (st.stale_removed > 0)
+        printf("  removed %d rank file%s of an earlier export that this timeline has no rank for\n",
+               st.stale_removed, st.stale_removed == 1 ? "" : "s");
+    printf("  HTA: TraceAnalysis(trace_dir=\"%s\", include_last_profiler_step=True) (docs/traces.md)\n",
+           p->output);
+}
+
 int vb_trace_main(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -562,9 +604,14 @@ int vb_trace_main(int argc, char **argv) {
 
     trace_ctx c = {.t = &t, .source = p.timeline};
     int ranks = 0;
-    char run_warn[VB_PATH_MAX + 128];
-    read_run_json(p.runjson, &c.global_batch, &ranks, run_warn, sizeof run_warn);
+    char run_warn[VB_PATH_MAX + 128], backend[32];
+    read_run_json(p.runjson, &c.global_batch, &ranks, backend, sizeof backend, run_warn, sizeof run_warn);
     c.nprocs = t.nranks > ranks ? t.nranks : ranks;
+    if (p.kineto) {
+        write_kineto(&p, &t, backend, c.nprocs);
+        vb_timeline_free(&t);
+        return 0;
+    }
     size_t n = slots(t.n);
     c.ts = malloc(n * sizeof *c.ts);
     c.end = malloc(n * sizeof *c.end);

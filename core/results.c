@@ -20,6 +20,7 @@ static const char *const k_run_files[] = {
     "run.json",      "trials.csv",     "summary.csv",   "iterations.csv", "ops.csv",
     "timeline.csv",  "train_log.csv",  "validation.csv", "checkpoint.h5",
     "trace.json", /* vitbench trace RUN */
+    "kineto",     /* vitbench trace RUN --format kineto: a directory */
     "report",     /* vitbench report RUN: a directory */
 };
 

@@ -785,7 +785,7 @@ static void test_benchy_errors(void **state) {
     benchy_fail("global:\n  json_prefix: run\n", LIST("[global]: json_prefix = 'run.json' is a file the run writes itself"));
     static const char *const reserved[] = {
         "run.json", "trials.csv", "iterations.csv", "ops.csv", "timeline.csv", "train_log.csv", "validation.csv",
-        "checkpoint.h5", "trace.json", "report", "kernels.csv", "kernels_SYNTHETIC.csv", "kernels_FULL.csv",
+        "checkpoint.h5", "trace.json", "report", "kineto", "kernels.csv", "kernels_SYNTHETIC.csv", "kernels_FULL.csv",
         "gpu_mem_time.csv", "kernels_rank3.csv", "kernels_FULL_rank12.csv", "gpu_mem_time_rank1.csv",
         "Summary.CSV", /* the same file where case is not told apart */
     };

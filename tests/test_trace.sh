@@ -9,6 +9,13 @@
 #   2. a timeline.csv path with --output; no run.json: no counters, a warning.
 #   3. header-only timeline: a valid trace with metadata and a warning.
 #   4. bad input: exit 2 with one line naming the file / flag.
+#   5. --format kineto (tests/py/check_kineto.py): one file per rank as HTA
+#      reads them (the rank found by HTA's own regex, device events with
+#      stream / device / correlation, one launch per device event,
+#      ProfilerStep#k, names HTA classifies by, no overlap on a stream, whole
+#      microseconds); a CPU run on pseudo-streams, a timeline with stream
+#      lanes on its streams; stale rank files removed, a directory with
+#      other traces refused. HTA itself reads them in test_hta.sh.
 set -u
 
 VB=${1:?usage: test_trace.sh <path-to-vitbench>}
@@ -205,5 +212,43 @@ echo '{"ranks": 2,' >"$TMP/bad/run.json"
 expect_input_error "$TMP/bad/run.json" trace "$TMP/bad"
 rm "$TMP/bad/run.json"
 expect_input_error "$TMP/nodir/x.json" trace "$TMP/bad" --output "$TMP/nodir/x.json"
+expect_input_error "--format 'perfetto'" trace "$RUN" --format perfetto
+expect_input_error "--format needs a value" trace "$RUN" --format
+
+# ---- 5. --format kineto ----
+SRC=${VB_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
+# an earlier export of more ranks left a file that this one must remove
+mkdir -p "$RUN/kineto"
+echo '{}' >"$RUN/kineto/rank5.pt.trace.json"
+out=$("$VB" trace "$RUN" --format kineto 2>&1) || fail "kineto exited $?: $out"
+grep -q "2 rank files (Kineto)" <<<"$out" || fail "kineto summary: $out"
+grep -q "removed 1 rank file" <<<"$out" || fail "stale rank file not reported: $out"
+[ ! -e "$RUN/kineto/rank5.pt.trace.json" ] || fail "stale rank5.pt.trace.json kept"
+[ "$(ls "$RUN/kineto" | tr '\n' ' ')" = "rank0.pt.trace.json rank1.pt.trace.json " ] ||
+    fail "kineto files: $(ls "$RUN/kineto")"
+python3 "$SRC/tests/py/check_kineto.py" "$RUN/kineto" cpu >/dev/null || fail "kineto checks (CPU run)"
+
+# a directory holding other traces: HTA would read them as more ranks
+mkdir -p "$TMP/other"
+echo '{}' >"$TMP/other/worker0.pt.trace.json"
+expect_input_error "$TMP/other holds worker0.pt.trace.json" trace "$RUN" --format kineto --output "$TMP/other"
+[ ! -e "$TMP/other/rank0.pt.trace.json" ] || fail "wrote into a directory it refused"
+
+# a timeline with stream lanes (an nsys import): its streams, no launches (no steps)
+FX=$SRC/tests/fixtures/nsys
+"$VB" nsys "$FX/cuda_gpu_trace_new_us.csv" "$FX/cuda_gpu_trace_old.csv" --output_dir "$TMP/ns" >/dev/null 2>&1 ||
+    fail "nsys import for the kineto check"
+out=$("$VB" trace "$TMP/ns/timeline.csv" --format kineto --output "$TMP/ns/k" 2>&1) || fail "kineto of an nsys import: $out"
+python3 "$SRC/tests/py/check_kineto.py" "$TMP/ns/k" streams >/dev/null || fail "kineto checks (streams)"
+python3 - "$TMP/ns/k" <<'PY' || fail "kineto names of an nsys import"
+import json, sys
+d = json.load(open(sys.argv[1] + "/rank1.pt.trace.json"))
+dev = {(e["tid"], e["name"], e["cat"]) for e in d["traceEvents"] if e["ph"] == "X"}
+want = {(7, "Memcpy HtoD", "gpu_memcpy"), (13, "Memset (Device)", "gpu_memset"),
+        (20, "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", "kernel"),
+        (20, "ncclDevKernel_AllGather_RING_LL(ncclDevComm*)", "kernel"),
+        (7, "void gemm_kernel<float, 128>(float const*, float*)", "kernel")}
+assert want <= dev, sorted(dev)
+PY
 
 echo "test_trace: ok"
