@@ -2,36 +2,49 @@
  * imports `nsys stats --format csv` reports into vitbench's files.
  *
  * Reports are recognised by their header, not their file name:
- *   cuda_gpu_trace    Start, Duration, Name (+ Strm/Stream, Device, Bytes)
- *   nvtx_sum          Range, Total Time, Instances
- *   cuda_gpu_sum      Total Time, Instances, Operation (or Category)
- *   cuda_gpu_kern_sum Total Time, Instances/Calls, Name
+ *   cuda_gpu_trace        Start, Duration, Name (+ Strm/Stream, Device, Bytes)
+ *   nvtx_sum              Range, Total Time, Instances
+ *   api_sum               Total Time, Num Calls (oldest: Calls), Name: host
+ *                         API calls (cuda_api_sum; osrt_sum has the same
+ *                         columns): time the CPU spent in the calls, never
+ *                         GPU activity
+ *   cuda_gpu_sum          Total Time, Instances, Category (+ Operation or Name)
+ *   cuda_gpu_mem_time_sum Total Time, Count, Operation (memory operations)
+ *   cuda_gpu_kern_sum     Total Time, Instances, Name
  * Column names of both generations are accepted ("Avg (ns)" / "Average",
  * "Med" / "Median", "Min" / "Minimum", "Max" / "Maximum", "Instances" /
- * "Calls" / "Count", "Strm" / "Stream"); a time column's unit is read from
- * its header, "(ns)", "(us)", "(ms)", "(s)", none meaning ns. Extra columns,
- * up to 10 preamble lines before the header (what nsys prints while it
- * exports), CRLF and a byte order mark are tolerated.
+ * "Count", "Strm" / "Stream"); a time column's unit is read from its header,
+ * "(ns)", "(us)", "(ms)", "(s)", none meaning ns. Extra columns, CRLF and a
+ * byte order mark are tolerated.
+ * A file holds one report (`nsys stats --output`) or several (`nsys stats
+ * -r a,b --format csv > f.csv`: each after nsys's "Processing [...]" line
+ * and ended by a blank line). Each report runs from its header to the first
+ * blank line, banner line or next header; the lines around reports (nsys's
+ * notices, reports of other kinds) are passed over.
  *
- * Outputs, in --output_dir (default: the first FILE's directory; never a
- * vitbench run directory, whose own ops.csv / timeline.csv it would
- * overwrite):
+ * Outputs, in --output_dir (default: <first FILE without its extension>
+ * _vitbench/, so that importing another report of the same folder does not
+ * overwrite these; never a vitbench run directory, whose own ops.csv /
+ * timeline.csv it would overwrite):
  *   ops.csv        profile.h's columns; rank 0, or a trace's device id;
  *                  trial_type "nsys"; category compute / comm (kernels whose
  *                  name starts with "nccl", case-insensitive, after an
  *                  optional "void ") / memcpy ("[CUDA memcpy ...]",
- *                  "[CUDA memset ...]") / nvtx (nvtx_sum ranges, which nest,
- *                  so their share_of_step is left empty); share_of_step =
- *                  total / the rank's summed GPU time; a kernel found in a
- *                  trace and a summary is taken from the trace (it has exact
- *                  medians and honours --filter_time), from cuda_gpu_kern_sum
- *                  before cuda_gpu_sum; unknown values (bytes, flops, a median
- *                  an old report lacks) are 0 / empty
+ *                  "[CUDA memset ...]") / nvtx (nvtx_sum ranges, which nest)
+ *                  / api (api_sum rows): share_of_step = total / the rank's
+ *                  summed GPU time, for GPU rows only (nvtx and api rows
+ *                  leave it empty); a kernel found in a trace and a summary
+ *                  is taken from the trace (it has exact medians and honours
+ *                  --filter_time), from cuda_gpu_kern_sum before cuda_gpu_sum
+ *                  and cuda_gpu_mem_time_sum; unknown values (bytes, flops, a
+ *                  median an old report lacks) are 0 / empty
  *   timeline.csv   (a trace only) core/timeline.h's format: lane stream<N>,
  *                  kind compute / comm / memcpy, trial_type "nsys", step -1
  *   breakdown.csv  (a trace only) breakdown.h over one window per device,
- *                  first kernel start to last kernel end: nccl kernels
- *                  overlapping compute kernels on any stream are hidden
+ *                  from its first GPU activity's start to its last one's
+ *                  end (copies and memsets count as activity, as kernels
+ *                  do): nccl kernels overlapping compute kernels on any
+ *                  stream are hidden
  * --filter_time START/END (nsys syntax: a plain number is ns, else terms
  * with s, ms, us, ns suffixes, "4s420ms") keeps the trace rows that lie
  * entirely inside the window; a summary report has no times, so the option
@@ -39,7 +52,6 @@
  */
 #include <ctype.h>
 #include <errno.h>
-#include <libgen.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -53,22 +65,23 @@
 #include "core/gpu_activity.h"
 #include "core/results.h"
 
-#define MAX_PREAMBLE_LINES 10
 #define TOP_KERNELS 10
 
-typedef enum { R_TRACE, R_KERN_SUM, R_GPU_SUM, R_NVTX_SUM } report_kind;
-static const char *const k_report_names[] = {"cuda_gpu_trace", "cuda_gpu_kern_sum", "cuda_gpu_sum", "nvtx_sum"};
+typedef enum { R_TRACE, R_KERN_SUM, R_GPU_SUM, R_MEM_TIME_SUM, R_NVTX_SUM, R_API_SUM } report_kind;
+static const char *const k_report_names[] = {"cuda_gpu_trace", "cuda_gpu_kern_sum", "cuda_gpu_sum",
+                                             "cuda_gpu_mem_time_sum", "nvtx_sum", "api_sum"};
 
 /* The columns a report may have; -1 when absent. */
 enum { K_NAME, K_TOTAL, K_CALLS, K_AVG, K_MED, K_MIN, K_MAX, K_START, K_DUR, K_STREAM, K_DEVICE, K_BYTES, K_N };
 
 typedef struct {
-    const char *path;
+    const char *path;      /* for messages: the file, and which report of it when it holds several */
     vb_csv csv;
     report_kind kind;
     int col[K_N];
     double scale[K_N];     /* seconds per unit of a time column; bytes per unit of Bytes */
-    int first_record;      /* record number of the header in the file (preamble lines before it) */
+    int first_record;      /* line number of the header in the file */
+    int file;              /* index of its FILE on the command line */
 } report;
 
 /* ------------------------------------------------------------ header names */
@@ -105,7 +118,9 @@ static bool any_of(const char *s, const char *const *names) {
 static const char *const k_aliases[K_N][5] = {
     [K_NAME] = {"Name", NULL},
     [K_TOTAL] = {"Total Time", NULL},
-    [K_CALLS] = {"Instances", "Calls", "Count", "Num Calls", NULL},
+    /* "Num Calls" (and the oldest reports' "Calls") count calls of a host API:
+     * classify_header makes those an API summary */
+    [K_CALLS] = {"Instances", "Count", "Num Calls", "Calls", NULL},
     [K_AVG] = {"Avg", "Average", NULL},
     [K_MED] = {"Med", "Median", NULL},
     [K_MIN] = {"Min", "Minimum", NULL},
@@ -132,10 +147,12 @@ static double time_unit(const char *u) {
 }
 
 /* Fills r->col / r->scale from the header and decides the report kind.
- * Returns false when the header is none of the four reports. A time column
- * with a unit we do not know is an error (its numbers cannot be read). */
+ * Returns false when the header is none of the reports this command reads.
+ * A time column with a unit we do not know is an error (its numbers cannot
+ * be read). */
 static bool classify_header(report *r, const vb_csv *h) {
     int c_range = -1, c_operation = -1, c_category = -1;
+    bool api_calls = false; /* the count column is "Num Calls" / "Calls": host API calls */
     for (int k = 0; k < K_N; k++) {
         r->col[k] = -1;
         r->scale[k] = 1.0;
@@ -149,6 +166,7 @@ static bool classify_header(report *r, const vb_csv *h) {
         for (int k = 0; k < K_N; k++) {
             if (r->col[k] >= 0 || !any_of(base, k_aliases[k])) continue;
             r->col[k] = i;
+            if (k == K_CALLS) api_calls = !strcasecmp(base, "Num Calls") || !strcasecmp(base, "Calls");
             if (is_time_col(k)) {
                 r->scale[k] = time_unit(unit);
                 if (r->scale[k] == 0)
@@ -171,9 +189,20 @@ static bool classify_header(report *r, const vb_csv *h) {
         r->col[K_NAME] = c_range;
         return true;
     }
-    if (c_operation >= 0 || (c_category >= 0 && r->col[K_NAME] >= 0)) {
+    if (api_calls) {
+        /* cuda_api_sum (and osrt_sum): time the host spent in API calls */
+        if (r->col[K_NAME] < 0) return false;
+        r->kind = R_API_SUM;
+        return true;
+    }
+    if (c_category >= 0 && (c_operation >= 0 || r->col[K_NAME] >= 0)) {
         r->kind = R_GPU_SUM;
         if (c_operation >= 0) r->col[K_NAME] = c_operation;
+        return true;
+    }
+    if (c_operation >= 0) {
+        r->kind = R_MEM_TIME_SUM; /* memory operations only, by Operation */
+        r->col[K_NAME] = c_operation;
         return true;
     }
     if (r->col[K_NAME] >= 0) {
@@ -206,38 +235,118 @@ static char *slurp(const char *path, size_t *len) {
     return s;
 }
 
-/* Finds the header among the first lines (nsys may print a line or two
- * first) and parses the report from there. Exits 2 naming the file when no
- * line is a known report header. */
-static void read_report(const char *path, report *r) {
+typedef struct {
+    report *v;
+    int n, cap;
+} report_list;
+
+static report *push_report(report_list *l) {
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 8;
+        l->v = realloc(l->v, (size_t)l->cap * sizeof *l->v);
+        if (!l->v) vb_die_internal("out of memory");
+    }
+    report *r = &l->v[l->n++];
     memset(r, 0, sizeof *r);
+    return r;
+}
+
+static size_t line_end(const char *text, size_t len, size_t off) {
+    const char *nl = memchr(text + off, '\n', len - off);
+    return nl ? (size_t)(nl - text) + 1 : len;
+}
+
+static bool blank_line(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isspace((unsigned char)s[i])) return false;
+    return true;
+}
+
+/* What nsys prints around the reports of a capture ("Processing [...] with
+ * [...]...", " ** CUDA API Summary (cuda_api_sum):"). */
+static bool banner_line(const char *s, size_t n) {
+    while (n > 0 && (*s == ' ' || *s == '\t')) s++, n--;
+    return (n >= 12 && !strncmp(s, "Processing [", 12)) || (n >= 2 && !strncmp(s, "**", 2));
+}
+
+/* A data row starts with a number; a header (or a banner) does not, so only
+ * those lines are tried as headers. */
+static bool may_be_header(const char *s, size_t n) {
+    while (n > 0 && (*s == ' ' || *s == '\t')) s++, n--;
+    return n > 0 && !isdigit((unsigned char)*s) && *s != '-' && *s != '+' && *s != '.';
+}
+
+/* Whether the line is the header of a report this command reads; fills *r. */
+static bool header_line(const char *s, size_t n, const char *path, report *r) {
+    if (!may_be_header(s, n)) return false;
+    vb_csv head;
+    char why[256];
+    if (vb_csv_parse(s, n, &head, why, sizeof why) != 0) return false;
     r->path = path;
+    bool ok = classify_header(r, &head);
+    vb_csv_free(&head);
+    return ok;
+}
+
+/* Every report of the file: `nsys stats --format csv` writes one report per
+ * file with --output, or several into one capture (`nsys stats -r a,b
+ * --format csv > f.csv`), each after a banner line and ended by a blank
+ * line. A report runs from its header to the first blank line, banner line
+ * or next header; lines outside reports (nsys's notices, a report of a kind
+ * this command does not read) are passed over. Exits 2 naming the file when
+ * it holds no report this command reads. */
+static void read_reports(const char *path, int file, report_list *out) {
     size_t len;
     char *text = slurp(path, &len);
+    int first = out->n, line = 1;
     size_t off = 0;
-    for (int line = 0; line <= MAX_PREAMBLE_LINES && off < len; line++) {
-        const char *nl = memchr(text + off, '\n', len - off);
-        size_t end = nl ? (size_t)(nl - text) + 1 : len;
-        vb_csv head;
-        char why[256];
-        bool ok = false;
-        if (vb_csv_parse(text + off, end - off, &head, why, sizeof why) == 0) {
-            ok = classify_header(r, &head);
-            vb_csv_free(&head);
+    report probe;
+    while (off < len) {
+        size_t end = line_end(text, len, off);
+        memset(&probe, 0, sizeof probe);
+        if (!header_line(text + off, end - off, path, &probe)) {
+            off = end;
+            line++;
+            continue;
         }
-        if (ok) {
-            if (vb_csv_parse(text + off, len - off, &r->csv, why, sizeof why) != 0)
-                vb_die_input("nsys: %s: %s", path, why);
-            r->first_record = line + 1;
-            free(text);
-            return;
-        }
+        report *r = push_report(out);
+        *r = probe;
+        r->file = file;
+        r->first_record = line;
+        size_t start = off;
         off = end;
+        line++;
+        while (off < len) {
+            size_t e = line_end(text, len, off);
+            report other;
+            memset(&other, 0, sizeof other);
+            if (blank_line(text + off, e - off) || banner_line(text + off, e - off) ||
+                header_line(text + off, e - off, path, &other))
+                break;
+            off = e;
+            line++;
+        }
+        char why[256];
+        if (vb_csv_parse(text + start, off - start, &r->csv, why, sizeof why) != 0)
+            vb_die_input("nsys: %s: the report whose header is line %d: %s", path, r->first_record, why);
     }
     free(text);
-    vb_die_input("nsys: %s: not an `nsys stats --format csv` report this command reads (cuda_gpu_trace, "
-                 "cuda_gpu_kern_sum, cuda_gpu_sum or nvtx_sum): no such header in its first %d lines",
-                 path, MAX_PREAMBLE_LINES + 1);
+    int found = out->n - first;
+    if (found == 0)
+        vb_die_input("nsys: %s: not an `nsys stats --format csv` report this command reads (cuda_gpu_trace, "
+                     "cuda_gpu_kern_sum, cuda_gpu_sum, cuda_gpu_mem_time_sum, nvtx_sum, cuda_api_sum): no such "
+                     "header in it",
+                     path);
+    if (found == 1) return;
+    /* several: messages say which one */
+    for (int i = first; i < out->n; i++) {
+        char where[VB_PATH_MAX + 96];
+        snprintf(where, sizeof where, "%s (report %d of %d, %s, header at line %d)", path, i - first + 1, found,
+                 k_report_names[out->v[i].kind], out->v[i].first_record);
+        char *copy = strdup(where);
+        if (!copy) vb_die_internal("out of memory");
+        out->v[i].path = copy;
+    }
 }
 
 /* Record number in the file of data row `row` (for messages). */
@@ -262,8 +371,8 @@ static double opt_num(const report *r, int row, int k) {
 
 /* ------------------------------------------------------------ classification */
 
-typedef enum { CAT_COMPUTE, CAT_COMM, CAT_MEMCPY, CAT_NVTX } op_cat;
-static const char *const k_cat_names[] = {"compute", "comm", "memcpy", "nvtx"};
+typedef enum { CAT_COMPUTE, CAT_COMM, CAT_MEMCPY, CAT_NVTX, CAT_API } op_cat;
+static const char *const k_cat_names[] = {"compute", "comm", "memcpy", "nvtx", "api"};
 
 static op_cat classify_kernel(const char *name) {
     if (vb_gpu_name_is_nccl(name)) return CAT_COMM;
@@ -381,13 +490,19 @@ static int prio_of(report_kind k) {
     return k == R_TRACE ? 0 : k == R_KERN_SUM ? 1 : 2;
 }
 
+static op_cat summary_cat(report_kind k, const char *name) {
+    if (k == R_NVTX_SUM) return CAT_NVTX;
+    if (k == R_API_SUM) return CAT_API;
+    return classify_kernel(name);
+}
+
 static void summary_rows(const report *r, int file, op_rows *out) {
     for (int i = 0; i < r->csv.nrows; i++) {
         const char *name = vb_csv_get(&r->csv, i, r->col[K_NAME]);
         op_row *o = push_op(out);
         o->rank = 0;
         o->name = name;
-        o->cat = r->kind == R_NVTX_SUM ? CAT_NVTX : classify_kernel(name);
+        o->cat = summary_cat(r->kind, name);
         o->prio = prio_of(r->kind);
         o->file = file;
         o->total = need_num(r, i, K_TOTAL);
@@ -486,13 +601,19 @@ static void trace_stats(gpu_acts *acts, op_rows *out) {
 /* ------------------------------------------------------------ dedupe, share */
 
 static bool is_gpu(op_cat c) {
-    return c != CAT_NVTX;
+    return c != CAT_NVTX && c != CAT_API;
+}
+
+/* Rows of one class with one name are one op: GPU activity, NVTX ranges,
+ * host API calls (an NVTX range may be named like a kernel or an API call). */
+static int op_class(op_cat c) {
+    return is_gpu(c) ? 0 : c == CAT_NVTX ? 1 : 2;
 }
 
 static int cmp_op_key(const void *pa, const void *pb) {
     const op_row *a = pa, *b = pb;
     if (a->rank != b->rank) return a->rank < b->rank ? -1 : 1;
-    if (is_gpu(a->cat) != is_gpu(b->cat)) return is_gpu(a->cat) ? -1 : 1;
+    if (op_class(a->cat) != op_class(b->cat)) return op_class(a->cat) < op_class(b->cat) ? -1 : 1;
     int s = strcmp(a->name, b->name);
     if (s) return s;
     if (a->prio != b->prio) return a->prio < b->prio ? -1 : 1;
@@ -502,12 +623,12 @@ static int cmp_op_key(const void *pa, const void *pb) {
 static int cmp_op_total(const void *pa, const void *pb) {
     const op_row *a = pa, *b = pb;
     if (a->rank != b->rank) return a->rank < b->rank ? -1 : 1;
-    if (is_gpu(a->cat) != is_gpu(b->cat)) return is_gpu(a->cat) ? -1 : 1;
+    if (op_class(a->cat) != op_class(b->cat)) return op_class(a->cat) < op_class(b->cat) ? -1 : 1;
     if (a->total != b->total) return a->total > b->total ? -1 : 1;
     return strcmp(a->name, b->name);
 }
 
-/* Keeps one row per (rank, GPU-or-NVTX, name): the best source's. Returns
+/* Keeps one row per (rank, class, name): the best source's. Returns
  * how many were dropped. Then sorts by total time and fills share. */
 static int dedupe_and_share(op_rows *o) {
     sort_n(o->v, (size_t)o->n, sizeof *o->v, cmp_op_key);
@@ -515,7 +636,7 @@ static int dedupe_and_share(op_rows *o) {
     for (int i = 0; i < o->n; i++) {
         if (k > 0) {
             const op_row *p = &o->v[k - 1], *c = &o->v[i];
-            if (p->rank == c->rank && is_gpu(p->cat) == is_gpu(c->cat) && !strcmp(p->name, c->name)) {
+            if (p->rank == c->rank && op_class(p->cat) == op_class(c->cat) && !strcmp(p->name, c->name)) {
                 dropped++;
                 continue;
             }
@@ -605,7 +726,8 @@ static void to_timeline(const gpu_acts *acts, vb_timeline *t) {
 
 /* ------------------------------------------------------------ stdout */
 
-static void print_top(const op_rows *o) {
+/* The TOP_KERNELS rows of one class with the most total time, across ranks. */
+static void print_top(const op_rows *o, int cls, const char *title) {
     int order[TOP_KERNELS], n = 0;
     /* rows are by rank then total: merge into one top list across ranks */
     bool *used = calloc((size_t)(o->n > 0 ? o->n : 1), sizeof *used);
@@ -613,24 +735,26 @@ static void print_top(const op_rows *o) {
     while (n < TOP_KERNELS) {
         int best = -1;
         for (int i = 0; i < o->n; i++)
-            if (!used[i] && is_gpu(o->v[i].cat) && (best < 0 || o->v[i].total > o->v[best].total)) best = i;
+            if (!used[i] && op_class(o->v[i].cat) == cls && (best < 0 || o->v[i].total > o->v[best].total)) best = i;
         if (best < 0) break;
         used[best] = true;
         order[n++] = best;
     }
     free(used);
     if (n == 0) return;
-    printf("\ntop GPU activities by total time:\n  %4s  %12s  %6s  %9s  %-8s  %s\n", "rank", "total_ms", "share",
-           "calls", "category", "name");
+    printf("\n%s:\n  %4s  %12s  %6s  %9s  %-8s  %s\n", title, "rank", "total_ms", "share", "calls", "category", "name");
     for (int k = 0; k < n; k++) {
         const op_row *r = &o->v[order[k]];
-        printf("  %4d  %12.3f  %5.1f%%  %9.0f  %-8s  %.70s%s\n", r->rank, r->total * 1e3, 100 * r->share, r->calls,
+        char share[16] = "-";
+        if (!isnan(r->share)) snprintf(share, sizeof share, "%.1f%%", 100 * r->share);
+        printf("  %4d  %12.3f  %6s  %9.0f  %-8s  %.70s%s\n", r->rank, r->total * 1e3, share, r->calls,
                k_cat_names[r->cat], r->name, strlen(r->name) > 70 ? "..." : "");
     }
 }
 
 static void print_breakdown(const vb_breakdown *b, int n) {
-    printf("\nbreakdown (one window per device: first kernel start to last kernel end; ms):\n"
+    printf("\nbreakdown (one window per device: first GPU activity start to last end, kernels, copies and "
+           "memsets alike; ms):\n"
            "  %4s  %10s  %10s  %10s  %10s  %10s  %10s  %10s  %8s\n",
            "rank", "window", "compute", "comm", "hidden", "exposed", "memcpy", "idle", "overlap");
     for (int i = 0; i < n; i++) {
@@ -647,10 +771,12 @@ static void print_breakdown(const vb_breakdown *b, int n) {
 static void usage(FILE *f) {
     fputs("usage: vitbench nsys FILE... [--filter_time START/END] [--output_dir DIR]\n"
           "  FILE            `nsys stats --format csv` reports: cuda_gpu_trace, cuda_gpu_kern_sum,\n"
-          "                  cuda_gpu_sum, nvtx_sum (recognised by their columns)\n"
+          "                  cuda_gpu_sum, cuda_gpu_mem_time_sum, nvtx_sum, cuda_api_sum (recognised by\n"
+          "                  their columns), one per file or several in one capture (-r a,b > FILE)\n"
           "  --filter_time   keep trace rows entirely inside START/END (nsys syntax: 4s420ms/35s390ms;\n"
           "                  plain numbers are ns); trace reports only\n"
-          "  --output_dir    where ops.csv, timeline.csv, breakdown.csv go (default: FILE's directory)\n",
+          "  --output_dir    where ops.csv, timeline.csv, breakdown.csv go (default: <FILE without\n"
+          "                  its extension>_vitbench/ beside the first FILE)\n",
           f);
 }
 
@@ -693,9 +819,13 @@ static void parse_args(int argc, char **argv, nsys_args *a) {
     if (outdir) {
         vb_snprintf(a->outdir, sizeof a->outdir, "%s", outdir);
     } else {
+        /* named after the input, so importing another report of the same
+         * folder does not overwrite this one's files */
         char copy[VB_PATH_MAX];
         vb_snprintf(copy, sizeof copy, "%s", a->files[0]);
-        vb_snprintf(a->outdir, sizeof a->outdir, "%s", dirname(copy));
+        char *dot = strrchr(copy, '.'), *slash = strrchr(copy, '/');
+        if (dot && dot > copy && (!slash || dot > slash + 1)) *dot = '\0';
+        vb_snprintf(a->outdir, sizeof a->outdir, "%s_vitbench", copy);
     }
 }
 
@@ -721,13 +851,13 @@ static void write_or_die(const nsys_args *a, const char *name, void (*fn)(FILE *
 
 /* Traces of one device from two files would be merged into one rank with
  * unrelated clocks: refuse. */
-static void check_devices(const gpu_acts *acts, const nsys_args *a) {
+static void check_devices(const gpu_acts *acts, const report_list *reps) {
     int n = acts->n;
     for (int i = 1; i < n; i++) {
         const gpu_act *x = &acts->v[i - 1], *y = &acts->v[i];
         if (x->rank == y->rank && x->file != y->file)
             vb_die_input("nsys: %s: device %d is also in %s; import each process's trace with its own --output_dir",
-                         a->files[y->file], y->rank, a->files[x->file]);
+                         reps->v[y->file].path, y->rank, reps->v[x->file].path);
     }
 }
 
@@ -746,26 +876,26 @@ int vb_nsys_main(int argc, char **argv) {
     nsys_args a;
     parse_args(argc, argv, &a);
 
-    report *reps = calloc((size_t)a.nfiles, sizeof *reps);
-    if (!reps) vb_die_internal("out of memory");
+    report_list reps = {0};
+    for (int f = 0; f < a.nfiles; f++) read_reports(a.files[f], f, &reps);
     op_rows ops = {0};
     gpu_acts acts = {0};
-    int ntrace = 0;
-    for (int f = 0; f < a.nfiles; f++) {
-        report *r = &reps[f];
-        read_report(a.files[f], r);
+    int ntrace = 0, napi = 0;
+    for (int k = 0; k < reps.n; k++) {
+        const report *r = &reps.v[k];
         if (r->kind != R_TRACE && a.win.on)
             vb_die_input("nsys: %s: --filter_time needs a cuda_gpu_trace report; this %s summary has no times",
                          r->path, k_report_names[r->kind]);
         if (r->kind == R_TRACE) {
             ntrace++;
-            trace_rows(r, f, &a.win, &acts);
+            trace_rows(r, k, &a.win, &acts);
         } else {
-            summary_rows(r, f, &ops);
+            napi += r->kind == R_API_SUM;
+            summary_rows(r, k, &ops);
         }
     }
     sort_n(acts.v, (size_t)acts.n, sizeof *acts.v, cmp_act_device);
-    check_devices(&acts, &a);
+    check_devices(&acts, &reps);
     prepare_outdir(&a);
 
     trace_stats(&acts, &ops);
@@ -788,20 +918,26 @@ int vb_nsys_main(int argc, char **argv) {
         if (vb_breakdown_write_csv(p, bd, nbd) != 0) vb_die_input("nsys: %s: cannot write (%s)", p, strerror(errno));
     }
 
-    printf("vitbench nsys: %d report%s -> %s/ops.csv (%d rows)%s\n", a.nfiles, a.nfiles == 1 ? "" : "s", a.outdir,
-           ops.n, ntrace ? ", timeline.csv, breakdown.csv" : "");
-    for (int f = 0; f < a.nfiles; f++) printf("  %s: %s, %d rows\n", a.files[f], k_report_names[reps[f].kind], reps[f].csv.nrows);
+    printf("vitbench nsys: %d report%s -> %s/ops.csv (%d rows)%s\n", reps.n, reps.n == 1 ? "" : "s", a.outdir, ops.n,
+           ntrace ? ", timeline.csv, breakdown.csv" : "");
+    for (int k = 0; k < reps.n; k++)
+        printf("  %s: %s%s, %d rows\n", reps.v[k].path, k_report_names[reps.v[k].kind],
+               reps.v[k].kind == R_API_SUM ? " (host API calls: category api, not GPU time)" : "", reps.v[k].csv.nrows);
     if (a.win.on) printf("  --filter_time %s: %d trace rows inside the window\n", a.win.text, acts.n);
-    if (dropped) printf("  %d rows also found in a preferred report (trace > cuda_gpu_kern_sum > cuda_gpu_sum) left out\n", dropped);
+    if (dropped) printf("  %d rows also found in a preferred report (trace > cuda_gpu_kern_sum > cuda_gpu_sum, cuda_gpu_mem_time_sum) left out\n", dropped);
     if (ntrace > 0 && acts.n == 0) vb_warn("no trace rows%s: timeline.csv and breakdown.csv are empty", a.win.on ? " inside --filter_time" : "");
-    print_top(&ops);
+    print_top(&ops, 0, "top GPU activities by total time");
+    if (napi > 0) print_top(&ops, 2, "top host API calls by total time (CPU time spent in the calls, not GPU activity)");
     if (nbd > 0) print_breakdown(bd, nbd);
 
     free(bd);
     free(ops.v);
     free(acts.v);
-    for (int f = 0; f < a.nfiles; f++) vb_csv_free(&reps[f].csv);
-    free(reps);
+    for (int k = 0; k < reps.n; k++) {
+        vb_csv_free(&reps.v[k].csv);
+        if (reps.v[k].path != a.files[reps.v[k].file]) free((char *)reps.v[k].path);
+    }
+    free(reps.v);
     free(a.files);
     return 0;
 }

@@ -9,6 +9,12 @@
 #   3. --filter_time on both generations (us suffixes / plain ns)
 #   4. a kernel in a trace and a summary is counted once (from the trace)
 #   5. bad input: exit 2 with one line naming the file / flag
+#   6. real reports (tests/fixtures/nsys/real, provenance in its README.md):
+#      cuda_api_sum is host API time (category api, its own table, outside
+#      every GPU share); cuda_gpu_mem_time_sum is named so; a capture of
+#      nsys's output with its notice; several reports in one capture; a
+#      directory of its own per input by default; the breakdown's window
+#      runs from the first GPU activity to the last, copies included
 set -u
 
 VB=${1:?usage: test_nsys.sh <path-to-vitbench>}
@@ -172,5 +178,85 @@ expect_input_error "$TMP/old_trace.csv: device 0 is also in" \
 mkdir -p "$TMP/run" && echo '{}' >"$TMP/run/run.json"
 expect_input_error "--output_dir $TMP/run holds a vitbench run" nsys "$FX/cuda_gpu_trace_old.csv" --output_dir "$TMP/run"
 [ ! -e "$TMP/run/ops.csv" ] || fail "ops.csv written into a run directory"
+
+# ---- 6. real reports (tests/fixtures/nsys/real: README.md has where each comes from) ----
+RX=$FX/real
+API=$RX/nsys-05-cufft_cuda_api_sum.csv
+KERN=$RX/nsys-05-cufft_cuda_gpu_kern_sum.csv
+MEMT=$RX/nsys-05-cufft_cuda_gpu_mem_time_sum.csv
+C2R='void vector_fft_c2r<(unsigned int)4096, EPT<(unsigned int)16>, (unsigned int)1, (unsigned int)5, (padding_t)70, (twiddle_t)0, (loadstore_modifier_t)2, (layout_t)0, unsigned int, float>(kernel_arguments_t<T9>)'
+# a kernel summary alone: shares are nsys's own Time (%)
+out=$("$VB" nsys "$KERN" --output_dir "$TMP/rk" 2>&1) || fail "real cuda_gpu_kern_sum exited $?: $out"
+check "$TMP/rk" "len(ops) == 4" "near(op('''$C2R''')['share_of_step'], 0.369, 2e-3)" \
+    "near(op('scaleBy')['share_of_step'], 0.149, 4e-3)"
+# cuda_api_sum is host time: its own category and table, never GPU activity,
+# and the kernels' and copies' shares are of GPU time only
+out=$("$VB" nsys "$KERN" "$API" "$MEMT" --output_dir "$TMP/ra" 2>&1) || fail "real api + kern + mem_time exited $?: $out"
+grep -q "nsys-05-cufft_cuda_api_sum.csv: api_sum (host API calls" <<<"$out" || fail "api_sum not named: $out"
+grep -q "nsys-05-cufft_cuda_gpu_mem_time_sum.csv: cuda_gpu_mem_time_sum, 2 rows" <<<"$out" ||
+    fail "cuda_gpu_mem_time_sum not named: $out"
+grep -q "^top host API calls" <<<"$out" || fail "no host API table: $out"
+sed -n '/^top GPU activities/,/^$/p' <<<"$out" | grep -q "cu[A-Z]" && fail "a host API call in the GPU table: $out"
+check "$TMP/ra" "len(ops) == 29" \
+    "sorted(r['name'] for r in ops if r['category'] == 'api')[:3] == ['cuCtxCreate_v2', 'cuCtxSetCurrent', 'cuCtxSynchronize']" \
+    "len([r for r in ops if r['category'] == 'api']) == 23 and all(r['share_of_step'] == '' for r in ops if r['category'] == 'api')" \
+    "op('cuMemHostRegister_v2')['category'] == 'api' and op('cuStreamSynchronize')['calls'] == '60'" \
+    "near(op('cuCtxCreate_v2')['total_s'], 96804336e-9)" \
+    "near(sum(float(r['share_of_step']) for r in ops if r['category'] != 'api'), 1.0)" \
+    "near(op('''$C2R''')['share_of_step'], 60895 / (60895 + 57983 + 24575 + 21727 + 609143 + 27425))" \
+    "op('[CUDA memcpy Host-to-Device]')['category'] == 'memcpy' and op('[CUDA memcpy Host-to-Device]')['calls'] == '63'"
+# a capture of nsys's standard output (its notice before the report, blank lines after)
+out=$("$VB" nsys "$RX/13-cudnn-nsys-memsum.csv" --output_dir "$TMP/rm" 2>&1) || fail "real captured memsum exited $?: $out"
+grep -q "13-cudnn-nsys-memsum.csv: cuda_gpu_mem_time_sum, 3 rows" <<<"$out" || fail "captured memsum: $out"
+check "$TMP/rm" "len(ops) == 3" "op('[CUDA memset]')['category'] == 'memcpy' and op('[CUDA memset]')['calls'] == '4'" \
+    "near(op('[CUDA memcpy Device-to-Host]')['median_s'], 832e-9)"
+# several reports in one capture (`nsys stats -r cuda_gpu_kern_sum,cuda_api_sum
+# --format csv > f.csv`): the two real reports, each after the line nsys
+# prints before it, ended by a blank line
+cap() { # report... : a capture of these reports
+    echo "Generating SQLite file /tmp/nsys-05-cufft.sqlite from /tmp/nsys-05-cufft.nsys-rep"
+    for f in "$@"; do
+        echo "Processing [/tmp/nsys-05-cufft.sqlite] with [/opt/nvidia/nsight-systems/2024.5.1/host-linux-x64/reports/$(basename "$f" .csv | sed 's/^nsys-05-cufft_//').py]... "
+        cat "$f"
+        echo
+    done
+}
+cap "$KERN" "$API" >"$TMP/capture.csv"
+out=$("$VB" nsys "$TMP/capture.csv" --output_dir "$TMP/rc" 2>&1) || fail "a two-report capture exited $?: $out"
+grep -q "capture.csv (report 1 of 2, cuda_gpu_kern_sum, header at line 3): cuda_gpu_kern_sum, 4 rows" <<<"$out" ||
+    fail "capture's first report: $out"
+grep -q "capture.csv (report 2 of 2, api_sum, header at line 10): api_sum (host API calls" <<<"$out" ||
+    fail "capture's second report: $out"
+check "$TMP/rc" "len(ops) == 27" "near(op('''$C2R''')['share_of_step'], 0.369, 2e-3)" \
+    "op('cuLaunchKernel')['category'] == 'api' and op('cuLaunchKernel')['calls'] == '80'"
+# the same with CRLF line ends: blank lines are still blank
+sed 's/$/\r/' "$TMP/capture.csv" >"$TMP/capture_crlf.csv"
+"$VB" nsys "$TMP/capture_crlf.csv" --output_dir "$TMP/rc2" >/dev/null 2>&1 || fail "a CRLF capture"
+check "$TMP/rc2" "len(ops) == 27"
+# a broken number inside the second report names it and its line
+sed '11s/^96.5,96804336,1,/96.5,96804336,x,/' "$TMP/capture.csv" >"$TMP/capture_bad.csv"
+grep -q '^96.5,96804336,x,' "$TMP/capture_bad.csv" || fail "capture_bad.csv: line 11 is not cuCtxCreate_v2's"
+expect_input_error "capture_bad.csv (report 2 of 2, api_sum, header at line 10): record 11: column 'Num Calls'" \
+    nsys "$TMP/capture_bad.csv" --output_dir "$TMP/x"
+# by default each input gets a directory of its own: importing two reports of
+# one folder in two commands keeps both
+mkdir -p "$TMP/folder"
+cp "$KERN" "$API" "$TMP/folder/"
+(cd "$TMP/folder" && "$VB" nsys nsys-05-cufft_cuda_gpu_kern_sum.csv >/dev/null 2>&1 &&
+    "$VB" nsys nsys-05-cufft_cuda_api_sum.csv >/dev/null 2>&1) || fail "imports without --output_dir"
+check "$TMP/folder/nsys-05-cufft_cuda_gpu_kern_sum_vitbench" "len(ops) == 4" "op('scaleBy')['category'] == 'compute'"
+check "$TMP/folder/nsys-05-cufft_cuda_api_sum_vitbench" "len(ops) == 23" "all(r['category'] == 'api' for r in ops)"
+[ ! -e "$TMP/folder/ops.csv" ] || fail "an import wrote into the input's own folder"
+# a real trace on six streams, copies first and last: the breakdown's window
+# runs from the first activity to the last, copies included, and says so
+TRC=$RX/nsys-concurrent_cuda_gpu_trace.csv
+out=$("$VB" nsys "$TRC" --output_dir "$TMP/rt" 2>&1) || fail "real trace exited $?: $out"
+grep -q "first GPU activity start to last end, kernels, copies and memsets alike" <<<"$out" ||
+    fail "breakdown window label: $out"
+grep -q "first kernel start to last kernel end" <<<"$out" && fail "the old, wrong window label: $out"
+check "$TMP/rt" "len(tl) == 328" "set(t['lane'] for t in tl) == {'stream15', 'stream16', 'stream17', 'stream18', 'stream19', 'stream20'}" \
+    "near(bd[0]['step_s'], (880252445 + 6272 - 733675553) * 1e-9)" \
+    "op('computeSmall')['calls'] == '64' and op('[CUDA memcpy Host-to-Device]')['calls'] == '200'" \
+    "op('[CUDA memcpy Host-to-Device]')['bytes'] == '0'"
 
 echo "test_nsys: ok"
