@@ -6,8 +6,9 @@
 #   1. a 2-rank CPU run (two trials of two steps): HTA's temporal breakdown,
 #      idle-time breakdown and comm-comp overlap run, and their totals agree
 #      with vitbench's breakdown.csv (`vitbench report`) within 2%
-#   2. an nsys import (cuda_gpu_trace): the report's streams are HTA's
-#      streams, and HTA's totals are the import's breakdown.csv
+#   2. nsys imports (cuda_gpu_trace; a real one of nsys 2024.5.1): the
+#      report's streams are HTA's streams, and HTA's totals are the
+#      import's breakdown.csv
 #   3. a timeline with steps and stream lanes (a CUDA run's layout): HTA finds
 #      its ProfilerSteps and keeps every kernel
 # HTA is installed from PyPI into a virtual environment in the build
@@ -88,11 +89,17 @@ out=$("$VB" trace "$RUN" --format kineto 2>&1) || fail "trace --format kineto ex
 "$VB" report "$RUN" --no_plots >report.txt 2>&1 || { cat report.txt >&2; fail "report exited $?"; }
 "${CHECK[@]}" run "$RUN/timeline.csv" "$RUN/report/breakdown.csv" "$RUN/kineto" || fail "HTA on a CPU run"
 
-# ---- 2. an nsys import: streams as streams ----
+# ---- 2. nsys imports: streams as streams ----
+# a real trace (tests/fixtures/nsys/real: copies on 15 and 20, kernels on
+# 16-19, overlapping) and the hand-made one with NCCL kernels on stream 20
 FX=$SRC/tests/fixtures/nsys
-"$VB" nsys "$FX/cuda_gpu_trace_new_us.csv" --output_dir ns >ns.txt 2>&1 || { cat ns.txt >&2; fail "nsys import"; }
-"$VB" trace ns/timeline.csv --format kineto >/dev/null 2>&1 || fail "trace of the nsys import"
-"${CHECK[@]}" streams ns/timeline.csv ns/breakdown.csv ns/kineto 7,13,20 || fail "HTA on an nsys import"
+for spec in "real/nsys-concurrent_cuda_gpu_trace.csv 15,16,17,18,19,20" "cuda_gpu_trace_new_us.csv 7,13,20"; do
+    set -- $spec
+    rm -rf ns
+    "$VB" nsys "$FX/$1" --output_dir ns >ns.txt 2>&1 || { cat ns.txt >&2; fail "nsys import of $1"; }
+    "$VB" trace ns/timeline.csv --format kineto >/dev/null 2>&1 || fail "trace of the nsys import of $1"
+    "${CHECK[@]}" streams ns/timeline.csv ns/breakdown.csv ns/kineto "$2" || fail "HTA on the nsys import of $1"
+done
 
 # ---- 3. steps and stream lanes: every kernel kept ----
 mkdir -p cuda
