@@ -150,6 +150,13 @@ for i, s in S.items():
     check(len(mk) == 1 and len(ar) == 1, f"flow {i} does not join a marker and an allreduce")
     check(mk[0]["args"]["bucket"] == ar[0]["args"]["bucket"] and mk[0]["args"]["step"] == ar[0]["args"]["step"],
           f"flow {i} joins different buckets/steps")
+    # what Perfetto's JSON importer needs of a v1 flow (docs/traces.md): both
+    # ends share id, cat and name (its key); "s" binds to the slice open on
+    # its thread at its time, "f" with bp "e" to the slice enclosing it
+    check(s["cat"] == f["cat"] and s["name"] == f["name"], f"flow {i}: ends differ in cat or name")
+    for end in (s, f):
+        check(any(x["pid"] == end["pid"] and x["tid"] == end["tid"] and x["ts"] <= end["ts"] < x["ts"] + x["dur"]
+                  for x in X), f"flow {i}: {end['ph']} at {end['ts']} is inside no slice of its thread")
 
 # counters: global batch 8 over 0.2 s steps = 40 samples/s; 0 after the last step
 C = [e for e in ev if e["ph"] == "C"]

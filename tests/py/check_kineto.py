@@ -80,6 +80,15 @@ for r, doc in sorted(ranks.items()):
             check(la["ts"] == e["ts"] and la["pid"] != e["pid"] and "stream" not in la["args"], f"launch {la} of {e}")
         flows = [e for e in ev if e["ph"] in ("s", "f")]
         check(len(flows) == 2 * len(dev), f"rank {r}: {len(flows)} flow ends for {len(dev)} launches")
+        # Perfetto keys a v1 flow by id, cat and name, and drops a start that
+        # no slice of positive length encloses on its thread (docs/traces.md)
+        starts = {e["id"]: e for e in flows if e["ph"] == "s"}
+        for f in (e for e in flows if e["ph"] == "f"):
+            s = starts.get(f["id"])
+            check(s is not None and (s["cat"], s["name"]) == (f["cat"], f["name"]) and f.get("bp") == "e",
+                  f"rank {r}: flow {f}")
+            check(any(x["pid"] == s["pid"] and x["tid"] == s["tid"] and x["dur"] > 0 and
+                      x["ts"] <= s["ts"] <= x["ts"] + x["dur"] for x in X), f"rank {r}: flow start {s} in no slice")
     else:
         check(not launches, f"rank {r}: launches without steps")
     info[r] = (doc, X, dev, steps, tnames)
