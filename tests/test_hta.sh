@@ -17,7 +17,8 @@
 # jupyterlab and pytest as well, for its notebooks and its own tests; the
 # analyses import neither): about 30 s and 300 MB the first time, then
 # each run takes a few seconds. Skipped (77) only when the package cannot be
-# installed (no network), with pip's reason.
+# installed because PyPI is out of reach, with pip's reason; python3 -m venv
+# must work (Debian: python3-venv).
 set -u
 
 VB=${1:?usage: test_hta.sh <path-to-vitbench>}
@@ -47,13 +48,18 @@ if ! hta_ready "$VENV"; then
     NEW=$VENV.new.$$
     rm -rf "$NEW"
     python3 -m venv "$NEW" >"$TMP/venv.log" 2>&1 ||
-        { rm -rf "$NEW"; skip "cannot create a virtual environment: $(tail -n 1 "$TMP/venv.log")"; }
+        { rm -rf "$NEW"; fail "python3 -m venv failed (Debian: the python3-venv package): $(tail -n 1 "$TMP/venv.log")"; }
     PIP=("$NEW/bin/python" -m pip install --disable-pip-version-check --no-input --timeout 30 --retries 1)
     echo "test_hta: installing holistictraceanalysis==$HTA_VERSION from PyPI into $VENV"
     if ! "${PIP[@]}" --no-deps "holistictraceanalysis==$HTA_VERSION" >"$TMP/pip.log" 2>&1 ||
         ! "${PIP[@]}" numpy pandas plotly networkx pydot pyyaml psutil >>"$TMP/pip.log" 2>&1; then
         rm -rf "$NEW"
-        skip "holistictraceanalysis==$HTA_VERSION cannot be installed from PyPI: $(grep -m1 -E 'ERROR|error' "$TMP/pip.log" || tail -n 1 "$TMP/pip.log")"
+        why=$(grep -m1 -E 'ERROR|error' "$TMP/pip.log" || tail -n 1 "$TMP/pip.log")
+        # only a registry out of reach is a reason to skip; any other
+        # failure to install is a failure
+        grep -qiE 'NewConnectionError|ConnectTimeout|ReadTimeout|timed out|name resolution|Name or service not known|Network is unreachable|Connection refused|No route to host|ProxyError|Max retries exceeded' \
+            "$TMP/pip.log" || fail "pip could not install holistictraceanalysis==$HTA_VERSION: $why"
+        skip "holistictraceanalysis==$HTA_VERSION cannot be installed: PyPI is out of reach ($why)"
     fi
     hta_ready "$NEW" || { rm -rf "$NEW"; fail "HTA installed but does not import: $("$NEW/bin/python" -c 'import hta.trace_analysis' 2>&1 | tail -n 1)"; }
     if hta_ready "$VENV"; then
