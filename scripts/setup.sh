@@ -33,6 +33,7 @@ PACKAGES=(
 TEST_PACKAGES=(
   slurm-wlm              # srun, sbatch, squeue, slurmctld, slurmd
   munge                  # Slurm's authentication (munged, mungekey)
+  python3-venv           # test_hta: Holistic Trace Analysis from PyPI in a virtual environment
 )
 # the packages among these that ship a daemon, and the service each ships
 SERVICES=(munge:munge slurmctld:slurmctld slurmd:slurmd)
