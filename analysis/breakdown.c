@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "analysis/csv.h"
-#include "core/common.h"
-#include "core/results.h"
+#include "core/util/common.h"
+#include "core/results/results.h"
 
 /* A typo such as a timestamp in the rank column must not size a huge array. */
 #define VB_TL_MAX_RANK 1000000

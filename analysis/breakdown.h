@@ -46,7 +46,7 @@ typedef struct vb_timeline {
     int nranks;           /* highest rank + 1 */
 } vb_timeline;
 
-/* Reads timeline.csv (core/timeline.h). 0; -1 cannot open; -2 malformed
+/* Reads timeline.csv (core/prof/timeline.h). 0; -1 cannot open; -2 malformed
  * (err names the file, record and column). Columns are found by name and
  * extra columns ignored; all twelve are required, every numeric field must
  * be a finite number (rank, trial_index, step, bucket integers; rank >= 0,

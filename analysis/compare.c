@@ -57,9 +57,9 @@
 #include "analysis/csv.h"
 #include "analysis/markdown.h"
 #include "analysis/verdict.h"
-#include "core/common.h"
-#include "core/results.h"
-#include "core/stats.h"
+#include "core/util/common.h"
+#include "core/results/results.h"
+#include "core/util/stats.h"
 
 #define MIN_SAMPLES VB_VERDICT_MIN_SAMPLES
 #define BOOT_ITERS VB_VERDICT_BOOT_ITERS
@@ -333,18 +333,6 @@ typedef struct {
     int npts, cap;
 } side;
 
-/* index.csv columns that are not swept keys: bookkeeping, the thread count
- * the sweep derives from ranks, and the headline results */
-static bool is_swept_column(const char *name) {
-    static const char *const not_swept[] = {"run_index", "run_dir", "status", "exit_code", "repeat",
-                                            "threads_per_rank", "full_samples_per_s", "full_std",
-                                            "synthetic_samples_per_s", "synthetic_std", "io_samples_per_s",
-                                            "io_std"};
-    for (size_t i = 0; i < sizeof not_swept / sizeof not_swept[0]; i++)
-        if (strcmp(name, not_swept[i]) == 0) return false;
-    return true;
-}
-
 /* index of the point with this key, or -1 */
 static int find_point(const side *sd, const char *key) {
     for (int i = 0; i < sd->npts; i++)
@@ -390,7 +378,7 @@ static void load_sweep(side *sd) {
         if (!*dir) vb_die_input("compare: %s: record %d: empty run_dir", path, r + 2);
         int n = 0;
         for (int c = 0; c < t.ncols; c++)
-            if (is_swept_column(t.header[c])) pairs[n++] = (kv){t.header[c], vb_csv_get(&t, r, c)};
+            if (vb_index_column_is_swept(t.header[c])) pairs[n++] = (kv){t.header[c], vb_csv_get(&t, r, c)};
         char *label = join_pairs(pairs, n);
         qsort(pairs, (size_t)n, sizeof *pairs, cmp_kv);
         char *key = join_pairs(pairs, n);

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/common.h"
+#include "core/util/common.h"
 
 typedef struct {
     char *s;

@@ -38,7 +38,7 @@
  *                  --filter_time), from cuda_gpu_kern_sum before cuda_gpu_sum
  *                  and cuda_gpu_mem_time_sum; unknown values (bytes, flops, a
  *                  median an old report lacks) are 0 / empty
- *   timeline.csv   (a trace only) core/timeline.h's format: lane stream<N>,
+ *   timeline.csv   (a trace only) core/prof/timeline.h's format: lane stream<N>,
  *                  kind compute / comm / memcpy, trial_type "nsys", step -1
  *   breakdown.csv  (a trace only) breakdown.h over one window per device,
  *                  from its first GPU activity's start to its last one's
@@ -61,9 +61,9 @@
 #include "analysis/analysis.h"
 #include "analysis/breakdown.h"
 #include "analysis/csv.h"
-#include "core/common.h"
-#include "core/gpu_activity.h"
-#include "core/results.h"
+#include "core/util/common.h"
+#include "core/prof/gpu_activity.h"
+#include "core/results/results.h"
 
 #define TOP_KERNELS 10
 

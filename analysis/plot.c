@@ -12,8 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "core/common.h"
-#include "core/fileio.h"
+#include "core/util/common.h"
+#include "core/util/fileio.h"
 
 static void *xrealloc(void *p, size_t n) {
     void *q = realloc(p, n);

@@ -13,7 +13,7 @@
 
 #include "analysis/analysis.h"
 #include "analysis/report.h"
-#include "core/cli.h"
+#include "core/config/cli.h"
 
 typedef struct args {
     const char *path;
@@ -29,7 +29,7 @@ static void report_path(void *ctx, const char *arg, const char *next) {
     a->path = arg;
 }
 
-/* One table parses the flags and prints --help (core/cli.h). */
+/* One table parses the flags and prints --help (core/config/cli.h). */
 static args parse_args(int argc, char **argv) {
     args a = {0};
     const vb_cli_opt opts[] = {

@@ -24,7 +24,7 @@
 #include "analysis/csv.h"
 #include "analysis/plot.h"
 #include "analysis/verdict.h"
-#include "core/common.h"
+#include "core/util/common.h"
 
 /* ---- growable list of doubles ---- */
 typedef struct rp_samples {

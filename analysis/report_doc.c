@@ -8,7 +8,7 @@
 
 #include "analysis/markdown.h"
 #include "analysis/report.h"
-#include "core/results.h"
+#include "core/results/results.h"
 
 static void *xrealloc(void *p, size_t n) {
     void *q = realloc(p, n);

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "analysis/report.h"
-#include "core/fingerprint.h"
+#include "core/prof/fingerprint.h"
 
 const char *const rp_type_name[RP_NTYPES] = {"IO", "SYNTHETIC", "FULL"};
 

@@ -8,15 +8,15 @@
 #include "analysis/breakdown.h"
 #include "analysis/report.h"
 #include "analysis/verdict.h"
-#include "core/fingerprint.h"
-#include "core/stats.h"
+#include "core/prof/fingerprint.h"
+#include "core/util/stats.h"
 
 #include <stdbool.h>
 
 const char *const rp_group_name[RP_NGROUPS] = {"tp", "cp", "dp", "other"};
 
 /* Which group a communication op of ops.csv belongs to. Collectives are
- * named after the communicator's group (core/comm.c): allreduce_tp,
+ * named after the communicator's group (core/comm/comm.c): allreduce_tp,
  * allgather_cp, reduce_scatter_cp, iallreduce_dp, iallreduce_cpdp (DDP over
  * cp x dp); allreduce_wait is DDP's wait for its buckets. Runs from before
  * the group suffix existed are read by what each op was used for inside a

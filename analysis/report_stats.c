@@ -1,10 +1,10 @@
 /* report_stats.c: the estimates the report prints (report.h), built on
- * core/stats.h. */
+ * core/util/stats.h. */
 #include <math.h>
 #include <stdlib.h>
 
 #include "analysis/report.h"
-#include "core/stats.h"
+#include "core/util/stats.h"
 
 #define RP_LEVEL 0.95
 

@@ -8,30 +8,11 @@
 #include <string.h>
 
 #include "analysis/report_sweep.h"
-
-/* index.csv columns that describe the run, not the point it measures */
-static const char *const k_not_swept[] = {"run_index",
-                                          "run_dir",
-                                          "status",
-                                          "exit_code",
-                                          "repeat",
-                                          "threads_per_rank",
-                                          "full_samples_per_s",
-                                          "full_std",
-                                          "synthetic_samples_per_s",
-                                          "synthetic_std",
-                                          "io_samples_per_s",
-                                          "io_std"};
-
-static bool is_swept(const char *col) {
-    for (size_t i = 0; i < sizeof k_not_swept / sizeof *k_not_swept; i++)
-        if (strcmp(col, k_not_swept[i]) == 0) return false;
-    return true;
-}
+#include "core/results/results.h"
 
 const char *sw_val(const rp_sweep *s, const rp_point *p, const char *key) {
     int c = vb_csv_col(&s->idx, key);
-    return c < 0 || !is_swept(key) ? NULL : vb_csv_get(&s->idx, p->row, c);
+    return c < 0 || !vb_index_column_is_swept(key) ? NULL : vb_csv_get(&s->idx, p->row, c);
 }
 
 double sw_num(const rp_sweep *s, const rp_point *p, const char *key) {
@@ -69,7 +50,7 @@ static void load_index(rp_sweep *s, rp_doc *d) {
     s->keys = calloc((size_t)s->idx.ncols + 1, sizeof *s->keys);
     if (!s->keys) vb_die_internal("out of memory");
     for (int c = 0; c < s->idx.ncols; c++)
-        if (is_swept(s->idx.header[c])) s->keys[s->nkeys++] = s->idx.header[c];
+        if (vb_index_column_is_swept(s->idx.header[c])) s->keys[s->nkeys++] = s->idx.header[c];
     s->runs = calloc((size_t)s->idx.nrows + 1, sizeof *s->runs);
     if (!s->runs) vb_die_internal("out of memory");
     s->nruns = s->idx.nrows;

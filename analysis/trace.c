@@ -47,8 +47,8 @@
 #include "analysis/breakdown.h"
 #include "analysis/trace_kineto.h"
 #include "analysis/trace_lanes.h"
-#include "core/common.h"
-#include "core/results.h"
+#include "core/util/common.h"
+#include "core/results/results.h"
 
 #define TID_SUBLANE_STEP 1000000 /* tid of sub-thread k of a lane: lane tid + k x this */
 #define MAX_SUBLANES 2000        /* keeps every tid below 2^31 */

@@ -54,8 +54,8 @@
 #include <unistd.h>
 
 #include "analysis/trace_lanes.h"
-#include "core/common.h"
-#include "core/results.h"
+#include "core/util/common.h"
+#include "core/results/results.h"
 
 #define HOST_PID_BASE 1000000 /* host process of rank r: this + r; its device: r */
 #define MAX_PSEUDO_STREAMS 4096

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/common.h"
+#include "core/util/common.h"
 
 int vb_trace_numbered_lane(const char *lane, const char *prefix, long limit) {
     size_t n = strlen(prefix);

@@ -16,7 +16,7 @@
 
 #include <stdbool.h>
 
-#include "core/stats.h"
+#include "core/util/stats.h"
 
 #define VB_VERDICT_MIN_SAMPLES 5
 #define VB_VERDICT_ALPHA 0.05

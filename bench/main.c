@@ -3,10 +3,10 @@
  *   vitbench run      benchy's IO / SYNTHETIC / FULL trials (= train --enable_benchy)
  *   vitbench train    the tutorial's training loop with per-epoch validation
  *   vitbench datagen  a synthetic ERA5-like dataset in the tutorial's layout
- *   vitbench sweep    a scenario file as many runs (bench/sweep.h)
+ *   vitbench sweep    a scenario file as many runs (bench/sweep/sweep.h)
  *   vitbench report | compare | trace | nsys   results to answers (analysis/analysis.h)
- *   vitbench commbench  the data plane's collectives, nccl-tests style (bench/commbench.h)
- *   vitbench model    alpha-beta scaling model against a sweep (analysis/model.h)
+ *   vitbench commbench  the data plane's collectives, nccl-tests style (bench/commbench/commbench.h)
+ *   vitbench model    alpha-beta scaling model against a sweep (analysis/scaling/scaling_model.h)
  *   vitbench help | version
  *
  * Bad input of any kind exits 2 with one line naming the flag / key / file.
@@ -22,17 +22,17 @@
 #include <string.h>
 
 #include "analysis/analysis.h"
-#include "analysis/model.h"
-#include "bench/commbench.h"
-#include "bench/sweep.h"
-#include "bench/train_loop.h"
-#include "bench/trainer.h"
+#include "analysis/scaling/scaling_model.h"
+#include "bench/commbench/commbench.h"
+#include "bench/sweep/sweep.h"
+#include "core/run/train_loop.h"
+#include "core/run/trainer.h"
 #include "bench/trials.h"
-#include "core/comm.h"
-#include "core/common.h"
-#include "core/config.h"
-#include "core/data.h"
-#include "core/datagen.h"
+#include "core/comm/comm.h"
+#include "core/util/common.h"
+#include "core/config/config.h"
+#include "core/data/data.h"
+#include "bench/datagen.h"
 #include "kernels/ops.h"
 
 static void usage(FILE *f) {

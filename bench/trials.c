@@ -8,9 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/cupti_trace.h"
-#include "core/results.h"
-#include "core/stats.h"
+#include "core/prof/cupti_trace.h"
+#include "core/results/results.h"
+#include "core/util/stats.h"
 
 enum { TRIAL_IO = 0, TRIAL_SYNTHETIC, TRIAL_FULL, TRIAL_NTYPES };
 static const char *const k_type_name[TRIAL_NTYPES] = {"IO", "SYNTHETIC", "FULL"};

@@ -12,7 +12,7 @@
 #ifndef VB_TRIALS_H
 #define VB_TRIALS_H
 
-#include "bench/trainer.h"
+#include "core/run/trainer.h"
 
 /* Runs every enabled trial type, prints benchy's lines and summary, writes the
  * result files. Returns 0. */

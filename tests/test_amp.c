@@ -1,4 +1,4 @@
-/* test_amp.c: dynamic loss scaling (core/amp.h) and the per-tensor Adam
+/* test_amp.c: dynamic loss scaling (core/model/amp.h) and the per-tensor Adam
  * launches (enable_fused false) on the CPU backend, in float32.
  *
  *  - the ops: grad_unscale_check, loss_scale_update, adam_update's skip
@@ -16,12 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/trainer.h"
-#include "core/amp.h"
-#include "core/common.h"
-#include "core/config.h"
-#include "core/model.h"
-#include "core/optim.h"
+#include "core/run/trainer.h"
+#include "core/model/amp.h"
+#include "core/util/common.h"
+#include "core/config/config.h"
+#include "core/model/vit.h"
+#include "core/model/optim.h"
 
 static const vit_dims TINY = {.img_h = 8, .img_w = 16, .patch = 4, .cin = 3, .cout = 2,
                               .dim = 16, .depth = 2, .heads = 2, .ln_eps = 1e-6f};

@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/checkpoint.h"
-#include "core/common.h"
+#include "core/model/checkpoint.h"
+#include "core/util/common.h"
 
 static const vit_dims TINY = {.img_h = 8, .img_w = 16, .patch = 4, .cin = 3, .cout = 2,
                               .dim = 16, .depth = 2, .heads = 2, .ln_eps = 1e-6f};

@@ -1,4 +1,4 @@
-/* test_cli.c: the table-driven command-line parser (core/cli.h) that
+/* test_cli.c: the table-driven command-line parser (core/config/cli.h) that
  * vitbench sweep, vitbench datagen and bench_step share: every kind of
  * option, both spellings, exact names only, what goes to `other` and in what
  * order, --help, and one exit-2 line naming the flag for every bad value. */
@@ -12,8 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/cli.h"
-#include "core/common.h"
+#include "core/config/cli.h"
+#include "core/util/common.h"
 
 /* ---- one table with every kind ---- */
 

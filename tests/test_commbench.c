@@ -1,4 +1,4 @@
-/* test_commbench.c: the arithmetic of `vitbench commbench` (bench/commbench.h)
+/* test_commbench.c: the arithmetic of `vitbench commbench` (bench/commbench/commbench.h)
  * without MPI: size rounding, bus-bandwidth factors, and the check.
  *
  * The check is exercised against collectives simulated here on the host
@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/commbench.h"
+#include "bench/commbench/commbench.h"
 
 /* ---- an independent view of the dtypes ---- */
 

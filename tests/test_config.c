@@ -13,9 +13,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/comm.h"
-#include "core/config.h"
-#include "core/cupti_trace.h"
+#include "core/comm/comm.h"
+#include "core/config/config.h"
+#include "core/prof/cupti_trace.h"
 #include "kernels/ops.h"
 
 static char g_vit[VB_PATH_MAX];     /* <source>/scenarios/vit.yaml */

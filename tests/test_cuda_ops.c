@@ -35,8 +35,8 @@
 #include <string.h>
 
 #include "tests/test_util.h"
-#include "core/common.h"
-#include "core/half.h"
+#include "core/util/common.h"
+#include "kernels/half.h"
 #include "kernels/ops.h"
 
 static const vb_ops *G; // cuda

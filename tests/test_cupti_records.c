@@ -1,6 +1,6 @@
 /* test_cupti_records.c: CUPTI activity records, built by hand with the
  * layouts CUPTI 13's headers declare for each kind, read back through
- * vb_cupti_decode (core/cupti_records.h) and into the summaries the tracer
+ * vb_cupti_decode (core/prof/cupti_records.h) and into the summaries the tracer
  * feeds. Needs CUPTI's headers only; without them (no CUDA toolkit) it
  * reports itself skipped (exit 77). */
 #include <stdio.h>
@@ -16,8 +16,8 @@ int main(void) {
 #include <string.h>
 
 #include "tests/test_util.h"
-#include "core/cupti_records.h"
-#include "core/gpu_summary.h"
+#include "core/prof/cupti_records.h"
+#include "core/prof/gpu_summary.h"
 
 static void test_kernel(void **state) {
     (void)state;

@@ -17,8 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/common.h"
-#include "core/data.h"
+#include "core/util/common.h"
+#include "core/data/data.h"
 
 /* ---- fixtures ---- */
 

@@ -1,4 +1,4 @@
-/* test_ddp.c: DDP bucket assignment and bucket readiness (core/ddp.h), one
+/* test_ddp.c: DDP bucket assignment and bucket readiness (core/model/ddp.h), one
  * process. The multi-rank reduction itself is tested by test_mpi_comm under
  * mpirun (tests/test_comm.sh) and end to end by tests/test_dist.sh. */
 #include "tests/test_util.h"
@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/common.h"
-#include "core/ddp.h"
-#include "core/model.h"
+#include "core/util/common.h"
+#include "core/model/ddp.h"
+#include "core/model/vit.h"
 
 #define MIB (1024.0 * 1024.0)
 

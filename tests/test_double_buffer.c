@@ -1,4 +1,4 @@
-/* test_double_buffer.c: the dali path's slot and event plans (bench/double_buffer.h).
+/* test_double_buffer.c: the dali path's slot and event plans (core/data/double_buffer.h).
  *
  * The plans are carried out on a model of two in-order queues (compute and
  * copy) with events, where each op carries a vector clock: op A happens
@@ -12,7 +12,7 @@
 
 #include <string.h>
 
-#include "bench/double_buffer.h"
+#include "core/data/double_buffer.h"
 
 enum { Q_COMPUTE = 0, Q_COPY = 1, NQ = 2, MAXOPS = 512 };
 

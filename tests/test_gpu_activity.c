@@ -1,5 +1,5 @@
 /* test_gpu_activity.c: GPU activities kept for timeline.csv's stream<N>
- * lanes (core/gpu_activity.c): clock conversion to the nanosecond, the
+ * lanes (core/prof/gpu_activity.c): clock conversion to the nanosecond, the
  * kinds `vitbench nsys` gives the same rows, names demangled once, the
  * list's bound, and untimed records skipped. */
 #include "tests/test_util.h"
@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/gpu_activity.h"
-#include "core/timeline.h"
+#include "core/prof/gpu_activity.h"
+#include "core/prof/timeline.h"
 
 /* CUPTI's clock on Linux counts from the epoch: 2025-11-23 in ns */
 static const uint64_t CUPTI_BASE = 1763900000000000000ull;

@@ -1,5 +1,5 @@
 /* test_gpu_summary.c: the nsys-style summaries behind kernels.csv
- * (core/gpu_summary.c): statistics as nsys defines them, row order, CSV
+ * (core/prof/gpu_summary.c): statistics as nsys defines them, row order, CSV
  * format and quoting, and `vitbench nsys` reading the files back. */
 #include "tests/test_util.h"
 
@@ -10,7 +10,7 @@
 
 #include "analysis/analysis.h"
 #include "analysis/csv.h"
-#include "core/gpu_summary.h"
+#include "core/prof/gpu_summary.h"
 
 static const char *KERN_HEADER =
     "Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name\n";

@@ -1,10 +1,10 @@
-/* test_groups.c: tp / cp / dp layout arithmetic (core/groups.h). */
+/* test_groups.c: tp / cp / dp layout arithmetic (core/comm/groups.h). */
 #include "tests/test_util.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "core/groups.h"
+#include "core/comm/groups.h"
 
 static const vb_group_kind all_kinds[] = {VB_GROUP_TP, VB_GROUP_CP, VB_GROUP_DP, VB_GROUP_TP_CP,
                                           VB_GROUP_TP_DP, VB_GROUP_CP_DP, VB_GROUP_WORLD};

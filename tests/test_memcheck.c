@@ -1,15 +1,15 @@
 /* test_memcheck.c: the memory a run needs, estimated before it is taken
- * (bench/memcheck.h, vit_footprint_of). */
+ * (core/run/memcheck.h, vit_footprint_of). */
 #include "tests/test_util.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "bench/memcheck.h"
-#include "core/common.h"
-#include "core/config.h"
-#include "core/model.h"
+#include "core/run/memcheck.h"
+#include "core/util/common.h"
+#include "core/config/config.h"
+#include "core/model/vit.h"
 #include "kernels/ops.h"
 
 static const vit_dims DIMS = {.img_h = 16, .img_w = 32, .patch = 4, .cin = 3, .cout = 2,

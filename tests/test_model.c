@@ -11,11 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/common.h"
-#include "bench/trainer.h"
-#include "core/config.h"
-#include "core/model.h"
-#include "core/profile.h"
+#include "core/util/common.h"
+#include "core/run/trainer.h"
+#include "core/config/config.h"
+#include "core/model/vit.h"
+#include "core/prof/profile.h"
 
 /* the tiny model of every test: N = (8/4)*(16/4) = 8 tokens, HD = 8 */
 static const vit_dims TINY = {.img_h = 8, .img_w = 16, .patch = 4, .cin = 3, .cout = 2,

@@ -1,4 +1,4 @@
-/* test_model_ab.c: the pieces of analysis/model.h that carry the numbers:
+/* test_model_ab.c: the pieces of analysis/scaling/scaling_model.h that carry the numbers:
  * the alpha-beta fit, the bucket-overlap simulation, the efficiency formulas,
  * layout checks and the tp / cp / DDP communication of a predicted step.
  * Bad command-line input is covered by tests/test_model_cmd.sh. */
@@ -7,7 +7,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "analysis/model.h"
+#include "analysis/scaling/scaling_model.h"
 
 static void assert_rel(double got, double want, double tol) {
     if (!(fabs(got - want) <= tol * fabs(want))) fail_msg("got %.17g, want %.17g (rel tol %g)", got, want, tol);

@@ -1,5 +1,5 @@
 /* test_model_machine.c: what the scaling model knows about a machine it never
- * measured: machine files (analysis/machine.h) and their refusals, where a
+ * measured: machine files (analysis/scaling/machine.h) and their refusals, where a
  * layout's groups sit (model_place.c), what a collective costs there
  * (model_comm.c, worked by hand), commbench winning where it measured,
  * interval corners, and references from a step time (model_ref.c): FLOP
@@ -14,11 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analysis/machine.h"
-#include "analysis/model.h"
-#include "analysis/model_comm.h"
-#include "analysis/model_ref.h"
-#include "core/groups.h"
+#include "analysis/scaling/machine.h"
+#include "analysis/scaling/scaling_model.h"
+#include "analysis/scaling/scaling_comm.h"
+#include "analysis/scaling/scaling_ref.h"
+#include "core/comm/groups.h"
 
 static void assert_rel(double got, double want, double tol) {
     if (!(fabs(got - want) <= tol * fabs(want) + 1e-300)) fail_msg("got %.17g, want %.17g (rel tol %g)", got, want, tol);

@@ -15,10 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/checkpoint.h"
-#include "core/comm.h"
-#include "core/common.h"
-#include "core/model.h"
+#include "core/model/checkpoint.h"
+#include "core/comm/comm.h"
+#include "core/util/common.h"
+#include "core/model/vit.h"
 
 /* N = (8/4)*(16/4) = 8 tokens, D 16, 2 heads, hidden 64 */
 static const vit_dims TINY = {.img_h = 8, .img_w = 16, .patch = 4, .cin = 3, .cout = 2,

@@ -1,4 +1,4 @@
-/* test_mpi_comm.c: the communicator layer (core/comm.h) -- control plane,
+/* test_mpi_comm.c: the communicator layer (core/comm/comm.h) -- control plane,
  * data plane (blocking and non-blocking, even and padded-uneven, every dtype,
  * ordered after a context) -- and DDP's reduction across real MPI ranks.
  *
@@ -20,12 +20,12 @@
 
 #include <stdint.h>
 
-#include "core/comm.h"
-#include "core/common.h"
-#include "core/ddp.h"
-#include "core/groups.h"
-#include "core/model.h"
-#include "core/profile.h"
+#include "core/comm/comm.h"
+#include "core/util/common.h"
+#include "core/model/ddp.h"
+#include "core/comm/groups.h"
+#include "core/model/vit.h"
+#include "core/prof/profile.h"
 
 static vb_comm g_world;
 static int g_bad; /* mismatches on this rank in the current test */

@@ -26,10 +26,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/checkpoint.h"
-#include "core/comm.h"
-#include "core/common.h"
-#include "core/model.h"
+#include "core/model/checkpoint.h"
+#include "core/comm/comm.h"
+#include "core/util/common.h"
+#include "core/model/vit.h"
 
 /* N = (16/4)*(32/4) = 32 tokens (cp 3: 11 11 10), D 32, 4 heads of 8, hidden 128 */
 static const vit_dims DIMS = {.img_h = 16, .img_w = 32, .patch = 4, .cin = 3, .cout = 2,

@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/comm.h"
-#include "core/common.h"
+#include "core/comm/comm.h"
+#include "core/util/common.h"
 #include "kernels/ops.h"
 
 static int g_bad;

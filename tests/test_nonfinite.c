@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/common.h"
-#include "core/data.h"
+#include "core/util/common.h"
+#include "core/data/data.h"
 
 static char g_dir[256];
 

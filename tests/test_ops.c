@@ -31,7 +31,7 @@
 #include <cblas.h>
 
 #include "tests/test_util.h"
-#include "core/common.h"
+#include "core/util/common.h"
 #include "kernels/ops.h"
 #include "kernels/cpu/cpu_math.h"
 

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/common.h"
-#include "core/optim.h"
+#include "core/util/common.h"
+#include "core/model/optim.h"
 
 /* torch.optim.Adam, weight_decay 0, amsgrad off, in double:
  *   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2

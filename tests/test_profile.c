@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/common.h"
-#include "core/profile.h"
+#include "core/util/common.h"
+#include "core/prof/profile.h"
 #include "kernels/ops.h"
-#include "core/timeline.h"
+#include "core/prof/timeline.h"
 
 /* ---- a scripted clock: stamps read g_fake_now, which the test sets ----
  * It also counts how often the profiler resolves, and checks that it syncs

@@ -10,8 +10,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "core/common.h"
-#include "core/results.h"
+#include "core/config/config.h"
+#include "core/util/common.h"
+#include "core/results/results.h"
 
 static void fill_config(vb_config *c, const char *output_dir, const char *run_name) {
     /* only the fields the run directory looks at; no dependency on config.c */
@@ -30,9 +31,9 @@ static void test_run_dir_never_overwrites(void **state) {
     fill_config(&c, out, "myrun");
 
     char d1[VB_PATH_MAX], d2[VB_PATH_MAX], d3[VB_PATH_MAX], id1[256], id2[256], id3[256];
-    vb_run_dir_create(&c, d1, sizeof d1, id1, sizeof id1);
-    vb_run_dir_create(&c, d2, sizeof d2, id2, sizeof id2);
-    vb_run_dir_create(&c, d3, sizeof d3, id3, sizeof id3);
+    vb_run_dir_create(c.output_dir, c.run_name, c.config, d1, sizeof d1, id1, sizeof id1);
+    vb_run_dir_create(c.output_dir, c.run_name, c.config, d2, sizeof d2, id2, sizeof id2);
+    vb_run_dir_create(c.output_dir, c.run_name, c.config, d3, sizeof d3, id3, sizeof id3);
     assert_string_equal(id1, "myrun");
     assert_string_equal(id2, "myrun-1");
     assert_string_equal(id3, "myrun-2");
@@ -46,8 +47,8 @@ static void test_run_dir_never_overwrites(void **state) {
 
     /* no run_name: <config>_<timestamp>, still unique when made twice in a second */
     fill_config(&c, out, "");
-    vb_run_dir_create(&c, d1, sizeof d1, id1, sizeof id1);
-    vb_run_dir_create(&c, d2, sizeof d2, id2, sizeof id2);
+    vb_run_dir_create(c.output_dir, c.run_name, c.config, d1, sizeof d1, id1, sizeof id1);
+    vb_run_dir_create(c.output_dir, c.run_name, c.config, d2, sizeof d2, id2, sizeof id2);
     assert_true(strncmp(id1, "tiny_", 5) == 0);
     assert_string_not_equal(d1, d2);
     tu_rm_rf(tmp);
@@ -70,7 +71,7 @@ static void test_run_dir_bad_output_dir_exits_2(void **state) {
     if (pid == 0) {
         if (!freopen("/dev/null", "w", stderr)) _exit(3);
         char d[VB_PATH_MAX], id[64];
-        vb_run_dir_create(&c, d, sizeof d, id, sizeof id);
+        vb_run_dir_create(c.output_dir, c.run_name, c.config, d, sizeof d, id, sizeof id);
         _exit(0);
     }
     int st = 0;

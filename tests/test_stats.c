@@ -1,4 +1,4 @@
-/* test_stats.c: core/stats.c against golden values from scipy and numpy.
+/* test_stats.c: core/util/stats.c against golden values from scipy and numpy.
  *
  * Every reference number below was computed once by tools/stats_reference.py
  * (scipy 1.17.1, numpy 2.4.6, mpmath 1.3.0) and pasted here; that script
@@ -17,7 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/stats.h"
+#include "core/util/stats.h"
 
 typedef struct {
     const double *x;

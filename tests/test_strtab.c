@@ -1,4 +1,4 @@
-/* test_strtab.c: the string interner (core/strtab.c): dense indices in order
+/* test_strtab.c: the string interner (core/util/strtab.c): dense indices in order
  * of first appearance, one copy per string, growth past many slot tables,
  * clear starting the indices again. */
 #include "tests/test_util.h"
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/strtab.h"
+#include "core/util/strtab.h"
 
 static void test_dense_indices(void **state) {
     (void)state;

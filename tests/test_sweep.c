@@ -20,9 +20,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "bench/sweep.h"
-#include "bench/sweep_internal.h"
-#include "core/common.h"
+#include "bench/sweep/sweep.h"
+#include "bench/sweep/sweep_internal.h"
+#include "core/util/common.h"
 
 static char g_tmp[VB_PATH_MAX];
 static int g_last_sweep_rc;

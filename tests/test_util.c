@@ -10,8 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "core/common.h"
-#include "core/model.h"
+#include "core/util/common.h"
+#include "core/model/vit.h"
 
 const char *tu_source_dir(void) {
     const char *s = getenv("VB_SOURCE_DIR");

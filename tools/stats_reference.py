@@ -5,7 +5,7 @@
     python3 tools/stats_reference.py        # prints the C initialisers
 
 Not run by CI: the numbers it prints are committed in the test, which then
-holds core/stats.c to scipy's and numpy's results without needing Python.
+holds core/util/stats.c to scipy's and numpy's results without needing Python.
 Calls used (scipy 1.17.1, numpy 2.4.6, mpmath 1.3.0 when generated):
   scipy.stats.mannwhitneyu(x, y, use_continuity=True, alternative="two-sided",
                            method="auto")
@@ -132,7 +132,7 @@ def descriptive():
 
 # ---- bootstrap ----
 class SplitMix64:
-    """core/common.c's vb_rng: seed, u64 and uniform, bit for bit."""
+    """core/util/common.c's vb_rng: seed, u64 and uniform, bit for bit."""
 
     def __init__(self, seed):
         self.s = (seed * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) & M64

@@ -2,7 +2,7 @@
 """torch_reference.py: an independent PyTorch implementation of the tutorial
 ViT trainer (NERSC SC23 "Deep Learning at Scale": networks/vit.py, train.py,
 config/ViT.yaml), used to make the golden files vitbench is checked against
-and as the PyTorch side of the benchmark (bench/torch_step.py imports VisionTransformer).
+and as the PyTorch side of the benchmark (bench/dev/torch_step.py imports VisionTransformer).
 
 Written from the spec, not from vitbench's C code, so a bug has to be made
 twice to go unnoticed. Run it with Debian's /usr/bin/python3 (PyTorch 1.13 CPU,

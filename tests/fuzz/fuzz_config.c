@@ -1,6 +1,6 @@
 /* fuzz_config: the training-config YAML loader (vb_config_load_yaml + the
  * cross-key checks) on arbitrary bytes, config name "base". */
-#include "core/config.h"
+#include "core/config/config.h"
 #include "tests/fuzz/fuzz_util.h"
 
 static void load(const char *path, const uint8_t *data, size_t size) {

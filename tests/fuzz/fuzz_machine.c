@@ -1,8 +1,8 @@
 /* fuzz_machine: the scaling model's machine files (vb_machine_load), and for
  * accepted ones the placement of a few layouts on them and the price of an
  * allreduce there (what `vitbench model --machine` does with a file). */
-#include "analysis/machine.h"
-#include "analysis/model_comm.h"
+#include "analysis/scaling/machine.h"
+#include "analysis/scaling/scaling_comm.h"
 #include "tests/fuzz/fuzz_util.h"
 
 static void load(const char *path, const uint8_t *data, size_t size) {

@@ -3,7 +3,7 @@
  * twice the width (what `vitbench model --reference` and --published do). */
 #include <stdlib.h>
 
-#include "analysis/model_ref.h"
+#include "analysis/scaling/scaling_ref.h"
 #include "tests/fuzz/fuzz_util.h"
 
 static void load(const char *path, const uint8_t *data, size_t size) {

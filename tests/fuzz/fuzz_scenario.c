@@ -2,7 +2,7 @@
  * ones the expansion into runs with no overrides. */
 #include <string.h>
 
-#include "bench/sweep.h"
+#include "bench/sweep/sweep.h"
 #include "tests/fuzz/fuzz_util.h"
 
 static void load(const char *path, const uint8_t *data, size_t size) {

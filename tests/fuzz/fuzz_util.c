@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/common.h"
+#include "core/util/common.h"
 
 /* sanitizer_common's hook interface (sanitizer/allocator_interface.h). */
 int __sanitizer_install_malloc_and_free_hooks(void (*malloc_hook)(const volatile void *, size_t),

@@ -1,7 +1,7 @@
 /* fuzz_util.h: shared libFuzzer harness plumbing for vitbench's input parsers.
  *
  * The parsers exit(2) through vb_die_input on bad input, which is their
- * contract, not a crash. Fuzz builds compile core/common.c with VB_FUZZING,
+ * contract, not a crash. Fuzz builds compile core/util/common.c with VB_FUZZING,
  * where vb_die_input calls a handler instead of exiting; vb_fuzz_run's handler
  * longjmps back here and the input counts as rejected.
  *

@@ -42,7 +42,7 @@
 #include <functional>
 #include <vector>
 
-#include "core/half.h"
+#include "kernels/half.h"
 
 // ---------------------------------------------------------------------------
 // the CUDA C++ spellings the kernels use
@@ -76,7 +76,7 @@ struct tc_f16 {
 };
 
 // ---------------------------------------------------------------------------
-// conversions (bf16 and f16: core/half.h)
+// conversions (bf16 and f16: kernels/half.h)
 
 inline uint32_t emu_f2u(float x) {
     uint32_t u;

@@ -1,0 +1,281 @@
+/* sweep.h: `vitbench sweep FILE`: expand a scenario file into runs, launch
+ * each with its number of ranks, collect them under one sweep directory.
+ * (Implemented in bench/sweep/sweep_*.c; sweep_internal.h says which file holds what.)
+ *
+ * Command line
+ *   vitbench sweep FILE [--output_dir DIR] [--launcher mpirun|srun|sbatch]
+ *                       [--dry-run] [--ranks 1,2,4] [--world_size N]
+ *                       [--ranks_per_node N] [--launcher_args "ARGS"]
+ *                       [--timeout_s S] [--repeats N] [--order sequential|shuffled]
+ *                       [--order_seed S] [--threads_per_rank T] [--no_report]
+ *                       [Slurm: --nodes N --gpus_per_node G --cpus_per_task C --time T
+ *                        --account A --qos Q --constraint C --partition P --reservation R
+ *                        --gpu_bind per_task|closest|none --srun_mpi pmix
+ *                        --sbatch_extra "--opt=v" ... --preamble "LINE" ... --sweep_job]
+ *                       [--<config key> VALUE ...]
+ *   vitbench sweep --resume SWEEP_DIR [--retry_failed] [--timeout_s S] [--no_report]
+ *   vitbench sweep --collect SWEEP_DIR [--no_report]
+ *   FILE is a path; if it does not exist relative to the working directory it
+ *   is looked up under the source tree, and a bare name (weak_scaling) means
+ *   scenarios/<name>.yaml.
+ *   Any other --key VALUE (or --key=VALUE) is a config override passed to
+ *   every run; it beats the scenario's base. Naming a key the scenario sweeps
+ *   (or output_dir's per-run value / run_name, which the sweep sets) exits 2.
+ *   --launcher defaults to srun when SLURM_JOB_ID is set, else mpirun.
+ *   --launcher_args is split on spaces and goes right after the launcher's
+ *   own rank-count options (e.g. "--bind-to none" or "--cpu-bind=cores").
+ *   --timeout_s kills a run (its whole process group) after S seconds; the
+ *   run is recorded as failed (exit_code 128 + the signal it was sent) and
+ *   the sweep goes on. 0 = no limit.
+ *   --resume continues a sweep that was stopped (Ctrl-C, a killed job, a
+ *   crash) in its own directory, with its own scenario.yaml copy and the
+ *   options sweep.json recorded: completed (and submitted) runs are kept,
+ *   runs with no row run, failed ones too with --retry_failed; the
+ *   directory and log an earlier attempt left are moved to
+ *   runs/<run>.unfinished-N and logs/<run>.unfinished-N.log first.
+ *   index.csv stays one table in run order.
+ *   --collect turns the exit statuses that sbatch jobs left in
+ *   SWEEP_DIR/status/<run>.exit into index.csv rows (submitted / dry-run ->
+ *   completed / failed, with the headline numbers), then writes the report;
+ *   every job script runs it itself after each run (see "Slurm" below).
+ *
+ * Scenario file (YAML; anchors and `<<:` merge keys work everywhere)
+ *   name: weak_scaling       # required: [A-Za-z0-9_.-], names the sweep directory
+ *   description: "..."       # optional, free text
+ *   command: run             # vitbench subcommand every run executes (default run)
+ *   base: {config: tiny}     # config overrides for every run
+ *   ranks: [1, 2, 4, 8]      # world sizes (default [1]); --ranks overrides
+ *   ranks_per_node: 4        # optional: srun/sbatch get --nodes=ceil(R/4)
+ *                            #           and --ntasks-per-node=min(R,4)
+ *   timeout_s: 1800          # optional per-run limit; --timeout_s overrides
+ *   repeats: 3               # every point N times, in rounds (A B C, A B C, ...), so slow
+ *                            # drift of a shared machine hits every point alike; --repeats
+ *   order: shuffled          # sequential or shuffled: each round in a seeded random order
+ *   order_seed: 0            # (--order, --order_seed); default shuffled with repeats > 1,
+ *                            # whose sweeps also start with one discarded warm-up run
+ *                            # (--warmup_run), so the machine's warm-up is not the first point's
+ *   threads_per_rank: 2      # OpenMP threads of every rank (default: cores on a node / ranks
+ *                            # on it, at least 1), so every point runs with the same threads;
+ *                            # exported as OMP_NUM_THREADS; --threads_per_rank
+ *   sbatch: {exclusive: ""}  # optional: each becomes "#SBATCH --key=value" (time, account,
+ *                            # qos, constraint, partition, reservation here count as the keys below);
+ *                            # a value with blanks, quotes or # is double-quoted as sbatch reads it
+ *   Slurm keys (srun / sbatch launchers; each is also a flag of the same name, which wins;
+ *   a list given as flags replaces the file's list):
+ *   nodes: 2                 # every run on exactly N nodes, ranks/N tasks each (not with ranks_per_node)
+ *   gpus_per_node: 4         # #SBATCH --gpus-per-node; srun binds one GPU per task (gpu_bind)
+ *   cpus_per_task: 32        # #SBATCH and srun --cpus-per-task; OMP_NUM_THREADS unless threads_per_rank
+ *   time: "00:30:00"         # Slurm's formats: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S
+ *   account: m0000           # also qos, constraint, partition, reservation: #SBATCH --<key>=value
+ *   gpu_bind: per_task       # per_task (default: srun --gpus-per-task=1), closest or none
+ *                            # (srun --gpus-per-node=G --gpu-bind=closest|none)
+ *   srun_mpi: pmix           # srun --mpi=pmix (default: the site's MpiDefault)
+ *   sbatch_extra: ["--mail-type=END"]   # more #SBATCH lines, verbatim
+ *   preamble: ["module load cudatoolkit"]  # shell lines before the runs of every job script
+ *   sweep_job: true          # sbatch: ONE job at the largest node count runs every run (--sweep_job)
+ *   matrix:                  # cartesian product over these keys, the first
+ *     noddp: [false, true]   # key slowest, the last fastest
+ *   layouts:                 # every tp x cp x dp factorization of world_size
+ *     orders: [tp-cp-dp, cp-tp-dp]   # parallel_order values (default [tp-cp-dp])
+ *     tensor_parallel: [1, 2, 4]     # optional: allowed tp values (default all divisors)
+ *     context_parallel: [1, 2]       # optional: allowed cp values
+ *     keep_equivalent: false         # default false: an order that maps every rank
+ *                                    # the same way as an earlier one (they differ only
+ *                                    # in where size-1 dims sit) is not run again
+ *   world_size: 8            # layouts only (instead of ranks); --world_size overrides
+ *   baseline: {num_data_workers: 0}  # flags form: one baseline run, then
+ *   flags:                           # one run per (key, value), each equal
+ *     num_data_workers: [1, 2]       # to the baseline except that key
+ *
+ *   Runs are ordered: ranks (outermost), layout, matrix point, then baseline
+ *   followed by each flag setting. Unknown keys, bad values, a config key
+ *   that does not exist or has an invalid value, a key both in base and
+ *   swept, or a flag without a baseline value exit 2 naming file and key.
+ *
+ * Before anything is launched every point's resolved config is checked as
+ * `vitbench run` would (keys and values, named config, data paths, the rank
+ * layout): one line naming the point and exit 2 instead of N failed runs.
+ *
+ * What a sweep writes: DIR/<name>_<YYYYmmdd-HHMMSS>[-N]/ (never reused)
+ *   index.csv     run_index,run_dir,status,exit_code,repeat,ranks,threads_per_rank,<swept keys...>,
+ *                 full_samples_per_s,full_std,synthetic_samples_per_s,synthetic_std,
+ *                 io_samples_per_s,io_std
+ *                 one row per run in the order they ran; repeat counts from 0; the
+ *                 headline columns are the run's summary.csv means and stds (empty
+ *                 until it completed). The sweep prints them as a table at its end.
+ *                 status: completed | failed | dry-run | submitted; exit_code
+ *                 empty for dry-run and submitted, 128+signal for a killed run. run_dir is
+ *                 relative to the directory holding index.csv. Rewritten
+ *                 atomically after every run. Swept keys: the matrix keys;
+ *                 tensor_parallel, context_parallel, parallel_order for layouts;
+ *                 variant (baseline | key=value) then every baseline key for flags.
+ *   runs/<NNN>_<param=value...>[_rep=R]/  each run's own run directory: every run gets
+ *                 --output_dir DIR/<sweep_id>/runs --run_name <NNN>_<...>; NNN numbers
+ *                 the point, _rep=R the repeat when repeats > 1
+ *   logs/<run>.log  the run's stdout + stderr (the job's output under sbatch)
+ *   jobs/<run>.sbatch  sbatch launcher only; jobs/sweep_job[-N].sbatch with sweep_job
+ *                 (its own output: logs/sweep_job[-N].log)
+ *   status/<run>.exit  sbatch only: the run's exit status, written by its job script
+ *   scenario.yaml a copy of FILE; sweep.json: command line, launcher, binary,
+ *                 kind (weak_scaling | strong_scaling | ddp_buckets | layouts | flags |
+ *                 matrix | single), swept_columns, repeats, order.
+ *   report/       `vitbench report` of the sweep, written at its end (--no_report skips it)
+ * Each run is started with fork/exec (no shell): mpirun -np R --oversubscribe
+ * <vitbench> <command> <overrides...>, or srun --ntasks=R ..., where
+ * <vitbench> is this executable (/proc/self/exe), in its own process group
+ * with stdin from /dev/null. Ctrl-C / SIGTERM stops the current run and the
+ * sweep (exit 130); rows of finished runs stay in index.csv. A sweep killed
+ * outright (SIGKILL, OOM) takes its current run with it: the run gets
+ * SIGTERM when its parent dies, so nothing finishes unrecorded.
+ * Slurm: every srun line (the srun launcher, and inside job scripts) is
+ * srun --ntasks=R [--nodes=N --ntasks-per-node=P] [--cpus-per-task=C]
+ * --cpu-bind=cores [--gpus-per-task=1 | --gpus-per-node=G --gpu-bind=B]
+ * [--mpi=M] [--launcher_args]; --cpu-bind is left out when --launcher_args
+ * has one. A job script sets OMP_NUM_THREADS, runs the preamble, then each
+ * run through run_point, which appends the run's output to its log, writes
+ * status/<run>.exit (128+15 when timeout_s ran out) and calls
+ * `vitbench sweep --collect SWEEP_DIR --no_report`, so index.csv follows the
+ * job; a failed run does not stop a sweep job's later runs, and the sweep job
+ * ends with the collect that writes the report. Runs whose job never wrote a
+ * status (cancelled, out of time) stay submitted; --resume does not start them
+ * again, a new sweep does.
+ * The sweep process itself must not be an MPI process: call vb_sweep_main
+ * before (instead of) MPI initialisation; under mpirun/srun it exits 2.
+ */
+#ifndef VB_SWEEP_H
+#define VB_SWEEP_H
+
+#include <stdbool.h>
+
+/* A key and its value as text, exactly as passed on a run's command line. */
+typedef struct vb_sweep_kv {
+    char *key;
+    char *value;
+} vb_sweep_kv;
+
+/* An ordered key -> value list; setting an existing key replaces its value
+ * in place (the key keeps its first position). */
+typedef struct vb_sweep_kvs {
+    vb_sweep_kv *v;
+    int n, cap;
+} vb_sweep_kvs;
+
+void vb_sweep_kvs_set(vb_sweep_kvs *l, const char *key, const char *value);
+const char *vb_sweep_kvs_get(const vb_sweep_kvs *l, const char *key);
+void vb_sweep_kvs_free(vb_sweep_kvs *l);
+
+/* One swept key and its values (matrix or flags). */
+typedef struct vb_sweep_axis {
+    char *key;
+    char **values;
+    int nvalues;
+} vb_sweep_axis;
+
+/* Slurm settings (the scenario's top-level keys; flags of the same names
+ * win). 0 / "" = not given. */
+typedef struct vb_sweep_slurm {
+    int nodes;            /* every run on exactly this many nodes */
+    int gpus_per_node;
+    int cpus_per_task;
+    char time[32];
+    char account[128], qos[128], constraint[256], partition[128], reservation[128];
+    char gpu_bind[16];    /* per_task | closest | none; "" = per_task when there are GPUs */
+    char srun_mpi[32];    /* srun --mpi=...; "" = the site's MpiDefault */
+    char **sbatch_extra;  /* whole option lines ("--mail-type=END") */
+    int nsbatch_extra;
+    char **preamble;      /* shell lines, verbatim */
+    int npreamble;
+    bool sweep_job;
+} vb_sweep_slurm;
+
+typedef struct vb_scenario {
+    char path[1024];      /* the file it was read from */
+    char name[128];
+    char command[32];
+    vb_sweep_kvs base;
+    int *ranks;
+    int nranks;
+    int ranks_per_node;   /* 0 = not given */
+    int timeout_s;        /* 0 = no limit */
+    vb_sweep_kvs sbatch;  /* extra #SBATCH options */
+    vb_sweep_slurm slurm;
+    int repeats;          /* runs of every point, in rounds (default 1) */
+    int shuffled;         /* order: 1 shuffled, 0 sequential, -1 not given (vb_scenario_shuffled) */
+    unsigned long long order_seed;
+    int threads_per_rank; /* 0 = cores on a node / ranks on it, at least 1 */
+
+    bool has_layouts;
+    int world_size;
+    char **orders;
+    int norders;
+    int *layout_tp, *layout_cp; /* allowed values; NULL = any divisor */
+    int nlayout_tp, nlayout_cp;
+    bool keep_equivalent;
+
+    vb_sweep_axis *matrix;
+    int nmatrix;
+
+    bool has_flags;
+    vb_sweep_kvs baseline;
+    vb_sweep_axis *flags;
+    int nflags;
+} vb_scenario;
+
+/* Reads and checks a scenario file; every problem exits 2 with one line
+ * naming the file, the key and (where it helps) the line. Config keys and
+ * values are checked with the config parser's own rules. */
+/* The order a scenario's rounds run in: as given, else shuffled when points
+ * repeat (a fixed plan order would put the machine's slow start, measured 2-3x
+ * slower on its repeats, always on the same first point). */
+bool vb_scenario_shuffled(const vb_scenario *s);
+void vb_scenario_load(vb_scenario *s, const char *path);
+void vb_scenario_free(vb_scenario *s);
+
+/* What the sweep command line changes. */
+typedef struct vb_sweep_overrides {
+    int *ranks;            /* --ranks; NULL = the scenario's */
+    int nranks;
+    int world_size;        /* --world_size; 0 = the scenario's */
+    vb_sweep_kvs config;   /* --key VALUE config overrides, in order */
+} vb_sweep_overrides;
+
+typedef struct vb_sweep_run {
+    int index;
+    int ranks;
+    char name[128];        /* NNN_ranks=R_param=value..., also the run_name */
+    vb_sweep_kvs params;   /* value of every swept column for this run */
+    vb_sweep_kvs args;     /* every override passed: base < command line < swept */
+} vb_sweep_run;
+
+typedef struct vb_sweep_plan {
+    char **columns;        /* swept keys, the index.csv columns after ranks */
+    int ncolumns;
+    vb_sweep_run *runs;
+    int nruns;
+} vb_sweep_plan;
+
+/* Expands the scenario (with the command line's overrides) into runs.
+ * Contradictions (an override naming a swept key, --ranks on a layouts
+ * scenario, a world size with no valid layout...) exit 2. */
+void vb_sweep_expand(const vb_scenario *s, const vb_sweep_overrides *o, vb_sweep_plan *plan);
+void vb_sweep_plan_free(vb_sweep_plan *p);
+
+/* Sets one Slurm key from its text (scalar keys, and one line of
+ * sbatch_extra / preamble, appended); exits 2 naming origin on a bad value.
+ * Returns false when key is not a Slurm key. */
+bool vb_sweep_slurm_set(vb_sweep_slurm *sl, const char *key, const char *value, const char *origin);
+/* Is text a time limit in one of Slurm's formats (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S)? */
+bool vb_sweep_slurm_time_ok(const char *text);
+void vb_sweep_slurm_free(vb_sweep_slurm *sl);
+
+/* Parses "1,2,4" into a new array of positive ints (caller frees); exits 2
+ * naming `what` on anything else. */
+int *vb_sweep_parse_int_list(const char *text, const char *what, int *n);
+
+/* `vitbench sweep ...`; argv[0] is "sweep". Returns the process exit status:
+ * 0 when every run completed (or was submitted, or printed by --dry-run),
+ * 1 when any run failed (its last line says how many), 130 when
+ * interrupted. Bad input exits 2. */
+int vb_sweep_main(int argc, char **argv);
+
+#endif

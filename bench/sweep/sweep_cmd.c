@@ -1,0 +1,791 @@
+/* sweep_cmd.c: `vitbench sweep`, vb_sweep_main (sweep.h).
+ *
+ * Contract: refuses to run inside an MPI job or a multi-task srun step;
+ * parses the flags (core/cli) and the scenario, expands and checks every
+ * point before creating anything (bad input: exit 2, nothing written), then
+ * creates the sweep directory, launches the runs one at a time and rewrites
+ * index.csv after each, and ends with the results table and the report.
+ * Exit status: 0 all runs completed / submitted / printed, 1 some failed,
+ * 130 stopped by a signal. --resume reloads the options sweep.json recorded.
+ */
+#include "bench/sweep/sweep_internal.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "analysis/analysis.h"
+#include "core/config/cli.h"
+#include "core/results/results.h"
+
+#ifndef VB_SOURCE_DIR
+#define VB_SOURCE_DIR "."
+#endif
+
+static void set_output_dir(const char *flag, const char *v, void *ptr) {
+    char *out = ptr; /* sweep_cli.out_dir */
+    if (!v[0]) vb_die_input("sweep: %s expects a non-empty value", flag);
+    char origin[96];
+    snprintf(origin, sizeof origin, "flag %s", flag);
+    sweep_refuse_line_break(origin, v); /* job scripts hold it in #SBATCH --output and paths */
+    if (strlen(v) >= VB_PATH_MAX - 300) vb_die_input("sweep: %s: '%.60s...' is too long", flag, v);
+    snprintf(out, VB_PATH_MAX, "%s", v);
+}
+
+static void set_ranks(const char *flag, const char *v, void *ptr) {
+    vb_sweep_overrides *ov = ptr;
+    char what[64];
+    snprintf(what, sizeof what, "flag %s", flag);
+    free(ov->ranks);
+    ov->ranks = vb_sweep_parse_int_list(v, what, &ov->nranks);
+}
+
+static void add_launcher_args(const char *flag, const char *v, void *ptr) {
+    (void)flag;
+    sweep_strvec *args = ptr;
+    sweep_refuse_line_break("flag --launcher_args", v); /* a line break is no word separator here */
+    char *copy = sweep_strdup(v);
+    for (char *tok = strtok(copy, " \t"); tok; tok = strtok(NULL, " \t")) sweep_sv_push(args, tok);
+    free(copy);
+}
+
+/* --time, --account, ... --sweep_job: checked now with the scenario key's
+ * rules, applied over the scenario once it is loaded (apply_slurm_flags). */
+static void add_slurm_flag(const char *flag, const char *v, void *ptr) {
+    sweep_cli *c = ptr;
+    const char *key = flag + 2;
+    char origin[96];
+    snprintf(origin, sizeof origin, "flag %s", flag);
+    vb_sweep_slurm scratch = {0};
+    vb_sweep_slurm_set(&scratch, key, v, origin);
+    vb_sweep_slurm_free(&scratch);
+    if (strcmp(key, "sbatch_extra") == 0)
+        sweep_sv_push(&c->sbatch_extra, v);
+    else if (strcmp(key, "preamble") == 0)
+        sweep_sv_push(&c->preamble, v);
+    else
+        vb_sweep_kvs_set(&c->slurm, key, v);
+}
+
+/* The command line's Slurm flags over the scenario's keys; a list given as
+ * flags replaces the file's list. */
+static void apply_slurm_flags(const sweep_cli *c, vb_scenario *s) {
+    for (int i = 0; i < c->slurm.n; i++) {
+        char origin[96];
+        snprintf(origin, sizeof origin, "flag --%s", c->slurm.v[i].key);
+        vb_sweep_slurm_set(&s->slurm, c->slurm.v[i].key, c->slurm.v[i].value, origin);
+    }
+    if (c->sbatch_extra.n) {
+        for (int i = 0; i < s->slurm.nsbatch_extra; i++) free(s->slurm.sbatch_extra[i]);
+        s->slurm.nsbatch_extra = 0;
+        for (int i = 0; i < c->sbatch_extra.n; i++)
+            vb_sweep_slurm_set(&s->slurm, "sbatch_extra", c->sbatch_extra.v[i], "flag --sbatch_extra");
+    }
+    if (c->preamble.n) {
+        for (int i = 0; i < s->slurm.npreamble; i++) free(s->slurm.preamble[i]);
+        s->slurm.npreamble = 0;
+        for (int i = 0; i < c->preamble.n; i++) vb_sweep_slurm_set(&s->slurm, "preamble", c->preamble.v[i], "flag --preamble");
+    }
+}
+
+/* The scenario FILE, or a config override for every run (--key VALUE,
+ * --key=VALUE, or a bare --key meaning true), checked by the config
+ * parser's rules. */
+static void file_or_override(void *ctx, const char *arg, const char *next) {
+    sweep_cli *c = ctx;
+    if (strncmp(arg, "--", 2) != 0) {
+        if (c->file) vb_die_input("unexpected argument '%s' (one scenario FILE, already given: %s)", arg, c->file);
+        c->file = arg;
+        return;
+    }
+    const char *name = arg + 2, *eq = strchr(name, '=');
+    size_t len = eq ? (size_t)(eq - name) : strlen(name);
+    char key[96];
+    if (len >= sizeof key) vb_die_input("flag '%.100s': not an option", arg);
+    memcpy(key, name, len);
+    key[len] = '\0';
+    const char *value = eq ? eq + 1 : next ? next : "true"; /* a bare boolean flag such as --noddp */
+    char origin[160];
+    snprintf(origin, sizeof origin, "flag --%s", key);
+    sweep_check_setting(key, value, origin);
+    vb_sweep_kvs_set(&c->ov.config, key, value);
+}
+
+static void parse_cli(int argc, char **argv, sweep_cli *c) {
+    memset(c, 0, sizeof *c);
+    snprintf(c->out_dir, sizeof c->out_dir, "results");
+    c->ranks_per_node = -1;
+    c->timeout_s = -1;
+    c->repeats = -1;
+    c->shuffled = -1;
+    c->order_seed = -1;
+    c->threads_per_rank = -1;
+    c->warmup_run = -1;
+    c->max_failures = 3;
+    const char *slurm = getenv("SLURM_JOB_ID");
+    int launcher = (slurm && *slurm) ? LAUNCH_SRUN : LAUNCH_MPIRUN;
+    int order_seed = -1; /* as the scenario's order_seed: an int */
+    bool sweep_job = false;
+    static const char *const orders[] = {"sequential", "shuffled", NULL}; /* index = shuffled */
+    static const char *const yes_no[] = {"false", "true", NULL};
+    static const char *const launchers[] = {"mpirun", "srun", "sbatch", NULL};
+    const vb_cli_opt opts[] = {
+        {.name = "output_dir", .kind = VB_CLI_FUNC, .ptr = c->out_dir, .fn = set_output_dir, .arg = "DIR",
+         .help = "where the sweep directory goes (default results)"},
+        {.name = "launcher", .kind = VB_CLI_CHOICE, .ptr = &launcher, .choices = launchers,
+         .arg = "mpirun|srun|sbatch", .help = "how runs start (default srun under Slurm, else mpirun)"},
+        {.name = "dry-run", .kind = VB_CLI_BOOL, .ptr = &c->dry_run,
+         .help = "print every run's command (sbatch: write the job scripts) and run nothing"},
+        {.name = "ranks", .kind = VB_CLI_FUNC, .ptr = &c->ov, .fn = set_ranks, .arg = "1,2,4",
+         .help = "world sizes instead of the scenario's ranks"},
+        {.name = "world_size", .kind = VB_CLI_INT, .ptr = &c->ov.world_size, .ilo = 1, .ihi = INT_MAX, .arg = "N",
+         .help = "world size of a layouts scenario"},
+        {.name = "ranks_per_node", .kind = VB_CLI_INT, .ptr = &c->ranks_per_node, .ilo = 1, .ihi = INT_MAX,
+         .arg = "N", .help = "srun / sbatch: --nodes=ceil(R/N) --ntasks-per-node=min(R,N)"},
+        {.name = "launcher_args", .kind = VB_CLI_FUNC, .ptr = &c->launcher_args, .fn = add_launcher_args,
+         .arg = "\"ARGS\"", .help = "split on spaces, right after the launcher's rank-count options"},
+        {.name = "timeout_s", .kind = VB_CLI_INT, .ptr = &c->timeout_s, .ilo = 0, .ihi = INT_MAX, .arg = "S",
+         .help = "stop a run after S seconds and record it failed (0 = no limit)"},
+        {.name = "repeats", .kind = VB_CLI_INT, .ptr = &c->repeats, .ilo = 1, .ihi = INT_MAX, .arg = "N",
+         .help = "every point N times, in rounds"},
+        {.name = "order", .kind = VB_CLI_CHOICE, .ptr = &c->shuffled, .choices = orders,
+         .arg = "sequential|shuffled", .help = "each round in plan order or in a seeded random order"},
+        {.name = "order_seed", .kind = VB_CLI_INT, .ptr = &order_seed, .ilo = 0, .ihi = INT_MAX, .arg = "S",
+         .help = "seed of the shuffled order"},
+        {.name = "threads_per_rank", .kind = VB_CLI_INT, .ptr = &c->threads_per_rank, .ilo = 1, .ihi = INT_MAX,
+         .arg = "T", .help = "OpenMP threads of every rank (default: a node's cores / its ranks)"},
+        {.name = "no_report", .kind = VB_CLI_BOOL, .ptr = &c->no_report, .help = "no report at the end"},
+        {.name = "warmup_run", .kind = VB_CLI_CHOICE, .ptr = &c->warmup_run, .choices = yes_no, .arg = "true|false",
+         .help = "one discarded run of the first point before any (default: true when points repeat)"},
+        {.name = "max_failures", .kind = VB_CLI_INT, .ptr = &c->max_failures, .ilo = 0, .ihi = INT_MAX, .arg = "K",
+         .help = "stop after K consecutive runs failing alike: exit status and last log line (default 3, 0 = never)"},
+        {.name = "resume", .kind = VB_CLI_STRING, .ptr = &c->resume, .arg = "SWEEP_DIR",
+         .help = "continue a stopped sweep in its own directory"},
+        {.name = "retry_failed", .kind = VB_CLI_BOOL, .ptr = &c->retry_failed,
+         .help = "with --resume: run the failed runs again"},
+        {.name = "collect", .kind = VB_CLI_STRING, .ptr = &c->collect, .arg = "SWEEP_DIR",
+         .help = "the exit statuses sbatch jobs left in SWEEP_DIR/status into index.csv, then the report"},
+        {.name = "nodes", .kind = VB_CLI_FUNC, .ptr = c, .fn = add_slurm_flag, .arg = "N",
+         .help = "Slurm: every run on N nodes, ranks/N tasks each (instead of --ranks_per_node)"},
+        {.name = "gpus_per_node", .kind = VB_CLI_FUNC, .ptr = c, .fn = add_slurm_flag, .arg = "G",
+         .help = "Slurm: #SBATCH --gpus-per-node; srun binds one GPU per task (--gpu_bind)"},
+        {.name = "cpus_per_task", .kind = VB_CLI_FUNC, .ptr = c, .fn = add_slurm_flag, .arg = "C",
+         .help = "Slurm: #SBATCH and srun --cpus-per-task; OMP_NUM_THREADS unless --threads_per_rank"},
+        {.name = "time", .kind = VB_CLI_FUNC, .ptr = c, .fn = add_slurm_flag, .arg = "T",
+         .help = "sbatch: time limit of a job (00:30:00, 30, 1-00:00:00)"},
+        {.name = "account", .kind = VB_CLI_FUNC, .ptr = c, .fn = add_slurm_flag, .arg = "A", .help = "sbatch: --account"},
+        {.name = "qos", .kind = VB_CLI_FUNC, .ptr = c, .fn = add_slurm_flag, .arg = "Q", .help = "sbatch: --qos"},
+        {.name = "constraint", .kind = VB_CLI_FUNC, .ptr = c, .fn = add_slurm_flag, .arg = "C",
+         .help = "sbatch: --constraint (Perlmutter: gpu or cpu)"},
+        {.name = "partition", .kind = VB_CLI_FUNC, .ptr = c, .fn = add_slurm_flag, .arg = "P", .help = "sbatch: --partition"},
+        {.name = "reservation", .kind = VB_CLI_FUNC, .ptr = c, .fn = add_slurm_flag, .arg = "R",
+         .help = "sbatch: --reservation"},
+        {.name = "gpu_bind", .kind = VB_CLI_FUNC, .ptr = c, .fn = add_slurm_flag, .arg = "per_task|closest|none",
+         .help = "srun: --gpus-per-task=1 (default) or --gpu-bind=closest|none"},
+        {.name = "srun_mpi", .kind = VB_CLI_FUNC, .ptr = c, .fn = add_slurm_flag, .arg = "PLUGIN",
+         .help = "srun --mpi=PLUGIN (pmix for Open MPI builds; default: the site's MpiDefault)"},
+        {.name = "sbatch_extra", .kind = VB_CLI_FUNC, .ptr = c, .fn = add_slurm_flag, .arg = "\"--opt=v\"",
+         .help = "one more #SBATCH line, repeatable (replaces the scenario's list)"},
+        {.name = "preamble", .kind = VB_CLI_FUNC, .ptr = c, .fn = add_slurm_flag, .arg = "\"LINE\"",
+         .help = "a shell line before the runs of every job script, repeatable (replaces the scenario's)"},
+        {.name = "sweep_job", .kind = VB_CLI_BOOL, .ptr = &sweep_job,
+         .help = "sbatch: one job at the largest node count runs every run in order"},
+    };
+    const vb_cli cli = {
+        .cmd = "sweep",
+        .usage = "vitbench sweep FILE [options] [--<config key> VALUE ...]\n"
+                 "       vitbench sweep --resume SWEEP_DIR [--retry_failed] [--timeout_s S] [--no_report]",
+        .about = "Expands the scenario FILE into runs, launches each with its ranks and\n"
+                 "collects them under DIR/<name>_<timestamp>/ with index.csv (see bench/sweep/sweep.h). --resume\n"
+                 "continues a sweep that was stopped: completed runs are kept, missing or unfinished ones run\n"
+                 "(failed ones too with --retry_failed), with the sweep's own scenario copy and options.\n"
+                 "FILE is a path, or the bare name of a shipped scenario (scenarios/NAME.yaml), e.g.\n"
+                 "`vitbench sweep weak_scaling --config tiny`.",
+        .opts = opts,
+        .nopts = (int)(sizeof opts / sizeof opts[0]),
+        .other = file_or_override,
+        .ctx = c,
+        .other_help = "Any other --<config key> VALUE (or --key=VALUE) is a config override for every run.",
+    };
+    vb_cli_parse(&cli, argc, argv);
+    /* --sweep_job[=true|false] given at all (a bool cannot say so) overrides the scenario's key */
+    for (int i = 1; i < argc; i++)
+        if (strncmp(argv[i], "--sweep_job", 11) == 0 || strncmp(argv[i], "--sweep-job", 11) == 0)
+            vb_sweep_kvs_set(&c->slurm, "sweep_job", sweep_job ? "true" : "false");
+    c->launcher = (launcher_kind)launcher;
+    c->order_seed = order_seed;
+    /* job scripts name these paths (header, #SBATCH --output, SWEEP_DIR) */
+    if (c->file) sweep_refuse_line_break("scenario FILE", c->file);
+    if (c->resume) sweep_refuse_line_break("flag --resume", c->resume);
+    if (c->collect) sweep_refuse_line_break("flag --collect", c->collect);
+    if (c->resume && c->file)
+        vb_die_input("sweep: give either a scenario FILE or --resume SWEEP_DIR, not both (%s, --resume %s)", c->file,
+                     c->resume);
+    if (c->collect && (c->file || c->resume))
+        vb_die_input("sweep: --collect %s takes no scenario FILE and no --resume", c->collect);
+    if (!c->file && !c->resume && !c->collect)
+        vb_die_input("sweep: missing the scenario FILE, e.g. scenarios/weak_scaling.yaml (see vitbench sweep --help)");
+}
+
+/* FILE as given, else under the source tree; a bare name means scenarios/<name>.yaml. */
+static void resolve_scenario(const char *file, char *out, size_t n) {
+    char cand[4][2 * VB_PATH_MAX];
+    int k = 0;
+    if (strlen(file) >= VB_PATH_MAX - 32) vb_die_input("scenario file %.60s...: path too long", file);
+    vb_snprintf(cand[k++], sizeof cand[0], "%s", file);
+    bool bare = !strchr(file, '/') && !strstr(file, ".y");
+    if (bare) vb_snprintf(cand[k++], sizeof cand[0], "scenarios/%s.yaml", file);
+    if (file[0] != '/') {
+        const char *src = getenv("VB_SOURCE_DIR");
+        if (!src || !*src) src = VB_SOURCE_DIR;
+        if (strlen(src) < VB_PATH_MAX) {
+            vb_snprintf(cand[k++], sizeof cand[0], "%s/%s", src, file);
+            if (bare) vb_snprintf(cand[k++], sizeof cand[0], "%s/scenarios/%s.yaml", src, file);
+        }
+    }
+    for (int i = 0; i < k; i++) {
+        if (strlen(cand[i]) < n && vb_file_exists(cand[i])) {
+            vb_snprintf(out, n, "%s", cand[i]);
+            return;
+        }
+    }
+    vb_snprintf(out, n, "%s", file); /* vb_yaml_load names it and says why it cannot be opened */
+}
+
+/* Runs an analysis command (report, trace) in a child process, so that its
+ * exit on bad input cannot take the sweep down; returns its exit status. */
+static int run_analysis(int (*cmd_main)(int, char **), char *name, const char *path, bool quiet) {
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        if (quiet) {
+            int devnull = open("/dev/null", O_WRONLY);
+            if (devnull >= 0) dup2(devnull, 1);
+        }
+        char *argv[] = {name, (char *)path, NULL};
+        exit(cmd_main(2, argv));
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* The sweep's report, as `vitbench report DIR` writes it, after a Chrome
+ * trace for every completed run that recorded a timeline (the report links
+ * them). A failure here is a warning: the runs' results stand either way. */
+static void write_report(const char *dir, const char *runs_dir, const sweep_item *items, int n) {
+    int traced = 0;
+    for (int i = 0; i < n; i++) {
+        if (!items[i].status || strcmp(items[i].status, "completed") != 0) continue;
+        char run[VB_PATH_MAX], tl[VB_PATH_MAX + 32];
+        vb_snprintf(run, sizeof run, "%s/%s", runs_dir, items[i].name);
+        vb_snprintf(tl, sizeof tl, "%s/timeline.csv", run);
+        if (!vb_file_exists(tl)) continue;
+        if (run_analysis(vb_trace_main, "trace", run, true) == 0) traced++;
+    }
+    if (traced) printf("vitbench sweep: trace.json written for %d runs\n", traced);
+    if (run_analysis(vb_report_main, "report", dir, false) != 0)
+        vb_warn("the report of %s failed (see above); the runs' results are complete, retry with vitbench report %s",
+                dir, dir);
+}
+
+/* sbatch SCRIPT (printed only on a dry run), its output in
+ * logs/<name>.submit.log; the rows' status: dry-run, submitted or failed
+ * (*code: sbatch's exit status). */
+static const char *submit(const char *script, const char *dir, const char *name, bool dry_run, int *code) {
+    *code = INT_MIN;
+    char *sb[] = {"sbatch", (char *)script, NULL};
+    if (dry_run) {
+        sweep_fput_argv(stdout, sb);
+        fputc('\n', stdout);
+        return "dry-run";
+    }
+    char submit_log[VB_PATH_MAX];
+    vb_snprintf(submit_log, sizeof submit_log, "%s/logs/%s.submit.log", dir, name);
+    const char *why;
+    *code = sweep_launch(sb, submit_log, 120, 0, &why);
+    if (*code == 0) sweep_record_job(dir, name, submit_log);
+    return *code == 0 ? "submitted" : "failed";
+}
+
+/* index.csv after a run or a submission. Jobs already submitted may be
+ * collecting into it: under sbatch it is merged with what they recorded
+ * (sweep_collect), never overwritten. */
+static void record_index(const char *index_path, const char *dir, const char *runs_dir, const vb_sweep_plan *plan,
+                         sweep_item *items, int n, const sweep_cli *cli) {
+    if (cli->launcher == LAUNCH_SBATCH && !cli->dry_run) {
+        int completed, waiting;
+        (void)sweep_collect(dir, runs_dir, plan, items, n, &completed, &waiting);
+        return;
+    }
+    if (sweep_write_index(index_path, plan, items, n) != 0) vb_warn("could not rewrite %s", index_path);
+}
+
+static void free_cli(sweep_cli *c) {
+    free(c->ov.ranks);
+    c->ov.ranks = NULL;
+    vb_sweep_kvs_free(&c->ov.config);
+    vb_sweep_kvs_free(&c->slurm);
+    sweep_sv_free(&c->launcher_args);
+    sweep_sv_free(&c->sbatch_extra);
+    sweep_sv_free(&c->preamble);
+}
+
+/* --resume DIR / --collect DIR: the sweep's own options, from the command
+ * line its sweep.json recorded; of the new command line only --retry_failed,
+ * --timeout_s and --no_report apply (--collect: --no_report). */
+static void reload_cli(const char *dir, sweep_cli *cli, bool collect) {
+    bool no_report = cli->no_report, retry = cli->retry_failed;
+    int timeout_s = cli->timeout_s;
+    const char *flag = collect ? "--collect" : "--resume";
+    if (cli->launcher_args.n || cli->ov.config.n || cli->ov.ranks || cli->ov.world_size || cli->repeats > 0 ||
+        cli->shuffled >= 0 || cli->order_seed >= 0 || cli->threads_per_rank > 0 || cli->ranks_per_node >= 0 ||
+        cli->dry_run || cli->slurm.n || cli->sbatch_extra.n || cli->preamble.n || (collect && cli->resume) ||
+        (collect && (retry || timeout_s >= 0)))
+        vb_die_input("flag %s %s: the sweep keeps the options it started with (sweep.json); only %s may be added",
+                     flag, dir, collect ? "--no_report" : "--retry_failed, --timeout_s and --no_report");
+    char path[VB_PATH_MAX];
+    vb_snprintf(path, sizeof path, "%s/sweep.json", dir);
+    char *text = vb_read_file(path, NULL);
+    if (!text) vb_die_input("flag %s %s: no sweep.json there (%s); is it a sweep directory?", flag, dir, strerror(errno));
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    cJSON *cl = j ? cJSON_GetObjectItemCaseSensitive(j, "command_line") : NULL;
+    int n = cJSON_IsArray(cl) ? cJSON_GetArraySize(cl) : 0;
+    if (n < 2) vb_die_input("%s: no command_line array (not a sweep.json written by vitbench sweep)", path);
+    /* argv of the original `vitbench sweep ...`, without "vitbench"; kept for
+     * the process's lifetime since the parsed options point into it (held in
+     * a static, so leak checkers see it as reachable, not lost) */
+    static char **args;
+    args = sweep_realloc(NULL, (size_t)n * sizeof *args);
+    for (int i = 1; i < n; i++) {
+        const cJSON *a = cJSON_GetArrayItem(cl, i);
+        if (!cJSON_IsString(a)) vb_die_input("%s: command_line item %d is not a string", path, i);
+        args[i - 1] = sweep_strdup(a->valuestring);
+    }
+    args[n - 1] = NULL;
+    cJSON_Delete(j);
+    free_cli(cli);
+    parse_cli(n - 1, args, cli);
+    if (cli->dry_run && !collect) vb_die_input("flag --resume %s: a dry run has nothing to resume", dir);
+    cli->no_report = no_report;
+    cli->retry_failed = retry;
+    if (timeout_s >= 0) cli->timeout_s = timeout_s;
+}
+
+/* --collect DIR: index.csv from the status files, the table, the report.
+ * Runs inside job scripts: it launches nothing and checks no data paths. */
+static int collect_main(sweep_cli *cli) {
+    char dir[VB_PATH_MAX];
+    vb_snprintf(dir, sizeof dir, "%s", cli->collect);
+    reload_cli(dir, cli, true);
+    char path[VB_PATH_MAX];
+    vb_snprintf(path, sizeof path, "%s/scenario.yaml", dir);
+    vb_scenario sc;
+    vb_scenario_load(&sc, path);
+    if (cli->repeats > 0) sc.repeats = cli->repeats;
+    if (cli->shuffled >= 0) sc.shuffled = cli->shuffled;
+    if (cli->order_seed >= 0) sc.order_seed = (unsigned long long)cli->order_seed;
+    if (cli->threads_per_rank > 0) sc.threads_per_rank = cli->threads_per_rank;
+    apply_slurm_flags(cli, &sc);
+    int per_node = cli->ranks_per_node >= 0 ? cli->ranks_per_node : sc.ranks_per_node;
+    vb_sweep_plan plan;
+    vb_sweep_expand(&sc, &cli->ov, &plan);
+    int nitems = 0;
+    sweep_item *items = sweep_plan_items(&sc, &plan, cli->launcher, per_node, &nitems);
+    char dir_abs[PATH_MAX], runs_dir[VB_PATH_MAX];
+    if (!realpath(dir, dir_abs)) vb_die_input("flag --collect %s: cannot resolve it (%s)", dir, strerror(errno));
+    vb_snprintf(runs_dir, sizeof runs_dir, "%s/runs", dir_abs);
+    int completed = 0, waiting = 0;
+    int failed = sweep_collect(dir, runs_dir, &plan, items, nitems, &completed, &waiting);
+    sweep_print_table(&plan, items, nitems);
+    printf("vitbench sweep: collected %s: %d completed, %d failed, %d waiting for their job (of %d runs)\n", dir,
+           completed, failed, waiting, nitems);
+    fflush(stdout);
+    if (!cli->no_report && completed > 0) write_report(dir, runs_dir, items, nitems);
+    free(items);
+    vb_sweep_plan_free(&plan);
+    vb_scenario_free(&sc);
+    free_cli(cli);
+    return failed ? 1 : 0;
+}
+
+/* mpirun that cannot start a process (as root without Open MPI's two
+ * variables, a broken installation) would fail every run a second after it
+ * starts, each log holding the same line: one probe before the first run
+ * says it once, with the fix. srun is only looked up (a probe could queue for
+ * an allocation). */
+static void check_launcher(const sweep_cli *cli, const vb_scenario *sc, int per_node, const char *exe) {
+    if (cli->dry_run || cli->launcher != LAUNCH_MPIRUN) return;
+    sweep_strvec cmd = {0};
+    sweep_build_launch(&cmd, LAUNCH_MPIRUN, sc, 1, per_node, &cli->launcher_args);
+    sweep_sv_push(&cmd, exe);
+    sweep_sv_push(&cmd, "version");
+    char log[] = "/tmp/vitbench_launcher_check.XXXXXX";
+    int fd = mkstemp(log);
+    if (fd < 0) vb_die_internal("mkstemp: %s", strerror(errno));
+    close(fd);
+    const char *why;
+    int rc = sweep_launch(cmd.v, log, 120, 1, &why);
+    char line[512];
+    sweep_last_log_line(log, line, sizeof line);
+    unlink(log);
+    sweep_sv_free(&cmd);
+    if (rc == 0) return;
+    const bool root_vars = geteuid() == 0 && (!getenv("OMPI_ALLOW_RUN_AS_ROOT") || !getenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"));
+    vb_die_input("flag --launcher mpirun: mpirun cannot start a run (mpirun -np 1 ... vitbench version exited %d%s%s: "
+                 "%s)%s; no run was started",
+                 rc, why[0] ? ", " : "", why, line[0] ? line : "no output",
+                 root_vars ? "; as root, Open MPI needs OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 in "
+                             "the environment"
+                           : "");
+}
+
+/* One discarded run of the first point still to run: the machine's first run
+ * after a pause (cold caches, clocks, page cache) measured 2-3x slower than
+ * its repeats, and would otherwise land on one point. Its output goes to
+ * SWEEP_DIR/warmup and logs/warmup.log; sweep.json records it. */
+static void warmup_run(const char *dir, const char *exe, const vb_scenario *sc, const sweep_cli *cli, int per_node,
+                       int timeout_s, const sweep_item *it) {
+    char wdir[VB_PATH_MAX], log_path[VB_PATH_MAX];
+    vb_snprintf(wdir, sizeof wdir, "%s/warmup", dir);
+    vb_snprintf(log_path, sizeof log_path, "%s/logs/warmup.log", dir);
+    sweep_strvec cmd = {0};
+    sweep_build_launch(&cmd, cli->launcher, sc, it->run->ranks, per_node, &cli->launcher_args);
+    sweep_push_vitbench_args(&cmd, exe, sc, it->run, "warmup", wdir);
+    FILE *lf = fopen(log_path, "w");
+    if (lf) {
+        fprintf(lf, "# OMP_NUM_THREADS=%d ", it->threads);
+        sweep_fput_argv(lf, cmd.v);
+        fputc('\n', lf);
+        fclose(lf);
+    }
+    printf("vitbench sweep: warm-up run (discarded) of %s\n", it->name);
+    fflush(stdout);
+    const double t0 = vb_now();
+    const char *why;
+    const int rc = sweep_launch(cmd.v, log_path, timeout_s, it->threads, &why);
+    const double secs = vb_now() - t0;
+    sweep_sv_free(&cmd);
+    sweep_record_warmup(dir, it->name, rc, secs);
+    if (rc != 0) {
+        char line[512];
+        sweep_last_log_line(log_path, line, sizeof line);
+        printf("vitbench sweep: warm-up run failed, exit %d after %.1f s%s%s: %s\n", rc, secs, why[0] ? ", " : "", why,
+               line[0] ? line : "(no output)");
+    } else {
+        printf("vitbench sweep: warm-up run done in %.1f s\n", secs);
+    }
+    fflush(stdout);
+}
+
+int vb_sweep_main(int argc, char **argv) {
+    sweep_cli cli;
+    parse_cli(argc, argv, &cli);
+    if (cli.collect) return collect_main(&cli);
+    /* A sweep under mpirun would start a copy of itself per rank, each
+     * launching every run: refuse before anything is created. */
+    static const char *mpi_env[] = {"OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMIX_RANK"};
+    for (size_t i = 0; i < sizeof mpi_env / sizeof mpi_env[0]; i++)
+        if (getenv(mpi_env[i]))
+            vb_die_input("sweep: running inside an MPI job (%s is set); start the sweep itself without mpirun/srun, "
+                         "it launches each run's ranks",
+                         mpi_env[i]);
+    /* srun --mpi=none (a common MpiDefault) sets no PMI variable: a step of
+     * several tasks would still start one sweep per task. A one-task step
+     * (srun --pty bash) is an ordinary interactive shell and is allowed. */
+    const char *step_tasks = getenv("SLURM_STEP_NUM_TASKS");
+    if (getenv("SLURM_STEP_ID") && step_tasks && atoi(step_tasks) > 1)
+        vb_die_input("sweep: running inside an srun step of %s tasks; start the sweep itself without srun, "
+                     "it launches each run's ranks",
+                     step_tasks);
+
+    char resume_dir[VB_PATH_MAX] = "";
+    bool retry_failed = cli.retry_failed;
+    if (cli.resume) {
+        vb_snprintf(resume_dir, sizeof resume_dir, "%s", cli.resume);
+        reload_cli(resume_dir, &cli, false);
+    }
+    /* job scripts cd here first, and a relative --output_dir lies under it;
+     * their #SBATCH --output is a path under the sweep directory */
+    const char *dir_flag = resume_dir[0] ? "flag --resume" : "flag --output_dir";
+    const char *dir_given = resume_dir[0] ? resume_dir : cli.out_dir;
+    char cwd[VB_PATH_MAX];
+    if (cli.launcher == LAUNCH_SBATCH) {
+        sweep_slurm_check_log_dir(dir_flag, dir_given);
+        if (getcwd(cwd, sizeof cwd)) {
+            sweep_refuse_line_break("the current directory", cwd);
+            if (dir_given[0] != '/') sweep_slurm_check_log_dir("the current directory", cwd);
+        }
+    }
+    char path[VB_PATH_MAX];
+    if (resume_dir[0])
+        vb_snprintf(path, sizeof path, "%s/scenario.yaml", resume_dir); /* the sweep's own copy */
+    else
+        resolve_scenario(cli.file, path, sizeof path);
+    vb_scenario sc;
+    vb_scenario_load(&sc, path);
+    if (cli.repeats > 0) sc.repeats = cli.repeats;
+    if (cli.shuffled >= 0) sc.shuffled = cli.shuffled;
+    if (cli.order_seed >= 0) sc.order_seed = (unsigned long long)cli.order_seed;
+    if (cli.threads_per_rank > 0) sc.threads_per_rank = cli.threads_per_rank;
+    apply_slurm_flags(&cli, &sc);
+    vb_sweep_plan plan;
+    vb_sweep_expand(&sc, &cli.ov, &plan);
+    sweep_check_named_configs(&plan);
+    int per_node = cli.ranks_per_node >= 0 ? cli.ranks_per_node : sc.ranks_per_node;
+    sweep_slurm_check(&sc, &plan, cli.launcher, per_node);
+    int timeout_s = cli.timeout_s >= 0 ? cli.timeout_s : sc.timeout_s;
+    if (plan.nruns == 0) vb_die_input("%s: the scenario expands to no runs", sc.path);
+    sweep_preflight(&sc, &plan, cli.launcher, cli.dry_run);
+
+    const char *launcher_prog = cli.launcher == LAUNCH_MPIRUN ? "mpirun" : "srun";
+    if (!cli.dry_run) {
+        if (!sweep_in_path(launcher_prog))
+            vb_die_input("flag --launcher %s: '%s' not found in PATH", sweep_launcher_names[cli.launcher], launcher_prog);
+        if (cli.launcher == LAUNCH_SBATCH && !sweep_in_path("sbatch"))
+            vb_die_input("flag --launcher sbatch: 'sbatch' not found in PATH (use --dry-run to only write job scripts)");
+    }
+    char exe[VB_PATH_MAX];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k <= 0) vb_die_internal("cannot locate the vitbench binary via /proc/self/exe: %s", strerror(errno));
+    exe[k] = '\0';
+    sweep_refuse_line_break("the vitbench binary's path (/proc/self/exe)", exe); /* every launcher line runs it */
+    check_launcher(&cli, &sc, per_node, exe);
+
+    int nitems = 0;
+    sweep_item *items = sweep_plan_items(&sc, &plan, cli.launcher, per_node, &nitems);
+
+    char dir[VB_PATH_MAX], id[256];
+    if (resume_dir[0]) {
+        vb_snprintf(dir, sizeof dir, "%s", resume_dir);
+        char copy[VB_PATH_MAX];
+        vb_snprintf(copy, sizeof copy, "%s", resume_dir);
+        vb_snprintf(id, sizeof id, "%s", basename(copy));
+    } else {
+        sweep_create_dir(cli.out_dir, sc.name, dir, sizeof dir, id, sizeof id);
+    }
+    /* for the sweep's whole life: a --resume while it runs would start every
+     * remaining point a second time, in parallel with this one */
+    if (!cli.dry_run) sweep_hold_lock(dir, resume_dir[0] ? "flag --resume" : "sweep");
+    sweep_make_subdir(dir, "runs");
+    sweep_make_subdir(dir, "logs");
+    if (cli.launcher == LAUNCH_SBATCH) {
+        sweep_make_subdir(dir, "jobs");
+        sweep_make_subdir(dir, "status");
+    }
+    if (!resume_dir[0]) {
+        char p[VB_PATH_MAX];
+        vb_snprintf(p, sizeof p, "%s/scenario.yaml", dir);
+        sweep_copy_file(sc.path, p);
+        sweep_write_sweep_json(dir, id, &sc, &cli, &plan, exe, argc, argv, nitems);
+    }
+    /* sbatch jobs start later, elsewhere: their paths must not depend on our cwd */
+    char dir_abs[PATH_MAX];
+    if (!realpath(dir, dir_abs)) vb_die_input("cannot resolve %s (%s)", dir, strerror(errno));
+    /* a symbolic link on the way can bring in what the flag itself did not hold */
+    if (cli.launcher == LAUNCH_SBATCH) {
+        sweep_refuse_line_break(dir_flag, dir_abs);
+        sweep_slurm_check_log_dir(dir_flag, dir_abs);
+    }
+    const char *run_base = cli.launcher == LAUNCH_SBATCH ? dir_abs : dir;
+    char runs_dir[VB_PATH_MAX], index_path[VB_PATH_MAX];
+    vb_snprintf(runs_dir, sizeof runs_dir, "%s/runs", run_base);
+    vb_snprintf(index_path, sizeof index_path, "%s/index.csv", dir);
+
+    int kept = resume_dir[0] ? sweep_keep_finished(dir, runs_dir, items, nitems, retry_failed) : 0;
+    if (sweep_write_index(index_path, &plan, items, nitems) != 0) vb_die_input("cannot write %s", index_path);
+    printf("vitbench sweep: %s: %d runs (%d points x %d repeats, %s order, %s%s) -> %s\n", sc.name, nitems, plan.nruns,
+           sc.repeats, vb_scenario_shuffled(&sc) ? "shuffled" : "sequential", sweep_launcher_names[cli.launcher],
+           cli.dry_run ? ", dry run" : "", dir);
+    if (resume_dir[0]) printf("vitbench sweep: resuming: %d runs kept, %d to run\n", kept, nitems - kept);
+    fflush(stdout);
+    if (!cli.dry_run) sweep_catch_stop_signals();
+
+    if (!cli.dry_run && cli.launcher != LAUNCH_SBATCH &&
+        (cli.warmup_run > 0 || (cli.warmup_run < 0 && sc.repeats > 1)))
+        for (int i = 0; i < nitems; i++)
+            if (!items[i].status) {
+                warmup_run(dir, exe, &sc, &cli, per_node, timeout_s, &items[i]);
+                break;
+            }
+
+    int failed = 0, interrupted = 0;
+    /* runs failing alike one after another: the same exit status and last
+     * log line, e.g. a launcher or environment problem every run hits */
+    int streak = 0, stopped = 0;
+    char streak_sig[600] = "", last_line[512] = "";
+    sweep_job_ctx job = {id, dir_abs, exe, &sc, per_node, timeout_s, &cli.launcher_args};
+    if (cli.launcher == LAUNCH_SBATCH && sc.slurm.sweep_job) {
+        /* one job for every run still to run; index.csv rows say submitted (or
+         * dry-run) until the job's collects turn them into completed / failed */
+        char script[VB_PATH_MAX], log_abs[VB_PATH_MAX], name[64] = "sweep_job";
+        for (int k = 2; k < 1000; k++) {
+            vb_snprintf(script, sizeof script, "%s/jobs/%s.sbatch", dir_abs, name);
+            if (!vb_file_exists(script)) break;
+            snprintf(name, sizeof name, "sweep_job-%d", k);
+        }
+        vb_snprintf(log_abs, sizeof log_abs, "%s/logs/%s.log", dir_abs, name);
+        for (int i = 0; i < nitems; i++)
+            if (!items[i].status) sweep_clear_status(dir, &items[i]);
+        sweep_write_sweep_job(script, &job, items, nitems, log_abs);
+        /* the rows say submitted before the job can start and collect them */
+        bool *mine = sweep_realloc(NULL, (size_t)nitems * sizeof *mine);
+        int todo = 0;
+        for (int i = 0; i < nitems; i++) {
+            mine[i] = !items[i].status;
+            if (mine[i]) items[i].status = cli.dry_run ? "dry-run" : "submitted";
+            todo += mine[i];
+        }
+        record_index(index_path, dir, runs_dir, &plan, items, nitems, &cli);
+        int code;
+        const char *st = submit(script, dir, name, cli.dry_run, &code);
+        if (strcmp(st, "submitted") == 0) { /* every run of the job follows its id */
+            char submit_log[VB_PATH_MAX];
+            vb_snprintf(submit_log, sizeof submit_log, "%s/logs/%s.submit.log", dir, name);
+            for (int i = 0; i < nitems; i++)
+                if (mine[i]) sweep_record_job(dir, items[i].name, submit_log);
+        }
+        if (!cli.dry_run) {
+            printf("vitbench sweep: sweep job %s with %d runs: %s (sbatch exit %d, see %s/logs/%s.submit.log)\n",
+                   script, todo, st, code, dir, name);
+            if (strcmp(st, "failed") == 0) {
+                for (int i = 0; i < nitems; i++)
+                    if (mine[i]) {
+                        items[i].status = "failed";
+                        items[i].exit_code = code;
+                    }
+                failed += todo;
+                record_index(index_path, dir, runs_dir, &plan, items, nitems, &cli);
+            }
+        }
+        free(mine);
+    }
+    for (int i = 0; i < nitems && !interrupted && !stopped; i++) {
+        if (sweep_stop_signal()) { /* arrived between runs: do not start another */
+            interrupted = 1;
+            break;
+        }
+        sweep_item *it = &items[i];
+        if (it->status) continue; /* kept from before a resume */
+        const vb_sweep_run *r = it->run;
+        sweep_strvec cmd = {0};
+        sweep_build_launch(&cmd, cli.launcher, &sc, r->ranks, per_node, &cli.launcher_args);
+        sweep_push_vitbench_args(&cmd, exe, &sc, r, it->name, runs_dir);
+        char log_path[VB_PATH_MAX];
+        vb_snprintf(log_path, sizeof log_path, "%s/logs/%s.log", cli.launcher == LAUNCH_SBATCH ? dir_abs : dir, it->name);
+
+        if (cli.launcher == LAUNCH_SBATCH) {
+            char script[VB_PATH_MAX];
+            vb_snprintf(script, sizeof script, "%s/jobs/%s.sbatch", dir_abs, it->name);
+            sweep_clear_status(dir, it);
+            sweep_write_run_script(script, &job, it, i, nitems);
+            /* the row says submitted before the job can start and collect it */
+            it->status = cli.dry_run ? "dry-run" : "submitted";
+            record_index(index_path, dir, runs_dir, &plan, items, nitems, &cli);
+            int code;
+            const char *st = submit(script, dir, it->name, cli.dry_run, &code);
+            if (!cli.dry_run) {
+                printf("vitbench sweep: [%d/%d] %s: %s (sbatch exit %d, see %s/logs/%s.submit.log)\n", i + 1, nitems,
+                       it->name, st, code, dir, it->name);
+                if (strcmp(st, "failed") == 0) {
+                    it->status = "failed";
+                    it->exit_code = code;
+                    failed++;
+                }
+                if (sweep_stop_signal()) interrupted = 1;
+            }
+        } else if (cli.dry_run) {
+            printf("OMP_NUM_THREADS=%d ", it->threads);
+            sweep_fput_argv(stdout, cmd.v);
+            fputc('\n', stdout);
+            it->status = "dry-run";
+        } else {
+            printf("vitbench sweep: [%d/%d] %s: OMP_NUM_THREADS=%d ", i + 1, nitems, it->name, it->threads);
+            sweep_fput_argv(stdout, cmd.v);
+            fputc('\n', stdout);
+            FILE *lf = fopen(log_path, "w");
+            if (lf) {
+                fprintf(lf, "# OMP_NUM_THREADS=%d ", it->threads);
+                sweep_fput_argv(lf, cmd.v);
+                fputc('\n', lf);
+                fclose(lf);
+            }
+            double t0 = vb_now();
+            const char *why;
+            it->exit_code = sweep_launch(cmd.v, log_path, timeout_s, it->threads, &why);
+            if (why[0])
+                sweep_append_line(log_path, "vitbench sweep: run stopped (%s) after %.1f s", why, vb_now() - t0);
+            it->status = it->exit_code == 0 ? "completed" : "failed";
+            last_line[0] = '\0';
+            if (it->exit_code != 0) {
+                failed++;
+                sweep_mark_run_failed(runs_dir, it);
+                sweep_last_log_line(log_path, last_line, sizeof last_line);
+                char sig[600];
+                snprintf(sig, sizeof sig, "%d|%s", it->exit_code, last_line);
+                streak = strcmp(sig, streak_sig) == 0 ? streak + 1 : 1;
+                snprintf(streak_sig, sizeof streak_sig, "%s", sig);
+            } else {
+                streak = 0;
+                streak_sig[0] = '\0';
+            }
+            if (it->exit_code == 0) sweep_read_headline(runs_dir, it);
+            printf("vitbench sweep: [%d/%d] %s: %s, exit %d, %.1f s%s%s", i + 1, nitems, it->name, it->status,
+                   it->exit_code, vb_now() - t0, why[0] ? ", " : "", why);
+            if (!isnan(it->headline[0])) printf(", FULL %.2f samples/s", it->headline[0]);
+            printf("\n");
+            if (last_line[0]) printf("vitbench sweep:     last line of its log: %s\n", last_line);
+            if (sweep_stop_signal()) interrupted = 1;
+            if (cli.max_failures > 0 && streak >= cli.max_failures) {
+                printf("vitbench sweep: stopping: %d runs in a row failed alike (exit %d: %s); fix that and continue "
+                       "with vitbench sweep --resume %s\n",
+                       streak, it->exit_code, last_line[0] ? last_line : "no output", dir);
+                stopped = 1;
+            }
+        }
+        fflush(stdout);
+        sweep_sv_free(&cmd);
+        record_index(index_path, dir, runs_dir, &plan, items, nitems, &cli);
+    }
+
+    int recorded = 0, completed = 0;
+    failed = 0; /* over the whole table: a resumed sweep keeps its earlier failures */
+    for (int i = 0; i < nitems; i++) {
+        if (!items[i].status) continue;
+        recorded++;
+        completed += strcmp(items[i].status, "completed") == 0;
+        failed += strcmp(items[i].status, "failed") == 0;
+    }
+    if (!cli.dry_run && cli.launcher != LAUNCH_SBATCH) sweep_print_table(&plan, items, nitems);
+    printf("vitbench sweep: index %s (%d of %d runs recorded)\n", index_path, recorded, nitems);
+    /* the report of what finished, unless asked not to or nothing ran here */
+    if (!cli.no_report && !interrupted && !stopped && completed > 0) write_report(dir, runs_dir, items, nitems);
+    if (stopped)
+        printf("vitbench sweep: %d of %d runs not started after the failures above\n", nitems - recorded, nitems);
+    if (interrupted)
+        vb_warn("sweep interrupted (signal %d) after %d of %d runs; continue with vitbench sweep --resume %s",
+                sweep_stop_signal(), recorded, nitems, dir);
+    if (failed)
+        printf("vitbench sweep: %d of %d runs failed; their logs are in %s/logs\n", failed, recorded, dir);
+    else if (!interrupted)
+        printf("vitbench sweep: all %d runs %s\n", recorded,
+               cli.dry_run ? "printed (dry run)" : cli.launcher == LAUNCH_SBATCH ? "submitted" : "completed");
+    fflush(stdout);
+
+    free(items);
+    vb_sweep_plan_free(&plan);
+    vb_scenario_free(&sc);
+    free_cli(&cli);
+    return interrupted ? 130 : failed ? 1 : 0;
+}

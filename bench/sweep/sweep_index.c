@@ -1,0 +1,304 @@
+/* sweep_index.c: the sweep directory and its bookkeeping.
+ *
+ * Contract: a sweep directory DIR/<name>_<stamp>[-N] is claimed with mkdir
+ * (never shared, never reused) and holds scenario.yaml, sweep.json (written
+ * once at the start), runs/, logs/ and index.csv. index.csv has one row per
+ * run that has a status, in launch order, with the headline numbers read
+ * from the run's summary.csv once it completed, and is rewritten atomically
+ * (sweep.h documents its columns). On --resume the rows that stand
+ * (completed, submitted, failed unless retried) are kept and every other
+ * run's leftover directory is moved aside so the new run gets its name.
+ */
+#include "bench/sweep/sweep_internal.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "analysis/csv.h"
+#include "core/results/results.h"
+
+#ifndef VB_GIT_COMMIT
+#define VB_GIT_COMMIT "unknown"
+#endif
+
+static const char *const k_headline_cols[6] = {VB_INDEX_HEADLINE_COLUMNS};
+
+typedef struct {
+    const vb_sweep_plan *plan;
+    const sweep_item *items;
+    int n;
+} index_ctx;
+
+static void write_index(FILE *f, void *vctx) {
+    const index_ctx *x = vctx;
+    fputs(VB_INDEX_LEAD_COLUMNS, f);
+    for (int c = 0; c < x->plan->ncolumns; c++) {
+        fputc(',', f);
+        vb_csv_field(f, x->plan->columns[c]);
+    }
+    for (int h = 0; h < 6; h++) fprintf(f, ",%s", k_headline_cols[h]);
+    fputc('\n', f);
+    for (int i = 0; i < x->n; i++) {
+        const sweep_item *it = &x->items[i];
+        const vb_sweep_run *r = it->run;
+        if (!it->status) continue; /* not run yet */
+        fprintf(f, "%d,", i);
+        char dir[300];
+        snprintf(dir, sizeof dir, "runs/%s", it->name);
+        vb_csv_field(f, dir);
+        fprintf(f, ",%s,", it->status ? it->status : "");
+        if (it->exit_code != INT_MIN) fprintf(f, "%d", it->exit_code);
+        fprintf(f, ",%d,%d,%d", it->repeat, r->ranks, it->threads);
+        for (int c = 0; c < x->plan->ncolumns; c++) {
+            fputc(',', f);
+            vb_csv_field(f, vb_sweep_kvs_get(&r->params, x->plan->columns[c]));
+        }
+        for (int h = 0; h < 6; h++) {
+            fputc(',', f);
+            if (!isnan(it->headline[h])) fprintf(f, "%.9g", it->headline[h]);
+        }
+        fputc('\n', f);
+    }
+}
+
+int sweep_write_index(const char *path, const vb_sweep_plan *plan, const sweep_item *items, int n) {
+    index_ctx ix = {plan, items, n};
+    return vb_atomic_write(path, write_index, &ix);
+}
+
+/* A finished run's FULL / SYNTHETIC / IO mean and std from its summary.csv. */
+void sweep_read_headline(const char *runs_dir, sweep_item *it) {
+    for (int h = 0; h < 6; h++) it->headline[h] = NAN;
+    char path[VB_PATH_MAX];
+    vb_snprintf(path, sizeof path, "%s/%s/summary.csv", runs_dir, it->name);
+    vb_csv t;
+    char err[512];
+    if (vb_csv_read(path, &t, err, sizeof err) != 0) return;
+    static const char *types[3] = {"FULL", "SYNTHETIC", "IO"};
+    int ct = vb_csv_col(&t, "trial_type"), cm = vb_csv_col(&t, "mean_samples_per_s"),
+        cs = vb_csv_col(&t, "std_samples_per_s");
+    for (int row = 0; row < t.nrows; row++)
+        for (int k = 0; k < 3; k++)
+            if (strcmp(vb_csv_get(&t, row, ct), types[k]) == 0) {
+                vb_csv_num(&t, row, cm, &it->headline[2 * k]);
+                vb_csv_num(&t, row, cs, &it->headline[2 * k + 1]);
+            }
+    vb_csv_free(&t);
+}
+
+/* The sweep's table at its end: one line per run, read at a glance. */
+void sweep_print_table(const vb_sweep_plan *plan, const sweep_item *items, int n) {
+    /* rows in index.csv's order: every run with a status */
+    printf("\n%-4s %-44s %-9s %24s %24s %14s\n", "#", "run", "status", "FULL samples/s", "SYNTHETIC samples/s",
+           "IO samples/s");
+    for (int i = 0; i < n; i++) {
+        const sweep_item *it = &items[i];
+        if (!it->status) continue;
+        char cell[3][40];
+        for (int k = 0; k < 3; k++) {
+            if (isnan(it->headline[2 * k]))
+                snprintf(cell[k], sizeof cell[k], "-");
+            else if (k == 2)
+                snprintf(cell[k], sizeof cell[k], "%.1f", it->headline[2 * k]);
+            else
+                snprintf(cell[k], sizeof cell[k], "%.2f +/- %.2f", it->headline[2 * k], it->headline[2 * k + 1]);
+        }
+        printf("%-4d %-44.44s %-9s %24s %24s %14s\n", i, it->name, it->status ? it->status : "-", cell[0], cell[1],
+               cell[2]);
+    }
+    (void)plan;
+    fflush(stdout);
+}
+
+/* DIR/<name>_<stamp>[-N]: mkdir is the atomic claim, so two sweeps started
+ * in the same second never share a directory. */
+void sweep_create_dir(const char *out_dir, const char *name, char *dir, size_t n, char *id, size_t idn) {
+    if (vb_mkdir_p(out_dir) != 0) vb_die_input("flag --output_dir %s: cannot create directory (%s)", out_dir, strerror(errno));
+    char stamp[32], base[300];
+    vb_results_stamp(stamp, sizeof stamp);
+    vb_snprintf(base, sizeof base, "%s_%s", name, stamp);
+    if (vb_results_dir_claim(out_dir, base, dir, n, id, idn) == 0) return;
+    if (errno == EEXIST) vb_die_input("flag --output_dir %s: too many sweeps named %s", out_dir, base);
+    vb_die_input("flag --output_dir %s: cannot create %s/%s (%s)", out_dir, out_dir, base, strerror(errno));
+}
+
+void sweep_make_subdir(const char *dir, const char *sub) {
+    char p[VB_PATH_MAX];
+    vb_snprintf(p, sizeof p, "%s/%s", dir, sub);
+    if (mkdir(p, 0775) != 0 && errno != EEXIST) vb_die_input("cannot create %s (%s)", p, strerror(errno));
+}
+
+void sweep_copy_file(const char *from, const char *to) {
+    FILE *in = fopen(from, "rb");
+    FILE *out = in ? fopen(to, "wb") : NULL;
+    if (in && out) {
+        char buf[8192];
+        size_t k;
+        while ((k = fread(buf, 1, sizeof buf, in)) > 0) fwrite(buf, 1, k, out);
+    }
+    if (!in || !out || ferror(out)) vb_warn("could not copy %s to %s", from, to);
+    if (in) fclose(in);
+    if (out) fclose(out);
+}
+
+typedef struct {
+    cJSON *json;
+} json_ctx;
+
+static void write_json(FILE *f, void *vctx) {
+    char *s = cJSON_Print(((json_ctx *)vctx)->json);
+    if (s) fputs(s, f);
+    fputc('\n', f);
+    free(s);
+}
+
+/* What the sweep varies, for `vitbench report`: scaling kinds by the batch
+ * that stays fixed while ranks vary (local: weak; global: strong). */
+static const char *sweep_kind(const vb_scenario *s, const vb_sweep_plan *p, const sweep_cli *c) {
+    if (s->has_layouts) return "layouts";
+    if (s->has_flags) {
+        bool ddp_only = true;
+        for (int i = 0; i < s->nflags; i++)
+            if (strcmp(s->flags[i].key, "bucket_cap_mb") != 0 && strcmp(s->flags[i].key, "noddp") != 0)
+                ddp_only = false;
+        return ddp_only ? "ddp_buckets" : "flags";
+    }
+    bool ranks_vary = false;
+    for (int i = 1; i < p->nruns; i++)
+        if (p->runs[i].ranks != p->runs[0].ranks) ranks_vary = true;
+    if (ranks_vary) {
+        bool local = sweep_kvs_has(&s->base, "local_batch_size") || sweep_kvs_has(&c->ov.config, "local_batch_size");
+        return local ? "weak_scaling" : "strong_scaling";
+    }
+    return s->nmatrix > 0 ? "matrix" : "single";
+}
+
+void sweep_write_sweep_json(const char *dir, const char *id, const vb_scenario *s, const sweep_cli *c,
+                            const vb_sweep_plan *plan, const char *exe, int argc, char **argv, int nruns) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "sweep_id", id);
+    cJSON_AddStringToObject(j, "scenario", s->name);
+    cJSON_AddStringToObject(j, "scenario_file", s->path);
+    cJSON_AddStringToObject(j, "command", s->command);
+    cJSON *cl = cJSON_AddArrayToObject(j, "command_line");
+    cJSON_AddItemToArray(cl, cJSON_CreateString("vitbench"));
+    for (int i = 0; i < argc; i++) cJSON_AddItemToArray(cl, cJSON_CreateString(argv[i]));
+    cJSON_AddStringToObject(j, "launcher", sweep_launcher_names[c->launcher]);
+    cJSON_AddStringToObject(j, "binary", exe);
+    cJSON_AddBoolToObject(j, "dry_run", c->dry_run);
+    cJSON_AddNumberToObject(j, "nruns", nruns);
+    cJSON_AddNumberToObject(j, "npoints", plan->nruns);
+    cJSON_AddNumberToObject(j, "repeats", s->repeats);
+    cJSON_AddStringToObject(j, "order", vb_scenario_shuffled(s) ? "shuffled" : "sequential");
+    cJSON_AddNumberToObject(j, "order_seed", (double)s->order_seed);
+    cJSON_AddStringToObject(j, "kind", sweep_kind(s, plan, c));
+    cJSON *cols = cJSON_AddArrayToObject(j, "swept_columns");
+    cJSON_AddItemToArray(cols, cJSON_CreateString("ranks"));
+    for (int i = 0; i < plan->ncolumns; i++) cJSON_AddItemToArray(cols, cJSON_CreateString(plan->columns[i]));
+    char t[32], cwd[VB_PATH_MAX];
+    vb_iso_time(t, sizeof t);
+    cJSON_AddStringToObject(j, "start_time", t);
+    cJSON_AddStringToObject(j, "cwd", getcwd(cwd, sizeof cwd) ? cwd : "");
+    cJSON_AddStringToObject(j, "git_commit", VB_GIT_COMMIT);
+    char path[VB_PATH_MAX];
+    vb_snprintf(path, sizeof path, "%s/sweep.json", dir);
+    json_ctx x = {j};
+    if (vb_atomic_write(path, write_json, &x) != 0) vb_warn("could not write %s", path);
+    cJSON_Delete(j);
+}
+
+void sweep_record_warmup(const char *dir, const char *point, int exit_code, double seconds) {
+    char path[VB_PATH_MAX];
+    vb_snprintf(path, sizeof path, "%s/sweep.json", dir);
+    char *text = vb_read_file(path, NULL);
+    cJSON *j = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    if (!cJSON_IsObject(j)) {
+        vb_warn("could not record the warm-up run in %s", path);
+        cJSON_Delete(j);
+        return;
+    }
+    cJSON_DeleteItemFromObjectCaseSensitive(j, "warmup");
+    cJSON *w = cJSON_AddObjectToObject(j, "warmup");
+    cJSON_AddStringToObject(w, "point", point);
+    cJSON_AddStringToObject(w, "log", "logs/warmup.log");
+    cJSON_AddNumberToObject(w, "exit_code", exit_code);
+    cJSON_AddNumberToObject(w, "seconds", seconds);
+    cJSON_AddStringToObject(w, "why", "discarded: the machine's first run after a pause is slower than its repeats");
+    json_ctx x = {j};
+    if (vb_atomic_write(path, write_json, &x) != 0) vb_warn("could not write %s", path);
+    cJSON_Delete(j);
+}
+
+/* --resume: rows of the sweep's index.csv that stand keep their status
+ * (completed and submitted always, failed unless --retry_failed); every other
+ * run (never started, cut off when the sweep died, or failed and retried)
+ * runs again, its leftover directory and log moved aside under one suffix
+ * (runs/<run>.unfinished-N, logs/<run>.unfinished-N.log) so the new attempt
+ * gets the names index.csv and the report point to, and the earlier
+ * attempt's log, often the only account of why it failed, is not truncated
+ * by the new one. Returns how many were kept. */
+int sweep_keep_finished(const char *dir, const char *runs_dir, sweep_item *items, int n, bool retry_failed) {
+    char path[VB_PATH_MAX], err[512];
+    vb_snprintf(path, sizeof path, "%s/index.csv", dir);
+    vb_csv t;
+    if (vb_csv_read(path, &t, err, sizeof err) != 0) vb_die_input("flag --resume: %s", err);
+    int cdir = vb_csv_col(&t, "run_dir"), cst = vb_csv_col(&t, "status"), ccode = vb_csv_col(&t, "exit_code");
+    if (cdir < 0 || cst < 0) vb_die_input("flag --resume: %s has no run_dir / status columns", path);
+    int kept = 0;
+    for (int i = 0; i < n; i++) {
+        sweep_item *it = &items[i];
+        char want[300];
+        snprintf(want, sizeof want, "runs/%s", it->name);
+        bool retried = false;
+        for (int row = 0; row < t.nrows; row++) {
+            if (strcmp(vb_csv_get(&t, row, cdir), want) != 0) continue;
+            const char *st = vb_csv_get(&t, row, cst);
+            bool keep = strcmp(st, "completed") == 0 || strcmp(st, "submitted") == 0 ||
+                        (strcmp(st, "failed") == 0 && !retry_failed);
+            retried = strcmp(st, "failed") == 0;
+            if (!keep) break;
+            it->status = strcmp(st, "completed") == 0 ? "completed" : strcmp(st, "submitted") == 0 ? "submitted" : "failed";
+            double code;
+            if (vb_csv_num(&t, row, ccode, &code)) it->exit_code = (int)code;
+            if (strcmp(st, "completed") == 0) sweep_read_headline(runs_dir, it);
+            kept++;
+            break;
+        }
+        if (it->status) continue;
+        char old[VB_PATH_MAX + 320], aside[VB_PATH_MAX + 360];
+        char log[VB_PATH_MAX + 320], log_aside[VB_PATH_MAX + 360];
+        vb_snprintf(old, sizeof old, "%s/%s", runs_dir, it->name);
+        vb_snprintf(log, sizeof log, "%s/logs/%s.log", dir, it->name);
+        bool has_dir = vb_dir_exists(old), has_log = vb_file_exists(log);
+        if (!has_dir && !has_log) continue;
+        /* one N for both, free for both: the pair names the same attempt */
+        for (int k = 1; k < 1000; k++) {
+            vb_snprintf(aside, sizeof aside, "%s.unfinished-%d", old, k);
+            vb_snprintf(log_aside, sizeof log_aside, "%s/logs/%s.unfinished-%d.log", dir, it->name, k);
+            if (!vb_dir_exists(aside) && !vb_file_exists(log_aside)) break;
+        }
+        if (has_dir && rename(old, aside) != 0)
+            vb_die_input("cannot move the unfinished run %s aside (%s)", old, strerror(errno));
+        if (has_log && rename(log, log_aside) != 0)
+            vb_die_input("cannot move the earlier log %s aside (%s)", log, strerror(errno));
+        printf("vitbench sweep: %s %s before; moved to %s%s%s\n", it->name, retried ? "failed" : "did not finish",
+               has_dir ? aside : "", has_dir && has_log ? " and " : "", has_log ? log_aside : "");
+    }
+    vb_csv_free(&t);
+    return kept;
+}
+
+void sweep_mark_run_failed(const char *runs_dir, const sweep_item *it) {
+    char rj[VB_PATH_MAX + 200], why[128];
+    vb_snprintf(rj, sizeof rj, "%s/%s/run.json", runs_dir, it->name);
+    snprintf(why, sizeof why, "the run ended with exit status %d before it could record its end", it->exit_code);
+    vb_run_json_mark_failed(rj, why);
+}

@@ -1,0 +1,330 @@
+/* sweep_launch.c: starting one run of a sweep.
+ *
+ * Contract: a run's argv is the launcher's part (mpirun -np R --oversubscribe
+ * -x OMP_NUM_THREADS [--bind-to none], or srun --ntasks=R [--nodes ...
+ * --ntasks-per-node ...] and the Slurm binding of sweep_slurm.c), then --launcher_args, then <vitbench> <command>
+ * and its overrides; sweep_launch runs it with fork/exec (never a shell) in
+ * its own process group, stdin from /dev/null and stdout + stderr appended to
+ * its log, stops the whole group on timeout or on a stop signal (SIGTERM,
+ * then SIGKILL after 10 s) and dies with the sweep (PR_SET_PDEATHSIG). Job
+ * scripts (sweep_slurm.c) hold the same srun lines. Printed commands and
+ * scripts are shell-quoted.
+ */
+#include "bench/sweep/sweep_internal.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+const char *const sweep_launcher_names[3] = {"mpirun", "srun", "sbatch"};
+
+/* Is `prog` runnable from PATH? */
+bool sweep_in_path(const char *prog) {
+    if (strchr(prog, '/')) return access(prog, X_OK) == 0;
+    const char *path = getenv("PATH");
+    if (!path) return false;
+    char *copy = sweep_strdup(path);
+    bool found = false;
+    for (char *d = strtok(copy, ":"); d && !found; d = strtok(NULL, ":")) {
+        char full[VB_PATH_MAX];
+        snprintf(full, sizeof full, "%s/%s", *d ? d : ".", prog);
+        found = access(full, X_OK) == 0;
+    }
+    free(copy);
+    return found;
+}
+
+/* Shell quoting for printed commands and sbatch scripts (never executed by
+ * us). A word always stays on its line: values with a CR or LF are refused
+ * where they come in (sweep_refuse_line_break), and one that got here anyway
+ * is written with $'\r' / $'\n' (bash, the job scripts' shell) instead of a
+ * raw break that would end the line inside the quotes. */
+void sweep_fput_quoted(FILE *f, const char *s) {
+    bool plain = *s != '\0';
+    for (const char *c = s; *c; c++)
+        if (!isalnum((unsigned char)*c) && !strchr("_-./=:,+@%", *c)) plain = false;
+    if (plain) {
+        fputs(s, f);
+        return;
+    }
+    fputc('\'', f);
+    for (const char *c = s; *c; c++) {
+        if (*c == '\'')
+            fputs("'\\''", f);
+        else if (*c == '\n' || *c == '\r')
+            fputs(*c == '\n' ? "'$'\\n''" : "'$'\\r''", f);
+        else
+            fputc(*c, f);
+    }
+    fputc('\'', f);
+}
+
+void sweep_fput_argv(FILE *f, char *const *argv) {
+    for (int i = 0; argv[i]; i++) {
+        if (i) fputc(' ', f);
+        sweep_fput_quoted(f, argv[i]);
+    }
+}
+
+/* The run's vitbench arguments: <exe> <command> --key value ... --output_dir D --run_name N */
+void sweep_push_vitbench_args(sweep_strvec *a, const char *exe, const vb_scenario *s, const vb_sweep_run *r,
+                              const char *run_name, const char *runs_dir) {
+    sweep_sv_push(a, exe);
+    sweep_sv_push(a, s->command);
+    for (int i = 0; i < r->args.n; i++) {
+        const char *k = r->args.v[i].key, *v = r->args.v[i].value;
+        /* --key=value when the value could be mistaken for a flag or vanish */
+        if (!v[0] || v[0] == '-') {
+            sweep_sv_pushf(a, "--%s=%s", k, v);
+        } else {
+            sweep_sv_pushf(a, "--%s", k);
+            sweep_sv_push(a, v);
+        }
+    }
+    sweep_sv_push(a, "--output_dir");
+    sweep_sv_push(a, runs_dir);
+    sweep_sv_push(a, "--run_name");
+    sweep_sv_push(a, run_name);
+}
+
+/* Does the user's --launcher_args already decide where ranks run? */
+static bool user_binds(const sweep_strvec *extra) {
+    for (int i = 0; i < extra->n; i++)
+        if (strncmp(extra->v[i], "--bind-to", 9) == 0 || strncmp(extra->v[i], "--map-by", 8) == 0 ||
+            strncmp(extra->v[i], "--cpu-set", 9) == 0 || strncmp(extra->v[i], "--rank-by", 9) == 0)
+            return true;
+    return false;
+}
+
+void sweep_build_launch(sweep_strvec *a, launcher_kind k, const vb_scenario *s, int ranks, int per_node,
+                        const sweep_strvec *extra) {
+    if (k == LAUNCH_MPIRUN) {
+        sweep_sv_push(a, "mpirun");
+        sweep_sv_push(a, "-np");
+        sweep_sv_pushf(a, "%d", ranks);
+        sweep_sv_push(a, "--oversubscribe");
+        /* every rank runs OMP_NUM_THREADS threads (threads_per_rank); mpirun's
+         * default core binding would squeeze them onto one core each */
+        sweep_sv_push(a, "-x");
+        sweep_sv_push(a, "OMP_NUM_THREADS");
+        if (!user_binds(extra)) {
+            sweep_sv_push(a, "--bind-to");
+            sweep_sv_push(a, "none");
+        }
+    } else {
+        sweep_sv_push(a, "srun");
+        sweep_sv_pushf(a, "--ntasks=%d", ranks);
+        int nodes = sweep_nodes_of(s, per_node, ranks);
+        if (nodes > 0) {
+            sweep_sv_pushf(a, "--nodes=%d", nodes);
+            sweep_sv_pushf(a, "--ntasks-per-node=%d", sweep_tasks_per_node(s, per_node, ranks));
+        }
+        sweep_slurm_srun_flags(a, s, extra);
+    }
+    for (int i = 0; i < extra->n; i++) sweep_sv_push(a, extra->v[i]);
+}
+
+/* SIGINT / SIGTERM / SIGHUP seen by the sweep: 0 = none. The current run is
+ * stopped (sweep_launch) and no other starts. */
+static volatile sig_atomic_t g_stop_signal = 0;
+static void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+void sweep_catch_stop_signals(void) { vb_on_stop_signals(on_stop_signal); }
+
+int sweep_stop_signal(void) { return (int)g_stop_signal; }
+
+static void sleep_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* fork/exec argv with stdout+stderr appended to log_path, in its own process
+ * group (so a timeout or Ctrl-C can stop mpirun and every rank it started).
+ * Returns the exit status (128+signal when killed); *why says if the sweep
+ * cut it short ("" otherwise). */
+int sweep_launch(char *const *argv, const char *log_path, int timeout_s, int threads, const char **why) {
+    *why = "";
+    int logfd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0664);
+    if (logfd < 0) vb_die_input("cannot open log %s (%s)", log_path, strerror(errno));
+    fflush(stdout);
+    fflush(stderr);
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) vb_die_internal("fork failed: %s", strerror(errno));
+    if (pid == 0) {
+        setpgid(0, 0);
+        /* a sweep killed with SIGKILL cannot stop its run: the run stops
+         * itself (mpirun passes SIGTERM on to its ranks) instead of finishing
+         * unrecorded; a resumed sweep runs it again */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent) _exit(128 + SIGTERM);
+        int devnull = open("/dev/null", O_RDONLY);
+        if (devnull >= 0) dup2(devnull, 0);
+        dup2(logfd, 1);
+        dup2(logfd, 2);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGHUP, SIG_DFL);
+        if (threads > 0) {
+            char t[16];
+            snprintf(t, sizeof t, "%d", threads);
+            setenv("OMP_NUM_THREADS", t, 1);
+        }
+        execvp(argv[0], argv);
+        dprintf(2, "vitbench sweep: cannot execute %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    setpgid(pid, pid); /* also here: whichever of parent and child runs first */
+    close(logfd);
+    double t0 = vb_now(), term_at = -1;
+    int st = 0, sent = 0;
+    for (;;) {
+        pid_t w = waitpid(pid, &st, WNOHANG);
+        if (w == pid) break;
+        if (w < 0 && errno != EINTR) vb_die_internal("waitpid failed: %s", strerror(errno));
+        double now = vb_now();
+        if (term_at < 0 && (g_stop_signal || (timeout_s > 0 && now - t0 > timeout_s))) {
+            *why = g_stop_signal ? "interrupted" : "timeout";
+            kill(-pid, SIGTERM);
+            sent = SIGTERM;
+            term_at = now;
+        }
+        if (term_at >= 0 && now - term_at > 10 && sent != SIGKILL) { /* ignored SIGTERM */
+            kill(-pid, SIGKILL);
+            sent = SIGKILL;
+        }
+        sleep_ms(50);
+    }
+    /* a run the sweep stopped is recorded as killed by that signal, whatever
+     * status mpirun chose to exit with after passing it on */
+    if (sent) return 128 + sent;
+    if (WIFEXITED(st)) return WEXITSTATUS(st);
+    if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
+    return 1;
+}
+
+void sweep_append_line(const char *path, const char *fmt, ...) {
+    FILE *f = fopen(path, "a");
+    if (!f) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+    fputc('\n', f);
+    fclose(f);
+}
+
+/* OpenMP threads of a run's ranks: the scenario's or flag's threads_per_rank,
+ * else cpus_per_task (the CPUs srun gives each rank), else the cores of a
+ * node split over the ranks on it (at least 1), so every point of a sweep
+ * gets the same share of a core per thread. Under Slurm the node's size is
+ * the allocation's (SLURM_CPUS_ON_NODE), not the login node's. */
+int sweep_threads_for(const vb_scenario *s, launcher_kind launcher, int ranks, int per_node) {
+    if (s->threads_per_rank > 0) return s->threads_per_rank;
+    if (s->slurm.cpus_per_task > 0) return s->slurm.cpus_per_task;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    const char *slurm = getenv("SLURM_CPUS_ON_NODE");
+    if (launcher != LAUNCH_MPIRUN && slurm && atoi(slurm) > 0) cores = atoi(slurm);
+    int tpn = sweep_tasks_per_node(s, per_node, ranks);
+    int on_node = tpn > 0 ? tpn : ranks;
+    long t = cores > 0 ? cores / on_node : 1;
+    return t >= 1 ? (int)t : 1;
+}
+
+static bool dash_line(const char *l, size_t n) {
+    size_t d = 0;
+    for (size_t i = 0; i < n; i++) d += l[i] == '-';
+    return n >= 10 && d == n;
+}
+
+static bool says_something(const char *l, size_t n) {
+    if (n == 0 || l[0] == '#' || dash_line(l, n)) return false;
+    for (size_t i = 0; i < n; i++)
+        if (!isspace((unsigned char)l[i])) return true;
+    return false;
+}
+
+/* The line that says why a run failed: vitbench's own one-line error when
+ * there is one (mpirun prints its report of the exit after it); else the last
+ * line that says something, and where that sits in one of Open MPI's framed
+ * help texts (between lines of dashes), the text's first line, its summary. */
+void sweep_last_log_line(const char *path, char *buf, size_t n) {
+    buf[0] = '\0';
+    char *text = vb_read_file(path, NULL);
+    if (!text) return;
+    int nl = 0;
+    for (const char *c = text; *c; c++) nl += *c == '\n';
+    const char **ls = calloc((size_t)nl + 2, sizeof *ls);
+    size_t *len = calloc((size_t)nl + 2, sizeof *len);
+    if (!ls || !len) vb_die_internal("out of memory");
+    int k = 0;
+    for (char *c = text; *c;) {
+        char *e = strchr(c, '\n');
+        size_t l = e ? (size_t)(e - c) : strlen(c);
+        while (l > 0 && c[l - 1] == '\r') l--;
+        ls[k] = c, len[k++] = l;
+        if (!e) break;
+        c = e + 1;
+    }
+    int pick = -1;
+    for (int i = k - 1; i >= 0 && pick < 0; i--)
+        if (strncmp(ls[i], "vitbench: error:", 16) == 0) pick = i;
+    if (pick < 0) {
+        for (int i = k - 1; i >= 0 && pick < 0; i--)
+            if (says_something(ls[i], len[i])) pick = i;
+        if (pick >= 0) {
+            bool closed = false; /* a line of dashes after it: inside a framed text */
+            for (int i = pick + 1; i < k && !closed; i++) closed = dash_line(ls[i], len[i]);
+            int open = pick;
+            while (closed && open > 0 && !dash_line(ls[open - 1], len[open - 1])) open--;
+            if (closed && open > 0)
+                for (int i = open; i < pick; i++)
+                    if (says_something(ls[i], len[i])) {
+                        pick = i;
+                        break;
+                    }
+        }
+    }
+    if (pick >= 0) snprintf(buf, n, "%.*s", (int)len[pick], ls[pick]);
+    free(ls);
+    free(len);
+    free(text);
+}
+
+void sweep_hold_lock(const char *dir, const char *flag) {
+    char path[VB_PATH_MAX];
+    vb_snprintf(path, sizeof path, "%s/.sweep.lock", dir);
+    /* close-on-exec: the runs the sweep starts must not hold it after it ends */
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0664);
+    if (fd < 0) {
+        vb_warn("cannot open %s (%s): a second --resume of this sweep would not be refused", path, strerror(errno));
+        return;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno == EWOULDBLOCK) {
+            char holder[256] = "";
+            ssize_t k = pread(fd, holder, sizeof holder - 1, 0);
+            holder[k > 0 ? k : 0] = '\0';
+            holder[strcspn(holder, "\n")] = '\0';
+            vb_die_input("%s %s: the sweep is still running (%s holds %s): let it finish or stop it first", flag, dir,
+                         holder[0] ? holder : "another process", path);
+        }
+        vb_warn("cannot lock %s (%s): a second --resume of this sweep would not be refused", path, strerror(errno));
+        return;
+    }
+    char host[128] = "", t[32];
+    gethostname(host, sizeof host - 1);
+    vb_iso_time(t, sizeof t);
+    if (ftruncate(fd, 0) == 0) dprintf(fd, "pid %d on %s since %s\n", (int)getpid(), host, t);
+    /* fd stays open: the lock is held until this process exits */
+}

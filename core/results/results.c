@@ -1,0 +1,149 @@
+/* results.c: the run directory and run.json's failure mark (results.h); the
+ * crash-safe writes themselves are fileio.c's. */
+#include "core/results/results.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "core/util/common.h"
+#include "core/prof/cupti_trace.h"
+
+/* Every name the run itself writes into its directory (trials.c,
+ * train_loop.c, trainer.c; CUPTI's through vb_cupti_file), and the default
+ * outputs of the tools that write into a run directory afterwards. */
+static const char *const k_run_files[] = {
+    "run.json",      "trials.csv",     "summary.csv",   "iterations.csv", "ops.csv",
+    "timeline.csv",  "train_log.csv",  "validation.csv", "checkpoint.h5",
+    "trace.json", /* vitbench trace RUN */
+    "kineto",     /* vitbench trace RUN --format kineto: a directory */
+    "report",     /* vitbench report RUN: a directory */
+};
+
+/* name is file's stem + "_rank<digits>" + file's extension (CUPTI's copy
+ * for rank k > 0, trials.c write_cupti) */
+static bool is_rank_copy(const char *name, const char *file) {
+    const char *dot = strrchr(file, '.');
+    size_t stem = dot ? (size_t)(dot - file) : strlen(file);
+    if (strncasecmp(name, file, stem) != 0 || strncasecmp(name + stem, "_rank", 5) != 0) return false;
+    const char *p = name + stem + 5, *digits = p;
+    while (*p >= '0' && *p <= '9') p++;
+    return p > digits && strcasecmp(p, dot ? dot : "") == 0;
+}
+
+bool vb_run_file_reserved(const char *name) {
+    for (size_t i = 0; i < sizeof k_run_files / sizeof k_run_files[0]; i++)
+        if (strcasecmp(name, k_run_files[i]) == 0) return true;
+    for (int v = 0; v < VB_CUPTI_NVIEWS; v++) {
+        const char *file = vb_cupti_file((vb_cupti_view)v);
+        if (strcasecmp(name, file) == 0 || is_rank_copy(name, file)) return true;
+    }
+    return false;
+}
+
+void vb_results_stamp(char *buf, size_t n) {
+    time_t t = time(NULL);
+    struct tm tm;
+    localtime_r(&t, &tm);
+    if (strftime(buf, n, "%Y%m%d-%H%M%S", &tm) == 0) vb_die_internal("results stamp: buffer of %zu bytes", n);
+}
+
+int vb_results_dir_claim(const char *out, const char *base, char *dir, size_t n, char *id, size_t idn) {
+    if (vb_mkdir_p(out) != 0) return -1;
+    /* mkdir is the atomic test-and-create: if another run (or rank of another
+     * job, or a sweep started in the same second) got there first we get
+     * EEXIST and move on to the next suffix, so existing files are never
+     * touched. */
+    for (int suffix = 0; suffix < 100000; suffix++) {
+        char name[300];
+        if (suffix == 0)
+            vb_snprintf(name, sizeof name, "%s", base);
+        else
+            vb_snprintf(name, sizeof name, "%s-%d", base, suffix);
+        char path[VB_PATH_MAX];
+        int k = snprintf(path, sizeof path, "%s/%s", out, name);
+        if (k < 0 || (size_t)k >= sizeof path) {
+            errno = ENAMETOOLONG;
+            return -1;
+        }
+        if (mkdir(path, 0775) == 0) {
+            vb_snprintf(dir, n, "%s", path);
+            if (id) vb_snprintf(id, idn, "%s", name);
+            return 0;
+        }
+        if (errno != EEXIST) return -1;
+    }
+    errno = EEXIST;
+    return -1;
+}
+
+void vb_run_dir_create(const char *output_dir, const char *run_name, const char *prefix, char *dir, size_t n,
+                       char *run_id, size_t idn) {
+    const char *out = output_dir && output_dir[0] ? output_dir : "results";
+    char base[256];
+    if (run_name && run_name[0]) {
+        if (strchr(run_name, '/')) vb_die_input("run_name '%s': must not contain '/'", run_name);
+        vb_snprintf(base, sizeof base, "%s", run_name);
+    } else {
+        char stamp[32];
+        vb_results_stamp(stamp, sizeof stamp);
+        vb_snprintf(base, sizeof base, "%s_%s", prefix && prefix[0] ? prefix : "run", stamp);
+    }
+    if (vb_mkdir_p(out) != 0) vb_die_input("output_dir %s: cannot create directory (%s)", out, strerror(errno));
+    if (vb_results_dir_claim(out, base, dir, n, run_id, idn) != 0) {
+        if (errno == EEXIST) vb_die_input("output_dir %s: too many runs named %s", out, base);
+        if (errno == ENAMETOOLONG) vb_die_input("output_dir %s: path too long", out);
+        vb_die_input("output_dir %s: cannot create run directory %s/%s (%s)", out, out, base, strerror(errno));
+    }
+}
+
+bool vb_index_column_is_swept(const char *name) {
+    static const char *const not_swept[] = {VB_INDEX_NOT_SWEPT};
+    for (size_t i = 0; i < sizeof not_swept / sizeof not_swept[0]; i++)
+        if (strcmp(name, not_swept[i]) == 0) return false;
+    return true;
+}
+
+int vb_run_json_mark_failed(const char *path, const char *why) {
+    char *text = vb_read_file(path, NULL);
+    if (!text) return -1;
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    const cJSON *st = j ? cJSON_GetObjectItemCaseSensitive(j, "status") : NULL;
+    if (!cJSON_IsString(st)) {
+        cJSON_Delete(j);
+        return -1;
+    }
+    if (strcmp(st->valuestring, "running") != 0) {
+        cJSON_Delete(j);
+        return 0;
+    }
+    char now[32];
+    vb_iso_time(now, sizeof now);
+    cJSON_ReplaceItemInObjectCaseSensitive(j, "status", cJSON_CreateString("failed"));
+    cJSON_DeleteItemFromObjectCaseSensitive(j, "end_time");
+    cJSON_AddStringToObject(j, "end_time", now);
+    cJSON_DeleteItemFromObjectCaseSensitive(j, "failure");
+    cJSON_AddStringToObject(j, "failure", why);
+    char *out = cJSON_Print(j);
+    cJSON_Delete(j);
+    if (!out) return -1;
+    size_t len = strlen(out);
+    char *withnl = malloc(len + 2);
+    if (!withnl) {
+        cJSON_free(out);
+        return -1;
+    }
+    memcpy(withnl, out, len);
+    memcpy(withnl + len, "\n", 2);
+    cJSON_free(out);
+    /* the run's own "running" write reserved room for this (trainer.c): a
+     * run that died of a full disk still gets its end recorded */
+    int rc = vb_write_reserved(path, withnl, 0);
+    free(withnl);
+    return rc == 0 ? 1 : -1;
+}

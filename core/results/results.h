@@ -1,0 +1,98 @@
+/* results.h: the results schema: the directories vitbench names, the run
+ * directory and its files, index.csv's bookkeeping columns. Writers (core/run,
+ * bench/) and readers (analysis/) take names from here.
+ *
+ * output_dir/<run_id>/ is created fresh (never reusing an existing one: a
+ * suffix -1, -2 ... is added) and holds:
+ *   run.json            resolved config, command line, git commit, host, backend,
+ *                       library versions, start/end time, status, and
+ *                       "fingerprint": {host, cpu_model, affinity_cores (cores in
+ *                       the rank's affinity mask), omp_threads, ranks, backend, blas,
+ *                       blas_coretype, compiler, cflags, git_commit, git_dirty,
+ *                       gpu_name, gpu_driver ("" without a GPU), machine_key}
+ *                       machine_key: 16 hex digits naming what makes throughput
+ *                       comparable (cpu_model, affinity_cores, omp_threads, ranks,
+ *                       backend, blas_coretype, gpu_name); host, compiler and
+ *                       commit are recorded but are what people change, not part of it
+ *   trials.csv          run_id,trial_type,trial_index,warmup,nbatches,global_batch,ranks,rank,seconds,samples_per_s
+ *   summary.csv         trial_type,mean_samples_per_s,std_samples_per_s,min_samples_per_s,
+ *                       max_samples_per_s,ntrials,<key config columns>,
+ *                       achieved_tflop_per_s,peak_mem_bytes,<fingerprint columns>
+ *   benchy_output.json  benchy's JSON: {"nranks":N,"IO":{"rates":[[..]],"avg_iter_throughput":[..],
+ *                       "trial_throughput":[..],"trial_time":[..]},"SYNTHETIC":{..},"FULL":{..}}
+ *   iterations.csv      trial,trial_type,trial_index,warmup,step,rank,seconds,data_wait_s,...
+ *   ops.csv             (profile.h) rank,trial_type,name,category,calls,bytes,flops,total_s,...
+ *   timeline.csv        (timeline.h) every event of the profile_steps window
+ *   kernels.csv         (cupti: true; gpu_summary.h, cupti_trace.h) nsys stats'
+ *                       cuda_gpu_kern_sum of the timed steps' kernels, with
+ *                       kernels_SYNTHETIC.csv, kernels_FULL.csv, gpu_mem_time.csv
+ *   train_log.csv       step,epoch,loss,lr,seconds          (train runs)
+ *   validation.csv      epoch,step,val_loss,rmse_u10m,seconds (train runs)
+ * Every CSV is rewritten atomically (tmp file + rename, fileio.h) after every
+ * trial / epoch, so a run killed mid-way keeps everything it finished.
+ * While the run goes on, run.json ends in trailing whitespace (at least
+ * 64 KiB in all): room kept so that its final status can be written even
+ * when the disk has filled up (fileio.h vb_write_reserved).
+ */
+#ifndef VB_RESULTS_H
+#define VB_RESULTS_H
+
+#include <stdio.h>
+#include <stdbool.h>
+/* vb_atomic_write, vb_atomic_write_or_die, vb_die_env and vb_csv_field: every
+ * writer of the run directory uses them, so they come with this header */
+#include "core/util/fileio.h"
+
+/* The time in every directory name vitbench makes itself (runs, sweeps,
+ * commbench, model): local time as YYYYmmdd-HHMMSS, which sorts by time. */
+void vb_results_stamp(char *buf, size_t n);
+
+/* Claims out/<base>, or out/<base>-1, -2 ... when taken, creating out first:
+ * mkdir is the atomic claim, so two runs never share a directory and an
+ * existing one is never written into. Writes the path into dir (n bytes) and
+ * the name into id (idn bytes; id may be NULL). 0, or -1 with errno
+ * (EEXIST: every suffix taken; ENAMETOOLONG). */
+int vb_results_dir_claim(const char *out, const char *base, char *dir, size_t n, char *id, size_t idn);
+
+/* Creates output_dir/<run_id>/ ("results" when output_dir is empty) where
+ * run_id = run_name, or <prefix>_<stamp> without one ("run" without a
+ * prefix); writes the resolved path into dir (n bytes) and the id into
+ * run_id. Exits 2 naming output_dir if it cannot be created, or run_name if
+ * it holds a '/'. */
+void vb_run_dir_create(const char *output_dir, const char *run_name, const char *prefix, char *dir, size_t n,
+                       char *run_id, size_t idn);
+
+/* index.csv, a sweep directory's table of runs: these bookkeeping columns
+ * first (then the swept keys, then the headline results), written by
+ * bench/sweep and read by analysis/. */
+#define VB_INDEX_LEAD_COLUMNS "run_index,run_dir,status,exit_code,repeat,ranks,threads_per_rank"
+/* its headline results, after the swept keys: FULL, SYNTHETIC and IO
+ * samples/s, each mean and standard deviation over the run's trials */
+#define VB_INDEX_HEADLINE_COLUMNS                                                                         \
+    "full_samples_per_s", "full_std", "synthetic_samples_per_s", "synthetic_std", "io_samples_per_s", "io_std"
+/* its columns that are not swept keys: bookkeeping, the thread count the
+ * sweep derives from ranks, and the headline results */
+#define VB_INDEX_NOT_SWEPT                                                                                  \
+    "run_index", "run_dir", "status", "exit_code", "repeat", "threads_per_rank", VB_INDEX_HEADLINE_COLUMNS
+/* false for the columns of VB_INDEX_NOT_SWEPT */
+bool vb_index_column_is_swept(const char *name);
+
+/* For a run that cannot record its own end (killed while blocked in a
+ * collective, SIGKILLed): if run.json at `path` still says "running", it is
+ * rewritten (atomically) as "failed" with `why` under "failure" and an
+ * end_time; on a full disk in place, over the room its "running" write kept
+ * (fileio.h vb_write_reserved). Returns 1 when rewritten, 0 when the status was already final,
+ * -1 when the file cannot be read or written. Async-signal-unsafe: call from
+ * a thread or another process, never from a signal handler. */
+int vb_run_json_mark_failed(const char *path, const char *why);
+
+/* True when `name` (a file name, no directory part) is one the run
+ * directory already uses: the files above, CUPTI's per-rank copies
+ * (kernels_rank<k>.csv ...), and what vitbench trace (trace.json) and
+ * vitbench report (report/) put there by default. Compared without case:
+ * on a case-insensitive file system Summary.csv is summary.csv. benchy's
+ * output_filename must not be one of them, or one file silently replaces
+ * the other. */
+bool vb_run_file_reserved(const char *name);
+
+#endif

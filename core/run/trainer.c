@@ -1,0 +1,1280 @@
+/* trainer.c: run setup (inputs validated before anything is written), the
+ * training step shared by benchy's trials and the train loop, run.json. */
+#include "core/run/trainer.h"
+
+#include <cblas.h>
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <errno.h>
+#include <hdf5.h>
+#include <math.h>
+#include <omp.h>
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+#include <pthread.h>
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+#include "core/run/agree.h"
+#include "core/model/checkpoint.h"
+#include "core/results/results.h"
+
+/* The run whose run.json the atexit handler marks "failed". One per process. */
+static vb_run *g_active_run = NULL;
+
+static volatile sig_atomic_t g_stop_signal = 0;
+
+/* The stop watchdog: the handler only sets a flag, and the training thread
+ * acts on it between steps. A thread blocked in a collective whose peer died
+ * never gets there, and the launcher's SIGKILL follows the SIGTERM within
+ * about a second (Open MPI), which would leave run.json at "running" forever.
+ * So the handler also wakes a watchdog thread through a pipe; if the process
+ * is still alive half a second later, the watchdog marks run.json "failed"
+ * (if it still says "running"). A training thread that does reach its stop
+ * point writes "interrupted" over it. Every rank has one, so the run is
+ * marked even when rank 0 is the one that died. */
+static int g_stop_pipe[2] = {-1, -1};
+static char g_watch_json[VB_PATH_MAX];
+
+static void on_stop_signal(int sig) {
+    g_stop_signal = sig;
+    signal(sig, SIG_DFL); /* a second Ctrl-C does not wait for the step to end */
+    if (g_stop_pipe[1] >= 0) {
+        unsigned char b = (unsigned char)sig;
+        ssize_t k = write(g_stop_pipe[1], &b, 1); /* async-signal-safe */
+        (void)k;
+    }
+}
+
+static void *stop_watchdog(void *arg) {
+    (void)arg;
+    unsigned char sig = 0;
+    while (read(g_stop_pipe[0], &sig, 1) < 0 && errno == EINTR) {
+    }
+    struct timespec grace = {0, 500 * 1000 * 1000};
+    nanosleep(&grace, NULL);
+    char why[160];
+    snprintf(why, sizeof why,
+             "stopped by signal %d while the training thread could not finish its step (blocked in a collective: "
+             "did another rank die?)",
+             (int)sig);
+    vb_run_json_mark_failed(g_watch_json, why);
+    return NULL;
+}
+
+static void start_stop_watchdog(const vb_run *r) {
+    if (g_stop_pipe[0] >= 0) return; /* one per process */
+    vb_run_path(r, g_watch_json, sizeof g_watch_json, "run.json");
+    if (pipe2(g_stop_pipe, O_CLOEXEC) != 0) {
+        g_stop_pipe[0] = g_stop_pipe[1] = -1;
+        return; /* no watchdog: runs still stop, only a blocked one stays "running" */
+    }
+    pthread_t t;
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &a, stop_watchdog, NULL) != 0) {
+        close(g_stop_pipe[0]);
+        close(g_stop_pipe[1]);
+        g_stop_pipe[0] = g_stop_pipe[1] = -1;
+    }
+    pthread_attr_destroy(&a);
+}
+
+/* A closed stdout (`vitbench run | head -1`) is a stop like SIGTERM: SIGPIPE
+ * is ignored, so the write fails with EPIPE instead of killing the process
+ * with run.json still "running", and the next poll sees the stream's error
+ * flag. A stdout that cannot take output any more (EPIPE, or a full disk
+ * under a redirect) would otherwise lose every line after it silently. */
+bool vb_run_interrupted(void) {
+    if (g_stop_signal == 0 && (ferror(stdout) || fflush(stdout) != 0)) g_stop_signal = SIGPIPE;
+    return g_stop_signal != 0;
+}
+
+void vb_run_exit_interrupted(vb_run *r) {
+    int sig = g_stop_signal ? g_stop_signal : SIGINT;
+    fflush(stdout);
+    vb_iso_time(r->end_time, sizeof r->end_time);
+    if (r->world.rank == 0 && vb_run_write_json(r, "interrupted") != 0) {
+        char path[VB_PATH_MAX];
+        vb_run_path(r, path, sizeof path, "run.json");
+        vb_warn("cannot write %s: %s", path, strerror(errno));
+    }
+    r->finished = true;
+    vb_warn("interrupted by signal %d after %d training steps; finished results are in %s", sig, r->iteration,
+            r->run_dir);
+    exit(128 + sig);
+}
+
+void vb_run_die_diverged(const vb_run *r, float loss, float lr, int step) {
+    char lr_str[64];
+    vb_pyfloat(lr_str, sizeof lr_str, lr);
+    vb_die_env("training diverged: loss is %s at step %d with lr %s (the data is finite: it is checked as it is "
+               "loaded); lower --lr or the warm-up; results so far are in %s",
+               isnan(loss) ? "nan" : (loss > 0 ? "inf" : "-inf"), step, lr_str, r->run_dir);
+}
+
+void vb_pyfloat(char *buf, size_t n, double x) {
+    if (isnan(x)) {
+        vb_snprintf(buf, n, "nan");
+        return;
+    }
+    if (isinf(x)) {
+        vb_snprintf(buf, n, x > 0 ? "inf" : "-inf");
+        return;
+    }
+    /* shortest mantissa that reads back as the same double: what repr() uses */
+    char e[64];
+    for (int p = 1; p <= 17; p++) {
+        snprintf(e, sizeof e, "%.*e", p - 1, x);
+        if (strtod(e, NULL) == x) break;
+    }
+    const char *s = e;
+    bool neg = false;
+    if (*s == '-') {
+        neg = true;
+        s++;
+    }
+    char digits[32];
+    int nd = 0;
+    for (; *s && *s != 'e'; s++)
+        if (*s >= '0' && *s <= '9') digits[nd++] = *s;
+    digits[nd] = '\0';
+    int exp10 = atoi(s + 1);
+    while (nd > 1 && digits[nd - 1] == '0') digits[--nd] = '\0';
+
+    char out[96];
+    int k = 0;
+    if (neg) out[k++] = '-';
+    if (exp10 >= -4 && exp10 < 16) {
+        if (exp10 >= 0) {
+            for (int i = 0; i <= exp10; i++) out[k++] = i < nd ? digits[i] : '0';
+            out[k++] = '.';
+            if (nd > exp10 + 1)
+                for (int i = exp10 + 1; i < nd; i++) out[k++] = digits[i];
+            else
+                out[k++] = '0';
+        } else {
+            out[k++] = '0';
+            out[k++] = '.';
+            for (int i = 0; i < -exp10 - 1; i++) out[k++] = '0';
+            for (int i = 0; i < nd; i++) out[k++] = digits[i];
+        }
+        out[k] = '\0';
+    } else {
+        out[k++] = digits[0];
+        if (nd > 1) {
+            out[k++] = '.';
+            for (int i = 1; i < nd; i++) out[k++] = digits[i];
+        }
+        snprintf(out + k, sizeof out - (size_t)k, "e%c%02d", exp10 < 0 ? '-' : '+', abs(exp10));
+    }
+    vb_snprintf(buf, n, "%s", out);
+}
+
+void vb_run_path(const vb_run *r, char *buf, size_t n, const char *name) {
+    vb_snprintf(buf, n, "%s/%s", r->run_dir, name);
+}
+
+/* argv joined with spaces; arguments with shell metacharacters single-quoted,
+ * so the line can be pasted back into a shell. */
+static char *join_command_line(int argc, char **argv) {
+    size_t len = 1;
+    for (int i = 0; i < argc; i++) len += 4 * strlen(argv[i]) + 3;
+    char *s = malloc(len);
+    if (!s) vb_die_internal("out of memory");
+    size_t k = 0;
+    for (int i = 0; i < argc; i++) {
+        if (i) s[k++] = ' ';
+        const char *a = argv[i];
+        bool plain = *a != '\0';
+        for (const char *c = a; *c; c++)
+            if (!(isalnum((unsigned char)*c) || strchr("-_./=,:+@%", *c))) plain = false;
+        if (plain) {
+            memcpy(s + k, a, strlen(a));
+            k += strlen(a);
+            continue;
+        }
+        s[k++] = '\'';
+        for (const char *c = a; *c; c++) {
+            if (*c == '\'') {
+                memcpy(s + k, "'\\''", 4);
+                k += 4;
+            } else {
+                s[k++] = *c;
+            }
+        }
+        s[k++] = '\'';
+    }
+    s[k] = '\0';
+    return s;
+}
+
+/* A FIFO or a directory where a file belongs is named as such: "no such
+ * file" would send the user looking for a path that is there. */
+static void require_dir(const char *key, const char *path) {
+    if (!path[0]) vb_die_input("%s is empty: give a directory with --%s", key, key);
+    char why[VB_PATH_MAX + 64];
+    if (vb_dir_problem(path, why, sizeof why)) vb_die_input("%s %s: %s", key, path, why);
+}
+
+static void require_file(const char *key, const char *path) {
+    if (!path[0]) vb_die_input("%s is empty: give a file with --%s", key, key);
+    char why[VB_PATH_MAX + 64];
+    if (vb_file_problem(path, why, sizeof why)) vb_die_input("%s %s: %s", key, path, why);
+}
+
+/* run.json must say what happened: a run that cannot record its status
+ * stops (exit 1) rather than carry on unrecorded. */
+static void write_json_or_die(const vb_run *r, const char *status) {
+    if (vb_run_write_json(r, status) == 0) return;
+    char path[VB_PATH_MAX];
+    vb_run_path(r, path, sizeof path, "run.json");
+    vb_die_env("cannot write %s: %s", path, strerror(errno));
+}
+
+static void mark_failed_at_exit(void) {
+    vb_run *r = g_active_run;
+    if (!r || r->finished || !r->run_dir[0] || r->world.rank != 0) return;
+    vb_iso_time(r->end_time, sizeof r->end_time);
+    /* best effort and silent: the error that ends the process has been
+     * printed (often this very disk being full), and exit() from an atexit
+     * handler is undefined */
+    (void)vb_run_write_json(r, "failed");
+}
+
+vit_dims vb_config_vit_dims(const vb_config *c) {
+    return (vit_dims){
+        .img_h = c->img_size[0],
+        .img_w = c->img_size[1],
+        .patch = c->patch_size,
+        .cin = c->n_in_channels,
+        .cout = c->n_out_channels,
+        .dim = c->embed_dim,
+        .depth = c->depth,
+        .heads = c->num_heads,
+        .ln_eps = 1e-6f,
+    };
+}
+
+static void *pinned_alloc(void *arg, size_t bytes) {
+    vb_ctx *ctx = arg;
+    return ctx->ops->alloc_host(ctx, bytes);
+}
+
+static void pinned_free(void *arg, void *p) {
+    vb_ctx *ctx = arg;
+    ctx->ops->free_host(ctx, p);
+}
+
+vb_loader *vb_config_loader(const vb_config *c, const char *dir, int local_batch, int64_t limit, bool shuffle,
+                            int dp_rank, int dp_size, vb_ctx *ctx) {
+    vb_loader_opts o = {
+        .data_dir = dir,
+        .means_path = c->global_means_path,
+        .stds_path = c->global_stds_path,
+        .img_h = c->img_size[0],
+        .img_w = c->img_size[1],
+        .n_in_channels = c->n_in_channels,
+        .n_out_channels = c->n_out_channels,
+        .dt = c->dt,
+        .local_batch = local_batch,
+        .limit_nsamples = limit,
+        .shuffle = shuffle,
+        .seed = c->seed,
+        .num_workers = c->num_data_workers,
+        .pread = strcmp(c->data_read, "pread") == 0,
+        .raw = c->normalize_on_device,
+        .dp_rank = dp_rank,
+        .dp_size = dp_size,
+    };
+    /* a device backend copies every batch to the device: page-locked buffers
+     * make that copy run at the bus's speed (and asynchronous under dali);
+     * on the CPU alloc_host is plain memory, so nothing changes there */
+    if (ctx && !ctx->ops->host_memory) {
+        o.host_alloc = pinned_alloc;
+        o.host_free = pinned_free;
+        o.host_alloc_arg = ctx;
+    }
+    return vb_loader_create(&o);
+}
+
+/* tp and cp peers share a replica and so read the same samples: shard over dp only */
+static vb_loader *make_loader(const vb_run *r, const char *dir, int64_t limit, bool shuffle) {
+    return vb_config_loader(&r->cfg, dir, r->local_batch, limit, shuffle, r->dp_rank, r->dp, r->ctx);
+}
+
+/* Input errors every rank detects identically end collectively: rank 0's
+ * line is printed before anyone leaves the barrier, then all exit 2. */
+static const vb_comm *g_setup_world;
+static void setup_error_sync(void) {
+    if (g_setup_world && g_setup_world->size > 1) vb_barrier(g_setup_world);
+    vb_world_finalize();
+}
+
+int vb_layout_check(const vb_config *c, int world, char *err, size_t n) {
+    const long long tpcp = (long long)c->tensor_parallel * c->context_parallel;
+    if (world % tpcp != 0) {
+        snprintf(err, n,
+                 "world size %d is not divisible by tensor_parallel %d x context_parallel %d = %lld: start a "
+                 "multiple of %lld ranks or change --tensor_parallel / --context_parallel",
+                 world, c->tensor_parallel, c->context_parallel, tpcp, tpcp);
+        return -1;
+    }
+    vb_layout l;
+    if (vb_layout_init(&l, world, c->tensor_parallel, c->context_parallel, c->parallel_order, err, n) != 0) return -1;
+    if (c->num_heads % c->tensor_parallel != 0) {
+        snprintf(err, n,
+                 "num_heads %d is not divisible by tensor_parallel %d (--tensor_parallel splits the attention "
+                 "heads; use a divisor of %d)",
+                 c->num_heads, c->tensor_parallel, c->num_heads);
+        return -1;
+    }
+    int ntok = vb_config_tokens(c);
+    if (c->context_parallel > ntok) {
+        snprintf(err, n,
+                 "context_parallel %d is larger than the %d tokens per sample (img_size %dx%d / patch_size %d): "
+                 "each cp rank needs at least one token",
+                 c->context_parallel, ntok, c->img_size[0], c->img_size[1], c->patch_size);
+        return -1;
+    }
+    /* the tutorial's batch rule: --local_batch_size fixes the global batch
+     * as local x dp; otherwise the global batch must split evenly */
+    if (c->local_batch_size <= 0 && c->global_batch_size % l.dp != 0) {
+        snprintf(err, n,
+                 "global_batch_size %d is not divisible by the %d data-parallel ranks (%d ranks / "
+                 "(tensor_parallel %d x context_parallel %d)); set --global_batch_size to a multiple of %d "
+                 "or give --local_batch_size",
+                 c->global_batch_size, l.dp, world, c->tensor_parallel, c->context_parallel, l.dp);
+        return -1;
+    }
+    return 0;
+}
+
+/* world = tp x cp x dp, the model's split constraints and the batch split.
+ * Fills layout, coordinates, dp and the batch sizes. */
+static void setup_layout(vb_run *r) {
+    const vb_config *c = &r->cfg;
+    const vb_comm *w = &r->world;
+    char err[1024];
+    if (vb_layout_check(c, w->size, err, sizeof err) != 0) vb_die_input("%s", err);
+    if (vb_layout_init(&r->layout, w->size, c->tensor_parallel, c->context_parallel, c->parallel_order, err,
+                       sizeof err) != 0)
+        vb_die_input("%s", err);
+    vb_layout_coords(&r->layout, w->rank, &r->tp_rank, &r->cp_rank, &r->dp_rank);
+    r->dp = r->layout.dp;
+    if (c->local_batch_size > 0) {
+        r->local_batch = c->local_batch_size;
+        r->global_batch = c->local_batch_size * r->dp;
+    } else {
+        r->local_batch = c->global_batch_size / r->dp;
+        r->global_batch = c->global_batch_size;
+    }
+}
+
+/* The data plane of the run's groups (comm_backend): NCCL for a CUDA
+ * context when built and every rank has a GPU of its own (auto), MPI
+ * otherwise -- on a GPU it stages through page-locked host buffers, slower,
+ * but several ranks may share one GPU, which NCCL refuses. Collective. */
+static void setup_comm_backend(vb_run *r) {
+    const char *want = r->cfg.comm_backend;
+    const vb_comm_data_ops *plane = vb_comm_data_mpi(), *nccl = vb_comm_data_nccl();
+    const bool asked = strcmp(want, "nccl") == 0;
+    if (nccl && !r->ops->host_memory && (asked || strcmp(want, "auto") == 0)) {
+        char why[512] = "";
+        if (!nccl->usable || nccl->usable(&r->world, r->ctx, why, sizeof why))
+            plane = nccl;
+        else if (asked) {
+            vb_set_input_errors_collective(setup_error_sync); /* every rank has the same verdict: one line */
+            vb_die_input("comm_backend = nccl needs one GPU per rank: %s (use --comm_backend mpi to share a GPU, "
+                         "or start fewer ranks per node)",
+                         why);
+        } else {
+            vb_log("comm_backend auto: mpi (%s; NCCL needs one GPU per rank)", why);
+        }
+    }
+    r->comm_backend = plane->name;
+    vb_comm *groups[4] = {&r->tp_comm, &r->cp_comm, &r->dp_comm, &r->grad_comm};
+    if (plane != vb_comm_data_mpi())
+        for (int i = 0; i < 4; i++) vb_comm_set_data_plane(groups[i], plane);
+}
+
+/* Communicators for this rank's tp, cp, dp and gradient-reduction groups.
+ * Collective over the world: every rank creates them in the same order. */
+static void setup_groups(vb_run *r) {
+    int *ranks = malloc((size_t)r->world.size * sizeof *ranks);
+    if (!ranks) vb_die_internal("out of memory");
+    const struct {
+        vb_group_kind kind;
+        vb_comm *out;
+        const char *name; /* suffix of the group's op names in ops.csv / timeline.csv */
+    } g[4] = {{VB_GROUP_TP, &r->tp_comm, "tp"},
+              {VB_GROUP_CP, &r->cp_comm, "cp"},
+              {VB_GROUP_DP, &r->dp_comm, "dp"},
+              /* with cp the weight gradients are partial sums over the cp
+               * peers' tokens: they are summed over cp and dp together */
+              {VB_GROUP_CP_DP, &r->grad_comm, r->layout.cp > 1 ? "cpdp" : "dp"}};
+    for (int i = 0; i < 4; i++) {
+        int n = vb_layout_group(&r->layout, r->world.rank, g[i].kind, ranks);
+        vb_comm_from_ranks(&r->world, ranks, n, g[i].out);
+        vb_snprintf(g[i].out->group, sizeof g[i].out->group, "%s", g[i].name);
+    }
+    free(ranks);
+}
+
+/* A rank never runs more OpenMP threads than cores in its affinity mask:
+ * under mpirun's binding a 2-thread rank on 1 core runs many times slower
+ * than 1 thread, and the figure would be the binding's, not the model's.
+ * Ranks x threads beyond the node's cores is allowed (oversubscription is a
+ * choice), warned about once and recorded. Collective (node-local size). */
+static void setup_threads(vb_run *r) {
+    r->threads_requested = omp_get_max_threads();
+    int cores = vb_affinity_cores();
+    if (r->threads_requested > cores) omp_set_num_threads(cores);
+    r->node_ranks = vb_node_local_size(&r->world);
+    r->local_rank = vb_node_local_rank(&r->world);
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = omp_get_max_threads();
+    r->oversubscribed = online > 0 && (long)r->node_ranks * threads > online;
+    if (r->threads_requested > cores)
+        vb_warn("OpenMP threads capped at %d (the cores in this rank's affinity mask; %d requested)", cores,
+                r->threads_requested);
+    if (r->oversubscribed)
+        vb_warn("%d ranks x %d threads on a node with %ld cores: oversubscribed, throughput is not comparable to "
+                "a run with a core per thread",
+                r->node_ranks, threads, online);
+    memset(&r->device, 0, sizeof r->device);
+    if (r->ctx && r->ops->device_describe) r->ops->device_describe(r->ctx, &r->device);
+    vb_fingerprint_collect(&r->fp, r->ops ? r->ops->name : r->cfg.backend, r->world.size, r->device.name,
+                           r->device.driver);
+}
+
+double vb_peak_rss_bytes(void) {
+    struct rusage u;
+    if (getrusage(RUSAGE_SELF, &u) != 0) return 0;
+    return (double)u.ru_maxrss * 1024.0; /* Linux reports kilobytes */
+}
+
+void vb_run_timeline_phase(vb_run *r, const char *phase, double t0, double t1) {
+    vb_tlrec_add(r->timeline, VB_TL_MAIN, VB_TLK_PHASE, phase, t0, t1 - t0, 0, 0, -1);
+}
+
+vb_ctx *vb_run_ctx_create(const vb_config *c, const vb_comm *world) {
+    vb_ctx_opts opts = {.act = VB_DTYPE_F32, .device = 0, .tf32 = c->tf32 ? 1 : 0,
+                        .attention = strcmp(c->attention, "cudnn") == 0 ? VB_ATTENTION_CUDNN : VB_ATTENTION_FLASH};
+    if (strcmp(c->amp_mode, "bf16") == 0) opts.act = VB_DTYPE_BF16;
+    else if (strcmp(c->amp_mode, "fp16") == 0) opts.act = VB_DTYPE_F16;
+    char err[256] = "";
+    const vb_ops *ops = vb_ops_by_name(c->backend); /* auto: cuda when a device is usable, else cpu */
+    if (!ops)
+        vb_die_input("backend %s: not available in this build (available: cpu%s)", c->backend,
+                     vb_ops_cuda() ? ", cuda" : "");
+    /* one GPU per rank of a node: srun --gpus-per-task leaves each rank one
+     * visible device (index 0); a plain mpirun sees them all */
+    int local = vb_node_local_rank(world);
+    int ndev = ops->device_count ? ops->device_count() : 1;
+    opts.device = ndev > 0 && local > 0 ? local % ndev : 0;
+    vb_ctx *ctx = ops->ctx_create(&opts, err, sizeof err);
+    if (!ctx) vb_die_input("backend %s: %s", ops->name, err[0] ? err : "cannot create a context");
+    return ctx;
+}
+
+void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first, const vb_comm *world) {
+    memset(r, 0, sizeof *r);
+    r->mode = mode;
+    r->world = *world;
+    vb_iso_time(r->start_time, sizeof r->start_time);
+    r->command_line = join_command_line(argc, argv);
+    vb_hostname(r->host, sizeof r->host);
+
+    vb_config *c = &r->cfg;
+    vb_config_defaults(c);
+    /* argv, the config file and the layout are the same on every rank: one line, from rank 0 */
+    g_setup_world = &r->world;
+    vb_set_input_errors_collective(setup_error_sync);
+    vb_config_from_args(c, argc, argv, first);
+    vb_set_input_errors_collective(NULL);
+    if (mode == VB_MODE_RUN) c->enable_benchy = true;
+    r->benchy = c->enable_benchy;
+    /* CUPTI traces benchy's trials (kernels.csv per trial type); a training
+     * loop without them would trace nothing and say nothing */
+    if (c->cupti && !r->benchy)
+        vb_die_input("cupti = true traces benchy's trials, and train runs none: use vitbench run (or "
+                     "--enable_benchy true) for kernels.csv");
+
+    if (r->benchy) {
+        const char *env = getenv("BENCHY_CONFIG_FILE");
+        const char *file = c->benchy_config[0] ? c->benchy_config : (env && *env ? env : "");
+        if (file[0]) require_file(c->benchy_config[0] ? "benchy_config" : "BENCHY_CONFIG_FILE", file);
+        vb_snprintf(r->benchy_file, sizeof r->benchy_file, "%s", file);
+        vb_benchy_resolve(&r->bcfg, c->benchy_config);
+    } else {
+        vb_benchy_defaults(&r->bcfg);
+    }
+
+    r->ctx = vb_run_ctx_create(c, &r->world);
+    r->ops = r->ctx->ops;
+    /* backend auto resolved to the CPU: nothing for CUPTI to trace */
+    if (c->cupti && strcmp(r->ops->name, "cuda") != 0)
+        vb_die_input("cupti = true needs the CUDA backend: backend %s runs on %s here (no usable GPU)", c->backend,
+                     r->ops->name);
+    /* the config refused dali with backend cpu; auto is only known now */
+    r->dali = strcmp(c->data_loader_config, "dali") == 0;
+    if (r->dali && r->ops->host_memory) {
+        vb_set_input_errors_collective(setup_error_sync);
+        vb_die_input("data_loader_config = dali needs the CUDA backend, and backend %s resolved to %s (no usable "
+                     "GPU): use pytorch, or run where a GPU is visible",
+                     c->backend, r->ops->name);
+    }
+
+    /* a CUDA graph records the step on one GPU; the collectives of several
+     * ranks (DDP's buckets, tp and cp exchanges) are not recorded yet */
+    if (c->cuda_graphs && (!r->ops->graph_capture_begin || r->world.size > 1)) {
+        vb_set_input_errors_collective(setup_error_sync);
+        if (!r->ops->graph_capture_begin)
+            vb_die_input("cuda_graphs = true needs the CUDA backend, and backend %s resolved to %s (no usable GPU): "
+                         "run without it, or where a GPU is visible",
+                         c->backend, r->ops->name);
+        vb_die_input("cuda_graphs = true runs on one rank (the step's collectives are not recorded in a graph "
+                     "yet), and this run has %d: start one rank, or run without cuda_graphs",
+                     r->world.size);
+    }
+
+    vb_set_input_errors_collective(setup_error_sync);
+    setup_layout(r);
+    vb_set_input_errors_collective(NULL);
+    setup_threads(r);
+
+    /* every input checked before the run directory exists */
+    require_dir("train_data_path", c->train_data_path);
+    require_file("global_means_path", c->global_means_path);
+    require_file("global_stds_path", c->global_stds_path);
+    bool do_train = mode == VB_MODE_TRAIN && !(r->benchy && r->bcfg.exit_after_tests);
+    if (do_train) require_dir("valid_data_path", c->valid_data_path);
+    if (c->init_checkpoint[0]) require_file("init_checkpoint", c->init_checkpoint);
+
+    r->train_loader = make_loader(r, c->train_data_path, c->limit_nsamples, c->shuffle);
+    if (vb_loader_steps_per_epoch(r->train_loader) < 1)
+        vb_die_input("train_data_path %s: %lld samples is less than one local batch of %d on %d data-parallel ranks",
+                     c->train_data_path, (long long)vb_loader_nsamples(r->train_loader), r->local_batch, r->dp);
+    if (do_train) {
+        r->valid_loader = make_loader(r, c->valid_data_path, c->limit_nsamples_val, false);
+        if (vb_loader_steps_per_epoch(r->valid_loader) < 1)
+            vb_die_input("valid_data_path %s: %lld samples (limit_nsamples_val %d) is less than one local batch of %d on %d data-parallel ranks",
+                         c->valid_data_path, (long long)vb_loader_nsamples(r->valid_loader), c->limit_nsamples_val,
+                         r->local_batch, r->dp);
+    }
+
+    /* every rank must run the same thing before the first collective that assumes it */
+    vb_run_agree(r);
+
+    r->prof = vb_prof_create();
+    /* an asynchronous backend's ops return before their work is done: time
+     * them with its events, resolved after the step's synchronize */
+    if (!r->ops->host_memory) vb_prof_set_clock(r->prof, vb_prof_clock_ctx(r->ctx, 4096));
+    r->world.prof = r->prof;
+    setup_groups(r); /* after the profiler: the groups time their collectives into it */
+    setup_comm_backend(r);
+    vit_dims d = vb_config_vit_dims(c);
+    vit_parallel par = {
+        .tp_size = r->layout.tp,
+        .tp_rank = r->tp_rank,
+        .cp_size = r->layout.cp,
+        .cp_rank = r->cp_rank,
+        .tp = r->layout.tp > 1 ? &r->tp_comm : NULL,
+        .cp = r->layout.cp > 1 ? &r->cp_comm : NULL,
+    };
+    /* memory: a run that cannot fit is refused before any of it is taken */
+    r->mem_limit = vb_mem_available(r->mem_limit_source, sizeof r->mem_limit_source);
+    vb_mem_estimate_run(c, &r->bcfg, r->benchy, do_train, &d, &par, r->local_batch,
+                        vb_loader_steps_per_epoch(r->train_loader), r->world.size, r->ctx, &r->mem);
+    vb_mem_check(&r->mem, r->node_ranks, r->mem_limit, r->mem_limit_source);
+    r->model = vit_create(&d, &par, r->local_batch, r->ctx, r->prof);
+    r->model->fused_elementwise = r->cfg.enable_jit;
+    vb_adam_init(&r->opt, r->model->nparams, r->ctx);
+    if (c->init_checkpoint[0])
+        vb_checkpoint_load(c->init_checkpoint, r->model, &r->opt);
+    else
+        vit_init_weights(r->model, c->seed);
+    /* As DDP's constructor: every replica starts from the parameters of the
+     * first rank of its group, whatever its own init or file read produced
+     * (the grad group spans every replica of this rank's shard), on the data
+     * plane, ordered after the context that wrote them. */
+    vb_data_broadcast(&r->grad_comm, r->model->params, r->model->nparams, VB_DTYPE_F32, 0, r->ctx);
+    vit_params_changed(r->model);
+    /* enable_fused false (the tutorial's default): Adam parameter by parameter */
+    if (!c->enable_fused) vb_adam_per_tensor(&r->opt, r->model);
+
+    /* The bucket plan always exists (run.json reports it); the hook only when
+     * gradients are actually reduced. */
+    /* --noddp drops the data-parallel averaging only (the tutorial's way to
+     * measure its cost). Under context parallelism the cp peers' weight
+     * gradients are partial sums over their tokens and must still be summed,
+     * or the cp ranks would train different models. */
+    const vb_comm *reduce_comm = c->noddp ? &r->cp_comm : &r->grad_comm;
+    float reduce_scale = c->noddp ? 1.0f : 1.0f / (float)r->dp;
+    vb_ddp_init(&r->ddp, r->model->tensors, r->model->ntensors, r->model->nparams, r->model->grads,
+                c->bucket_cap_mb, reduce_comm, reduce_scale, r->ctx, r->prof);
+    r->ddp_on = reduce_comm->size > 1;
+    if (r->ddp_on) vb_ddp_attach(&r->ddp, r->model);
+
+    /* the timeline window: every op of profile_steps timed FULL steps, all ranks */
+    /* memory: buffers for no more steps than the timed FULL trials have */
+    long full_steps = r->bcfg.full.run_benchmark ? (long)r->bcfg.full.ntrials *
+                                                       (r->bcfg.full.nbatches > 0 ? r->bcfg.full.nbatches : 1)
+                                                 : 0;
+    int spe = vb_loader_steps_per_epoch(r->train_loader);
+    if (r->bcfg.full.nbatches <= 0 || r->bcfg.full.nbatches > spe) full_steps = (long)r->bcfg.full.ntrials * spe;
+    int window = (long)c->profile_steps < full_steps ? c->profile_steps : (int)full_steps;
+    if (r->benchy && window > 0) {
+        int events_per_step = 64 * c->depth + 256; /* ~40 ops a block plus comm and the rest */
+        r->timeline = vb_tlrec_create(window, c->num_data_workers, events_per_step);
+        vb_prof_set_timeline(r->prof, r->timeline);
+        r->ddp.timeline = r->timeline;
+        vb_loader_set_timeline(r->train_loader, r->timeline);
+    }
+
+    size_t hw = (size_t)c->img_size[0] * (size_t)c->img_size[1];
+    r->inp_bytes = (size_t)r->local_batch * (size_t)c->n_in_channels * hw * sizeof(float);
+    r->tar_bytes = (size_t)r->local_batch * (size_t)c->n_out_channels * hw * sizeof(float);
+    /* pytorch: one device batch, copied on the compute context; dali: two,
+     * copied on a context of their own while the previous step computes */
+    const int nslots = r->dali ? 2 : 1;
+    for (int i = 0; i < nslots; i++) {
+        r->inp_slot[i] = r->ops->alloc(r->ctx, r->inp_bytes);
+        r->tar_slot[i] = r->ops->alloc(r->ctx, r->tar_bytes);
+    }
+    r->inp_dev = r->inp_slot[0];
+    r->tar_dev = r->tar_slot[0];
+    r->batch_copied = r->ops->event_create(r->ctx);
+    if (c->normalize_on_device) {
+        /* the loaders hand over the files' values; each batch is normalised
+         * on the backend after its copy, with the stats both loaders read */
+        const int nc = c->n_in_channels > c->n_out_channels ? c->n_in_channels : c->n_out_channels;
+        const size_t bytes = (size_t)nc * sizeof(float);
+        r->norm_mean = r->ops->alloc(r->ctx, bytes);
+        r->norm_std = r->ops->alloc(r->ctx, bytes);
+        r->ops->memcpy_h2d(r->ctx, r->norm_mean, vb_loader_means(r->train_loader), bytes);
+        r->ops->memcpy_h2d(r->ctx, r->norm_std, vb_loader_stds(r->train_loader), bytes);
+        r->ops->synchronize(r->ctx);
+    }
+    if (r->dali) {
+        vb_ctx_opts o = {.act = r->ctx->act, .device = r->ctx->device, .tf32 = c->tf32 ? 1 : 0};
+        char err[256] = "";
+        r->copy_ctx = r->ops->ctx_create(&o, err, sizeof err);
+        if (!r->copy_ctx)
+            vb_die_env("data_loader_config dali: cannot create the copy context on device %d: %s", r->ctx->device,
+                       err[0] ? err : "no reason given");
+        for (int i = 0; i < 2; i++) {
+            r->copied[i] = r->ops->event_create(r->ctx);
+            r->freed[i] = r->ops->event_create(r->ctx);
+        }
+        vb_dbuf_init(&r->dbuf);
+    }
+    r->loss_host = r->ops->alloc_host(r->ctx, sizeof(float));
+    /* dynamic loss scaling: every rank of the world must take the same skip
+     * decision; the tp group times the gradient group is the world (amp.h) */
+    r->scaler_on = vb_config_loss_scaling(c);
+    if (r->scaler_on) {
+        vb_loss_scaler_init(&r->scaler, r->ctx, c->loss_scale_init, c->loss_scale_growth_interval, &r->tp_comm,
+                            &r->grad_comm);
+        r->model->dloss = &r->scaler.dev->scale;
+        r->opt.loss_scale = r->scaler.dev;
+    }
+    r->step = (vb_step){.model = r->model,
+                        .opt = &r->opt,
+                        .ddp = r->ddp_on ? &r->ddp : NULL,
+                        .cfg = &r->cfg,
+                        .global_batch = r->global_batch,
+                        .timeline = r->timeline,
+                        .scaler = r->scaler_on ? &r->scaler : NULL,
+                        .graphs = c->cuda_graphs ? &r->graphs : NULL};
+
+    /* rank 0 picks the (fresh) directory; the others learn its name */
+    if (r->world.rank == 0) vb_run_dir_create(c->output_dir, c->run_name, c->config, r->run_dir, sizeof r->run_dir, r->run_id, sizeof r->run_id);
+    if (r->world.size > 1) {
+        vb_broadcast(&r->world, r->run_dir, sizeof r->run_dir, 0);
+        vb_broadcast(&r->world, r->run_id, sizeof r->run_id, 0);
+    }
+    /* every rank's host for run.json, so a slow node can be named */
+    if (r->world.rank == 0) {
+        r->hosts = calloc((size_t)r->world.size, VB_HOST_LEN);
+        if (!r->hosts) vb_die_internal("out of memory");
+    }
+    vb_gather_bytes(&r->world, r->host, VB_HOST_LEN, r->hosts, 0);
+    vb_log("vitbench: run directory %s", r->run_dir);
+
+    start_stop_watchdog(r);
+    vb_on_stop_signals(on_stop_signal);
+    signal(SIGPIPE, SIG_IGN); /* EPIPE on stdout ends the run cleanly (vb_run_interrupted) */
+
+    g_active_run = r;
+    static bool registered = false;
+    if (!registered) {
+        atexit(mark_failed_at_exit);
+        registered = true;
+    }
+    if (r->world.rank == 0) write_json_or_die(r, "running");
+}
+
+static size_t batch_bytes(const vb_run *r, int B, int channels) {
+    const vb_config *c = &r->cfg;
+    return (size_t)B * (size_t)channels * (size_t)c->img_size[0] * (size_t)c->img_size[1] * sizeof(float);
+}
+
+/* normalize_on_device: the batch just copied into inp/tar normalised on ctx
+ * (the copy's queue, so under dali it runs beside the step as the copy does) */
+static void normalize_staged(vb_run *r, vb_ctx *ctx, float *inp, float *tar, int B) {
+    if (!r->norm_mean) return;
+    const size_t hw = (size_t)r->cfg.img_size[0] * r->cfg.img_size[1];
+    const int id = VB_OP_ID(r->prof, "normalize", VB_CAT_COMPUTE);
+    vb_prof_token tok = vb_prof_begin_on(r->prof, id, ctx);
+    r->ops->normalize_channels(ctx, inp, r->norm_mean, r->norm_std, B, r->cfg.n_in_channels, hw);
+    r->ops->normalize_channels(ctx, tar, r->norm_mean, r->norm_std, B, r->cfg.n_out_channels, hw);
+    vb_prof_end_on(r->prof, tok, 0, ctx);
+}
+
+void vb_run_stage_batch(vb_run *r, const vb_batch *b) {
+    const size_t inp = batch_bytes(r, b->B, r->cfg.n_in_channels), tar = batch_bytes(r, b->B, r->cfg.n_out_channels);
+    const int h2d = VB_OP_ID(r->prof, "h2d", VB_CAT_MEMCPY);
+    if (!r->dali) {
+        if (r->staged) vb_die_internal("vb_run_stage_batch: the batch staged before has not been used by a step");
+        vb_prof_token tok = vb_prof_begin(r->prof, h2d);
+        r->ops->memcpy_h2d(r->ctx, r->inp_slot[0], b->inp, inp);
+        r->ops->memcpy_h2d(r->ctx, r->tar_slot[0], b->tar, tar);
+        vb_prof_end(r->prof, tok, inp + tar);
+        normalize_staged(r, r->ctx, r->inp_slot[0], r->tar_slot[0], b->B);
+        /* the copies read the loader's buffer, which the caller releases (and a
+         * worker refills) as soon as this returns: wait for them, not for the
+         * work queued before them */
+        r->ops->event_record(r->ctx, r->batch_copied);
+        r->ops->event_synchronize(r->ctx, r->batch_copied);
+        r->slot_B[0] = b->B;
+        r->staged = true;
+        return;
+    }
+    vb_dbuf_stage_plan p;
+    if (vb_dbuf_stage(&r->dbuf, b, &p) != 0)
+        vb_die_internal("vb_run_stage_batch: the batch staged before has not been used by a step");
+    const int s = p.slot;
+    if (p.record_free_now) r->ops->event_record(r->ctx, r->freed[s]);
+    /* the step that last read this buffer must be done with it (device-side) */
+    if (p.wait_free) r->ops->event_wait(r->copy_ctx, r->freed[s]);
+    vb_prof_token tok = vb_prof_begin_on(r->prof, h2d, r->copy_ctx);
+    r->ops->memcpy_h2d(r->copy_ctx, r->inp_slot[s], b->inp, inp);
+    r->ops->memcpy_h2d(r->copy_ctx, r->tar_slot[s], b->tar, tar);
+    vb_prof_end_on(r->prof, tok, inp + tar, r->copy_ctx);
+    normalize_staged(r, r->copy_ctx, r->inp_slot[s], r->tar_slot[s], b->B);
+    r->ops->event_record(r->copy_ctx, r->copied[s]);
+    r->slot_B[s] = b->B;
+}
+
+bool vb_run_has_staged(const vb_run *r) { return r->dali ? vb_dbuf_has_staged(&r->dbuf) : r->staged; }
+
+/* The staged batch becomes the one the compute context reads next
+ * (r->inp_dev, r->tar_dev); returns its sample count. */
+static int use_staged(vb_run *r) {
+    if (!r->dali) {
+        if (!r->staged) vb_die_internal("training step without a staged batch");
+        r->staged = false;
+        r->inp_dev = r->inp_slot[0];
+        r->tar_dev = r->tar_slot[0];
+        return r->slot_B[0];
+    }
+    vb_dbuf_use_plan u;
+    if (vb_dbuf_use(&r->dbuf, &u) != 0) vb_die_internal("training step without a staged batch");
+    /* everything that reads the other buffer is enqueued by now: the copy
+     * that overwrites it next waits for this point */
+    if (u.record_free >= 0) r->ops->event_record(r->ctx, r->freed[u.record_free]);
+    /* the step waits for its batch's copy on the device; the host goes on */
+    r->ops->event_wait(r->ctx, r->copied[u.slot]);
+    r->inp_dev = r->inp_slot[u.slot];
+    r->tar_dev = r->tar_slot[u.slot];
+    return r->slot_B[u.slot];
+}
+
+void vb_run_release_batch(vb_run *r, vb_loader *l, const vb_batch *b) {
+    if (r->dali && b) {
+        int s = vb_dbuf_host_release(&r->dbuf, b);
+        if (s >= 0) r->ops->event_synchronize(r->copy_ctx, r->copied[s]);
+    }
+    vb_loader_release(l, b);
+}
+
+void vb_run_synchronize(vb_run *r) {
+    r->ops->synchronize(r->ctx);
+    if (r->copy_ctx) r->ops->synchronize(r->copy_ctx);
+}
+
+void vb_run_copy_batch(vb_run *r, const vb_batch *b) {
+    if (vb_run_has_staged(r)) vb_die_internal("vb_run_copy_batch: a staged batch has not been used by a step");
+    vb_run_stage_batch(r, b);
+    (void)use_staged(r);
+    /* the caller releases b as soon as this returns */
+    if (r->dali) {
+        int s = vb_dbuf_host_release(&r->dbuf, b);
+        if (s >= 0) r->ops->event_synchronize(r->copy_ctx, r->copied[s]);
+    }
+}
+
+void vb_adam_per_tensor(vb_adam *a, const vit_model *m) {
+    size_t *off = malloc((size_t)m->ntensors * sizeof *off), *num = malloc((size_t)m->ntensors * sizeof *num);
+    if (!off || !num) vb_die_internal("out of memory");
+    for (int i = 0; i < m->ntensors; i++) off[i] = m->tensors[i].offset, num[i] = m->tensors[i].numel;
+    vb_adam_set_segments(a, m->ntensors, off, num);
+    free(off);
+    free(num);
+}
+
+float vb_step_lr(const vb_config *c, int global_batch, int iteration) {
+    float lr = vb_lr_at(c->lr_schedule, c->lr, c->warmup, c->num_iters, iteration);
+    if (c->base_batch_size > 0) lr *= sqrtf((float)global_batch / (float)c->base_batch_size);
+    return lr;
+}
+
+/* A step's device work after Adam's arguments are in place: what a graph
+ * records. prof: per-op timing (NULL inside a recording: a replay cannot
+ * re-time its ops; CUPTI's kernels.csv can). */
+static void step_device_work(const vb_step *s, const float *inp, const float *tar, int B, vb_profiler *prof) {
+    vit_model *m = s->model;
+    vb_profiler *model_prof = m->prof;
+    m->prof = prof;
+    VB_NVTX_PUSH("forward");
+    vit_forward(m, inp, tar, B);
+    VB_NVTX_POP();
+    VB_NVTX_PUSH("backward");
+    vit_backward(m);
+    VB_NVTX_POP();
+    VB_NVTX_PUSH("optimizer");
+    if (s->scaler) vb_loss_scaler_unscale(s->scaler, m->grads, m->nparams, prof);
+    vb_adam_launch(s->opt, m->params, m->params_act, m->grads, prof);
+    if (s->scaler) vb_loss_scaler_update(s->scaler, prof);
+    VB_NVTX_POP();
+    m->prof = model_prof;
+}
+
+/* cuda_graphs: the first step on a (buffers, batch) key runs eagerly (it also
+ * makes every lazy choice: cuBLASLt's algorithms, cuDNN's plans), the second
+ * records the step and replays it, later ones replay. */
+static float step_graphed(const vb_step *s, int iteration, const float *inp, const float *tar, int B) {
+    vit_model *m = s->model;
+    vb_ctx *ctx = m->ctx;
+    const vb_ops *ops = m->ops;
+    vb_step_graphs *gs = s->graphs;
+    if (s->ddp) vb_die_internal("cuda_graphs with DDP: the run's setup should have refused it");
+    const float lr = vb_step_lr(s->cfg, s->global_batch, iteration);
+    vb_adam_set_args(s->opt, lr);
+    int k = 0;
+    while (k < gs->n && !(gs->g[k].inp == inp && gs->g[k].tar == tar && gs->g[k].B == B)) k++;
+    if (k == gs->n) {
+        /* another batch size may make a library grow (free and reallocate) a
+         * workspace the recorded graphs point into: they are recorded anew */
+        if (gs->n > 0 && gs->g[0].B != B) {
+            ops->synchronize(ctx);
+            for (int j = 0; j < gs->n; j++)
+                if (gs->g[j].exec) ops->graph_destroy(ctx, gs->g[j].exec);
+            gs->n = 0;
+        }
+        if (gs->n < VB_STEP_GRAPHS_MAX) gs->g[gs->n++] = (vb_step_graph){.inp = inp, .tar = tar, .B = B};
+        step_device_work(s, inp, tar, B, m->prof);
+        gs->eager++;
+        return lr;
+    }
+    const unsigned long gen = ops->workspace_generation ? ops->workspace_generation(ctx) : 0;
+    if (gs->g[k].exec && gs->g[k].workspace_gen != gen) {
+        /* an eager step since the recording (another batch buffer's, or a
+         * validation forward) made a library reallocate a workspace this graph
+         * points into: recorded anew */
+        ops->synchronize(ctx);
+        ops->graph_destroy(ctx, gs->g[k].exec);
+        gs->g[k].exec = NULL;
+        gs->rerecords++;
+    }
+    if (!gs->g[k].exec) {
+        VB_NVTX_PUSH("cuda_graph_capture");
+        ops->graph_capture_begin(ctx);
+        step_device_work(s, inp, tar, B, NULL);
+        gs->g[k].exec = ops->graph_capture_end(ctx);
+        gs->g[k].workspace_gen = gen; /* a capture runs nothing, so it reallocates nothing */
+        VB_NVTX_POP();
+        gs->captures++;
+    }
+    VB_NVTX_PUSH("cuda_graph_launch");
+    ops->graph_launch(ctx, gs->g[k].exec);
+    VB_NVTX_POP();
+    gs->replays++;
+    return lr;
+}
+
+void vb_step_graphs_free(vb_step_graphs *g, vb_ctx *ctx) {
+    if (!g) return;
+    for (int k = 0; k < g->n; k++)
+        if (g->g[k].exec) ctx->ops->graph_destroy(ctx, g->g[k].exec);
+    memset(g, 0, sizeof *g);
+}
+
+float vb_step_train(const vb_step *s, int iteration, const float *inp, const float *tar, int B) {
+    if (s->graphs) return step_graphed(s, iteration, inp, tar, B);
+    vit_model *m = s->model;
+    const bool tl = vb_tlrec_active(s->timeline);
+    double t_fwd = tl ? vb_now() : 0;
+    VB_NVTX_PUSH("forward");
+    vit_forward(m, inp, tar, B);
+    VB_NVTX_POP();
+
+    double t_bwd = tl ? vb_now() : 0;
+    VB_NVTX_PUSH("backward");
+    if (s->ddp) vb_ddp_begin_step(s->ddp);
+    vit_backward(m); /* the grad_ready hook starts each bucket's allreduce */
+    if (s->ddp) vb_ddp_finish(s->ddp); /* the optimizer needs every bucket, averaged */
+    VB_NVTX_POP();
+
+    float lr = vb_step_lr(s->cfg, s->global_batch, iteration);
+    double t_opt = tl ? vb_now() : 0;
+    VB_NVTX_PUSH("optimizer");
+    /* GradScaler's step: unscale and check the final (reduced) gradients, Adam
+     * skipped on the device if any was inf or nan, then the scale's update */
+    if (s->scaler) vb_loss_scaler_unscale(s->scaler, m->grads, m->nparams, m->prof);
+    vb_adam_step(s->opt, m->params, m->params_act, m->grads, lr, m->prof);
+    if (s->scaler) vb_loss_scaler_update(s->scaler, m->prof);
+    VB_NVTX_POP();
+    if (tl) {
+        double t_end = vb_now();
+        vb_tlrec_add(s->timeline, VB_TL_MAIN, VB_TLK_PHASE, "forward", t_fwd, t_bwd - t_fwd, 0, 0, -1);
+        vb_tlrec_add(s->timeline, VB_TL_MAIN, VB_TLK_PHASE, "backward", t_bwd, t_opt - t_bwd, 0, 0, -1);
+        vb_tlrec_add(s->timeline, VB_TL_MAIN, VB_TLK_PHASE, "optimizer", t_opt, t_end - t_opt, 0, 0, -1);
+    }
+    return lr;
+}
+
+void vb_train_step(vb_run *r, const vb_batch *b, float *lr_used) {
+    vb_run_stage_batch(r, b);
+    vb_train_step_staged(r, lr_used);
+}
+
+void vb_train_step_staged(vb_run *r, float *lr_used) {
+    vb_comm_totals before, after;
+    vb_comm_totals_get(&before);
+    VB_NVTX_PUSH("step");
+    int B = use_staged(r);
+    float lr = vb_step_train(&r->step, r->iteration, r->inp_dev, r->tar_dev, B);
+    /* the loss leaves backend memory once per step, after the step's work */
+    r->ops->memcpy_d2h(r->ctx, r->loss_host, r->model->loss_dev, sizeof(float));
+    r->iteration++;
+    VB_NVTX_POP();
+    vb_comm_totals_get(&after);
+    r->last_comm.allreduce_calls = r->ddp_on ? r->ddp.stats.allreduce_calls : 0;
+    r->last_comm.allreduce_bytes = r->ddp_on ? (double)r->ddp.stats.allreduce_bytes : 0.0;
+    r->last_comm.exposed_s = after.blocking_s - before.blocking_s;
+    if (lr_used) *lr_used = lr;
+}
+
+float vb_run_step_loss(vb_run *r) {
+    r->ops->synchronize(r->ctx);
+    return r->loss_host[0];
+}
+
+/* ---- run.json ---- */
+
+static void add_versions(cJSON *root) {
+    cJSON *v = cJSON_AddObjectToObject(root, "versions");
+    unsigned maj = 0, min = 0, rel = 0;
+    VB_H5(H5get_libversion(&maj, &min, &rel));
+    char buf[512];
+    vb_snprintf(buf, sizeof buf, "%u.%u.%u", maj, min, rel);
+    cJSON_AddStringToObject(v, "hdf5", buf);
+    cJSON_AddStringToObject(v, "openblas", openblas_get_config());
+    vb_mpi_version(buf, sizeof buf);
+    cJSON_AddStringToObject(v, "mpi", buf);
+    cJSON_AddStringToObject(v, "libyaml", yaml_get_version_string());
+    cJSON_AddStringToObject(v, "cjson", cJSON_Version());
+    cJSON_AddStringToObject(v, "compiler", __VERSION__);
+    cJSON_AddNumberToObject(v, "openmp", _OPENMP);
+}
+
+static void add_benchy(cJSON *root, const vb_run *r) {
+    const vb_benchy_config *b = &r->bcfg;
+    cJSON *o = cJSON_AddObjectToObject(root, "benchy");
+    cJSON_AddStringToObject(o, "config_file", r->benchy_file);
+    cJSON_AddNumberToObject(o, "report_freq", b->report_freq);
+    cJSON_AddBoolToObject(o, "exit_after_tests", b->exit_after_tests);
+    cJSON_AddStringToObject(o, "profiler_mode", b->profiler_mode);
+    cJSON_AddStringToObject(o, "output_filename", b->output_filename);
+    cJSON_AddStringToObject(o, "output_dir", b->output_dir);
+    cJSON_AddBoolToObject(o, "use_distributed_barrier", b->use_distributed_barrier);
+    const char *names[3] = {"IO", "synthetic", "full"};
+    const vb_benchy_trial_cfg *t[3] = {&b->io, &b->synthetic, &b->full};
+    for (int i = 0; i < 3; i++) {
+        cJSON *s = cJSON_AddObjectToObject(o, names[i]);
+        cJSON_AddBoolToObject(s, "run_benchmark", t[i]->run_benchmark);
+        cJSON_AddNumberToObject(s, "nbatches", t[i]->nbatches);
+        cJSON_AddNumberToObject(s, "ntrials", t[i]->ntrials);
+        cJSON_AddNumberToObject(s, "nwarmup", t[i]->nwarmup);
+    }
+}
+
+/* The layout, the DDP settings and where every rank ran. */
+static void add_parallel(cJSON *root, const vb_run *r) {
+    const vb_config *c = &r->cfg;
+    cJSON *o = cJSON_AddObjectToObject(root, "parallel");
+    cJSON_AddNumberToObject(o, "tp", r->layout.tp);
+    cJSON_AddNumberToObject(o, "cp", r->layout.cp);
+    cJSON_AddNumberToObject(o, "dp", r->layout.dp);
+    char order[32] = "";
+    if (r->layout.world > 0) vb_layout_order_string(&r->layout, order, sizeof order);
+    cJSON_AddStringToObject(o, "parallel_order", order);
+    /* the shortest decimal that reads back as the same float: 0.05, not 0.0500000007 */
+    char cap[32];
+    for (int prec = 6; prec <= 9; prec++) {
+        snprintf(cap, sizeof cap, "%.*g", prec, (double)c->bucket_cap_mb);
+        if (strtof(cap, NULL) == c->bucket_cap_mb) break;
+    }
+    cJSON_AddNumberToObject(o, "bucket_cap_mb", strtod(cap, NULL));
+    cJSON_AddNumberToObject(o, "ddp_buckets", r->ddp.nbuckets);
+    cJSON_AddBoolToObject(o, "noddp", c->noddp);
+    cJSON_AddBoolToObject(o, "disable_broadcast_buffers", c->disable_broadcast_buffers);
+    cJSON_AddStringToObject(o, "grad_reduce_group", r->layout.cp > 1 ? "cp-dp" : "dp");
+    cJSON_AddBoolToObject(o, "grad_reduce", r->ddp_on);
+    if (!r->hosts || r->layout.world < 1) return;
+    cJSON *ranks = cJSON_AddArrayToObject(root, "rank_hosts");
+    for (int k = 0; k < r->world.size; k++) {
+        int tp = 0, cp = 0, dp = 0;
+        vb_layout_coords(&r->layout, k, &tp, &cp, &dp);
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "rank", k);
+        cJSON_AddStringToObject(e, "host", r->hosts + (size_t)k * VB_HOST_LEN);
+        cJSON_AddNumberToObject(e, "tp_rank", tp);
+        cJSON_AddNumberToObject(e, "cp_rank", cp);
+        cJSON_AddNumberToObject(e, "dp_rank", dp);
+        cJSON_AddItemToArray(ranks, e);
+    }
+}
+
+/* What makes runs comparable (core/prof/fingerprint.h), the thread decision,
+ * the timeline window and every rank's peak memory. */
+static void add_fingerprint(cJSON *root, const vb_run *r) {
+    const vb_fingerprint *f = &r->fp;
+    cJSON *o = cJSON_AddObjectToObject(root, "fingerprint");
+    cJSON_AddStringToObject(o, "host", f->host);
+    cJSON_AddStringToObject(o, "cpu_model", f->cpu_model);
+    cJSON_AddNumberToObject(o, "affinity_cores", f->affinity_cores);
+    cJSON_AddNumberToObject(o, "omp_threads", f->omp_threads);
+    cJSON_AddNumberToObject(o, "ranks", f->ranks);
+    cJSON_AddStringToObject(o, "backend", f->backend);
+    cJSON_AddStringToObject(o, "blas", f->blas);
+    cJSON_AddStringToObject(o, "blas_coretype", f->blas_coretype);
+    cJSON_AddStringToObject(o, "compiler", f->compiler);
+    cJSON_AddStringToObject(o, "cflags", f->cflags);
+    cJSON_AddStringToObject(o, "git_commit", f->git_commit);
+    cJSON_AddBoolToObject(o, "git_dirty", f->git_dirty);
+    cJSON_AddStringToObject(o, "gpu_name", f->gpu_name);
+    cJSON_AddStringToObject(o, "gpu_driver", f->gpu_driver);
+    cJSON_AddStringToObject(o, "machine_key", f->machine_key);
+    cJSON_AddStringToObject(o, "cpu_vector", f->cpu_vector);
+    cJSON_AddStringToObject(o, "blas_vector", f->blas_vector);
+    /* the device itself, beyond the name the key uses: memory, clocks, ECC */
+    if (r->device.name[0]) {
+        const vb_device_desc *d = &r->device;
+        cJSON *g = cJSON_AddObjectToObject(root, "gpu");
+        cJSON_AddStringToObject(g, "name", d->name);
+        cJSON_AddStringToObject(g, "driver", d->driver);
+        cJSON_AddStringToObject(g, "pci_bus_id", d->pci_bus_id);
+        cJSON_AddNumberToObject(g, "memory_gib", d->memory_gib);
+        cJSON_AddNumberToObject(g, "sm_count", d->sm_count);
+        char cc[16];
+        vb_snprintf(cc, sizeof cc, "%d.%d", d->cc_major, d->cc_minor);
+        cJSON_AddStringToObject(g, "compute_capability", cc);
+        cJSON_AddNumberToObject(g, "clock_mhz", d->clock_mhz);
+        cJSON_AddNumberToObject(g, "memory_clock_mhz", d->memory_clock_mhz);
+        cJSON_AddBoolToObject(g, "ecc", d->ecc);
+    }
+    cJSON *t = cJSON_AddObjectToObject(root, "threads");
+    cJSON_AddNumberToObject(t, "requested", r->threads_requested);
+    cJSON_AddNumberToObject(t, "per_rank", f->omp_threads);
+    cJSON_AddNumberToObject(t, "node_ranks", r->node_ranks);
+    cJSON_AddBoolToObject(t, "oversubscribed", r->oversubscribed);
+    if (r->timeline) {
+        cJSON *w = cJSON_AddObjectToObject(root, "timeline");
+        cJSON_AddNumberToObject(w, "profile_steps", r->cfg.profile_steps);
+        cJSON_AddNumberToObject(w, "steps_recorded", vb_tlrec_steps_done(r->timeline));
+        cJSON_AddNumberToObject(w, "events_rank0", (double)vb_tlrec_events(r->timeline));
+        cJSON_AddNumberToObject(w, "dropped_rank0", (double)vb_tlrec_dropped(r->timeline));
+    }
+    cJSON *mem = cJSON_AddObjectToObject(root, "memory");
+    cJSON_AddNumberToObject(mem, "estimate_bytes", r->mem.total);
+    cJSON_AddNumberToObject(mem, "parameters_bytes", r->mem.params);
+    cJSON_AddNumberToObject(mem, "gradients_bytes", r->mem.grads);
+    cJSON_AddNumberToObject(mem, "optimizer_bytes", r->mem.optimizer);
+    cJSON_AddNumberToObject(mem, "activations_bytes", r->mem.activations);
+    cJSON_AddNumberToObject(mem, "data_bytes", r->mem.data);
+    cJSON_AddNumberToObject(mem, "records_bytes", r->mem.records);
+    cJSON_AddNumberToObject(mem, "available_bytes", r->mem_limit);
+    cJSON_AddStringToObject(mem, "available_source", r->mem_limit_source);
+    if (r->peak_mem) {
+        double peak = 0;
+        for (int k = 0; k < r->world.size; k++) peak = r->peak_mem[k] > peak ? r->peak_mem[k] : peak;
+        cJSON_AddNumberToObject(mem, "peak_rss_bytes", peak); /* measured: the largest rank's */
+    }
+    if (r->peak_mem) {
+        cJSON *m = cJSON_AddArrayToObject(root, "peak_mem_bytes_per_rank");
+        for (int k = 0; k < r->world.size; k++) cJSON_AddItemToArray(m, cJSON_CreateNumber(r->peak_mem[k]));
+    }
+}
+
+/* Dynamic loss scaling as of the last step the host has waited for (the
+ * state's copy made at the end of each step): the scale, the steps skipped
+ * on a non-finite gradient and the steps counted. */
+static void add_loss_scale(cJSON *root, const vb_run *r) {
+    cJSON *o = cJSON_AddObjectToObject(root, "loss_scale");
+    cJSON_AddStringToObject(o, "mode", r->scaler_on ? "dynamic" : "none");
+    if (!r->scaler_on || !r->scaler.host) return;
+    const vb_loss_scale_state *st = r->scaler.host;
+    cJSON_AddNumberToObject(o, "init_scale", r->scaler.init_scale);
+    cJSON_AddNumberToObject(o, "growth_interval", r->scaler.growth_interval);
+    cJSON_AddNumberToObject(o, "scale", st->scale);
+    cJSON_AddNumberToObject(o, "steps", st->steps);
+    cJSON_AddNumberToObject(o, "skipped_steps", st->skipped);
+}
+
+/* cuda_graphs: how many steps ran eagerly, were recorded, were replays, and
+ * how many of the recordings replaced a graph a workspace reallocation had
+ * made stale */
+static void add_cuda_graphs(cJSON *root, const vb_run *r) {
+    cJSON *o = cJSON_AddObjectToObject(root, "cuda_graphs");
+    cJSON_AddBoolToObject(o, "enabled", r->step.graphs != NULL);
+    if (!r->step.graphs) return;
+    cJSON_AddNumberToObject(o, "graphs", r->graphs.n);
+    cJSON_AddNumberToObject(o, "eager_steps", (double)r->graphs.eager);
+    cJSON_AddNumberToObject(o, "captures", (double)r->graphs.captures);
+    cJSON_AddNumberToObject(o, "replays", (double)r->graphs.replays);
+    cJSON_AddNumberToObject(o, "rerecorded", (double)r->graphs.rerecords);
+}
+
+int vb_run_write_json(const vb_run *r, const char *status) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "run_id", r->run_id);
+    cJSON_AddStringToObject(root, "run_dir", r->run_dir);
+    cJSON_AddStringToObject(root, "command", r->mode == VB_MODE_RUN ? "run" : "train");
+    cJSON_AddStringToObject(root, "command_line", r->command_line ? r->command_line : "");
+    cJSON_AddStringToObject(root, "status", status);
+    cJSON_AddStringToObject(root, "start_time", r->start_time);
+    if (r->end_time[0])
+        cJSON_AddStringToObject(root, "end_time", r->end_time);
+    else
+        cJSON_AddNullToObject(root, "end_time");
+    cJSON_AddStringToObject(root, "git_commit", VB_GIT_COMMIT);
+    cJSON_AddStringToObject(root, "host", r->host);
+    cJSON_AddStringToObject(root, "backend", r->ops ? r->ops->name : r->cfg.backend);
+    cJSON_AddStringToObject(root, "comm_backend", r->comm_backend ? r->comm_backend : r->cfg.comm_backend);
+    if (r->ctx && !r->ops->host_memory) cJSON_AddNumberToObject(root, "device", r->ctx->device);
+    cJSON_AddNumberToObject(root, "local_rank", r->local_rank);
+    cJSON_AddNumberToObject(root, "world_size", r->world.size);
+    cJSON_AddNumberToObject(root, "ranks", r->world.size);
+    cJSON_AddNumberToObject(root, "local_batch_size", r->local_batch);
+    cJSON_AddNumberToObject(root, "global_batch_size", r->global_batch);
+    cJSON_AddNumberToObject(root, "omp_max_threads", omp_get_max_threads());
+    if (r->model) {
+        cJSON_AddNumberToObject(root, "nparams", (double)r->model->nparams);
+        cJSON_AddNumberToObject(root, "train_flops_per_sample", vit_train_flops(r->model, 1));
+    }
+    if (r->train_loader) {
+        cJSON_AddNumberToObject(root, "train_samples", (double)vb_loader_nsamples(r->train_loader));
+        cJSON_AddNumberToObject(root, "steps_per_epoch", vb_loader_steps_per_epoch(r->train_loader));
+    }
+    cJSON_AddNumberToObject(root, "iterations_done", r->iteration);
+    add_loss_scale(root, r);
+    add_cuda_graphs(root, r);
+    add_fingerprint(root, r);
+    add_parallel(root, r);
+    add_versions(root);
+
+    char *cfg_json = vb_config_to_json(&r->cfg);
+    cJSON *cfg = cfg_json ? cJSON_Parse(cfg_json) : NULL;
+    free(cfg_json);
+    if (cfg)
+        cJSON_AddItemToObject(root, "config", cfg);
+    else
+        cJSON_AddNullToObject(root, "config");
+    if (r->benchy) add_benchy(root, r);
+
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!text) vb_die_internal("cannot serialise run.json");
+    size_t len = strlen(text);
+    char *withnl = malloc(len + 2);
+    if (!withnl) vb_die_internal("out of memory");
+    memcpy(withnl, text, len);
+    withnl[len] = '\n';
+    withnl[len + 1] = '\0';
+    cJSON_free(text);
+    char path[VB_PATH_MAX];
+    vb_run_path(r, path, sizeof path, "run.json");
+    /* The run's final status is written when the disk may be full (often
+     * the very reason the run stops), and an atomic write needs free space
+     * for its temporary. So the "running" file keeps room for the final one
+     * (fileio.h vb_write_reserved): twice its size covers what the end adds
+     * (end time, per-rank peak memory: far less than the per-rank host list
+     * already there). The final write goes without padding, as before, and
+     * only falls back to that room when the disk has none. */
+    size_t reserve = 0;
+    if (strcmp(status, "running") == 0) {
+        reserve = 2 * (len + 1);
+        if (reserve < VB_RUN_JSON_RESERVE) reserve = VB_RUN_JSON_RESERVE;
+    }
+    int rc = vb_write_reserved(path, withnl, reserve);
+    int err = errno;
+    free(withnl);
+    errno = err;
+    return rc;
+}
+
+void vb_run_finish(vb_run *r) {
+    vb_iso_time(r->end_time, sizeof r->end_time);
+    if (r->ctx) r->ops->synchronize(r->ctx); /* run.json's loss-scale record reads the last step's copy */
+    if (r->world.rank == 0) write_json_or_die(r, "completed");
+    r->finished = true;
+    vb_log("vitbench: run directory %s", r->run_dir);
+
+    /* no copy may still read a loader's (page-locked) buffers when they go */
+    if (r->ctx) vb_run_synchronize(r);
+    if (r->train_loader) vb_loader_destroy(r->train_loader);
+    if (r->valid_loader) vb_loader_destroy(r->valid_loader);
+    for (int i = 0; i < 2; i++) {
+        if (r->inp_slot[i]) r->ops->free(r->ctx, r->inp_slot[i]);
+        if (r->tar_slot[i]) r->ops->free(r->ctx, r->tar_slot[i]);
+        if (r->copied[i]) r->ops->event_destroy(r->ctx, r->copied[i]);
+        if (r->freed[i]) r->ops->event_destroy(r->ctx, r->freed[i]);
+    }
+    if (r->loss_host) r->ops->free_host(r->ctx, r->loss_host);
+    if (r->batch_copied) r->ops->event_destroy(r->ctx, r->batch_copied);
+    if (r->norm_mean) r->ops->free(r->ctx, r->norm_mean);
+    if (r->norm_std) r->ops->free(r->ctx, r->norm_std);
+    vb_ddp_free(&r->ddp);
+    if (r->scaler_on) vb_loss_scaler_free(&r->scaler);
+    if (r->ctx) vb_step_graphs_free(&r->graphs, r->ctx);
+    vb_adam_free(&r->opt);
+    if (r->model) vit_destroy(r->model);
+    /* a clock on the context's events must go before the context */
+    if (r->prof) vb_prof_set_clock(r->prof, NULL);
+    /* the data plane's staging and events, and its communicators, before the context */
+    if (r->ctx) vb_comm_ctx_release(r->ctx);
+    vb_comm_free(&r->grad_comm);
+    vb_comm_free(&r->dp_comm);
+    vb_comm_free(&r->cp_comm);
+    vb_comm_free(&r->tp_comm);
+    /* after the profiler's clock, which may stamp on it */
+    if (r->copy_ctx) r->ops->ctx_destroy(r->copy_ctx);
+    if (r->ctx) r->ops->ctx_destroy(r->ctx);
+    vb_prof_destroy(r->prof);
+    vb_tlrec_destroy(r->timeline);
+    free(r->peak_mem);
+    free(r->hosts);
+    free(r->command_line);
+    if (g_active_run == r) g_active_run = NULL;
+    memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,292 @@
+/* trainer.h: the state of one `run` / `train` invocation and one training step.
+ *
+ * vb_run_setup validates every input (config, data directories, stats,
+ * checkpoint, benchy config) BEFORE it creates the run directory, so a typo
+ * exits 2 without leaving an empty run behind. After setup the run directory
+ * exists and run.json says "running"; an exit before vb_run_finish rewrites it
+ * as "failed" (atexit), so no run ever claims to be in progress forever
+ * unless it was killed with SIGKILL.
+ */
+#ifndef VB_TRAINER_H
+#define VB_TRAINER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/data/double_buffer.h"
+#include "core/run/memcheck.h"
+#include "core/model/amp.h"
+#include "core/comm/comm.h"
+#include "core/config/config.h"
+#include "core/data/data.h"
+#include "core/prof/fingerprint.h"
+#include "core/prof/timeline.h"
+#include "core/model/ddp.h"
+#include "core/comm/groups.h"
+#include "core/model/vit.h"
+#include "core/model/optim.h"
+#include "core/prof/profile.h"
+
+typedef enum { VB_MODE_RUN = 0, VB_MODE_TRAIN } vb_run_mode;
+
+#define VB_HOST_LEN 256
+
+/* One training step's communication (iterations.csv columns). */
+typedef struct vb_step_comm {
+    int allreduce_calls;    /* DDP gradient-bucket allreduces */
+    double allreduce_bytes; /* their bytes */
+    double exposed_s;       /* seconds blocked in communication inside the step: DDP's
+                             * vb_wait plus every blocking collective (tp/cp included) */
+} vb_step_comm;
+
+/* cuda_graphs: a step's device work (forward, backward, loss scaling, Adam's
+ * update) recorded once per (input buffer, target buffer, batch) after one
+ * eager step with them, then replayed as one launch. Adam's arguments (lr,
+ * step) are copied in before each replay, so the schedule goes on. A run
+ * stages its batches in one or two device buffers (two with dali), so a few
+ * graphs cover it; a further key runs eagerly. */
+enum { VB_STEP_GRAPHS_MAX = 4 };
+typedef struct vb_step_graph {
+    const float *inp, *tar;
+    int B;
+    void *exec; /* NULL until recorded */
+    unsigned long workspace_gen; /* the backend's workspace generation when recorded */
+} vb_step_graph;
+typedef struct vb_step_graphs {
+    int n;
+    vb_step_graph g[VB_STEP_GRAPHS_MAX];
+    long captures, replays, eager; /* steps of each kind so far */
+    long rerecords;                /* graphs dropped for a workspace reallocation (of captures) */
+} vb_step_graphs;
+
+/* Frees the recorded graphs (ctx: the context they replay on). */
+void vb_step_graphs_free(vb_step_graphs *g, vb_ctx *ctx);
+
+/* One training step's compute, whoever set the run up: forward, backward with
+ * DDP's bucket allreduces overlapping it, wait + 1/dp scaling, Adam with the
+ * run's lr (the schedule, and the sqrt(global / base_batch_size) scaling when
+ * set). vb_train_step and bench_step both run their steps through it. */
+typedef struct vb_step {
+    vit_model *model;
+    vb_adam *opt;
+    vb_ddp *ddp;            /* NULL: gradients are not reduced */
+    const vb_config *cfg;   /* lr, lr_schedule, warmup, num_iters, base_batch_size */
+    int global_batch;       /* samples per update over every data-parallel rank */
+    vb_tlrec *timeline;     /* forward / backward / optimizer phases of windowed steps; may be NULL */
+    vb_loss_scaler *scaler; /* dynamic loss scaling (core/model/amp.h); NULL: none */
+    vb_step_graphs *graphs; /* cuda_graphs (one rank, no DDP); NULL: every step eager */
+} vb_step;
+
+/* enable_fused false: Adam updates m's parameter buffer one tensor at a time
+ * (a launch per tensor of m->tensors), as torch.optim.Adam's default loop. */
+void vb_adam_per_tensor(vb_adam *a, const vit_model *m);
+
+/* The lr of update `iteration` (0-based) for config c. */
+float vb_step_lr(const vb_config *c, int global_batch, int iteration);
+
+/* Update `iteration` on inp / tar (B samples, backend memory); returns the lr
+ * it used. Enqueued on the model's context: the loss (model->loss_dev) can be
+ * copied out once the context has finished it. */
+float vb_step_train(const vb_step *s, int iteration, const float *inp, const float *tar, int B);
+
+typedef struct vb_run {
+    vb_run_mode mode;
+    bool benchy;                 /* run, or train --enable_benchy */
+    bool dali;                   /* data_loader_config dali: batches copied on copy_ctx, overlapping the step */
+    vb_config cfg;
+    vb_benchy_config bcfg;
+    char benchy_file[VB_PATH_MAX]; /* the benchy YAML used, "" for benchy's defaults */
+
+    vb_comm world;
+    /* world = tp x cp x dp (core/comm/groups.h). tp and cp peers hold shards of one
+     * model replica and read the same batch; only dp splits the data, so a
+     * step consumes local_batch x dp samples. */
+    vb_layout layout;
+    int dp;                      /* data-parallel ranks = world / (tp * cp) */
+    int tp_rank, cp_rank, dp_rank;
+    int local_batch, global_batch; /* global = local x dp */
+    vb_comm tp_comm, cp_comm, dp_comm; /* this rank's groups (size 1 when the dim is 1) */
+    vb_comm grad_comm;           /* weight-gradient reduction: dp, or cp x dp under context parallelism */
+    vb_ddp ddp;                  /* bucket plan; used when ddp_on */
+    bool ddp_on;                 /* grad_comm has peers and noddp is off */
+    vb_step_comm last_comm;      /* communication of the last vb_train_step */
+    char *hosts;                 /* rank 0: world x VB_HOST_LEN host names (run.json) */
+
+    const vb_ops *ops;
+    vb_ctx *ctx;                 /* this rank's backend context: every op of the run is on it, except
+                                  * dali's batch copies (copy_ctx) */
+    vb_profiler *prof;
+    vb_tlrec *timeline;          /* the profile_steps window; NULL when profile_steps is 0 */
+    double time_origin;          /* vb_now() when every rank left the start barrier */
+    vb_fingerprint fp;           /* this rank's; rank 0's goes to run.json and summary.csv */
+    int threads_requested;       /* OpenMP threads before the affinity cap */
+    int node_ranks;              /* ranks sharing this rank's node */
+    int local_rank;              /* this rank's index on its node (picks its GPU) */
+    const char *comm_backend;    /* the data plane in use: "mpi" or "nccl" */
+    bool oversubscribed;         /* node_ranks x threads > cores on the node */
+    double *peak_mem;            /* rank 0: every rank's max RSS in bytes (0 = not yet known) */
+    vb_mem_estimate mem;         /* this rank's estimated bytes (core/run/memcheck.h) */
+    double mem_limit;            /* bytes available when the run started; 0 = unknown */
+    char mem_limit_source[32];
+    vit_model *model;
+    vb_adam opt;
+    vb_loss_scaler scaler;       /* dynamic loss scaling, when scaler_on */
+    bool scaler_on;
+    vb_step_graphs graphs;       /* cuda_graphs: the recorded steps (step.graphs points here) */
+    vb_device_desc device;       /* this rank's device (ops->device_describe); "" name on the CPU */
+    vb_step step;                /* model, optimizer, DDP and lr of vb_train_step */
+    float *inp_dev, *tar_dev;    /* backend copies of the batch of the latest step [B,C,H,W]: one of the slots */
+    size_t inp_bytes, tar_bytes; /* for a full local batch */
+    float *inp_slot[2], *tar_slot[2]; /* device batch buffers: [0] only (pytorch), both (dali) */
+    int slot_B[2];               /* samples of the batch copied into each */
+    bool staged;                 /* pytorch: a batch was copied and no step has used it yet */
+    vb_event *batch_copied;      /* pytorch: recorded after a batch's host-to-backend copies */
+    /* normalize_on_device: the loader's stats in backend memory, [max(Cin,
+     * Cout)]; each staged batch is normalised with them after its copy */
+    float *norm_mean, *norm_std;
+    /* dali: copies on their own queue, ordered against the steps by events
+     * (core/data/double_buffer.h): copied[s] after the copy into slot s, freed[s]
+     * on compute after the last op that reads slot s */
+    vb_ctx *copy_ctx;
+    vb_event *copied[2], *freed[2];
+    vb_dbuf dbuf;
+    float *loss_host;            /* page-locked [1]: the last step's loss, copied out at its end */
+
+    vb_loader *train_loader;
+    vb_loader *valid_loader;     /* train mode only */
+
+    int iteration;               /* training steps done so far (lr schedule position) */
+
+    char run_dir[VB_PATH_MAX];
+    char run_id[320];
+    char *command_line;          /* argv joined, shell-quoted where needed */
+    char start_time[32], end_time[32];
+    char host[VB_HOST_LEN];
+    bool finished;
+} vb_run;
+
+/* Parses argv[first..] into the config, validates inputs, builds loaders,
+ * model and optimizer, creates the run directory and writes run.json.
+ * `world` must come from vb_world_init. Exits 2 on bad input. A rank layout
+ * that cannot work (world % (tp*cp), num_heads % tp, global batch % dp, cp >
+ * tokens) is one line from rank 0 and exit 2 on every rank. Collective over
+ * the world: builds the tp / cp / dp / gradient communicators, broadcasts the
+ * initial parameters over each replica group and gathers every rank's host. */
+/* The model dims a config describes (LayerNorm eps 1e-6, the tutorial's). */
+vit_dims vb_config_vit_dims(const vb_config *c);
+/* A loader for split directory `dir` with the config's crop, channels, dt,
+ * stats, seed and data workers; this rank reads shard dp_rank of dp_size.
+ * With a context of a device backend (ctx non-NULL, !host_memory) the batch
+ * buffers are its page-locked host memory (ops->alloc_host), and the loader
+ * must be destroyed before the context; otherwise plain host memory. */
+vb_loader *vb_config_loader(const vb_config *c, const char *dir, int local_batch, int64_t limit, bool shuffle,
+                            int dp_rank, int dp_size, vb_ctx *ctx);
+
+void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first, const vb_comm *world);
+
+/* A context of config c's backend (vb_ops_by_name: auto is cuda when a
+ * device is usable, else cpu), activation dtype from amp_mode, TF32 from
+ * tf32, on the device this rank's node-local rank picks (modulo the devices
+ * it sees; world NULL: the launcher's local rank, else device 0); exits 2
+ * with the backend's reason when it cannot give one. Collective over world. */
+vb_ctx *vb_run_ctx_create(const vb_config *c, const vb_comm *world);
+
+/* Whether config `c` can run on `world` ranks: world divisible by tp x cp, a
+ * valid parallel_order, num_heads divisible by tp, cp no larger than the
+ * token count, the global batch divisible by dp (unless local_batch_size is
+ * set). 0, or -1 with the one-line reason in err. Used by run setup and by
+ * the sweep's preflight alike. */
+int vb_layout_check(const vb_config *c, int world, char *err, size_t n);
+
+/* One training step on `b`: vb_run_stage_batch, then vb_train_step_staged.
+ * Returns once the work is enqueued; b goes back to its loader through
+ * vb_run_release_batch (under pytorch the copy has completed already). */
+void vb_train_step(vb_run *r, const vb_batch *b, float *lr_used);
+
+/* The training step on the staged batch: vb_step_train on it, then the loss
+ * copied out into r->loss_host. Returns once the work is enqueued; *lr_used
+ * receives the lr (may be NULL). r->last_comm describes the step's
+ * communication. Exits 1 (a bug) when no batch is staged. */
+void vb_train_step_staged(vb_run *r, float *lr_used);
+
+/* Copies batch b to the backend for the next step (profiled as memcpy
+ * "h2d"). pytorch: into the device buffer on the compute context, and the
+ * host waits for the copy (not for the work queued before it), as torch's
+ * synchronous .to(device) from pinned memory. dali: enqueued on the copy
+ * context into the next of two device buffers, so it runs while the step
+ * already enqueued computes; it waits (device-side) for the last step that
+ * read that buffer. At most one batch is staged ahead of the steps (exits 1,
+ * a bug, otherwise). */
+void vb_run_stage_batch(vb_run *r, const vb_batch *b);
+
+/* Whether a staged batch waits for its step. */
+bool vb_run_has_staged(const vb_run *r);
+
+/* Gives b back to loader l (vb_loader_release) once no copy reads it: under
+ * dali the host waits for b's latest copy first, normally finished long
+ * before (it ran during the previous step). Every batch a run staged goes
+ * back this way, never through a bare vb_loader_release or an implicit
+ * release by vb_loader_next / vb_loader_reset. */
+void vb_run_release_batch(vb_run *r, vb_loader *l, const vb_batch *b);
+
+/* Waits until all of the run's work has finished, the compute context and
+ * (dali) the copy context: benchy's torch.cuda.synchronize(), which waits
+ * for every stream of the device. */
+void vb_run_synchronize(vb_run *r);
+
+/* This rank's forward loss of the last vb_train_step (average it over
+ * dp_comm for the replica-wide loss): waits for the step to finish. */
+float vb_run_step_loss(vb_run *r);
+
+/* Copies a batch to the backend for an op outside the training step (the
+ * validation forward reads r->inp_dev / r->tar_dev), profiled as memcpy
+ * "h2d"; the host waits for the copy, so b may go back to its loader (plain
+ * vb_loader_release) when it returns. No batch may be staged. */
+void vb_run_copy_batch(vb_run *r, const vb_batch *b);
+
+/* The least room a "running" run.json keeps for its final status (bytes of
+ * trailing whitespace included): a full disk must not keep the run's end
+ * from being recorded. */
+#define VB_RUN_JSON_RESERVE (64 * 1024)
+
+/* Rewrites run.json atomically with `status` ("running", "completed",
+ * "failed", "interrupted"). "running" is padded with trailing whitespace to
+ * reserve the space the final write may need; a final status that finds the
+ * disk full is written in place over that space (fileio.h
+ * vb_write_reserved). 0, or -1 with errno set. */
+int vb_run_write_json(const vb_run *r, const char *status);
+
+/* Marks the run completed (run.json), prints the run directory, frees everything. */
+void vb_run_finish(vb_run *r);
+
+/* SIGINT / SIGTERM / SIGHUP: the handler only sets a flag (a second signal
+ * kills at once). A stdout that can no longer be written (its reader gone:
+ * `vitbench run | head -1`) counts as SIGPIPE, which is ignored so the write
+ * fails with EPIPE instead of killing the process. Loops poll
+ * vb_run_interrupted() between steps, write what they have finished, then
+ * call vb_run_exit_interrupted: run.json says "interrupted" and the process
+ * exits 128 + signal, like a shell reports it. */
+bool vb_run_interrupted(void);
+void vb_run_exit_interrupted(vb_run *r) __attribute__((noreturn));
+
+/* A non-finite loss from data the loader has checked to be finite: the
+ * training diverged (too large an lr), a failure of the run, not bad input
+ * nor a bug. One line with the step and the lr, exit 1; run.json becomes
+ * "failed" (atexit). Call after writing what the run has finished. */
+void vb_run_die_diverged(const vb_run *r, float loss, float lr, int step) __attribute__((noreturn));
+
+/* Python's repr() of a float (shortest round-trip form, ".0" on integers),
+ * so the BENCHY:: lines read exactly as benchy prints them. */
+void vb_pyfloat(char *buf, size_t n, double x);
+
+/* This process's peak resident memory in bytes (getrusage's max RSS). */
+double vb_peak_rss_bytes(void);
+
+/* Records a phase (forward, backward, optimizer, data) of the current step
+ * on the timeline's main lane. */
+void vb_run_timeline_phase(vb_run *r, const char *phase, double t0, double t1);
+
+/* Path of a file inside the run directory. */
+void vb_run_path(const vb_run *r, char *buf, size_t n, const char *name);
+
+#endif

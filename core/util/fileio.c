@@ -1,0 +1,161 @@
+/* fileio.c: crash-safe file writes and CSV quoting (fileio.h). */
+#include "core/util/fileio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/util/common.h"
+
+/* Removes the temporary and returns -1 with errno = err (unlink may clobber it). */
+static int atomic_fail(const char *tmp, int err) {
+    if (tmp) unlink(tmp);
+    errno = err ? err : EIO;
+    return -1;
+}
+
+int vb_atomic_write(const char *path, void (*write_fn)(FILE *f, void *ctx), void *ctx) {
+    /* The temporary file lives in the same directory so rename() is atomic
+     * (same filesystem): readers see the old file or the new one, never half. */
+    char dircopy[VB_PATH_MAX], basecopy[VB_PATH_MAX];
+    if (strlen(path) >= sizeof dircopy) return atomic_fail(NULL, ENAMETOOLONG);
+    strcpy(dircopy, path);
+    strcpy(basecopy, path);
+    const char *dir = dirname(dircopy);
+    const char *name = basename(basecopy);
+    char tmp[VB_PATH_MAX];
+    int k = snprintf(tmp, sizeof tmp, "%s/.%s.tmp.XXXXXX", dir, name);
+    if (k < 0 || (size_t)k >= sizeof tmp) return atomic_fail(NULL, ENAMETOOLONG);
+
+    int fd = mkstemp(tmp);
+    if (fd < 0) return atomic_fail(NULL, errno);
+    /* mkstemp makes 0600; results are meant to be shared like any other file */
+    mode_t mask = umask(0);
+    umask(mask);
+    (void)fchmod(fd, 0666 & ~mask);
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        int err = errno;
+        close(fd);
+        return atomic_fail(tmp, err);
+    }
+    /* the first error wins: later calls fail as a consequence of it */
+    errno = 0;
+    write_fn(f, ctx);
+    int err = ferror(f) ? (errno ? errno : EIO) : 0;
+    if (fflush(f) != 0 && !err) err = errno;
+    if (fsync(fd) != 0 && !err) err = errno;
+    if (fclose(f) != 0 && !err) err = errno;
+    if (err) return atomic_fail(tmp, err);
+    if (rename(tmp, path) != 0) return atomic_fail(tmp, errno);
+    /* make the rename itself durable */
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (dfd >= 0) {
+        (void)fsync(dfd);
+        close(dfd);
+    }
+    return 0;
+}
+
+typedef struct {
+    const char *text;
+    size_t len, size;
+} padded_text;
+
+static void write_padded(FILE *f, void *ctx) {
+    const padded_text *p = ctx;
+    fwrite(p->text, 1, p->len, f);
+    for (size_t i = p->len; i < p->size; i++) fputc(i + 1 == p->size ? '\n' : ' ', f);
+}
+
+/* The file's current length is what it holds allocated: `text` goes over it
+ * from offset 0 and spaces over the rest, so no write lands past the end
+ * and none needs a new block. */
+static int rewrite_in_place(const char *path, const char *text, size_t len) {
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size < len) {
+        close(fd);
+        return -1;
+    }
+    size_t size = (size_t)st.st_size;
+    char *buf = malloc(size ? size : 1);
+    if (!buf) {
+        close(fd);
+        return -1;
+    }
+    memcpy(buf, text, len);
+    memset(buf + len, ' ', size - len);
+    if (size > len) buf[size - 1] = '\n';
+    int rc = 0;
+    for (size_t off = 0; off < size && rc == 0;) {
+        ssize_t k = pwrite(fd, buf + off, size - off, (off_t)off);
+        if (k > 0)
+            off += (size_t)k;
+        else if (k < 0 && errno == EINTR)
+            continue;
+        else
+            rc = -1;
+    }
+    free(buf);
+    if (rc == 0 && fsync(fd) != 0) rc = -1;
+    if (close(fd) != 0) rc = -1;
+    return rc;
+}
+
+int vb_write_reserved(const char *path, const char *text, size_t reserve) {
+    size_t len = strlen(text);
+    padded_text p = {text, len, reserve > len ? reserve : len};
+    if (vb_atomic_write(path, write_padded, &p) == 0) return 0;
+    int err = errno;
+    /* any other failure (read-only disk, no permission) would stop the
+     * in-place write too, and it must not half-overwrite a good file */
+    if (err != ENOSPC && err != EDQUOT && err != EFBIG) {
+        errno = err;
+        return -1;
+    }
+    if (rewrite_in_place(path, text, len) == 0) return 0;
+    errno = err; /* the cause is still the full disk, not the fallback's step */
+    return -1;
+}
+
+void vb_die_env(const char *fmt, ...) {
+    fflush(stdout);
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    for (char *c = msg; *c; c++) /* one line, whatever a path holds */
+        if (*c == '\n') *c = ' ';
+    if (vb_log_rank() > 0)
+        fprintf(stderr, "vitbench: [rank %d] error: %s\n", vb_log_rank(), msg);
+    else
+        fprintf(stderr, "vitbench: error: %s\n", msg);
+    fflush(stderr);
+    exit(VB_EXIT_INTERNAL);
+}
+
+void vb_atomic_write_or_die(const char *path, void (*write_fn)(FILE *f, void *ctx), void *ctx) {
+    if (vb_atomic_write(path, write_fn, ctx) != 0) vb_die_env("cannot write %s: %s", path, strerror(errno));
+}
+
+void vb_csv_field(FILE *f, const char *s) {
+    if (!s) s = "";
+    if (!strpbrk(s, ",\"\r\n")) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (const char *c = s; *c; c++) {
+        if (*c == '"') fputc('"', f);
+        fputc(*c, f);
+    }
+    fputc('"', f);
+}
