@@ -405,9 +405,11 @@ static void print_block_footer(const cb_bench *b, long long wrong, double busbw_
 
 /* ---- setup ---- */
 
+/* "vitbench ARGS", quoted as run.json quotes its command line (cut at n) */
 static void join_command_line(char *buf, size_t n, int argc, char **argv) {
-    size_t used = (size_t)snprintf(buf, n, "vitbench");
-    for (int i = 0; i < argc && used < n; i++) used += (size_t)snprintf(buf + used, n - used, " %s", argv[i]);
+    char *args = vb_shell_join(argc, argv);
+    snprintf(buf, n, "vitbench %s", args);
+    free(args);
 }
 
 /* Fresh DIR/NAME (rank 0); the default name is commbench_<stamp>. */

@@ -1,5 +1,6 @@
 #include "core/util/common.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -313,4 +314,36 @@ char *vb_read_file(const char *path, size_t *len) {
     }
     if (len) *len = n;
     return text;
+}
+
+char *vb_shell_join(int argc, char **argv) {
+    size_t len = 1;
+    for (int i = 0; i < argc; i++) len += 4 * strlen(argv[i]) + 3;
+    char *s = malloc(len);
+    if (!s) vb_die_internal("out of memory");
+    size_t k = 0;
+    for (int i = 0; i < argc; i++) {
+        if (i) s[k++] = ' ';
+        const char *a = argv[i];
+        bool plain = *a != '\0';
+        for (const char *c = a; *c; c++)
+            if (!(isalnum((unsigned char)*c) || strchr("-_./=,:+@%", *c))) plain = false;
+        if (plain) {
+            memcpy(s + k, a, strlen(a));
+            k += strlen(a);
+            continue;
+        }
+        s[k++] = '\'';
+        for (const char *c = a; *c; c++) {
+            if (*c == '\'') {
+                memcpy(s + k, "'\\''", 4);
+                k += 4;
+            } else {
+                s[k++] = *c;
+            }
+        }
+        s[k++] = '\'';
+    }
+    s[k] = '\0';
+    return s;
 }

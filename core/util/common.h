@@ -93,6 +93,12 @@ void vb_snprintf(char *buf, size_t n, const char *fmt, ...) __attribute__((forma
  * length in *len when len is not NULL; NULL with errno set when it cannot be
  * read. */
 char *vb_read_file(const char *path, size_t *len);
+
+/* argv[0..argc-1] joined with spaces, every argument holding anything but
+ * letters, digits and -_./=,:+@% single-quoted (' as '\''), so the line can
+ * be pasted back into a shell and run.json's and commbench's command lines
+ * read alike. malloc'd; exits 1 when out of memory. */
+char *vb_shell_join(int argc, char **argv);
 /* Probes: true when path is a regular file / a directory (symlinks
  * followed); for optional files. To refuse a path the user gave, use
  * vb_file_problem / vb_dir_problem: they say what the path is instead. */
