@@ -53,6 +53,7 @@
 #include "analysis/scaling/scaling_model.h"
 #include "analysis/scaling/scaling_ref.h"
 #include "core/config/cli.h"
+#include "core/config/config.h"
 #include "core/util/common.h"
 #include "core/results/results.h"
 #include "core/util/fileio.h"
@@ -908,7 +909,7 @@ int vb_model_main(int argc, char **argv) {
     if (o.reference_machine && !o.machine)
         vb_die_input("model: --reference_machine needs --machine (the machine the prediction is for)");
     if (!o.sweep && o.nworlds == 0) vb_die_input("model: nothing to predict: give --sweep DIR or --world_sizes N,...");
-    if (o.bucket_cap_mb == 0) o.bucket_cap_mb = 25;
+    if (o.bucket_cap_mb == 0) o.bucket_cap_mb = VB_BUCKET_CAP_MB_DEFAULT;
     if (o.order) {
         int ord[VB_NDIMS];
         char err[200];
@@ -959,7 +960,7 @@ int vb_model_main(int argc, char **argv) {
                                       "(machine: in the file, --reference_machine or --machine)",
                                       o.reference);
         vb_mlayout rl = rsrc.layout;
-        rl.local_batch = ref.batch[0], rl.threads = rl.cores = 1, rl.bucket_cap_mb = 25;
+        rl.local_batch = ref.batch[0], rl.threads = rl.cores = 1, rl.bucket_cap_mb = VB_BUCKET_CAP_MB_DEFAULT;
         rl.node_ranks = rc.machine->ranks_per_node < rl.tp * rl.cp * rl.dp ? rc.machine->ranks_per_node
                                                                         : rl.tp * rl.cp * rl.dp;
         vb_mref_calibrate(&rc, &ref, &rl, rsrc.step_s);

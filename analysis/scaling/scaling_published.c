@@ -37,6 +37,7 @@
 #include "analysis/scaling/scaling_model.h"
 #include "analysis/scaling/scaling_ref.h"
 #include "analysis/scaling/scaling_yaml.h"
+#include "core/config/config.h"
 #include "core/util/common.h"
 #include "core/results/results.h"
 #include "core/util/fileio.h"
@@ -118,7 +119,7 @@ static void predict_row(const vb_my *y, yaml_node_t *row, int i, yaml_node_t *mo
     if (rworld > 1) {
         vb_mctx rc = {.ref = &ref, .fits = &none, .machine = &rmach, .mode = VB_DDP_OVERLAP, .compute_scale = 1};
         vb_mlayout rl = src.layout;
-        rl.local_batch = ref.batch[0], rl.threads = rl.cores = 1, rl.bucket_cap_mb = 25;
+        rl.local_batch = ref.batch[0], rl.threads = rl.cores = 1, rl.bucket_cap_mb = VB_BUCKET_CAP_MB_DEFAULT;
         rl.node_ranks = rmach.ranks_per_node < rworld ? rmach.ranks_per_node : rworld;
         rl.cores = rl.node_ranks;
         calib = vb_mref_calibrate(&rc, &ref, &rl, src.step_s);
@@ -178,7 +179,7 @@ static void predict_row(const vb_my *y, yaml_node_t *row, int i, yaml_node_t *mo
     }
     const int world = l->tp * l->cp * l->dp;
     l->local_batch = vb_my_int(y, &p, where, "local_batch", 1, 1 << 24);
-    l->bucket_cap_mb = vb_my_num_or(y, &p, where, "bucket_cap_mb", 1e-6, 1e6, 25);
+    l->bucket_cap_mb = vb_my_num_or(y, &p, where, "bucket_cap_mb", 1e-6, 1e6, VB_BUCKET_CAP_MB_DEFAULT);
     l->node_ranks = mach.ranks_per_node < world ? mach.ranks_per_node : world;
     l->threads = 1, l->cores = l->node_ranks; /* one rank per GPU: no CPU factor */
     char err[256];

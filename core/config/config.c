@@ -398,7 +398,7 @@ void vb_config_defaults(vb_config *c) {
     c->tensor_parallel = 1;
     c->context_parallel = 1;
     snprintf(c->parallel_order, sizeof c->parallel_order, "tp-cp-dp");
-    c->bucket_cap_mb = 25.0f; /* PyTorch DDP's default */
+    c->bucket_cap_mb = VB_BUCKET_CAP_MB_DEFAULT;
     c->noddp = false;
     c->disable_broadcast_buffers = false;
     snprintf(c->wireup_info, sizeof c->wireup_info, "env");

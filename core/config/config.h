@@ -16,6 +16,11 @@
 #include <stdio.h>
 #include "core/util/common.h"
 
+/* DDP's bucket size in MiB when none is given: PyTorch DDP's bucket_cap_mb
+ * default. The scaling model assumes it for references and published rows
+ * that name none. */
+#define VB_BUCKET_CAP_MB_DEFAULT 25
+
 typedef struct vb_config {
     /* where it came from */
     char yaml_config[VB_PATH_MAX]; /* default scenarios/vit.yaml (relative to cwd, then VB_SOURCE_DIR) */
@@ -83,7 +88,7 @@ typedef struct vb_config {
     /* distributed (checked against the world size at run setup: vb_layout_check) */
     int tensor_parallel, context_parallel; /* default 1 */
     char parallel_order[32];               /* default "tp-cp-dp" */
-    float bucket_cap_mb;                   /* default 25 (MiB, PyTorch DDP's); fractions allowed */
+    float bucket_cap_mb;                   /* default VB_BUCKET_CAP_MB_DEFAULT; fractions allowed */
     bool noddp, disable_broadcast_buffers;
     /* accepted tutorial keys with no effect here */
     char wireup_info[16], wireup_store[16];
