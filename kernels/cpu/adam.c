@@ -3,6 +3,7 @@
 #include <math.h>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/loss_scale.h"
 
 // m = lerp(m, g s, 1 - b1); v = b2 v + (1 - b2) (g s)^2;
 // p -= lr / (1 - b1^step) * m / (sqrt(v) / sqrt(1 - b2^step) + eps)
@@ -58,20 +59,8 @@ void cpu_grad_unscale_check(vb_ctx *ctx, float *grad, size_t n, vb_loss_scale_st
     if (bad) ls->found_inf = 1.0f;
 }
 
-// GradScaler's _amp_update_scale_, plus the records the host reads
+// GradScaler's update (kernels/loss_scale.h), on the host
 void cpu_loss_scale_update(vb_ctx *ctx, vb_loss_scale_state *ls) {
     (void)ctx;
-    ls->last_scale = ls->scale;
-    ls->last_skipped = ls->found_inf != 0.0f;
-    if (ls->last_skipped) {
-        ls->scale *= ls->backoff_factor;
-        ls->growth_tracker = 0;
-        ls->skipped++;
-    } else if (++ls->growth_tracker >= ls->growth_interval) {
-        const float grown = ls->scale * ls->growth_factor;
-        if (isfinite(grown)) ls->scale = grown;
-        ls->growth_tracker = 0;
-    }
-    ls->found_inf = 0.0f;
-    ls->steps++;
+    vb_loss_scale_step(ls);
 }

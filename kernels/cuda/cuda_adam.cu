@@ -6,6 +6,7 @@
  * device memory so that no step waits for the host.
  */
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/loss_scale.h"
 
 enum { ADAM_THREADS = 256, UNSCALE_THREADS = 256 };
 
@@ -85,21 +86,9 @@ void cuda_grad_unscale_check(vb_ctx *ctx, float *grad, size_t n, vb_loss_scale_s
     CUDA_LAUNCH_CHECK();
 }
 
-// GradScaler's _amp_update_scale_, plus the records the host reads; one thread
+// GradScaler's update (kernels/loss_scale.h), on the device; one thread
 __global__ void loss_scale_update_kernel(vb_loss_scale_state *ls) {
-    ls->last_scale = ls->scale;
-    ls->last_skipped = ls->found_inf != 0.0f;
-    if (ls->last_skipped) {
-        ls->scale *= ls->backoff_factor;
-        ls->growth_tracker = 0;
-        ls->skipped++;
-    } else if (++ls->growth_tracker >= ls->growth_interval) {
-        const float grown = ls->scale * ls->growth_factor;
-        if (isfinite(grown)) ls->scale = grown;
-        ls->growth_tracker = 0;
-    }
-    ls->found_inf = 0.0f;
-    ls->steps++;
+    vb_loss_scale_step(ls);
 }
 
 void cuda_loss_scale_update(vb_ctx *ctx, vb_loss_scale_state *ls) {
