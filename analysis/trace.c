@@ -47,6 +47,7 @@
 #include "analysis/breakdown.h"
 #include "analysis/trace_kineto.h"
 #include "analysis/trace_lanes.h"
+#include "core/config/cli.h"
 #include "core/util/common.h"
 #include "core/results/results.h"
 
@@ -71,17 +72,6 @@ typedef struct {
     long nflows, unmatched;
 } trace_ctx;
 
-static void usage(FILE *f) {
-    fputs("usage: vitbench trace PATH [--format chrome|kineto] [--output FILE_OR_DIR]\n"
-          "  PATH      a run directory (its timeline.csv) or a timeline.csv file\n"
-          "  --format  chrome (default): one Chrome trace of every rank, for https://ui.perfetto.dev\n"
-          "            or chrome://tracing; kineto: one PyTorch-profiler-style trace per rank in a\n"
-          "            directory, for Holistic Trace Analysis (docs/traces.md)\n"
-          "  --output  where to write: the Chrome trace (default trace.json beside timeline.csv), or\n"
-          "            the Kineto directory (default kineto/ beside timeline.csv)\n",
-          f);
-}
-
 /* ------------------------------------------------------------------ inputs */
 
 static void dir_of(const char *path, char *out, size_t n) {
@@ -90,37 +80,47 @@ static void dir_of(const char *path, char *out, size_t n) {
     vb_snprintf(out, n, "%s", dirname(copy));
 }
 
-static void parse_args(int argc, char **argv, trace_paths *p) {
-    const char *path = NULL, *output = NULL, *format = "chrome";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--format") == 0) {
-            if (i + 1 >= argc || !argv[i + 1][0]) vb_die_input("trace: --format needs a value (chrome or kineto)");
-            format = argv[++i];
-        } else if (strncmp(a, "--format=", 9) == 0) {
-            format = a + 9;
-        } else if (strcmp(a, "--output") == 0) {
-            if (i + 1 >= argc || !argv[i + 1][0]) vb_die_input("trace: --output needs a file name");
-            output = argv[++i];
-        } else if (strncmp(a, "--output=", 9) == 0) {
-            output = a + 9;
-            if (!*output) vb_die_input("trace: --output needs a file name");
-        } else if (a[0] == '-' && a[1]) {
-            vb_die_input("trace: unknown option '%s' (usage: vitbench trace PATH [--format chrome|kineto] "
-                         "[--output FILE_OR_DIR])",
-                         a);
-        } else if (path) {
-            vb_die_input("trace: unexpected argument '%s' (one PATH: a run directory or a timeline.csv)", a);
-        } else {
-            path = a;
-        }
+/* Positional arguments: the one PATH. Flags the table lacks end here too;
+ * a single-dash word ("-x") is refused as well, as a mistyped flag is more
+ * likely than a path that starts with '-' (a lone "-" is still a PATH). */
+static void trace_other(void *ctx, const char *arg, const char *next) {
+    (void)next;
+    const char **path = ctx;
+    if (arg[0] == '-' && arg[1]) {
+        size_t n = strcspn(arg, "=");
+        vb_die_input("trace: unknown flag %.*s (see vitbench trace --help)", (int)(n < 100 ? n : 100), arg);
     }
-    if (strcmp(format, "chrome") == 0)
-        p->kineto = false;
-    else if (strcmp(format, "kineto") == 0)
-        p->kineto = true;
-    else
-        vb_die_input("trace: --format '%s': chrome or kineto", format);
+    if (*path) vb_die_input("trace: unexpected argument '%s' (one PATH: a run directory or a timeline.csv)", arg);
+    *path = arg;
+}
+
+/* One table parses the flags and prints --help (core/config/cli.h). */
+static void parse_args(int argc, char **argv, trace_paths *p) {
+    const char *path = NULL, *output = NULL;
+    int format = 0;
+    static const char *const formats[] = {"chrome", "kineto", NULL};
+    const vb_cli_opt opts[] = {
+        {.name = "format", .kind = VB_CLI_CHOICE, .ptr = &format, .choices = formats, .arg = "chrome|kineto",
+         .help = "chrome (default) or kineto: what to write (above)"},
+        {.name = "output", .kind = VB_CLI_STRING, .ptr = &output, .arg = "FILE_OR_DIR",
+         .help = "the file or directory to write (default trace.json or kineto/ beside timeline.csv)"},
+    };
+    const vb_cli cli = {
+        .cmd = "trace",
+        .usage = "vitbench trace PATH [--format chrome|kineto] [--output FILE_OR_DIR]",
+        .about = "Writes a timeline.csv as a trace for a viewer.\n"
+                 "  --format chrome: one Chrome trace of every rank, for https://ui.perfetto.dev or\n"
+                 "                   chrome://tracing; --output is that file\n"
+                 "  --format kineto: one PyTorch-profiler-style trace per rank in a directory, for\n"
+                 "                   Holistic Trace Analysis (docs/traces.md); --output is that directory",
+        .opts = opts,
+        .nopts = (int)(sizeof opts / sizeof opts[0]),
+        .other = trace_other,
+        .ctx = &path,
+        .other_help = "PATH: a run directory (its timeline.csv) or a timeline.csv file.",
+    };
+    vb_cli_parse(&cli, argc, argv);
+    p->kineto = format == 1;
     if (!path) vb_die_input("trace: missing PATH (a run directory or a timeline.csv; see vitbench trace --help)");
     char dir[VB_PATH_MAX];
     if (vb_dir_exists(path)) {
@@ -589,11 +589,6 @@ static void write_kineto(const trace_paths *p, const vb_timeline *t, const char 
 }
 
 int vb_trace_main(int argc, char **argv) {
-    for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            usage(stdout);
-            return 0;
-        }
     trace_paths p;
     parse_args(argc, argv, &p);
 

@@ -219,8 +219,8 @@ echo '{"ranks": 2,' >"$TMP/bad/run.json"
 expect_input_error "$TMP/bad/run.json" trace "$TMP/bad"
 rm "$TMP/bad/run.json"
 expect_input_error "$TMP/nodir/x.json" trace "$TMP/bad" --output "$TMP/nodir/x.json"
-expect_input_error "--format 'perfetto'" trace "$RUN" --format perfetto
-expect_input_error "--format needs a value" trace "$RUN" --format
+expect_input_error "--format expects one of chrome, kineto, got 'perfetto'" trace "$RUN" --format perfetto
+expect_input_error "--format expects a value" trace "$RUN" --format
 
 # ---- 5. --format kineto ----
 SRC=${VB_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
