@@ -61,6 +61,7 @@
 #include "analysis/analysis.h"
 #include "analysis/breakdown.h"
 #include "analysis/csv.h"
+#include "core/config/cli.h"
 #include "core/util/common.h"
 #include "core/prof/gpu_activity.h"
 #include "core/results/results.h"
@@ -768,18 +769,6 @@ static void print_breakdown(const vb_breakdown *b, int n) {
 
 /* ------------------------------------------------------------ main */
 
-static void usage(FILE *f) {
-    fputs("usage: vitbench nsys FILE... [--filter_time START/END] [--output_dir DIR]\n"
-          "  FILE            `nsys stats --format csv` reports: cuda_gpu_trace, cuda_gpu_kern_sum,\n"
-          "                  cuda_gpu_sum, cuda_gpu_mem_time_sum, nvtx_sum, cuda_api_sum (recognised by\n"
-          "                  their columns), one per file or several in one capture (-r a,b > FILE)\n"
-          "  --filter_time   keep trace rows entirely inside START/END (nsys syntax: 4s420ms/35s390ms;\n"
-          "                  plain numbers are ns); trace reports only\n"
-          "  --output_dir    where ops.csv, timeline.csv, breakdown.csv go (default: <FILE without\n"
-          "                  its extension>_vitbench/ beside the first FILE)\n",
-          f);
-}
-
 typedef struct {
     const char **files;
     int nfiles;
@@ -787,31 +776,54 @@ typedef struct {
     char outdir[VB_PATH_MAX];
 } nsys_args;
 
+/* --filter_time: checked and stored as it comes, so the last one wins. */
+static void filter_time_opt(const char *flag, const char *value, void *ptr) {
+    if (!*value) vb_die_input("nsys: %s expects a non-empty value", flag);
+    parse_window(value, ptr);
+}
+
+/* Positional arguments: the FILEs, in order, flags anywhere among them.
+ * Flags the table lacks end here too; a single-dash word ("-x") is refused
+ * as well, as a mistyped flag is more likely than a file name that starts
+ * with '-' (a lone "-" is still a FILE). */
+static void nsys_other(void *ctx, const char *arg, const char *next) {
+    (void)next;
+    nsys_args *a = ctx;
+    if (arg[0] == '-' && arg[1]) {
+        size_t n = strcspn(arg, "=");
+        vb_die_input("nsys: unknown flag %.*s (see vitbench nsys --help)", (int)(n < 100 ? n : 100), arg);
+    }
+    a->files[a->nfiles++] = arg;
+}
+
+/* One table parses the flags and prints --help (core/config/cli.h). */
 static void parse_args(int argc, char **argv, nsys_args *a) {
     memset(a, 0, sizeof *a);
     a->files = malloc((size_t)(argc > 0 ? argc : 1) * sizeof *a->files);
     if (!a->files) vb_die_internal("out of memory");
     const char *outdir = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *s = argv[i], *val = NULL;
-        if (!strcmp(s, "--filter_time") || !strcmp(s, "--output_dir")) {
-            if (i + 1 >= argc || !argv[i + 1][0]) vb_die_input("nsys: %s needs a value", s);
-            val = argv[++i];
-        } else if (!strncmp(s, "--filter_time=", 14) || !strncmp(s, "--output_dir=", 13)) {
-            val = strchr(s, '=') + 1;
-            if (!*val) vb_die_input("nsys: %.*s needs a value", (int)(strchr(s, '=') - s), s);
-        } else if (s[0] == '-' && s[1]) {
-            vb_die_input("nsys: unknown option '%s' (usage: vitbench nsys FILE... [--filter_time START/END] "
-                         "[--output_dir DIR])", s);
-        } else {
-            a->files[a->nfiles++] = s;
-            continue;
-        }
-        if (!strncmp(s, "--filter_time", 13))
-            parse_window(val, &a->win);
-        else
-            outdir = val;
-    }
+    const vb_cli_opt opts[] = {
+        {.name = "filter_time", .kind = VB_CLI_FUNC, .ptr = &a->win, .fn = filter_time_opt, .arg = "START/END",
+         .help = "keep trace rows entirely inside the window (4s420ms/35s390ms; plain numbers are ns)"},
+        {.name = "output_dir", .kind = VB_CLI_STRING, .ptr = &outdir, .arg = "DIR",
+         .help = "where ops.csv, timeline.csv, breakdown.csv go (default below)"},
+    };
+    const vb_cli cli = {
+        .cmd = "nsys",
+        .usage = "vitbench nsys FILE... [--filter_time START/END] [--output_dir DIR]",
+        .about = "Imports `nsys stats --format csv` reports into vitbench's ops.csv, and for a trace\n"
+                 "timeline.csv and breakdown.csv. --filter_time takes nsys's syntax and applies to\n"
+                 "cuda_gpu_trace reports only (a summary has no times).",
+        .opts = opts,
+        .nopts = (int)(sizeof opts / sizeof opts[0]),
+        .other = nsys_other,
+        .ctx = a,
+        .other_help = "FILE: `nsys stats --format csv` reports: cuda_gpu_trace, cuda_gpu_kern_sum, cuda_gpu_sum,\n"
+                      "      cuda_gpu_mem_time_sum, nvtx_sum, cuda_api_sum (recognised by their columns), one\n"
+                      "      per file or several in one capture (-r a,b > FILE).\n"
+                      "--output_dir defaults to <FILE without its extension>_vitbench/ beside the first FILE.",
+    };
+    vb_cli_parse(&cli, argc, argv);
     if (a->nfiles == 0) vb_die_input("nsys: no FILE (give `nsys stats --format csv` reports; see vitbench nsys --help)");
     char why[VB_PATH_MAX + 64];
     for (int i = 0; i < a->nfiles; i++)
@@ -868,11 +880,6 @@ static int cmp_act_device(const void *pa, const void *pb) {
 }
 
 int vb_nsys_main(int argc, char **argv) {
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        }
     nsys_args a;
     parse_args(argc, argv, &a);
 

@@ -165,8 +165,8 @@ expect_input_error "$FX/cuda_gpu_kern_sum_new.csv: --filter_time needs a cuda_gp
 expect_input_error "--filter_time 'abc/def'" nsys "$FX/cuda_gpu_trace_old.csv" --filter_time abc/def
 expect_input_error "--filter_time '5s'" nsys "$FX/cuda_gpu_trace_old.csv" --filter_time 5s
 expect_input_error "--filter_time '2s/1s': END must be after START" nsys "$FX/cuda_gpu_trace_old.csv" --filter_time 2s/1s
-expect_input_error "--filter_time needs a value" nsys "$FX/cuda_gpu_trace_old.csv" --filter_time
-expect_input_error "unknown option '--bogus'" nsys "$FX/cuda_gpu_trace_old.csv" --bogus
+expect_input_error "--filter_time expects a value" nsys "$FX/cuda_gpu_trace_old.csv" --filter_time
+expect_input_error "unknown flag --bogus" nsys "$FX/cuda_gpu_trace_old.csv" --bogus
 expect_input_error "no FILE" nsys
 expect_input_error "$TMP/missing.csv: no such file" nsys "$TMP/missing.csv"
 sed 's/^Time (%),Total Time (ns)/Time (%),Total Time (fortnights)/' "$FX/cuda_gpu_kern_sum_new.csv" >"$TMP/unit.csv"
