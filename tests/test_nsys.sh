@@ -8,7 +8,8 @@
 #      timeline.csv, breakdown.csv = the hand-computed overlap figures
 #   3. --filter_time on both generations (us suffixes / plain ns)
 #   4. a kernel in a trace and a summary is counted once (from the trace)
-#   5. bad input: exit 2 with one line naming the file / flag
+#   5. bad input: exit 2 with one line naming the file / flag; --help lists
+#      every flag
 #   6. real reports (tests/fixtures/nsys/real, provenance in its README.md):
 #      cuda_api_sum is host API time (category api, its own table, outside
 #      every GPU share); cuda_gpu_mem_time_sum is named so; a capture of
@@ -167,6 +168,16 @@ expect_input_error "--filter_time '5s'" nsys "$FX/cuda_gpu_trace_old.csv" --filt
 expect_input_error "--filter_time '2s/1s': END must be after START" nsys "$FX/cuda_gpu_trace_old.csv" --filter_time 2s/1s
 expect_input_error "--filter_time expects a value" nsys "$FX/cuda_gpu_trace_old.csv" --filter_time
 expect_input_error "unknown flag --bogus" nsys "$FX/cuda_gpu_trace_old.csv" --bogus
+# every flag alike: an unknown one (either form, among the FILEs) or a missing value names the flag
+expect_input_error "--bogus" nsys "$FX/cuda_gpu_trace_old.csv" --bogus=1 "$FX/cuda_gpu_kern_sum_new.csv"
+expect_input_error "-x" nsys -x "$FX/cuda_gpu_trace_old.csv"
+expect_input_error "--output_dir" nsys "$FX/cuda_gpu_trace_old.csv" --output_dir
+# --help (and -h) exits 0 and lists every flag with its meaning
+help=$("$VB" nsys --help) || fail "nsys --help exited $?"
+[ "$("$VB" nsys -h)" = "$help" ] || fail "nsys -h differs from --help"
+for f in --filter_time --output_dir; do
+    grep -qE -- "^  $f( [^ ]+)?  +[^ ]" <<<"$help" || fail "nsys --help does not list $f with its meaning: $help"
+done
 expect_input_error "no FILE" nsys
 expect_input_error "$TMP/missing.csv: no such file" nsys "$TMP/missing.csv"
 sed 's/^Time (%),Total Time (ns)/Time (%),Total Time (fortnights)/' "$FX/cuda_gpu_kern_sum_new.csv" >"$TMP/unit.csv"

@@ -8,7 +8,8 @@
 #      marker -> allreduce of the same bucket; samples/s = global batch / step.
 #   2. a timeline.csv path with --output; no run.json: no counters, a warning.
 #   3. header-only timeline: a valid trace with metadata and a warning.
-#   4. bad input: exit 2 with one line naming the file / flag.
+#   4. bad input: exit 2 with one line naming the file / flag; --help lists
+#      every flag.
 #   5. --format kineto (tests/py/check_kineto.py): one file per rank as HTA
 #      reads them (the rank found by HTA's own regex, device events with
 #      stream / device / correlation, one launch per device event,
@@ -221,6 +222,16 @@ rm "$TMP/bad/run.json"
 expect_input_error "$TMP/nodir/x.json" trace "$TMP/bad" --output "$TMP/nodir/x.json"
 expect_input_error "--format expects one of chrome, kineto, got 'perfetto'" trace "$RUN" --format perfetto
 expect_input_error "--format expects a value" trace "$RUN" --format
+# every flag alike: an unknown one (either form) or a missing value names the flag
+expect_input_error "--bogus" trace "$RUN" --bogus=1
+expect_input_error "-x" trace -x "$RUN"
+expect_input_error "--output" trace --format chrome "$RUN" --output
+# --help (and -h) exits 0 and lists every flag with its meaning
+help=$("$VB" trace --help) || fail "trace --help exited $?"
+[ "$("$VB" trace -h)" = "$help" ] || fail "trace -h differs from --help"
+for f in --format --output; do
+    grep -qE -- "^  $f( [^ ]+)?  +[^ ]" <<<"$help" || fail "trace --help does not list $f with its meaning: $help"
+done
 
 # ---- 5. --format kineto ----
 SRC=${VB_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
