@@ -429,7 +429,7 @@ static void run_trial(bench_state *s, trial_rec *t) {
         vb_train_step(r, cached, NULL);
         /* dali copies the batch again for every step, each copy overlapping
          * the step before: the first timed step's overlaps this one */
-        if (r->dali && t->nbatches > 0) vb_run_stage_batch(r, cached);
+        if (r->dali && t->nbatches > 0) vb_staging_put(&r->staging, cached);
     }
     /* ops.csv covers exactly the timed steps, so shares add up to <= 1 */
     bool profiled = s->profile_here && !t->warmup && t->type != TRIAL_IO;
@@ -456,8 +456,8 @@ static void run_trial(bench_state *s, trial_rec *t) {
         if (vb_run_interrupted()) {
             /* the unfinished trial is dropped; every finished one is on disk */
             if (rank0 && s->bar) printf("\n");
-            if (cached) vb_run_release_batch(r, loader, cached);
-            if (ahead) vb_run_release_batch(r, loader, ahead);
+            if (cached) vb_staging_release(&r->staging, loader, cached);
+            if (ahead) vb_staging_release(&r->staging, loader, ahead);
             vb_prof_set_enabled(r->prof, false);
             close_profiler(s);
             vb_run_exit_interrupted(r);
@@ -477,7 +477,7 @@ static void run_trial(bench_state *s, trial_rec *t) {
         if (t->type != TRIAL_IO) {
             /* pytorch: every step copies its batch (synchronously); dali: only
              * a trial's first step, the others' copies ran ahead */
-            if (!vb_run_has_staged(r)) vb_run_stage_batch(r, batch);
+            if (!vb_staging_has(&r->staging)) vb_staging_put(&r->staging, batch);
             vb_train_step_staged(r, &last_lr);
             /* the loss is read after benchy's timing point below (which waits
              * for the step anyway), not here in the middle of the step */
@@ -485,13 +485,13 @@ static void run_trial(bench_state *s, trial_rec *t) {
             it->allreduce_bytes = r->last_comm.allreduce_bytes;
             it->comm_exposed = r->last_comm.exposed_s;
         }
-        if (!cached) vb_run_release_batch(r, loader, batch);
+        if (!cached) vb_staging_release(&r->staging, loader, batch);
         /* dali: the next batch is fetched now and its copy enqueued on the
          * copy queue, where it runs while this step computes; the fetch's wait
          * is this step's data_wait_s. Not past the trial's last step. */
         if (r->dali && t->type != TRIAL_IO && k + 1 < t->nbatches) {
             if (!cached) ahead = fetch_batch(s, nvtx, k + 1, it, in_window);
-            vb_run_stage_batch(r, cached ? cached : ahead);
+            vb_staging_put(&r->staging, cached ? cached : ahead);
         }
 
         sync_point(s);
@@ -521,7 +521,7 @@ static void run_trial(bench_state *s, trial_rec *t) {
                 print_rate_line(t->label, "Iteration Throughput", rate);
         }
     }
-    if (cached) vb_run_release_batch(r, loader, cached);
+    if (cached) vb_staging_release(&r->staging, loader, cached);
     /* after the last timing point: the flush waits for the device */
     if (traced) vb_cupti_end();
     if (traced && windowed) vb_cupti_to_timeline(r->timeline);

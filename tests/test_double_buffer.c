@@ -71,7 +71,7 @@ static void wait_ev(sim *s, int q, const ev *e) {
 
 static bool before(const op *a, const op *b) { return b->vc[a->q] >= a->index; }
 
-/* the trainer's vb_run_stage_batch */
+/* the staging of core/run/staging.c (vb_staging_put) */
 static void do_stage(sim *s, const void *host) {
     vb_dbuf_stage_plan p;
     assert_int_equal(vb_dbuf_stage(&s->d, host, &p), 0);

@@ -132,10 +132,10 @@ static void validate(vb_run *r, valid_bufs *v, double *val_loss, double *rmse0) 
     VB_NVTX_PUSH("validation");
     for (int i = 0; i < steps; i++) {
         const vb_batch *b = vb_loader_next(vl);
-        vb_run_copy_batch(r, b);
-        vit_forward(r->model, r->inp_dev, r->tar_dev, b->B);
+        vb_staging_copy(&r->staging, b);
+        vit_forward(r->model, r->staging.inp_dev, r->staging.tar_dev, b->B);
         r->ops->memcpy_d2d(r->ctx, v->losses_dev + i, r->model->loss_dev, sizeof(float));
-        r->ops->weighted_rmse_accumulate(r->ctx, v->rmse_dev, r->model->pred, r->tar_dev, b->B, c->n_out_channels,
+        r->ops->weighted_rmse_accumulate(r->ctx, v->rmse_dev, r->model->pred, r->staging.tar_dev, b->B, c->n_out_channels,
                                          c->img_size[0], c->img_size[1]);
         sums[1] += 1;
         sums[2] += b->B;
@@ -184,7 +184,7 @@ int vb_train_loop(vb_run *r) {
         const vb_batch *ahead = NULL; /* dali: fetched during the step before, its copy under way */
         for (int i = 0; i < steps; i++) {
             if (vb_run_interrupted()) {
-                if (ahead) vb_run_release_batch(r, tl, ahead);
+                if (ahead) vb_staging_release(&r->staging, tl, ahead);
                 write_logs(r, &logs); /* the steps done so far, without this epoch's validation */
                 save_interrupted_checkpoint(r);
                 vb_run_exit_interrupted(r);
@@ -193,14 +193,14 @@ int vb_train_loop(vb_run *r) {
             const vb_batch *b = ahead ? ahead : vb_loader_next(tl);
             ahead = NULL;
             float lr = 0;
-            if (!vb_run_has_staged(r)) vb_run_stage_batch(r, b);
+            if (!vb_staging_has(&r->staging)) vb_staging_put(&r->staging, b);
             vb_train_step_staged(r, &lr);
-            vb_run_release_batch(r, tl, b);
+            vb_staging_release(&r->staging, tl, b);
             /* dali: the next batch's copy runs while this step computes (not
              * past the epoch: validation and the loader's reset come next) */
             if (r->dali && i + 1 < steps) {
                 ahead = vb_loader_next(tl);
-                vb_run_stage_batch(r, ahead);
+                vb_staging_put(&r->staging, ahead);
             }
             /* each row needs its step's loss: wait for the step and read it */
             float loss = vb_run_step_loss(r);

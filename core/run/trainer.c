@@ -181,39 +181,6 @@ void vb_run_path(const vb_run *r, char *buf, size_t n, const char *name) {
     vb_snprintf(buf, n, "%s/%s", r->run_dir, name);
 }
 
-/* argv joined with spaces; arguments with shell metacharacters single-quoted,
- * so the line can be pasted back into a shell. */
-static char *join_command_line(int argc, char **argv) {
-    size_t len = 1;
-    for (int i = 0; i < argc; i++) len += 4 * strlen(argv[i]) + 3;
-    char *s = malloc(len);
-    if (!s) vb_die_internal("out of memory");
-    size_t k = 0;
-    for (int i = 0; i < argc; i++) {
-        if (i) s[k++] = ' ';
-        const char *a = argv[i];
-        bool plain = *a != '\0';
-        for (const char *c = a; *c; c++)
-            if (!(isalnum((unsigned char)*c) || strchr("-_./=,:+@%", *c))) plain = false;
-        if (plain) {
-            memcpy(s + k, a, strlen(a));
-            k += strlen(a);
-            continue;
-        }
-        s[k++] = '\'';
-        for (const char *c = a; *c; c++) {
-            if (*c == '\'') {
-                memcpy(s + k, "'\\''", 4);
-                k += 4;
-            } else {
-                s[k++] = *c;
-            }
-        }
-        s[k++] = '\'';
-    }
-    s[k] = '\0';
-    return s;
-}
 
 /* A FIFO or a directory where a file belongs is named as such: "no such
  * file" would send the user looking for a path that is there. */
@@ -489,7 +456,7 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
     r->mode = mode;
     r->world = *world;
     vb_iso_time(r->start_time, sizeof r->start_time);
-    r->command_line = join_command_line(argc, argv);
+    r->command_line = vb_shell_join(argc, argv);
     vb_hostname(r->host, sizeof r->host);
 
     vb_config *c = &r->cfg;
@@ -639,43 +606,10 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
         vb_loader_set_timeline(r->train_loader, r->timeline);
     }
 
-    size_t hw = (size_t)c->img_size[0] * (size_t)c->img_size[1];
-    r->inp_bytes = (size_t)r->local_batch * (size_t)c->n_in_channels * hw * sizeof(float);
-    r->tar_bytes = (size_t)r->local_batch * (size_t)c->n_out_channels * hw * sizeof(float);
-    /* pytorch: one device batch, copied on the compute context; dali: two,
-     * copied on a context of their own while the previous step computes */
-    const int nslots = r->dali ? 2 : 1;
-    for (int i = 0; i < nslots; i++) {
-        r->inp_slot[i] = r->ops->alloc(r->ctx, r->inp_bytes);
-        r->tar_slot[i] = r->ops->alloc(r->ctx, r->tar_bytes);
-    }
-    r->inp_dev = r->inp_slot[0];
-    r->tar_dev = r->tar_slot[0];
-    r->batch_copied = r->ops->event_create(r->ctx);
-    if (c->normalize_on_device) {
-        /* the loaders hand over the files' values; each batch is normalised
-         * on the backend after its copy, with the stats both loaders read */
-        const int nc = c->n_in_channels > c->n_out_channels ? c->n_in_channels : c->n_out_channels;
-        const size_t bytes = (size_t)nc * sizeof(float);
-        r->norm_mean = r->ops->alloc(r->ctx, bytes);
-        r->norm_std = r->ops->alloc(r->ctx, bytes);
-        r->ops->memcpy_h2d(r->ctx, r->norm_mean, vb_loader_means(r->train_loader), bytes);
-        r->ops->memcpy_h2d(r->ctx, r->norm_std, vb_loader_stds(r->train_loader), bytes);
-        r->ops->synchronize(r->ctx);
-    }
-    if (r->dali) {
-        vb_ctx_opts o = {.act = r->ctx->act, .device = r->ctx->device, .tf32 = c->tf32 ? 1 : 0};
-        char err[256] = "";
-        r->copy_ctx = r->ops->ctx_create(&o, err, sizeof err);
-        if (!r->copy_ctx)
-            vb_die_env("data_loader_config dali: cannot create the copy context on device %d: %s", r->ctx->device,
-                       err[0] ? err : "no reason given");
-        for (int i = 0; i < 2; i++) {
-            r->copied[i] = r->ops->event_create(r->ctx);
-            r->freed[i] = r->ops->event_create(r->ctx);
-        }
-        vb_dbuf_init(&r->dbuf);
-    }
+    const size_t hw = (size_t)c->img_size[0] * (size_t)c->img_size[1];
+    vb_staging_init(&r->staging, r->ops, r->ctx, r->prof, r->dali, c->tf32, r->local_batch, c->n_in_channels,
+                    c->n_out_channels, hw, c->normalize_on_device ? vb_loader_means(r->train_loader) : NULL,
+                    c->normalize_on_device ? vb_loader_stds(r->train_loader) : NULL);
     r->loss_host = r->ops->alloc_host(r->ctx, sizeof(float));
     /* dynamic loss scaling: every rank of the world must take the same skip
      * decision; the tp group times the gradient group is the world (amp.h) */
@@ -722,104 +656,9 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
     if (r->world.rank == 0) write_json_or_die(r, "running");
 }
 
-static size_t batch_bytes(const vb_run *r, int B, int channels) {
-    const vb_config *c = &r->cfg;
-    return (size_t)B * (size_t)channels * (size_t)c->img_size[0] * (size_t)c->img_size[1] * sizeof(float);
-}
-
-/* normalize_on_device: the batch just copied into inp/tar normalised on ctx
- * (the copy's queue, so under dali it runs beside the step as the copy does) */
-static void normalize_staged(vb_run *r, vb_ctx *ctx, float *inp, float *tar, int B) {
-    if (!r->norm_mean) return;
-    const size_t hw = (size_t)r->cfg.img_size[0] * r->cfg.img_size[1];
-    const int id = VB_OP_ID(r->prof, "normalize", VB_CAT_COMPUTE);
-    vb_prof_token tok = vb_prof_begin_on(r->prof, id, ctx);
-    r->ops->normalize_channels(ctx, inp, r->norm_mean, r->norm_std, B, r->cfg.n_in_channels, hw);
-    r->ops->normalize_channels(ctx, tar, r->norm_mean, r->norm_std, B, r->cfg.n_out_channels, hw);
-    vb_prof_end_on(r->prof, tok, 0, ctx);
-}
-
-void vb_run_stage_batch(vb_run *r, const vb_batch *b) {
-    const size_t inp = batch_bytes(r, b->B, r->cfg.n_in_channels), tar = batch_bytes(r, b->B, r->cfg.n_out_channels);
-    const int h2d = VB_OP_ID(r->prof, "h2d", VB_CAT_MEMCPY);
-    if (!r->dali) {
-        if (r->staged) vb_die_internal("vb_run_stage_batch: the batch staged before has not been used by a step");
-        vb_prof_token tok = vb_prof_begin(r->prof, h2d);
-        r->ops->memcpy_h2d(r->ctx, r->inp_slot[0], b->inp, inp);
-        r->ops->memcpy_h2d(r->ctx, r->tar_slot[0], b->tar, tar);
-        vb_prof_end(r->prof, tok, inp + tar);
-        normalize_staged(r, r->ctx, r->inp_slot[0], r->tar_slot[0], b->B);
-        /* the copies read the loader's buffer, which the caller releases (and a
-         * worker refills) as soon as this returns: wait for them, not for the
-         * work queued before them */
-        r->ops->event_record(r->ctx, r->batch_copied);
-        r->ops->event_synchronize(r->ctx, r->batch_copied);
-        r->slot_B[0] = b->B;
-        r->staged = true;
-        return;
-    }
-    vb_dbuf_stage_plan p;
-    if (vb_dbuf_stage(&r->dbuf, b, &p) != 0)
-        vb_die_internal("vb_run_stage_batch: the batch staged before has not been used by a step");
-    const int s = p.slot;
-    if (p.record_free_now) r->ops->event_record(r->ctx, r->freed[s]);
-    /* the step that last read this buffer must be done with it (device-side) */
-    if (p.wait_free) r->ops->event_wait(r->copy_ctx, r->freed[s]);
-    vb_prof_token tok = vb_prof_begin_on(r->prof, h2d, r->copy_ctx);
-    r->ops->memcpy_h2d(r->copy_ctx, r->inp_slot[s], b->inp, inp);
-    r->ops->memcpy_h2d(r->copy_ctx, r->tar_slot[s], b->tar, tar);
-    vb_prof_end_on(r->prof, tok, inp + tar, r->copy_ctx);
-    normalize_staged(r, r->copy_ctx, r->inp_slot[s], r->tar_slot[s], b->B);
-    r->ops->event_record(r->copy_ctx, r->copied[s]);
-    r->slot_B[s] = b->B;
-}
-
-bool vb_run_has_staged(const vb_run *r) { return r->dali ? vb_dbuf_has_staged(&r->dbuf) : r->staged; }
-
-/* The staged batch becomes the one the compute context reads next
- * (r->inp_dev, r->tar_dev); returns its sample count. */
-static int use_staged(vb_run *r) {
-    if (!r->dali) {
-        if (!r->staged) vb_die_internal("training step without a staged batch");
-        r->staged = false;
-        r->inp_dev = r->inp_slot[0];
-        r->tar_dev = r->tar_slot[0];
-        return r->slot_B[0];
-    }
-    vb_dbuf_use_plan u;
-    if (vb_dbuf_use(&r->dbuf, &u) != 0) vb_die_internal("training step without a staged batch");
-    /* everything that reads the other buffer is enqueued by now: the copy
-     * that overwrites it next waits for this point */
-    if (u.record_free >= 0) r->ops->event_record(r->ctx, r->freed[u.record_free]);
-    /* the step waits for its batch's copy on the device; the host goes on */
-    r->ops->event_wait(r->ctx, r->copied[u.slot]);
-    r->inp_dev = r->inp_slot[u.slot];
-    r->tar_dev = r->tar_slot[u.slot];
-    return r->slot_B[u.slot];
-}
-
-void vb_run_release_batch(vb_run *r, vb_loader *l, const vb_batch *b) {
-    if (r->dali && b) {
-        int s = vb_dbuf_host_release(&r->dbuf, b);
-        if (s >= 0) r->ops->event_synchronize(r->copy_ctx, r->copied[s]);
-    }
-    vb_loader_release(l, b);
-}
-
 void vb_run_synchronize(vb_run *r) {
     r->ops->synchronize(r->ctx);
-    if (r->copy_ctx) r->ops->synchronize(r->copy_ctx);
-}
-
-void vb_run_copy_batch(vb_run *r, const vb_batch *b) {
-    if (vb_run_has_staged(r)) vb_die_internal("vb_run_copy_batch: a staged batch has not been used by a step");
-    vb_run_stage_batch(r, b);
-    (void)use_staged(r);
-    /* the caller releases b as soon as this returns */
-    if (r->dali) {
-        int s = vb_dbuf_host_release(&r->dbuf, b);
-        if (s >= 0) r->ops->event_synchronize(r->copy_ctx, r->copied[s]);
-    }
+    vb_staging_synchronize(&r->staging);
 }
 
 void vb_adam_per_tensor(vb_adam *a, const vit_model *m) {
@@ -953,7 +792,7 @@ float vb_step_train(const vb_step *s, int iteration, const float *inp, const flo
 }
 
 void vb_train_step(vb_run *r, const vb_batch *b, float *lr_used) {
-    vb_run_stage_batch(r, b);
+    vb_staging_put(&r->staging, b);
     vb_train_step_staged(r, lr_used);
 }
 
@@ -961,8 +800,8 @@ void vb_train_step_staged(vb_run *r, float *lr_used) {
     vb_comm_totals before, after;
     vb_comm_totals_get(&before);
     VB_NVTX_PUSH("step");
-    int B = use_staged(r);
-    float lr = vb_step_train(&r->step, r->iteration, r->inp_dev, r->tar_dev, B);
+    int B = vb_staging_take(&r->staging);
+    float lr = vb_step_train(&r->step, r->iteration, r->staging.inp_dev, r->staging.tar_dev, B);
     /* the loss leaves backend memory once per step, after the step's work */
     r->ops->memcpy_d2h(r->ctx, r->loss_host, r->model->loss_dev, sizeof(float));
     r->iteration++;
@@ -1244,16 +1083,8 @@ void vb_run_finish(vb_run *r) {
     if (r->ctx) vb_run_synchronize(r);
     if (r->train_loader) vb_loader_destroy(r->train_loader);
     if (r->valid_loader) vb_loader_destroy(r->valid_loader);
-    for (int i = 0; i < 2; i++) {
-        if (r->inp_slot[i]) r->ops->free(r->ctx, r->inp_slot[i]);
-        if (r->tar_slot[i]) r->ops->free(r->ctx, r->tar_slot[i]);
-        if (r->copied[i]) r->ops->event_destroy(r->ctx, r->copied[i]);
-        if (r->freed[i]) r->ops->event_destroy(r->ctx, r->freed[i]);
-    }
+    vb_staging_free(&r->staging);
     if (r->loss_host) r->ops->free_host(r->ctx, r->loss_host);
-    if (r->batch_copied) r->ops->event_destroy(r->ctx, r->batch_copied);
-    if (r->norm_mean) r->ops->free(r->ctx, r->norm_mean);
-    if (r->norm_std) r->ops->free(r->ctx, r->norm_std);
     vb_ddp_free(&r->ddp);
     if (r->scaler_on) vb_loss_scaler_free(&r->scaler);
     if (r->ctx) vb_step_graphs_free(&r->graphs, r->ctx);
@@ -1268,7 +1099,7 @@ void vb_run_finish(vb_run *r) {
     vb_comm_free(&r->cp_comm);
     vb_comm_free(&r->tp_comm);
     /* after the profiler's clock, which may stamp on it */
-    if (r->copy_ctx) r->ops->ctx_destroy(r->copy_ctx);
+    vb_staging_destroy_copy_ctx(&r->staging);
     if (r->ctx) r->ops->ctx_destroy(r->ctx);
     vb_prof_destroy(r->prof);
     vb_tlrec_destroy(r->timeline);

@@ -13,8 +13,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "core/data/double_buffer.h"
 #include "core/run/memcheck.h"
+#include "core/run/staging.h"
 #include "core/model/amp.h"
 #include "core/comm/comm.h"
 #include "core/config/config.h"
@@ -135,21 +135,7 @@ typedef struct vb_run {
     vb_step_graphs graphs;       /* cuda_graphs: the recorded steps (step.graphs points here) */
     vb_device_desc device;       /* this rank's device (ops->device_describe); "" name on the CPU */
     vb_step step;                /* model, optimizer, DDP and lr of vb_train_step */
-    float *inp_dev, *tar_dev;    /* backend copies of the batch of the latest step [B,C,H,W]: one of the slots */
-    size_t inp_bytes, tar_bytes; /* for a full local batch */
-    float *inp_slot[2], *tar_slot[2]; /* device batch buffers: [0] only (pytorch), both (dali) */
-    int slot_B[2];               /* samples of the batch copied into each */
-    bool staged;                 /* pytorch: a batch was copied and no step has used it yet */
-    vb_event *batch_copied;      /* pytorch: recorded after a batch's host-to-backend copies */
-    /* normalize_on_device: the loader's stats in backend memory, [max(Cin,
-     * Cout)]; each staged batch is normalised with them after its copy */
-    float *norm_mean, *norm_std;
-    /* dali: copies on their own queue, ordered against the steps by events
-     * (core/data/double_buffer.h): copied[s] after the copy into slot s, freed[s]
-     * on compute after the last op that reads slot s */
-    vb_ctx *copy_ctx;
-    vb_event *copied[2], *freed[2];
-    vb_dbuf dbuf;
+    vb_staging staging;          /* batches from the loader to the step (core/run/staging.h) */
     float *loss_host;            /* page-locked [1]: the last step's loss, copied out at its end */
 
     vb_loader *train_loader;
@@ -198,9 +184,9 @@ vb_ctx *vb_run_ctx_create(const vb_config *c, const vb_comm *world);
  * the sweep's preflight alike. */
 int vb_layout_check(const vb_config *c, int world, char *err, size_t n);
 
-/* One training step on `b`: vb_run_stage_batch, then vb_train_step_staged.
+/* One training step on `b`: vb_staging_put, then vb_train_step_staged.
  * Returns once the work is enqueued; b goes back to its loader through
- * vb_run_release_batch (under pytorch the copy has completed already). */
+ * vb_staging_release (under pytorch the copy has completed already). */
 void vb_train_step(vb_run *r, const vb_batch *b, float *lr_used);
 
 /* The training step on the staged batch: vb_step_train on it, then the loss
@@ -209,25 +195,6 @@ void vb_train_step(vb_run *r, const vb_batch *b, float *lr_used);
  * communication. Exits 1 (a bug) when no batch is staged. */
 void vb_train_step_staged(vb_run *r, float *lr_used);
 
-/* Copies batch b to the backend for the next step (profiled as memcpy
- * "h2d"). pytorch: into the device buffer on the compute context, and the
- * host waits for the copy (not for the work queued before it), as torch's
- * synchronous .to(device) from pinned memory. dali: enqueued on the copy
- * context into the next of two device buffers, so it runs while the step
- * already enqueued computes; it waits (device-side) for the last step that
- * read that buffer. At most one batch is staged ahead of the steps (exits 1,
- * a bug, otherwise). */
-void vb_run_stage_batch(vb_run *r, const vb_batch *b);
-
-/* Whether a staged batch waits for its step. */
-bool vb_run_has_staged(const vb_run *r);
-
-/* Gives b back to loader l (vb_loader_release) once no copy reads it: under
- * dali the host waits for b's latest copy first, normally finished long
- * before (it ran during the previous step). Every batch a run staged goes
- * back this way, never through a bare vb_loader_release or an implicit
- * release by vb_loader_next / vb_loader_reset. */
-void vb_run_release_batch(vb_run *r, vb_loader *l, const vb_batch *b);
 
 /* Waits until all of the run's work has finished, the compute context and
  * (dali) the copy context: benchy's torch.cuda.synchronize(), which waits
@@ -238,11 +205,6 @@ void vb_run_synchronize(vb_run *r);
  * dp_comm for the replica-wide loss): waits for the step to finish. */
 float vb_run_step_loss(vb_run *r);
 
-/* Copies a batch to the backend for an op outside the training step (the
- * validation forward reads r->inp_dev / r->tar_dev), profiled as memcpy
- * "h2d"; the host waits for the copy, so b may go back to its loader (plain
- * vb_loader_release) when it returns. No batch may be staged. */
-void vb_run_copy_batch(vb_run *r, const vb_batch *b);
 
 /* The least room a "running" run.json keeps for its final status (bytes of
  * trailing whitespace included): a full disk must not keep the run's end
