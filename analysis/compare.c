@@ -55,6 +55,7 @@
 #include <unistd.h>
 
 #include "analysis/csv.h"
+#include "analysis/rundir.h"
 #include "analysis/markdown.h"
 #include "analysis/verdict.h"
 #include "core/util/common.h"
@@ -90,10 +91,6 @@ static char *xstrdup(const char *s) {
             (arr) = grown_;                                                                  \
         }                                                                                    \
     } while (0)
-
-static void join_path(char *out, size_t n, const char *dir, const char *file) {
-    vb_snprintf(out, n, "%s/%s", dir, file);
-}
 
 static void read_csv_or_die(const char *path, vb_csv *t) {
     char err[VB_PATH_MAX + 256];
@@ -223,7 +220,7 @@ static void check_trial_row(const vb_csv *t, const char *path, int row, int ct, 
 /* samples_per_s of the timed rank-0 trials of one type (trials.csv) */
 static void throughput_samples(const char *run, metric_kind k, samples *s) {
     char path[VB_PATH_MAX];
-    join_path(path, sizeof path, run, "trials.csv");
+    vb_dir_file(path, sizeof path, run, VB_TRIALS_CSV);
     vb_csv t;
     read_csv_or_die(path, &t);
     int ct = need_col(&t, path, "trial_type"), cw = need_col(&t, path, "warmup");
@@ -245,7 +242,7 @@ static void throughput_samples(const char *run, metric_kind k, samples *s) {
  * near 1e-12 from a few percent of drift between the runs. */
 static void step_time_samples(const char *run, samples *s) {
     char path[VB_PATH_MAX];
-    join_path(path, sizeof path, run, "iterations.csv");
+    vb_dir_file(path, sizeof path, run, VB_ITERATIONS_CSV);
     vb_csv t;
     read_csv_or_die(path, &t);
     int ct = need_col(&t, path, "trial_type"), cw = need_col(&t, path, "warmup");
@@ -289,7 +286,7 @@ static bool ops_row_used(const vb_csv *t, const char *path, int row, const char 
 /* the op's avg_s on rank 0: one sample per run (none if the op is absent) */
 static void op_samples(const char *run, const char *op, samples *s) {
     char path[VB_PATH_MAX];
-    join_path(path, sizeof path, run, "ops.csv");
+    vb_dir_file(path, sizeof path, run, VB_OPS_CSV);
     vb_csv t;
     read_csv_or_die(path, &t);
     int cn = need_col(&t, path, "name"), cv = need_col(&t, path, "avg_s");
@@ -367,7 +364,7 @@ static char *join_pairs(const kv *pairs, int n) {
 
 static void load_sweep(side *sd) {
     char path[VB_PATH_MAX];
-    join_path(path, sizeof path, sd->path, "index.csv");
+    vb_dir_file(path, sizeof path, sd->path, VB_INDEX_CSV);
     vb_csv t;
     read_csv_or_die(path, &t);
     int cdir = need_col(&t, path, "run_dir"), cst = need_col(&t, path, "status");
@@ -394,7 +391,7 @@ static void load_sweep(side *sd) {
             if (!label[0]) free(label);
         }
         char run[VB_PATH_MAX];
-        join_path(run, sizeof run, sd->path, dir);
+        vb_dir_file(run, sizeof run, sd->path, dir);
         if (!vb_dir_exists(run)) vb_die_input("compare: %s: record %d: run directory %s does not exist", path, r + 2, run);
         point_add_run(p, run);
     }
@@ -409,13 +406,13 @@ static void load_side(side *sd, const char *role, const char *path) {
     sd->path = path;
     if (!vb_dir_exists(path)) vb_die_input("compare: %s %s is not a directory", role, path);
     char f[VB_PATH_MAX];
-    join_path(f, sizeof f, path, "index.csv");
+    vb_dir_file(f, sizeof f, path, VB_INDEX_CSV);
     if (vb_file_exists(f)) {
         sd->sweep = true;
         load_sweep(sd);
         return;
     }
-    join_path(f, sizeof f, path, "run.json");
+    vb_dir_file(f, sizeof f, path, VB_RUN_JSON);
     if (!vb_file_exists(f))
         vb_die_input("compare: %s %s is neither a run directory (run.json) nor a sweep directory (index.csv)", role,
                      path);
@@ -471,25 +468,10 @@ static pair *match_points(const side *b, const side *n, int *npairs) {
 
 static cJSON *load_run_json(const char *run) {
     char path[VB_PATH_MAX];
-    join_path(path, sizeof path, run, "run.json");
-    FILE *f = fopen(path, "rb");
-    if (!f) vb_die_input("compare: %s: cannot open (%s)", path, strerror(errno));
-    size_t cap = 1 << 16, len = 0;
-    char *buf = xcalloc(cap, 1);
-    size_t k;
-    while ((k = fread(buf + len, 1, cap - len - 1, f)) > 0) {
-        len += k;
-        if (len + 1 == cap) {
-            char *g = realloc(buf, cap *= 2);
-            if (!g) vb_die_internal("out of memory");
-            buf = g;
-        }
-    }
-    fclose(f);
-    buf[len] = '\0';
-    cJSON *j = cJSON_Parse(buf);
-    free(buf);
-    if (!j || !cJSON_IsObject(j)) vb_die_input("compare: %s: not a JSON object", path);
+    vb_dir_file(path, sizeof path, run, VB_RUN_JSON);
+    const char *why;
+    cJSON *j = vb_read_json_object(path, &why);
+    if (!j) vb_die_input("compare: %s: %s", path, why);
     return j;
 }
 
@@ -787,7 +769,7 @@ typedef struct {
  * iterations.csv is missing or unusable */
 static int timed_steps(const char *run, const char *type) {
     char path[VB_PATH_MAX], err[VB_PATH_MAX + 256];
-    join_path(path, sizeof path, run, "iterations.csv");
+    vb_dir_file(path, sizeof path, run, VB_ITERATIONS_CSV);
     vb_csv t;
     if (vb_csv_read(path, &t, err, sizeof err) != 0) return 0;
     int ct = vb_csv_col(&t, "trial_type"), cw = vb_csv_col(&t, "warmup"), cr = vb_csv_col(&t, "rank");
@@ -816,7 +798,7 @@ static op_growth *op_entry(op_table *t, const char *name) {
  * returns false (and adds nothing) without a readable ops.csv */
 static bool add_run_ops(op_table *t, const char *run, bool is_new, bool per_call) {
     char path[VB_PATH_MAX], err[VB_PATH_MAX + 256];
-    join_path(path, sizeof path, run, "ops.csv");
+    vb_dir_file(path, sizeof path, run, VB_OPS_CSV);
     vb_csv c;
     if (vb_csv_read(path, &c, err, sizeof err) != 0) return false;
     int cn = vb_csv_col(&c, "name"), ctot = vb_csv_col(&c, "total_s"), cavg = vb_csv_col(&c, "avg_s");
@@ -1031,7 +1013,7 @@ static void write_json(cJSON *root, const char *output, const char *new_dir) {
             vb_die_input("compare: --output %s: cannot write (%s)", output, strerror(errno));
         vb_snprintf(path, sizeof path, "%s", output);
     } else {
-        join_path(path, sizeof path, new_dir, "compare.json");
+        vb_dir_file(path, sizeof path, new_dir, "compare.json");
         if (access(new_dir, W_OK) != 0 || vb_atomic_write(path, write_text, body) != 0) {
             vb_snprintf(path, sizeof path, "compare.json");
             if (vb_atomic_write(path, write_text, body) != 0) {
@@ -1145,7 +1127,7 @@ static char **split_list(const char *list, int *n) {
 
 /* the file a metric's samples come from */
 static const char *metric_file(const metric *m) {
-    return m->kind == M_STEP_TIME ? "iterations.csv" : m->kind == M_OP ? "ops.csv" : "trials.csv";
+    return m->kind == M_STEP_TIME ? VB_ITERATIONS_CSV : m->kind == M_OP ? VB_OPS_CSV : VB_TRIALS_CSV;
 }
 
 /* A comparison with nothing measured on a side is no comparison: a run

@@ -847,7 +847,7 @@ static void out_path(const nsys_args *a, const char *name, char *buf, size_t n) 
 
 static void prepare_outdir(const nsys_args *a) {
     char p[VB_PATH_MAX];
-    out_path(a, "run.json", p, sizeof p);
+    out_path(a, VB_RUN_JSON, p, sizeof p);
     if (vb_file_exists(p))
         vb_die_input("nsys: --output_dir %s holds a vitbench run (run.json): its ops.csv and timeline.csv would be "
                      "overwritten; give another --output_dir", a->outdir);
@@ -907,13 +907,13 @@ int vb_nsys_main(int argc, char **argv) {
 
     trace_stats(&acts, &ops);
     int dropped = dedupe_and_share(&ops);
-    write_or_die(&a, "ops.csv", write_ops, &ops);
+    write_or_die(&a, VB_OPS_CSV, write_ops, &ops);
 
     vb_breakdown *bd = NULL;
     int nbd = 0;
     if (ntrace > 0) {
         sort_n(acts.v, (size_t)acts.n, sizeof *acts.v, cmp_act_time);
-        write_or_die(&a, "timeline.csv", write_timeline, &acts);
+        write_or_die(&a, VB_TIMELINE_CSV, write_timeline, &acts);
         vb_timeline t;
         to_timeline(&acts, &t);
         int n = vb_breakdown_ranks(&t, &bd);
@@ -921,7 +921,7 @@ int vb_nsys_main(int argc, char **argv) {
             if (bd[i].steps > 0) bd[nbd++] = bd[i]; /* devices the trace has */
         vb_timeline_free(&t);
         char p[VB_PATH_MAX];
-        out_path(&a, "breakdown.csv", p, sizeof p);
+        out_path(&a, VB_BREAKDOWN_CSV, p, sizeof p);
         if (vb_breakdown_write_csv(p, bd, nbd) != 0) vb_die_input("nsys: %s: cannot write (%s)", p, strerror(errno));
     }
 

@@ -14,6 +14,8 @@
 #include "analysis/analysis.h"
 #include "analysis/report.h"
 #include "core/config/cli.h"
+#include "analysis/rundir.h"
+#include "core/results/results.h"
 
 typedef struct args {
     const char *path;
@@ -56,12 +58,6 @@ static args parse_args(int argc, char **argv) {
     vb_cli_parse(&cli, argc, argv);
     if (!a.path) vb_die_input("report: missing PATH (usage: vitbench report PATH [--output_dir DIR] [--no_plots])");
     return a;
-}
-
-static bool has(const char *dir, const char *name) {
-    char p[VB_PATH_MAX];
-    vb_snprintf(p, sizeof p, "%s/%s", dir, name);
-    return vb_file_exists(p);
 }
 
 void rp_figure(rp_doc *d, const rp_opts *o, const vb_plot *p) {
@@ -142,9 +138,9 @@ void rp_single_report(rp_doc *d, const char *path, const rp_opts *o) {
 int vb_report_main(int argc, char **argv) {
     args a = parse_args(argc, argv);
     if (!vb_dir_exists(a.path)) vb_die_input("report: %s: no such directory", a.path);
-    bool sweep = has(a.path, "index.csv");
-    bool run = has(a.path, "run.json") || has(a.path, "trials.csv") || has(a.path, "summary.csv");
-    if (!sweep && !run)
+    const vb_dir_kind kind = vb_dir_kind_of(a.path);
+    const bool sweep = kind == VB_DIR_SWEEP;
+    if (kind == VB_DIR_NEITHER)
         vb_die_input("report: %s: neither a run directory (run.json, trials.csv) nor a sweep directory (index.csv)",
                      a.path);
     rp_opts o = {.plots = !a.no_plots};

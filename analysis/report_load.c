@@ -9,15 +9,16 @@
 #include <string.h>
 
 #include "analysis/report.h"
+#include "analysis/rundir.h"
 #include "core/prof/fingerprint.h"
+#include "core/results/results.h"
 
 const char *const rp_type_name[RP_NTYPES] = {"IO", "SYNTHETIC", "FULL"};
 
 int rp_read_csv(const char *dir, const char *name, vb_csv *t) {
-    char path[VB_PATH_MAX], err[512];
-    vb_snprintf(path, sizeof path, "%s/%s", dir, name);
-    int rc = vb_csv_read(path, t, err, sizeof err);
-    if (rc == -2) vb_die_input("report: %s: malformed CSV: %s", path, err);
+    char err[VB_PATH_MAX + 256];
+    int rc = vb_dir_read_csv(dir, name, t, err, sizeof err);
+    if (rc == -2) vb_die_input("report: %s/%s: malformed CSV: %s", dir, name, err);
     return rc == 0 ? 0 : -1;
 }
 
@@ -27,25 +28,6 @@ int rp_type_of(const char *s) {
     for (int t = 0; t < RP_NTYPES; t++)
         if (strcmp(s, rp_type_name[t]) == 0) return t;
     return -1;
-}
-
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 14, n = 0, k;
-    char *buf = malloc(cap);
-    if (!buf) vb_die_internal("out of memory");
-    while ((k = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-        n += k;
-        if (cap - n < 2) {
-            char *b = realloc(buf, cap *= 2);
-            if (!b) vb_die_internal("out of memory");
-            buf = b;
-        }
-    }
-    fclose(f);
-    buf[n] = '\0';
-    return buf;
 }
 
 static void jstr(const cJSON *o, const char *key, char *dst, size_t n) {
@@ -72,15 +54,14 @@ static void load_versions(rp_run *r, const cJSON *v) {
 
 static void load_json(rp_run *r, rp_doc *d) {
     char path[VB_PATH_MAX];
-    vb_snprintf(path, sizeof path, "%s/run.json", r->dir);
-    char *text = slurp(path);
-    if (!text) {
+    vb_snprintf(path, sizeof path, "%s/" VB_RUN_JSON, r->dir);
+    const char *why;
+    cJSON *root = vb_read_json_object(path, &why);
+    if (!root && !vb_file_exists(path)) {
         rp_problem(d, "%s: missing (no provenance: config, commit, fingerprint unknown)", path);
         return;
     }
-    cJSON *root = cJSON_Parse(text);
-    free(text);
-    if (!cJSON_IsObject(root)) vb_die_input("report: %s: not valid JSON", path);
+    if (!root) vb_die_input("report: %s: %s", path, strcmp(why, "not a JSON object") ? why : "not valid JSON");
     r->has_json = true;
     if (!strcmp(r->status, "unknown")) jstr(root, "status", r->status, sizeof r->status);
     jstr(root, "git_commit", r->git_commit, sizeof r->git_commit);
@@ -127,7 +108,7 @@ static void str_col(const vb_csv *t, int row, const char *name, char *dst, size_
 /* The FULL row describes the run; any row has the same config columns. */
 static void load_summary(rp_run *r, rp_doc *d) {
     vb_csv t;
-    if (rp_read_csv(r->dir, "summary.csv", &t) != 0) {
+    if (rp_read_csv(r->dir, VB_SUMMARY_CSV, &t) != 0) {
         rp_problem(d, "%s/summary.csv: missing (batch sizes, layout and memory unknown)", r->dir);
         return;
     }
@@ -155,7 +136,7 @@ static void load_summary(rp_run *r, rp_doc *d) {
  * column have one row per trial. */
 static void load_trials(rp_run *r, rp_doc *d) {
     vb_csv t;
-    if (rp_read_csv(r->dir, "trials.csv", &t) != 0) {
+    if (rp_read_csv(r->dir, VB_TRIALS_CSV, &t) != 0) {
         rp_problem(d, "%s/trials.csv: missing (this run contributes no throughput samples)", r->dir);
         return;
     }
@@ -189,7 +170,7 @@ static int cmp_step(const void *a, const void *b) {
  * report it (DDP's wait is what the step pays; ranks differ by skew). */
 static void load_exposed(rp_run *r) {
     vb_csv t;
-    if (rp_read_csv(r->dir, "iterations.csv", &t) != 0) return;
+    if (rp_read_csv(r->dir, VB_ITERATIONS_CSV, &t) != 0) return;
     int ct = vb_csv_col(&t, "trial_type"), cw = vb_csv_col(&t, "warmup"), ci = vb_csv_col(&t, "trial_index");
     int cs = vb_csv_col(&t, "step"), ce = vb_csv_col(&t, "comm_exposed_s");
     step_val *sv = malloc(((size_t)t.nrows + 1) * sizeof *sv);

@@ -10,6 +10,7 @@
 #include "analysis/verdict.h"
 #include "core/prof/fingerprint.h"
 #include "core/util/stats.h"
+#include "core/results/results.h"
 
 #include <stdbool.h>
 
@@ -42,7 +43,7 @@ int rp_comm_group_of(const char *name) {
 /* Timed FULL steps rank 0 ran (iterations.csv); 0 when unknown. */
 static int full_steps(const rp_run *r) {
     vb_csv t;
-    if (rp_read_csv(r->dir, "iterations.csv", &t) != 0) return 0;
+    if (rp_read_csv(r->dir, VB_ITERATIONS_CSV, &t) != 0) return 0;
     int ct = vb_csv_col(&t, "trial_type"), cw = vb_csv_col(&t, "warmup"), cr = vb_csv_col(&t, "rank");
     int n = 0;
     for (int i = 0; i < t.nrows; i++)
@@ -57,7 +58,7 @@ int rp_comm_groups(const rp_run *r, rp_group_comm g[RP_NGROUPS]) {
     memset(g, 0, RP_NGROUPS * sizeof *g);
     for (int k = 0; k < RP_NGROUPS; k++) g[k].bytes_per_step = NAN;
     vb_csv t;
-    if (rp_read_csv(r->dir, "ops.csv", &t) != 0) return -1;
+    if (rp_read_csv(r->dir, VB_OPS_CSV, &t) != 0) return -1;
     int ct = vb_csv_col(&t, "trial_type"), cc = vb_csv_col(&t, "category"), cn = vb_csv_col(&t, "name");
     int cr = vb_csv_col(&t, "rank"), cb = vb_csv_col(&t, "bytes"), cs = vb_csv_col(&t, "share_of_step");
     double bytes[RP_NGROUPS] = {0};
@@ -110,7 +111,7 @@ void rp_run_provenance(rp_doc *d, const rp_run *r) {
 
 static void breakdown_section(rp_doc *d, const rp_run *r, const char *prefix, int level) {
     char path[VB_PATH_MAX], err[512], csv[VB_PATH_MAX];
-    vb_snprintf(path, sizeof path, "%s/timeline.csv", r->dir);
+    vb_snprintf(path, sizeof path, "%s/" VB_TIMELINE_CSV, r->dir);
     vb_timeline tl;
     int rc = vb_timeline_read(path, &tl, err, sizeof err);
     if (rc == -2) vb_die_input("report: %s", err);
@@ -144,7 +145,7 @@ static void breakdown_section(rp_doc *d, const rp_run *r, const char *prefix, in
 static void straggler_section(rp_doc *d, const rp_run *r, const char *prefix, int level) {
     rp_heading(d, level, "Stragglers (%s)", r->name);
     vb_csv t;
-    if (rp_read_csv(r->dir, "iterations.csv", &t) != 0) {
+    if (rp_read_csv(r->dir, VB_ITERATIONS_CSV, &t) != 0) {
         rp_para(d, "%s/iterations.csv: missing (no per-step times).", r->dir);
         return;
     }
@@ -214,7 +215,7 @@ static int cmp_op(const void *a, const void *b) {
 static void ops_section(rp_doc *d, const rp_run *r, const char *prefix, bool compact, int level) {
     rp_heading(d, level, "Top ops by total time (%s)", r->name);
     vb_csv t;
-    if (rp_read_csv(r->dir, "ops.csv", &t) != 0) {
+    if (rp_read_csv(r->dir, VB_OPS_CSV, &t) != 0) {
         rp_para(d, "%s/ops.csv: missing (no per-op profile).", r->dir);
         return;
     }

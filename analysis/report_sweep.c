@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "analysis/report_sweep.h"
+#include "analysis/rundir.h"
 #include "core/results/results.h"
 
 const char *sw_val(const rp_sweep *s, const rp_point *p, const char *key) {
@@ -44,7 +45,7 @@ void sw_label(const rp_sweep *s, const rp_point *p, const char *skip, char *out,
 }
 
 static void load_index(rp_sweep *s, rp_doc *d) {
-    if (rp_read_csv(s->path, "index.csv", &s->idx) != 0) vb_die_input("report: %s/index.csv: cannot read", s->path);
+    if (rp_read_csv(s->path, VB_INDEX_CSV, &s->idx) != 0) vb_die_input("report: %s/index.csv: cannot read", s->path);
     if (vb_csv_col(&s->idx, "run_dir") < 0 || vb_csv_col(&s->idx, "status") < 0)
         vb_die_input("report: %s/index.csv: no run_dir or status column", s->path);
     s->keys = calloc((size_t)s->idx.ncols + 1, sizeof *s->keys);
@@ -85,26 +86,11 @@ static void load_index(rp_sweep *s, rp_doc *d) {
 
 static void load_json(rp_sweep *s) {
     char path[VB_PATH_MAX];
-    vb_snprintf(path, sizeof path, "%s/sweep.json", s->path);
-    FILE *f = fopen(path, "rb");
-    if (!f) return;
-    char *buf = NULL;
-    size_t cap = 0, n = 0, k;
-    do {
-        if (cap - n < 4096) {
-            cap = cap ? 2 * cap : 65536;
-            char *b = realloc(buf, cap);
-            if (!b) vb_die_internal("out of memory");
-            buf = b;
-        }
-        k = fread(buf + n, 1, cap - n - 1, f);
-        n += k;
-    } while (k > 0);
-    fclose(f);
-    buf[n] = '\0';
-    cJSON *root = cJSON_Parse(buf);
-    free(buf);
-    if (!cJSON_IsObject(root)) vb_die_input("report: %s: not valid JSON", path);
+    vb_snprintf(path, sizeof path, "%s/" VB_SWEEP_JSON, s->path);
+    if (!vb_file_exists(path)) return;
+    const char *why;
+    cJSON *root = vb_read_json_object(path, &why);
+    if (!root) vb_die_input("report: %s: %s", path, strcmp(why, "not a JSON object") ? why : "not valid JSON");
     const cJSON *kind = cJSON_GetObjectItemCaseSensitive(root, "kind");
     const char *known[] = {"weak_scaling", "strong_scaling", "ddp_buckets", "layouts", "flags", "matrix", "single"};
     for (size_t i = 0; cJSON_IsString(kind) && i < sizeof known / sizeof *known; i++)

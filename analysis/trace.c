@@ -46,6 +46,7 @@
 #include "analysis/analysis.h"
 #include "analysis/breakdown.h"
 #include "analysis/trace_kineto.h"
+#include "analysis/rundir.h"
 #include "analysis/trace_lanes.h"
 #include "core/config/cli.h"
 #include "core/util/common.h"
@@ -125,7 +126,7 @@ static void parse_args(int argc, char **argv, trace_paths *p) {
     char dir[VB_PATH_MAX];
     if (vb_dir_exists(path)) {
         vb_snprintf(dir, sizeof dir, "%s", path);
-        vb_snprintf(p->timeline, sizeof p->timeline, "%s/timeline.csv", path);
+        vb_snprintf(p->timeline, sizeof p->timeline, "%s/" VB_TIMELINE_CSV, path);
         if (!vb_file_exists(p->timeline))
             vb_die_input("trace: %s: no timeline.csv in this run directory (runs write it when profile_steps > 0)",
                          path);
@@ -139,31 +140,11 @@ static void parse_args(int argc, char **argv, trace_paths *p) {
         vb_die_input("trace: %s: %s (give a run directory or a timeline.csv)", path,
                      w ? w : "replaced while being checked");
     }
-    vb_snprintf(p->runjson, sizeof p->runjson, "%s/run.json", dir);
+    vb_snprintf(p->runjson, sizeof p->runjson, "%s/" VB_RUN_JSON, dir);
     if (output)
         vb_snprintf(p->output, sizeof p->output, "%s", output);
     else
         vb_snprintf(p->output, sizeof p->output, "%s/%s", dir, p->kineto ? "kineto" : "trace.json");
-}
-
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 4096, n = 0;
-    char *s = malloc(cap);
-    if (!s) vb_die_internal("out of memory reading %s", path);
-    size_t k;
-    while ((k = fread(s + n, 1, cap - n - 1, f)) > 0) {
-        n += k;
-        if (cap - n - 1 == 0) {
-            cap *= 2;
-            s = realloc(s, cap);
-            if (!s) vb_die_internal("out of memory reading %s", path);
-        }
-    }
-    s[n] = '\0';
-    fclose(f);
-    return s;
 }
 
 static double json_num(const cJSON *o, const char *key) {
@@ -181,17 +162,13 @@ static void read_run_json(const char *path, double *global_batch, int *ranks, ch
     *ranks = 0;
     backend[0] = '\0';
     warn[0] = '\0';
-    char *text = slurp(path);
-    if (!text) {
+    const char *why;
+    cJSON *root = vb_read_json_object(path, &why);
+    if (!root && strcmp(why, "not a JSON object") != 0) {
         snprintf(warn, wn, "%s: missing, so no samples/s counters (they need the global batch size)", path);
         return;
     }
-    cJSON *root = cJSON_Parse(text);
-    free(text);
-    if (!cJSON_IsObject(root)) {
-        cJSON_Delete(root);
-        vb_die_input("trace: %s: not a JSON object", path);
-    }
+    if (!root) vb_die_input("trace: %s: not a JSON object", path);
     double gb = json_num(root, "global_batch_size");
     if (gb <= 0) {
         double dp = json_num(cJSON_GetObjectItemCaseSensitive(root, "parallel"), "dp");

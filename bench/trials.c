@@ -92,7 +92,7 @@ static double samples_per_iter(const vb_run *r) { return (double)r->local_batch 
 static void write_trials_csv(FILE *f, void *ctx) {
     bench_state *s = ctx;
     const vb_run *r = s->r;
-    fprintf(f, "run_id,trial_type,trial_index,warmup,nbatches,global_batch,ranks,rank,seconds,samples_per_s\n");
+    fputs(VB_TRIALS_CSV_HEADER "\n", f);
     for (int i = 0; i < s->ntrials; i++) {
         const trial_rec *t = &s->trials[i];
         if (!t->done) continue;
@@ -107,8 +107,7 @@ static void write_trials_csv(FILE *f, void *ctx) {
 
 static void write_iterations_csv(FILE *f, void *ctx) {
     bench_state *s = ctx;
-    fprintf(f, "trial,trial_type,trial_index,warmup,step,rank,seconds,data_wait_s,allreduce_calls,allreduce_bytes,"
-               "comm_exposed_s\n");
+    fputs(VB_ITERATIONS_CSV_HEADER "\n", f);
     for (int i = 0; i < s->ntrials; i++) {
         const trial_rec *t = &s->trials[i];
         if (!t->done) continue;
@@ -304,15 +303,15 @@ static void write_results(bench_state *s) {
     /* trials.csv goes last: a reader (or a run killed between two writes)
      * that sees trial N there finds it in every other file too */
     char path[VB_PATH_MAX];
-    vb_run_path(r, path, sizeof path, "iterations.csv");
+    vb_run_path(r, path, sizeof path, VB_ITERATIONS_CSV);
     vb_atomic_write_or_die(path, write_iterations_csv, s);
-    vb_run_path(r, path, sizeof path, "summary.csv");
+    vb_run_path(r, path, sizeof path, VB_SUMMARY_CSV);
     vb_atomic_write_or_die(path, write_summary_csv, s);
-    vb_run_path(r, path, sizeof path, "ops.csv");
+    vb_run_path(r, path, sizeof path, VB_OPS_CSV);
     if (vb_prof_write_csv_rows(path, ops) != 0) vb_die_env("cannot write %s: %s", path, strerror(errno));
     free(ops);
     write_benchy_json(s);
-    vb_run_path(r, path, sizeof path, "trials.csv");
+    vb_run_path(r, path, sizeof path, VB_TRIALS_CSV);
     vb_atomic_write_or_die(path, write_trials_csv, s);
 }
 
@@ -328,7 +327,7 @@ static void write_timeline(bench_state *s, bool last_chance) {
     char *all = r->world.size > 1 ? vb_gatherv_bytes(&r->world, mine, strlen(mine), 0, NULL) : mine;
     if (r->world.rank == 0) {
         char path[VB_PATH_MAX];
-        vb_run_path(r, path, sizeof path, "timeline.csv");
+        vb_run_path(r, path, sizeof path, VB_TIMELINE_CSV);
         if (vb_tlrec_write_csv(path, all) != 0) vb_die_env("cannot write %s: %s", path, strerror(errno));
         long dropped = vb_tlrec_dropped(r->timeline);
         if (dropped > 0) vb_warn("timeline: %ld events did not fit the window's buffers and were dropped", dropped);

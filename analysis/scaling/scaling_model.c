@@ -48,6 +48,7 @@
 #include <time.h>
 
 #include "analysis/csv.h"
+#include "analysis/rundir.h"
 #include "analysis/scaling/machine.h"
 #include "analysis/markdown.h"
 #include "analysis/scaling/scaling_model.h"
@@ -109,12 +110,10 @@ static void parse_worlds(const char *flag, const char *value, void *ptr) {
 /* ---- JSON ---- */
 
 static cJSON *read_json(const char *path, const char *flag) {
-    size_t len = 0;
-    char *text = vb_file_exists(path) ? vb_read_file(path, &len) : NULL;
-    if (!text) vb_die_input("model: %s: %s: cannot read", flag, path);
-    cJSON *j = cJSON_ParseWithLength(text, len);
-    free(text);
-    if (!cJSON_IsObject(j)) vb_die_input("model: %s: not valid JSON", path);
+    const char *why;
+    cJSON *j = vb_read_json_object(path, &why);
+    if (!j && strcmp(why, "not a JSON object") != 0) vb_die_input("model: %s: %s: cannot read", flag, path);
+    if (!j) vb_die_input("model: %s: not valid JSON", path);
     return j;
 }
 
@@ -203,9 +202,9 @@ static int req_col(const vb_csv *t, const char *path, const char *name) {
 }
 
 static void read_csv_or_die(const char *dir, const char *name, vb_csv *t, const char *flag) {
-    char path[VB_PATH_MAX], err[256];
-    vb_snprintf(path, sizeof path, "%s/%s", dir, name);
-    int rc = vb_csv_read(path, t, err, sizeof err);
+    char path[VB_PATH_MAX], err[VB_PATH_MAX + 256];
+    vb_dir_file(path, sizeof path, dir, name);
+    int rc = vb_dir_read_csv(dir, name, t, err, sizeof err);
     if (rc == -1) vb_die_input("model: %s %s: cannot read %s (%s)", flag, dir, name, err);
     if (rc != 0) vb_die_input("model: %s: malformed CSV (%s)", path, err);
 }
@@ -230,7 +229,7 @@ static void load_ref_run(vb_mref *r, const char *dir, const char *type, int *cap
     const int k = r->nref;
     if (!vb_dir_exists(dir)) vb_die_input("model: --run %s: not a directory", dir);
     char path[VB_PATH_MAX];
-    vb_snprintf(path, sizeof path, "%s/run.json", dir);
+    vb_snprintf(path, sizeof path, "%s/" VB_RUN_JSON, dir);
     cJSON *j = read_json(path, "--run");
     const vb_mdims d = dims_of(j, path);
     const double ranks = jnum(j, "ranks", NULL);
@@ -262,8 +261,8 @@ static void load_ref_run(vb_mref *r, const char *dir, const char *type, int *cap
     r->batch[k] = batch;
 
     vb_csv it;
-    read_csv_or_die(dir, "iterations.csv", &it, "--run");
-    vb_snprintf(path, sizeof path, "%s/iterations.csv", dir);
+    read_csv_or_die(dir, VB_ITERATIONS_CSV, &it, "--run");
+    vb_snprintf(path, sizeof path, "%s/" VB_ITERATIONS_CSV, dir);
     const int ct = req_col(&it, path, "trial_type"), cw = req_col(&it, path, "warmup");
     const int cr = req_col(&it, path, "rank"), cs = req_col(&it, path, "seconds");
     double *steps = malloc(sizeof(double) * ((size_t)it.nrows + 1));
@@ -288,8 +287,8 @@ static void load_ref_run(vb_mref *r, const char *dir, const char *type, int *cap
     vb_csv_free(&it);
 
     vb_csv ops;
-    read_csv_or_die(dir, "ops.csv", &ops, "--run");
-    vb_snprintf(path, sizeof path, "%s/ops.csv", dir);
+    read_csv_or_die(dir, VB_OPS_CSV, &ops, "--run");
+    vb_snprintf(path, sizeof path, "%s/" VB_OPS_CSV, dir);
     const int on = req_col(&ops, path, "name"), oc = req_col(&ops, path, "category");
     const int ocl = req_col(&ops, path, "calls"), otot = req_col(&ops, path, "total_s");
     const int ott = req_col(&ops, path, "trial_type"), ork = vb_csv_col(&ops, "rank");
@@ -342,7 +341,7 @@ static void load_refs(vb_mref *main_ref, vb_mref **shards, int *nshards, const c
     int cap = 0, scap[VB_MODEL_MAX_REFS] = {0};
     for (int i = 0; i < n; i++) {
         char path[VB_PATH_MAX];
-        vb_snprintf(path, sizeof path, "%s/run.json", dirs[i]);
+        vb_snprintf(path, sizeof path, "%s/" VB_RUN_JSON, dirs[i]);
         int tp = 1, cp = 1;
         if (vb_dir_exists(dirs[i]) && vb_file_exists(path)) {
             cJSON *j = read_json(path, "--run");
@@ -405,9 +404,9 @@ static model_point *point_add(point_list *pl) {
 static int load_sweep(const char *dir, const vb_mref *ref, const char *type, point_list *pl, char *kind, size_t kn) {
     if (!vb_dir_exists(dir)) vb_die_input("model: --sweep %s: not a directory", dir);
     vb_csv idx;
-    read_csv_or_die(dir, "index.csv", &idx, "--sweep");
+    read_csv_or_die(dir, VB_INDEX_CSV, &idx, "--sweep");
     char path[VB_PATH_MAX];
-    vb_snprintf(path, sizeof path, "%s/index.csv", dir);
+    vb_snprintf(path, sizeof path, "%s/" VB_INDEX_CSV, dir);
     const int cd = req_col(&idx, path, "run_dir"), cs = req_col(&idx, path, "status");
     const int cthr = req_col(&idx, path, strcmp(type, "FULL") == 0 ? "full_samples_per_s" : "synthetic_samples_per_s");
     bool local_const = true, tp_col = vb_csv_col(&idx, "tensor_parallel") >= 0;
@@ -420,7 +419,7 @@ static int load_sweep(const char *dir, const vb_mref *ref, const char *type, poi
             vb_snprintf(rdir, sizeof rdir, "%s", rd);
         else
             vb_snprintf(rdir, sizeof rdir, "%s/%s", dir, rd);
-        vb_snprintf(jpath, sizeof jpath, "%s/run.json", rdir);
+        vb_snprintf(jpath, sizeof jpath, "%s/" VB_RUN_JSON, rdir);
         cJSON *j = read_json(jpath, "--sweep");
         vb_mdims d = dims_of(j, jpath);
         if (!same_dims(&d, &ref->d))
@@ -455,7 +454,7 @@ static int load_sweep(const char *dir, const vb_mref *ref, const char *type, poi
     if (pl->n == 0) vb_die_input("model: --sweep %s: index.csv has no completed run", dir);
     /* sweep.json's kind, else what varied (as vitbench report infers it) */
     snprintf(kind, kn, "%s", tp_col ? "layouts" : local_const ? "weak_scaling" : "strong_scaling");
-    vb_snprintf(path, sizeof path, "%s/sweep.json", dir);
+    vb_snprintf(path, sizeof path, "%s/" VB_SWEEP_JSON, dir);
     if (vb_file_exists(path)) {
         cJSON *j = read_json(path, "--sweep");
         const cJSON *k = cJSON_GetObjectItemCaseSensitive(j, "kind");

@@ -9,6 +9,7 @@
 #include "core/util/common.h"
 #include "core/util/fileio.h"
 #include "core/prof/fingerprint.h"
+#include "core/results/results.h"
 
 static void write_json(FILE *f, void *ctx) {
     char *text = ctx;
@@ -61,12 +62,12 @@ void vb_step_reference_write(const char *dir, const vb_step_reference *r) {
     cJSON_Delete(j);
     if (!text) vb_die_internal("out of memory");
     char path[VB_PATH_MAX];
-    vb_snprintf(path, sizeof path, "%s/run.json", dir);
+    vb_snprintf(path, sizeof path, "%s/" VB_RUN_JSON, dir);
     vb_atomic_write_or_die(path, write_json, text);
     free(text);
     iter_ctx ic = {r};
-    vb_snprintf(path, sizeof path, "%s/iterations.csv", dir);
+    vb_snprintf(path, sizeof path, "%s/" VB_ITERATIONS_CSV, dir);
     vb_atomic_write_or_die(path, write_iterations, &ic);
-    vb_snprintf(path, sizeof path, "%s/ops.csv", dir);
+    vb_snprintf(path, sizeof path, "%s/" VB_OPS_CSV, dir);
     if (vb_prof_write_csv(r->prof, path, 0) != 0) vb_die_env("--reference_dir %s: cannot write ops.csv", dir);
 }

@@ -289,7 +289,7 @@ static void write_report(const char *dir, const char *runs_dir, const sweep_item
         if (!items[i].status || strcmp(items[i].status, "completed") != 0) continue;
         char run[VB_PATH_MAX], tl[VB_PATH_MAX + 32];
         vb_snprintf(run, sizeof run, "%s/%s", runs_dir, items[i].name);
-        vb_snprintf(tl, sizeof tl, "%s/timeline.csv", run);
+        vb_snprintf(tl, sizeof tl, "%s/" VB_TIMELINE_CSV, run);
         if (!vb_file_exists(tl)) continue;
         if (run_analysis(vb_trace_main, "trace", run, true) == 0) traced++;
     }
@@ -355,7 +355,7 @@ static void reload_cli(const char *dir, sweep_cli *cli, bool collect) {
         vb_die_input("flag %s %s: the sweep keeps the options it started with (sweep.json); only %s may be added",
                      flag, dir, collect ? "--no_report" : "--retry_failed, --timeout_s and --no_report");
     char path[VB_PATH_MAX];
-    vb_snprintf(path, sizeof path, "%s/sweep.json", dir);
+    vb_snprintf(path, sizeof path, "%s/" VB_SWEEP_JSON, dir);
     char *text = vb_read_file(path, NULL);
     if (!text) vb_die_input("flag %s %s: no sweep.json there (%s); is it a sweep directory?", flag, dir, strerror(errno));
     cJSON *j = cJSON_Parse(text);
@@ -601,7 +601,7 @@ int vb_sweep_main(int argc, char **argv) {
     const char *run_base = cli.launcher == LAUNCH_SBATCH ? dir_abs : dir;
     char runs_dir[VB_PATH_MAX], index_path[VB_PATH_MAX];
     vb_snprintf(runs_dir, sizeof runs_dir, "%s/runs", run_base);
-    vb_snprintf(index_path, sizeof index_path, "%s/index.csv", dir);
+    vb_snprintf(index_path, sizeof index_path, "%s/" VB_INDEX_CSV, dir);
 
     int kept = resume_dir[0] ? sweep_keep_finished(dir, runs_dir, items, nitems, retry_failed) : 0;
     if (sweep_write_index(index_path, &plan, items, nitems) != 0) vb_die_input("cannot write %s", index_path);

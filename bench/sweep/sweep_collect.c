@@ -225,7 +225,7 @@ int sweep_collect(const char *dir, const char *runs_dir, const vb_sweep_plan *pl
                   int *completed, int *waiting) {
     int lock = lock_dir(dir);
     char path[VB_PATH_MAX], err[512];
-    vb_snprintf(path, sizeof path, "%s/index.csv", dir);
+    vb_snprintf(path, sizeof path, "%s/" VB_INDEX_CSV, dir);
     vb_csv t;
     if (vb_csv_read(path, &t, err, sizeof err) != 0) vb_die_input("flag --collect: %s", err);
     int cdir = vb_csv_col(&t, "run_dir"), cst = vb_csv_col(&t, "status"), ccode = vb_csv_col(&t, "exit_code"),
@@ -275,7 +275,7 @@ int sweep_collect(const char *dir, const char *runs_dir, const vb_sweep_plan *pl
                     it->status = "failed";
                     it->exit_code = -1;
                     char rj[VB_PATH_MAX + 200], why[160];
-                    vb_snprintf(rj, sizeof rj, "%s/%s/run.json", runs_dir, it->name);
+                    vb_snprintf(rj, sizeof rj, "%s/%s/" VB_RUN_JSON, runs_dir, it->name);
                     if (state[0])
                         snprintf(why, sizeof why, "its Slurm job %ld ended (%s) before the run finished", id, state);
                     else

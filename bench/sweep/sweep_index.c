@@ -77,7 +77,7 @@ int sweep_write_index(const char *path, const vb_sweep_plan *plan, const sweep_i
 void sweep_read_headline(const char *runs_dir, sweep_item *it) {
     for (int h = 0; h < 6; h++) it->headline[h] = NAN;
     char path[VB_PATH_MAX];
-    vb_snprintf(path, sizeof path, "%s/%s/summary.csv", runs_dir, it->name);
+    vb_snprintf(path, sizeof path, "%s/%s/" VB_SUMMARY_CSV, runs_dir, it->name);
     vb_csv t;
     char err[512];
     if (vb_csv_read(path, &t, err, sizeof err) != 0) return;
@@ -208,7 +208,7 @@ void sweep_write_sweep_json(const char *dir, const char *id, const vb_scenario *
     cJSON_AddStringToObject(j, "cwd", getcwd(cwd, sizeof cwd) ? cwd : "");
     cJSON_AddStringToObject(j, "git_commit", VB_GIT_COMMIT);
     char path[VB_PATH_MAX];
-    vb_snprintf(path, sizeof path, "%s/sweep.json", dir);
+    vb_snprintf(path, sizeof path, "%s/" VB_SWEEP_JSON, dir);
     json_ctx x = {j};
     if (vb_atomic_write(path, write_json, &x) != 0) vb_warn("could not write %s", path);
     cJSON_Delete(j);
@@ -216,7 +216,7 @@ void sweep_write_sweep_json(const char *dir, const char *id, const vb_scenario *
 
 void sweep_record_warmup(const char *dir, const char *point, int exit_code, double seconds) {
     char path[VB_PATH_MAX];
-    vb_snprintf(path, sizeof path, "%s/sweep.json", dir);
+    vb_snprintf(path, sizeof path, "%s/" VB_SWEEP_JSON, dir);
     char *text = vb_read_file(path, NULL);
     cJSON *j = text ? cJSON_Parse(text) : NULL;
     free(text);
@@ -247,7 +247,7 @@ void sweep_record_warmup(const char *dir, const char *point, int exit_code, doub
  * by the new one. Returns how many were kept. */
 int sweep_keep_finished(const char *dir, const char *runs_dir, sweep_item *items, int n, bool retry_failed) {
     char path[VB_PATH_MAX], err[512];
-    vb_snprintf(path, sizeof path, "%s/index.csv", dir);
+    vb_snprintf(path, sizeof path, "%s/" VB_INDEX_CSV, dir);
     vb_csv t;
     if (vb_csv_read(path, &t, err, sizeof err) != 0) vb_die_input("flag --resume: %s", err);
     int cdir = vb_csv_col(&t, "run_dir"), cst = vb_csv_col(&t, "status"), ccode = vb_csv_col(&t, "exit_code");
@@ -298,7 +298,7 @@ int sweep_keep_finished(const char *dir, const char *runs_dir, sweep_item *items
 
 void sweep_mark_run_failed(const char *runs_dir, const sweep_item *it) {
     char rj[VB_PATH_MAX + 200], why[128];
-    vb_snprintf(rj, sizeof rj, "%s/%s/run.json", runs_dir, it->name);
+    vb_snprintf(rj, sizeof rj, "%s/%s/" VB_RUN_JSON, runs_dir, it->name);
     snprintf(why, sizeof why, "the run ended with exit status %d before it could record its end", it->exit_code);
     vb_run_json_mark_failed(rj, why);
 }

@@ -43,6 +43,29 @@
  * writer of the run directory uses them, so they come with this header */
 #include "core/util/fileio.h"
 
+/* A run directory's files (above), and a sweep directory's: every writer and
+ * reader names them from here. */
+#define VB_RUN_JSON "run.json"
+#define VB_TRIALS_CSV "trials.csv"
+#define VB_SUMMARY_CSV "summary.csv"
+#define VB_ITERATIONS_CSV "iterations.csv"
+#define VB_OPS_CSV "ops.csv"
+#define VB_TIMELINE_CSV "timeline.csv"
+#define VB_TRAIN_LOG_CSV "train_log.csv"
+#define VB_VALIDATION_CSV "validation.csv"
+#define VB_CHECKPOINT_H5 "checkpoint.h5"
+#define VB_BREAKDOWN_CSV "breakdown.csv" /* vitbench report and nsys: HTA-style time breakdown */
+#define VB_INDEX_CSV "index.csv"         /* a sweep's runs, one row each (VB_INDEX_LEAD_COLUMNS) */
+#define VB_SWEEP_JSON "sweep.json"       /* a sweep's plan and how it ran */
+
+/* The header lines of the files whose columns are fixed (readers find
+ * columns by these names; the other files' columns are listed above) */
+#define VB_TRIALS_CSV_HEADER "run_id,trial_type,trial_index,warmup,nbatches,global_batch,ranks,rank,seconds,samples_per_s"
+#define VB_ITERATIONS_CSV_HEADER                                                                            \
+    "trial,trial_type,trial_index,warmup,step,rank,seconds,data_wait_s,allreduce_calls,allreduce_bytes,"    \
+    "comm_exposed_s"
+#define VB_VALIDATION_CSV_HEADER "epoch,step,val_loss,rmse_u10m,seconds"
+
 /* The time in every directory name vitbench makes itself (runs, sweeps,
  * commbench, model): local time as YYYYmmdd-HHMMSS, which sorts by time. */
 void vb_results_stamp(char *buf, size_t n);

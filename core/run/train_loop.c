@@ -44,7 +44,7 @@ static void write_train_log(FILE *f, void *ctx) {
 
 static void write_validation(FILE *f, void *ctx) {
     const train_logs *l = ctx;
-    fprintf(f, "epoch,step,val_loss,rmse_u10m,seconds\n");
+    fputs(VB_VALIDATION_CSV_HEADER "\n", f);
     for (int i = 0; i < l->nvrows; i++) {
         const valid_row *v = &l->vrows[i];
         fprintf(f, "%d,%d,%.9g,%.9g,%.9g\n", v->epoch, v->step, v->val_loss, v->rmse_u10m, v->seconds);
@@ -54,9 +54,9 @@ static void write_validation(FILE *f, void *ctx) {
 static void write_logs(const vb_run *r, train_logs *l) {
     if (r->world.rank != 0) return;
     char path[VB_PATH_MAX];
-    vb_run_path(r, path, sizeof path, "train_log.csv");
+    vb_run_path(r, path, sizeof path, VB_TRAIN_LOG_CSV);
     vb_atomic_write_or_die(path, write_train_log, l);
-    vb_run_path(r, path, sizeof path, "validation.csv");
+    vb_run_path(r, path, sizeof path, VB_VALIDATION_CSV);
     vb_atomic_write_or_die(path, write_validation, l);
 }
 
@@ -74,7 +74,7 @@ static void save_interrupted_checkpoint(vb_run *r) {
     const vb_config *c = &r->cfg;
     if (!c->save_checkpoint || r->cp_rank != 0 || r->dp_rank != 0) return;
     char path[VB_PATH_MAX];
-    vb_run_path(r, path, sizeof path, "checkpoint.h5");
+    vb_run_path(r, path, sizeof path, VB_CHECKPOINT_H5);
     double bytes = 3.0 * (double)r->model->nparams_full * sizeof(float);
     if (r->layout.tp > 1) {
         vb_warn("interrupted at step %d: no checkpoint saved (a tensor-parallel save needs every tp rank)",
@@ -262,7 +262,7 @@ int vb_train_loop(vb_run *r) {
      * ranks hold copies and must not write the same file. Without tp: rank 0. */
     if (c->save_checkpoint && r->cp_rank == 0 && r->dp_rank == 0) {
         char path[VB_PATH_MAX];
-        vb_run_path(r, path, sizeof path, "checkpoint.h5");
+        vb_run_path(r, path, sizeof path, VB_CHECKPOINT_H5);
         vb_checkpoint_save(path, r->model, &r->opt);
         vb_log("Saved checkpoint %s", path);
     }

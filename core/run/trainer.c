@@ -69,7 +69,7 @@ static void *stop_watchdog(void *arg) {
 
 static void start_stop_watchdog(const vb_run *r) {
     if (g_stop_pipe[0] >= 0) return; /* one per process */
-    vb_run_path(r, g_watch_json, sizeof g_watch_json, "run.json");
+    vb_run_path(r, g_watch_json, sizeof g_watch_json, VB_RUN_JSON);
     if (pipe2(g_stop_pipe, O_CLOEXEC) != 0) {
         g_stop_pipe[0] = g_stop_pipe[1] = -1;
         return; /* no watchdog: runs still stop, only a blocked one stays "running" */
@@ -102,7 +102,7 @@ void vb_run_exit_interrupted(vb_run *r) {
     vb_iso_time(r->end_time, sizeof r->end_time);
     if (r->world.rank == 0 && vb_run_write_json(r, "interrupted") != 0) {
         char path[VB_PATH_MAX];
-        vb_run_path(r, path, sizeof path, "run.json");
+        vb_run_path(r, path, sizeof path, VB_RUN_JSON);
         vb_warn("cannot write %s: %s", path, strerror(errno));
     }
     r->finished = true;
@@ -201,7 +201,7 @@ static void require_file(const char *key, const char *path) {
 static void write_json_or_die(const vb_run *r, const char *status) {
     if (vb_run_write_json(r, status) == 0) return;
     char path[VB_PATH_MAX];
-    vb_run_path(r, path, sizeof path, "run.json");
+    vb_run_path(r, path, sizeof path, VB_RUN_JSON);
     vb_die_env("cannot write %s: %s", path, strerror(errno));
 }
 
@@ -1052,7 +1052,7 @@ int vb_run_write_json(const vb_run *r, const char *status) {
     withnl[len + 1] = '\0';
     cJSON_free(text);
     char path[VB_PATH_MAX];
-    vb_run_path(r, path, sizeof path, "run.json");
+    vb_run_path(r, path, sizeof path, VB_RUN_JSON);
     /* The run's final status is written when the disk may be full (often
      * the very reason the run stops), and an atomic write needs free space
      * for its temporary. So the "running" file keeps room for the final one

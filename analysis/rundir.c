@@ -1,0 +1,49 @@
+/* rundir.c: run and sweep directories read for analysis/ (rundir.h). */
+#include "analysis/rundir.h"
+
+#include <stdlib.h>
+
+#include "core/results/results.h"
+#include "core/util/common.h"
+
+void vb_dir_file(char *path, size_t n, const char *dir, const char *name) { vb_snprintf(path, n, "%s/%s", dir, name); }
+
+static bool has(const char *dir, const char *name) {
+    char p[VB_PATH_MAX];
+    vb_dir_file(p, sizeof p, dir, name);
+    return vb_file_exists(p);
+}
+
+vb_dir_kind vb_dir_kind_of(const char *path) {
+    if (has(path, VB_INDEX_CSV)) return VB_DIR_SWEEP;
+    if (has(path, VB_RUN_JSON) || has(path, VB_TRIALS_CSV) || has(path, VB_SUMMARY_CSV)) return VB_DIR_RUN;
+    return VB_DIR_NEITHER;
+}
+
+int vb_dir_read_csv(const char *dir, const char *name, vb_csv *t, char *err, size_t errn) {
+    char path[VB_PATH_MAX];
+    vb_dir_file(path, sizeof path, dir, name);
+    return vb_csv_read(path, t, err, errn);
+}
+
+cJSON *vb_read_json_object(const char *path, const char **why) {
+    size_t len = 0;
+    if (!vb_file_exists(path)) {
+        *why = "no such file";
+        return NULL;
+    }
+    char *text = vb_read_file(path, &len);
+    if (!text) {
+        *why = "cannot be read";
+        return NULL;
+    }
+    cJSON *j = cJSON_ParseWithLength(text, len);
+    free(text);
+    if (!cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        *why = "not a JSON object";
+        return NULL;
+    }
+    *why = NULL;
+    return j;
+}
