@@ -14,7 +14,7 @@
 #include "core/prof/cupti_trace.h"
 
 /* Every name the run itself writes into its directory (trials.c,
- * train_loop.c, trainer.c; CUPTI's through vb_cupti_file), and the default
+ * train_loop.c, run_json.c; CUPTI's through vb_cupti_file), and the default
  * outputs of the tools that write into a run directory afterwards. */
 static const char *const k_run_files[] = {
     VB_RUN_JSON,      VB_TRIALS_CSV,     VB_SUMMARY_CSV,   VB_ITERATIONS_CSV, VB_OPS_CSV,
@@ -141,7 +141,7 @@ int vb_run_json_mark_failed(const char *path, const char *why) {
     memcpy(withnl, out, len);
     memcpy(withnl + len, "\n", 2);
     cJSON_free(out);
-    /* the run's own "running" write reserved room for this (trainer.c): a
+    /* the run's own "running" write reserved room for this (run_json.c): a
      * run that died of a full disk still gets its end recorded */
     int rc = vb_write_reserved(path, withnl, 0);
     free(withnl);
