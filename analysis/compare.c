@@ -47,7 +47,6 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +57,7 @@
 #include "analysis/rundir.h"
 #include "analysis/markdown.h"
 #include "analysis/verdict.h"
+#include "core/config/cli.h"
 #include "core/util/common.h"
 #include "core/results/results.h"
 #include "core/util/stats.h"
@@ -1037,27 +1037,6 @@ typedef struct {
     const char *output;
 } options;
 
-static const char k_usage[] =
-    "usage: vitbench compare BASE NEW [--metric M[,M...]] [--alpha A] [--threshold T]\n"
-    "                        [--allow_different KEY[,KEY...]] [--output FILE]\n"
-    "  BASE, NEW    run directories, sweep directories (index.csv) or baselines\n"
-    "  --metric     FULL, SYNTHETIC, IO (samples/s of each timed trial), step_time (mean\n"
-    "               FULL step of each trial), op:NAME (ops.csv avg_s, one per run);\n"
-    "               default FULL,SYNTHETIC\n"
-    "  --alpha      significance level of the Mann-Whitney U test (default 0.05)\n"
-    "  --threshold  smallest relative change that counts (default 0.05)\n"
-    "  --allow_different  accept differences in these keys (config, a config key,\n"
-    "               layout, backend, machine_key, a fingerprint field)\n"
-    "  --output     compare.json path (default: NEW's directory, else .)\n"
-    "verdict per metric: the ratio of medians NEW / BASE with a bootstrap 95% CI and a\n"
-    "Mann-Whitney p; regression or improvement needs p < alpha and the whole CI beyond\n"
-    "the threshold; fewer than 5 samples a side (trials; runs for op:NAME) is\n"
-    "inconclusive: give each run benchy ntrials >= 5 (e.g. --benchy_config\n"
-    "scenarios/benchy/perf_ci.yaml) or sweep with --repeats. The same rule makes the\n"
-    "report's faster / slower.\n"
-    "exit status: 0 no regression, 1 regression, 2 bad input, incomparable sides or\n"
-    "a side with nothing measured\n";
-
 static double parse_fraction(const char *flag, const char *text, double lo, double hi, bool lo_open) {
     char *end;
     errno = 0;
@@ -1067,45 +1046,65 @@ static double parse_fraction(const char *flag, const char *text, double lo, doub
     return v;
 }
 
-/* Returns true when --help was asked. */
-static bool parse_args(int argc, char **argv, options *o) {
-    static const struct option longs[] = {{"metric", required_argument, NULL, 'm'},
-                                          {"alpha", required_argument, NULL, 'a'},
-                                          {"threshold", required_argument, NULL, 't'},
-                                          {"allow_different", required_argument, NULL, 'd'},
-                                          {"allow-different", required_argument, NULL, 'd'},
-                                          {"output", required_argument, NULL, 'o'},
-                                          {"help", no_argument, NULL, 'h'},
-                                          {NULL, 0, NULL, 0}};
+static void set_alpha(const char *flag, const char *value, void *ptr) {
+    *(double *)ptr = parse_fraction(flag, value, 0, 1, true);
+}
+
+static void set_threshold(const char *flag, const char *value, void *ptr) {
+    *(double *)ptr = parse_fraction(flag, value, 0, 1, false);
+}
+
+/* BASE then NEW; anything else that is not a flag of the table is refused */
+static void positional(void *ctx, const char *arg, const char *next) {
+    options *o = ctx;
+    (void)next;
+    if (arg[0] == '-' && arg[1]) vb_die_input("compare: unknown flag '%s' (see vitbench compare --help)", arg);
+    if (!o->base)
+        o->base = arg;
+    else if (!o->new_)
+        o->new_ = arg;
+    else
+        vb_die_input("compare: unexpected argument '%s' (BASE and NEW already given)", arg);
+}
+
+/* One table parses the flags and prints --help (core/config/cli.h). */
+static void parse_args(int argc, char **argv, options *o) {
     *o = (options){NULL, NULL, "FULL,SYNTHETIC", 0.05, 0.05, NULL, NULL};
-    optind = 1;
-    opterr = 0;
-    int c;
-    /* "-": keep the positional arguments in order (glibc returns them as 1);
-     * ":": a missing value is reported as ':' so the message can name the flag */
-    while ((c = getopt_long(argc, argv, "-:", longs, NULL)) != -1) {
-        const char *flag = argv[optind - 1];
-        switch (c) {
-        case 1:
-            if (!o->base)
-                o->base = optarg;
-            else if (!o->new_)
-                o->new_ = optarg;
-            else
-                vb_die_input("compare: unexpected argument '%s' (BASE and NEW already given)", optarg);
-            break;
-        case 'm': o->metrics = optarg; break;
-        case 'a': o->alpha = parse_fraction("--alpha", optarg, 0, 1, true); break;
-        case 't': o->threshold = parse_fraction("--threshold", optarg, 0, 1, false); break;
-        case 'd': o->allow = optarg; break;
-        case 'o': o->output = optarg; break;
-        case 'h': return true;
-        case ':': vb_die_input("compare: %s needs a value", flag);
-        default: vb_die_input("compare: unknown flag '%s' (see vitbench compare --help)", flag);
-        }
-    }
+    const vb_cli_opt opts[] = {
+        {.name = "metric", .kind = VB_CLI_STRING, .ptr = &o->metrics, .arg = "M[,M...]",
+         .help = "FULL, SYNTHETIC, IO (samples/s of each timed trial), step_time (mean FULL step of each "
+                 "trial), op:NAME (ops.csv avg_s, one per run); default FULL,SYNTHETIC"},
+        {.name = "alpha", .kind = VB_CLI_FUNC, .ptr = &o->alpha, .fn = set_alpha, .arg = "A",
+         .help = "significance level of the Mann-Whitney U test, in (0, 1) (default 0.05)"},
+        {.name = "threshold", .kind = VB_CLI_FUNC, .ptr = &o->threshold, .fn = set_threshold, .arg = "T",
+         .help = "smallest relative change that counts, in [0, 1) (default 0.05)"},
+        {.name = "allow_different", .kind = VB_CLI_STRING, .ptr = &o->allow, .arg = "KEY[,KEY...]",
+         .help = "accept differences in these keys (config, a config key, layout, backend, machine_key, a "
+                 "fingerprint field)"},
+        {.name = "output", .kind = VB_CLI_STRING, .ptr = &o->output, .arg = "FILE",
+         .help = "compare.json path (default: NEW's directory, else .)"},
+    };
+    const vb_cli cli = {
+        .cmd = "compare",
+        .usage = "vitbench compare BASE NEW [--metric M[,M...]] [--alpha A] [--threshold T]\n"
+                 "                        [--allow_different KEY[,KEY...]] [--output FILE]",
+        .about = "The regression gate between two runs, two sweeps or baselines.\n"
+                 "verdict per metric: the ratio of medians NEW / BASE with a bootstrap 95% CI and a\n"
+                 "Mann-Whitney p; regression or improvement needs p < alpha and the whole CI beyond\n"
+                 "the threshold; fewer than 5 samples a side (trials; runs for op:NAME) is\n"
+                 "inconclusive: give each run benchy ntrials >= 5 (e.g. --benchy_config\n"
+                 "scenarios/benchy/perf_ci.yaml) or sweep with --repeats. The same rule makes the\n"
+                 "report's faster / slower.\n"
+                 "exit status: 0 no regression, 1 regression, 2 bad input, incomparable sides or\n"
+                 "a side with nothing measured",
+        .opts = opts,
+        .nopts = (int)(sizeof opts / sizeof opts[0]),
+        .other = positional,
+        .ctx = o,
+        .other_help = "BASE, NEW: run directories, sweep directories (index.csv) or baselines.",
+    };
+    vb_cli_parse(&cli, argc, argv);
     if (!o->base || !o->new_) vb_die_input("compare: needs BASE and NEW (see vitbench compare --help)");
-    return false;
 }
 
 static char **split_list(const char *list, int *n) {
@@ -1175,10 +1174,7 @@ static void print_verdict(const result *rs, int n) {
 
 int vb_compare_main(int argc, char **argv) {
     options o;
-    if (parse_args(argc, argv, &o)) {
-        fputs(k_usage, stdout);
-        return 0;
-    }
+    parse_args(argc, argv, &o);
     int nmetrics;
     metric *ms = parse_metrics(o.metrics, &nmetrics);
     diffs d = {0};

@@ -290,9 +290,13 @@ expect_input_error "unknown metric 'THROUGHPUT'" "$VB" compare base same --metri
 expect_input_error "--alpha" "$VB" compare base same --alpha 1.5
 expect_input_error "--threshold" "$VB" compare base same --threshold abc
 expect_input_error "unknown flag '--bogus'" "$VB" compare base same --bogus
-expect_input_error "--metric needs a value" "$VB" compare base same --metric
+expect_input_error "--metric expects a value" "$VB" compare base same --metric
+expect_input_error "unknown flag '-x'" "$VB" compare base same -x
+expect_input_error "--alpha: '1' must be a number in (0, 1)" "$VB" compare base same --alpha 1
 expect_input_error "needs BASE and NEW" "$VB" compare base
 expect_input_error "unexpected argument" "$VB" compare base same extra
 expect 0 "usage: vitbench compare" "$VB" compare --help
+expect 0 "--allow_different KEY" "$VB" compare --help
+expect 0 "exit status: 0 no regression" "$VB" compare -h
 
 echo "test_compare: OK"
