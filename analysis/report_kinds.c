@@ -129,11 +129,11 @@ static rp_table *scaling(rp_doc *d, rp_sweep *s, const rp_opts *o, bool strong) 
         vb_plot_series *st = vb_plot_series_add(&pt, v[k].label, false);
         snprintf(title, sizeof title, "ideal %s", v[k].label);
         vb_plot_series *si = vb_plot_series_add(&pt, title, true);
-        snprintf(si->color_key, sizeof si->color_key, "%s", v[k].label);
+        snprintf(si->color_key, sizeof si->color_key, "%.*s", (int)sizeof si->color_key - 1, v[k].label);
         vb_plot_series *se = vb_plot_series_add(&pe, v[k].label, false);
         vb_plot_series *ss = vb_plot_series_add(&psp, v[k].label, false);
         vb_plot_series *ssi = vb_plot_series_add(&psp, title, true);
-        snprintf(ssi->color_key, sizeof ssi->color_key, "%s", v[k].label);
+        snprintf(ssi->color_key, sizeof ssi->color_key, "%.*s", (int)sizeof ssi->color_key - 1, v[k].label);
         for (int i = 0; i < v[k].n; i++) {
             rp_point *p = v[k].p[i];
             double scale = n0 / p->ranks;
