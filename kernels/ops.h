@@ -38,6 +38,8 @@
 
 #include <stddef.h>
 
+#include "kernels/fp8.h"
+
 typedef enum vb_dtype { VB_DTYPE_F32 = 0, VB_DTYPE_BF16 = 1, VB_DTYPE_F16 = 2 } vb_dtype;
 
 /* bytes of one element; the name as the config spells it ("float32", "bfloat16", "float16") */
@@ -313,6 +315,21 @@ typedef struct vb_ops {
      * growth_tracker = 0. Records last_scale / last_skipped, counts steps,
      * clears found_inf. One thread's work, enqueued like any op. */
     void (*loss_scale_update)(vb_ctx *ctx, vb_loss_scale_state *ls);
+
+    /* ---- FP8 emulation (kernels/fp8.h): amp_mode fp8's delayed scaling ----
+     * NULL on a backend that does not emulate it (CUDA, so far).
+     * out[i] = vb_fp8_qdq(inp[i], *scale, fmt): the float32 value a GEMM of
+     * the recipe reads; out may alias inp. scale: backend memory [1]. amax
+     * (backend memory [1], may be NULL: not recorded) = vb_fp8_amax(inp, n),
+     * the unscaled tensor's max |x|, overwritten. Float32 only. */
+    void (*fp8_quantize)(vb_ctx *ctx, float *out, const float *inp, size_t n, vb_fp8_format fmt,
+                         const float *scale, float *amax);
+    /* The scale update after a step, for n tensors of one format: tensor i's
+     * history is history[k * stride + i], k in [0, len), row `newest` the
+     * step just taken; scale[i] = vb_fp8_scale_from_amax(vb_fp8_history_amax
+     * (...), scale[i], fmt, margin). Reads and writes backend memory only. */
+    void (*fp8_scale_update)(vb_ctx *ctx, float *scale, const float *history, int n, int stride, int len,
+                             int newest, vb_fp8_format fmt, vb_fp8_amax_algo algo, int margin);
 } vb_ops;
 
 /* The CPU backend (OpenMP + a BLAS). Always available. */

@@ -265,7 +265,7 @@ static void test_table(void **state) {
     // they check: the CPU has none (NULL is how a backend says so, and
     // cuda_graphs is refused on it)
     const void *const *slot = (const void *const *)&ops->ctx_create;
-    const void *const *end = (const void *const *)(&ops->loss_scale_update + 1);
+    const void *const *end = (const void *const *)(&ops->fp8_scale_update + 1);
     const void *const *graphs = (const void *const *)&ops->graph_capture_begin;
     const void *const *graphs_end = (const void *const *)(&ops->workspace_generation + 1);
     for (; slot < end; slot++) {

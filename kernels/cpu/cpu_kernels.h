@@ -89,4 +89,10 @@ void cpu_adam_update(vb_ctx *ctx, float *param, vb_act *param_act, const float *
 void cpu_grad_unscale_check(vb_ctx *ctx, float *grad, size_t n, vb_loss_scale_state *ls);
 void cpu_loss_scale_update(vb_ctx *ctx, vb_loss_scale_state *ls);
 
+/* fp8.c */
+void cpu_fp8_quantize(vb_ctx *ctx, float *out, const float *inp, size_t n, vb_fp8_format fmt, const float *scale,
+                      float *amax);
+void cpu_fp8_scale_update(vb_ctx *ctx, float *scale, const float *history, int n, int stride, int len, int newest,
+                          vb_fp8_format fmt, vb_fp8_amax_algo algo, int margin);
+
 #endif

@@ -197,6 +197,8 @@ static const vb_ops cpu_ops = {
     .adam_update = cpu_adam_update,
     .grad_unscale_check = cpu_grad_unscale_check,
     .loss_scale_update = cpu_loss_scale_update,
+    .fp8_quantize = cpu_fp8_quantize,
+    .fp8_scale_update = cpu_fp8_scale_update,
 };
 
 const vb_ops *vb_ops_cpu(void) { return &cpu_ops; }
