@@ -8,6 +8,7 @@
  *  - the scale update over a few steps: history max vs most_recent, the
  *    window of amax_history_len steps, amax 0 or NaN keeps the scale, margin,
  *    and a step quantising with the scale computed before it
+ *  - a tiny ViT under fp8: the amaxes it records and the scales they give
  */
 #include "tests/test_util.h"
 
@@ -16,6 +17,7 @@
 #include <string.h>
 
 #include "core/model/fp8_recipe.h"
+#include "core/model/vit.h"
 #include "kernels/fp8.h"
 
 static float p2(int e) { return ldexpf(1.0f, e); }
@@ -227,6 +229,50 @@ static void test_scale_update(void **state) {
     assert_int_equal(vit_fp8_parse_algo("mean"), -1);
 }
 
+/* A tiny ViT under fp8: a step records every GEMM's amaxes and derives the
+ * scales the next step uses from them. */
+static void test_model_step(void **state) {
+    (void)state;
+    const vit_dims d = {.img_h = 8, .img_w = 16, .patch = 4, .cin = 3, .cout = 2,
+                        .dim = 16, .depth = 2, .heads = 2, .ln_eps = 1e-6f};
+    enum { B = 2 };
+    vb_ctx *ctx = tu_ctx();
+    vit_model *m = vit_create(&d, NULL, B, ctx, NULL);
+    vit_init_weights(m, 3);
+    const vit_fp8_recipe r = {.amax_history_len = 1024, .amax_compute_algo = VB_FP8_AMAX_MAX, .margin = 0};
+    vit_fp8_enable(m, &r);
+    vit_fp8 *f = m->fp8;
+    assert_int_equal(f->ngemm, 2 + 6 * d.depth);
+    const size_t nin = (size_t)B * d.cin * d.img_h * d.img_w, nout = (size_t)B * d.cout * d.img_h * d.img_w;
+    float *inp = malloc(nin * sizeof *inp), *tar = malloc(nout * sizeof *tar);
+    tu_fill_uniform(inp, nin, -2.0f, 2.0f, 1);
+    tu_fill_uniform(tar, nout, -1.0f, 1.0f, 2);
+    vit_forward(m, inp, tar, B);
+    vit_backward(m);
+    ctx->ops->synchronize(ctx);
+    /* the head's weight amax is max |head.weight|, and its scale 448 / it */
+    const vit_tensor *hw = &m->tensors[vit_find_tensor(m, "head.weight")];
+    const float amax_w = vb_fp8_amax(m->params + hw->offset, hw->numel);
+    const int tw = vit_fp8_weight(f, VIT_FP8_HEAD);
+    assert_true(f->history[tw] == amax_w);
+    assert_true(f->scale[tw] == 448.0f / amax_w);
+    /* the patch embedding's input is the image (a permutation of it) */
+    assert_true(f->history[vit_fp8_input(f, VIT_FP8_PATCH)] == vb_fp8_amax(inp, nin));
+    /* every tensor saw a nonzero amax and got a finite scale other than 1 */
+    for (int t = 0; t < f->ntensors; t++) {
+        assert_true(f->history[t] > 0.0f && isfinite(f->history[t]));
+        assert_true(isfinite(f->scale[t]) && f->scale[t] != 1.0f);
+    }
+    assert_int_equal(f->newest, 1);
+    float loss;
+    ctx->ops->memcpy_d2h(ctx, &loss, m->loss_dev, sizeof loss);
+    ctx->ops->synchronize(ctx);
+    assert_true(isfinite(loss) && loss > 0.0f);
+    vit_destroy(m);
+    free(inp);
+    free(tar);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_e4m3_exact),
@@ -235,6 +281,7 @@ int main(void) {
         cmocka_unit_test(test_e5m2),
         cmocka_unit_test(test_qdq_and_op),
         cmocka_unit_test(test_scale_update),
+        cmocka_unit_test(test_model_step),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

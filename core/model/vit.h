@@ -45,6 +45,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "kernels/ops.h"
+#include "core/model/fp8_recipe.h"
 #include "core/prof/profile.h"
 
 typedef struct vit_dims {
@@ -149,6 +150,10 @@ typedef struct vit_model {
      * the fused bias+GELU adds the bias after the product, the unfused GEMM
      * seeds its output with the bias as nn.Linear does. */
     bool fused_elementwise;
+    /* amp_mode fp8 (vit_fp8_enable): the linear layers' GEMMs read E4M3
+     * inputs and weights and E5M2 output gradients under delayed scaling;
+     * NULL: they read the activation dtype */
+    vit_fp8 *fp8;
 
     int max_batch;
     int batch;           /* batch of the last forward */
@@ -176,6 +181,24 @@ typedef struct vit_model {
 vit_model *vit_create(const vit_dims *d, const vit_parallel *par, int max_batch,
                       vb_ctx *ctx, vb_profiler *prof);
 void vit_destroy(vit_model *m);
+
+/* amp_mode fp8: every GEMM of the model (patch embedding, q, k, v, proj,
+ * fc1, fc2 of each block, head) quantises its operands as Transformer
+ * Engine's DelayedScaling recipe (Format.HYBRID) does, emulated in float32:
+ * forward, input and weight to E4M3; backward, the output gradient to E5M2
+ * (the bias gradient from the unquantised one), and the weight and input
+ * gradients' GEMMs read it with the forward's quantised operands. Each
+ * forward and backward records the tensors' amaxes; vit_backward ends the
+ * step with the scale update (fp8_recipe.h). Master weights, gradients and
+ * Adam stay float32. Exits 2 on a backend without FP8 emulation, with
+ * tensor or context parallelism (their amaxes would need a reduction over
+ * the group) or a non-float32 activation dtype. GEMM g's tensors: g = 0 the
+ * patch embedding, 1 the head, 2 + 6 l + {0..5} block l's q, k, v, proj,
+ * fc1, fc2. */
+void vit_fp8_enable(vit_model *m, const vit_fp8_recipe *r);
+enum { VIT_FP8_PATCH = 0, VIT_FP8_HEAD = 1, VIT_FP8_BLOCK0 = 2 };
+enum { VIT_FP8_Q = 0, VIT_FP8_K, VIT_FP8_V, VIT_FP8_PROJ, VIT_FP8_FC1, VIT_FP8_FC2 };
+static inline int vit_fp8_gemm(int layer, int which) { return VIT_FP8_BLOCK0 + 6 * layer + which; }
 
 /* The tutorial's init: trunc_normal(std 0.02) for Linear weights and pos_embed
  * (and the patch-embed conv weight), zero biases, LayerNorm (1, 0). Seeded. */
