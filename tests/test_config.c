@@ -123,6 +123,10 @@ static void check_tutorial_base(const vb_config *c) {
     assert_int_equal(c->global_batch_size, 16);
     assert_int_equal(c->num_iters, 30000);
     assert_string_equal(c->amp_mode, "none");
+    /* Transformer Engine's DelayedScaling defaults, in use only under fp8 */
+    assert_int_equal(c->fp8_amax_history_len, 1024);
+    assert_string_equal(c->fp8_amax_compute_algo, "max");
+    assert_int_equal(c->fp8_margin, 0);
     assert_false(c->enable_fused);
     assert_false(c->enable_jit);
     /* GradScaler's defaults, in use only under fp16 */
@@ -469,7 +473,10 @@ static void test_validation_errors(void **state) {
         {"--optimizer", "SGD", "optimizer = 'SGD' is not supported"},
         {"--amp_mode", "fp16", "amp_mode = fp16 needs the CUDA backend"},
         {"--amp_mode", "bf16", "amp_mode = bf16 needs the CUDA backend"},
-        {"--amp_mode", "fp8", "amp_mode = 'fp8' must be none"},
+        {"--amp_mode", "fp4", "amp_mode = 'fp4' must be none, fp16, bf16 or fp8"},
+        {"--fp8_amax_history_len", "0", "fp8_amax_history_len = 0 must be >= 1"},
+        {"--fp8_margin", "-1", "fp8_margin = -1 must be >= 0"},
+        {"--fp8_amax_compute_algo", "mean", "fp8_amax_compute_algo = 'mean' must be max or most_recent"},
         {"--attention", "fast", "attention = 'fast' must be flash or cudnn"},
         {"--attention", "cudnn", "attention = cudnn needs the CUDA backend"},
         {"--data_loader_config", "dali", "data_loader_config = dali needs the CUDA backend"},
@@ -552,6 +559,25 @@ static void test_validation_errors(void **state) {
     args_fail(LIST("--yaml_config", g_vit, "--config", "tiny", "--backend", "cpu", "--amp_mode", "fp16"),
               LIST("flag --amp_mode: ", "amp_mode = fp16 needs the CUDA backend"));
 
+    /* amp_mode fp8 is emulated on the CPU only, with no loss scaling: the
+     * CUDA backend refuses it in one line, in a CUDA build or not */
+    {
+        vb_config f;
+        parse_ok(&f, LIST("--yaml_config", g_vit, "--config", "tiny", "--backend", "cpu", "--amp_mode", "fp8",
+                          "--fp8_amax_history_len", "16", "--fp8_amax_compute_algo", "most_recent", "--fp8_margin",
+                          "2"));
+        assert_string_equal(f.amp_mode, "fp8");
+        assert_int_equal(f.fp8_amax_history_len, 16);
+        assert_string_equal(f.fp8_amax_compute_algo, "most_recent");
+        assert_int_equal(f.fp8_margin, 2);
+        assert_false(vb_config_loss_scaling(&f));
+    }
+    args_fail(LIST("--yaml_config", g_vit, "--config", "tiny", "--backend", "cuda", "--amp_mode", "fp8"),
+              LIST("amp_mode = fp8 is only emulated on the CPU backend so far"));
+    args_fail(LIST("--yaml_config", g_vit, "--config", "tiny", "--backend", "cpu", "--amp_mode", "fp8", "--loss_scale",
+                   "dynamic"),
+              LIST("loss_scale = dynamic with amp_mode = fp8"));
+
     /* accepted permutation and values on the edge */
     vb_config c;
     parse_ok(&c, LIST("--yaml_config", g_vit, "--config", "tiny", "--parallel_order", "dp-tp-cp", "--lr_schedule",
@@ -615,7 +641,8 @@ static void test_set_unknown(void **state) {
 static const char *ALL_KEYS[] = {
     "yaml_config", "config", "embed_dim", "depth", "patch_size", "num_heads", "dropout", "img_size",
     "n_in_channels", "n_out_channels", "dt", "global_batch_size", "local_batch_size", "num_iters", "num_epochs",
-    "lr", "lr_schedule", "warmup", "base_batch_size", "optimizer", "amp_mode", "enable_fused", "enable_jit", "cuda_graphs",
+    "lr", "lr_schedule", "warmup", "base_batch_size", "optimizer", "amp_mode", "fp8_amax_history_len",
+    "fp8_amax_compute_algo", "fp8_margin", "enable_fused", "enable_jit", "cuda_graphs",
     "loss_scale", "loss_scale_init", "loss_scale_growth_interval", "tf32",
     "attention",
     "expdir", "data_loader_config", "num_data_workers", "data_read", "normalize_on_device", "limit_nsamples", "limit_nsamples_val",
@@ -853,7 +880,7 @@ static void test_help_lists_every_key(void **state) {
         snprintf(want, sizeof want, "\n  --%s ", vb_config_key_name(i));
         if (!strstr(buf, want)) fail_msg("run --help does not list --%s", vb_config_key_name(i));
     }
-    assert_non_null(strstr(buf, "--amp_mode none|bf16|fp16"));
+    assert_non_null(strstr(buf, "--amp_mode none|bf16|fp16|fp8"));
     assert_non_null(strstr(buf, "(default scenarios/vit.yaml)"));
     assert_non_null(strstr(buf, "also --run_num"));
     free(buf);

@@ -73,7 +73,10 @@ static const key_def g_keys[] = {
     {"warmup", KT_INT, FIELD(warmup), false, NULL, "N", "linear warm-up steps of the learning rate"},
     {"base_batch_size", KT_INT, FIELD(base_batch_size), false, NULL, "N", "scale lr by sqrt(global batch / N) (0 = no scaling)"},
     {"optimizer", KT_STR, FIELD(optimizer), false, NULL, "Adam", "the optimizer (Adam only)"},
-    {"amp_mode", KT_STR, FIELD(amp_mode), false, NULL, "none|bf16|fp16", "mixed precision (bf16 and fp16 need --backend cuda)"},
+    {"amp_mode", KT_STR, FIELD(amp_mode), false, NULL, "none|bf16|fp16|fp8", "mixed precision (bf16 and fp16 need --backend cuda; fp8 is emulated on cpu)"},
+    {"fp8_amax_history_len", KT_INT, FIELD(fp8_amax_history_len), false, NULL, "N", "fp8: steps of amax history behind each scale (delayed scaling)"},
+    {"fp8_amax_compute_algo", KT_STR, FIELD(fp8_amax_compute_algo), false, NULL, "max|most_recent", "fp8: the amax a scale derives from: the history's max or newest"},
+    {"fp8_margin", KT_INT, FIELD(fp8_margin), false, NULL, "N", "fp8: scale = fp8_max / amax / 2^N"},
     {"enable_fused", KT_BOOL, FIELD(enable_fused), false, NULL, "true|false", "fused Adam (one pass over parameters, gradients and moments)"},
     {"enable_jit", KT_BOOL, FIELD(enable_jit), false, NULL, "true|false", "fused elementwise passes (the tutorial's torch.jit scripting)"},
     {"cuda_graphs", KT_BOOL, FIELD(cuda_graphs), false, NULL, "true|false", "record each step once as a CUDA graph and replay it (cuda)"},
@@ -359,6 +362,10 @@ void vb_config_defaults(vb_config *c) {
     c->base_batch_size = 0;
     snprintf(c->optimizer, sizeof c->optimizer, "Adam");
     snprintf(c->amp_mode, sizeof c->amp_mode, "none");
+    /* Transformer Engine's DelayedScaling defaults */
+    c->fp8_amax_history_len = 1024;
+    snprintf(c->fp8_amax_compute_algo, sizeof c->fp8_amax_compute_algo, "max");
+    c->fp8_margin = 0;
     c->enable_fused = false;
     c->enable_jit = false;
     c->cuda_graphs = false;
@@ -732,8 +739,23 @@ void vb_config_validate(const vb_config *c, const char *origin) {
     const bool amp_half = strcmp(c->amp_mode, "fp16") == 0 || strcmp(c->amp_mode, "bf16") == 0;
     if (amp_half && strcmp(c->backend, "cpu") == 0)
         vfail(c, origin, "amp_mode", NULL, "amp_mode = %s needs the CUDA backend (use none on cpu)", c->amp_mode);
-    if (!amp_half && strcmp(c->amp_mode, "none") != 0)
-        vfail(c, origin, "amp_mode", NULL, "amp_mode = '%s' must be none, fp16 or bf16", c->amp_mode);
+    const bool amp_fp8 = strcmp(c->amp_mode, "fp8") == 0;
+    if (!amp_half && !amp_fp8 && strcmp(c->amp_mode, "none") != 0)
+        vfail(c, origin, "amp_mode", NULL, "amp_mode = '%s' must be none, fp16, bf16 or fp8", c->amp_mode);
+    /* the CUDA backend has no FP8 GEMMs yet; auto is checked once resolved (trainer) */
+    if (amp_fp8 && strcmp(c->backend, "cuda") == 0)
+        vfail(c, origin, "amp_mode", "backend",
+              "amp_mode = fp8 is only emulated on the CPU backend so far (use --backend cpu)");
+    require_min(c, origin, "fp8_amax_history_len", c->fp8_amax_history_len, 1);
+    require_min(c, origin, "fp8_margin", c->fp8_margin, 0);
+    if (strcmp(c->fp8_amax_compute_algo, "max") != 0 && strcmp(c->fp8_amax_compute_algo, "most_recent") != 0)
+        vfail(c, origin, "fp8_amax_compute_algo", NULL, "fp8_amax_compute_algo = '%s' must be max or most_recent",
+              c->fp8_amax_compute_algo);
+    /* delayed scaling scales every gradient GEMM operand itself */
+    if (amp_fp8 && strcmp(c->loss_scale, "dynamic") == 0)
+        vfail(c, origin, "loss_scale", "amp_mode",
+              "loss_scale = dynamic with amp_mode = fp8: delayed scaling scales each gradient itself (use auto or "
+              "none)");
     if (strcmp(c->attention, "flash") != 0 && strcmp(c->attention, "cudnn") != 0)
         vfail(c, origin, "attention", NULL, "attention = '%s' must be flash or cudnn", c->attention);
     else if (strcmp(c->attention, "cudnn") == 0 && strcmp(c->backend, "cpu") == 0)

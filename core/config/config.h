@@ -14,6 +14,7 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 #include "core/util/common.h"
 
 /* DDP's bucket size in MiB when none is given: PyTorch DDP's bucket_cap_mb
@@ -43,7 +44,11 @@ typedef struct vb_config {
     int warmup;
     int base_batch_size;           /* 0 = off; else lr *= sqrt(global/base) */
     char optimizer[16];            /* "Adam" */
-    char amp_mode[8];              /* "none", "bf16" or "fp16" (the last two on the CUDA backend only) */
+    char amp_mode[8];              /* "none", "bf16" or "fp16" (the last two on the CUDA backend only), or
+                                    * "fp8" (Transformer Engine's delayed scaling, emulated on the CPU only) */
+    int fp8_amax_history_len;      /* fp8: steps of amax history a scale derives from (TE's default 1024) */
+    char fp8_amax_compute_algo[16]; /* fp8: "max" of the history (TE's default) or its "most_recent" entry */
+    int fp8_margin;                /* fp8: scale = fp8_max / amax / 2^margin (TE's default 0) */
     bool enable_fused;             /* Adam: one launch over the whole parameter buffer (true) or one per
                                     * parameter tensor (false, the tutorial's default); same results */
     bool enable_jit;               /* fused elementwise passes (vit_model.fused_elementwise) */
@@ -128,7 +133,7 @@ char *vb_config_to_json(const vb_config *c);
 /* Whether steps run with dynamic loss scaling (core/model/amp.h): loss_scale
  * dynamic, or auto under amp_mode fp16. */
 static inline bool vb_config_loss_scaling(const vb_config *c) {
-    return c->loss_scale[0] == 'd' || (c->loss_scale[0] == 'a' && c->amp_mode[0] == 'f');
+    return strcmp(c->loss_scale, "dynamic") == 0 || (strcmp(c->loss_scale, "auto") == 0 && strcmp(c->amp_mode, "fp16") == 0);
 }
 static inline int vb_config_tokens(const vb_config *c) {
     return (c->img_size[0] / c->patch_size) * (c->img_size[1] / c->patch_size);
