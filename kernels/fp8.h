@@ -82,7 +82,9 @@ static inline VB_FP8_HD float vb_fp8_amax(const float *x, size_t n) {
 static inline VB_FP8_HD float vb_fp8_scale_from_amax(float amax, float old_scale, vb_fp8_format f, int margin) {
     if (!(amax > 0.0f) || !isfinite(amax)) return old_scale;
     const float sf = (vb_fp8_max(f) / amax) / ldexpf(1.0f, margin);
-    return sf;
+    /* a subnormal amax overflows the quotient: the largest float instead,
+     * as TE's update kernel does, so x * scale stays finite for x != 0 */
+    return isinf(sf) ? 3.40282347e38f : sf;
 }
 
 /* One tensor's amax from its history of len entries, `newest` the index of

@@ -224,6 +224,10 @@ static void test_scale_update(void **state) {
     one_step(f, b, 0.0f);
     assert_true(f->scale[0] == 112.0f && f->scale[1] == 16.0f && f->scale[2] == 224.0f);
     vit_fp8_destroy(f);
+    /* a subnormal amax: the largest float, not infinity */
+    assert_true(vb_fp8_scale_from_amax(1e-39f, 1.0f, VB_FP8_E4M3, 0) == 3.40282347e38f);
+    assert_true(vb_fp8_scale_from_amax(INFINITY, 5.0f, VB_FP8_E4M3, 0) == 5.0f);
+    assert_true(vb_fp8_scale_from_amax(0.0f, 5.0f, VB_FP8_E5M2, 0) == 5.0f);
     assert_int_equal(vit_fp8_parse_algo("max"), VB_FP8_AMAX_MAX);
     assert_int_equal(vit_fp8_parse_algo("most_recent"), VB_FP8_AMAX_MOST_RECENT);
     assert_int_equal(vit_fp8_parse_algo("mean"), -1);

@@ -6,6 +6,9 @@
 # from the committed init checkpoint on the committed tiny dataset and checks
 # every per-step loss in train_log.csv against tests/golden/tiny_losses.csv to
 # 1e-4 relative. How the golden files were made: tests/golden/README.md.
+# Then the same 20 steps under amp_mode fp8 (Transformer Engine's delayed
+# scaling, emulated on the CPU) against tests/golden/tiny_fp8_losses.csv,
+# made by the reference's own float8 casts, to FP8_TOL (below).
 # Needs nothing but awk (CI has no torch / numpy).
 # VB_GOLDEN_ARGS adds flags to the run (e.g. "--backend cuda --tf32 false"
 # with VB_GOLDEN_TOL for the GPU; scripts/gpu_check.sh does this).
@@ -16,10 +19,20 @@ SRC=${VB_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
 G=$SRC/tests/golden
 TOL=${VB_GOLDEN_TOL:-1e-4}
 STEPS=20
+# fp8's tolerance, 5e-4 relative. E4M3 keeps 3 mantissa bits: neighbouring
+# values are 2^-3 apart, so an operand that float32 summation order moves by
+# ~1e-7 across a rounding midpoint lands one FP8 step (12.5%) away. Such
+# flips make the two implementations differ at step 0 already (1.8e-6, ten
+# times the float32 runs' agreement), and 20 Adam steps compound it: measured
+# 5.0e-5 at most (step 19; 5.1e-5 with 1 thread and enable_jit). 5e-4 is
+# ten times that, and below the smallest fp8-vs-fp32 gap of any step
+# (8.7e-4 at step 0; max 6.5e-3 at step 2, 2.0e-3 at the last), so a run
+# that quietly trained in float32 fails every row; checked below.
+FP8_TOL=${VB_GOLDEN_FP8_TOL:-5e-4}
 
 fail() { echo "test_golden: FAIL: $*" >&2; exit 1; }
 
-for f in "$G/tiny_init.h5" "$G/tiny_losses.csv" "$G/era5/stats/global_means.npy" \
+for f in "$G/tiny_init.h5" "$G/tiny_losses.csv" "$G/tiny_fp8_losses.csv" "$G/era5/stats/global_means.npy" \
          "$G/era5/stats/global_stds.npy"; do
     [ -f "$f" ] || fail "missing golden file $f"
 done
@@ -75,18 +88,25 @@ if compare "$TMP/perturbed.csv" "$G/tiny_losses.csv" > "$TMP/neg.txt" 2>&1; then
 fi
 
 D=$G/era5
-"$VB" train --config tiny \
-    --train_data_path "$D/train" --valid_data_path "$D/valid" \
-    --global_means_path "$D/stats/global_means.npy" --global_stds_path "$D/stats/global_stds.npy" \
-    --init_checkpoint "$G/tiny_init.h5" --shuffle false --num_iters $STEPS \
-    --output_dir "$TMP/out" --run_name golden ${VB_GOLDEN_ARGS:-} > "$TMP/train.txt" 2>&1
-rc=$?
-if [ $rc -ne 0 ]; then
-    tail -n 20 "$TMP/train.txt" >&2
-    fail "vitbench train exited $rc"
-fi
-LOG=$(find "$TMP/out" -name train_log.csv | head -n 1)
-[ -n "$LOG" ] || fail "no train_log.csv under the run directory"
+# train NAME [FLAGS...]: 20 steps into $TMP/NAME; sets LOG to its train_log.csv
+train() {
+    local name=$1
+    shift
+    "$VB" train --config tiny \
+        --train_data_path "$D/train" --valid_data_path "$D/valid" \
+        --global_means_path "$D/stats/global_means.npy" --global_stds_path "$D/stats/global_stds.npy" \
+        --init_checkpoint "$G/tiny_init.h5" --shuffle false --num_iters $STEPS \
+        --output_dir "$TMP/$name" --run_name golden "$@" > "$TMP/$name.txt" 2>&1
+    local rc=$?
+    if [ $rc -ne 0 ]; then
+        tail -n 20 "$TMP/$name.txt" >&2
+        fail "vitbench train ($name) exited $rc"
+    fi
+    LOG=$(find "$TMP/$name" -name train_log.csv | head -n 1)
+    [ -n "$LOG" ] || fail "no train_log.csv under the $name run directory"
+}
+# shellcheck disable=SC2086 # VB_GOLDEN_ARGS is a list of flags
+train out ${VB_GOLDEN_ARGS:-}
 
 if ! compare "$LOG" "$G/tiny_losses.csv" loss; then
     echo "--- run log:" >&2; cat "$LOG" >&2
@@ -95,5 +115,20 @@ fi
 # The lr each update used: the last step's lr shows in no loss, so check it too.
 if ! compare "$LOG" "$G/tiny_losses.csv" lr; then
     fail "learning rates differ from the PyTorch reference's schedule by more than $TOL"
+fi
+
+# amp_mode fp8 on the CPU (VB_GOLDEN_ARGS is for the float32 run: the CUDA
+# backend refuses fp8 so far). First the tolerance must tell fp8 from
+# float32: the float32 golden losses must fail against the fp8 ones.
+TOL=$FP8_TOL
+awk -F, 'NR == 1 { print "step,epoch,loss,lr,seconds"; next } { printf "%d,0,%s,%s,0\n", $1, $2, $3 }' \
+    "$G/tiny_losses.csv" > "$TMP/fp32_as_log.csv"
+if compare "$TMP/fp32_as_log.csv" "$G/tiny_fp8_losses.csv" > "$TMP/neg8.txt" 2>&1; then
+    fail "fp8 tolerance $FP8_TOL accepts the float32 losses: $(cat "$TMP/neg8.txt")"
+fi
+train fp8 --backend cpu --amp_mode fp8
+if ! compare "$LOG" "$G/tiny_fp8_losses.csv" loss; then
+    echo "--- fp8 run log:" >&2; cat "$LOG" >&2
+    fail "fp8 losses differ from the PyTorch reference's by more than $FP8_TOL"
 fi
 echo "test_golden: PASS"

@@ -6,12 +6,19 @@ and as the PyTorch side of the benchmark (bench/dev/torch_step.py imports Vision
 
 Written from the spec, not from vitbench's C code, so a bug has to be made
 twice to go unnoticed. Run it with Debian's /usr/bin/python3 (PyTorch 1.13 CPU,
-numpy, h5py, yaml); nothing in CI needs it.
+numpy, h5py, yaml; --amp_mode fp8 needs torch >= 2.1); nothing in CI needs it.
 
     torch_reference.py init  --out tiny_init.h5 --config tiny [--seed S]
     torch_reference.py train --init tiny_init.h5 --data DIR --config tiny --steps 20 \
                              --out losses.csv [--num_iters 20] [--global_batch_size B]
     torch_reference.py grads --init tiny_init.h5 --data DIR --config tiny --out grads.h5
+
+`train --amp_mode fp8` trains with Transformer Engine's delayed-scaling FP8
+recipe (DelayedScaling, Format.HYBRID) emulated in float32 with PyTorch's
+own torch.float8_e4m3fn / torch.float8_e5m2 casts (torch >= 2.1): every
+nn.Linear and the patch-embedding conv read E4M3 inputs and weights, their
+output gradients are cast to E5M2, each tensor's scale comes from its amax
+history (--fp8_amax_history_len, --fp8_amax_compute_algo, --fp8_margin).
 
 `grads` writes the first batch's inputs, prediction, loss and every gradient
 (same keys as the checkpoint) for debugging a mismatch tensor by tensor.
@@ -22,6 +29,7 @@ import glob
 import math
 import os
 import sys
+import types
 
 import h5py
 import numpy as np
@@ -80,6 +88,11 @@ def split_args(argv):
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32",
                    help="float64 only to measure how much float32 rounding moves the losses")
+    p.add_argument("--amp_mode", choices=("none", "fp8"), default="none",
+                   help="fp8: Transformer Engine's delayed scaling, emulated in float32 (train only)")
+    p.add_argument("--fp8_amax_history_len", type=int, default=1024)
+    p.add_argument("--fp8_amax_compute_algo", choices=("max", "most_recent"), default="max")
+    p.add_argument("--fp8_margin", type=int, default=0)
     args, rest = p.parse_known_args(argv)
     overrides = {}
     i = 0
@@ -220,6 +233,110 @@ def lr_factor(cfg, t):
 
 
 # ----------------------------------------------------------------------------
+# FP8 with delayed scaling (Transformer Engine's DelayedScaling, Format.HYBRID),
+# written from TE's documentation: a GEMM's input and weight are cast to
+# E4M3 and the gradient of its output to E5M2, each multiplied by its own
+# per-tensor scale first; the GEMM then runs on the dequantised values
+# (q / scale) in float32. The bias and its gradient stay float32 (the bias
+# gradient is summed from the unquantised output gradient). A step uses the
+# scales computed before it; each cast records the unscaled tensor's amax into
+# slot 0 of its history, and after the step every scale is updated from its
+# history and the history rolled, as TE's amax_and_scale_update.
+
+FP8_MAX = {"e4m3": 448.0, "e5m2": 57344.0}
+FP8_DTYPE = {}
+
+
+def fp8_qdq(x, scale, fmt):
+    """x * scale cast to FP8 (saturating: the cast alone does not), back to x's dtype, / scale."""
+    if not FP8_DTYPE:
+        if not hasattr(torch, "float8_e4m3fn"):
+            sys.exit(f"torch_reference: --amp_mode fp8 needs torch >= 2.1 (float8 dtypes), this is {torch.__version__}")
+        FP8_DTYPE.update(e4m3=torch.float8_e4m3fn, e5m2=torch.float8_e5m2)
+    m = FP8_MAX[fmt]
+    y = (x * scale).clamp(-m, m)            # clamp keeps NaN
+    return y.to(FP8_DTYPE[fmt]).to(x.dtype) / scale
+
+
+class Fp8Meta:
+    """One tensor's scale (1 at the start) and amax history."""
+
+    def __init__(self, fmt, history_len):
+        self.fmt = fmt
+        self.scale = torch.tensor(1.0, dtype=torch.float32)
+        self.history = torch.zeros(history_len, dtype=torch.float32)
+
+    def cast(self, x):
+        self.history[0] = x.detach().abs().max().to(torch.float32)   # NaN propagates
+        return fp8_qdq(x, self.scale.to(x.dtype), self.fmt)
+
+    def update(self, algo, margin):
+        amax = self.history.max() if algo == "max" else self.history[0]
+        sf = (FP8_MAX[self.fmt] / amax) / (2.0 ** margin)
+        sf = torch.where(amax > 0.0, sf, self.scale)
+        sf = torch.where(torch.isfinite(amax), sf, self.scale)
+        # a subnormal amax would give an infinite scale: the largest float
+        sf = torch.where(torch.isinf(sf), torch.tensor(torch.finfo(torch.float32).max), sf)
+        self.scale = sf
+        self.history = torch.roll(self.history, -1, 0)
+        self.history[0] = 0.0
+
+
+class Fp8LinearFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w, b, metas):
+        mx, mw, mg = metas
+        xq, wq = mx.cast(x), mw.cast(w)
+        ctx.save_for_backward(xq, wq)
+        ctx.mg, ctx.has_bias = mg, b is not None
+        return F.linear(xq, wq, b)
+
+    @staticmethod
+    def backward(ctx, gy):
+        xq, wq = ctx.saved_tensors
+        gq = ctx.mg.cast(gy)
+        oc, c = wq.shape
+        gx = gq @ wq
+        gw = gq.reshape(-1, oc).t() @ xq.reshape(-1, c)
+        gb = gy.reshape(-1, oc).sum(0) if ctx.has_bias else None
+        return gx, gw, gb, None
+
+
+class Fp8PatchConvFn(torch.autograd.Function):
+    """Conv2d with kernel = stride = p: a GEMM over the patches, so the same recipe."""
+
+    @staticmethod
+    def forward(ctx, x, w, b, p, metas):
+        mx, mw, mg = metas
+        xq, wq = mx.cast(x), mw.cast(w)
+        ctx.save_for_backward(xq, wq)
+        ctx.mg, ctx.p = mg, p
+        return F.conv2d(xq, wq, b, stride=p)
+
+    @staticmethod
+    def backward(ctx, gy):
+        xq, wq = ctx.saved_tensors
+        gq = ctx.mg.cast(gy)
+        gw = torch.nn.grad.conv2d_weight(xq, wq.shape, gq, stride=ctx.p)
+        return None, gw, gy.sum((0, 2, 3)), None, None   # the image needs no gradient
+
+
+def enable_fp8(model, history_len):
+    """Routes every Linear and the patch-embedding conv through the recipe; returns the metas."""
+    metas = []
+    for mod in model.modules():
+        if isinstance(mod, (nn.Linear, nn.Conv2d)):
+            mod.fp8 = (Fp8Meta("e4m3", history_len), Fp8Meta("e4m3", history_len), Fp8Meta("e5m2", history_len))
+            metas.extend(mod.fp8)
+            if isinstance(mod, nn.Linear):
+                mod.forward = types.MethodType(lambda self, x: Fp8LinearFn.apply(x, self.weight, self.bias, self.fp8), mod)
+            else:
+                mod.forward = types.MethodType(
+                    lambda self, x: Fp8PatchConvFn.apply(x, self.weight, self.bias, self.stride[0], self.fp8), mod)
+    return metas
+
+
+# ----------------------------------------------------------------------------
 # checkpoint (HDF5: one dataset per state_dict key at the root)
 
 def save_checkpoint(model, path):
@@ -312,6 +429,11 @@ def cmd_train(args, cfg):
     model = build_model(cfg).to(dtype)
     load_checkpoint(model, args.init)
     data = Era5(args.data, cfg, dtype)
+    metas = []
+    if args.amp_mode == "fp8":
+        if dtype != torch.float32:
+            sys.exit("torch_reference: --amp_mode fp8 emulates its GEMMs in float32 (use --dtype float32)")
+        metas = enable_fp8(model, args.fp8_amax_history_len)
     B = cfg["global_batch_size"]
     opt = torch.optim.Adam(model.parameters(), lr=cfg["lr"], betas=(0.9, 0.95), eps=1e-8,
                            weight_decay=0.0)
@@ -323,6 +445,8 @@ def cmd_train(args, cfg):
         opt.zero_grad(set_to_none=False)
         loss = rel_l2_loss(model(inp), tar)
         loss.backward()
+        for m in metas:                         # delayed scaling: the next step's scales
+            m.update(args.fp8_amax_compute_algo, args.fp8_margin)
         opt.step()
         sched.step()
         rows.append((step, loss.item(), lr))
