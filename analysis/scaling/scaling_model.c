@@ -157,7 +157,10 @@ static vb_mdims dims_of(const cJSON *j, const char *path) {
 
 static int act_bytes_of(const cJSON *j) {
     const cJSON *amp = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "config"), "amp_mode");
-    return cJSON_IsString(amp) && strcmp(amp->valuestring, "none") != 0 ? 2 : 4;
+    /* fp8 is emulated on the CPU with float32 activations */
+    return cJSON_IsString(amp) && strcmp(amp->valuestring, "bf16") == 0   ? 2
+           : cJSON_IsString(amp) && strcmp(amp->valuestring, "fp16") == 0 ? 2
+                                                                          : 4;
 }
 
 /* The precision its GEMMs ran in: amp's, else TF32 on the CUDA backend with

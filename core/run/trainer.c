@@ -451,6 +451,14 @@ vb_ctx *vb_run_ctx_create(const vb_config *c, const vb_comm *world) {
     return ctx;
 }
 
+void vb_run_model_fp8(vit_model *m, const vb_config *c) {
+    if (strcmp(c->amp_mode, "fp8") != 0) return;
+    const vit_fp8_recipe recipe = {.amax_history_len = c->fp8_amax_history_len,
+                                   .amax_compute_algo = vit_fp8_parse_algo(c->fp8_amax_compute_algo),
+                                   .margin = c->fp8_margin};
+    vit_fp8_enable(m, &recipe);
+}
+
 void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first, const vb_comm *world) {
     memset(r, 0, sizeof *r);
     r->mode = mode;
@@ -563,12 +571,7 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
     vb_mem_check(&r->mem, r->node_ranks, r->mem_limit, r->mem_limit_source);
     r->model = vit_create(&d, &par, r->local_batch, r->ctx, r->prof);
     r->model->fused_elementwise = r->cfg.enable_jit;
-    if (strcmp(c->amp_mode, "fp8") == 0) {
-        const vit_fp8_recipe recipe = {.amax_history_len = c->fp8_amax_history_len,
-                                       .amax_compute_algo = vit_fp8_parse_algo(c->fp8_amax_compute_algo),
-                                       .margin = c->fp8_margin};
-        vit_fp8_enable(r->model, &recipe);
-    }
+    vb_run_model_fp8(r->model, c);
     vb_adam_init(&r->opt, r->model->nparams, r->ctx);
     if (c->init_checkpoint[0])
         vb_checkpoint_load(c->init_checkpoint, r->model, &r->opt);
