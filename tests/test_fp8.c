@@ -247,6 +247,10 @@ static void test_model_step(void **state) {
     vit_fp8_enable(m, &r);
     vit_fp8 *f = m->fp8;
     assert_int_equal(f->ngemm, 2 + 6 * d.depth);
+    /* the memory check's figure is what was allocated */
+    assert_int_equal(vit_fp8_footprint(&d, NULL, B, 1024),
+                     sizeof(float) * (f->xq_n + f->wq_n + f->gq_n + (size_t)f->ntensors * (1 + 1024)));
+    assert_int_equal(f->xq_n, (size_t)B * 8 * 4 * d.dim); /* fc2's input: B x 8 tokens x 4 dim */
     const size_t nin = (size_t)B * d.cin * d.img_h * d.img_w, nout = (size_t)B * d.cout * d.img_h * d.img_w;
     float *inp = malloc(nin * sizeof *inp), *tar = malloc(nout * sizeof *tar);
     tu_fill_uniform(inp, nin, -2.0f, 2.0f, 1);

@@ -522,6 +522,20 @@ void vit_destroy(vit_model *m) {
     vb_free(m);
 }
 
+/* Floats of the quantised copies' scratch: the widest GEMM input, weight and
+ * output gradient of the model (max_batch rows) */
+static void fp8_scratch(const vit_model *m, size_t *xq, size_t *wq, size_t *gq) {
+    const size_t BT = (size_t)m->max_batch * (size_t)m->ntok_local, D = (size_t)m->d.dim;
+    const size_t D4 = (size_t)m->hidden, PI = (size_t)m->patch_in, HO = (size_t)m->head_out;
+    size_t cin = D4 > PI ? D4 : PI, cout = D4 > HO ? D4 : HO;
+    if (D > cin) cin = D;
+    if (D > cout) cout = D;
+    size_t wmax = D * PI;
+    if (D * D4 > wmax) wmax = D * D4;
+    if (D * HO > wmax) wmax = D * HO;
+    *xq = BT * cin, *wq = wmax, *gq = BT * cout;
+}
+
 void vit_fp8_enable(vit_model *m, const vit_fp8_recipe *r) {
     if (m->fp8) vb_die_internal("vit_fp8_enable: already enabled");
     if (m->par.tp_size > 1 || m->par.cp_size > 1)
@@ -531,16 +545,25 @@ void vit_fp8_enable(vit_model *m, const vit_fp8_recipe *r) {
     if (m->ctx->act != VB_DTYPE_F32)
         vb_die_input("amp_mode = fp8 emulates its GEMMs in float32 (the context's activations are %s)",
                      vb_dtype_name(m->ctx->act));
-    const size_t BT = (size_t)m->max_batch * (size_t)m->ntok_local, D = (size_t)m->d.dim;
-    const size_t D4 = (size_t)m->hidden, PI = (size_t)m->patch_in, HO = (size_t)m->head_out;
-    /* the widest GEMM input, weight and output of the model */
-    size_t cin = D4 > PI ? D4 : PI, cout = D4 > HO ? D4 : HO;
-    if (D > cin) cin = D;
-    if (D > cout) cout = D;
-    size_t wmax = D * PI;
-    if (D * D4 > wmax) wmax = D * D4;
-    if (D * HO > wmax) wmax = D * HO;
-    m->fp8 = vit_fp8_create(m->ops, m->ctx, VIT_FP8_BLOCK0 + 6 * m->d.depth, r, BT * cin, wmax, BT * cout);
+    size_t xq, wq, gq;
+    fp8_scratch(m, &xq, &wq, &gq);
+    m->fp8 = vit_fp8_create(m->ops, m->ctx, VIT_FP8_BLOCK0 + 6 * m->d.depth, r, xq, wq, gq);
+}
+
+size_t vit_fp8_footprint(const vit_dims *d, const vit_parallel *par, int max_batch, int history_len) {
+    check_dims(d, par, max_batch);
+    vit_model m;
+    memset(&m, 0, sizeof m);
+    set_shape(&m, d, par, max_batch);
+    int *counts = vb_malloc(sizeof(int) * (size_t)m.par.cp_size), *offsets = vb_malloc(sizeof(int) * (size_t)m.par.cp_size);
+    vit_token_split(m.ntok, m.par.cp_size, counts, offsets);
+    m.ntok_local = counts[m.par.cp_rank];
+    vb_free(counts);
+    vb_free(offsets);
+    size_t xq, wq, gq;
+    fp8_scratch(&m, &xq, &wq, &gq);
+    const size_t ntensors = 3 * (size_t)(VIT_FP8_BLOCK0 + 6 * d->depth);
+    return sizeof(float) * (xq + wq + gq + ntensors * (1 + (size_t)(history_len > 0 ? history_len : 0)));
 }
 
 void vit_params_changed(vit_model *m) {

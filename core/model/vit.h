@@ -196,6 +196,9 @@ void vit_destroy(vit_model *m);
  * patch embedding, 1 the head, 2 + 6 l + {0..5} block l's q, k, v, proj,
  * fc1, fc2. */
 void vit_fp8_enable(vit_model *m, const vit_fp8_recipe *r);
+/* The bytes vit_fp8_enable allocates (scratch for the quantised operands,
+ * scales and history) for a model like vit_create's with this max_batch. */
+size_t vit_fp8_footprint(const vit_dims *d, const vit_parallel *par, int max_batch, int history_len);
 enum { VIT_FP8_PATCH = 0, VIT_FP8_HEAD = 1, VIT_FP8_BLOCK0 = 2 };
 enum { VIT_FP8_Q = 0, VIT_FP8_K, VIT_FP8_V, VIT_FP8_PROJ, VIT_FP8_FC1, VIT_FP8_FC2 };
 static inline int vit_fp8_gemm(int layer, int which) { return VIT_FP8_BLOCK0 + 6 * layer + which; }
