@@ -483,6 +483,8 @@ def main():
     else:
         if not args.init or not args.data:
             sys.exit(f"torch_reference: {args.cmd} needs --init and --data")
+        if args.cmd == "grads" and args.amp_mode != "none":
+            sys.exit("torch_reference: --amp_mode fp8 is for train only (its scales need steps)")
         (cmd_train if args.cmd == "train" else cmd_grads)(args, cfg)
 
 

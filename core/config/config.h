@@ -133,7 +133,8 @@ char *vb_config_to_json(const vb_config *c);
 /* Whether steps run with dynamic loss scaling (core/model/amp.h): loss_scale
  * dynamic, or auto under amp_mode fp16. */
 static inline bool vb_config_loss_scaling(const vb_config *c) {
-    return strcmp(c->loss_scale, "dynamic") == 0 || (strcmp(c->loss_scale, "auto") == 0 && strcmp(c->amp_mode, "fp16") == 0);
+    return strcmp(c->loss_scale, "dynamic") == 0 ||
+           (strcmp(c->loss_scale, "auto") == 0 && strcmp(c->amp_mode, "fp16") == 0);
 }
 static inline int vb_config_tokens(const vb_config *c) {
     return (c->img_size[0] / c->patch_size) * (c->img_size[1] / c->patch_size);

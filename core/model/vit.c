@@ -555,7 +555,8 @@ size_t vit_fp8_footprint(const vit_dims *d, const vit_parallel *par, int max_bat
     vit_model m;
     memset(&m, 0, sizeof m);
     set_shape(&m, d, par, max_batch);
-    int *counts = vb_malloc(sizeof(int) * (size_t)m.par.cp_size), *offsets = vb_malloc(sizeof(int) * (size_t)m.par.cp_size);
+    const size_t ncp = (size_t)m.par.cp_size;
+    int *counts = vb_malloc(sizeof(int) * ncp), *offsets = vb_malloc(sizeof(int) * ncp);
     vit_token_split(m.ntok, m.par.cp_size, counts, offsets);
     m.ntok_local = counts[m.par.cp_rank];
     vb_free(counts);
@@ -947,12 +948,14 @@ void vit_backward(vit_model *m) {
         const vb_act *go = a->dres, *xi = s->gelu, *wi = w->fc2_w;
         float *db = g->fc2_b;
         fp8_backward_operands(m, vit_fp8_gemm(l, VIT_FP8_FC2), &go, &xi, &wi, &db, BT, D4l, D);
-        VIT_MM_BWD(m, "fc2", BT, D4l, D, true, ops->matmul_backward(ctx, a->dgelu, g->fc2_w, db, go, xi, wi, BT, D4l, D, 0));
+        VIT_MM_BWD(m, "fc2", BT, D4l, D, true,
+                   ops->matmul_backward(ctx, a->dgelu, g->fc2_w, db, go, xi, wi, BT, D4l, D, 0));
         grads_ready(m, base + 15, base + 14); /* fc2.bias, fc2.weight */
         VIT_EW(m, "gelu_backward", 3.0 * nD4l, ops->gelu_backward(ctx, a->dfc1, s->fc1, a->dgelu, nD4l));
         go = a->dfc1, xi = s->ln2, wi = w->fc1_w, db = g->fc1_b;
         fp8_backward_operands(m, vit_fp8_gemm(l, VIT_FP8_FC1), &go, &xi, &wi, &db, BT, D, D4l);
-        VIT_MM_BWD(m, "fc1", BT, D, D4l, true, ops->matmul_backward(ctx, a->dln, g->fc1_w, db, go, xi, wi, BT, D, D4l, 0));
+        VIT_MM_BWD(m, "fc1", BT, D, D4l, true,
+                   ops->matmul_backward(ctx, a->dln, g->fc1_w, db, go, xi, wi, BT, D, D4l, 0));
         grads_ready(m, base + 13, base + 12); /* fc1.bias, fc1.weight */
         /* leaving the tp region: LN2's output fed every rank's fc1 shard */
         if (tp) tp_allreduce(m, a->dln, nD);
@@ -964,7 +967,8 @@ void vit_backward(vit_model *m) {
         /* res_att = x + proj(attention(q, k, v)) */
         go = a->dres, xi = s->atty, wi = w->proj_w, db = g->proj_b;
         fp8_backward_operands(m, vit_fp8_gemm(l, VIT_FP8_PROJ), &go, &xi, &wi, &db, BT, Dl, D);
-        VIT_MM_BWD(m, "proj", BT, Dl, D, true, ops->matmul_backward(ctx, a->datty, g->proj_w, db, go, xi, wi, BT, Dl, D, 0));
+        VIT_MM_BWD(m, "proj", BT, Dl, D, true,
+                   ops->matmul_backward(ctx, a->datty, g->proj_w, db, go, xi, wi, BT, Dl, D, 0));
         grads_ready(m, base + 9, base + 8); /* proj.bias, proj.weight */
         /* flash-style backward: recomputes the probabilities from q, k and the
          * saved log-sum-exps; S = q k^T and P, then dv = P^T dO, dP = dO v^T,
