@@ -408,6 +408,10 @@ static const vb_ops cuda_ops = {
     .adam_update = cuda_adam_update,
     .grad_unscale_check = cuda_grad_unscale_check,
     .loss_scale_update = cuda_loss_scale_update,
+    // amp_mode fp8 is emulated on the CPU only so far: no FP8 GEMMs, casts or
+    // amax kernels here yet, and the run refuses fp8 on this backend
+    .fp8_quantize = nullptr,
+    .fp8_scale_update = nullptr,
 };
 
 extern "C" const vb_ops *vb_ops_cuda(void) { return &cuda_ops; }
