@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # test_bench_step.sh <vitbench>: bench_step (built beside it) measures a step
 # against the machine and says so in its table and its key=value line:
-#  - the FMA peak row and a positive peak_gflops, with the step's %peak in
-#    (0, 100]: no step passes the rate at which the cores retire FMAs (the
-#    tiny config reaches about a quarter of it, so a noisy machine has room);
+#  - the FMA peak row and a positive peak_gflops, with the step's %peak the
+#    ratio of the two printed rates (not held below 100%: two timings taken
+#    apart on a shared machine are not ordered; it failed once under
+#    ctest -j2 with the peak measured at 0.2 GFLOP/s);
 #  - step_gflop is the model's FLOPs per step, as the header states it;
 #  - a bad flag exits 2 with one line naming it.
 set -u
@@ -22,8 +23,11 @@ line=$(grep '^bench_step ' "$TMP/out.txt") || fail "no bench_step key=value line
 val() { printf '%s\n' "$line" | tr ' ' '\n' | awk -F= -v k="$1" '$1 == k { print $2 }'; }
 peak=$(val peak_gflops) frac=$(val peak_fraction) gflop=$(val step_gflop) sg=$(val step_gflops)
 [ -n "$peak" ] && [ -n "$frac" ] && [ -n "$gflop" ] && [ -n "$sg" ] || fail "missing keys in: $line"
-awk -v p="$peak" -v f="$frac" -v s="$sg" 'BEGIN { exit !(p > 0 && f > 0 && f <= 1 && s > 0 && (s / p - f) ^ 2 < 1e-6) }' ||
-    fail "peak_gflops=$peak peak_fraction=$frac step_gflops=$sg: expected 0 < step/peak <= 1"
+# step/peak is not held to <= 1: the peak and the step are two separate
+# timings, and on a shared machine a descheduled peak measurement makes the
+# ratio anything; the fraction printed must be the ratio of the two printed
+awk -v p="$peak" -v f="$frac" -v s="$sg" 'BEGIN { exit !(p > 0 && f > 0 && s > 0 && (s / p - f) ^ 2 < 1e-6) }' ||
+    fail "peak_gflops=$peak peak_fraction=$frac step_gflops=$sg: expected positive figures and peak_fraction = step/peak"
 header=$(sed -n 's/.*train step = \([0-9.]*\) GFLOP.*/\1/p' "$TMP/out.txt")
 [ "$header" = "$gflop" ] || fail "step_gflop=$gflop but the header says $header GFLOP"
 
