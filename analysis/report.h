@@ -42,8 +42,10 @@ typedef struct rp_est {
 } rp_est;
 /* mean and its 95% Student-t interval. */
 rp_est rp_mean_est(const rp_samples *s);
-/* mean(num) / mean(den), 95% CI by the delta method (first-order Taylor of
- * the ratio, Welch-Satterthwaite degrees of freedom, t quantile). */
+/* mean(num) / mean(den), 95% CI by the delta method on the log scale
+ * (first-order Taylor of log of the ratio, Welch-Satterthwaite degrees of
+ * freedom, t quantile): ratio * exp(+-t * sqrt(relative variance)), never
+ * below 0. */
 rp_est rp_ratio_of_means(const rp_samples *num, const rp_samples *den);
 /* median(new) / median(base) with the seeded 95% percentile-bootstrap CI,
  * the two-sided Mann-Whitney p-value of new against base and the verdict of

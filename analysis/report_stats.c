@@ -62,9 +62,14 @@ rp_est rp_ratio_of_means(const rp_samples *num, const rp_samples *den) {
     }
     double df = rel * rel / (ax * ax / (num->n - 1) + ay * ay / (den->n - 1));
     int idf = df < 1 ? 1 : (int)floor(df);
-    double half = vb_stats_t_quantile(0.5 + RP_LEVEL / 2, idf) * fabs(e.mean) * sqrt(rel);
-    e.lo = e.mean - half;
-    e.hi = e.mean + half;
+    /* on the log scale, where rel is the variance of log(mx / my) to first
+     * order: the interval stays positive, as a ratio of throughputs is, and
+     * grows to the right as the ratio's uncertainty does (the linear form
+     * went below 0 for two noisy repeats) */
+    if (e.mean <= 0) return e;
+    double half = vb_stats_t_quantile(0.5 + RP_LEVEL / 2, idf) * sqrt(rel);
+    e.lo = e.mean * exp(-half);
+    e.hi = e.mean * exp(half);
     return e;
 }
 
