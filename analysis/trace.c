@@ -195,14 +195,6 @@ static size_t slots(int n) {
 
 /* ---------------------------------------------------------- times, nesting */
 
-static int depth_of(const char *kind) {
-    if (strcmp(kind, "trial") == 0) return 0;
-    if (strcmp(kind, "step") == 0) return 1;
-    if (strcmp(kind, "phase") == 0) return 2;
-    if (strcmp(kind, "marker") == 0) return 4;
-    return 3;
-}
-
 static const trace_ctx *g_sort_ctx; /* qsort has no context argument in C11 */
 
 static int cmp_order(const void *pa, const void *pb) {
@@ -213,7 +205,7 @@ static int cmp_order(const void *pa, const void *pb) {
     if (c->tid[a] != c->tid[b]) return c->tid[a] < c->tid[b] ? -1 : 1;
     if (c->ts[a] != c->ts[b]) return c->ts[a] < c->ts[b] ? -1 : 1;
     if (c->end[a] != c->end[b]) return c->end[a] > c->end[b] ? -1 : 1; /* parents first */
-    int da = depth_of(ea->kind), db = depth_of(eb->kind);
+    int da = vb_trace_depth_of(ea->kind), db = vb_trace_depth_of(eb->kind);
     if (da != db) return da < db ? -1 : 1;
     return (a > b) - (a < b);
 }

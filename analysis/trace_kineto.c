@@ -234,21 +234,13 @@ static void row_args(cJSON *a, const vb_tl_event *e) {
 
 /* ----------------------------------------------------------- per rank */
 
-static int depth_of(const char *kind) {
-    if (strcmp(kind, "trial") == 0) return 0;
-    if (strcmp(kind, "step") == 0) return 1;
-    if (strcmp(kind, "phase") == 0) return 2;
-    if (strcmp(kind, "marker") == 0) return 4;
-    return 3;
-}
-
 static const vb_timeline *g_t; /* qsort has no context argument in C11 */
 
 static int cmp_kev(const void *pa, const void *pb) {
     const kev *a = pa, *b = pb;
     if (a->ts != b->ts) return a->ts < b->ts ? -1 : 1;
     if (a->end != b->end) return a->end > b->end ? -1 : 1; /* parents first */
-    int da = depth_of(g_t->ev[a->ev].kind), db = depth_of(g_t->ev[b->ev].kind);
+    int da = vb_trace_depth_of(g_t->ev[a->ev].kind), db = vb_trace_depth_of(g_t->ev[b->ev].kind);
     if (da != db) return da < db ? -1 : 1;
     return (a->ev > b->ev) - (a->ev < b->ev);
 }

@@ -84,3 +84,11 @@ char *vb_trace_utf8_clean(const char *s) {
     out[k] = '\0';
     return out;
 }
+
+int vb_trace_depth_of(const char *kind) {
+    if (strcmp(kind, "trial") == 0) return 0;
+    if (strcmp(kind, "step") == 0) return 1;
+    if (strcmp(kind, "phase") == 0) return 2;
+    if (strcmp(kind, "marker") == 0) return 4;
+    return 3;
+}

@@ -1,6 +1,7 @@
 /* trace_lanes.h: what the two trace writers of `vitbench trace` share
  * (trace.c, the Chrome trace; trace_kineto.c, the Kineto traces HTA reads):
- * lane names to thread ids, and strings made valid UTF-8 for JSON.
+ * lane names to thread ids, the nesting depth of an event kind, and strings
+ * made valid UTF-8 for JSON.
  */
 #ifndef VB_ANALYSIS_TRACE_LANES_H
 #define VB_ANALYSIS_TRACE_LANES_H
@@ -20,6 +21,11 @@ int vb_trace_numbered_lane(const char *lane, const char *prefix, long limit);
  * index among the other lane names sorted (so the same lanes get the same
  * ids whatever the row order). tid has t->n entries. */
 void vb_trace_assign_tids(const vb_timeline *t, int *tid);
+
+/* Where a timeline event kind nests among events that start together:
+ * trial 0, step 1, phase 2, an op (any other kind) 3, marker 4; both writers
+ * order equal starts by it, parents first. */
+int vb_trace_depth_of(const char *kind);
 
 /* Length of a valid UTF-8 sequence at s, or 0. */
 int vb_trace_utf8_len(const unsigned char *s);
