@@ -231,9 +231,25 @@ static void test_csv_quoting(void **state) {
     tu_rm_rf(tmp);
 }
 
+/* the stamped names sweeps, commbench and the model use: <prefix>_<stamp>,
+ * a suffix when claimed twice in one second, never an existing directory */
+static void test_stamped_claim_never_shares(void **state) {
+    (void)state;
+    char tmp[256], d1[VB_PATH_MAX], d2[VB_PATH_MAX], id1[256], id2[256];
+    tu_tmpdir(tmp, sizeof tmp, "results_stamped");
+    assert_int_equal(vb_results_dir_claim_stamped(tmp, "sweepx", d1, sizeof d1, id1, sizeof id1), 0);
+    assert_int_equal(vb_results_dir_claim_stamped(tmp, "sweepx", d2, sizeof d2, id2, sizeof id2), 0);
+    assert_true(strncmp(id1, "sweepx_", 7) == 0 && strncmp(id2, "sweepx_", 7) == 0);
+    assert_string_equal(id1 + 7 + 15, ""); /* YYYYmmdd-HHMMSS */
+    assert_string_not_equal(d1, d2);
+    assert_true(vb_dir_exists(d1) && vb_dir_exists(d2));
+    tu_rm_rf(tmp);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_run_dir_never_overwrites),
+        cmocka_unit_test(test_stamped_claim_never_shares),
         cmocka_unit_test(test_run_dir_bad_output_dir_exits_2),
         cmocka_unit_test(test_atomic_write),
         cmocka_unit_test(test_atomic_write_full_disk_reports_errno),

@@ -1013,11 +1013,8 @@ int vb_model_main(int argc, char **argv) {
     } else if (o.sweep) {
         vb_snprintf(out, sizeof out, "%s", o.sweep);
     } else {
-        char stamp[32], base[64];
-        vb_results_stamp(stamp, sizeof stamp);
-        vb_snprintf(base, sizeof base, "model_%s", stamp);
-        if (vb_results_dir_claim("results", base, out, sizeof out, NULL, 0) != 0)
-            vb_die_env("model: cannot create results/%s (%s)", base, strerror(errno));
+        if (vb_results_dir_claim_stamped("results", "model", out, sizeof out, NULL, 0) != 0)
+            vb_die_env("model: cannot create a model_<stamp> directory in results/ (%s)", strerror(errno));
     }
     if (vb_mkdir_p(out) != 0) vb_die_env("model: cannot create --output_dir %s", out);
 

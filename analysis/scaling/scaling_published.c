@@ -360,11 +360,8 @@ int vb_model_published(const char *file, const char *out_dir) {
     if (out_dir) {
         vb_snprintf(out, sizeof out, "%s", out_dir);
     } else {
-        char stamp[32], base[64];
-        vb_results_stamp(stamp, sizeof stamp);
-        vb_snprintf(base, sizeof base, "published_%s", stamp);
-        if (vb_results_dir_claim("results", base, out, sizeof out, NULL, 0) != 0)
-            vb_die_env("model: cannot create results/%s (%s)", base, strerror(errno));
+        if (vb_results_dir_claim_stamped("results", "published", out, sizeof out, NULL, 0) != 0)
+            vb_die_env("model: cannot create a published_<stamp> directory in results/ (%s)", strerror(errno));
     }
     if (vb_mkdir_p(out) != 0) vb_die_env("model: cannot create --output_dir %s", out);
     pub_out o = {.rows = pr, .nrows = nr, .nots = pn, .nnots = nn, .file = file};

@@ -121,12 +121,9 @@ void sweep_print_table(const vb_sweep_plan *plan, const sweep_item *items, int n
  * in the same second never share a directory. */
 void sweep_create_dir(const char *out_dir, const char *name, char *dir, size_t n, char *id, size_t idn) {
     if (vb_mkdir_p(out_dir) != 0) vb_die_input("flag --output_dir %s: cannot create directory (%s)", out_dir, strerror(errno));
-    char stamp[32], base[300];
-    vb_results_stamp(stamp, sizeof stamp);
-    vb_snprintf(base, sizeof base, "%s_%s", name, stamp);
-    if (vb_results_dir_claim(out_dir, base, dir, n, id, idn) == 0) return;
-    if (errno == EEXIST) vb_die_input("flag --output_dir %s: too many sweeps named %s", out_dir, base);
-    vb_die_input("flag --output_dir %s: cannot create %s/%s (%s)", out_dir, out_dir, base, strerror(errno));
+    if (vb_results_dir_claim_stamped(out_dir, name, dir, n, id, idn) == 0) return;
+    if (errno == EEXIST) vb_die_input("flag --output_dir %s: too many sweeps named %s_<this second>", out_dir, name);
+    vb_die_input("flag --output_dir %s: cannot create a %s_<stamp> directory in it (%s)", out_dir, name, strerror(errno));
 }
 
 void sweep_make_subdir(const char *dir, const char *sub) {

@@ -81,6 +81,13 @@ int vb_results_dir_claim(const char *out, const char *base, char *dir, size_t n,
     return -1;
 }
 
+int vb_results_dir_claim_stamped(const char *out, const char *prefix, char *dir, size_t n, char *id, size_t idn) {
+    char stamp[32], base[256];
+    vb_results_stamp(stamp, sizeof stamp);
+    vb_snprintf(base, sizeof base, "%s_%s", prefix, stamp);
+    return vb_results_dir_claim(out, base, dir, n, id, idn);
+}
+
 void vb_run_dir_create(const char *output_dir, const char *run_name, const char *prefix, char *dir, size_t n,
                        char *run_id, size_t idn) {
     const char *out = output_dir && output_dir[0] ? output_dir : "results";

@@ -77,6 +77,10 @@ void vb_results_stamp(char *buf, size_t n);
  * (EEXIST: every suffix taken; ENAMETOOLONG). */
 int vb_results_dir_claim(const char *out, const char *base, char *dir, size_t n, char *id, size_t idn);
 
+/* vb_results_dir_claim of out/<prefix>_<stamp> (vb_results_stamp's time):
+ * the directories vitbench names itself. */
+int vb_results_dir_claim_stamped(const char *out, const char *prefix, char *dir, size_t n, char *id, size_t idn);
+
 /* Creates output_dir/<run_id>/ ("results" when output_dir is empty) where
  * run_id = run_name, or <prefix>_<stamp> without one ("run" without a
  * prefix); writes the resolved path into dir (n bytes) and the id into
