@@ -87,12 +87,11 @@ static inline VB_FP8_HD float vb_fp8_scale_from_amax(float amax, float old_scale
     return isinf(sf) ? 3.40282347e38f : sf;
 }
 
-/* One tensor's amax from its history of len entries, `newest` the index of
- * the current step's: the maximum over all of them (a NaN anywhere gives NaN,
- * as torch.max does), or the newest alone. Unfilled entries hold 0. */
-static inline VB_FP8_HD float vb_fp8_history_amax(const float *hist, int len, int stride, int newest,
-                                                  vb_fp8_amax_algo algo) {
-    if (algo == VB_FP8_AMAX_MOST_RECENT) return hist[(size_t)newest * stride];
+/* One tensor's amax from its history of len entries, row 0 the current
+ * step's: the maximum over all of them, or the newest alone. Unfilled
+ * entries hold 0. */
+static inline VB_FP8_HD float vb_fp8_history_amax(const float *hist, int len, int stride, vb_fp8_amax_algo algo) {
+    if (algo == VB_FP8_AMAX_MOST_RECENT) return hist[0];
     float m = 0.0f;
     for (int i = 0; i < len; i++) {
         const float a = hist[(size_t)i * stride];
@@ -101,5 +100,25 @@ static inline VB_FP8_HD float vb_fp8_history_amax(const float *hist, int len, in
     }
     return m;
 }
+
+/* An amax slot after taking tensor amax b: the max, with a NaN recorded as
+ * +inf. A scale keeps its value for either (vb_fp8_scale_from_amax), and an
+ * infinity, unlike a NaN, survives a max reduction over ranks in any order
+ * on every MPI and NCCL, so all ranks keep the same scales. */
+static inline VB_FP8_HD float vb_fp8_amax_merge(float a, float b) {
+    if (isnan(b)) b = INFINITY;
+    return b > a ? b : a;
+}
+
+/* One FP8 GEMM's state as the ops see it (backend memory; a host struct
+ * passed by pointer, read when the op is called). Each scale multiplies its
+ * tensor before the cast; each amax slot, where not NULL, takes the
+ * unscaled tensor's max |x| (vb_fp8_amax_merge), so it must be zeroed before
+ * the step: the history's row 0. */
+typedef struct vb_fp8_gemm {
+    const float *scale_x, *scale_w, *scale_g; /* input, weight (E4M3); output gradient (E5M2) */
+    float *amax_x, *amax_w, *amax_g;
+    void *scratch;                            /* ops->fp8_scratch_bytes(ctx, N, C, OC) bytes */
+} vb_fp8_gemm;
 
 #endif

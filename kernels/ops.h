@@ -316,20 +316,37 @@ typedef struct vb_ops {
      * clears found_inf. One thread's work, enqueued like any op. */
     void (*loss_scale_update)(vb_ctx *ctx, vb_loss_scale_state *ls);
 
-    /* ---- FP8 emulation (kernels/fp8.h): amp_mode fp8's delayed scaling ----
-     * NULL on a backend that does not emulate it (CUDA, so far).
-     * out[i] = vb_fp8_qdq(inp[i], *scale, fmt): the float32 value a GEMM of
-     * the recipe reads; out may alias inp. scale: backend memory [1]. amax
-     * (backend memory [1], may be NULL: not recorded) = vb_fp8_amax(inp, n),
-     * the unscaled tensor's max |x|, overwritten. Float32 only. */
-    void (*fp8_quantize)(vb_ctx *ctx, float *out, const float *inp, size_t n, vb_fp8_format fmt,
-                         const float *scale, float *amax);
+    /* ---- amp_mode fp8: Transformer Engine's delayed scaling (kernels/fp8.h) ----
+     * NULL on a backend without FP8. A linear layer's GEMMs with their
+     * operands in FP8 (vb_fp8_gemm: the input and weight in E4M3 forward,
+     * the output gradient in E5M2 backward, each multiplied by its scale
+     * and rounded as vb_fp8_round, the product divided by the scales back);
+     * the results as matmul_forward / matmul_backward's. The CPU emulates
+     * the formats in float32 (each operand becomes vb_fp8_qdq of it); CUDA
+     * casts to FP8 bytes and runs cuBLASLt's FP8 GEMMs, bf16 results.
+     * fp8_unsupported: NULL when ctx can run these, else why not (dtype,
+     * device). fp8_scratch_bytes: the scratch one call of either needs. */
+    const char *(*fp8_unsupported)(vb_ctx *ctx);
+    size_t (*fp8_scratch_bytes)(vb_ctx *ctx, int N, int C, int OC);
+    /* out[N,OC] = Q(inp) Q(weight)^T + bias; records amax_x and amax_w */
+    void (*fp8_matmul_forward)(vb_ctx *ctx, vb_act *out, const vb_act *inp, const vb_act *weight,
+                               const vb_act *bias, int N, int C, int OC, const vb_fp8_gemm *g);
+    /* dbias[OC] += column sums of the unquantised dout (TE computes the bias
+     * gradient before the cast); then Q_g(dout) (amax_g recorded) against
+     * Q(inp), Q(weight) under the forward's scales: dinp = (+=) Q(dout) Q(w),
+     * dweight += Q(dout)^T Q(inp). Any output may be NULL. */
+    void (*fp8_matmul_backward)(vb_ctx *ctx, vb_act *dinp, float *dweight, float *dbias, const vb_act *dout,
+                                const vb_act *inp, const vb_act *weight, int N, int C, int OC,
+                                int accumulate_dinp, const vb_fp8_gemm *g);
     /* The scale update after a step, for n tensors of one format: tensor i's
-     * history is history[k * stride + i], k in [0, len), row `newest` the
-     * step just taken; scale[i] = vb_fp8_scale_from_amax(vb_fp8_history_amax
-     * (...), scale[i], fmt, margin). Reads and writes backend memory only. */
-    void (*fp8_scale_update)(vb_ctx *ctx, float *scale, const float *history, int n, int stride, int len,
-                             int newest, vb_fp8_format fmt, vb_fp8_amax_algo algo, int margin);
+     * amax history is history[k * stride + i], k in [0, len), row 0 the step
+     * just taken, row k the step k before it. scale[i] = vb_fp8_scale_from_amax
+     * (vb_fp8_history_amax(...), scale[i], fmt, margin); then the history
+     * rolls: row k + 1 = row k, the oldest row drops out, row 0 = 0 for the
+     * next step's amaxes (so the same addresses serve every step, as a
+     * replayed graph needs). Reads and writes backend memory only. */
+    void (*fp8_scale_update)(vb_ctx *ctx, float *scale, float *history, int n, int stride, int len,
+                             vb_fp8_format fmt, vb_fp8_amax_algo algo, int margin);
 } vb_ops;
 
 /* The CPU backend (OpenMP + a BLAS). Always available. */

@@ -4,10 +4,14 @@
  *  - E4M3 / E5M2 rounding: exact values, ties to even (normal and
  *    subnormal), the largest finite value, saturation, the smallest
  *    subnormal and underflow to (signed) zero, NaN
- *  - quantise-dequantise with a scale, and the op's amax
+ *  - quantise-dequantise with a scale, and the amax it records (a NaN
+ *    recorded as +inf, merged by max into the slot)
+ *  - the CPU's FP8 GEMM ops against float64 products of the quantised
+ *    operands, with the amaxes recorded and the bias gradient unquantised
  *  - the scale update over a few steps: history max vs most_recent, the
- *    window of amax_history_len steps, amax 0 or NaN keeps the scale, margin,
- *    and a step quantising with the scale computed before it
+ *    window of amax_history_len steps, amax 0 or non-finite keeps the
+ *    scale, margin, the history's roll, and a step quantising with the
+ *    scale computed before it
  *  - a tiny ViT under fp8: the amaxes it records and the scales they give
  */
 #include "tests/test_util.h"
@@ -18,6 +22,7 @@
 
 #include "core/model/fp8_recipe.h"
 #include "core/model/vit.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "kernels/fp8.h"
 
 static float p2(int e) { return ldexpf(1.0f, e); }
@@ -117,7 +122,6 @@ static void test_qdq_and_op(void **state) {
     assert_same(vb_fp8_qdq(0.3f, 112.0f, VB_FP8_E4M3), 32.0f / 112.0f); /* 33.6 -> 32 */
     assert_same(vb_fp8_qdq(10.0f, 100.0f, VB_FP8_E4M3), 448.0f / 100.0f); /* saturates after scaling */
     vb_ctx *ctx = tu_ctx();
-    const vb_ops *ops = ctx->ops;
     enum { N = 40000 }; /* past VB_CPU_PAR_MIN: the threaded loop */
     float *x = malloc(N * sizeof *x), *out = malloc(N * sizeof *out);
     tu_fill_uniform(x, N, -3.0f, 3.0f, 11);
@@ -126,36 +130,105 @@ static void test_qdq_and_op(void **state) {
     for (int i = 0; i < N; i++) want_amax = fmaxf(want_amax, fabsf(x[i]));
     const float scale = 448.0f / 7.5f;
     float amax = -1.0f;
-    ops->fp8_quantize(ctx, out, x, N, VB_FP8_E4M3, &scale, &amax);
-    ops->synchronize(ctx);
+    cpu_fp8_quantize(ctx, out, x, N, VB_FP8_E4M3, &scale, &amax);
     assert_true(amax == want_amax && amax == 7.5f);
     for (int i = 0; i < N; i++) assert_same(out[i], vb_fp8_qdq(x[i], scale, VB_FP8_E4M3));
     assert_same(out[123], -7.5f); /* the amax maps to 448 exactly */
     /* in place, no amax; a NaN makes the amax NaN */
     memcpy(out, x, N * sizeof *x);
-    ops->fp8_quantize(ctx, out, out, N, VB_FP8_E5M2, &scale, NULL);
+    cpu_fp8_quantize(ctx, out, out, N, VB_FP8_E5M2, &scale, NULL);
     for (int i = 0; i < N; i++) assert_same(out[i], vb_fp8_qdq(x[i], scale, VB_FP8_E5M2));
     x[N - 1] = NAN;
-    ops->fp8_quantize(ctx, out, x, N, VB_FP8_E5M2, &scale, &amax);
-    assert_true(isnan(amax) && isnan(out[N - 1]));
+    cpu_fp8_quantize(ctx, out, x, N, VB_FP8_E5M2, &scale, &amax);
+    assert_true(isinf(amax) && amax > 0.0f && isnan(out[N - 1])); /* recorded as +inf */
+    /* the slot keeps the larger of what it held and the tensor's */
+    amax = 100.0f;
+    cpu_fp8_quantize(ctx, out, x, 8, VB_FP8_E4M3, &scale, &amax);
+    assert_true(amax == 100.0f);
     free(x);
     free(out);
 }
 
-/* One step of a one-GEMM state: records amax a[t] for each of its three
- * tensors (a two-element tensor {a, small}), then the update. Returns the
- * quantised second element of tensor 0 (it shows the scale the step used). */
+/* The CPU's FP8 GEMMs: the products of the quantised operands (float64
+ * here, float32 in the op: the tolerance is float32 rounding over a sum of
+ * C or N terms), the amaxes each call records, the bias gradient from the
+ * unquantised output gradient. */
+static void test_fp8_gemm_ops(void **state) {
+    (void)state;
+    vb_ctx *ctx = tu_ctx();
+    const vb_ops *ops = ctx->ops;
+    enum { N = 24, C = 16, OC = 8 };
+    float x[N * C], w[OC * C], b[OC], dout[N * OC], out[N * OC], dinp[N * C], dw[OC * C], db[OC];
+    tu_fill_uniform(x, N * C, -3.0f, 3.0f, 1);
+    tu_fill_uniform(w, OC * C, -0.5f, 0.5f, 2);
+    tu_fill_uniform(b, OC, -1.0f, 1.0f, 3);
+    tu_fill_uniform(dout, N * OC, -1e-3f, 1e-3f, 4);
+    const float sx = 448.0f / 4.0f, sw = 448.0f / 0.25f, sg = 57344.0f / 1e-3f; /* sw saturates |w| > 0.25 */
+    float amax[3] = {0.0f, 0.0f, 0.0f};
+    float *scratch = malloc(ops->fp8_scratch_bytes(ctx, N, C, OC));
+    const vb_fp8_gemm g = {.scale_x = &sx, .scale_w = &sw, .scale_g = &sg, .amax_x = &amax[0],
+                           .amax_w = &amax[1], .amax_g = &amax[2], .scratch = scratch};
+    ops->fp8_matmul_forward(ctx, out, x, w, b, N, C, OC, &g);
+    assert_true(amax[0] == vb_fp8_amax(x, N * C) && amax[1] == vb_fp8_amax(w, OC * C) && amax[2] == 0.0f);
+    for (int i = 0; i < N; i++)
+        for (int o = 0; o < OC; o++) {
+            double r = b[o], mag = fabs(b[o]);
+            for (int k = 0; k < C; k++) {
+                const double p = (double)vb_fp8_qdq(x[i * C + k], sx, VB_FP8_E4M3) *
+                                 vb_fp8_qdq(w[o * C + k], sw, VB_FP8_E4M3);
+                r += p, mag += fabs(p);
+            }
+            assert_true(fabs(out[i * OC + o] - r) <= 1e-6 * mag);
+        }
+    for (int i = 0; i < N * C; i++) dinp[i] = 1.0f; /* accumulated onto */
+    memset(dw, 0, sizeof dw);
+    memset(db, 0, sizeof db);
+    ops->fp8_matmul_backward(ctx, dinp, dw, db, dout, x, w, N, C, OC, 1, &g);
+    assert_true(amax[2] == vb_fp8_amax(dout, N * OC));
+    for (int o = 0; o < OC; o++) {
+        double r = 0, mag = 0;
+        for (int i = 0; i < N; i++) r += dout[i * OC + o], mag += fabs(dout[i * OC + o]);
+        assert_true(fabs(db[o] - r) <= 1e-6 * mag); /* the unquantised gradient */
+        for (int k = 0; k < C; k++) {
+            double rw = 0, mw = 0;
+            for (int i = 0; i < N; i++) {
+                const double p = (double)vb_fp8_qdq(dout[i * OC + o], sg, VB_FP8_E5M2) *
+                                 vb_fp8_qdq(x[i * C + k], sx, VB_FP8_E4M3);
+                rw += p, mw += fabs(p);
+            }
+            assert_true(fabs(dw[o * C + k] - rw) <= 1e-6 * mw);
+        }
+    }
+    for (int i = 0; i < N; i++)
+        for (int k = 0; k < C; k++) {
+            double r = 1.0, mag = 1.0;
+            for (int o = 0; o < OC; o++) {
+                const double p = (double)vb_fp8_qdq(dout[i * OC + o], sg, VB_FP8_E5M2) *
+                                 vb_fp8_qdq(w[o * C + k], sw, VB_FP8_E4M3);
+                r += p, mag += fabs(p);
+            }
+            assert_true(fabs(dinp[i * C + k] - r) <= 1e-6 * mag);
+        }
+    /* a quantised operand is not the operand: the E5M2 gradient is off the
+     * float32 one by up to 2^-3 relative, so the check above can fail */
+    int differs = 0;
+    for (int i = 0; i < N * OC; i++) differs += vb_fp8_qdq(dout[i], sg, VB_FP8_E5M2) != dout[i];
+    assert_true(differs > N * OC / 2);
+    free(scratch);
+}
+
+/* One step of a one-GEMM state: tensor t's amax a[t] is recorded into its
+ * slot (what the GEMM ops do), then the update. Returns the E4M3 value of
+ * `small` under tensor 0's scale before the update: what the step used. */
 static float one_step(vit_fp8 *f, const float a[3], float small) {
-    float out[2] = {0, 0};
+    const float used = vb_fp8_qdq(small, f->scale[0], vit_fp8_format(f, 0));
     for (int t = 0; t < 3; t++) {
-        const float x[2] = {a[t], small};
-        float o[2];
-        vit_fp8_quantize(f, t, o, x, 2, 1);
-        if (t == 0) memcpy(out, o, sizeof out);
+        float *slot = vit_fp8_amax_slot(f, t);
+        *slot = vb_fp8_amax_merge(*slot, a[t]);
     }
     vit_fp8_step_end(f);
     f->ops->synchronize(f->ctx);
-    return out[1];
+    return used;
 }
 
 static void test_scale_update(void **state) {
@@ -165,8 +238,8 @@ static void test_scale_update(void **state) {
     vit_fp8_recipe rmax = {.amax_history_len = 3, .amax_compute_algo = VB_FP8_AMAX_MAX, .margin = 0};
     vit_fp8_recipe rnew = rmax;
     rnew.amax_compute_algo = VB_FP8_AMAX_MOST_RECENT;
-    vit_fp8 *fm = vit_fp8_create(ops, ctx, 1, &rmax, 4, 4, 4);
-    vit_fp8 *fr = vit_fp8_create(ops, ctx, 1, &rnew, 4, 4, 4);
+    vit_fp8 *fm = vit_fp8_create(ops, ctx, 1, &rmax, 64);
+    vit_fp8 *fr = vit_fp8_create(ops, ctx, 1, &rnew, 64);
     assert_int_equal(fm->ntensors, 3);
     assert_int_equal(vit_fp8_format(fm, vit_fp8_weight(fm, 0)), VB_FP8_E4M3);
     assert_int_equal(vit_fp8_format(fm, vit_fp8_grad(fm, 0)), VB_FP8_E5M2);
@@ -183,6 +256,9 @@ static void test_scale_update(void **state) {
     assert_same(one_step(fm, a1, 0.3f), 32.0f / 112.0f);
     assert_same(one_step(fr, a1, 0.3f), 32.0f / 112.0f);
     assert_true(fm->scale[0] == 112.0f && fm->scale[2] == 7168.0f); /* max of {4, 2}, {8, 4} */
+    /* the history rolled: row 1 the step before, row 2 the one before it, row 0 zeroed */
+    assert_true(fm->history[0] == 0.0f && fm->history[3] == 2.0f && fm->history[6] == 4.0f);
+    assert_true(fm->history[5] == 4.0f && fm->history[8] == 8.0f);
     assert_true(fr->scale[0] == 224.0f && fr->scale[2] == 14336.0f); /* the newest: 2, 4 */
     const float a2[3] = {1.0f, 2.0f, 4.0f};
     one_step(fm, a2, 0.0f);
@@ -213,7 +289,7 @@ static void test_scale_update(void **state) {
 
     /* margin 2: a quarter of the scale; an empty history keeps 1 */
     vit_fp8_recipe rm = {.amax_history_len = 1, .amax_compute_algo = VB_FP8_AMAX_MAX, .margin = 2};
-    vit_fp8 *f = vit_fp8_create(ops, ctx, 1, &rm, 4, 4, 4);
+    vit_fp8 *f = vit_fp8_create(ops, ctx, 1, &rm, 64);
     const float a[3] = {4.0f, 0.0f, 16.0f};
     one_step(f, a, 0.0f);
     assert_true(f->scale[0] == 28.0f);    /* 448 / 4 / 4 */
@@ -244,13 +320,15 @@ static void test_model_step(void **state) {
     vit_model *m = vit_create(&d, NULL, B, ctx, NULL);
     vit_init_weights(m, 3);
     const vit_fp8_recipe r = {.amax_history_len = 1024, .amax_compute_algo = VB_FP8_AMAX_MAX, .margin = 0};
-    vit_fp8_enable(m, &r);
+    vit_fp8_enable(m, &r, NULL, NULL);
     vit_fp8 *f = m->fp8;
     assert_int_equal(f->ngemm, 2 + 6 * d.depth);
     /* the memory check's figure is what was allocated */
-    assert_int_equal(vit_fp8_footprint(&d, NULL, B, 1024),
-                     sizeof(float) * (f->xq_n + f->wq_n + f->gq_n + (size_t)f->ntensors * (1 + 1024)));
-    assert_int_equal(f->xq_n, (size_t)B * 8 * 4 * d.dim); /* fc2's input: B x 8 tokens x 4 dim */
+    assert_int_equal(vit_fp8_footprint(&d, NULL, B, 1024, ctx),
+                     f->scratch_bytes + sizeof(float) * (size_t)f->ntensors * (1 + 1024));
+    /* fc1 and fc2 need the most: B x 8 tokens rows, dim 16 and 64 columns,
+     * their input, weight and output gradient */
+    assert_int_equal(f->scratch_bytes, sizeof(float) * (16 * 16 + 64 * 16 + 16 * 64));
     const size_t nin = (size_t)B * d.cin * d.img_h * d.img_w, nout = (size_t)B * d.cout * d.img_h * d.img_w;
     float *inp = malloc(nin * sizeof *inp), *tar = malloc(nout * sizeof *tar);
     tu_fill_uniform(inp, nin, -2.0f, 2.0f, 1);
@@ -262,16 +340,27 @@ static void test_model_step(void **state) {
     const vit_tensor *hw = &m->tensors[vit_find_tensor(m, "head.weight")];
     const float amax_w = vb_fp8_amax(m->params + hw->offset, hw->numel);
     const int tw = vit_fp8_weight(f, VIT_FP8_HEAD);
-    assert_true(f->history[tw] == amax_w);
+    const float *row = f->history + f->ntensors; /* the step just taken, after the roll */
+    assert_true(row[tw] == amax_w);
     assert_true(f->scale[tw] == 448.0f / amax_w);
     /* the patch embedding's input is the image (a permutation of it) */
-    assert_true(f->history[vit_fp8_input(f, VIT_FP8_PATCH)] == vb_fp8_amax(inp, nin));
+    assert_true(row[vit_fp8_input(f, VIT_FP8_PATCH)] == vb_fp8_amax(inp, nin));
     /* every tensor saw a nonzero amax and got a finite scale other than 1 */
     for (int t = 0; t < f->ntensors; t++) {
-        assert_true(f->history[t] > 0.0f && isfinite(f->history[t]));
+        assert_true(row[t] > 0.0f && isfinite(row[t]));
+        assert_true(f->history[t] == 0.0f); /* row 0 is the next step's */
         assert_true(isfinite(f->scale[t]) && f->scale[t] != 1.0f);
     }
-    assert_int_equal(f->newest, 1);
+    assert_int_equal(f->steps, 1);
+    /* a frozen forward (validation) quantises but records nothing */
+    vit_fp8_freeze(f, 1);
+    vit_forward(m, inp, tar, B);
+    ctx->ops->synchronize(ctx);
+    for (int t = 0; t < f->ntensors; t++) assert_true(f->history[t] == 0.0f);
+    vit_fp8_freeze(f, 0);
+    vit_forward(m, inp, tar, B);
+    ctx->ops->synchronize(ctx);
+    assert_true(f->history[tw] == amax_w);
     float loss;
     ctx->ops->memcpy_d2h(ctx, &loss, m->loss_dev, sizeof loss);
     ctx->ops->synchronize(ctx);
@@ -288,6 +377,7 @@ int main(void) {
         cmocka_unit_test(test_e4m3_saturation),
         cmocka_unit_test(test_e5m2),
         cmocka_unit_test(test_qdq_and_op),
+        cmocka_unit_test(test_fp8_gemm_ops),
         cmocka_unit_test(test_scale_update),
         cmocka_unit_test(test_model_step),
     };

@@ -251,7 +251,7 @@ int main(int argc, char **argv) {
     vb_mem_check(&mem, 1, mem_limit, mem_source);
     tr.m = vit_create(&d, &par, B, tr.ctx, prof);
     tr.m->fused_elementwise = c.enable_jit;
-    vb_run_model_fp8(tr.m, &c);
+    vb_run_model_fp8(tr.m, &c, NULL, NULL);
     vit_init_weights(tr.m, c.seed);
     vb_adam_init(&tr.opt, tr.m->nparams, tr.ctx);
     /* one rank: the global batch is B, no gradient reduction */

@@ -522,35 +522,27 @@ void vit_destroy(vit_model *m) {
     vb_free(m);
 }
 
-/* Floats of the quantised copies' scratch: the widest GEMM input, weight and
- * output gradient of the model (max_batch rows) */
-static void fp8_scratch(const vit_model *m, size_t *xq, size_t *wq, size_t *gq) {
-    const size_t BT = (size_t)m->max_batch * (size_t)m->ntok_local, D = (size_t)m->d.dim;
-    const size_t D4 = (size_t)m->hidden, PI = (size_t)m->patch_in, HO = (size_t)m->head_out;
-    size_t cin = D4 > PI ? D4 : PI, cout = D4 > HO ? D4 : HO;
-    if (D > cin) cin = D;
-    if (D > cout) cout = D;
-    size_t wmax = D * PI;
-    if (D * D4 > wmax) wmax = D * D4;
-    if (D * HO > wmax) wmax = D * HO;
-    *xq = BT * cin, *wq = wmax, *gq = BT * cout;
+/* Bytes of the FP8 GEMMs' scratch: the most any GEMM of the model needs
+ * (max_batch rows) */
+static size_t fp8_scratch(const vit_model *m, vb_ctx *ctx) {
+    const int BT = m->max_batch * m->ntok_local, D = m->d.dim, Dl = m->dim_local, D4l = m->hidden_local;
+    const int shapes[][2] = {{m->patch_in, D}, {D, m->head_out}, {D, Dl}, {Dl, D}, {D, D4l}, {D4l, D}};
+    size_t most = 0;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const size_t b = ctx->ops->fp8_scratch_bytes(ctx, BT, shapes[i][0], shapes[i][1]);
+        if (b > most) most = b;
+    }
+    return most;
 }
 
-void vit_fp8_enable(vit_model *m, const vit_fp8_recipe *r) {
+void vit_fp8_enable(vit_model *m, const vit_fp8_recipe *r, const vb_comm *agree_a, const vb_comm *agree_b) {
     if (m->fp8) vb_die_internal("vit_fp8_enable: already enabled");
-    if (m->par.tp_size > 1 || m->par.cp_size > 1)
-        vb_die_input("amp_mode = fp8 runs with tensor_parallel 1 and context_parallel 1 so far (got %d and %d): "
-                     "a sharded tensor's amax would need a reduction over its group",
-                     m->par.tp_size, m->par.cp_size);
-    if (m->ctx->act != VB_DTYPE_F32)
-        vb_die_input("amp_mode = fp8 emulates its GEMMs in float32 (the context's activations are %s)",
-                     vb_dtype_name(m->ctx->act));
-    size_t xq, wq, gq;
-    fp8_scratch(m, &xq, &wq, &gq);
-    m->fp8 = vit_fp8_create(m->ops, m->ctx, VIT_FP8_BLOCK0 + 6 * m->d.depth, r, xq, wq, gq);
+    if (!m->ops->fp8_scratch_bytes) vb_die_input("amp_mode = fp8: the %s backend has no FP8 GEMMs", m->ops->name);
+    m->fp8 = vit_fp8_create(m->ops, m->ctx, VIT_FP8_BLOCK0 + 6 * m->d.depth, r, fp8_scratch(m, m->ctx));
+    vit_fp8_set_agree(m->fp8, agree_a, agree_b);
 }
 
-size_t vit_fp8_footprint(const vit_dims *d, const vit_parallel *par, int max_batch, int history_len) {
+size_t vit_fp8_footprint(const vit_dims *d, const vit_parallel *par, int max_batch, int history_len, vb_ctx *ctx) {
     check_dims(d, par, max_batch);
     vit_model m;
     memset(&m, 0, sizeof m);
@@ -561,10 +553,9 @@ size_t vit_fp8_footprint(const vit_dims *d, const vit_parallel *par, int max_bat
     m.ntok_local = counts[m.par.cp_rank];
     vb_free(counts);
     vb_free(offsets);
-    size_t xq, wq, gq;
-    fp8_scratch(&m, &xq, &wq, &gq);
+    const size_t scratch = ctx->ops->fp8_scratch_bytes ? fp8_scratch(&m, ctx) : 0;
     const size_t ntensors = 3 * (size_t)(VIT_FP8_BLOCK0 + 6 * d->depth);
-    return sizeof(float) * (xq + wq + gq + ntensors * (1 + (size_t)(history_len > 0 ? history_len : 0)));
+    return scratch + sizeof(float) * ntensors * (1 + (size_t)(history_len > 0 ? history_len : 0));
 }
 
 void vit_params_changed(vit_model *m) {
@@ -708,38 +699,30 @@ static void residual_layernorm(vit_model *m, vb_act *res, vb_act *out, float *me
 /* ---------------------------------------------------------------------------
  * amp_mode fp8 (vit_fp8_enable): the operands a GEMM reads */
 
-/* Forward: inp [N,C] and weight [OC,C] become their E4M3 values (the model's
- * scratch), each tensor's amax recorded. Nothing without fp8. */
-static void fp8_forward_operands(vit_model *m, int g, const vb_act **inp, const vb_act **w, int N, int C, int OC) {
-    vit_fp8 *f = m->fp8;
-    if (!f) return;
-    const size_t ni = (size_t)N * C, nw = (size_t)OC * C;
-    VIT_EW(m, "fp8_quantize", 2.0 * ni, vit_fp8_quantize(f, vit_fp8_input(f, g), f->xq, *inp, ni, 1));
-    VIT_EW(m, "fp8_quantize", 2.0 * nw, vit_fp8_quantize(f, vit_fp8_weight(f, g), f->wq, *w, nw, 1));
-    *inp = f->xq;
-    *w = f->wq;
+/* out = inp @ w^T + bias: GEMM g of the model, through the backend's FP8
+ * GEMM under fp8 (its input and weight amaxes recorded), else the plain one */
+static void linear_forward(vit_model *m, int g, vb_act *out, const vb_act *inp, const vb_act *w, const vb_act *bias,
+                           int N, int C, int OC) {
+    if (m->fp8) {
+        vb_fp8_gemm q;
+        vit_fp8_gemm_state(m->fp8, g, &q);
+        m->ops->fp8_matmul_forward(m->ctx, out, inp, w, bias, N, C, OC, &q);
+    } else {
+        m->ops->matmul_forward(m->ctx, out, inp, w, bias, N, C, OC);
+    }
 }
 
-/* Backward: the bias gradient from the unquantised dout first (TE computes
- * it before the cast), then dout becomes its E5M2 value (amax recorded) and
- * inp and weight their E4M3 values again under the same scales, so the two
- * gradient GEMMs read exactly the forward's operands. *dbias is NULL after. */
-static void fp8_backward_operands(vit_model *m, int g, const vb_act **dout, const vb_act **inp, const vb_act **w,
-                                  float **dbias, int N, int C, int OC) {
-    vit_fp8 *f = m->fp8;
-    if (!f) return;
-    if (*dbias) {
-        VIT_EW(m, "bias_backward", (double)N * OC,
-               m->ops->matmul_backward(m->ctx, NULL, NULL, *dbias, *dout, *inp, *w, N, C, OC, 0));
-        *dbias = NULL;
+/* linear_forward's gradients (matmul_backward's contract); under fp8 the
+ * output gradient's amax is recorded */
+static void linear_backward(vit_model *m, int g, vb_act *dinp, float *dw, float *db, const vb_act *dout,
+                            const vb_act *inp, const vb_act *w, int N, int C, int OC, int accumulate_dinp) {
+    if (m->fp8) {
+        vb_fp8_gemm q;
+        vit_fp8_gemm_state(m->fp8, g, &q);
+        m->ops->fp8_matmul_backward(m->ctx, dinp, dw, db, dout, inp, w, N, C, OC, accumulate_dinp, &q);
+    } else {
+        m->ops->matmul_backward(m->ctx, dinp, dw, db, dout, inp, w, N, C, OC, accumulate_dinp);
     }
-    const size_t ng = (size_t)N * OC, ni = (size_t)N * C, nw = (size_t)OC * C;
-    VIT_EW(m, "fp8_quantize", 2.0 * ng, vit_fp8_quantize(f, vit_fp8_grad(f, g), f->gq, *dout, ng, 1));
-    VIT_EW(m, "fp8_quantize", 2.0 * ni, vit_fp8_quantize(f, vit_fp8_input(f, g), f->xq, *inp, ni, 0));
-    VIT_EW(m, "fp8_quantize", 2.0 * nw, vit_fp8_quantize(f, vit_fp8_weight(f, g), f->wq, *w, nw, 0));
-    *dout = f->gq;
-    *inp = f->xq;
-    *w = f->wq;
 }
 
 void vit_forward(vit_model *m, const float *inp, const float *tar, int B) {
@@ -767,12 +750,8 @@ void vit_forward(vit_model *m, const float *inp, const float *tar, int B) {
     if (cp)
         VIT_TIMED(m, "cp_slice", VB_CAT_MEMCPY,
                   copy_token_rows(m, a->patches, Nl, 0, a->patches_all, N, m->tok_offset, Nl, B, m->patch_in));
-    {
-        const vb_act *xi = a->patches, *wi = m->p.pe_w;
-        fp8_forward_operands(m, VIT_FP8_PATCH, &xi, &wi, BT, m->patch_in, D);
-        VIT_MM_FWD(m, "patch_embed", BT, m->patch_in, D,
-                   ops->matmul_forward(ctx, a->x0, xi, wi, m->p.pe_b, BT, m->patch_in, D));
-    }
+    VIT_MM_FWD(m, "patch_embed", BT, m->patch_in, D,
+               linear_forward(m, VIT_FP8_PATCH, a->x0, a->patches, m->p.pe_w, m->p.pe_b, BT, m->patch_in, D));
     VIT_OP(m, "add_pos_embed",
            ops->add_pos_embed(ctx, a->x0, a->x0, vb_act_at(ctx, m->p.pos, (size_t)m->tok_offset * D), B, Nl, D));
     /* the first LN1 (depth >= 1: check_dims); every later LayerNorm is fused
@@ -794,18 +773,12 @@ void vit_forward(vit_model *m, const float *inp, const float *tar, int B) {
         /* column-parallel q, k, v: this rank's heads */
         /* under fp8 each of q, k, v quantises LN1's output with its own
          * scale, as three separate te.Linear layers would */
-        const vb_act *xi = s->ln1, *wi = w->q_w;
-        fp8_forward_operands(m, vit_fp8_gemm(l, VIT_FP8_Q), &xi, &wi, BT, D, Dl);
-        VIT_MM_FWD(m, "qkv", BT, D, Dl, ops->matmul_forward(ctx, s->q, xi, wi, w->q_b, BT, D, Dl));
+        VIT_MM_FWD(m, "qkv", BT, D, Dl, linear_forward(m, vit_fp8_gemm(l, VIT_FP8_Q), s->q, s->ln1, w->q_w, w->q_b, BT, D, Dl));
         /* k then v of the local tokens side by side under cp, one allgatherv for both */
         vb_act *kout = cp ? a->kv_local : s->k;
         vb_act *vout = cp ? vb_act_at(ctx, a->kv_local, (size_t)BT * Dl) : s->v;
-        xi = s->ln1, wi = w->k_w;
-        fp8_forward_operands(m, vit_fp8_gemm(l, VIT_FP8_K), &xi, &wi, BT, D, Dl);
-        VIT_MM_FWD(m, "qkv", BT, D, Dl, ops->matmul_forward(ctx, kout, xi, wi, w->k_b, BT, D, Dl));
-        xi = s->ln1, wi = w->v_w;
-        fp8_forward_operands(m, vit_fp8_gemm(l, VIT_FP8_V), &xi, &wi, BT, D, Dl);
-        VIT_MM_FWD(m, "qkv", BT, D, Dl, ops->matmul_forward(ctx, vout, xi, wi, w->v_b, BT, D, Dl));
+        VIT_MM_FWD(m, "qkv", BT, D, Dl, linear_forward(m, vit_fp8_gemm(l, VIT_FP8_K), kout, s->ln1, w->k_w, w->k_b, BT, D, Dl));
+        VIT_MM_FWD(m, "qkv", BT, D, Dl, linear_forward(m, vit_fp8_gemm(l, VIT_FP8_V), vout, s->ln1, w->v_w, w->v_b, BT, D, Dl));
         if (cp) {
             vb_act *kv[2] = {s->k, s->v};
             cp_allgather_tokens(m, a->kv_local, kv, 2, B, Dl);
@@ -816,28 +789,27 @@ void vit_forward(vit_model *m, const float *inp, const float *tar, int B) {
                 sizeof(float) * (2.0 * BT * Dl + 2.0 * (double)B * N * Dl + (double)B * NHl * Nl),
                 ops->attention_forward(ctx, s->atty, s->lse, a->att_ws, s->q, s->k, s->v, B, Nl, N, NHl, HD));
         /* row-parallel proj: partial sums, then tp allreduce + bias */
-        xi = s->atty, wi = w->proj_w;
-        fp8_forward_operands(m, vit_fp8_gemm(l, VIT_FP8_PROJ), &xi, &wi, BT, Dl, D);
         VIT_MM_FWD(m, "proj", BT, Dl, D,
-                   ops->matmul_forward(ctx, s->res_att, xi, wi, tp ? NULL : w->proj_b, BT, Dl, D));
+                   linear_forward(m, vit_fp8_gemm(l, VIT_FP8_PROJ), s->res_att, s->atty, w->proj_w,
+                                  tp ? NULL : w->proj_b, BT, Dl, D));
         if (tp) tp_reduce_add_bias(m, s->res_att, w->proj_b, BT, D);
         /* res_att = x + proj(...), and LN2 of it in the same pass (after the tp
          * sum and bias: the residual needs the whole projection) */
         residual_layernorm(m, s->res_att, s->ln2, s->ln2_mean, s->ln2_rstd, x, w->ln2_w, w->ln2_b, BT, D, eps);
         /* + mlp(LN2(.)): column-parallel fc1 with its GELU (fused unless
          * m->fused_elementwise is off), row-parallel fc2 */
-        xi = s->ln2, wi = w->fc1_w;
-        fp8_forward_operands(m, vit_fp8_gemm(l, VIT_FP8_FC1), &xi, &wi, BT, D, D4l);
-        if (m->fused_elementwise) {
+        /* (the FP8 GEMM has no fused GELU) */
+        if (m->fused_elementwise && !m->fp8) {
             VIT_MM_FWD(m, "fc1", BT, D, D4l,
-                       ops->matmul_bias_gelu_forward(ctx, s->fc1, s->gelu, xi, wi, w->fc1_b, BT, D, D4l));
+                       ops->matmul_bias_gelu_forward(ctx, s->fc1, s->gelu, s->ln2, w->fc1_w, w->fc1_b, BT, D, D4l));
         } else {
-            VIT_MM_FWD(m, "fc1", BT, D, D4l, ops->matmul_forward(ctx, s->fc1, xi, wi, w->fc1_b, BT, D, D4l));
+            VIT_MM_FWD(m, "fc1", BT, D, D4l,
+                       linear_forward(m, vit_fp8_gemm(l, VIT_FP8_FC1), s->fc1, s->ln2, w->fc1_w, w->fc1_b, BT, D, D4l));
             VIT_EW(m, "gelu_forward", 2.0 * BT * D4l, ops->gelu_forward(ctx, s->gelu, s->fc1, (size_t)BT * D4l));
         }
-        xi = s->gelu, wi = w->fc2_w;
-        fp8_forward_operands(m, vit_fp8_gemm(l, VIT_FP8_FC2), &xi, &wi, BT, D4l, D);
-        VIT_MM_FWD(m, "fc2", BT, D4l, D, ops->matmul_forward(ctx, s->out, xi, wi, tp ? NULL : w->fc2_b, BT, D4l, D));
+        VIT_MM_FWD(m, "fc2", BT, D4l, D,
+                   linear_forward(m, vit_fp8_gemm(l, VIT_FP8_FC2), s->out, s->gelu, w->fc2_w, tp ? NULL : w->fc2_b,
+                                  BT, D4l, D));
         if (tp) tp_reduce_add_bias(m, s->out, w->fc2_b, BT, D);
         /* out = res_att + mlp(...), fused with the LayerNorm that reads it:
          * the next block's LN1, or the final norm */
@@ -856,11 +828,8 @@ void vit_forward(vit_model *m, const float *inp, const float *tar, int B) {
         x = s->out;
     }
 
-    {
-        const vb_act *xi = a->lnf, *wi = m->p.head_w;
-        fp8_forward_operands(m, VIT_FP8_HEAD, &xi, &wi, BT, D, m->head_out);
-        VIT_MM_FWD(m, "head", BT, D, m->head_out, ops->matmul_forward(ctx, a->head, xi, wi, NULL, BT, D, m->head_out));
-    }
+    VIT_MM_FWD(m, "head", BT, D, m->head_out,
+               linear_forward(m, VIT_FP8_HEAD, a->head, a->lnf, m->p.head_w, NULL, BT, D, m->head_out));
     /* every cp rank assembles the whole sequence: full prediction, same loss */
     if (cp) cp_allgather_tokens(m, a->head, &a->head_all, 1, B, m->head_out);
     VIT_EW(m, "unpatchify", 2.0 * nout,
@@ -915,13 +884,9 @@ void vit_backward(vit_model *m) {
                   copy_token_rows(m, a->dhead, Nl, 0, a->dhead_all, N, m->tok_offset, Nl, B, m->head_out));
 
     /* head (no bias), then the final LayerNorm into the residual gradient */
-    {
-        const vb_act *go = a->dhead, *xi = a->lnf, *wi = m->p.head_w;
-        float *db = NULL;
-        fp8_backward_operands(m, VIT_FP8_HEAD, &go, &xi, &wi, &db, BT, D, m->head_out);
-        VIT_MM_BWD(m, "head", BT, D, m->head_out, true,
-                   ops->matmul_backward(ctx, a->dln, m->g.head_w, NULL, go, xi, wi, BT, D, m->head_out, 0));
-    }
+    VIT_MM_BWD(m, "head", BT, D, m->head_out, true,
+               linear_backward(m, VIT_FP8_HEAD, a->dln, m->g.head_w, NULL, a->dhead, a->lnf, m->p.head_w, BT, D,
+                               m->head_out, 0));
     int t = m->ntensors - 1;
     grads_ready(m, t, t); /* head.weight */
     const vb_act *x_last = a->blocks[d->depth - 1].out;
@@ -944,18 +909,14 @@ void vit_backward(vit_model *m) {
         const int base = 3 + 16 * l; /* index of blocks.l.norm1.weight */
 
         /* out = res_att + fc2(gelu(fc1(LN2(res_att)))) */
-        /* each GEMM's operands: as stored, or under fp8 their quantised copies */
-        const vb_act *go = a->dres, *xi = s->gelu, *wi = w->fc2_w;
-        float *db = g->fc2_b;
-        fp8_backward_operands(m, vit_fp8_gemm(l, VIT_FP8_FC2), &go, &xi, &wi, &db, BT, D4l, D);
         VIT_MM_BWD(m, "fc2", BT, D4l, D, true,
-                   ops->matmul_backward(ctx, a->dgelu, g->fc2_w, db, go, xi, wi, BT, D4l, D, 0));
+                   linear_backward(m, vit_fp8_gemm(l, VIT_FP8_FC2), a->dgelu, g->fc2_w, g->fc2_b, a->dres, s->gelu,
+                                   w->fc2_w, BT, D4l, D, 0));
         grads_ready(m, base + 15, base + 14); /* fc2.bias, fc2.weight */
         VIT_EW(m, "gelu_backward", 3.0 * nD4l, ops->gelu_backward(ctx, a->dfc1, s->fc1, a->dgelu, nD4l));
-        go = a->dfc1, xi = s->ln2, wi = w->fc1_w, db = g->fc1_b;
-        fp8_backward_operands(m, vit_fp8_gemm(l, VIT_FP8_FC1), &go, &xi, &wi, &db, BT, D, D4l);
         VIT_MM_BWD(m, "fc1", BT, D, D4l, true,
-                   ops->matmul_backward(ctx, a->dln, g->fc1_w, db, go, xi, wi, BT, D, D4l, 0));
+                   linear_backward(m, vit_fp8_gemm(l, VIT_FP8_FC1), a->dln, g->fc1_w, g->fc1_b, a->dfc1, s->ln2,
+                                   w->fc1_w, BT, D, D4l, 0));
         grads_ready(m, base + 13, base + 12); /* fc1.bias, fc1.weight */
         /* leaving the tp region: LN2's output fed every rank's fc1 shard */
         if (tp) tp_allreduce(m, a->dln, nD);
@@ -965,10 +926,9 @@ void vit_backward(vit_model *m) {
         grads_ready(m, base + 11, base + 10); /* norm2.bias, norm2.weight */
 
         /* res_att = x + proj(attention(q, k, v)) */
-        go = a->dres, xi = s->atty, wi = w->proj_w, db = g->proj_b;
-        fp8_backward_operands(m, vit_fp8_gemm(l, VIT_FP8_PROJ), &go, &xi, &wi, &db, BT, Dl, D);
         VIT_MM_BWD(m, "proj", BT, Dl, D, true,
-                   ops->matmul_backward(ctx, a->datty, g->proj_w, db, go, xi, wi, BT, Dl, D, 0));
+                   linear_backward(m, vit_fp8_gemm(l, VIT_FP8_PROJ), a->datty, g->proj_w, g->proj_b, a->dres,
+                                   s->atty, w->proj_w, BT, Dl, D, 0));
         grads_ready(m, base + 9, base + 8); /* proj.bias, proj.weight */
         /* flash-style backward: recomputes the probabilities from q, k and the
          * saved log-sum-exps; S = q k^T and P, then dv = P^T dO, dP = dO v^T,
@@ -988,17 +948,17 @@ void vit_backward(vit_model *m) {
         }
         /* v, k, q in that order so their gradients finish in reverse tensor
          * order; the first overwrites dln, the other two add to it */
-        go = dv, xi = s->ln1, wi = w->v_w, db = g->v_b;
-        fp8_backward_operands(m, vit_fp8_gemm(l, VIT_FP8_V), &go, &xi, &wi, &db, BT, D, Dl);
-        VIT_MM_BWD(m, "qkv", BT, D, Dl, true, ops->matmul_backward(ctx, a->dln, g->v_w, db, go, xi, wi, BT, D, Dl, 0));
+        VIT_MM_BWD(m, "qkv", BT, D, Dl, true,
+                   linear_backward(m, vit_fp8_gemm(l, VIT_FP8_V), a->dln, g->v_w, g->v_b, dv, s->ln1, w->v_w, BT, D,
+                                   Dl, 0));
         grads_ready(m, base + 7, base + 6); /* v.bias, v.weight */
-        go = dk, xi = s->ln1, wi = w->k_w, db = g->k_b;
-        fp8_backward_operands(m, vit_fp8_gemm(l, VIT_FP8_K), &go, &xi, &wi, &db, BT, D, Dl);
-        VIT_MM_BWD(m, "qkv", BT, D, Dl, true, ops->matmul_backward(ctx, a->dln, g->k_w, db, go, xi, wi, BT, D, Dl, 1));
+        VIT_MM_BWD(m, "qkv", BT, D, Dl, true,
+                   linear_backward(m, vit_fp8_gemm(l, VIT_FP8_K), a->dln, g->k_w, g->k_b, dk, s->ln1, w->k_w, BT, D,
+                                   Dl, 1));
         grads_ready(m, base + 5, base + 4); /* k.bias, k.weight */
-        go = a->dq, xi = s->ln1, wi = w->q_w, db = g->q_b;
-        fp8_backward_operands(m, vit_fp8_gemm(l, VIT_FP8_Q), &go, &xi, &wi, &db, BT, D, Dl);
-        VIT_MM_BWD(m, "qkv", BT, D, Dl, true, ops->matmul_backward(ctx, a->dln, g->q_w, db, go, xi, wi, BT, D, Dl, 1));
+        VIT_MM_BWD(m, "qkv", BT, D, Dl, true,
+                   linear_backward(m, vit_fp8_gemm(l, VIT_FP8_Q), a->dln, g->q_w, g->q_b, a->dq, s->ln1, w->q_w, BT,
+                                   D, Dl, 1));
         grads_ready(m, base + 3, base + 2); /* q.bias, q.weight */
         if (tp) tp_allreduce(m, a->dln, nD);
         VIT_EW(m, "layernorm_backward", 4.0 * BT * D,
@@ -1013,13 +973,9 @@ void vit_backward(vit_model *m) {
            ops->add_pos_embed_backward(ctx, m->g.pos + (size_t)m->tok_offset * D, a->dres, B, Nl, D));
     grads_ready(m, 2, 2); /* pos_embed */
     /* dinp NULL: the patches are input data */
-    {
-        const vb_act *go = a->dres, *xi = a->patches, *wi = m->p.pe_w;
-        float *db = m->g.pe_b;
-        fp8_backward_operands(m, VIT_FP8_PATCH, &go, &xi, &wi, &db, BT, m->patch_in, D);
-        VIT_MM_BWD(m, "patch_embed", BT, m->patch_in, D, false,
-                   ops->matmul_backward(ctx, NULL, m->g.pe_w, db, go, xi, wi, BT, m->patch_in, D, 0));
-    }
+    VIT_MM_BWD(m, "patch_embed", BT, m->patch_in, D, false,
+               linear_backward(m, VIT_FP8_PATCH, NULL, m->g.pe_w, m->g.pe_b, a->dres, a->patches, m->p.pe_w, BT,
+                               m->patch_in, D, 0));
     grads_ready(m, 1, 0); /* patch_embed.proj.bias, .weight */
     /* the step's amaxes are all recorded: delayed scaling's update */
     if (m->fp8) VIT_OP(m, "fp8_scale_update", vit_fp8_step_end(m->fp8));

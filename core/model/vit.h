@@ -183,22 +183,25 @@ vit_model *vit_create(const vit_dims *d, const vit_parallel *par, int max_batch,
 void vit_destroy(vit_model *m);
 
 /* amp_mode fp8: every GEMM of the model (patch embedding, q, k, v, proj,
- * fc1, fc2 of each block, head) quantises its operands as Transformer
- * Engine's DelayedScaling recipe (Format.HYBRID) does, emulated in float32:
- * forward, input and weight to E4M3; backward, the output gradient to E5M2
- * (the bias gradient from the unquantised one), and the weight and input
- * gradients' GEMMs read it with the forward's quantised operands. Each
- * forward and backward records the tensors' amaxes; vit_backward ends the
- * step with the scale update (fp8_recipe.h). Master weights, gradients and
- * Adam stay float32. Exits 2 on a backend without FP8 emulation, with
- * tensor or context parallelism (their amaxes would need a reduction over
- * the group) or a non-float32 activation dtype. GEMM g's tensors: g = 0 the
- * patch embedding, 1 the head, 2 + 6 l + {0..5} block l's q, k, v, proj,
- * fc1, fc2. */
-void vit_fp8_enable(vit_model *m, const vit_fp8_recipe *r);
-/* The bytes vit_fp8_enable allocates (scratch for the quantised operands,
- * scales and history) for a model like vit_create's with this max_batch. */
-size_t vit_fp8_footprint(const vit_dims *d, const vit_parallel *par, int max_batch, int history_len);
+ * fc1, fc2 of each block, head) runs through the backend's FP8 GEMMs with
+ * Transformer Engine's DelayedScaling recipe (Format.HYBRID): forward, input
+ * and weight in E4M3; backward, the output gradient in E5M2 (the bias
+ * gradient from the unquantised one), and the weight and input gradients'
+ * GEMMs read it with the forward's quantised operands. Each forward and
+ * backward records the tensors' amaxes; vit_backward ends the step with the
+ * amax reduction over agree_a and agree_b (NULL: none; together they must
+ * cover every rank, so tp and cp shards and dp replicas share scales) and
+ * the scale update (fp8_recipe.h). Master weights, gradients and Adam stay
+ * float32. Exits 2 when the backend or its context cannot run FP8 GEMMs
+ * (the CPU emulates them with float32 activations; CUDA needs bf16 and
+ * compute capability 8.9 or later). GEMM g's tensors: g = 0 the patch
+ * embedding, 1 the head, 2 + 6 l + {0..5} block l's q, k, v, proj, fc1,
+ * fc2. */
+void vit_fp8_enable(vit_model *m, const vit_fp8_recipe *r, const struct vb_comm *agree_a,
+                    const struct vb_comm *agree_b);
+/* The bytes vit_fp8_enable allocates (the GEMMs' scratch, scales and
+ * history) on ctx for a model like vit_create's with this max_batch. */
+size_t vit_fp8_footprint(const vit_dims *d, const vit_parallel *par, int max_batch, int history_len, vb_ctx *ctx);
 enum { VIT_FP8_PATCH = 0, VIT_FP8_HEAD = 1, VIT_FP8_BLOCK0 = 2 };
 enum { VIT_FP8_Q = 0, VIT_FP8_K, VIT_FP8_V, VIT_FP8_PROJ, VIT_FP8_FC1, VIT_FP8_FC2 };
 static inline int vit_fp8_gemm(int layer, int which) { return VIT_FP8_BLOCK0 + 6 * layer + which; }

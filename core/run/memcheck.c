@@ -36,10 +36,10 @@ void vb_mem_estimate_run(const vb_config *c, const vb_benchy_config *b, bool ben
      * step from B to B + 1 the honest per-sample figure */
     vit_footprint f1 = vit_footprint_of(d, par, local_batch + 1, ctx);
     double act_per_sample = (double)f1.act_bytes - (double)f.act_bytes;
-    /* fp8's quantised operand copies grow with the batch too */
+    /* fp8's GEMM scratch (quantised operand copies) grows with the batch too */
     if (strcmp(c->amp_mode, "fp8") == 0) {
-        const double b0 = (double)vit_fp8_footprint(d, par, local_batch, c->fp8_amax_history_len);
-        const double b1 = (double)vit_fp8_footprint(d, par, local_batch + 1, c->fp8_amax_history_len);
+        const double b0 = (double)vit_fp8_footprint(d, par, local_batch, c->fp8_amax_history_len, ctx);
+        const double b1 = (double)vit_fp8_footprint(d, par, local_batch + 1, c->fp8_amax_history_len, ctx);
         e->activations += b0;
         act_per_sample += b1 - b0;
     }

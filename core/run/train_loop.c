@@ -130,6 +130,7 @@ static void validate(vb_run *r, valid_bufs *v, double *val_loss, double *rmse0) 
     r->ops->zero(r->ctx, v->rmse_dev, C * sizeof(double));
     double sums[3] = {0, 0, 0}; /* loss sum, batches, samples */
     VB_NVTX_PUSH("validation");
+    vit_fp8_freeze(r->model->fp8, 1); /* fp8: the training's scales, unmoved */
     for (int i = 0; i < steps; i++) {
         const vb_batch *b = vb_loader_next(vl);
         vb_staging_copy(&r->staging, b);
@@ -141,6 +142,7 @@ static void validate(vb_run *r, valid_bufs *v, double *val_loss, double *rmse0) 
         sums[2] += b->B;
         vb_loader_release(vl, b);
     }
+    vit_fp8_freeze(r->model->fp8, 0);
     r->ops->memcpy_d2h(r->ctx, v->losses_host, v->losses_dev, (size_t)steps * sizeof(float));
     r->ops->memcpy_d2h(r->ctx, v->rmse_host, v->rmse_dev, C * sizeof(double));
     r->ops->synchronize(r->ctx);

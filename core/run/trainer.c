@@ -441,22 +441,20 @@ vb_ctx *vb_run_ctx_create(const vb_config *c, const vb_comm *world) {
     int local = vb_node_local_rank(world);
     int ndev = ops->device_count ? ops->device_count() : 1;
     opts.device = ndev > 0 && local > 0 ? local % ndev : 0;
-    /* the config refused fp8 with backend cuda; auto is only known now */
-    if (strcmp(c->amp_mode, "fp8") == 0 && (!ops->fp8_quantize || !ops->fp8_scale_update))
-        vb_die_input("amp_mode = fp8 is only emulated on the CPU backend so far, and backend %s resolved to %s: use "
-                     "--backend cpu",
-                     c->backend, ops->name);
+    /* fp8: the CPU emulates its GEMMs in float32; elsewhere the activations
+     * between them are bf16, as under Transformer Engine's autocast */
+    if (strcmp(c->amp_mode, "fp8") == 0 && ops != vb_ops_cpu()) opts.act = VB_DTYPE_BF16;
     vb_ctx *ctx = ops->ctx_create(&opts, err, sizeof err);
     if (!ctx) vb_die_input("backend %s: %s", ops->name, err[0] ? err : "cannot create a context");
     return ctx;
 }
 
-void vb_run_model_fp8(vit_model *m, const vb_config *c) {
+void vb_run_model_fp8(vit_model *m, const vb_config *c, const vb_comm *agree_a, const vb_comm *agree_b) {
     if (strcmp(c->amp_mode, "fp8") != 0) return;
     const vit_fp8_recipe recipe = {.amax_history_len = c->fp8_amax_history_len,
                                    .amax_compute_algo = vit_fp8_parse_algo(c->fp8_amax_compute_algo),
                                    .margin = c->fp8_margin};
-    vit_fp8_enable(m, &recipe);
+    vit_fp8_enable(m, &recipe, agree_a, agree_b);
 }
 
 void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first, const vb_comm *world) {
@@ -571,7 +569,9 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
     vb_mem_check(&r->mem, r->node_ranks, r->mem_limit, r->mem_limit_source);
     r->model = vit_create(&d, &par, r->local_batch, r->ctx, r->prof);
     r->model->fused_elementwise = r->cfg.enable_jit;
-    vb_run_model_fp8(r->model, c);
+    /* fp8: all ranks agree on every amax, as on found_inf below (the tp
+     * group times the gradient group is the world) */
+    vb_run_model_fp8(r->model, c, &r->tp_comm, &r->grad_comm);
     vb_adam_init(&r->opt, r->model->nparams, r->ctx);
     if (c->init_checkpoint[0])
         vb_checkpoint_load(c->init_checkpoint, r->model, &r->opt);

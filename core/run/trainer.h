@@ -130,8 +130,9 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
 vb_ctx *vb_run_ctx_create(const vb_config *c, const vb_comm *world);
 
 /* Under amp_mode fp8, the model's GEMMs take config c's delayed-scaling
- * recipe (vit_fp8_enable); nothing otherwise. */
-void vb_run_model_fp8(vit_model *m, const vb_config *c);
+ * recipe, amaxes reduced over agree_a and agree_b (vit_fp8_enable); nothing
+ * otherwise. */
+void vb_run_model_fp8(vit_model *m, const vb_config *c, const vb_comm *agree_a, const vb_comm *agree_b);
 
 /* Whether config `c` can run on `world` ranks: world divisible by tp x cp, a
  * valid parallel_order, num_heads divisible by tp, cp no larger than the

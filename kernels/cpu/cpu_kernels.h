@@ -92,7 +92,14 @@ void cpu_loss_scale_update(vb_ctx *ctx, vb_loss_scale_state *ls);
 /* fp8.c */
 void cpu_fp8_quantize(vb_ctx *ctx, float *out, const float *inp, size_t n, vb_fp8_format fmt, const float *scale,
                       float *amax);
-void cpu_fp8_scale_update(vb_ctx *ctx, float *scale, const float *history, int n, int stride, int len, int newest,
-                          vb_fp8_format fmt, vb_fp8_amax_algo algo, int margin);
+const char *cpu_fp8_unsupported(vb_ctx *ctx);
+size_t cpu_fp8_scratch_bytes(vb_ctx *ctx, int N, int C, int OC);
+void cpu_fp8_matmul_forward(vb_ctx *ctx, vb_act *out, const vb_act *inp, const vb_act *weight, const vb_act *bias,
+                            int N, int C, int OC, const vb_fp8_gemm *g);
+void cpu_fp8_matmul_backward(vb_ctx *ctx, vb_act *dinp, float *dweight, float *dbias, const vb_act *dout,
+                             const vb_act *inp, const vb_act *weight, int N, int C, int OC, int accumulate_dinp,
+                             const vb_fp8_gemm *g);
+void cpu_fp8_scale_update(vb_ctx *ctx, float *scale, float *history, int n, int stride, int len, vb_fp8_format fmt,
+                          vb_fp8_amax_algo algo, int margin);
 
 #endif

@@ -197,7 +197,10 @@ static const vb_ops cpu_ops = {
     .adam_update = cpu_adam_update,
     .grad_unscale_check = cpu_grad_unscale_check,
     .loss_scale_update = cpu_loss_scale_update,
-    .fp8_quantize = cpu_fp8_quantize,
+    .fp8_unsupported = cpu_fp8_unsupported,
+    .fp8_scratch_bytes = cpu_fp8_scratch_bytes,
+    .fp8_matmul_forward = cpu_fp8_matmul_forward,
+    .fp8_matmul_backward = cpu_fp8_matmul_backward,
     .fp8_scale_update = cpu_fp8_scale_update,
 };
 
