@@ -2,7 +2,7 @@
  * scaling (DelayedScaling, Format.HYBRID), once for every backend: rounding
  * to E4M3 / E5M2 with a per-tensor scale, a tensor's amax, and the scale
  * update from an amax history. Pure functions of their arguments, so the CPU
- * calls them on the host and a CUDA kernel could call them on the device.
+ * calls them on the host and the CUDA kernels on the device.
  *
  * Formats (OCP FP8; torch.float8_e4m3fn and torch.float8_e5m2):
  *   E4M3: 3 mantissa bits, exponent bias 7, largest finite 448, smallest
@@ -19,10 +19,11 @@
 
 #include <stddef.h>
 
+#include <math.h>
+
 #ifdef __CUDACC__
 #define VB_FP8_HD __host__ __device__
 #else
-#include <math.h>
 #define VB_FP8_HD
 #endif
 

@@ -325,7 +325,9 @@ typedef struct vb_ops {
      * the formats in float32 (each operand becomes vb_fp8_qdq of it); CUDA
      * casts to FP8 bytes and runs cuBLASLt's FP8 GEMMs, bf16 results.
      * fp8_unsupported: NULL when ctx can run these, else why not (dtype,
-     * device). fp8_scratch_bytes: the scratch one call of either needs. */
+     * device). fp8_scratch_bytes: the scratch one call of either needs, 0
+     * when the backend cannot take that shape (CUDA: C and OC multiples of
+     * 16, cuBLASLt's FP8 alignment). */
     const char *(*fp8_unsupported)(vb_ctx *ctx);
     size_t (*fp8_scratch_bytes)(vb_ctx *ctx, int N, int C, int OC);
     /* out[N,OC] = Q(inp) Q(weight)^T + bias; records amax_x and amax_w */

@@ -285,6 +285,11 @@ section_golden() {
     golden fp32_graphs 1e-4 --backend cuda --tf32 false --cuda_graphs true
     golden bf16_graphs 2e-2 --backend cuda --amp_mode bf16 --attention cudnn --enable_jit true --cuda_graphs true
     golden fp16_graphs 2e-2 --backend cuda --amp_mode fp16 --cuda_graphs true
+    # fp8 on the GPU: FP8 GEMMs with bf16 between them, against the CPU
+    # emulation's PyTorch losses (the float32 run above is repeated)
+    VB_GOLDEN_FP8_ARGS="--backend cuda" VB_GOLDEN_FP8_TOL=2e-2 golden fp8 1e-4 --backend cuda --tf32 false
+    VB_GOLDEN_FP8_ARGS="--backend cuda --cuda_graphs true" VB_GOLDEN_FP8_TOL=2e-2 golden fp8_graphs 1e-4 \
+        --backend cuda --tf32 false
 }
 
 # ---- data planes on this GPU ----
@@ -319,16 +324,16 @@ full: {run_benchmark: True, nbatches: $NB, ntrials: $NT, nwarmup: 1}
 EOF
 
 # dense peak TFLOP/s of the GPU for a precision (datasheet, without sparsity)
-peak() { # precision: fp32 tf32 bf16 fp16 (the same dense tensor-core peak as bf16)
+peak() { # precision: fp32 tf32 bf16 fp16 (the same dense tensor-core peak as bf16) fp8
     local p
     case "$GPU" in
-    *H100*NVL*) p=(60 417.5 835) ;;
-    *H100*PCIe*) p=(51.2 378 756.5) ;;
-    *H100* | *H200* | *GH200*) p=(66.9 494.7 989.4) ;;
-    *A100*) p=(19.5 156 312) ;;
-    *) p=(0 0 0) ;;
+    *H100*NVL*) p=(60 417.5 835 1670) ;;
+    *H100*PCIe*) p=(51.2 378 756.5 1513) ;;
+    *H100* | *H200* | *GH200*) p=(66.9 494.7 989.4 1978.9) ;;
+    *A100*) p=(19.5 156 312 0) ;;
+    *) p=(0 0 0 0) ;;
     esac
-    case "$1" in fp32) echo "${p[0]}" ;; tf32) echo "${p[1]}" ;; bf16 | fp16) echo "${p[2]}" ;; esac
+    case "$1" in fp32) echo "${p[0]}" ;; tf32) echo "${p[1]}" ;; bf16 | fp16) echo "${p[2]}" ;; fp8) echo "${p[3]}" ;; esac
 }
 
 ROWS=()
@@ -378,6 +383,8 @@ section_base() {
         run_base bf16_best bf16 126 "${BEST[@]}"
         WORKERS=8 run_base bf16_best_w8 bf16 - "${BEST[@]}"
         run_base bf16_graphs bf16 - "${BEST[@]}" --cuda_graphs true
+        run_base fp8 fp8 - "${BEST[@]}" --amp_mode fp8
+        run_base fp8_graphs fp8 - "${BEST[@]}" --amp_mode fp8 --cuda_graphs true
         WORKERS=8 run_base bf16_nod_w8 bf16 - "${BEST[@]}" --normalize_on_device true
     else
         # the tutorial's ladder first, then vitbench's own switches on top: cuDNN's
@@ -397,6 +404,10 @@ section_base() {
         WORKERS=8 run_base bf16_nod_w8 bf16 - "${BEST[@]}" --normalize_on_device true
         run_base fp16_best fp16 - --amp_mode fp16 --attention cudnn --data_loader_config dali --enable_fused true --enable_jit true
         run_base bf16_graphs bf16 - "${BEST[@]}" --cuda_graphs true
+        # Transformer Engine's FP8 recipe on the GEMMs (attention stays
+        # cuDNN's bf16); MFU against the dense FP8 peak
+        run_base fp8 fp8 - "${BEST[@]}" --amp_mode fp8
+        run_base fp8_graphs fp8 - "${BEST[@]}" --amp_mode fp8 --cuda_graphs true
     fi
 
     # run.json's device record (memory, clocks, ECC) from the best row

@@ -36,6 +36,7 @@
 
 #include "tests/test_util.h"
 #include "core/util/common.h"
+#include "kernels/fp8.h"
 #include "kernels/half.h"
 #include "kernels/ops.h"
 
@@ -290,6 +291,136 @@ static double tol_attention(vb_ctx *g) { return g == gtf32 ? 5e-3 : tol_norm(g);
 // one rounding of the result to the dtype
 static double tol_round(vb_ctx *g) {
     return g->act == VB_DTYPE_F32 ? 1e-6 : g->act == VB_DTYPE_BF16 ? 8e-3 : 1e-3;
+}
+
+// ---------------------------------------------------------------------------
+// amp_mode fp8: CUDA's FP8 GEMMs (casts to FP8 bytes, cuBLASLt) against the
+// CPU's emulation of the same recipe on the same bf16 values. A cast is the
+// same float32 product rounded by the same function on both sides, so the
+// amaxes agree exactly and every product of quantised operands is the same;
+// what differs is the sum's order and the bf16 rounding of the result
+// (forward, dinp: tol_round over sum |a||b|, as a bf16 GEMM is held to) or
+// float32 accumulation (dweight, 1e-5 of the increment; TE's gradient GEMMs
+// promote partial sums, so no fast accumulation there). N = 200 is not a
+// multiple of 16: the weight gradient reads zero-padded rows. The weight's
+// scale saturates |w| > 0.25 to 448, as an overflowing tensor does until
+// its scale adapts; a NaN in the input records an infinite amax.
+
+// sum_k |qdq(a[i,k])| |qdq(b[j,k])| (+ |bias[j]|) over row-major a [n,K], b [m,K]
+static float *fp8_scale_of(const float *a, float sa, vb_fp8_format fa, const float *b, float sb, vb_fp8_format fb,
+                           const float *bias, int n, int m, int K) {
+    float *s = fmalloc((size_t)n * m);
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < m; j++) {
+            double t = bias ? fabs((double)bias[j]) : 0.0;
+            for (int k = 0; k < K; k++)
+                t += fabs((double)vb_fp8_qdq(a[(size_t)i * K + k], sa, fa)) *
+                     fabs((double)vb_fp8_qdq(b[(size_t)j * K + k], sb, fb));
+            s[(size_t)i * m + j] = (float)t;
+        }
+    return s;
+}
+
+static void transpose(float *dst, const float *src, int R, int Cc) {
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < Cc; c++) dst[(size_t)c * R + r] = src[(size_t)r * Cc + c];
+}
+
+static void test_fp8(void **state) {
+    (void)state;
+    vb_ctx *g = gctx[VB_DTYPE_BF16];
+    const char *why = g ? G->fp8_unsupported(g) : "no bfloat16 context";
+    if (why) {
+        printf("skip fp8_matmul: %s\n", why);
+        return;
+    }
+    enum { N = 200, C = 64, OC = 48 };
+    char shape[96];
+    snprintf(shape, sizeof shape, "N=%d C=%d OC=%d", N, C, OC);
+    begin_case("fp8_matmul", g, shape);
+    tb x = tb_rand(g, (size_t)N * C, 1, -3.0f, 3.0f, 801), w = tb_rand(g, (size_t)OC * C, 1, -0.5f, 0.5f, 802);
+    tb bias = tb_rand(g, OC, 1, -1.0f, 1.0f, 803), dout = tb_rand(g, (size_t)N * OC, 1, -1e-3f, 1e-3f, 804);
+    const float sc[3] = {448.0f / 4.0f, 448.0f / 0.25f, 57344.0f / 1e-3f};
+    tb scale = tb_new(g, 3, 0), amax = tb_new(g, 3, 0);
+    memcpy(scale.h, sc, sizeof sc);
+    tb_up(&scale);
+    tb_fill(&amax, 0.0f);
+    tb out = tb_new(g, (size_t)N * OC, 1), dinp = tb_new(g, (size_t)N * C, 1);
+    tb dw = tb_new(g, (size_t)OC * C, 0), db = tb_new(g, OC, 0);
+    tb_poison(&out);
+    tb_fill(&dinp, 1.0f); // accumulated onto
+    tb_fill(&dw, 0.5f);
+    tb_fill(&db, 0.25f);
+    const size_t gbytes = G->fp8_scratch_bytes(g, N, C, OC), hbytes = H->fp8_scratch_bytes(hctx, N, C, OC);
+    assert_true(gbytes > 0 && hbytes > 0);
+    void *gs = G->alloc(g, gbytes), *hs = H->alloc(hctx, hbytes);
+    float *gsc = (float *)DP(&scale), *hsc = (float *)CP(&scale), *gam = (float *)DP(&amax), *ham = (float *)CP(&amax);
+    const vb_fp8_gemm gq = {gsc, gsc + 1, gsc + 2, gam, gam + 1, gam + 2, gs};
+    const vb_fp8_gemm hq = {hsc, hsc + 1, hsc + 2, ham, ham + 1, ham + 2, hs};
+
+    G->fp8_matmul_forward(g, DP(&out), DP(&x), DP(&w), DP(&bias), N, C, OC, &gq);
+    H->fp8_matmul_forward(hctx, CP(&out), CP(&x), CP(&w), CP(&bias), N, C, OC, &hq);
+    G->fp8_matmul_backward(g, DP(&dinp), (float *)DP(&dw), (float *)DP(&db), DP(&dout), DP(&x), DP(&w), N, C, OC, 1,
+                           &gq);
+    H->fp8_matmul_backward(hctx, CP(&dinp), (float *)CP(&dw), (float *)CP(&db), CP(&dout), CP(&x), CP(&w), N, C,
+                           OC, 1, &hq);
+    pair po = fetch(&out), pi = fetch(&dinp), pw = fetch(&dw), pb = fetch(&db), pa = fetch(&amax);
+    // every amax bit for bit, and they are the tensors' own
+    double ea = 0.0;
+    for (int t = 0; t < 3; t++) ea = fmax(ea, fabs((double)pa.g[t] - pa.r[t]));
+    if (pa.r[0] != vb_fp8_amax(x.h, x.n) || pa.r[2] != vb_fp8_amax(dout.h, dout.n)) ea = INFINITY;
+    report("fp8 amax x, w, dout", g, shape, "exact", ea, 0.0);
+    float *s_out = fp8_scale_of(x.h, sc[0], VB_FP8_E4M3, w.h, sc[1], VB_FP8_E4M3, bias.h, N, OC, C);
+    report("fp8_matmul_forward", g, shape, "scaled", err_scaled(po.g, po.r, s_out, po.n), tol_round(g));
+    // dinp [N,C] = dout [N,OC] W [OC,C]: the scale of row i, column k over W^T
+    float *wt = fmalloc(w.n);
+    transpose(wt, w.h, OC, C);
+    float *s_dinp = fp8_scale_of(dout.h, sc[2], VB_FP8_E5M2, wt, sc[1], VB_FP8_E4M3, NULL, N, C, OC);
+    for (size_t i = 0; i < pi.n; i++) s_dinp[i] += 1.0f; // the preset it adds to
+    report("fp8_matmul_backward dinp", g, shape, "scaled", err_scaled(pi.g, pi.r, s_dinp, pi.n), tol_round(g));
+    float *preset = fmalloc(pw.n);
+    for (size_t i = 0; i < pw.n; i++) preset[i] = 0.5f;
+    report("fp8_matmul_backward dweight", g, shape, "acc", err_acc(pw.g, pw.r, preset, pw.n), 1e-5);
+    for (size_t i = 0; i < pb.n; i++) preset[i] = 0.25f;
+    report("fp8_matmul_backward dbias", g, shape, "acc", err_acc(pb.g, pb.r, preset, pb.n), 1e-5);
+    free(s_out), free(s_dinp), free(preset), free(wt);
+    pair_free(&po), pair_free(&pi), pair_free(&pw), pair_free(&pb), pair_free(&pa);
+
+    // a NaN in the input: +inf recorded, and the forward's output NaN where it reads it
+    x.h[5] = NAN;
+    tb_up(&x);
+    tb_fill(&amax, 0.0f);
+    G->fp8_matmul_forward(g, DP(&out), DP(&x), DP(&w), DP(&bias), N, C, OC, &gq);
+    pa = fetch(&amax);
+    report("fp8 amax of a NaN tensor", g, shape, "+inf", isinf(pa.g[0]) && pa.g[0] > 0 ? 0.0 : INFINITY, 0.0);
+    pair_free(&pa);
+    G->free(g, gs);
+    H->free(hctx, hs);
+    TB_FREE(&x, &w, &bias, &dout, &scale, &amax, &out, &dinp, &dw, &db);
+
+    // the scale update and the history's roll, bit for bit: 7 tensors, 5
+    // steps of history (zeros, an infinite amax, tiny and huge ones)
+    enum { NT = 7, LEN = 5 };
+    tb hist = tb_new(g, NT * LEN, 0), sca = tb_new(g, NT, 0);
+    tu_fill_uniform(hist.h, hist.n, 0.0f, 8.0f, 805);
+    hist.h[0] = 0.0f, hist.h[NT] = 0.0f, hist.h[2 * NT] = 0.0f, hist.h[3 * NT] = 0.0f, hist.h[4 * NT] = 0.0f;
+    hist.h[1] = INFINITY, hist.h[2] = 1e-39f, hist.h[3 + NT] = 3e38f;
+    tb_up(&hist);
+    tu_fill_uniform(sca.h, sca.n, 0.5f, 2.0f, 806);
+    tb_up(&sca);
+    for (int algo = 0; algo < 2; algo++) {
+        G->fp8_scale_update(g, (float *)DP(&sca), (float *)DP(&hist), NT, NT, LEN, VB_FP8_E5M2,
+                            (vb_fp8_amax_algo)algo, 1);
+        H->fp8_scale_update(hctx, (float *)CP(&sca), (float *)CP(&hist), NT, NT, LEN, VB_FP8_E5M2,
+                            (vb_fp8_amax_algo)algo, 1);
+    }
+    pair ps = fetch(&sca), ph = fetch(&hist);
+    double es = 0.0;
+    for (size_t i = 0; i < ps.n; i++) es += memcmp(&ps.g[i], &ps.r[i], sizeof(float)) != 0;
+    for (size_t i = 0; i < ph.n; i++) es += memcmp(&ph.g[i], &ph.r[i], sizeof(float)) != 0;
+    report("fp8_scale_update", g, "n=7 len=5", "bits", es, 0.0);
+    pair_free(&ps), pair_free(&ph);
+    TB_FREE(&hist, &sca);
 }
 
 // ---------------------------------------------------------------------------
@@ -1506,6 +1637,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_loss),
         cmocka_unit_test(test_adam),
         cmocka_unit_test(test_loss_scaling),
+        cmocka_unit_test(test_fp8),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     printf("test_cuda_ops: %d failing case%s\n", g_failures, g_failures == 1 ? "" : "s");

@@ -523,13 +523,19 @@ void vit_destroy(vit_model *m) {
 }
 
 /* Bytes of the FP8 GEMMs' scratch: the most any GEMM of the model needs
- * (max_batch rows) */
+ * (max_batch rows). Exits 2 naming the layer when the backend's FP8 GEMMs
+ * cannot take its shape. */
 static size_t fp8_scratch(const vit_model *m, vb_ctx *ctx) {
     const int BT = m->max_batch * m->ntok_local, D = m->d.dim, Dl = m->dim_local, D4l = m->hidden_local;
+    static const char *const names[] = {"patch_embed", "head", "q, k, v", "proj", "fc1", "fc2"};
     const int shapes[][2] = {{m->patch_in, D}, {D, m->head_out}, {D, Dl}, {Dl, D}, {D, D4l}, {D4l, D}};
     size_t most = 0;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const size_t b = ctx->ops->fp8_scratch_bytes(ctx, BT, shapes[i][0], shapes[i][1]);
+        if (b == 0)
+            vb_die_input("amp_mode = fp8: the %s backend's FP8 GEMMs cannot take %s (%d inputs, %d outputs per "
+                         "token; on cuda both must be multiples of 16): change embed_dim, patch_size or the channels",
+                         ctx->ops->name, names[i], shapes[i][0], shapes[i][1]);
         if (b > most) most = b;
     }
     return most;

@@ -65,7 +65,8 @@ extern "C" {
 // one cached cuBLASLt algorithm choice (cuda_matmul.cu)
 struct cuda_gemm_key {
     int transa, transb, m, n, k, lda, ldb, ldd;
-    int ab_type, cd_type, compute, epilogue, beta_nonzero;
+    int ab_type, b_type, cd_type, compute, epilogue, beta_nonzero;
+    int scaled, fast_accum; // FP8: A/B scale pointers set; CUBLASLT_MATMUL_DESC_FAST_ACCUM
     int align_a, align_b, align_c, align_d, align_bias;
 };
 struct cuda_gemm_entry {
@@ -87,6 +88,7 @@ struct cuda_impl {
     void *scratch;
     size_t scratch_bytes;
     int tf32;
+    int cc_major, cc_minor; // the device's compute capability (FP8 GEMMs need 8.9)
     int num_sms;
     size_t max_smem_optin;
     cuda_gemm_entry gemm_cache[CUDA_GEMM_CACHE];
@@ -242,6 +244,34 @@ void cuda_add_pos_embed_backward(vb_ctx *ctx, float *dpos, const vb_act *dout, i
 void cuda_gelu_act(vb_ctx *ctx, vb_act *out, const vb_act *inp, size_t n);
 // dbias[OC] += column sums of dout[N,OC] (deterministic two-pass)
 void cuda_bias_backward(vb_ctx *ctx, float *dbias, const vb_act *dout, int N, int OC);
+
+// amp_mode fp8 (cuda_fp8.cu casts and scale update, cuda_matmul.cu GEMMs).
+// The scratch of one FP8 GEMM call: the three inverse scales cuBLASLt
+// multiplies the product by, then the FP8 copies of the operands, each
+// region 256-byte aligned; rows padded to a multiple of 16 where N is a
+// GEMM's reduction dimension (the weight gradient), with zeros.
+struct cuda_fp8_layout {
+    int n_pad;                        // N rounded up to a multiple of 16
+    size_t x, w, g, g_t, x_t, w_t;    // byte offsets: inp [N,C], weight [OC,C], dout [N,OC],
+                                      // dout^T [OC,n_pad], inp^T [C,n_pad], weight^T [C,OC]
+    size_t total;
+};
+cuda_fp8_layout cuda_fp8_layout_of(int N, int C, int OC);
+// in [R,Cc] (act dtype T) * *scale rounded to fmt (vb_fp8_round) as FP8
+// bytes: out [R,Cc] and/or out_t [Cc,ld_t] (its transpose, columns R..ld_t
+// zero); either may be NULL. inv (may be NULL) = 1 / *scale; amax (may be
+// NULL) = max(amax, max |in|), a NaN as +inf (vb_fp8_amax_merge).
+void cuda_fp8_cast(vb_ctx *ctx, unsigned char *out, unsigned char *out_t, int ld_t, const vb_act *in, int R,
+                   int Cc, const float *scale, float *inv, float *amax, vb_fp8_format fmt);
+const char *cuda_fp8_unsupported(vb_ctx *ctx);
+size_t cuda_fp8_scratch_bytes(vb_ctx *ctx, int N, int C, int OC);
+void cuda_fp8_matmul_forward(vb_ctx *ctx, vb_act *out, const vb_act *inp, const vb_act *weight, const vb_act *bias,
+                             int N, int C, int OC, const vb_fp8_gemm *g);
+void cuda_fp8_matmul_backward(vb_ctx *ctx, vb_act *dinp, float *dweight, float *dbias, const vb_act *dout,
+                              const vb_act *inp, const vb_act *weight, int N, int C, int OC, int accumulate_dinp,
+                              const vb_fp8_gemm *g);
+void cuda_fp8_scale_update(vb_ctx *ctx, float *scale, float *history, int n, int stride, int len, vb_fp8_format fmt,
+                           vb_fp8_amax_algo algo, int margin);
 
 // cuda_loss.cu
 void cuda_rel_l2_loss_forward(vb_ctx *ctx, float *loss, float *per_sample, const vb_act *pred,

@@ -41,9 +41,16 @@ struct lt_problem {
     int ldb;
     void *D; // C = D (in place when beta != 0)
     int ldd;
-    cudaDataType_t ab_type, cd_type;
+    cudaDataType_t ab_type, cd_type; // A's type (B's too unless fp8), C's and D's
     float beta;
     const void *bias; // NULL: no epilogue
+    // FP8 operands: B's own type, the device scalars the product is
+    // multiplied by (A's and B's inverse scales), and whether the tensor
+    // cores may skip the periodic promotion of partial sums to float32
+    bool fp8;
+    cudaDataType_t b_type;
+    const float *a_scale, *b_scale;
+    bool fast_accum;
 };
 
 static cublasLtMatmulAlgo_t lt_algo(cuda_impl *c, const cuda_gemm_key &key, cublasLtMatmulDesc_t op,
@@ -98,6 +105,15 @@ static void lt_matmul(vb_ctx *ctx, const lt_problem &p) {
     cublasOperation_t tb = p.transb ? CUBLAS_OP_T : CUBLAS_OP_N;
     CUBLASCHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
     CUBLASCHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    const cudaDataType_t b_type = p.fp8 ? p.b_type : p.ab_type;
+    if (p.fp8) {
+        CUBLASCHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &p.a_scale,
+                                                   sizeof p.a_scale));
+        CUBLASCHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &p.b_scale,
+                                                   sizeof p.b_scale));
+        const int8_t fast = p.fast_accum ? 1 : 0;
+        CUBLASCHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast));
+    }
     cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
     if (p.bias) {
         epi = CUBLASLT_EPILOGUE_BIAS;
@@ -112,7 +128,7 @@ static void lt_matmul(vb_ctx *ctx, const lt_problem &p) {
     cublasLtMatrixLayout_t la, lb, lc;
     CUBLASCHECK(cublasLtMatrixLayoutCreate(&la, p.ab_type, p.transa ? p.k : p.m,
                                            p.transa ? p.m : p.k, p.lda));
-    CUBLASCHECK(cublasLtMatrixLayoutCreate(&lb, p.ab_type, p.transb ? p.n : p.k,
+    CUBLASCHECK(cublasLtMatrixLayoutCreate(&lb, b_type, p.transb ? p.n : p.k,
                                            p.transb ? p.k : p.n, p.ldb));
     CUBLASCHECK(cublasLtMatrixLayoutCreate(&lc, p.cd_type, p.m, p.n, p.ldd));
 
@@ -127,6 +143,9 @@ static void lt_matmul(vb_ctx *ctx, const lt_problem &p) {
     key.ldb = p.ldb;
     key.ldd = p.ldd;
     key.ab_type = (int)p.ab_type;
+    key.b_type = (int)b_type;
+    key.scaled = p.fp8;
+    key.fast_accum = p.fp8 && p.fast_accum;
     key.cd_type = (int)p.cd_type;
     key.compute = (int)compute;
     key.epilogue = (int)epi;
@@ -252,6 +271,120 @@ void cuda_matmul_backward(vb_ctx *ctx, vb_act *dinp, float *dweight, float *dbia
         p.ab_type = act;
         p.cd_type = CUDA_R_32F;
         p.beta = 1.0f;
+        lt_matmul(ctx, p);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// amp_mode fp8: the operands cast to FP8 bytes (cuda_fp8.cu) with the
+// recipe's scales, the products through cuBLASLt's FP8 GEMMs, divided back
+// by the scales (A/B scale pointers = the inverse scales the casts wrote).
+// Hopper's FP8 tensor cores take only the "TN" form (op(A) = A^T, op(B) = B
+// in column-major terms) with leading dimensions a multiple of 16 bytes, so
+// the backward GEMMs read transposed copies the casts write beside the
+// plain ones:
+//   forward  out^T (OC x N)  = op_T(W8) . x8           (as the bf16 forward)
+//   dinp     dinp^T (C x N)  = op_T(W8^T) . g8         (W8^T stored [C,OC])
+//   dweight  dW^T (C x OC)  += op_T(x8^T) . g8^T       (both [.,n_pad], zero-padded)
+// The forward accumulates with fast accumulation, the gradients without, as
+// Transformer Engine does. D is bf16 (dW float32, beta 1).
+
+static const cudaDataType_t fp8_type[2] = {CUDA_R_8F_E4M3, CUDA_R_8F_E5M2};
+
+void cuda_fp8_matmul_forward(vb_ctx *ctx, vb_act *out, const vb_act *inp, const vb_act *weight, const vb_act *bias,
+                             int N, int C, int OC, const vb_fp8_gemm *g) {
+    NvtxRange r("fp8_matmul_forward");
+    if (N <= 0 || OC <= 0 || C <= 0) vb_cuda_die("fp8_matmul_forward: empty GEMM N=%d C=%d OC=%d", N, C, OC);
+    const cuda_fp8_layout L = cuda_fp8_layout_of(N, C, OC);
+    unsigned char *s = (unsigned char *)g->scratch;
+    float *inv = (float *)s; // [0] input, [1] weight, [2] output gradient
+    cuda_fp8_cast(ctx, s + L.x, NULL, 0, inp, N, C, g->scale_x, inv + 0, g->amax_x, VB_FP8_E4M3);
+    cuda_fp8_cast(ctx, s + L.w, NULL, 0, weight, OC, C, g->scale_w, inv + 1, g->amax_w, VB_FP8_E4M3);
+    lt_problem p;
+    memset(&p, 0, sizeof p);
+    p.transa = true;
+    p.transb = false;
+    p.m = OC;
+    p.n = N;
+    p.k = C;
+    p.A = s + L.w;
+    p.lda = C;
+    p.B = s + L.x;
+    p.ldb = C;
+    p.D = out;
+    p.ldd = OC;
+    p.ab_type = fp8_type[VB_FP8_E4M3];
+    p.b_type = fp8_type[VB_FP8_E4M3];
+    p.cd_type = cuda_data_type(ctx->act);
+    p.beta = 0.0f;
+    p.bias = bias;
+    p.fp8 = true;
+    p.a_scale = inv + 1;
+    p.b_scale = inv + 0;
+    p.fast_accum = true;
+    lt_matmul(ctx, p);
+}
+
+void cuda_fp8_matmul_backward(vb_ctx *ctx, vb_act *dinp, float *dweight, float *dbias, const vb_act *dout,
+                              const vb_act *inp, const vb_act *weight, int N, int C, int OC, int accumulate_dinp,
+                              const vb_fp8_gemm *g) {
+    NvtxRange r("fp8_matmul_backward");
+    if (N <= 0 || OC <= 0 || C <= 0) vb_cuda_die("fp8_matmul_backward: empty GEMM N=%d C=%d OC=%d", N, C, OC);
+    // the bias gradient from the unquantised output gradient
+    if (dbias) cuda_bias_backward(ctx, dbias, dout, N, OC);
+    if (!dinp && !dweight) return;
+    const cuda_fp8_layout L = cuda_fp8_layout_of(N, C, OC);
+    unsigned char *s = (unsigned char *)g->scratch;
+    float *inv = (float *)s;
+    // one cast of dout records its amax once, whichever copies are needed
+    cuda_fp8_cast(ctx, dinp ? s + L.g : NULL, dweight ? s + L.g_t : NULL, L.n_pad, dout, N, OC, g->scale_g, inv + 2,
+                  g->amax_g, VB_FP8_E5M2);
+    if (dinp) {
+        cuda_fp8_cast(ctx, NULL, s + L.w_t, OC, weight, OC, C, g->scale_w, inv + 1, NULL, VB_FP8_E4M3);
+        lt_problem p;
+        memset(&p, 0, sizeof p);
+        p.transa = true; // A = W^T stored [C,OC]: column-major OC x C (ld OC), used as C x OC
+        p.transb = false; // B = dout stored [N,OC]: column-major OC x N (ld OC)
+        p.m = C;
+        p.n = N;
+        p.k = OC;
+        p.A = s + L.w_t;
+        p.lda = OC;
+        p.B = s + L.g;
+        p.ldb = OC;
+        p.D = dinp;
+        p.ldd = C;
+        p.ab_type = fp8_type[VB_FP8_E4M3];
+        p.b_type = fp8_type[VB_FP8_E5M2];
+        p.cd_type = cuda_data_type(ctx->act);
+        p.beta = accumulate_dinp ? 1.0f : 0.0f;
+        p.fp8 = true;
+        p.a_scale = inv + 1;
+        p.b_scale = inv + 2;
+        lt_matmul(ctx, p);
+    }
+    if (dweight) {
+        cuda_fp8_cast(ctx, NULL, s + L.x_t, L.n_pad, inp, N, C, g->scale_x, inv + 0, NULL, VB_FP8_E4M3);
+        lt_problem p;
+        memset(&p, 0, sizeof p);
+        p.transa = true; // A = inp^T stored [C,n_pad]: column-major n_pad x C, used as C x n_pad
+        p.transb = false; // B = dout^T stored [OC,n_pad]: column-major n_pad x OC
+        p.m = C;
+        p.n = OC;
+        p.k = L.n_pad; // the padding rows are zeros on both sides
+        p.A = s + L.x_t;
+        p.lda = L.n_pad;
+        p.B = s + L.g_t;
+        p.ldb = L.n_pad;
+        p.D = dweight;
+        p.ldd = C;
+        p.ab_type = fp8_type[VB_FP8_E4M3];
+        p.b_type = fp8_type[VB_FP8_E5M2];
+        p.cd_type = CUDA_R_32F;
+        p.beta = 1.0f;
+        p.fp8 = true;
+        p.a_scale = inv + 0;
+        p.b_scale = inv + 2;
         lt_matmul(ctx, p);
     }
 }

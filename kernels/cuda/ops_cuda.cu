@@ -130,6 +130,8 @@ static vb_ctx *cuda_ctx_create(const vb_ctx_opts *opts, char *err, size_t errlen
     ctx->device = opts->device;
     ctx->impl = c;
     c->tf32 = opts->tf32 != 0;
+    c->cc_major = prop.major;
+    c->cc_minor = prop.minor;
     c->attention_cudnn = opts->attention == VB_ATTENTION_CUDNN;
     c->num_sms = prop.multiProcessorCount;
     c->max_smem_optin = prop.sharedMemPerBlockOptin;
@@ -408,10 +410,11 @@ static const vb_ops cuda_ops = {
     .adam_update = cuda_adam_update,
     .grad_unscale_check = cuda_grad_unscale_check,
     .loss_scale_update = cuda_loss_scale_update,
-    // amp_mode fp8 is emulated on the CPU only so far: no FP8 GEMMs, casts or
-    // amax kernels here yet, and the run refuses fp8 on this backend
-    .fp8_quantize = nullptr,
-    .fp8_scale_update = nullptr,
+    .fp8_unsupported = cuda_fp8_unsupported,
+    .fp8_scratch_bytes = cuda_fp8_scratch_bytes,
+    .fp8_matmul_forward = cuda_fp8_matmul_forward,
+    .fp8_matmul_backward = cuda_fp8_matmul_backward,
+    .fp8_scale_update = cuda_fp8_scale_update,
 };
 
 extern "C" const vb_ops *vb_ops_cuda(void) { return &cuda_ops; }
