@@ -36,10 +36,10 @@
 # `scripts/gpu_window.sh run` from a build made elsewhere (BUILD_DIR holds
 # vitbench and test_cuda_ops; nothing is built). In order of what users hit
 # first: the op tests and attention timings, the golden losses (fp32 with
-# TF32 off, bf16 with our attention and cuDNN's, fp16), graphs on = graphs
+# TF32 off, bf16 with our attention and cuDNN's, fp16, fp8), graphs on = graphs
 # off, memcheck and racecheck on the small tensor-core attention cases, a
 # CUPTI-traced run, then base at batch 16 (none_tf32, bf16, bf16_cudnn,
-# bf16_best with 4 and 8 loader workers, bf16_graphs, bf16 with the
+# bf16_best with 4 and 8 loader workers, bf16_graphs, fp8, fp8_graphs, bf16 with the
 # normalisation on the GPU and 8 workers) with 10 batches x 2 trials. Every step is held to what is left of S seconds (default 270); a
 # step the budget leaves out is listed as not run, and the check fails. Its
 # output is the summary gpu_window.sh keeps in OUT/summary.md. --prebuilt
@@ -279,15 +279,15 @@ section_golden() {
     golden fp16 2e-2 --backend cuda --amp_mode fp16
     graphs_same fp32 --tf32 false
     graphs_same bf16_dali --amp_mode bf16 --attention cudnn --data_loader_config dali --enable_fused true
+    # fp8 on the GPU: FP8 GEMMs with bf16 between them, against the CPU
+    # emulation's PyTorch losses (the float32 run above is repeated)
+    VB_GOLDEN_FP8_ARGS="--backend cuda" VB_GOLDEN_FP8_TOL=2e-2 golden fp8 1e-4 --backend cuda --tf32 false
     [ $WINDOW = 1 ] && return
     # TF32 GEMMs and attention: 11 significant bits in every product, bf16's bound holds
     golden tf32 2e-2 --backend cuda --tf32 true
     golden fp32_graphs 1e-4 --backend cuda --tf32 false --cuda_graphs true
     golden bf16_graphs 2e-2 --backend cuda --amp_mode bf16 --attention cudnn --enable_jit true --cuda_graphs true
     golden fp16_graphs 2e-2 --backend cuda --amp_mode fp16 --cuda_graphs true
-    # fp8 on the GPU: FP8 GEMMs with bf16 between them, against the CPU
-    # emulation's PyTorch losses (the float32 run above is repeated)
-    VB_GOLDEN_FP8_ARGS="--backend cuda" VB_GOLDEN_FP8_TOL=2e-2 golden fp8 1e-4 --backend cuda --tf32 false
     VB_GOLDEN_FP8_ARGS="--backend cuda --cuda_graphs true" VB_GOLDEN_FP8_TOL=2e-2 golden fp8_graphs 1e-4 \
         --backend cuda --tf32 false
 }
