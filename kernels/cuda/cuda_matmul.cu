@@ -291,6 +291,36 @@ void cuda_matmul_backward(vb_ctx *ctx, vb_act *dinp, float *dweight, float *dbia
 
 static const cudaDataType_t fp8_type[2] = {CUDA_R_8F_E4M3, CUDA_R_8F_E5M2};
 
+// D (m x n) = beta D + (a_scale b_scale) op_T(A) . B, A E4M3 (lda) and B
+// of format fb (ldb), the form every FP8 GEMM here takes
+static void fp8_matmul(vb_ctx *ctx, int m, int n, int k, const void *A, int lda, const void *B, int ldb,
+                       vb_fp8_format fb, void *D, int ldd, cudaDataType_t d_type, float beta, const void *bias,
+                       const float *a_scale, const float *b_scale, bool fast_accum) {
+    lt_problem p;
+    memset(&p, 0, sizeof p);
+    p.transa = true;
+    p.transb = false;
+    p.m = m;
+    p.n = n;
+    p.k = k;
+    p.A = A;
+    p.lda = lda;
+    p.B = B;
+    p.ldb = ldb;
+    p.D = D;
+    p.ldd = ldd;
+    p.ab_type = fp8_type[VB_FP8_E4M3];
+    p.b_type = fp8_type[fb];
+    p.cd_type = d_type;
+    p.beta = beta;
+    p.bias = bias;
+    p.fp8 = true;
+    p.a_scale = a_scale;
+    p.b_scale = b_scale;
+    p.fast_accum = fast_accum;
+    lt_matmul(ctx, p);
+}
+
 void cuda_fp8_matmul_forward(vb_ctx *ctx, vb_act *out, const vb_act *inp, const vb_act *weight, const vb_act *bias,
                              int N, int C, int OC, const vb_fp8_gemm *g) {
     NvtxRange r("fp8_matmul_forward");
@@ -300,29 +330,9 @@ void cuda_fp8_matmul_forward(vb_ctx *ctx, vb_act *out, const vb_act *inp, const 
     float *inv = (float *)s; // [0] input, [1] weight, [2] output gradient
     cuda_fp8_cast(ctx, s + L.x, NULL, 0, inp, N, C, g->scale_x, inv + 0, g->amax_x, VB_FP8_E4M3);
     cuda_fp8_cast(ctx, s + L.w, NULL, 0, weight, OC, C, g->scale_w, inv + 1, g->amax_w, VB_FP8_E4M3);
-    lt_problem p;
-    memset(&p, 0, sizeof p);
-    p.transa = true;
-    p.transb = false;
-    p.m = OC;
-    p.n = N;
-    p.k = C;
-    p.A = s + L.w;
-    p.lda = C;
-    p.B = s + L.x;
-    p.ldb = C;
-    p.D = out;
-    p.ldd = OC;
-    p.ab_type = fp8_type[VB_FP8_E4M3];
-    p.b_type = fp8_type[VB_FP8_E4M3];
-    p.cd_type = cuda_data_type(ctx->act);
-    p.beta = 0.0f;
-    p.bias = bias;
-    p.fp8 = true;
-    p.a_scale = inv + 1;
-    p.b_scale = inv + 0;
-    p.fast_accum = true;
-    lt_matmul(ctx, p);
+    // out^T (OC x N) = op_T(W8: C x OC, ld C) . x8 (C x N, ld C), fast accumulation
+    fp8_matmul(ctx, OC, N, C, s + L.w, C, s + L.x, C, VB_FP8_E4M3, out, OC, cuda_data_type(ctx->act), 0.0f, bias,
+               inv + 1, inv + 0, true);
 }
 
 void cuda_fp8_matmul_backward(vb_ctx *ctx, vb_act *dinp, float *dweight, float *dbias, const vb_act *dout,
@@ -341,50 +351,17 @@ void cuda_fp8_matmul_backward(vb_ctx *ctx, vb_act *dinp, float *dweight, float *
                   g->amax_g, VB_FP8_E5M2);
     if (dinp) {
         cuda_fp8_cast(ctx, NULL, s + L.w_t, OC, weight, OC, C, g->scale_w, inv + 1, NULL, VB_FP8_E4M3);
-        lt_problem p;
-        memset(&p, 0, sizeof p);
-        p.transa = true; // A = W^T stored [C,OC]: column-major OC x C (ld OC), used as C x OC
-        p.transb = false; // B = dout stored [N,OC]: column-major OC x N (ld OC)
-        p.m = C;
-        p.n = N;
-        p.k = OC;
-        p.A = s + L.w_t;
-        p.lda = OC;
-        p.B = s + L.g;
-        p.ldb = OC;
-        p.D = dinp;
-        p.ldd = C;
-        p.ab_type = fp8_type[VB_FP8_E4M3];
-        p.b_type = fp8_type[VB_FP8_E5M2];
-        p.cd_type = cuda_data_type(ctx->act);
-        p.beta = accumulate_dinp ? 1.0f : 0.0f;
-        p.fp8 = true;
-        p.a_scale = inv + 1;
-        p.b_scale = inv + 2;
-        lt_matmul(ctx, p);
+        // A = W^T stored [C,OC]: column-major OC x C (ld OC), used as C x OC;
+        // B = dout stored [N,OC]: column-major OC x N (ld OC)
+        fp8_matmul(ctx, C, N, OC, s + L.w_t, OC, s + L.g, OC, VB_FP8_E5M2, dinp, C, cuda_data_type(ctx->act),
+                   accumulate_dinp ? 1.0f : 0.0f, NULL, inv + 1, inv + 2, false);
     }
     if (dweight) {
         cuda_fp8_cast(ctx, NULL, s + L.x_t, L.n_pad, inp, N, C, g->scale_x, inv + 0, NULL, VB_FP8_E4M3);
-        lt_problem p;
-        memset(&p, 0, sizeof p);
-        p.transa = true; // A = inp^T stored [C,n_pad]: column-major n_pad x C, used as C x n_pad
-        p.transb = false; // B = dout^T stored [OC,n_pad]: column-major n_pad x OC
-        p.m = C;
-        p.n = OC;
-        p.k = L.n_pad; // the padding rows are zeros on both sides
-        p.A = s + L.x_t;
-        p.lda = L.n_pad;
-        p.B = s + L.g_t;
-        p.ldb = L.n_pad;
-        p.D = dweight;
-        p.ldd = C;
-        p.ab_type = fp8_type[VB_FP8_E4M3];
-        p.b_type = fp8_type[VB_FP8_E5M2];
-        p.cd_type = CUDA_R_32F;
-        p.beta = 1.0f;
-        p.fp8 = true;
-        p.a_scale = inv + 0;
-        p.b_scale = inv + 2;
-        lt_matmul(ctx, p);
+        // A = inp^T stored [C,n_pad]: column-major n_pad x C, used as C x n_pad;
+        // B = dout^T stored [OC,n_pad]: column-major n_pad x OC; the padding
+        // rows are zeros on both sides
+        fp8_matmul(ctx, C, OC, L.n_pad, s + L.x_t, L.n_pad, s + L.g_t, L.n_pad, VB_FP8_E5M2, dweight, C, CUDA_R_32F,
+                   1.0f, NULL, inv + 0, inv + 2, false);
     }
 }
