@@ -642,7 +642,7 @@ static const char *ALL_KEYS[] = {
     "fp8_amax_compute_algo", "fp8_margin", "enable_fused", "enable_jit", "cuda_graphs",
     "loss_scale", "loss_scale_init", "loss_scale_growth_interval", "tf32",
     "attention",
-    "expdir", "data_loader_config", "num_data_workers", "data_read", "normalize_on_device", "limit_nsamples", "limit_nsamples_val",
+    "expdir", "data_loader_config", "num_data_workers", "data_read", "normalize_on_device", "synthetic_resident", "limit_nsamples", "limit_nsamples_val",
     "train_data_path", "valid_data_path", "inf_data_path", "time_means_path", "global_means_path",
     "global_stds_path", "shuffle", "seed", "init_checkpoint", "output_dir", "run_name", "backend", "comm_backend",
     "enable_benchy", "benchy_config", "save_checkpoint", "progress", "profile_steps", "cupti", "tensor_parallel", "context_parallel", "parallel_order",

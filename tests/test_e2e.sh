@@ -285,6 +285,20 @@ for f, keys in (("train_log.csv", ("step", "loss")), ("validation.csv", ("step",
 EOF
 grep -q '"normalize_on_device":[[:space:]]*true' out/train_nod/run.json || fail "run.json does not record normalize_on_device"
 
+# ---- synthetic_resident: SYNTHETIC's batch is copied for its untimed step
+# and stays on the device, so no timed SYNTHETIC step copies (ops.csv has no
+# SYNTHETIC h2d row) while FULL's steps still copy theirs ----
+"$VB" run "${COMMON[@]}" --run_name resident --benchy_config benchy.yaml --synthetic_resident true > resident.txt 2>&1
+rc=$?
+[ $rc -eq 0 ] || { tail -n 20 resident.txt >&2; fail "run --synthetic_resident true exited $rc"; }
+python3 - out/resident/ops.csv <<'EOF' || fail "synthetic_resident: SYNTHETIC steps copied their batch"
+import csv, sys
+h2d = {r["trial_type"]: int(r["calls"]) for r in csv.DictReader(open(sys.argv[1])) if r["name"] == "h2d"}
+if "SYNTHETIC" in h2d: sys.exit(f"SYNTHETIC h2d calls {h2d['SYNTHETIC']}, want none")
+if h2d.get("FULL") != 6: sys.exit(f"FULL h2d calls {h2d.get('FULL')}, want 6")
+EOF
+grep -q '"synthetic_resident":[[:space:]]*true' out/resident/run.json || fail "run.json does not record synthetic_resident"
+
 # ---- train again from that checkpoint: starts where the first one ended ----
 "$VB" train "${COMMON[@]}" --run_name resumed --num_iters 2 --init_checkpoint $T/checkpoint.h5 > resumed.txt 2>&1
 rc=$?

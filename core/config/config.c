@@ -90,6 +90,7 @@ static const key_def g_keys[] = {
     {"num_data_workers", KT_INT, FIELD(num_data_workers), false, NULL, "N", "loader threads (0 = load on the training thread)"},
     {"data_read", KT_STR, FIELD(data_read), false, NULL, "mmap|pread", "how the loader reads contiguous datasets"},
     {"normalize_on_device", KT_BOOL, FIELD(normalize_on_device), false, NULL, "true|false", "the loader copies raw values; batches are normalised after the copy"},
+    {"synthetic_resident", KT_BOOL, FIELD(synthetic_resident), false, NULL, "true|false", "SYNTHETIC trials copy their batch to the device once and reuse it (pytorch loader)"},
     {"limit_nsamples", KT_LIMIT, FIELD(limit_nsamples), false, NULL, "N|None", "use at most N training samples (None or 0 = all)"},
     {"limit_nsamples_val", KT_LIMIT, FIELD(limit_nsamples_val), false, NULL, "N|None", "use at most N validation samples (None or 0 = all)"},
     {"train_data_path", KT_STR, FIELD(train_data_path), false, NULL, "DIR", "training year files (*.h5)"},
@@ -379,6 +380,7 @@ void vb_config_defaults(vb_config *c) {
     c->num_data_workers = 0;
     snprintf(c->data_read, sizeof c->data_read, "mmap");
     c->normalize_on_device = false;
+    c->synthetic_resident = false;
     c->limit_nsamples = 0;
     c->limit_nsamples_val = 0;
     snprintf(c->train_data_path, sizeof c->train_data_path, "/data/train");
@@ -791,6 +793,12 @@ void vb_config_validate(const vb_config *c, const char *origin) {
         vfail(c, origin, "data_loader_config", NULL,
               "data_loader_config = dali needs the CUDA backend (it overlaps the batch copy with the step on a "
               "second CUDA stream): use --backend cuda, or pytorch on cpu");
+    /* dali's point is a copy per step overlapped with the one before: a
+     * batch that stays on the device has nothing to overlap */
+    if (c->synthetic_resident && strcmp(c->data_loader_config, "dali") == 0)
+        vfail(c, origin, "synthetic_resident", NULL,
+              "synthetic_resident = true keeps SYNTHETIC's batch on the device, and data_loader_config = dali "
+              "copies a batch every step: use one or the other");
     /* auto is resolved when the run starts (cuda when compiled in and a GPU is visible) */
     if (strcmp(c->backend, "cpu") != 0 && strcmp(c->backend, "cuda") != 0 && strcmp(c->backend, "auto") != 0)
         vfail(c, origin, "backend", NULL, "backend = '%s' must be cpu, cuda or auto", c->backend);

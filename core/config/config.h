@@ -66,6 +66,7 @@ typedef struct vb_config {
     int num_data_workers;
     char data_read[8];             /* how the loader reads contiguous datasets: "mmap" (default) or "pread" */
     bool normalize_on_device;      /* the loader hands raw values; each batch is normalised on the backend after its copy */
+    bool synthetic_resident;       /* SYNTHETIC trials copy their one batch to the device once, not every step */
     int limit_nsamples;            /* 0 = None (no limit) */
     int limit_nsamples_val;
     char train_data_path[VB_PATH_MAX];

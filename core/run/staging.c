@@ -95,6 +95,13 @@ void vb_staging_put(vb_staging *s, const vb_batch *b) {
     s->slot_B[k] = b->B;
 }
 
+void vb_staging_reuse(vb_staging *s) {
+    if (s->dali) vb_die_internal("staging: a batch is reused without a copy under dali");
+    if (s->staged) vb_die_internal("staging: the batch staged before has not been used by a step");
+    if (s->slot_B[0] <= 0) vb_die_internal("staging: no batch was copied to reuse");
+    s->staged = true;
+}
+
 bool vb_staging_has(const vb_staging *s) { return s->dali ? vb_dbuf_has_staged(&s->dbuf) : s->staged; }
 
 int vb_staging_take(vb_staging *s) {

@@ -59,6 +59,14 @@ void vb_staging_init(vb_staging *s, const vb_ops *ops, vb_ctx *ctx, vb_profiler 
  * otherwise). */
 void vb_staging_put(vb_staging *s, const vb_batch *b);
 
+/* pytorch: the batch copied last is staged again without a copy, for a
+ * step that reads it once more (SYNTHETIC under synthetic_resident: one
+ * batch that stays on the device, as a loop over device-resident data).
+ * The step reads its batch and never writes it, so the buffer still holds
+ * the copied (and normalised) values. Exits 1 (a bug) under dali, before
+ * any copy, or with a batch already staged. */
+void vb_staging_reuse(vb_staging *s);
+
 /* Whether a staged batch waits for its step. */
 bool vb_staging_has(const vb_staging *s);
 
