@@ -8,11 +8,17 @@ runs use). Each rung of the tutorial's ladder is a flag:
 
     torch_gpu_step.py --config base --global_batch_size 16 \
         [--amp_mode none|bf16|fp16] [--tf32 true|false] [--fused_adam] [--compile] \
-        [--sdpa flash|cudnn|efficient|math|auto] [--steps 20] [--warmup 5]
+        [--sdpa flash|cudnn|efficient|math|auto] [--data resident|copy] [--steps 20] [--warmup 5]
     torch_gpu_step.py --attention_only ...   # SDPA forward and forward+backward alone
+
+--data resident (default) keeps the batch on the device; copy keeps it in
+pinned host memory and copies it at the start of every step, waiting for
+the copy (the tutorial's `inp.to(device)` on a DataLoader batch with
+pin_memory), as vitbench's data_loader_config pytorch does.
 
 Steps are timed with CUDA events after warm-up; prints one line per result
 with samples/s (or ms and TFLOP/s for --attention_only).
+bench/dev/gpu_side_by_side.py builds its PyTorch side from make_step.
 """
 import argparse
 import math
@@ -45,7 +51,9 @@ def fused_attention_forward(self, x):
     return self.proj(out.transpose(1, 2).reshape(B, N, D))
 
 
-def time_events(fn, warmup, reps):
+def step_times(fn, warmup, reps):
+    """Seconds of each of reps calls of fn after warmup calls, each between
+    two CUDA events with the host waiting for the second."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -57,7 +65,11 @@ def time_events(fn, warmup, reps):
         b.record()
         b.synchronize()
         times.append(a.elapsed_time(b) / 1e3)
-    times.sort()
+    return times
+
+
+def time_events(fn, warmup, reps):
+    times = sorted(step_times(fn, warmup, reps))
     return times[len(times) // 2], times[0]
 
 
@@ -89,6 +101,37 @@ def attention_only(args, cfg, dtype):
               f"fwd+bwd {tb * 1e3:8.3f} ms {3.5 * fl / tb / 1e12:6.1f} TFLOP/s")
 
 
+def make_step(cfg, amp_mode, fused_adam, compile_, sdpa, data):
+    """One training step of the tutorial's model as a function, and the
+    model: the batch resident on the device or copied from pinned host
+    memory each step (data, which a call of the step may override), SDPA
+    pinned to one backend (sdpa)."""
+    torch.manual_seed(0)
+    ref.Attention.forward = fused_attention_forward
+    model = ref.build_model(cfg)
+    model.init_weights()
+    model = model.cuda()
+    B, (H, W) = cfg["global_batch_size"], cfg["img_size"]
+    inp = torch.randn(B, cfg["n_in_channels"], H, W, device="cuda")
+    tar = torch.randn(B, cfg["n_out_channels"], H, W, device="cuda")
+    inp_host, tar_host = inp.cpu().pin_memory(), tar.cpu().pin_memory()
+    dtype = {"none": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[amp_mode]
+    opt = torch.optim.Adam(model.parameters(), lr=cfg["lr"], betas=(0.9, 0.95), eps=1e-8, fused=fused_adam)
+    scaler = torch.amp.GradScaler("cuda", enabled=amp_mode == "fp16")
+    fwd = torch.compile(model) if compile_ else model
+
+    def step(data=data):
+        # a synchronous copy, as `.to(device)` without non_blocking
+        x, y = (inp_host.to("cuda"), tar_host.to("cuda")) if data == "copy" else (inp, tar)
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=dtype, enabled=amp_mode != "none"), sdpa_context(sdpa):
+            loss = ref.rel_l2_loss(fwd(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+    return step, model
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--yaml_config", default=os.path.join(ref.SOURCE_DIR, "scenarios", "vit.yaml"))
@@ -98,6 +141,7 @@ def main():
     p.add_argument("--fused_adam", action="store_true")
     p.add_argument("--compile", action="store_true")
     p.add_argument("--sdpa", choices=("auto", "flash", "cudnn", "efficient", "math"), default="auto")
+    p.add_argument("--data", choices=("resident", "copy"), default="resident")
     p.add_argument("--attention_only", action="store_true")
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--steps", type=int, default=20)
@@ -115,33 +159,14 @@ def main():
         attention_only(args, cfg, torch.bfloat16 if dtype == torch.float32 else dtype)
         return
 
-    torch.manual_seed(0)
-    ref.Attention.forward = fused_attention_forward
-    model = ref.build_model(cfg)
-    model.init_weights()
-    model = model.cuda()
-    B, (H, W) = cfg["global_batch_size"], cfg["img_size"]
-    inp = torch.randn(B, cfg["n_in_channels"], H, W, device="cuda")
-    tar = torch.randn(B, cfg["n_out_channels"], H, W, device="cuda")
-    opt = torch.optim.Adam(model.parameters(), lr=cfg["lr"], betas=(0.9, 0.95), eps=1e-8,
-                           fused=args.fused_adam)
-    scaler = torch.amp.GradScaler("cuda", enabled=args.amp_mode == "fp16")
-    fwd = torch.compile(model) if args.compile else model
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=dtype, enabled=args.amp_mode != "none"), sdpa_context(args.sdpa):
-            loss = ref.rel_l2_loss(fwd(inp), tar)
-        scaler.scale(loss).backward()
-        scaler.step(opt)
-        scaler.update()
-
+    step, model = make_step(cfg, args.amp_mode, args.fused_adam, args.compile, args.sdpa, args.data)
+    B = cfg["global_batch_size"]
     torch.cuda.reset_peak_memory_stats()
     med, best = time_events(step, args.warmup, args.steps)
     mem = torch.cuda.max_memory_allocated() / 2**30
     print(f"torch_gpu_step {torch.__version__} {torch.cuda.get_device_name()} config={args.config} B={B} "
           f"amp={args.amp_mode} tf32={args.tf32} fused_adam={int(args.fused_adam)} compile={int(args.compile)} "
-          f"sdpa={args.sdpa}: median step {med * 1e3:.1f} ms, {B / med:.1f} samples/s "
+          f"sdpa={args.sdpa} data={args.data}: median step {med * 1e3:.1f} ms, {B / med:.1f} samples/s "
           f"(best {B / best:.1f}), peak {mem:.1f} GiB")
 
 
