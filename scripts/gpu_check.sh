@@ -44,8 +44,12 @@
 # step the budget leaves out is listed as not run, and the check fails. Its
 # output is the summary gpu_window.sh keeps in OUT/summary.md. --prebuilt
 # runs the chosen sections in full from such a build (gpu_window.sh run --full).
-# --rows LIST runs only those base rows (labels as in the table); --nbatches N
-# sets benchy's batches per trial (the dataset is sized to hold them).
+# --rows LIST runs only those base rows (labels as in the table); --cases
+# LIST only those golden and graphs cases (golden_fp8, graphs_fp8, ...);
+# --nbatches N sets benchy's batches per trial (the dataset is sized to hold
+# them). The section torch (not in the defaults: it needs PyTorch) runs
+# bench/dev/gpu_side_by_side.py, vitbench and the tutorial's PyTorch step
+# alternated on this GPU, with --torch_args passed to it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 SRC=$(pwd)
@@ -55,6 +59,8 @@ QUICK=0
 WINDOW=0
 PREBUILT=0
 ROWS_ONLY=
+CASES_ONLY=
+TORCH_ARGS=
 NB_SET=
 BUDGET=270
 ONLY=
@@ -67,9 +73,11 @@ while [ $# -gt 0 ]; do
     --window) WINDOW=1 ;;
     --prebuilt) PREBUILT=1 ;;
     --rows) ROWS_ONLY=${2:?--rows needs a list of base rows}; shift ;;
+    --cases) CASES_ONLY=${2:?--cases needs a list of golden and graphs cases}; shift ;;
+    --torch_args) TORCH_ARGS=${2?--torch_args needs a string}; shift ;;
     --nbatches) NB_SET=${2:?--nbatches needs a number}; shift ;;
     --budget) BUDGET=${2:?--budget needs seconds}; shift ;;
-    -h | --help) sed -n 2,45p "$0"; exit 0 ;;
+    -h | --help) sed -n 2,51p "$0"; exit 0 ;;
     *) echo "gpu_check: unknown flag '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -77,14 +85,16 @@ done
 [[ $BUDGET =~ ^[0-9]+$ ]] || { echo "gpu_check: --budget: '$BUDGET' is not whole seconds" >&2; exit 2; }
 [ -z "$NB_SET" ] || [[ $NB_SET =~ ^[1-9][0-9]{0,3}$ ]] || { echo "gpu_check: --nbatches: '$NB_SET' is not a number of batches (1..9999)" >&2; exit 2; }
 [[ $ROWS_ONLY =~ ^[a-z0-9_,]*$ ]] || { echo "gpu_check: --rows: '$ROWS_ONLY' is not a comma list of row labels" >&2; exit 2; }
+[[ $CASES_ONLY =~ ^[a-z0-9_,]*$ ]] || { echo "gpu_check: --cases: '$CASES_ONLY' is not a comma list of cases (golden_fp8, graphs_fp8, ...)" >&2; exit 2; }
+[[ $TORCH_ARGS =~ ^[-a-z0-9_,.\ ]*$ ]] || { echo "gpu_check: --torch_args: '$TORCH_ARGS' holds characters other than flags, names and numbers" >&2; exit 2; }
 if [ -z "$ONLY" ]; then
     ONLY=tests,sanitize,golden,planes,base,cupti
     [ $WINDOW = 1 ] && ONLY=tests,golden,sanitize,cupti,base
 fi
 for s in ${ONLY//,/ }; do
     case "$s" in
-    tests | sanitize | golden | planes | base | cupti) ;;
-    *) echo "gpu_check: --only: unknown section '$s' (tests, sanitize, golden, planes, base, cupti)" >&2; exit 2 ;;
+    tests | sanitize | golden | planes | base | cupti | torch) ;;
+    *) echo "gpu_check: --only: unknown section '$s' (tests, sanitize, golden, planes, base, cupti, torch)" >&2; exit 2 ;;
     esac
 done
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
@@ -182,6 +192,8 @@ section_tests() {
     local rc=$?
     echo "gpu_check: test_cuda_ops rc=$rc$([ $rc = 124 ] && echo ' (timed out)'): $(grep -c '^ok' "$OUTDIR/test_cuda_ops.log") cases ok, $(grep -c '^FAIL' "$OUTDIR/test_cuda_ops.log") failing"
     [ $rc = 0 ] || { FAILED=1; grep -E '^FAIL|CUDA|error' "$OUTDIR/test_cuda_ops.log" | head -n 20; }
+    # fp8's cases, whole: FP8 kernels have run on no other GPU check yet
+    grep -E '^(ok|FAIL|skip) +fp8' "$OUTDIR/test_cuda_ops.log" | sed 's/^/gpu_check: /'
 
     # per-op timings at base's shapes, batch 16: attention in float32 on the
     # CUDA cores, on TF32 and bf16 tensor cores, and cuDNN's (bf16)
@@ -197,7 +209,8 @@ section_tests() {
 # follows a wait) and synccheck (barriers under divergence). Each tool gets
 # SANITIZE_TIMEOUT seconds (default 240); a timeout is inconclusive, not a
 # failure. A window runs memcheck and racecheck on the small tensor-core
-# cases (test_attention_tc_small). ----
+# cases (test_attention_tc_small). SANITIZE_CASES names other test_cuda_ops
+# cases (test_fp8). ----
 section_sanitize() {
     local CS tools=(memcheck racecheck synccheck) cases=test_attention cap=${SANITIZE_TIMEOUT:-240}
     CS=$(command -v compute-sanitizer || true)
@@ -208,6 +221,8 @@ section_sanitize() {
         return
     fi
     [ $WINDOW = 1 ] && tools=(memcheck racecheck) cases=test_attention_tc_small cap=${SANITIZE_TIMEOUT:-60}
+    cases=${SANITIZE_CASES:-$cases}
+    [[ $cases =~ ^[a-z0-9_,]+$ ]] || { echo "gpu_check: SANITIZE_CASES: '$cases' is not a list of test names"; FAILED=1; return; }
     local tool rc t
     for tool in "${tools[@]}"; do
         fits "sanitize $tool" 25 || continue
@@ -231,14 +246,18 @@ section_sanitize() {
 }
 
 # ---- golden test on the GPU ----
+# case_wanted KIND_NAME: --cases lists it, or no --cases was given
+case_wanted() { [ -z "$CASES_ONLY" ] || [[ ",$CASES_ONLY," == *",$1,"* ]]; }
 golden() { # name tol args...
     local name=$1 tol=$2
     shift 2
+    case_wanted "golden_$name" || return 0
     fits "golden $name" 10 || return
     VB_GOLDEN_TOL=$tol VB_GOLDEN_ARGS="$*" timeout "$(lim 300)" bash "$SRC/tests/test_golden.sh" "$VB" \
         > "$OUTDIR/golden_$name.log" 2>&1
     local r=$?
-    echo "gpu_check: golden $name (tol $tol): $([ $r = 0 ] && echo pass || echo "FAIL (rc $r)") — $(grep -m1 'loss: rows' "$OUTDIR/golden_$name.log")"
+    # every run's loss line: the float32 run's, then fp8's (test_golden.sh runs both)
+    echo "gpu_check: golden $name (tol $tol): $([ $r = 0 ] && echo pass || echo "FAIL (rc $r)") — $(grep 'loss: rows' "$OUTDIR/golden_$name.log" | paste -sd ';' -)"
     [ $r = 0 ] || { FAILED=1; grep -m3 -E 'FAIL|error|vitbench:' "$OUTDIR/golden_$name.log"; }
 }
 
@@ -249,6 +268,7 @@ golden() { # name tol args...
 graphs_same() { # name args...
     local name=$1 G=$SRC/tests/golden
     shift
+    case_wanted "graphs_$name" || return 0
     fits "graphs $name" 15 || return
     local D=$G/era5 dir=$OUTDIR/graphs_$name on
     rm -rf "$dir"
@@ -282,6 +302,8 @@ section_golden() {
     # fp8 on the GPU: FP8 GEMMs with bf16 between them, against the CPU
     # emulation's PyTorch losses (the float32 run above is repeated)
     VB_GOLDEN_FP8_ARGS="--backend cuda" VB_GOLDEN_FP8_TOL=2e-2 golden fp8 1e-4 --backend cuda --tf32 false
+    # fp8's state (scales, the amax history's roll) at the same addresses every step
+    graphs_same fp8 --amp_mode fp8
     [ $WINDOW = 1 ] && return
     # TF32 GEMMs and attention: 11 significant bits in every product, bf16's bound holds
     golden tf32 2e-2 --backend cuda --tf32 true
@@ -433,7 +455,7 @@ section_base() {
     # step is the op's share of the step times the step's time (batch 16 over
     # the SYNTHETIC samples/s), calls per step from the op's call count
     local label ops
-    for label in none_tf32 bf16 bf16_best; do
+    for label in none_tf32 bf16 bf16_best fp8; do
         ops=$OUTDIR/runs/base_$label/ops.csv
         [ -f "$ops" ] || continue
         echo
@@ -599,6 +621,38 @@ PY
         grep -i "warn" "$OUTDIR/run_$name.log" | sed 's/^/gpu_check: timeline: /'
     else
         echo "gpu_check: $name FAILED: $(tail -n 1 "$OUTDIR/run_$name.log")"
+        FAILED=1
+    fi
+}
+
+# ---- vitbench against PyTorch on this GPU: bench/dev/gpu_side_by_side.py
+# alternates the two in one process tree (vitbench runs, torch steps in
+# between) with the batch resident and copied per step; --torch_args passes
+# it flags (--precisions bf16 --rounds 2 ...). In a window it gets what is
+# left of the budget and stops starting rounds that would overrun it. ----
+section_torch() {
+    datagen_wait || { FAILED=1; NOTRUN+=("torch (no data)"); return; }
+    # PyTorch loads its own CUDA libraries: the search path set for vitbench's
+    # (gpu_window.sh) goes to vitbench's runs only (VB_LD_LIBRARY_PATH)
+    local py=(env VB_LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}" LD_LIBRARY_PATH= PYTHONUNBUFFERED=1 python3)
+    if ! "${py[@]}" -c 'import torch, yaml; assert torch.cuda.is_available()' 2> /dev/null; then
+        echo "gpu_check: torch side by side: not run (python3 has no torch with CUDA, or no yaml)"
+        NOTRUN+=("torch (no PyTorch)")
+        return
+    fi
+    fits "torch side by side" 90 || return
+    local budget=0 r
+    [ $WINDOW = 1 ] && budget=$(($(left) - 15))
+    # shellcheck disable=SC2086 # TORCH_ARGS is a list of flags, checked above
+    timeout "$(lim 3600)" "${py[@]}" "$SRC/bench/dev/gpu_side_by_side.py" --vitbench "$VB" \
+        --data "$DATA" --out "$OUTDIR/torch" --budget "$budget" $TORCH_ARGS > "$OUTDIR/torch.log" 2>&1
+    r=$?
+    grep -E '^gpu_side_by_side: (torch .* ready|.*budget|FAILED)' "$OUTDIR/torch.log" | sed 's/^/gpu_check: /'
+    if [ $r = 0 ] && [ -s "$OUTDIR/torch/side_by_side.md" ] && ! grep -q FAILED "$OUTDIR/torch.log"; then
+        echo
+        cat "$OUTDIR/torch/side_by_side.md"
+    else
+        echo "gpu_check: torch side by side FAILED (rc $r): $(tail -n 1 "$OUTDIR/torch.log")"
         FAILED=1
     fi
 }
