@@ -15,7 +15,8 @@
  * the tanh approximation.
  *
  * The algorithm for each problem (shape, dtypes, epilogue, operand
- * alignment) comes from cuBLASLt's heuristic once and is cached per context.
+ * alignment) comes from cuBLASLt's heuristic once, the first of its
+ * candidates that cuBLASLt runs, and is cached per context.
  */
 #include <string.h>
 
@@ -53,13 +54,29 @@ struct lt_problem {
     bool fast_accum;
 };
 
-static cublasLtMatmulAlgo_t lt_algo(cuda_impl *c, const cuda_gemm_key &key, cublasLtMatmulDesc_t op,
-                                    cublasLtMatrixLayout_t la, cublasLtMatrixLayout_t lb,
-                                    cublasLtMatrixLayout_t lc) {
+static const cublasLtMatmulAlgo_t *lt_cached(const cuda_impl *c, const cuda_gemm_key &key) {
     for (int i = 0; i < CUDA_GEMM_CACHE; i++)
         if (c->gemm_cache[i].used && memcmp(&c->gemm_cache[i].key, &key, sizeof key) == 0)
-            return c->gemm_cache[i].algo;
+            return &c->gemm_cache[i].algo;
+    return NULL;
+}
 
+static void lt_cache_put(cuda_impl *c, const cuda_gemm_key &key, const cublasLtMatmulAlgo_t &algo) {
+    cuda_gemm_entry *e = &c->gemm_cache[c->gemm_cache_next];
+    c->gemm_cache_next = (c->gemm_cache_next + 1) % CUDA_GEMM_CACHE;
+    e->key = key;
+    e->algo = algo;
+    e->used = 1;
+}
+
+// the heuristic's candidates for a problem, best first: one may still be
+// refused at launch (cuBLASLt checks some of a problem's properties, the
+// pointers' values among them, only when it runs), so the caller tries them
+// in order
+enum { LT_CANDIDATES = 8 };
+static int lt_candidates(cuda_impl *c, const cuda_gemm_key &key, cublasLtMatmulDesc_t op,
+                         cublasLtMatrixLayout_t la, cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t lc,
+                         cublasLtMatmulHeuristicResult_t *res) {
     cublasLtMatmulPreference_t pref;
     CUBLASCHECK(cublasLtMatmulPreferenceCreate(&pref));
     uint64_t ws = c->lt_workspace_bytes;
@@ -75,22 +92,16 @@ static cublasLtMatmulAlgo_t lt_algo(cuda_impl *c, const cuda_gemm_key &key, cubl
                                                      &al[2], sizeof al[2]));
     CUBLASCHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
                                                      &al[3], sizeof al[3]));
-    cublasLtMatmulHeuristicResult_t res;
-    memset(&res, 0, sizeof res);
+    memset(res, 0, sizeof *res * LT_CANDIDATES);
     int returned = 0;
-    CUBLASCHECK(cublasLtMatmulAlgoGetHeuristic(c->lt, op, la, lb, lc, lc, pref, 1, &res, &returned));
+    CUBLASCHECK(cublasLtMatmulAlgoGetHeuristic(c->lt, op, la, lb, lc, lc, pref, LT_CANDIDATES, res, &returned));
     CUBLASCHECK(cublasLtMatmulPreferenceDestroy(pref));
     if (returned == 0)
         vb_cuda_die("cuBLASLt has no algorithm for m=%d n=%d k=%d (transa %d transb %d, "
                         "operand type %d, output type %d, epilogue %d, alignments %d/%d/%d/%d)",
                         key.m, key.n, key.k, key.transa, key.transb, key.ab_type, key.cd_type,
                         key.epilogue, key.align_a, key.align_b, key.align_c, key.align_d);
-    cuda_gemm_entry *e = &c->gemm_cache[c->gemm_cache_next];
-    c->gemm_cache_next = (c->gemm_cache_next + 1) % CUDA_GEMM_CACHE;
-    e->key = key;
-    e->algo = res.algo;
-    e->used = 1;
-    return res.algo;
+    return returned;
 }
 
 // D (m x n, column-major) = op(A) op(B) + beta D [+ bias over rows]
@@ -155,11 +166,32 @@ static void lt_matmul(vb_ctx *ctx, const lt_problem &p) {
     key.align_c = ptr_alignment(p.D);
     key.align_d = ptr_alignment(p.D);
     key.align_bias = p.bias ? ptr_alignment(p.bias) : 0;
-    cublasLtMatmulAlgo_t algo = lt_algo(c, key, op, la, lb, lc);
-
     const float alpha = 1.0f;
-    CUBLASCHECK(cublasLtMatmul(c->lt, op, &alpha, p.A, la, p.B, lb, &p.beta, p.D, lc, p.D, lc, &algo,
-                               c->lt_workspace, c->lt_workspace_bytes, c->stream));
+    const cublasLtMatmulAlgo_t *cached = lt_cached(c, key);
+    if (cached) {
+        CUBLASCHECK(cublasLtMatmul(c->lt, op, &alpha, p.A, la, p.B, lb, &p.beta, p.D, lc, p.D, lc, cached,
+                                   c->lt_workspace, c->lt_workspace_bytes, c->stream));
+    } else {
+        // the first call of a problem (a step before any graph is recorded):
+        // the first candidate cuBLASLt runs is kept
+        cublasLtMatmulHeuristicResult_t res[LT_CANDIDATES];
+        const int n = lt_candidates(c, key, op, la, lb, lc, res);
+        cublasStatus_t st = CUBLAS_STATUS_NOT_SUPPORTED;
+        int i = 0;
+        for (; i < n; i++) {
+            st = cublasLtMatmul(c->lt, op, &alpha, p.A, la, p.B, lb, &p.beta, p.D, lc, p.D, lc, &res[i].algo,
+                                c->lt_workspace, c->lt_workspace_bytes, c->stream);
+            if (st != CUBLAS_STATUS_NOT_SUPPORTED) break;
+        }
+        if (st == CUBLAS_STATUS_NOT_SUPPORTED)
+            vb_cuda_die("cuBLASLt refused every one of the %d algorithms its heuristic offered for m=%d n=%d k=%d "
+                        "(transa %d transb %d, operand types %d/%d, output type %d, epilogue %d, fp8 %d, "
+                        "alignments %d/%d/%d/%d): CUBLAS_STATUS_NOT_SUPPORTED (CUBLASLT_LOG_LEVEL=1 says why)",
+                        n, key.m, key.n, key.k, key.transa, key.transb, key.ab_type, key.b_type, key.cd_type,
+                        key.epilogue, key.scaled, key.align_a, key.align_b, key.align_c, key.align_d);
+        CUBLASCHECK(st);
+        lt_cache_put(c, key, res[i].algo);
+    }
     CUBLASCHECK(cublasLtMatrixLayoutDestroy(la));
     CUBLASCHECK(cublasLtMatrixLayoutDestroy(lb));
     CUBLASCHECK(cublasLtMatrixLayoutDestroy(lc));
@@ -327,12 +359,12 @@ void cuda_fp8_matmul_forward(vb_ctx *ctx, vb_act *out, const vb_act *inp, const 
     if (N <= 0 || OC <= 0 || C <= 0) vb_cuda_die("fp8_matmul_forward: empty GEMM N=%d C=%d OC=%d", N, C, OC);
     const cuda_fp8_layout L = cuda_fp8_layout_of(N, C, OC);
     unsigned char *s = (unsigned char *)g->scratch;
-    float *inv = (float *)s; // [0] input, [1] weight, [2] output gradient
-    cuda_fp8_cast(ctx, s + L.x, NULL, 0, inp, N, C, g->scale_x, inv + 0, g->amax_x, VB_FP8_E4M3);
-    cuda_fp8_cast(ctx, s + L.w, NULL, 0, weight, OC, C, g->scale_w, inv + 1, g->amax_w, VB_FP8_E4M3);
+    float *inv_x = cuda_fp8_inv_scale(s, CUDA_FP8_INV_X), *inv_w = cuda_fp8_inv_scale(s, CUDA_FP8_INV_W);
+    cuda_fp8_cast(ctx, s + L.x, NULL, 0, inp, N, C, g->scale_x, inv_x, g->amax_x, VB_FP8_E4M3);
+    cuda_fp8_cast(ctx, s + L.w, NULL, 0, weight, OC, C, g->scale_w, inv_w, g->amax_w, VB_FP8_E4M3);
     // out^T (OC x N) = op_T(W8: C x OC, ld C) . x8 (C x N, ld C), fast accumulation
     fp8_matmul(ctx, OC, N, C, s + L.w, C, s + L.x, C, VB_FP8_E4M3, out, OC, cuda_data_type(ctx->act), 0.0f, bias,
-               inv + 1, inv + 0, true);
+               inv_w, inv_x, true);
 }
 
 void cuda_fp8_matmul_backward(vb_ctx *ctx, vb_act *dinp, float *dweight, float *dbias, const vb_act *dout,
@@ -345,23 +377,24 @@ void cuda_fp8_matmul_backward(vb_ctx *ctx, vb_act *dinp, float *dweight, float *
     if (!dinp && !dweight) return;
     const cuda_fp8_layout L = cuda_fp8_layout_of(N, C, OC);
     unsigned char *s = (unsigned char *)g->scratch;
-    float *inv = (float *)s;
+    float *inv_x = cuda_fp8_inv_scale(s, CUDA_FP8_INV_X), *inv_w = cuda_fp8_inv_scale(s, CUDA_FP8_INV_W);
+    float *inv_g = cuda_fp8_inv_scale(s, CUDA_FP8_INV_G);
     // one cast of dout records its amax once, whichever copies are needed
-    cuda_fp8_cast(ctx, dinp ? s + L.g : NULL, dweight ? s + L.g_t : NULL, L.n_pad, dout, N, OC, g->scale_g, inv + 2,
+    cuda_fp8_cast(ctx, dinp ? s + L.g : NULL, dweight ? s + L.g_t : NULL, L.n_pad, dout, N, OC, g->scale_g, inv_g,
                   g->amax_g, VB_FP8_E5M2);
     if (dinp) {
-        cuda_fp8_cast(ctx, NULL, s + L.w_t, OC, weight, OC, C, g->scale_w, inv + 1, NULL, VB_FP8_E4M3);
+        cuda_fp8_cast(ctx, NULL, s + L.w_t, OC, weight, OC, C, g->scale_w, inv_w, NULL, VB_FP8_E4M3);
         // A = W^T stored [C,OC]: column-major OC x C (ld OC), used as C x OC;
         // B = dout stored [N,OC]: column-major OC x N (ld OC)
         fp8_matmul(ctx, C, N, OC, s + L.w_t, OC, s + L.g, OC, VB_FP8_E5M2, dinp, C, cuda_data_type(ctx->act),
-                   accumulate_dinp ? 1.0f : 0.0f, NULL, inv + 1, inv + 2, false);
+                   accumulate_dinp ? 1.0f : 0.0f, NULL, inv_w, inv_g, false);
     }
     if (dweight) {
-        cuda_fp8_cast(ctx, NULL, s + L.x_t, L.n_pad, inp, N, C, g->scale_x, inv + 0, NULL, VB_FP8_E4M3);
+        cuda_fp8_cast(ctx, NULL, s + L.x_t, L.n_pad, inp, N, C, g->scale_x, inv_x, NULL, VB_FP8_E4M3);
         // A = inp^T stored [C,n_pad]: column-major n_pad x C, used as C x n_pad;
         // B = dout^T stored [OC,n_pad]: column-major n_pad x OC; the padding
         // rows are zeros on both sides
         fp8_matmul(ctx, C, OC, L.n_pad, s + L.x_t, L.n_pad, s + L.g_t, L.n_pad, VB_FP8_E5M2, dweight, C, CUDA_R_32F,
-                   1.0f, NULL, inv + 0, inv + 2, false);
+                   1.0f, NULL, inv_x, inv_g, false);
     }
 }
