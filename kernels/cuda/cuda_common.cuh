@@ -247,9 +247,15 @@ void cuda_bias_backward(vb_ctx *ctx, float *dbias, const vb_act *dout, int N, in
 
 // amp_mode fp8 (cuda_fp8.cu casts and scale update, cuda_matmul.cu GEMMs).
 // The scratch of one FP8 GEMM call: the three inverse scales cuBLASLt
-// multiplies the product by, then the FP8 copies of the operands, each
+// multiplies the product by (each in a 64-byte slot of its own: cuBLASLt
+// reads them as separate device scalars, and none may share another's
+// alignment-sensitive word), then the FP8 copies of the operands, each
 // region 256-byte aligned; rows padded to a multiple of 16 where N is a
 // GEMM's reduction dimension (the weight gradient), with zeros.
+enum { CUDA_FP8_INV_X = 0, CUDA_FP8_INV_W = 1, CUDA_FP8_INV_G = 2, CUDA_FP8_INV_SLOT = 64 };
+static inline float *cuda_fp8_inv_scale(void *scratch, int which) {
+    return (float *)((unsigned char *)scratch + (size_t)which * CUDA_FP8_INV_SLOT);
+}
 struct cuda_fp8_layout {
     int n_pad;                        // N rounded up to a multiple of 16
     size_t x, w, g, g_t, x_t, w_t;    // byte offsets: inp [N,C], weight [OC,C], dout [N,OC],

@@ -20,7 +20,7 @@ cuda_fp8_layout cuda_fp8_layout_of(int N, int C, int OC) {
     cuda_fp8_layout L;
     L.n_pad = (N + 15) / 16 * 16;
     const size_t n = (size_t)N, np = (size_t)L.n_pad, c = (size_t)C, oc = (size_t)OC;
-    size_t o = 256; // the inverse scales
+    size_t o = 256; // the inverse scales' slots (3 x CUDA_FP8_INV_SLOT bytes)
     L.x = o, o += round256(n * c);
     L.w = o, o += round256(oc * c);
     L.g = o, o += round256(n * oc);
