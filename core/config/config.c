@@ -758,9 +758,11 @@ void vb_config_validate(const vb_config *c, const char *origin) {
         vfail(c, origin, "attention", NULL, "attention = '%s' must be flash or cudnn", c->attention);
     else if (strcmp(c->attention, "cudnn") == 0 && strcmp(c->backend, "cpu") == 0)
         vfail(c, origin, "attention", NULL, "attention = cudnn needs the CUDA backend (use flash on cpu)");
-    else if (strcmp(c->attention, "cudnn") == 0 && !amp_half)
+    else if (strcmp(c->attention, "cudnn") == 0 && !amp_half && !(amp_fp8 && strcmp(c->backend, "cpu") != 0))
+        /* fp8 on CUDA keeps bfloat16 activations between its FP8 GEMMs:
+         * attention runs on them as under bf16 */
         vfail(c, origin, "attention", NULL,
-              "attention = cudnn needs amp_mode bf16 or fp16 (cuDNN's fused attention has no float32)");
+              "attention = cudnn needs amp_mode bf16, fp16 or fp8 (cuDNN's fused attention has no float32)");
     if (strcmp(c->loss_scale, "auto") != 0 && strcmp(c->loss_scale, "dynamic") != 0 &&
         strcmp(c->loss_scale, "none") != 0)
         vfail(c, origin, "loss_scale", NULL, "loss_scale = '%s' must be auto, dynamic or none", c->loss_scale);
