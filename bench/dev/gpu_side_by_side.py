@@ -11,8 +11,8 @@ from two machines.
 DIR holds an ERA5-layout dataset at `base`'s shapes (train/, valid/,
 stats/), e.g. the one scripts/gpu_check.sh generates. For each precision
 and placement it runs `rounds` rounds of A B B': one vitbench run (a
-SYNTHETIC warm-up trial, then one timed SYNTHETIC trial of `steps` steps;
-iterations.csv gives each step's time) and then, in this process, `steps`
+SYNTHETIC warm-up trial, then timed SYNTHETIC trials of --vb_trial_steps
+steps, `steps` in all; iterations.csv gives each step's time) and then, in this process, `steps`
 timed steps of each PyTorch variant after `warmup` untimed ones (CUDA
 events around each step, the host waiting for each). Both sides:
 
@@ -78,11 +78,15 @@ def vitbench_steps(args, prec, place, rnd, log_dir):
     FLOPs per sample."""
     name = f"sbs_{prec}_{place}_{rnd}"
     benchy = os.path.join(args.out, "benchy_sbs.yaml")
+    # benchy cuts a trial at the epoch's end: the steps come in trials of
+    # --vb_trial_steps (a dataset of one epoch that long is enough)
+    per = min(args.vb_trial_steps, args.steps)
+    ntrials = -(-args.steps // per)
     with open(benchy, "w") as f:
         f.write("global: {report_freq: 5, exit_after_tests: True, profiler_mode: 'single', "
                 "output_filename: 'benchy_output.json', output_dir: '', use_distributed_barrier: False}\n"
                 "IO: {run_benchmark: False, nbatches: 1, ntrials: 1, nwarmup: 0}\n"
-                f"synthetic: {{run_benchmark: True, nbatches: {args.steps}, ntrials: 1, nwarmup: 1}}\n"
+                f"synthetic: {{run_benchmark: True, nbatches: {per}, ntrials: {ntrials}, nwarmup: 1}}\n"
                 "full: {run_benchmark: False, nbatches: 1, ntrials: 1, nwarmup: 0}\n")
     d = args.data
     cmd = [args.vitbench, "run", "--config", "base", "--backend", "cuda", "--global_batch_size", str(args.batch),
@@ -104,8 +108,9 @@ def vitbench_steps(args, prec, place, rnd, log_dir):
     summ = [x for x in csv.DictReader(open(os.path.join(rd, "summary.csv"), newline=""))
             if x["trial_type"] == "SYNTHETIC"][0]
     flop_per_sample = float(summ["achieved_tflop_per_s"]) * 1e12 / float(summ["mean_samples_per_s"])
-    if len(steps) != args.steps:
-        raise RuntimeError(f"vitbench {prec} {place}: {len(steps)} timed steps in iterations.csv, want {args.steps}")
+    if len(steps) != per * ntrials:
+        raise RuntimeError(f"vitbench {prec} {place}: {len(steps)} timed steps in iterations.csv, want {per * ntrials} "
+                           f"(is an epoch of the data shorter than {per} batches?)")
     return steps, flop_per_sample
 
 
@@ -139,6 +144,9 @@ def main():
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--vb_trial_steps", type=int, default=10,
+                   help="vitbench's timed steps come in SYNTHETIC trials of this many (benchy stops a trial at "
+                        "the epoch's end)")
     p.add_argument("--budget", type=float, default=0, help="seconds; 0 = none")
     args = p.parse_args()
     precs, places, variants = (args.precisions.split(","), args.placements.split(","), args.torch.split(","))
@@ -147,8 +155,8 @@ def main():
         bad = [v for v in x if v not in allowed]
         if bad:
             sys.exit(f"gpu_side_by_side: {flag}: unknown {bad[0]!r} (one of {', '.join(allowed)})")
-    if args.rounds < 1 or args.steps < 1:
-        sys.exit("gpu_side_by_side: --rounds and --steps must be at least 1")
+    if args.rounds < 1 or args.steps < 1 or args.vb_trial_steps < 1:
+        sys.exit("gpu_side_by_side: --rounds, --steps and --vb_trial_steps must be at least 1")
     os.makedirs(os.path.join(args.out, "runs"), exist_ok=True)
     t_start = time.time()
 
