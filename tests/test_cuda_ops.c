@@ -298,13 +298,19 @@ static double tol_round(vb_ctx *g) {
 // CPU's emulation of the same recipe on the same bf16 values. A cast is the
 // same float32 product rounded by the same function on both sides, so the
 // amaxes agree exactly and every product of quantised operands is the same;
-// what differs is the sum's order and the bf16 rounding of the result
-// (forward, dinp: tol_round over sum |a||b|, as a bf16 GEMM is held to) or
-// float32 accumulation (dweight, 1e-5 of the increment; TE's gradient GEMMs
-// promote partial sums, so no fast accumulation there). N = 200 is not a
+// what differs is the sum's order and the rounding of the result: the
+// forward and dinp (bf16 results) are held to tol_round over sum |a||b|, as
+// a bf16 GEMM is; dweight (float32, no fast accumulation, as TE's gradient
+// GEMMs) to FP8_ACC_TOL = 2^-11 over sum |a||b|: Hopper's FP8 tensor cores
+// keep about 14 bits of a partial sum between cuBLASLt's promotions to
+// float32 (an H100 gave 1.7e-4 of the largest increment where float32
+// accumulation would give 1e-7), so a few units of that rounding, far below
+// the order-1 error of a wrong scale, operand or transposition. N = 200 is not a
 // multiple of 16: the weight gradient reads zero-padded rows. The weight's
 // scale saturates |w| > 0.25 to 448, as an overflowing tensor does until
 // its scale adapts; a NaN in the input records an infinite amax.
+
+#define FP8_ACC_TOL 4.8828125e-4 /* 2^-11 */
 
 // sum_k |qdq(a[i,k])| |qdq(b[j,k])| (+ |bias[j]|) over row-major a [n,K], b [m,K]
 static float *fp8_scale_of(const float *a, float sa, vb_fp8_format fa, const float *b, float sb, vb_fp8_format fb,
@@ -378,13 +384,37 @@ static void test_fp8(void **state) {
     float *s_dinp = fp8_scale_of(dout.h, sc[2], VB_FP8_E5M2, wt, sc[1], VB_FP8_E4M3, NULL, N, C, OC);
     for (size_t i = 0; i < pi.n; i++) s_dinp[i] += 1.0f; // the preset it adds to
     report("fp8_matmul_backward dinp", g, shape, "scaled", err_scaled(pi.g, pi.r, s_dinp, pi.n), tol_round(g));
-    float *preset = fmalloc(pw.n);
-    for (size_t i = 0; i < pw.n; i++) preset[i] = 0.5f;
-    report("fp8_matmul_backward dweight", g, shape, "acc", err_acc(pw.g, pw.r, preset, pw.n), 1e-5);
+    // dW [OC,C] = dout^T [OC,N] x [N,C]: the scale of (o, c) over N
+    float *gt = fmalloc(dout.n), *xt = fmalloc(x.n);
+    transpose(gt, dout.h, N, OC);
+    transpose(xt, x.h, N, C);
+    float *s_dw = fp8_scale_of(gt, sc[2], VB_FP8_E5M2, xt, sc[0], VB_FP8_E4M3, NULL, OC, C, N);
+    report("fp8_matmul_backward dweight", g, shape, "scaled", err_scaled(pw.g, pw.r, s_dw, pw.n), FP8_ACC_TOL);
+    float *preset = fmalloc(pb.n);
     for (size_t i = 0; i < pb.n; i++) preset[i] = 0.25f;
     report("fp8_matmul_backward dbias", g, shape, "acc", err_acc(pb.g, pb.r, preset, pb.n), 1e-5);
-    free(s_out), free(s_dinp), free(preset), free(wt);
+    free(s_out), free(s_dinp), free(s_dw), free(preset), free(wt), free(gt), free(xt);
     pair_free(&po), pair_free(&pi), pair_free(&pw), pair_free(&pb), pair_free(&pa);
+
+    // the casts' general kernel (an input 2 bytes off 16-byte alignment)
+    // writes the bytes the vector kernels wrote: the forward's output, the
+    // weight gradient's increment and the input's amax, bit for bit
+    {
+        tb xo = tb_new_off(g, x.n, 1, 1), out2 = tb_new(g, out.n, 1), dw2 = tb_new(g, dw.n, 0);
+        memcpy(xo.h, x.h, x.n * sizeof(float));
+        tb_up(&xo);
+        tb_fill(&dw2, 0.5f);
+        tb_fill(&amax, 0.0f);
+        G->fp8_matmul_forward(g, DP(&out2), DP(&xo), DP(&w), DP(&bias), N, C, OC, &gq);
+        G->fp8_matmul_backward(g, NULL, (float *)DP(&dw2), NULL, DP(&dout), DP(&xo), DP(&w), N, C, OC, 0, &gq);
+        float *o1 = fmalloc(out.n), *o2 = fmalloc(out.n), *w1 = fmalloc(dw.n), *w2 = fmalloc(dw.n), am[3];
+        tb_gpu(&out, o1), tb_gpu(&out2, o2), tb_gpu(&dw, w1), tb_gpu(&dw2, w2), tb_gpu(&amax, am);
+        double differ = memcmp(o1, o2, out.n * sizeof(float)) != 0 || memcmp(w1, w2, dw.n * sizeof(float)) != 0 ||
+                        am[0] != vb_fp8_amax(x.h, x.n);
+        report("fp8 cast, unaligned input", g, shape, "bits", differ ? INFINITY : 0.0, 0.0);
+        free(o1), free(o2), free(w1), free(w2);
+        TB_FREE(&xo, &out2, &dw2);
+    }
 
     // a NaN in the input: +inf recorded, and the forward's output NaN where it reads it
     x.h[5] = NAN;

@@ -54,17 +54,121 @@ const char *cuda_fp8_unsupported(vb_ctx *ctx) {
 }
 
 // ---------------------------------------------------------------------------
-// the cast: 32 x 32 tiles, 32 x 8 threads; the transposed copy goes through
-// shared memory so both writes are coalesced
+// the casts. Every element goes through fp8_quantise, so the bytes (and the
+// amax) do not depend on which kernel wrote them. The vector kernels move 8
+// elements a thread (16-byte loads of bf16, 8-byte stores of FP8): a cast
+// reads 2 bytes and writes 1 (2 with the transposed copy) per element, so it
+// is bound by memory, and byte-wide stores left it at a third of the copy
+// rate. The scalar kernel takes what they do not (a row length or a pointer
+// that is not a multiple of 8 elements or bytes).
 
+__device__ __forceinline__ unsigned char fp8_quantise(float x, float s, vb_fp8_format fmt) {
+    const __nv_fp8_interpretation_t kind = fmt == VB_FP8_E4M3 ? __NV_E4M3 : __NV_E5M2;
+    return (unsigned char)__nv_cvt_float_to_fp8(vb_fp8_round(x * s, fmt), __NV_SATFINITE, kind);
+}
+
+// the block's max of m into *amax (non-negative floats, +inf included,
+// order as their bit patterns); every thread of the block calls it
+__device__ __forceinline__ void fp8_block_amax(float m, float *amax) {
+    __shared__ float warp_max[32];
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    const int t = threadIdx.x + threadIdx.y * blockDim.x, nw = (blockDim.x * blockDim.y + 31) / 32;
+    if ((t & 31) == 0) warp_max[t >> 5] = m;
+    __syncthreads();
+    if (t == 0) {
+        float b = warp_max[0];
+        for (int k = 1; k < nw; k++) b = fmaxf(b, warp_max[k]);
+        if (b > 0.0f) atomicMax((int *)amax, __float_as_int(b));
+    }
+}
+
+// 8 consecutive elements as floats (16 bytes of bf16/f16, 32 of float)
+template <typename T> __device__ __forceinline__ void load8(float (&v)[8], const T *p) {
+    if constexpr (sizeof(T) == 2) {
+        const uint4 u = *reinterpret_cast<const uint4 *>(p);
+        const T *h = reinterpret_cast<const T *>(&u);
+#pragma unroll
+        for (int i = 0; i < 8; i++) v[i] = to_f(h[i]);
+    } else {
+        const float4 a = reinterpret_cast<const float4 *>(p)[0], b = reinterpret_cast<const float4 *>(p)[1];
+        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+    }
+}
+
+// plain copy only: the tensor as n / 8 groups of 8, grid-stride
+template <typename T>
+__global__ void fp8_cast_vec_kernel(unsigned char *out, const T *in, size_t n8, const float *scale, float *inv,
+                                    float *amax, vb_fp8_format fmt) {
+    const float s = *scale;
+    if (inv && blockIdx.x == 0 && threadIdx.x == 0) *inv = 1.0f / s;
+    float m = 0.0f;
+    for (size_t g = blockIdx.x * (size_t)blockDim.x + threadIdx.x; g < n8; g += (size_t)gridDim.x * blockDim.x) {
+        float v[8];
+        load8(v, in + g * 8);
+        uint2 q;
+        unsigned char *b = reinterpret_cast<unsigned char *>(&q);
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            m = vb_fp8_amax_merge(m, fabsf(v[i]));
+            b[i] = fp8_quantise(v[i], s, fmt);
+        }
+        reinterpret_cast<uint2 *>(out)[g] = q;
+    }
+    if (amax) fp8_block_amax(m, amax);
+}
+
+// 64 x 64 tiles, 256 threads; each thread quantises 2 x 8 elements of a row
+// (the plain copy written as it goes) into a shared tile, then writes 2 x 8
+// bytes of the transposed copy, each 8 rows of one column; rows R..ld_t of
+// out_t (the padding) get +0
+enum { FP8_VT = 64, FP8_VTHREADS = 256 };
+template <typename T>
+__global__ void __launch_bounds__(FP8_VTHREADS)
+    fp8_cast_t_vec_kernel(unsigned char *out, unsigned char *out_t, int ld_t, const T *in, int R, int Cc,
+                          const float *scale, float *inv, float *amax, vb_fp8_format fmt) {
+    __shared__ unsigned char tile[FP8_VT][FP8_VT + 8];
+    const float s = *scale;
+    if (inv && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *inv = 1.0f / s;
+    const int c0 = blockIdx.x * FP8_VT, r0 = blockIdx.y * FP8_VT;
+    float m = 0.0f;
+    for (int seg = threadIdx.x; seg < FP8_VT * FP8_VT / 8; seg += FP8_VTHREADS) {
+        const int rr = seg / (FP8_VT / 8), cc = seg % (FP8_VT / 8) * 8;
+        const int r = r0 + rr, c = c0 + cc;
+        uint2 q = make_uint2(0u, 0u); // +0: the transposed copy's padding
+        if (r < R && c < Cc) {
+            float v[8];
+            load8(v, in + (size_t)r * Cc + c);
+            unsigned char *b = reinterpret_cast<unsigned char *>(&q);
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                m = vb_fp8_amax_merge(m, fabsf(v[i]));
+                b[i] = fp8_quantise(v[i], s, fmt);
+            }
+            if (out) *reinterpret_cast<uint2 *>(out + (size_t)r * Cc + c) = q;
+        }
+        *reinterpret_cast<uint2 *>(&tile[rr][cc]) = q;
+    }
+    __syncthreads();
+    for (int seg = threadIdx.x; seg < FP8_VT * FP8_VT / 8; seg += FP8_VTHREADS) {
+        const int cc = seg / (FP8_VT / 8), rr = seg % (FP8_VT / 8) * 8;
+        const int c = c0 + cc, r = r0 + rr;
+        if (c >= Cc || r >= ld_t) continue;
+        uint2 q;
+        unsigned char *b = reinterpret_cast<unsigned char *>(&q);
+#pragma unroll
+        for (int i = 0; i < 8; i++) b[i] = tile[rr + i][cc];
+        *reinterpret_cast<uint2 *>(out_t + (size_t)c * ld_t + r) = q;
+    }
+    if (amax) fp8_block_amax(m, amax);
+}
+
+// the general case: 32 x 32 tiles, 32 x 8 threads, one element a thread a row
 enum { FP8_TILE = 32, FP8_ROWS = 8 };
 
 template <typename T>
 __global__ void fp8_cast_kernel(unsigned char *out, unsigned char *out_t, int ld_t, const T *in, int R, int Cc,
                                 const float *scale, float *inv, float *amax, vb_fp8_format fmt) {
     __shared__ unsigned char tile[FP8_TILE][FP8_TILE + 4];
-    __shared__ float warp_max[FP8_ROWS];
-    const __nv_fp8_interpretation_t kind = fmt == VB_FP8_E4M3 ? __NV_E4M3 : __NV_E5M2;
     const float s = *scale;
     if (inv && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 && threadIdx.y == 0) *inv = 1.0f / s;
     const int c0 = blockIdx.x * FP8_TILE, r0 = blockIdx.y * FP8_TILE;
@@ -76,7 +180,7 @@ __global__ void fp8_cast_kernel(unsigned char *out, unsigned char *out_t, int ld
         if (r < R && c < Cc) {
             const float x = to_f(in[(size_t)r * Cc + c]);
             m = vb_fp8_amax_merge(m, fabsf(x));
-            q = (unsigned char)__nv_cvt_float_to_fp8(vb_fp8_round(x * s, fmt), __NV_SATFINITE, kind);
+            q = fp8_quantise(x, s, fmt);
             if (out) out[(size_t)r * Cc + c] = q;
         }
         tile[j][threadIdx.x] = q;
@@ -89,16 +193,7 @@ __global__ void fp8_cast_kernel(unsigned char *out, unsigned char *out_t, int ld
             if (cc < Cc && rr < ld_t) out_t[(size_t)cc * ld_t + rr] = tile[threadIdx.x][j];
         }
     }
-    if (!amax) return;
-    // non-negative floats (+inf included) order as their bit patterns
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    if (threadIdx.x == 0) warp_max[threadIdx.y] = m;
-    __syncthreads();
-    if (threadIdx.y == 0 && threadIdx.x == 0) {
-        float b = warp_max[0];
-        for (int k = 1; k < FP8_ROWS; k++) b = fmaxf(b, warp_max[k]);
-        if (b > 0.0f) atomicMax((int *)amax, __float_as_int(b));
-    }
+    if (amax) fp8_block_amax(m, amax);
 }
 
 void cuda_fp8_cast(vb_ctx *ctx, unsigned char *out, unsigned char *out_t, int ld_t, const vb_act *in, int R,
@@ -106,13 +201,31 @@ void cuda_fp8_cast(vb_ctx *ctx, unsigned char *out, unsigned char *out_t, int ld
     NvtxRange r("fp8_cast");
     if (R <= 0 || Cc <= 0) return;
     const int rows = out_t && ld_t > R ? ld_t : R;
-    const dim3 grid((unsigned)((Cc + FP8_TILE - 1) / FP8_TILE), (unsigned)((rows + FP8_TILE - 1) / FP8_TILE));
-    if (grid.y > 65535u) vb_cuda_die("fp8_cast: %d rows is more than one launch covers", rows);
-    const dim3 block(FP8_TILE, FP8_ROWS);
+    // the vector kernels: rows of whole 8-element groups, 16-byte aligned
+    // input (8 elements of 2 bytes; 32-byte loads of float are two 16-byte
+    // ones), 8-byte aligned outputs
+    const bool vec = Cc % 8 == 0 && (uintptr_t)in % 16 == 0 && (uintptr_t)out % 8 == 0 &&
+                     (uintptr_t)out_t % 8 == 0 && (!out_t || ld_t % 8 == 0);
+    cudaStream_t st = cuda_stream(ctx);
     dispatch_act(ctx->act, [&](auto tag) {
         typedef typename decltype(tag)::type T;
-        fp8_cast_kernel<T><<<grid, block, 0, cuda_stream(ctx)>>>(out, out_t, ld_t, (const T *)in, R, Cc, scale, inv,
-                                                                 amax, fmt);
+        if (vec && !out_t) {
+            // a grid of 8 blocks an SM walks the tensor (one amax atomic a block)
+            const size_t n8 = (size_t)R * (size_t)Cc / 8, threads = 256, cap = (size_t)cuda_impl_of(ctx)->num_sms * 8;
+            const size_t want = (n8 + threads - 1) / threads;
+            const unsigned blocks = (unsigned)(want < cap ? want : cap);
+            fp8_cast_vec_kernel<T><<<blocks, threads, 0, st>>>(out, (const T *)in, n8, scale, inv, amax, fmt);
+        } else if (vec) {
+            const dim3 grid((unsigned)((Cc + FP8_VT - 1) / FP8_VT), (unsigned)((rows + FP8_VT - 1) / FP8_VT));
+            if (grid.y > 65535u) vb_cuda_die("fp8_cast: %d rows is more than one launch covers", rows);
+            fp8_cast_t_vec_kernel<T><<<grid, FP8_VTHREADS, 0, st>>>(out, out_t, ld_t, (const T *)in, R, Cc, scale,
+                                                                     inv, amax, fmt);
+        } else {
+            const dim3 grid((unsigned)((Cc + FP8_TILE - 1) / FP8_TILE), (unsigned)((rows + FP8_TILE - 1) / FP8_TILE));
+            if (grid.y > 65535u) vb_cuda_die("fp8_cast: %d rows is more than one launch covers", rows);
+            fp8_cast_kernel<T><<<grid, dim3(FP8_TILE, FP8_ROWS), 0, st>>>(out, out_t, ld_t, (const T *)in, R, Cc,
+                                                                          scale, inv, amax, fmt);
+        }
         CUDA_LAUNCH_CHECK();
     });
 }
