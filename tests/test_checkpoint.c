@@ -212,6 +212,78 @@ static void test_wrong_shape_exits_2(void **state) {
     expect_load_dies(f, path, false, "extra.h5", "blocks.2.norm1.weight");
 }
 
+/* ---------------------------------------------------------------------------
+ * amp_mode fp8: the delayed-scaling state travels with the checkpoint */
+
+static vit_model *fp8_model(int history_len) {
+    vit_model *m = vit_create(&TINY, NULL, 1, tu_ctx(), NULL);
+    vit_init_weights(m, 42);
+    const vit_fp8_recipe r = {.amax_history_len = history_len, .amax_compute_algo = VB_FP8_AMAX_MAX, .margin = 0};
+    vit_fp8_enable(m, &r, NULL, NULL);
+    return m;
+}
+
+typedef struct {
+    const char *path;
+    int history_len;
+} fp8_load_args;
+
+static void fp8_load_child(void *p) {
+    const fp8_load_args *a = p;
+    vb_checkpoint_load(a->path, fp8_model(a->history_len), NULL);
+}
+
+/* A run resumed from an fp8 checkpoint quantises with the scales and amax
+ * history it stopped with (bit for bit), not with scale 1; a run in another
+ * precision ignores them; a history of another length or a bad scale exits
+ * 2 naming the dataset. */
+static void test_fp8_state_round_trip(void **state) {
+    fixture *f = *state;
+    char path[400];
+    snprintf(path, sizeof path, "%s/fp8.h5", f->dir);
+    vit_model *m = fp8_model(4);
+    const vit_fp8 *fp = m->fp8;
+    const size_t nt = (size_t)fp->ntensors, nh = 4 * nt;
+    float *scale = vb_malloc(nt * sizeof(float)), *hist = vb_malloc(nh * sizeof(float));
+    for (size_t i = 0; i < nt; i++) scale[i] = 448.0f / (float)(i + 1);
+    for (size_t i = 0; i < nh; i++) hist[i] = i % 7 == 0 ? 0.0f : 0.125f * (float)i;
+    hist[3] = INFINITY; /* a NaN amax is recorded as +inf */
+    tu_h2d(tu_ctx(), fp->scale, scale, nt * sizeof(float));
+    tu_h2d(tu_ctx(), fp->history, hist, nh * sizeof(float));
+    m->fp8->steps = 5;
+    vb_checkpoint_save(path, m, NULL);
+
+    vit_model *m2 = fp8_model(4);
+    vb_checkpoint_load(path, m2, NULL);
+    assert_true(tu_dev_cmp(tu_ctx(), m2->fp8->scale, scale, nt * sizeof(float)) == 0);
+    assert_true(tu_dev_cmp(tu_ctx(), m2->fp8->history, hist, nh * sizeof(float)) == 0);
+    assert_int_equal(m2->fp8->steps, 5);
+    assert_true(tu_dev_cmp(tu_ctx(), m2->params, m->params, m->nparams * sizeof(float)) == 0);
+
+    /* a float32 run loads the same file and ignores the fp8 group */
+    vit_model *m3 = vit_create(&TINY, NULL, 1, tu_ctx(), NULL);
+    vb_checkpoint_load(path, m3, NULL);
+    assert_true(tu_dev_cmp(tu_ctx(), m3->params, m->params, m->nparams * sizeof(float)) == 0);
+    vit_destroy(m3);
+
+    /* another history length is refused, naming the dataset and the key */
+    fp8_load_args a = {path, 3};
+    tu_expect_exit_all(2, (const char *const[]){"fp8.h5", "fp8/amax_history", "fp8_amax_history_len", NULL},
+                       fp8_load_child, &a);
+    /* a scale that is not finite and positive is refused */
+    hid_t file = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t ds = H5Dopen2(file, "fp8/scale", H5P_DEFAULT);
+    scale[2] = 0.0f;
+    assert_true(H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, scale) >= 0);
+    H5Dclose(ds), H5Fclose(file);
+    a.history_len = 4;
+    tu_expect_exit_all(2, (const char *const[]){"fp8.h5", "'fp8/scale' holds 0 at element 2", NULL}, fp8_load_child,
+                       &a);
+    vb_free(scale), vb_free(hist);
+    vit_destroy(m2);
+    vit_destroy(m);
+}
+
 static void test_missing_or_bad_file_exits_2(void **state) {
     fixture *f = *state;
     char path[400];
@@ -368,6 +440,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_save_full_disk_exits_1, setup, teardown),
         cmocka_unit_test_setup_teardown(test_interrupted_checkpoint_is_marked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_non_finite_exits_2, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fp8_state_round_trip, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

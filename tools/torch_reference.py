@@ -350,7 +350,7 @@ def save_checkpoint(model, path):
 def load_checkpoint(model, path):
     sd = model.state_dict()
     with h5py.File(path, "r") as f:
-        keys = [k for k in f.keys() if k != "optimizer"]
+        keys = [k for k in f.keys() if k not in ("optimizer", "fp8")]
         missing = set(sd) - set(keys)
         extra = set(keys) - set(sd)
         if missing or extra:

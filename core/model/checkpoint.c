@@ -32,6 +32,7 @@
 #include "core/util/fileio.h"
 
 #define OPT_GROUP "optimizer"
+#define FP8_GROUP "fp8"
 
 /* Silences HDF5's error-stack printing for the duration of a save or load and
  * restores whatever the process had before. */
@@ -128,6 +129,36 @@ static float *gather_full(const vit_model *m, const float *buf, vb_ctx *ctx) {
     return full;
 }
 
+static void write_int64_scalar(const char *path, hid_t loc, const char *name, const char *label, int64_t v) {
+    hid_t scalar = VB_H5(H5Screate(H5S_SCALAR));
+    hid_t ds = H5Dcreate2(loc, name, H5T_STD_I64LE, scalar, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    ck_h5(ds, path, label);
+    ck_h5(H5Dwrite(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &v), path, label);
+    ck_h5(H5Dclose(ds), path, label);
+    VB_H5(H5Sclose(scalar));
+}
+
+/* amp_mode fp8's delayed-scaling state (as TE keeps it in a module's extra
+ * state): every tensor's scale, the amax history and the updates done, so
+ * a resumed run quantises with the scales it stopped with, not 1. Every
+ * rank holds the same state (the amaxes are reduced over all of them). */
+static void write_fp8_state(const char *path, hid_t file, const vit_fp8 *f) {
+    const size_t len = (size_t)f->recipe.amax_history_len, nt = (size_t)f->ntensors;
+    float *scale = vb_malloc(nt * sizeof(float)), *hist = vb_malloc(len * nt * sizeof(float));
+    f->ops->memcpy_d2h(f->ctx, scale, f->scale, nt * sizeof(float));
+    f->ops->memcpy_d2h(f->ctx, hist, f->history, len * nt * sizeof(float));
+    f->ops->synchronize(f->ctx);
+    hid_t grp = H5Gcreate2(file, FP8_GROUP, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    ck_h5(grp, path, FP8_GROUP);
+    const hsize_t dn[1] = {nt}, dh[2] = {len, nt};
+    write_float_dataset(path, grp, "scale", 1, dn, scale);
+    write_float_dataset(path, grp, "amax_history", 2, dh, hist);
+    write_int64_scalar(path, grp, "steps", FP8_GROUP "/steps", (int64_t)f->steps);
+    ck_h5(H5Gclose(grp), path, FP8_GROUP);
+    vb_free(scale);
+    vb_free(hist);
+}
+
 static void checkpoint_save(const char *path, const vit_model *m, const vb_adam *opt, int interrupted_step) {
     if (opt && opt->n != m->nparams)
         vb_die_internal("checkpoint save: optimizer has %zu values, model %zu params", opt->n, m->nparams);
@@ -174,18 +205,14 @@ static void checkpoint_save(const char *path, const vit_model *m, const vb_adam 
     if (opt) {
         hid_t grp = H5Gcreate2(file, OPT_GROUP, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
         ck_h5(grp, path, OPT_GROUP);
-        hid_t scalar = VB_H5(H5Screate(H5S_SCALAR));
-        hid_t ds = H5Dcreate2(grp, "step", H5T_STD_I64LE, scalar, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-        ck_h5(ds, path, OPT_GROUP "/step");
-        const int64_t step = vb_adam_steps_taken(opt); /* updates applied: loss-scaler skips excluded */
-        ck_h5(H5Dwrite(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &step), path, OPT_GROUP "/step");
-        ck_h5(H5Dclose(ds), path, OPT_GROUP "/step");
-        VB_H5(H5Sclose(scalar));
+        /* updates applied: loss-scaler skips excluded */
+        write_int64_scalar(path, grp, "step", OPT_GROUP "/step", vb_adam_steps_taken(opt));
         const hsize_t n[1] = {(hsize_t)m->nparams_full};
         write_float_dataset(path, grp, "exp_avg", 1, n, exp_avg);
         write_float_dataset(path, grp, "exp_avg_sq", 1, n, exp_avg_sq);
         ck_h5(H5Gclose(grp), path, OPT_GROUP);
     }
+    if (m->fp8) write_fp8_state(path, file, m->fp8);
     /* the host copies are in the image now: free them before copying it out */
     vb_free(host);
     vb_free(exp_avg);
@@ -329,10 +356,50 @@ static void reject_unexpected(const char *path, hid_t file, const vit_model *m) 
         char name[256];
         ssize_t len = H5Lget_name_by_idx(file, ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name, H5P_DEFAULT);
         if (len < 0) vb_die_input("%s: cannot list the checkpoint's datasets", path);
-        if (strcmp(name, OPT_GROUP) == 0) continue;
+        if (strcmp(name, OPT_GROUP) == 0 || strcmp(name, FP8_GROUP) == 0) continue;
         if (vit_find_tensor(m, name) < 0)
             vb_die_input("%s: unexpected dataset '%s' (checkpoint of a different model?)", path, name);
     }
+}
+
+/* fp8/scale [ntensors] (finite, > 0), fp8/amax_history [fp8_amax_history_len]
+ * [ntensors] (>= 0, +inf allowed: a NaN amax is recorded so), fp8/steps;
+ * exits 2 naming the dataset otherwise */
+static void read_fp8_state(const char *path, hid_t file, const vit_fp8 *f, float **scale_out, float **hist_out,
+                           int64_t *steps_out) {
+    const size_t nt = (size_t)f->ntensors, len = (size_t)f->recipe.amax_history_len;
+    hid_t grp = H5Gopen2(file, FP8_GROUP, H5P_DEFAULT);
+    if (grp < 0) vb_die_input("%s: '%s' is not a group", path, FP8_GROUP);
+    const hsize_t dn[1] = {nt}, dh[2] = {len, nt};
+    float *scale = vb_malloc(nt * sizeof(float)), *hist = vb_malloc(len * nt * sizeof(float));
+    hid_t ds = open_checked(path, grp, "scale", FP8_GROUP "/scale", 1, dn, true);
+    if (H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, scale) < 0)
+        vb_die_input("%s: cannot read dataset '%s/scale'", path, FP8_GROUP);
+    VB_H5(H5Dclose(ds));
+    for (size_t i = 0; i < nt; i++)
+        if (!(isfinite(scale[i]) && scale[i] > 0.0f))
+            vb_die_input("%s: dataset '%s/scale' holds %g at element %zu: a scale must be finite and > 0", path,
+                         FP8_GROUP, (double)scale[i], i);
+    /* the history's length is the run's fp8_amax_history_len: another
+     * length is refused by the shape check, naming both */
+    ds = open_checked(path, grp, "amax_history", FP8_GROUP "/amax_history (fp8_amax_history_len x tensors)", 2, dh,
+                      true);
+    if (H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, hist) < 0)
+        vb_die_input("%s: cannot read dataset '%s/amax_history'", path, FP8_GROUP);
+    VB_H5(H5Dclose(ds));
+    for (size_t i = 0; i < len * nt; i++)
+        if (isnan(hist[i]) || hist[i] < 0.0f)
+            vb_die_input("%s: dataset '%s/amax_history' holds %g at element %zu: an amax is >= 0 (or +inf)", path,
+                         FP8_GROUP, (double)hist[i], i);
+    ds = open_checked(path, grp, "steps", FP8_GROUP "/steps", 0, NULL, false);
+    if (H5Dread(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, steps_out) < 0)
+        vb_die_input("%s: cannot read dataset '%s/steps'", path, FP8_GROUP);
+    VB_H5(H5Dclose(ds));
+    if (*steps_out < 0) vb_die_input("%s: dataset '%s/steps' is %lld, expected >= 0", path, FP8_GROUP,
+                                     (long long)*steps_out);
+    VB_H5(H5Gclose(grp));
+    *scale_out = scale;
+    *hist_out = hist;
 }
 
 void vb_checkpoint_load(const char *path, vit_model *m, vb_adam *opt) {
@@ -383,9 +450,25 @@ void vb_checkpoint_load(const char *path, vit_model *m, vb_adam *opt) {
         require_finite(path, OPT_GROUP "/exp_avg_sq", exp_avg_sq, m->nparams);
         VB_H5(H5Gclose(grp));
     }
+    /* fp8's scales and amax history: read when the run is fp8 and the file
+     * has them (a checkpoint of a run in another precision starts at scale 1) */
+    float *fp8_scale = NULL, *fp8_hist = NULL;
+    int64_t fp8_steps = 0;
+    if (m->fp8 && H5Lexists(file, FP8_GROUP, H5P_DEFAULT) > 0)
+        read_fp8_state(path, file, m->fp8, &fp8_scale, &fp8_hist, &fp8_steps);
     VB_H5(H5Fclose(file));
     h5_quiet_end(q);
 
+    if (fp8_scale) {
+        const vit_fp8 *f = m->fp8;
+        const size_t nt = (size_t)f->ntensors, len = (size_t)f->recipe.amax_history_len;
+        f->ops->memcpy_h2d(f->ctx, f->scale, fp8_scale, nt * sizeof(float));
+        f->ops->memcpy_h2d(f->ctx, f->history, fp8_hist, len * nt * sizeof(float));
+        f->ops->synchronize(f->ctx);
+        m->fp8->steps = (long)fp8_steps;
+        vb_free(fp8_scale);
+        vb_free(fp8_hist);
+    }
     m->ops->memcpy_h2d(m->ctx, m->params, params, bytes);
     vit_params_changed(m);
     if (exp_avg) {

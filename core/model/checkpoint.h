@@ -4,7 +4,12 @@
  * (datasets "step" (int scalar), "exp_avg", "exp_avg_sq" (flat
  * [nparams_full], the single-rank parameter buffer layout)). A PyTorch script
  * can load it with
- * h5py: {k: torch.from_numpy(f[k][...]) for k in f if k != "optimizer"}.
+ * h5py: {k: torch.from_numpy(f[k][...]) for k in f if k not in ("optimizer", "fp8")}.
+ * Under amp_mode fp8 group "fp8" holds the delayed-scaling state: "scale"
+ * [tensors], "amax_history" [fp8_amax_history_len, tensors] (row 0 the
+ * newest) and "steps", so that a resumed run quantises with the scales it
+ * stopped with; a run that is not fp8 ignores the group, and an fp8 run
+ * from a file without it starts at scale 1.
  *
  * The file does not depend on the parallel layout: tensors always have their
  * full state_dict shape, and exp_avg / exp_avg_sq hold tensor i at
