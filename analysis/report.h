@@ -142,6 +142,7 @@ typedef struct rp_run {
     char machine_key[40], cpu_model[192], affinity_cores[16], omp_threads[16];
     char blas[192], blas_coretype[64], compiler[192], gpu_name[128];
     char cpu_vector[16], blas_vector[16]; /* fingerprint: widest SIMD of the CPU / of the BLAS kernels */
+    char blas_rule[16], blas_library_core[64]; /* fingerprint: the rule that chose the kernels ("" before it) */
     char versions[768];
     char *command_line;
     char grad_reduce_group[16];

@@ -85,6 +85,8 @@ static void load_json(rp_run *r, rp_doc *d) {
     jstr(fp, "gpu_name", r->gpu_name, sizeof r->gpu_name);
     jstr(fp, "cpu_vector", r->cpu_vector, sizeof r->cpu_vector);
     jstr(fp, "blas_vector", r->blas_vector, sizeof r->blas_vector);
+    jstr(fp, "blas_rule", r->blas_rule, sizeof r->blas_rule);
+    jstr(fp, "blas_library_core", r->blas_library_core, sizeof r->blas_library_core);
     if (!r->blas_vector[0]) /* runs from before the field: the table knows the kernel */
         snprintf(r->blas_vector, sizeof r->blas_vector, "%s", vb_blas_core_vector(r->blas_coretype));
     jstr(fp, "git_dirty", r->git_dirty, sizeof r->git_dirty);

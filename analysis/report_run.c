@@ -339,15 +339,15 @@ void rp_run_warnings(rp_doc *d, rp_run *const *runs, int n) {
         }
     }
     /* BLAS kernels narrower than the CPU: the CPU backend's GEMMs run well
-     * under its FMA peak (e.g. OPENBLAS_CORETYPE=Haswell on an AVX-512 CPU) */
+     * under its FMA peak; the cause and its fix depend on the rule that
+     * chose them (core/prof/blas_kernels.h) */
     for (int i = 0; i < n; i++) {
         const rp_run *r = runs[i];
         if (strcmp(r->backend, "cuda") == 0 || !r->cpu_vector[0] || !r->blas_vector[0]) continue;
-        if (vb_vector_rank(r->blas_vector) < vb_vector_rank(r->cpu_vector)) {
-            rp_warning(d, "BLAS runs below the CPU's vector width: OpenBLAS's %s kernels (%s) on a CPU with %s (%s): "
-                          "the CPU backend's GEMMs reach a fraction of the FMA peak; let OpenBLAS pick the CPU's own "
-                          "kernels (unset OPENBLAS_CORETYPE) where it supports the CPU",
-                       r->blas_coretype, r->blas_vector, r->cpu_vector, r->name);
+        char why[512];
+        vb_blas_advice(why, sizeof why, r->blas_coretype, r->cpu_vector, r->blas_rule, r->blas_library_core);
+        if (why[0]) {
+            rp_warning(d, "BLAS runs below the CPU's vector width (%s): %s", r->name, why);
             break;
         }
     }

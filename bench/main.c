@@ -32,6 +32,7 @@
 #include "core/util/common.h"
 #include "core/config/config.h"
 #include "core/data/data.h"
+#include "core/prof/blas_kernels.h"
 #include "bench/datagen.h"
 #include "kernels/ops.h"
 
@@ -145,6 +146,9 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "nsys") == 0) return vb_nsys_main(argc - 1, argv + 1);
     if (strcmp(cmd, "commbench") == 0) return vb_commbench_main(argc - 1, argv + 1);
     if (strcmp(cmd, "model") == 0) return vb_model_main(argc - 1, argv + 1);
+    /* the commands that train: OpenBLAS's kernels first (may start this
+     * process again, before MPI or any thread: core/prof/blas_kernels.h) */
+    if (strcmp(cmd, "run") == 0 || strcmp(cmd, "train") == 0) vb_blas_choose(argv);
     if (strcmp(cmd, "run") == 0) return cmd_run_or_train(argc, argv, VB_MODE_RUN);
     if (strcmp(cmd, "train") == 0) return cmd_run_or_train(argc, argv, VB_MODE_TRAIN);
     vb_die_input("unknown command '%s' (commands: run, train, datagen, sweep, report, compare, trace, nsys, commbench, "

@@ -43,8 +43,12 @@
 #include "core/data/data.h"
 #include "core/model/vit.h"
 #include "core/model/optim.h"
+#include "core/prof/blas_kernels.h"
 #include "core/prof/profile.h"
 #include "core/util/stats.h"
+
+/* OpenBLAS exports this without declaring it in every cblas.h */
+char *openblas_get_corename(void);
 #include "kernels/ops.h"
 
 typedef struct bench_opts {
@@ -201,6 +205,8 @@ static void print_row(const char *trial, const char *what, double ms, double gfl
 }
 
 int main(int argc, char **argv) {
+    /* OpenBLAS's kernels as vitbench run picks them (may start again) */
+    vb_blas_choose(argv);
     bench_opts o = {.warmup = 2, .steps = 5, .sgemm_seconds = 0.3, .shard_tp = 1, .shard_cp = 1};
     char **cargv = calloc((size_t)argc + 4, sizeof(char *));
     if (!cargv) vb_die_internal("out of memory");
@@ -282,8 +288,14 @@ int main(int argc, char **argv) {
                "collectives stand in without peers\n",
                o.shard_tp, o.shard_cp, c.num_heads / o.shard_tp, c.num_heads, tr.m->ntok_local, N, cp_rank,
                tr.m->nparams);
+    const vb_blas_decision *bd = vb_blas_choice();
+    vb_cpu_features feat;
+    vb_cpu_features_detect(&feat);
     printf("# backend %s, %d OpenMP threads, OpenBLAS %s; train step = %.3f GFLOP (fwd+bwd, 2/FMA)\n",
            ops->name, omp_get_max_threads(), openblas_get_config(), step_flops * 1e-9);
+    printf("# BLAS kernels %s on a CPU with %s, chosen by the rule '%s' (the library's own: %s)\n",
+           openblas_get_corename(), vb_cpu_features_vector(&feat), vb_blas_rule_name(bd->rule),
+           bd->library_core[0] ? bd->library_core : "not known");
     printf("#\n#  %-10s %-34s %12s %10s %11s %8s %7s\n", "trial", "what", "time(ms)", "GFLOP/s",
            "samples/s", "%sgemm", "%peak");
 
@@ -430,9 +442,10 @@ int main(int argc, char **argv) {
     printf("bench_step config=%s batch=%d step_gflop=%.3f sgemm_gflops=%.3f step_gflops=%.3f sgemm_fraction=%.4f "
            "peak_gflops=%.3f peak_fraction=%.4f "
            "synthetic_samples_per_s=%.4f synthetic_best_samples_per_s=%.4f full_samples_per_s=%.4f "
-           "step_s=%.6f min_step_s=%.6f\n",
+           "step_s=%.6f min_step_s=%.6f blas_core=%s blas_rule=%s\n",
            c.config, B, step_flops * 1e-9, best, step_gflops, step_gflops / best, peak.gflops,
-           PEAK_FRAC(step_gflops), syn_sps, B / syn.min, full_sps, syn_step, syn.min);
+           PEAK_FRAC(step_gflops), syn_sps, B / syn.min, full_sps, syn_step, syn.min, openblas_get_corename(),
+           vb_blas_rule_name(bd->rule));
     #undef PEAK_FRAC
 
     free(step_s);

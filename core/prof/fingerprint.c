@@ -7,7 +7,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 #include <unistd.h>
 
 #include "core/util/common.h"
@@ -66,41 +65,6 @@ static void fnv1a(uint64_t *h, const char *s) {
     *h *= 1099511628211ULL;
 }
 
-const char *vb_blas_core_vector(const char *core) {
-    static const struct {
-        const char *core, *vector;
-    } k_cores[] = {
-        {"SkylakeX", "avx512"},    {"CooperLake", "avx512"},  {"SapphireRapids", "avx512"},
-        {"Haswell", "avx2"},       {"Zen", "avx2"},           {"Excavator", "avx2"},
-        {"Sandybridge", "avx"},    {"Bulldozer", "avx"},      {"Piledriver", "avx"},
-        {"Steamroller", "avx"},    {"Prescott", "sse"},       {"Core2", "sse"},
-        {"Penryn", "sse"},         {"Dunnington", "sse"},     {"Nehalem", "sse"},
-        {"Atom", "sse"},           {"Opteron", "sse"},        {"Barcelona", "sse"},
-        {"Nano", "sse"},           {"Katmai", "sse"},
-    };
-    for (size_t i = 0; core && i < sizeof k_cores / sizeof *k_cores; i++)
-        if (strcasecmp(core, k_cores[i].core) == 0) return k_cores[i].vector;
-    return "";
-}
-
-int vb_vector_rank(const char *v) {
-    static const char *const k_order[] = {"sse", "avx", "avx2", "avx512"};
-    for (int i = 0; v && i < 4; i++)
-        if (strcmp(v, k_order[i]) == 0) return i + 1;
-    return 0;
-}
-
-static const char *cpu_vector(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) return "avx512";
-    if (__builtin_cpu_supports("avx2")) return "avx2";
-    if (__builtin_cpu_supports("avx")) return "avx";
-    if (__builtin_cpu_supports("sse2")) return "sse";
-#endif
-    return "";
-}
-
 void vb_fingerprint_collect(vb_fingerprint *f, const char *backend, int ranks, const char *gpu_name,
                             const char *gpu_driver) {
     memset(f, 0, sizeof *f);
@@ -139,6 +103,11 @@ void vb_fingerprint_collect(vb_fingerprint *f, const char *backend, int ranks, c
     fnv1a(&h, f->blas_coretype);
     fnv1a(&h, f->gpu_name);
     snprintf(f->machine_key, sizeof f->machine_key, "%016llx", (unsigned long long)h);
-    vb_snprintf(f->cpu_vector, sizeof f->cpu_vector, "%s", cpu_vector());
+    vb_cpu_features feat;
+    vb_cpu_features_detect(&feat);
+    vb_snprintf(f->cpu_vector, sizeof f->cpu_vector, "%s", vb_cpu_features_vector(&feat));
     vb_snprintf(f->blas_vector, sizeof f->blas_vector, "%s", vb_blas_core_vector(f->blas_coretype));
+    const vb_blas_decision *d = vb_blas_choice();
+    vb_snprintf(f->blas_rule, sizeof f->blas_rule, "%s", vb_blas_rule_name(d->rule));
+    vb_snprintf(f->blas_library_core, sizeof f->blas_library_core, "%s", d->library_core);
 }

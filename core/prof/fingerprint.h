@@ -12,6 +12,8 @@
 
 #include <stdbool.h>
 
+#include "core/prof/blas_kernels.h" /* the kernels' widths and the rule that chose them */
+
 typedef struct vb_fingerprint {
     char host[256];
     char cpu_model[256];     /* /proc/cpuinfo "model name" */
@@ -35,6 +37,10 @@ typedef struct vb_fingerprint {
      * well below its FMA peak: the report warns. */
     char cpu_vector[16];
     char blas_vector[16];
+    /* which rule chose blas_coretype (blas_kernels.h: library, vitbench,
+     * environment) and what OpenBLAS picked by itself, where known */
+    char blas_rule[16];
+    char blas_library_core[64];
 } vb_fingerprint;
 
 /* gpu_name / gpu_driver: the backend's device (ops->device_describe), NULL
@@ -42,11 +48,6 @@ typedef struct vb_fingerprint {
 void vb_fingerprint_collect(vb_fingerprint *f, const char *backend, int ranks, const char *gpu_name,
                             const char *gpu_driver);
 
-/* The vector width an OpenBLAS core type's kernels use ("" for one this
- * table does not know), and the order of widths: sse < avx < avx2 < avx512
- * (0 for ""). */
-const char *vb_blas_core_vector(const char *core);
-int vb_vector_rank(const char *vector);
 
 /* CPUs in the calling thread's affinity mask (at least 1). */
 int vb_affinity_cores(void);

@@ -109,6 +109,8 @@ static void add_fingerprint(cJSON *root, const vb_run *r) {
     cJSON_AddStringToObject(o, "machine_key", f->machine_key);
     cJSON_AddStringToObject(o, "cpu_vector", f->cpu_vector);
     cJSON_AddStringToObject(o, "blas_vector", f->blas_vector);
+    cJSON_AddStringToObject(o, "blas_rule", f->blas_rule);
+    cJSON_AddStringToObject(o, "blas_library_core", f->blas_library_core);
     /* the device itself, beyond the name the key uses: memory, clocks, ECC */
     if (r->device.name[0]) {
         const vb_device_desc *d = &r->device;

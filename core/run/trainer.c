@@ -414,6 +414,14 @@ static void setup_threads(vb_run *r) {
     if (r->ctx && r->ops->device_describe) r->ops->device_describe(r->ctx, &r->device);
     vb_fingerprint_collect(&r->fp, r->ops ? r->ops->name : r->cfg.backend, r->world.size, r->device.name,
                            r->device.driver);
+    /* the CPU backend's GEMMs on kernels narrower than the CPU: one line,
+     * naming the cause and the fix (blas_kernels.h) */
+    if (r->world.rank == 0 && r->ops && r->ops->host_memory) {
+        char why[512];
+        vb_blas_advice(why, sizeof why, r->fp.blas_coretype, r->fp.cpu_vector, r->fp.blas_rule,
+                       r->fp.blas_library_core);
+        if (why[0]) vb_warn("%s", why);
+    }
 }
 
 double vb_peak_rss_bytes(void) {
