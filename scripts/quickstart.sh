@@ -10,7 +10,9 @@ cd "$(dirname "$0")/.."
 CONFIG=${CONFIG:-tiny}
 
 ./scripts/setup.sh
-./scripts/build.sh
+# the vitbench target alone (the CPU backend unless a GPU is here): about
+# half a minute on 2 cores; test.sh builds everything
+./scripts/build.sh --quick
 
 # Enough samples that benchy's 50-batch trials fit in one epoch for tiny
 # (2 x 256 samples / batch 8 = 64 batches); small's fields are 20x96x192, so
