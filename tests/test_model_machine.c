@@ -72,7 +72,8 @@ static int teardown(void **state) {
 
 static void test_shipped_files(void **state) {
     (void)state;
-    const char *names[] = {"perlmutter-gpu", "h100-sxm-ib", "h100-nvl-pair", "h100-nvl-pcie", "cpu-2core"};
+    const char *names[] = {"perlmutter-gpu", "perlmutter-gpu-80gb", "h100-sxm-ib", "h100-nvl-pair", "h100-nvl-pcie",
+                           "cpu-2core"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         char path[1024];
         snprintf(path, sizeof path, "%s/scenarios/machines/%s.yaml", tu_source_dir(), names[i]);
@@ -80,6 +81,9 @@ static void test_shipped_files(void **state) {
         vb_machine_load(path, &m);
         assert_string_equal(m.name, names[i]);
         assert_true(m.nlevels >= 1 && m.peak_tflops[VB_PREC_FP32] > 0 && m.ranks_per_node >= 1);
+        /* every GPU file prices ops (memory bandwidth and efficiency); the CPU box has no figures for it */
+        assert_true(vb_machine_can_price(&m) == (m.gpus_per_node > 0));
+        if (m.gpus_per_node > 0) assert_true(m.gemm_half_width > 0 && m.attn_eff < 1 && m.mem_eff < 1);
     }
     char path[1024];
     snprintf(path, sizeof path, "%s/scenarios/machines/perlmutter-gpu.yaml", tu_source_dir());
@@ -289,19 +293,22 @@ static void test_reference_flop_shares(void **state) {
     assert_int_equal(r.prec, VB_PREC_BF16);
     assert_int_equal(r.act_bytes, 2);
     assert_true(r.spread == 0);
-    double sum = 0, qkv = 0, fc1 = 0, att = 0, qkv_b = 0;
+    double sum = 0, qkv = 0, fc1 = 0, att = 0, qkv_b = 0, att_b = 0;
     for (int i = 0; i < r.nops; i++) {
         sum += r.ops[i].step_s[0];
         if (!strcmp(r.ops[i].name, "matmul_forward_qkv")) qkv = r.ops[i].step_s[0], assert_rel(r.ops[i].calls, 6, 0);
         if (!strcmp(r.ops[i].name, "matmul_backward_qkv")) qkv_b = r.ops[i].step_s[0];
         if (!strcmp(r.ops[i].name, "matmul_forward_fc1")) fc1 = r.ops[i].step_s[0];
         if (!strcmp(r.ops[i].name, "attention_forward")) att = r.ops[i].step_s[0];
+        if (!strcmp(r.ops[i].name, "attention_backward")) att_b = r.ops[i].step_s[0];
     }
     assert_rel(sum, 0.1, 1e-12);
     /* per block: qkv 3 x 2 N D^2, fc1 2 N D 4D, attention 4 N^2 D (N 8, D 16): 3 : 4 : 2 N / D = 1 */
     assert_rel(fc1 / qkv, 4.0 / 3.0, 1e-12);
     assert_rel(att / qkv, (4.0 * 8 * 8 * 16) / (6.0 * 8 * 16 * 16), 1e-12);
     assert_rel(qkv_b / qkv, 2, 1e-12);
+    /* fused attention's backward runs five products to the forward's two (it recomputes Q K^T) */
+    assert_rel(att_b / att, 2.5, 1e-12);
 
     /* to twice the width: GEMMs x4, attention x2 */
     vb_mdims wide = r.d;

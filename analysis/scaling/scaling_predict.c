@@ -518,6 +518,7 @@ void vb_model_predict(const vb_mctx *m, const vb_mlayout *l, const vb_mknobs *kn
         cp_bwd = fmax(0.0, cp_ag_kv + cp_rs_kv - att * share);
         hidden += fmin(cp_ag_kv, att_f * share) + fmin(cp_ag_kv + cp_rs_kv, att * share);
     }
+    hidden *= L; /* per block so far */
     out->exposed_tp_s = L * (tp_fwd + tp_at_fc1 + tp_at_qkv);
     out->exposed_cp_s = L * (cp_fwd + cp_bwd) + cp_ag_head;
 
