@@ -16,6 +16,8 @@
  *   model_place.c,    where a layout's groups sit on the machine's levels and
  *   model_comm.c      what a collective costs there (model_comm.h)
  *   model_ref.c       references from a step time and op shares (YAML)
+ *   scaling_price.c   one rank's ops priced by what bounds them on a machine,
+ *                     for the implementation that runs them (scaling_price.h)
  *   model_predict.c   a step's compute, exposed tp / cp / DDP communication and
  *                     time for one layout, under knobs (interval corners, beta
  *                     multipliers for the sensitivity)

@@ -1,11 +1,15 @@
 /* model_predict.c: one training step of a tp x cp x dp layout (model.h).
  *
- * Compute. The reference is a one-rank run's ops.csv: every op's seconds per
- * timed step. Each op is scaled by the work one rank does in the layout, as
- * core/model/vit.c divides it:
+ * Compute. A reference priced op by op (scaling_price.h: a step measured
+ * elsewhere) prices this layout's ops where they run, for the implementation
+ * that runs them, times the reference's factor. Otherwise the reference is a
+ * one-rank run's ops.csv: every op's seconds per timed step, scaled by the
+ * work one rank does in the layout, as core/model/vit.c divides it:
  *   - the blocks' q/k/v/proj/fc1/fc2 GEMMs, attention and GELU work on this
  *     rank's heads / hidden units (1/tp) of this rank's tokens (Nl/N, Nl the
- *     largest cp shard: the slowest rank gates the step);
+ *     largest cp shard: the slowest rank gates the step); a CUDA run's GEMMs
+ *     and attention move by their price ratio on the machine instead, so a
+ *     narrower GEMM runs at its own efficiency;
  *   - every other per-token op (LayerNorms, residual adds, patch embedding,
  *     head, pos_embed) on this rank's tokens only (Nl/N), replicated over tp;
  *   - patchify, unpatchify, the loss, the host-to-device copy and the data
@@ -26,21 +30,27 @@
  * clusters, one rank per GPU, the factor is 1).
  *
  * Knobs (model.h vb_mknobs): the compute times compute_mul and, at an
- * interval corner, the reference's spread; every collective at the corner of
- * its own source's uncertainty and with its level's beta multiplier
+ * interval corner, the reference's spread combined with the machine's
+ * efficiency uncertainty wherever ops were repriced; every collective at the
+ * corner of its own source's uncertainty and with its level's beta multiplier
  * (model_comm.h prices them: commbench where measured, the machine file's
  * levels along the group's placement elsewhere).
  *
- * Communication. tp: per block two allreduces of the [B, Nl, D] activations
- * in forward (after proj and fc2) and two in backward (after fc1 and qkv) on
- * the tp group; cp: per block one allgather of k and v (2 B N Dl elements
- * gathered) in forward, one reduce-scatter of their gradients in backward,
- * and one allgather of the head's output (B N head_out); all blocking, so
- * exposed. DDP: the buckets of core/model/ddp.c's plan (float32 gradients)
- * allreduced over cp x dp (cp alone under noddp) on one channel overlapping
- * backward (vb_overlap_exposed); each bucket is ready when the backward op
- * producing its last gradient ends, on a backward timeline rebuilt op by op
- * in core/model/vit.c's order (tp/cp collectives included, they block it).
+ * Communication, as the implementation (scaling_price.h) runs it. tp: per
+ * block its forward allreduces of the [B, Nl, D] activations (after proj and
+ * fc2) and its backward ones (before qkv and fc1; float32 in the tutorials),
+ * exposed whole (blocking), beside the column-parallel layer's weight
+ * gradient (max(0, allreduce - wgrad)), or one tp chunk of each (sequence
+ * parallelism with overlap); cp: per block one allgather of k and v (2 B N Dl
+ * elements gathered) in forward and one reduce-scatter of their gradients in
+ * backward, blocking or as a ring beside attention, and one allgather of the
+ * head's output (B N head_out). DDP: the buckets of core/model/ddp.c's plan
+ * (float32 gradients) allreduced over cp x dp (cp alone under noddp) on one
+ * channel overlapping backward (vb_overlap_exposed); each bucket is ready
+ * when the backward op producing its last gradient ends, on a backward
+ * timeline rebuilt op by op in core/model/vit.c's order (exposed tp/cp
+ * collectives included, they block it). Compute that ran beside a collective
+ * is slower by the machine's overlap_slowdown.
  */
 #include <math.h>
 #include <stdlib.h>

@@ -391,7 +391,8 @@ static void write_summary(FILE *f, const pub_row *r, int n, bool md) {
     for (int h = 0; h < H; h++) {
         char lab[256];
         hyp_label(r, n, h, lab, sizeof lab);
-        if (H > 1) fprintf(f, md ? "\nIf the open machines are %s:\n\n" : "if the open machines are %s:\n", lab);
+        if (H > 1 && md) fprintf(f, "%sIf the open machines are %s:\n\n", h ? "\n" : "", lab);
+        if (H > 1 && !md) fprintf(f, "if the open machines are %s:\n", lab);
         for (int c = 0; c < NCLASS; c++) {
             const pub_stat st = stat_of(r, n, h, c);
             if (!st.n) continue;
