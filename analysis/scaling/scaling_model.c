@@ -213,11 +213,6 @@ static void read_csv_or_die(const char *dir, const char *name, vb_csv *t, const 
     if (rc != 0) vb_die_input("model: %s: malformed CSV (%s)", path, err);
 }
 
-static bool same_dims(const vb_mdims *a, const vb_mdims *b) {
-    return a->dim == b->dim && a->depth == b->depth && a->heads == b->heads && a->patch == b->patch &&
-           a->img_h == b->img_h && a->img_w == b->img_w && a->cin == b->cin && a->cout == b->cout;
-}
-
 static vb_mop *ref_op(vb_mref *r, const char *name, int cap) {
     for (int i = 0; i < r->nops; i++)
         if (strcmp(r->ops[i].name, name) == 0) return &r->ops[i];
@@ -258,7 +253,7 @@ static void load_ref_run(vb_mref *r, const char *dir, const char *type, int *cap
         r->shard_tp = stp, r->shard_cp = scp;
         r->gpu = gpu;
         vb_snprintf(r->what, sizeof r->what, "%s", dir);
-    } else if (!same_dims(&d, &r->d) || threads != r->threads || cores != r->cores || act != r->act_bytes) {
+    } else if (!vb_mdims_equal(&d, &r->d) || threads != r->threads || cores != r->cores || act != r->act_bytes) {
         vb_die_input("model: --run %s: a different model, thread count, core count or amp_mode than the first --run "
                      "of its kind",
                      dir);
@@ -370,7 +365,7 @@ static void load_refs(vb_mref *main_ref, vb_mref **shards, int *nshards, const c
     for (int k = 0; k < *nshards; k++) {
         vb_mref *sh = &(*shards)[k];
         sort_batches(sh);
-        if (!same_dims(&sh->d, &main_ref->d) || sh->act_bytes != main_ref->act_bytes)
+        if (!vb_mdims_equal(&sh->d, &main_ref->d) || sh->act_bytes != main_ref->act_bytes)
             vb_die_input("model: --run %s: a shard of another model or amp_mode than the one-rank reference",
                          sh->what);
     }
@@ -429,7 +424,7 @@ static int load_sweep(const char *dir, const vb_mref *ref, const char *type, poi
         vb_snprintf(jpath, sizeof jpath, "%s/" VB_RUN_JSON, rdir);
         cJSON *j = read_json(jpath, "--sweep");
         vb_mdims d = dims_of(j, jpath);
-        if (!same_dims(&d, &ref->d))
+        if (!vb_mdims_equal(&d, &ref->d))
             vb_die_input("model: %s: a different model (embed_dim, depth, heads, patch, img_size, channels) than "
                          "--run's",
                          jpath);

@@ -154,6 +154,13 @@ typedef struct vb_mref {
     vb_mdims price_dims;               /* the dims it was measured with */
 } vb_mref;
 
+/* The model's tokens (patches of the image), the largest cp shard of them
+ * (vit_token_split's: the slowest rank gates the step), and whether two
+ * model descriptions are the same model. */
+int vb_mdims_ntok(const vb_mdims *d);
+int vb_tokens_local(int ntok, int cp);
+bool vb_mdims_equal(const vb_mdims *a, const vb_mdims *b);
+
 /* A per-sample quantity measured at the references' batches (v[i] at
  * batch[i]) at batch b: linear between the two references around b,
  * proportional to b beyond the smallest or largest (one reference: v[0] x

@@ -78,10 +78,15 @@ double vb_eff_strong(double t1_s, double tp_s, int p) {
     return t1_s > 0 && tp_s > 0 && p >= 1 ? t1_s / ((double)p * tp_s) : NAN;
 }
 
-static int ntokens(const vb_mdims *d) { return (d->img_h / d->patch) * (d->img_w / d->patch); }
+int vb_mdims_ntok(const vb_mdims *d) { return (d->img_h / d->patch) * (d->img_w / d->patch); }
+
+bool vb_mdims_equal(const vb_mdims *a, const vb_mdims *b) {
+    return a->dim == b->dim && a->depth == b->depth && a->heads == b->heads && a->patch == b->patch &&
+           a->img_h == b->img_h && a->img_w == b->img_w && a->cin == b->cin && a->cout == b->cout;
+}
 
 /* The largest cp shard, as vit_token_split makes them. */
-static int tokens_local(int ntok, int cp) {
+int vb_tokens_local(int ntok, int cp) {
     int chunk = (ntok + cp - 1) / cp;
     if (ntok - chunk * (cp - 1) <= 0) chunk = ntok / cp;
     int last = ntok - chunk * (cp - 1);
@@ -97,8 +102,8 @@ int vb_model_check_layout(const vb_mdims *d, const vb_mlayout *l, char *err, siz
         vb_errf(err, errn, "tensor_parallel %d does not divide num_heads %d", l->tp, d->heads);
         return -1;
     }
-    if (l->cp > ntokens(d)) {
-        vb_errf(err, errn, "context_parallel %d exceeds the %d tokens", l->cp, ntokens(d));
+    if (l->cp > vb_mdims_ntok(d)) {
+        vb_errf(err, errn, "context_parallel %d exceeds the %d tokens", l->cp, vb_mdims_ntok(d));
         return -1;
     }
     if (l->local_batch < 1 || l->threads < 1 || l->node_ranks < 1 || l->cores < 1) {
@@ -113,7 +118,7 @@ int vb_model_check_layout(const vb_mdims *d, const vb_mlayout *l, char *err, siz
  * the gradient buffer in order; returns the tensor count. */
 static int build_tensors(const vb_mdims *d, int tp, vit_tensor **out, size_t *nparams, size_t *nparams_full) {
     const size_t D = (size_t)d->dim, Dl = D / (size_t)tp, D4 = 4 * D, D4l = D4 / (size_t)tp;
-    const size_t pp = (size_t)d->patch * (size_t)d->patch, N = (size_t)ntokens(d);
+    const size_t pp = (size_t)d->patch * (size_t)d->patch, N = (size_t)vb_mdims_ntok(d);
     const int n = 3 + 16 * d->depth + 3;
     vit_tensor *t = calloc((size_t)n, sizeof *t);
     if (!t) vb_die_internal("out of memory");
@@ -339,11 +344,6 @@ static void note_src(const vb_mctx *m, char *buf, size_t n, const char *g, const
         snprintf(buf + len, n - len, "%s%s: %s", len ? "; " : "", g, lv);
 }
 
-static bool same_dims(const vb_mdims *a, const vb_mdims *b) {
-    return a->dim == b->dim && a->depth == b->depth && a->heads == b->heads && a->patch == b->patch &&
-           a->img_h == b->img_h && a->img_w == b->img_w && a->cin == b->cin && a->cout == b->cout;
-}
-
 /* The code a prediction runs: the context's, else the reference's, else vitbench's. */
 static const vb_impl *impl_of(const vb_mctx *m) {
     if (m->impl) return m->impl;
@@ -390,7 +390,7 @@ void vb_model_predict(const vb_mctx *m, const vb_mlayout *l, const vb_mknobs *kn
     const vb_mref *ref = m->ref;
     const vb_mdims *d = &ref->d;
     const vb_impl *im = impl_of(m);
-    const int N = ntokens(d), Nl = tokens_local(N, l->cp), L = d->depth, world = l->tp * l->cp * l->dp;
+    const int N = vb_mdims_ntok(d), Nl = vb_tokens_local(N, l->cp), L = d->depth, world = l->tp * l->cp * l->dp;
     const double B = l->local_batch, esz = ref->act_bytes, D = d->dim, Dl = (double)d->dim / l->tp;
     vit_tensor *tens;
     size_t np, npf;
@@ -407,7 +407,7 @@ void vb_model_predict(const vb_mctx *m, const vb_mlayout *l, const vb_mknobs *kn
     double spread = ref->spread, ueff = 0;
     if (sh && sh->spread > spread) spread = sh->spread;
     if (priced) {
-        const bool same_point = l->tp == 1 && l->cp == 1 && B == ref->batch[0] && same_dims(d, &ref->price_dims) &&
+        const bool same_point = l->tp == 1 && l->cp == 1 && B == ref->batch[0] && vb_mdims_equal(d, &ref->price_dims) &&
                                 strcmp(pm->path, ref->price_machine->path) == 0 &&
                                 im == (ref->impl ? ref->impl : vb_impl_default());
         if (!same_point) ueff = pm->eff_uncertainty;

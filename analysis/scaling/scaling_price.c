@@ -131,17 +131,6 @@ const vb_impl *vb_impl_find_or_die(const char *name, const char *where) {
 
 /* ---- prices ---- */
 
-static double ntok(const vb_mdims *d) { return (double)(d->img_h / d->patch) * (d->img_w / d->patch); }
-
-/* the largest cp shard (vit_token_split) */
-static double tokens_local(const vb_mdims *d, int cp) {
-    const int n = (int)ntok(d);
-    int chunk = (n + cp - 1) / cp;
-    if (n - chunk * (cp - 1) <= 0) chunk = n / cp;
-    const int last = n - chunk * (cp - 1);
-    return chunk > last ? chunk : last;
-}
-
 double vb_price_gemm_eff(const vb_machine *m, double w) {
     return m->gemm_half_width > 0 ? w / (w + m->gemm_half_width) : 1.0;
 }
@@ -149,13 +138,13 @@ double vb_price_gemm_eff(const vb_machine *m, double w) {
 double vb_price_nparams(const vb_mdims *d, int tp) {
     const double D = d->dim, Dl = D / tp, D4l = 4.0 * D / tp, pp = (double)d->patch * d->patch;
     const double block = 4 * D + 3 * (Dl * D + Dl) + D * Dl + D + D4l * D + D4l + D * D4l + D;
-    return D * d->cin * pp + D + ntok(d) * D + d->depth * block + 2 * D + d->cout * pp * D;
+    return D * d->cin * pp + D + vb_mdims_ntok(d) * D + d->depth * block + 2 * D + d->cout * pp * D;
 }
 
 double vb_price_attn_fwd_flops(const vb_mdims *d, const vb_impl *im, int tp, int cp, double batch) {
     const double hd = (double)d->dim / d->heads, tile = im->attn_head_tile > 1 ? im->attn_head_tile : 1;
     const double hd_run = ceil(hd / tile) * tile;
-    return 4.0 * batch * ((double)d->heads / tp) * tokens_local(d, cp) * ntok(d) * hd_run;
+    return 4.0 * batch * ((double)d->heads / tp) * vb_tokens_local(vb_mdims_ntok(d), cp) * vb_mdims_ntok(d) * hd_run;
 }
 
 typedef struct {
@@ -192,7 +181,8 @@ int vb_price_ops(const vb_price_in *in, vb_priced_op *out) {
         vb_die_input("%s: no peak_tflops.%s to price the step's GEMMs with", m->path, vb_prec_name[in->prec]);
     const vb_mdims *d = in->d;
     const vb_impl *im = in->impl;
-    const double B = in->batch, L = d->depth, D = d->dim, tp = in->tp, Nl = tokens_local(d, in->cp), M = B * Nl;
+    const double B = in->batch, L = d->depth, D = d->dim, tp = in->tp, Nl = vb_tokens_local(vb_mdims_ntok(d), in->cp);
+    const double M = B * Nl;
     const double pp = (double)d->patch * d->patch, img = (double)d->img_h * d->img_w;
     const double act = in->act_bytes / 2.0; /* the table's bytes are for 16-bit activations */
     const double tok = M * D * act, sp = im->seq_parallel ? 1.0 / tp : 1.0, tpx = in->tp > 1 ? 1.0 : 0.0;

@@ -94,11 +94,6 @@ static yaml_node_t *find_ref(const vb_my *y, yaml_node_t *refs, const char *name
     return n;
 }
 
-static bool same_dims(const vb_mdims *a, const vb_mdims *b) {
-    return a->dim == b->dim && a->depth == b->depth && a->heads == b->heads && a->patch == b->patch &&
-           a->img_h == b->img_h && a->img_w == b->img_w && a->cin == b->cin && a->cout == b->cout;
-}
-
 /* What a row says, before any machine is chosen. */
 typedef struct {
     char id[64], what[320], ref_name[64], measurement[64], impl[40];
@@ -264,7 +259,7 @@ static void predict_row(const vb_my *y, const row_spec *rs, int i, int k, yaml_n
     /* this row's model: another size is rescaled (priced refs price it) */
     const vb_mdims dims = rs->has_dims ? rs->dims : ref.d;
     vb_mref used = ref;
-    r->rescaled = !same_dims(&dims, &ref.d);
+    r->rescaled = !vb_mdims_equal(&dims, &ref.d);
     if (r->rescaled) vb_mref_rescale(&ref, &dims, &used);
 
     /* machines: a priced reference is priced on this row's; a FLOP-share one

@@ -77,12 +77,7 @@ static const op_def *op_of(const char *name) {
     return NULL;
 }
 
-static double ntok(const vb_mdims *d) { return (double)(d->img_h / d->patch) * (d->img_w / d->patch); }
-
-static double nparams(const vb_mdims *d) {
-    const double D = d->dim, pp = (double)d->patch * d->patch;
-    return D * d->cin * pp + D + ntok(d) * D + d->depth * (12.0 * D * D + 13.0 * D) + 2.0 * D + d->cout * pp * D;
-}
+static double ntok(const vb_mdims *d) { return vb_mdims_ntok(d); }
 
 /* FLOPs per sample of op `o` over the whole step (all its calls); 0 for ops without arithmetic worth counting.
  * A GEMM's backward is two GEMMs of its forward's size (input and weight
@@ -110,7 +105,7 @@ static double op_size(const op_def *o, const vb_mdims *d) {
     switch (o->kind) {
     case K_TOKENS: return N * D * (o->calls_per_block * d->depth + o->calls_once);
     case K_HIDDEN: return N * 4.0 * D * d->depth;
-    case K_PARAMS: return nparams(d);
+    case K_PARAMS: return vb_price_nparams(d, 1);
     case K_IMAGE: return (double)d->img_h * d->img_w * (d->cin + d->cout);
     default: return op_flops(o, d);
     }
