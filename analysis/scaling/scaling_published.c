@@ -79,13 +79,6 @@ static int cmp_dbl(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static void resolve(const char *dir, const char *rel, char *out, size_t n) {
-    if (rel[0] == '/')
-        vb_snprintf(out, n, "%s", rel);
-    else
-        vb_snprintf(out, n, "%s/%s", dir, rel);
-}
-
 static yaml_node_t *find_ref(const vb_my *y, yaml_node_t *refs, const char *name) {
     vb_yaml_pairs p;
     vb_my_pairs(y, refs, "references", &p);
@@ -97,7 +90,7 @@ static yaml_node_t *find_ref(const vb_my *y, yaml_node_t *refs, const char *name
 /* What a row says, before any machine is chosen. */
 typedef struct {
     char id[64], what[320], ref_name[64], measurement[64], impl[40];
-    char machines[MAX_ALTS][VB_PATH_MAX];
+    char machines[VB_MREF_MAX_MACHINES][VB_MREF_PATH];
     int nmachines;
     bool has_dims;
     vb_mdims dims;
@@ -126,27 +119,9 @@ static void parse_row(const vb_my *y, yaml_node_t *row, int i, yaml_node_t *mode
         snprintf(iw, sizeof iw, "%s: %s.implementation", y->file, where);
         vb_impl_find_or_die(rs->impl, iw);
     }
+    rs->nmachines = vb_my_machine_files(y, &p, where, dir, rs->machines);
+    if (!rs->nmachines) vb_die_input("%s: %s: missing required key 'machine'", y->file, where);
     int line = 0;
-    yaml_node_t *mn = vb_my_get(&p, "machine", &line);
-    if (!mn) vb_die_input("%s: %s: missing required key 'machine'", y->file, where);
-    if (vb_yaml_scalar(mn)) {
-        resolve(dir, vb_yaml_scalar(mn), rs->machines[0], sizeof rs->machines[0]);
-        rs->nmachines = 1;
-    } else {
-        char mw[96];
-        snprintf(mw, sizeof mw, "%s.machine", where);
-        int n = 0;
-        yaml_node_t **it = vb_my_list(y, mn, mw, &n);
-        if (n < 1 || n > MAX_ALTS)
-            vb_die_input("%s: %s (line %d): %d machine files (expected 1 to %d)", y->file, mw, line, n, MAX_ALTS);
-        for (int k = 0; k < n; k++) {
-            const char *t = vb_yaml_scalar(it[k]);
-            if (!t || !t[0]) vb_die_input("%s: %s[%d]: not a file name", y->file, mw, k);
-            resolve(dir, t, rs->machines[k], sizeof rs->machines[k]);
-        }
-        rs->nmachines = n;
-        free(it);
-    }
     yaml_node_t *dn = vb_my_get(&p, "model", &line);
     if (dn) {
         char mw[96];

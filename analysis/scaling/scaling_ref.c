@@ -179,6 +179,31 @@ static void resolve(const char *dir, const char *rel, char *out, size_t n) {
         vb_snprintf(out, n, "%s/%s", dir, rel);
 }
 
+int vb_my_machine_files(const vb_my *y, const vb_yaml_pairs *p, const char *where, const char *dir,
+                        char files[VB_MREF_MAX_MACHINES][VB_MREF_PATH]) {
+    int line = 0;
+    yaml_node_t *n = vb_my_get(p, "machine", &line);
+    if (!n) return 0;
+    if (vb_yaml_scalar(n)) {
+        resolve(dir, vb_yaml_scalar(n), files[0], VB_MREF_PATH);
+        return 1;
+    }
+    char w[160];
+    snprintf(w, sizeof w, "%s.machine", where);
+    int count = 0;
+    yaml_node_t **it = vb_my_list(y, n, w, &count);
+    if (count < 1 || count > VB_MREF_MAX_MACHINES)
+        vb_die_input("%s: %s (line %d): %d machine files (expected 1 to %d)", y->file, w, line, count,
+                     VB_MREF_MAX_MACHINES);
+    for (int k = 0; k < count; k++) {
+        const char *t = vb_yaml_scalar(it[k]);
+        if (!t || !t[0]) vb_die_input("%s: %s[%d]: not a file name", y->file, w, k);
+        resolve(dir, t, files[k], VB_MREF_PATH);
+    }
+    free(it);
+    return count;
+}
+
 void vb_mref_from_yaml(const vb_my *y, yaml_node_t *node, yaml_node_t *models, const char *where, const char *dir,
                        vb_mref *out, vb_mref_src *src) {
     vb_yaml_pairs p;
@@ -218,27 +243,7 @@ void vb_mref_from_yaml(const vb_my *y, yaml_node_t *node, yaml_node_t *models, c
     if (!vb_my_str_or(y, &p, where, "precision", prec, sizeof prec)) snprintf(prec, sizeof prec, "%s", strcmp(amp, "none") == 0 ? "fp32" : amp);
     out->prec = vb_prec_of(prec);
     if (out->prec < 0) vb_die_input("%s: %s.precision: '%s' (expected fp32, tf32, bf16 or fp16)", y->file, where, prec);
-    /* machine: one file, or a list of the files it may have run on (an unstated interconnect) */
-    yaml_node_t *mn2 = vb_my_get(&p, "machine", &line);
-    if (mn2 && vb_yaml_scalar(mn2)) {
-        resolve(dir, vb_yaml_scalar(mn2), src->machines[0], sizeof src->machines[0]);
-        src->nmachines = 1;
-    } else if (mn2) {
-        char mw[160];
-        snprintf(mw, sizeof mw, "%s.machine", where);
-        int nm = 0;
-        yaml_node_t **mi = vb_my_list(y, mn2, mw, &nm);
-        if (nm < 1 || nm > VB_MREF_MAX_MACHINES)
-            vb_die_input("%s: %s (line %d): %d machine files (expected 1 to %d)", y->file, mw, line, nm,
-                         VB_MREF_MAX_MACHINES);
-        for (int k = 0; k < nm; k++) {
-            const char *t = vb_yaml_scalar(mi[k]);
-            if (!t || !t[0]) vb_die_input("%s: %s[%d]: not a file name", y->file, mw, k);
-            resolve(dir, t, src->machines[k], sizeof src->machines[k]);
-        }
-        src->nmachines = nm;
-        free(mi);
-    }
+    src->nmachines = vb_my_machine_files(y, &p, where, dir, src->machines);
     if (src->nmachines) snprintf(src->machine, sizeof src->machine, "%s", src->machines[0]);
     char impl[64];
     if (vb_my_str_or(y, &p, where, "implementation", impl, sizeof impl)) {

@@ -56,10 +56,19 @@ double vb_rel_spread(double *v, int n);
 void vb_mdims_from_yaml(const vb_my *y, yaml_node_t *node, const char *where, vb_mdims *out);
 
 #define VB_MREF_MAX_MACHINES 4
+#define VB_MREF_PATH 1024
+
+/* `machine:` of mapping p: one file, or a list of the files it may have been
+ * (an interconnect the source leaves open), each resolved against dir into
+ * files; returns how many (0: absent). A list of none or more than
+ * VB_MREF_MAX_MACHINES, or an item that is not a file name, exits 2. */
+int vb_my_machine_files(const vb_my *y, const vb_yaml_pairs *p, const char *where, const char *dir,
+                        char files[VB_MREF_MAX_MACHINES][VB_MREF_PATH]);
+
 typedef struct vb_mref_src {
     vb_mlayout layout;        /* the reference's own layout (1 x 1 x 1 unless given) */
-    char machine[1024];       /* its machine file ("" when not given), resolved against the file's directory */
-    char machines[VB_MREF_MAX_MACHINES][1024]; /* every file `machine:` lists (machine is the first) */
+    char machine[VB_MREF_PATH]; /* its machine file ("" when not given), resolved against the file's directory */
+    char machines[VB_MREF_MAX_MACHINES][VB_MREF_PATH]; /* every file `machine:` lists (machine is the first) */
     int nmachines;
     double step_s;            /* median measured step */
 } vb_mref_src;
