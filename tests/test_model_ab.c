@@ -9,10 +9,6 @@
 
 #include "analysis/scaling/scaling_model.h"
 
-static void assert_rel(double got, double want, double tol) {
-    if (!(fabs(got - want) <= tol * fabs(want))) fail_msg("got %.17g, want %.17g (rel tol %g)", got, want, tol);
-}
-
 /* Exact times from chosen alpha and beta come back to 1e-6, for every form
  * and group size, over sizes spanning 4 B .. 256 MiB. */
 static void test_fit_recovers_alpha_beta(void **state) {
@@ -33,12 +29,12 @@ static void test_fit_recovers_alpha_beta(void **state) {
                 vb_ab_fit f;
                 char err[200];
                 assert_int_equal(vb_ab_fit_points(c, ps[ip], bytes, t, 12, &f, err, sizeof err), 0);
-                assert_rel(f.alpha_us, alpha[k], 1e-6);
-                assert_rel(f.beta_GBps, beta[k], 1e-6);
+                tu_assert_rel(f.alpha_us, alpha[k], 1e-6);
+                tu_assert_rel(f.beta_GBps, beta[k], 1e-6);
                 assert_true(f.rel_rms < 1e-9);
                 assert_int_equal(f.nsizes, 12);
                 /* and the fitted form gives back the times */
-                assert_rel(vb_ab_seconds(&f, ps[ip], bytes[5]) * 1e6, t[5], 1e-6);
+                tu_assert_rel(vb_ab_seconds(&f, ps[ip], bytes[5]) * 1e6, t[5], 1e-6);
             }
 }
 
@@ -46,18 +42,18 @@ static void test_fit_forms(void **state) {
     (void)state;
     double a, b;
     vb_ab_coeffs(VB_COLL_ALLREDUCE, 4, &a, &b);
-    assert_rel(a, 6.0, 1e-15), assert_rel(b, 1.5, 1e-15);
+    tu_assert_rel(a, 6.0, 1e-15), tu_assert_rel(b, 1.5, 1e-15);
     vb_ab_coeffs(VB_COLL_ALLGATHER, 4, &a, &b);
-    assert_rel(a, 3.0, 1e-15), assert_rel(b, 0.75, 1e-15);
+    tu_assert_rel(a, 3.0, 1e-15), tu_assert_rel(b, 0.75, 1e-15);
     vb_ab_coeffs(VB_COLL_REDUCE_SCATTER, 2, &a, &b);
-    assert_rel(a, 1.0, 1e-15), assert_rel(b, 0.5, 1e-15);
+    tu_assert_rel(a, 1.0, 1e-15), tu_assert_rel(b, 0.5, 1e-15);
     vb_ab_coeffs(VB_COLL_BROADCAST, 8, &a, &b);
-    assert_rel(a, 1.0, 1e-15), assert_rel(b, 1.0, 1e-15);
+    tu_assert_rel(a, 1.0, 1e-15), tu_assert_rel(b, 1.0, 1e-15);
     /* a group of one costs nothing */
     vb_ab_fit f = {.coll = VB_COLL_ALLREDUCE, .p = 2, .alpha_us = 10, .beta_GBps = 1};
     assert_true(vb_ab_seconds(&f, 1, 1e6) == 0.0);
     /* 2 ranks, 1 MB at 1 GB/s: 2 x 10 us + 1 x 1e6 B / 1e9 B/s = 0.02 ms + 1 ms = 1.02 ms */
-    assert_rel(vb_ab_seconds(&f, 2, 1e6), 1.02e-3, 1e-12);
+    tu_assert_rel(vb_ab_seconds(&f, 2, 1e6), 1.02e-3, 1e-12);
 }
 
 static void test_fit_refuses_bad_points(void **state) {
@@ -111,23 +107,23 @@ static void test_lookup(void **state) {
 static void test_overlap_hand_worked(void **state) {
     (void)state;
     double ready[3] = {2e-3, 4e-3, 9.5e-3}, dur[3] = {3e-3, 4e-3, 2e-3}, end;
-    assert_rel(vb_overlap_exposed(ready, dur, 3, 10e-3, &end), 1.5e-3, 1e-12);
-    assert_rel(end, 11.5e-3, 1e-12);
+    tu_assert_rel(vb_overlap_exposed(ready, dur, 3, 10e-3, &end), 1.5e-3, 1e-12);
+    tu_assert_rel(end, 11.5e-3, 1e-12);
     dur[2] = 0.4e-3;
     assert_true(vb_overlap_exposed(ready, dur, 3, 10e-3, &end) == 0.0);
-    assert_rel(end, 9.9e-3, 1e-12);
+    tu_assert_rel(end, 9.9e-3, 1e-12);
     double late[3] = {10e-3, 10e-3, 10e-3}, d2[3] = {3e-3, 4e-3, 2e-3};
-    assert_rel(vb_overlap_exposed(late, d2, 3, 10e-3, NULL), 9e-3, 1e-12);
+    tu_assert_rel(vb_overlap_exposed(late, d2, 3, 10e-3, NULL), 9e-3, 1e-12);
     assert_true(vb_overlap_exposed(NULL, NULL, 0, 1.0, &end) == 0.0 && end == 0.0);
 }
 
 static void test_efficiency(void **state) {
     (void)state;
     /* weak: 0.1 s alone, 0.125 s at p ranks (each rank its own batch) -> 0.8 */
-    assert_rel(vb_eff_weak(0.1, 0.125), 0.8, 1e-15);
+    tu_assert_rel(vb_eff_weak(0.1, 0.125), 0.8, 1e-15);
     /* strong: 1 s alone, 0.3 s on 4 ranks -> speedup 3.33, efficiency 0.8333 */
-    assert_rel(vb_eff_strong(1.0, 0.3, 4), 1.0 / 1.2, 1e-15);
-    assert_rel(vb_eff_strong(0.5, 0.5, 1), 1.0, 1e-15);
+    tu_assert_rel(vb_eff_strong(1.0, 0.3, 4), 1.0 / 1.2, 1e-15);
+    tu_assert_rel(vb_eff_strong(0.5, 0.5, 1), 1.0, 1e-15);
     assert_true(isnan(vb_eff_weak(0.1, 0)) && isnan(vb_eff_strong(1, 1, 0)));
 }
 
@@ -172,22 +168,22 @@ static void test_predict_parts(void **state) {
     vb_mlayout l = {.tp = 2, .cp = 1, .dp = 1, .local_batch = 2, .threads = 1, .node_ranks = 2, .cores = 2,
                     .bucket_cap_mb = 25};
     vb_model_predict(&m, &l, NULL, &q);
-    assert_rel(q.cpu_factor, 2.0, 1e-15);
-    assert_rel(q.forward_s, 0.02 + 0.02 + 0.02, 1e-12);
-    assert_rel(q.backward_s, 0.04, 1e-12);
+    tu_assert_rel(q.cpu_factor, 2.0, 1e-15);
+    tu_assert_rel(q.forward_s, 0.02 + 0.02 + 0.02, 1e-12);
+    tu_assert_rel(q.backward_s, 0.04, 1e-12);
     /* tp: 4 allreduces per block x 2 blocks of B Nl D floats = 2 x 8 x 8 x 4 = 512 B:
      * 2 x 10 us + 1 x 512 B / 1 GB/s = 20.512 us each */
-    assert_rel(q.exposed_tp_s, 8 * 20.512e-6, 1e-12);
+    tu_assert_rel(q.exposed_tp_s, 8 * 20.512e-6, 1e-12);
     assert_true(q.exposed_cp_s == 0 && q.exposed_ddp_s == 0 && q.nbuckets == 0);
-    assert_rel(q.step_s, q.compute_s + q.exposed_tp_s, 1e-15);
-    assert_rel(q.samples_per_s, 2 / q.step_s, 1e-15);
+    tu_assert_rel(q.step_s, q.compute_s + q.exposed_tp_s, 1e-15);
+    tu_assert_rel(q.samples_per_s, 2 / q.step_s, 1e-15);
 
     /* cp 2: per block an allgather and a reduce-scatter of 2 B N Dl = 2 x 2 x 8 x 8 x 4 = 1024 B
      * (1 x 10 us + 0.5 x 1.024 us = 10.512 us each), plus the head's allgather of
      * B N cout p p x 4 = 2 x 8 x 4 x 4 = 256 B (10.128 us); per-token work halves (4 of 8 tokens) */
     l.tp = 1, l.cp = 2;
     vb_model_predict(&m, &l, NULL, &q);
-    assert_rel(q.exposed_cp_s, 2 * 2 * 10.512e-6 + 10.128e-6, 1e-12);
+    tu_assert_rel(q.exposed_cp_s, 2 * 2 * 10.512e-6 + 10.128e-6, 1e-12);
     assert_true(q.exposed_tp_s == 0);
     /* weight gradients are partial over the cp peers: DDP reduces over cp x dp = 2 (the
      * tp fit of 2 ranks stands in for a cpdp one), one bucket, ready only at the end */
@@ -201,17 +197,17 @@ static void test_batch_interpolation(void **state) {
     (void)state;
     vb_mref r = {.nref = 2, .batch = {4, 8}};
     const double v[2] = {0.04, 0.06};
-    assert_rel(vb_mref_at_batch(&r, v, 6, true), 0.05, 1e-15);
-    assert_rel(vb_mref_at_batch(&r, v, 8, true), 0.06, 1e-15);
-    assert_rel(vb_mref_at_batch(&r, v, 2, true), 0.02, 1e-15);
-    assert_rel(vb_mref_at_batch(&r, v, 16, true), 0.12, 1e-15);
-    assert_rel(vb_mref_at_batch(&r, v, 16, false), 0.06, 1e-15);
+    tu_assert_rel(vb_mref_at_batch(&r, v, 6, true), 0.05, 1e-15);
+    tu_assert_rel(vb_mref_at_batch(&r, v, 8, true), 0.06, 1e-15);
+    tu_assert_rel(vb_mref_at_batch(&r, v, 2, true), 0.02, 1e-15);
+    tu_assert_rel(vb_mref_at_batch(&r, v, 16, true), 0.12, 1e-15);
+    tu_assert_rel(vb_mref_at_batch(&r, v, 16, false), 0.06, 1e-15);
     r.nref = 1;
-    assert_rel(vb_mref_at_batch(&r, v, 6, true), 0.06, 1e-15);
+    tu_assert_rel(vb_mref_at_batch(&r, v, 6, true), 0.06, 1e-15);
     vb_mref three = {.nref = 3, .batch = {2, 4, 8}};
     const double w[3] = {0.03, 0.04, 0.08};
-    assert_rel(vb_mref_at_batch(&three, w, 3, true), 0.035, 1e-15);
-    assert_rel(vb_mref_at_batch(&three, w, 5, true), 0.05, 1e-15);
+    tu_assert_rel(vb_mref_at_batch(&three, w, 3, true), 0.035, 1e-15);
+    tu_assert_rel(vb_mref_at_batch(&three, w, 5, true), 0.05, 1e-15);
 }
 
 int main(void) {

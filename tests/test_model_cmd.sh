@@ -129,12 +129,31 @@ R="$VB_SOURCE/scenarios/references/sc23-base-1gpu-a100.yaml"
     > "$TMP/ref.log" 2>&1 || fail "--reference: $(cat "$TMP/ref.log")"
 near "$(col "$TMP/ref/model.csv" world=4096_tp=1_cp=1_dp=4096 compute_s)" 0.373502 || fail "reference compute: $(cat "$TMP/ref/model.csv")"
 near "$(col "$TMP/ref/model.csv" world=4096_tp=1_cp=1_dp=4096 nodes)" 1024 || fail "1,024 nodes"
-# on an H100 SXM node the same compute runs at the bf16 peaks' ratio 312 / 989.4 (the file names its machine)
+# on an H100 SXM node the reference is priced op by op (scaling_price.h): each op moves by what
+# bounds it, between the bandwidth ratio 1555 / 3350 = 0.464179 (memory-bound ops) and the GEMMs'
+# peak ratio 312 / 989.4 times their efficiency at width 384, (384 / (384 + 258)) / (384 / (384 + 670))
+# on the two files: 0.517711 (attention 312 / 989.4 x 0.5 / 0.335 = 0.470661 lies between); so the
+# step lies in [0.464179, 0.517711] x 0.373502 = [0.173374, 0.193367]
 "$VB" model --machine "$VB_SOURCE/scenarios/machines/h100-sxm-ib.yaml" --reference "$R" --world_sizes 8 --layouts dp \
     --output_dir "$TMP/refh" > "$TMP/refh.log" 2>&1 || fail "--reference on H100: $(cat "$TMP/refh.log")"
-near "$(col "$TMP/refh/model.csv" world=8_tp=1_cp=1_dp=8 compute_s)" 0.117781 || fail "peak ratio: $(cat "$TMP/refh/model.csv")"
+awk -v c="$(col "$TMP/refh/model.csv" world=8_tp=1_cp=1_dp=8 compute_s)" 'BEGIN { exit !(c >= 0.173374 && c <= 0.193367) }' ||
+    fail "priced compute outside the bounds' ratios: $(cat "$TMP/refh/model.csv")"
+case "$(col "$TMP/refh/model.csv" world=8_tp=1_cp=1_dp=8 compute_ref)" in
+"priced on h100-sxm-ib (tutorial-sc23-compiled) x"*) ;;
+*) fail "compute_ref: $(col "$TMP/refh/model.csv" world=8_tp=1_cp=1_dp=8 compute_ref)" ;;
+esac
+grep -q 'Compute priced op by op on perlmutter-gpu (the reference.s machine)' "$TMP/refh.log" ||
+    fail "the pricing is not said: $(cat "$TMP/refh.log")"
+# a machine file without memory_GBps cannot price: the same compute then runs at the bf16 peaks'
+# ratio 312 / 989.4
+mkdir -p "$TMP/nobw/references" "$TMP/nobw/machines"
+grep -v '^memory_GBps' "$VB_SOURCE/scenarios/machines/perlmutter-gpu.yaml" > "$TMP/nobw/machines/perlmutter-gpu.yaml"
+cp "$R" "$TMP/nobw/references/"
+"$VB" model --machine "$VB_SOURCE/scenarios/machines/h100-sxm-ib.yaml" --reference "$TMP/nobw/references/$(basename "$R")" \
+    --world_sizes 8 --layouts dp --output_dir "$TMP/refp" > "$TMP/refp.log" 2>&1 || fail "--reference by peaks: $(cat "$TMP/refp.log")"
+near "$(col "$TMP/refp/model.csv" world=8_tp=1_cp=1_dp=8 compute_s)" 0.117781 || fail "peak ratio: $(cat "$TMP/refp/model.csv")"
 grep -q 'Compute rescaled by 0.315343: the reference ran on perlmutter-gpu at 312 TFLOP/s bf16 per rank, h100-sxm-ib has 989.4' \
-    "$TMP/refh.log" || fail "the rescaling is not said: $(cat "$TMP/refh.log")"
+    "$TMP/refp.log" || fail "the rescaling is not said: $(cat "$TMP/refp.log")"
 
 # 3c. a shard reference (what bench_step --shard_tp 2 --reference_dir writes): its measured
 # ops replace the 1/tp-scaled ones for tp 2. Shard: fc1 forward 0.015 s and backward 0.025 s

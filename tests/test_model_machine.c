@@ -20,21 +20,7 @@
 #include "analysis/scaling/scaling_ref.h"
 #include "core/comm/groups.h"
 
-static void assert_rel(double got, double want, double tol) {
-    if (!(fabs(got - want) <= tol * fabs(want) + 1e-300)) fail_msg("got %.17g, want %.17g (rel tol %g)", got, want, tol);
-}
-
 static char g_dir[512];
-
-static const char *write_tmp(const char *name, const char *text) {
-    static char path[1024];
-    snprintf(path, sizeof path, "%s/%s", g_dir, name);
-    FILE *f = fopen(path, "w");
-    if (!f) fail_msg("cannot write %s", path);
-    fputs(text, f);
-    fclose(f);
-    return path;
-}
 
 /* A two-level machine with round numbers: 4 ranks per node on a level of
  * alpha 1 us, beta 100 GB/s; the network alpha 10 us, beta 50 GB/s, 2 NICs
@@ -72,7 +58,8 @@ static int teardown(void **state) {
 
 static void test_shipped_files(void **state) {
     (void)state;
-    const char *names[] = {"perlmutter-gpu", "h100-sxm-ib", "h100-nvl-pair", "h100-nvl-pcie", "cpu-2core"};
+    const char *names[] = {"perlmutter-gpu", "perlmutter-gpu-80gb", "h100-sxm-ib", "h100-nvl-pair", "h100-nvl-pcie",
+                           "cpu-2core"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         char path[1024];
         snprintf(path, sizeof path, "%s/scenarios/machines/%s.yaml", tu_source_dir(), names[i]);
@@ -80,6 +67,9 @@ static void test_shipped_files(void **state) {
         vb_machine_load(path, &m);
         assert_string_equal(m.name, names[i]);
         assert_true(m.nlevels >= 1 && m.peak_tflops[VB_PREC_FP32] > 0 && m.ranks_per_node >= 1);
+        /* every GPU file prices ops (memory bandwidth and efficiency); the CPU box has no figures for it */
+        assert_true(vb_machine_can_price(&m) == (m.gpus_per_node > 0));
+        if (m.gpus_per_node > 0) assert_true(m.gemm_half_width > 0 && m.attn_eff < 1 && m.mem_eff < 1);
     }
     char path[1024];
     snprintf(path, sizeof path, "%s/scenarios/machines/perlmutter-gpu.yaml", tu_source_dir());
@@ -90,12 +80,12 @@ static void test_shipped_files(void **state) {
     assert_int_equal(m.level[1].nics_per_node, 4);
     assert_int_equal(m.level[0].ranks, VB_LEVEL_RANKS_NODE);
     assert_int_equal(m.level[1].ranks, VB_LEVEL_RANKS_ALL);
-    assert_rel(m.peak_tflops[VB_PREC_BF16], 312, 0);
+    tu_assert_rel(m.peak_tflops[VB_PREC_BF16], 312, 0);
     snprintf(path, sizeof path, "%s/scenarios/machines/h100-sxm-ib.yaml", tu_source_dir());
     vb_machine_load(path, &m);
     assert_int_equal(m.level[0].alg[VB_COLL_ALLREDUCE], VB_ALG_NVLS);
-    assert_rel(m.level[0].beta_GBps[VB_COLL_ALLREDUCE], 480, 0);
-    assert_rel(m.level[0].beta_GBps[VB_COLL_ALLGATHER], 370, 0); /* the override is allreduce's alone */
+    tu_assert_rel(m.level[0].beta_GBps[VB_COLL_ALLREDUCE], 480, 0);
+    tu_assert_rel(m.level[0].beta_GBps[VB_COLL_ALLGATHER], 370, 0); /* the override is allreduce's alone */
 }
 
 typedef struct {
@@ -105,7 +95,7 @@ typedef struct {
 static void load_child(void *ctx) {
     const bad_file *b = ctx;
     vb_machine m;
-    vb_machine_load(write_tmp(b->name, b->text), &m);
+    vb_machine_load(tu_write_tmp(g_dir, b->name, b->text), &m);
 }
 
 #define HEAD "name: x\ngpus_per_node: 4\ncores_per_node: 8\npeak_tflops: {fp32: 1}\n"
@@ -136,13 +126,20 @@ static void test_bad_files(void **state) {
          "nopeak.yaml: machine: missing required key 'peak_tflops'"},
         {{"cpu.yaml", "name: x\ngpus_per_node: 2\nranks_per_node: 2\ncores_per_node: 8\npeak_tflops: {fp32: 1}\n"},
          "cpu.yaml: machine: ranks_per_node is for CPU machines"},
+        /* what pricing reads (scaling_price.h): fractions in (0, 1], a bandwidth > 0, no unknown key */
+        {{"eff1.yaml", HEAD "efficiency: {attention: 1.5}\nlevels: []\n"},
+         "eff1.yaml: efficiency.attention (line 5): 1.5 is outside"},
+        {{"eff2.yaml", HEAD "efficiency: {gemm_halfwidth: 64}\nlevels: []\n"},
+         "eff2.yaml: efficiency.gemm_halfwidth (line 5): unknown key"},
+        {{"eff3.yaml", HEAD "efficiency: {memory: 0}\nlevels: []\n"}, "eff3.yaml: efficiency.memory (line 5): 0 is"},
+        {{"bw.yaml", HEAD "memory_GBps: -3\nlevels: []\n"}, "bw.yaml: machine.memory_GBps (line 5): -3 is outside"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) tu_expect_exit(2, cases[i].needle, load_child, (void *)&cases[i].f);
 }
 
 static vb_machine toy(void) {
     vb_machine m;
-    vb_machine_load(write_tmp("toy.yaml", k_machine), &m);
+    vb_machine_load(tu_write_tmp(g_dir, "toy.yaml", k_machine), &m);
     return m;
 }
 
@@ -190,7 +187,7 @@ static void test_placement(void **state) {
     assert_int_equal(p.nvec, 0), assert_int_equal(p.top, -1);
     /* a machine whose levels end at the node cannot hold a group across nodes */
     vb_machine one;
-    vb_machine_load(write_tmp("one.yaml", HEAD "levels:\n  - {name: a, ranks: node, alpha_us: 1, beta_GBps: 2, "
+    vb_machine_load(tu_write_tmp(g_dir, "one.yaml", HEAD "levels:\n  - {name: a, ranks: node, alpha_us: 1, beta_GBps: 2, "
                                                "uncertainty: 0}\n"),
                     &one);
     l = lay(8, 1, 1, NULL);
@@ -204,15 +201,15 @@ static void test_costs(void **state) {
     const vb_machine m = toy();
     const double n = 1 << 20; /* 1 MiB */
     /* tree allreduce on the link over 4: 2 ceil(log2 4) x 1 us + 2 x 3/4 x n / 100e3 */
-    assert_rel(vb_mlevel_seconds(&m, 0, VB_COLL_ALLREDUCE, 4, n, 4, 1.0), (4 + 1.5 * n / 100e3) * 1e-6, 1e-12);
+    tu_assert_rel(vb_mlevel_seconds(&m, 0, VB_COLL_ALLREDUCE, 4, n, 4, 1.0), (4 + 1.5 * n / 100e3) * 1e-6, 1e-12);
     /* ring allgather on the link: 3 x 1 + 3/4 n / 100e3 */
-    assert_rel(vb_mlevel_seconds(&m, 0, VB_COLL_ALLGATHER, 4, n, 4, 1.0), (3 + 0.75 * n / 100e3) * 1e-6, 1e-12);
+    tu_assert_rel(vb_mlevel_seconds(&m, 0, VB_COLL_ALLGATHER, 4, n, 4, 1.0), (3 + 0.75 * n / 100e3) * 1e-6, 1e-12);
     /* the network shared by 4 ranks over 2 NICs of 40: 20 GB/s each; ring allreduce over 4 nodes */
-    assert_rel(vb_mlevel_seconds(&m, 1, VB_COLL_ALLREDUCE, 4, n, 4, 1.0), (60 + 1.5 * n / 20e3) * 1e-6, 1e-12);
+    tu_assert_rel(vb_mlevel_seconds(&m, 1, VB_COLL_ALLREDUCE, 4, n, 4, 1.0), (60 + 1.5 * n / 20e3) * 1e-6, 1e-12);
     /* one rank per node has the file's per-rank 50 */
-    assert_rel(vb_mlevel_seconds(&m, 1, VB_COLL_ALLREDUCE, 4, n, 1, 1.0), (60 + 1.5 * n / 50e3) * 1e-6, 1e-12);
+    tu_assert_rel(vb_mlevel_seconds(&m, 1, VB_COLL_ALLREDUCE, 4, n, 1, 1.0), (60 + 1.5 * n / 50e3) * 1e-6, 1e-12);
     /* beta x0.75 */
-    assert_rel(vb_mlevel_seconds(&m, 1, VB_COLL_ALLREDUCE, 4, n, 4, 0.75), (60 + 1.5 * n / 15e3) * 1e-6, 1e-12);
+    tu_assert_rel(vb_mlevel_seconds(&m, 1, VB_COLL_ALLREDUCE, 4, n, 4, 0.75), (60 + 1.5 * n / 15e3) * 1e-6, 1e-12);
 
     /* dp 16 on 4 nodes: reduce-scatter and all-gather on the link around the network allreduce of n/4 */
     vb_layout l = lay(16, 1, 1, NULL);
@@ -227,19 +224,19 @@ static void test_costs(void **state) {
     vb_mcomm_use u;
     const double rs = 3 + 0.75 * n / 100e3, ar = 60 + 1.5 * (n / 4) / 20e3;
     const double t = vb_mcomm_seconds(&ctx, &p, VB_COLL_ALLREDUCE, "dp", 16, 16, 4, n, &kn, &u);
-    assert_rel(t, (2 * rs + ar) * 1e-6, 1e-12);
+    tu_assert_rel(t, (2 * rs + ar) * 1e-6, 1e-12);
     assert_int_equal(u.source, VB_SRC_MACHINE);
     assert_int_equal(u.level, 1);
     /* at the slow corner each stage grows by its level's uncertainty: the link x1.5, the network x1.25 */
     kn.corner = 1;
-    assert_rel(vb_mcomm_seconds(&ctx, &p, VB_COLL_ALLREDUCE, "dp", 16, 16, 4, n, &kn, NULL),
+    tu_assert_rel(vb_mcomm_seconds(&ctx, &p, VB_COLL_ALLREDUCE, "dp", 16, 16, 4, n, &kn, NULL),
                (2 * rs * 1.5 + ar * 1.25) * 1e-6, 1e-12);
     kn.corner = -1;
-    assert_rel(vb_mcomm_seconds(&ctx, &p, VB_COLL_ALLREDUCE, "dp", 16, 16, 4, n, &kn, NULL),
+    tu_assert_rel(vb_mcomm_seconds(&ctx, &p, VB_COLL_ALLREDUCE, "dp", 16, 16, 4, n, &kn, NULL),
                (2 * rs / 1.5 + ar / 1.25) * 1e-6, 1e-12);
     kn.corner = 0;
     /* an allgather spanning the nodes: the network gathers n/4 among the rails, the link the whole n */
-    assert_rel(vb_mcomm_seconds(&ctx, &p, VB_COLL_ALLGATHER, "dp", 16, 16, 4, n, &kn, NULL),
+    tu_assert_rel(vb_mcomm_seconds(&ctx, &p, VB_COLL_ALLGATHER, "dp", 16, 16, 4, n, &kn, NULL),
                (3 + 0.75 * n / 100e3 + 30 + 0.75 * (n / 4) / 20e3) * 1e-6, 1e-12);
 
     /* commbench measured 16 ranks: its fit wins; it did not measure 8: the file prices that */
@@ -248,7 +245,7 @@ static void test_costs(void **state) {
     vb_ab_table tab = {fits, 1};
     const vb_mctx both = {.ref = &ref, .fits = &tab, .machine = &m};
     const double fit = vb_mcomm_seconds(&both, &p, VB_COLL_ALLREDUCE, "dp", 16, 16, 4, n, &kn, &u);
-    assert_rel(fit, (30 * 7 + 30.0 / 16 * n / 2e3) * 1e-6, 1e-12);
+    tu_assert_rel(fit, (30 * 7 + 30.0 / 16 * n / 2e3) * 1e-6, 1e-12);
     assert_int_equal(u.source, VB_SRC_COMMBENCH);
     l = lay(8, 1, 1, NULL);
     assert_int_equal(vb_mplace_group(&m, &l, 4, VB_GROUP_CP_DP, &p, err, sizeof err), 0);
@@ -262,13 +259,13 @@ static void test_costs(void **state) {
 
 static void test_corner_and_spread(void **state) {
     (void)state;
-    assert_rel(vb_corner_factor(1, 0.25), 1.25, 0);
-    assert_rel(vb_corner_factor(-1, 0.25), 0.8, 1e-15);
-    assert_rel(vb_corner_factor(0, 0.25), 1, 0);
-    assert_rel(vb_corner_factor(-1, 1.0), 0.5, 0);
+    tu_assert_rel(vb_corner_factor(1, 0.25), 1.25, 0);
+    tu_assert_rel(vb_corner_factor(-1, 0.25), 0.8, 1e-15);
+    tu_assert_rel(vb_corner_factor(0, 0.25), 1, 0);
+    tu_assert_rel(vb_corner_factor(-1, 1.0), 0.5, 0);
     /* 0.09, 0.1, 0.11: quantiles 0.0905 and 0.1095 -> half of 0.019 over 0.1 */
     double v[3] = {0.11, 0.09, 0.1};
-    assert_rel(vb_rel_spread(v, 3), 0.095, 1e-12);
+    tu_assert_rel(vb_rel_spread(v, 3), 0.095, 1e-12);
     double one[1] = {5};
     assert_true(vb_rel_spread(one, 1) == 0);
 }
@@ -276,7 +273,7 @@ static void test_corner_and_spread(void **state) {
 /* A step time with FLOP shares: the ops add up to the step, each in its FLOPs' proportion. */
 static void test_reference_flop_shares(void **state) {
     (void)state;
-    const char *path = write_tmp("ref.yaml", "what: a published figure\n"
+    const char *path = tu_write_tmp(g_dir, "ref.yaml", "what: a published figure\n"
                                              "model: {embed_dim: 16, depth: 2, num_heads: 2, patch_size: 2,\n"
                                              "        img_size: [4, 8], n_in_channels: 1, n_out_channels: 1}\n"
                                              "amp: bf16\n"
@@ -285,23 +282,26 @@ static void test_reference_flop_shares(void **state) {
     vb_mref r;
     vb_mref_src src;
     vb_mref_load_file(path, &r, &src);
-    assert_rel(r.step_s[0], 0.1, 1e-15); /* 4 samples at 40 / s */
+    tu_assert_rel(r.step_s[0], 0.1, 1e-15); /* 4 samples at 40 / s */
     assert_int_equal(r.prec, VB_PREC_BF16);
     assert_int_equal(r.act_bytes, 2);
     assert_true(r.spread == 0);
-    double sum = 0, qkv = 0, fc1 = 0, att = 0, qkv_b = 0;
+    double sum = 0, qkv = 0, fc1 = 0, att = 0, qkv_b = 0, att_b = 0;
     for (int i = 0; i < r.nops; i++) {
         sum += r.ops[i].step_s[0];
-        if (!strcmp(r.ops[i].name, "matmul_forward_qkv")) qkv = r.ops[i].step_s[0], assert_rel(r.ops[i].calls, 6, 0);
+        if (!strcmp(r.ops[i].name, "matmul_forward_qkv")) qkv = r.ops[i].step_s[0], tu_assert_rel(r.ops[i].calls, 6, 0);
         if (!strcmp(r.ops[i].name, "matmul_backward_qkv")) qkv_b = r.ops[i].step_s[0];
         if (!strcmp(r.ops[i].name, "matmul_forward_fc1")) fc1 = r.ops[i].step_s[0];
         if (!strcmp(r.ops[i].name, "attention_forward")) att = r.ops[i].step_s[0];
+        if (!strcmp(r.ops[i].name, "attention_backward")) att_b = r.ops[i].step_s[0];
     }
-    assert_rel(sum, 0.1, 1e-12);
+    tu_assert_rel(sum, 0.1, 1e-12);
     /* per block: qkv 3 x 2 N D^2, fc1 2 N D 4D, attention 4 N^2 D (N 8, D 16): 3 : 4 : 2 N / D = 1 */
-    assert_rel(fc1 / qkv, 4.0 / 3.0, 1e-12);
-    assert_rel(att / qkv, (4.0 * 8 * 8 * 16) / (6.0 * 8 * 16 * 16), 1e-12);
-    assert_rel(qkv_b / qkv, 2, 1e-12);
+    tu_assert_rel(fc1 / qkv, 4.0 / 3.0, 1e-12);
+    tu_assert_rel(att / qkv, (4.0 * 8 * 8 * 16) / (6.0 * 8 * 16 * 16), 1e-12);
+    tu_assert_rel(qkv_b / qkv, 2, 1e-12);
+    /* fused attention's backward runs five products to the forward's two (it recomputes Q K^T) */
+    tu_assert_rel(att_b / att, 2.5, 1e-12);
 
     /* to twice the width: GEMMs x4, attention x2 */
     vb_mdims wide = r.d;
@@ -309,14 +309,14 @@ static void test_reference_flop_shares(void **state) {
     vb_mref w;
     vb_mref_rescale(&r, &wide, &w);
     for (int i = 0; i < w.nops; i++) {
-        if (!strcmp(w.ops[i].name, "matmul_forward_qkv")) assert_rel(w.ops[i].step_s[0], 4 * qkv, 1e-12);
-        if (!strcmp(w.ops[i].name, "attention_forward")) assert_rel(w.ops[i].step_s[0], 2 * att, 1e-12);
+        if (!strcmp(w.ops[i].name, "matmul_forward_qkv")) tu_assert_rel(w.ops[i].step_s[0], 4 * qkv, 1e-12);
+        if (!strcmp(w.ops[i].name, "attention_forward")) tu_assert_rel(w.ops[i].step_s[0], 2 * att, 1e-12);
     }
     free(w.ops);
     free(r.ops);
 
     /* given shares: the rest of the step is one unsharded op */
-    path = write_tmp("shares.yaml", "what: shares\n"
+    path = tu_write_tmp(g_dir, "shares.yaml", "what: shares\n"
                                     "model: {embed_dim: 16, depth: 2, num_heads: 2, patch_size: 2,\n"
                                     "        img_size: [4, 8], n_in_channels: 1, n_out_channels: 1}\n"
                                     "local_batch: 4\n"
@@ -325,7 +325,7 @@ static void test_reference_flop_shares(void **state) {
     vb_mref_load_file(path, &r, &src);
     assert_int_equal(r.nops, 3);
     assert_string_equal(r.ops[2].name, "unattributed");
-    assert_rel(r.ops[2].step_s[0], 0.1, 1e-15);
+    tu_assert_rel(r.ops[2].step_s[0], 0.1, 1e-15);
     free(r.ops);
 }
 
@@ -337,7 +337,7 @@ static void ref_child(void *ctx) {
     const ref_file *f = ctx;
     vb_mref r;
     vb_mref_src src;
-    vb_mref_load_file(write_tmp(f->name, f->text), &r, &src);
+    vb_mref_load_file(tu_write_tmp(g_dir, f->name, f->text), &r, &src);
 }
 
 #define DIMS "model: {embed_dim: 16, depth: 2, num_heads: 2, patch_size: 2, img_size: [4, 8], n_in_channels: 1, n_out_channels: 1}\n"
@@ -359,7 +359,7 @@ static void test_reference_refusals(void **state) {
 static void test_calibrate(void **state) {
     (void)state;
     const vb_machine m = toy();
-    const char *path = write_tmp("cal.yaml", "what: four ranks\n" DIMS "local_batch: 4\nstep_s: [0.05]\n"
+    const char *path = tu_write_tmp(g_dir, "cal.yaml", "what: four ranks\n" DIMS "local_batch: 4\nstep_s: [0.05]\n"
                                              "layout: {dp: 4}\n");
     vb_mref r;
     vb_mref_src src;
@@ -373,7 +373,7 @@ static void test_calibrate(void **state) {
     assert_true(c > 0 && c <= 1);
     vb_mpred q;
     vb_model_predict(&ctx, &l, NULL, &q);
-    assert_rel(q.step_s, 0.05, 1e-9); /* the bisection stops at 1e-12 relative in c */
+    tu_assert_rel(q.step_s, 0.05, 1e-9); /* the bisection stops at 1e-12 relative in c */
     free(r.ops);
 }
 

@@ -308,3 +308,17 @@ void tu_h5_poke_field(const char *file, int t, int c, int y, int x, float v) {
 void tu_h5_poke_at(const char *file, const char *dataset, size_t at, float v) {
     h5_poke(file, dataset, NULL, (hsize_t)at, v);
 }
+
+void tu_assert_rel(double got, double want, double tol) {
+    if (!(fabs(got - want) <= tol * fabs(want) + 1e-300)) fail_msg("got %.17g, want %.17g (rel tol %g)", got, want, tol);
+}
+
+const char *tu_write_tmp(const char *dir, const char *name, const char *text) {
+    static char path[VB_PATH_MAX];
+    vb_snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f) fail_msg("cannot write %s", path);
+    fputs(text, f);
+    fclose(f);
+    return path;
+}

@@ -86,4 +86,10 @@ int tu_run_child(tu_child_fn fn, void *ctx, unsigned timeout_s, char **err);
 void tu_expect_exit(int want_status, const char *needle, tu_child_fn fn, void *ctx);
 void tu_expect_exit_all(int want_status, const char *const *needles, tu_child_fn fn, void *ctx);
 
+/* Fails the test unless |got - want| <= tol |want| (tol 0: equal). */
+void tu_assert_rel(double got, double want, double tol);
+/* Writes text to dir/name, replacing it; returns the path (a static buffer,
+ * overwritten by the next call). */
+const char *tu_write_tmp(const char *dir, const char *name, const char *text);
+
 #endif

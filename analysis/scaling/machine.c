@@ -49,6 +49,23 @@ static void load_coll(const vb_my *y, yaml_node_t *n, const char *where, vb_mlev
     vb_yaml_pairs_free(&p);
 }
 
+/* efficiency: each key optional (machine.h); fractions in (0, 1] */
+static void load_efficiency(const vb_my *y, yaml_node_t *n, vb_machine *m) {
+    m->attn_eff = m->mem_eff = 1;
+    if (!n) return;
+    vb_yaml_pairs p;
+    vb_my_pairs(y, n, "efficiency", &p);
+    static const char *const known[] = {"gemm_half_width", "attention", "memory", "uncertainty", "overlap_slowdown",
+                                        NULL};
+    vb_my_only_keys(y, &p, "efficiency", known);
+    m->gemm_half_width = vb_my_num_or(y, &p, "efficiency", "gemm_half_width", 0, 1e6, 0);
+    m->attn_eff = vb_my_num_or(y, &p, "efficiency", "attention", 1e-3, 1, 1);
+    m->mem_eff = vb_my_num_or(y, &p, "efficiency", "memory", 1e-3, 1, 1);
+    m->eff_uncertainty = vb_my_num_or(y, &p, "efficiency", "uncertainty", 0, 10, 0);
+    m->overlap_slowdown = vb_my_num_or(y, &p, "efficiency", "overlap_slowdown", 0, 10, 0);
+    vb_yaml_pairs_free(&p);
+}
+
 static void load_level(const vb_my *y, yaml_node_t *n, int i, vb_mlevel *lv) {
     char where[64];
     snprintf(where, sizeof where, "levels[%d]", i);
@@ -99,8 +116,9 @@ void vb_machine_load(const char *path, vb_machine *m) {
     vb_my y = {.file = path, .doc = &doc};
     vb_yaml_pairs p;
     vb_my_pairs(&y, yaml_document_get_root_node(&doc), "machine", &p);
-    static const char *const known[] = {"name",           "description", "device", "gpus_per_node", "ranks_per_node",
-                                        "cores_per_node", "peak_tflops", "levels", NULL};
+    static const char *const known[] = {"name",           "description", "device",      "gpus_per_node", "ranks_per_node",
+                                        "cores_per_node", "peak_tflops", "memory_GBps", "efficiency",    "levels",
+                                        NULL};
     vb_my_only_keys(&y, &p, "machine", known);
     vb_my_str(&y, &p, "machine", "name", m->name, sizeof m->name);
     char desc[1024];
@@ -127,6 +145,8 @@ void vb_machine_load(const char *path, vb_machine *m) {
     for (int k = 0; k < VB_NPREC; k++) m->peak_tflops[k] = vb_my_num_or(&y, &pp, "peak_tflops", precs[k], 1e-9, MAX_TFLOPS, 0);
     if (m->peak_tflops[VB_PREC_FP32] <= 0) vb_die_input("%s: peak_tflops: missing required key 'fp32'", path);
     vb_yaml_pairs_free(&pp);
+    m->memory_GBps = vb_my_num_or(&y, &p, "machine", "memory_GBps", 1e-6, MAX_BETA_GBPS, 0);
+    load_efficiency(&y, vb_my_get(&p, "efficiency", NULL), m);
 
     int lline = 0;
     yaml_node_t *ln = vb_my_get(&p, "levels", &lline);
@@ -173,6 +193,8 @@ void vb_machine_load(const char *path, vb_machine *m) {
     vb_yaml_pairs_free(&p);
     yaml_document_delete(&doc);
 }
+
+bool vb_machine_can_price(const vb_machine *m) { return m && m->memory_GBps > 0; }
 
 int vb_machine_level_ranks(const vb_machine *m, int l, int node_ranks, int world) {
     const int r = m->level[l].ranks;

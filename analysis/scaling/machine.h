@@ -10,6 +10,15 @@
  *   cores_per_node: 64
  *   peak_tflops: {fp32: 19.5, tf32: 156, bf16: 312, fp16: 312}   # dense; per GPU, or per node
  *                                  #   of a CPU machine (its cores together)
+ *   memory_GBps: 1555              # the GPU's (or node's) memory bandwidth, datasheet
+ *   efficiency:                    # optional: what a step's ops reach of the peaks
+ *     gemm_half_width: 255         # a GEMM of narrow dimension w (its smaller feature
+ *                                  #   count) reaches w / (w + this) of the peak
+ *     attention: 0.45              # fused attention: executed FLOPs over the peak
+ *     memory: 0.6                  # element-wise ops: bytes over memory_GBps
+ *     uncertainty: 0.2             # relative: how far a repriced compute may be off
+ *     overlap_slowdown: 0          # compute running beside a collective is this much
+ *                                  #   slower (measured with commbench beside a GEMM)
  *   levels:                        # innermost first
  *     - name: nvlink3
  *       ranks: node                # ranks per unit of this level: an integer, `node`
@@ -36,6 +45,11 @@
  * Units: alpha in microseconds per algorithm step, beta in GB/s (1e9 B/s) of
  * bus bandwidth as nccl-tests reports it, so that the ring forms of model.h
  * with beta = busbw give nccl-tests' time back.
+ *
+ * Efficiency: what scaling_price.h prices ops with. Every key is optional;
+ * without it the op runs at the peak (gemm_half_width 0, attention and memory
+ * 1), uncertainty 0 and no slowdown. A machine without memory_GBps cannot
+ * price element-wise ops by their bytes (vb_machine_can_price says so).
  */
 #ifndef VB_ANALYSIS_MACHINE_H
 #define VB_ANALYSIS_MACHINE_H
@@ -74,6 +88,12 @@ typedef struct vb_machine {
     int ranks_per_node;    /* gpus_per_node, or the file's ranks_per_node on a CPU machine */
     int cores_per_node;
     double peak_tflops[VB_NPREC]; /* 0: not given */
+    double memory_GBps;    /* 0: not given */
+    double gemm_half_width; /* GEMM efficiency w / (w + this); 0: every GEMM at the peak */
+    double attn_eff;       /* fused attention's executed FLOPs over the peak (1) */
+    double mem_eff;        /* element-wise bytes over memory_GBps (1) */
+    double eff_uncertainty; /* relative uncertainty of a repriced compute (0) */
+    double overlap_slowdown; /* compute beside a collective runs x (1 + this) (0) */
     vb_mlevel level[VB_MACHINE_MAX_LEVELS];
     int nlevels;
 } vb_machine;
@@ -89,6 +109,10 @@ int vb_machine_level_ranks(const vb_machine *m, int l, int node_ranks, int world
  * node's peak times the share of its cores the rank's threads use (at most
  * all of them). 0 when the file gives no figure for p. */
 double vb_machine_rank_peak(const vb_machine *m, int p, int threads);
+
+/* Whether m can price a step op by op (scaling_price.h): it states its
+ * memory bandwidth (GEMMs and attention fall back to the peak). */
+bool vb_machine_can_price(const vb_machine *m);
 
 /* "fp32" ... -> VB_PREC_*, else -1. */
 int vb_prec_of(const char *name);

@@ -52,6 +52,7 @@
 #include "analysis/scaling/machine.h"
 #include "analysis/markdown.h"
 #include "analysis/scaling/scaling_model.h"
+#include "analysis/scaling/scaling_price.h"
 #include "analysis/scaling/scaling_ref.h"
 #include "core/config/cli.h"
 #include "core/config/config.h"
@@ -76,7 +77,7 @@ typedef struct {
     int ddp_mode;     /* vb_ddp_mode */
     int local_batch, global_batch, threads, ranks_per_node, cores;
     double bucket_cap_mb;
-    const char *machine, *reference, *reference_machine, *published, *order;
+    const char *machine, *reference, *reference_machine, *published, *order, *implementation;
 } model_opts;
 
 static void add_commbench(const char *flag, const char *value, void *ptr) {
@@ -212,11 +213,6 @@ static void read_csv_or_die(const char *dir, const char *name, vb_csv *t, const 
     if (rc != 0) vb_die_input("model: %s: malformed CSV (%s)", path, err);
 }
 
-static bool same_dims(const vb_mdims *a, const vb_mdims *b) {
-    return a->dim == b->dim && a->depth == b->depth && a->heads == b->heads && a->patch == b->patch &&
-           a->img_h == b->img_h && a->img_w == b->img_w && a->cin == b->cin && a->cout == b->cout;
-}
-
 static vb_mop *ref_op(vb_mref *r, const char *name, int cap) {
     for (int i = 0; i < r->nops; i++)
         if (strcmp(r->ops[i].name, name) == 0) return &r->ops[i];
@@ -246,6 +242,8 @@ static void load_ref_run(vb_mref *r, const char *dir, const char *type, int *cap
     const int cores = jint_req(j, "fingerprint", "affinity_cores", path);
     const double nr = jnum(j, "threads", "node_ranks");
     const int act = act_bytes_of(j);
+    const cJSON *be = cJSON_GetObjectItemCaseSensitive(j, "backend");
+    const bool gpu = cJSON_IsString(be) && strcmp(be->valuestring, "cuda") == 0;
     cJSON_Delete(j);
     if (batch < 1 || threads < 1 || cores < 1)
         vb_die_input("model: %s: local_batch_size, fingerprint.omp_threads and affinity_cores must be >= 1", path);
@@ -253,8 +251,9 @@ static void load_ref_run(vb_mref *r, const char *dir, const char *type, int *cap
         r->d = d, r->threads = threads, r->cores = cores, r->act_bytes = act, r->prec = prec;
         r->node_ranks = isfinite(nr) && nr >= 1 ? (int)nr : 1;
         r->shard_tp = stp, r->shard_cp = scp;
+        r->gpu = gpu;
         vb_snprintf(r->what, sizeof r->what, "%s", dir);
-    } else if (!same_dims(&d, &r->d) || threads != r->threads || cores != r->cores || act != r->act_bytes) {
+    } else if (!vb_mdims_equal(&d, &r->d) || threads != r->threads || cores != r->cores || act != r->act_bytes) {
         vb_die_input("model: --run %s: a different model, thread count, core count or amp_mode than the first --run "
                      "of its kind",
                      dir);
@@ -366,7 +365,7 @@ static void load_refs(vb_mref *main_ref, vb_mref **shards, int *nshards, const c
     for (int k = 0; k < *nshards; k++) {
         vb_mref *sh = &(*shards)[k];
         sort_batches(sh);
-        if (!same_dims(&sh->d, &main_ref->d) || sh->act_bytes != main_ref->act_bytes)
+        if (!vb_mdims_equal(&sh->d, &main_ref->d) || sh->act_bytes != main_ref->act_bytes)
             vb_die_input("model: --run %s: a shard of another model or amp_mode than the one-rank reference",
                          sh->what);
     }
@@ -425,7 +424,7 @@ static int load_sweep(const char *dir, const vb_mref *ref, const char *type, poi
         vb_snprintf(jpath, sizeof jpath, "%s/" VB_RUN_JSON, rdir);
         cJSON *j = read_json(jpath, "--sweep");
         vb_mdims d = dims_of(j, jpath);
-        if (!same_dims(&d, &ref->d))
+        if (!vb_mdims_equal(&d, &ref->d))
             vb_die_input("model: %s: a different model (embed_dim, depth, heads, patch, img_size, channels) than "
                          "--run's",
                          jpath);
@@ -667,6 +666,7 @@ typedef struct {
     const vb_machine *machine;
     double compute_scale;
     const char *compute_scale_why;
+    const char *impl_name;
 } md_ctx;
 
 static void write_md(FILE *f, void *vm) {
@@ -695,6 +695,11 @@ static void write_md(FILE *f, void *vm) {
     fprintf(f, ". Scaling kind: %s (efficiency %s).\n\n", m->kind, x->strong ? "T1 / (p Tp)" : "T1 / (tp cp Tp)");
     if (m->compute_scale != 1)
         fprintf(f, "Compute rescaled by %.6g: %s.\n\n", m->compute_scale, m->compute_scale_why);
+    if (m->ref->price_factor > 0) {
+        fprintf(f, "Compute ");
+        vb_md_prose(f, m->compute_scale_why);
+        fprintf(f, ".\n\n");
+    }
     if (m->machine) {
         fprintf(f, "Machine: ");
         vb_md_prose(f, m->machine->name);
@@ -715,12 +720,15 @@ static void write_md(FILE *f, void *vm) {
     fprintf(f, "Assumptions: ring cost forms fitted per collective and group (1/t^2-weighted least squares, slowest "
                "rank per size); with a machine file, groups placed on its levels as the launcher places ranks (block "
                "by node) and priced hierarchically (inner levels reduce-scatter / all-gather, the outermost spanned "
-               "level carries the collective); compute scaled per op by the rank's share of heads and tokens (or "
-               "measured on a shard reference, compute_ref says which) and by local batch; compute x (reference "
-               "threads / threads) x max(1, node ranks x threads / cores); tp and cp collectives blocking; DDP "
-               "buckets on one channel %s. Interval: every input at the fast and at the slow end of its uncertainty "
-               "together. Sensitivity: relative change of the step when one level's beta is 25%% lower (m25) or "
+               "level carries the collective); compute scaled per op by the rank's share of heads and tokens, GEMMs "
+               "and attention by their price on a machine that states its efficiency, or priced op by op from a "
+               "reference measured elsewhere, or measured on a shard reference (compute_ref says which), and by "
+               "local batch; compute x (reference threads / threads) x max(1, node ranks x threads / cores); tp and "
+               "cp collectives as the implementation (%s) runs them; DDP buckets on one channel %s. Interval: every "
+               "input at the fast and at the slow end of its uncertainty together, a repriced compute's efficiency "
+               "included. Sensitivity: relative change of the step when one level's beta is 25%% lower (m25) or "
                "higher (p25). See docs/model.md.\n\n",
+            m->impl_name,
             m->o->ddp_mode == VB_DDP_OVERLAP ? "overlapping backward from their ready times"
                                              : "started after backward (no progress during backward)");
     if (x->fits->n) {
@@ -797,6 +805,45 @@ static void print_table(const out_ctx *x) {
             printf("%-*s%s", w[c], buf, c + 1 < nshow ? "  " : "\n");
         }
     free(w);
+}
+
+/* The answer first: per world size the layout the model finds fastest, with
+ * its interval and efficiency, then (points measured by a sweep) the
+ * step-time error; the whole table follows and is in model.csv. */
+static void print_summary(const out_ctx *x, const char *kind) {
+    const point_list *pl = x->pl;
+    int worlds = 0;
+    for (int i = 0; i < pl->n; i++) {
+        bool first = true;
+        for (int k = 0; k < i && first; k++) first = pl->v[k].ranks != pl->v[i].ranks;
+        worlds += first;
+    }
+    printf("Summary: %d point%s over %d world size%s (%s; efficiency %s):\n", pl->n, pl->n == 1 ? "" : "s", worlds,
+           worlds == 1 ? "" : "s", kind, x->strong ? "T1 / (p Tp)" : "T1 / (tp cp Tp)");
+    for (int i = 0; i < pl->n; i++) {
+        bool first = true;
+        for (int k = 0; k < i && first; k++) first = pl->v[k].ranks != pl->v[i].ranks;
+        if (!first) continue;
+        const model_point *best = &pl->v[i];
+        int n = 0;
+        for (int k = i; k < pl->n; k++)
+            if (pl->v[k].ranks == best->ranks) {
+                n++;
+                if (pl->v[k].pred.samples_per_s > best->pred.samples_per_s) best = &pl->v[k];
+            }
+        const double samples = (double)best->l.local_batch * best->l.dp;
+        printf("  %d rank%s (%d node%s): %s %s, %.4g samples/s [%.4g, %.4g], efficiency %.3g%s\n", best->ranks,
+               best->ranks == 1 ? "" : "s", (best->ranks + best->l.node_ranks - 1) / best->l.node_ranks,
+               (best->ranks + best->l.node_ranks - 1) / best->l.node_ranks == 1 ? "" : "s",
+               n > 1 ? "fastest of its layouts:" : "layout", best->name, best->pred.samples_per_s,
+               samples / best->hi.step_s, samples / best->lo.step_s, eff_of(x->strong, best->t1_pred, best->pred.step_s, best),
+               isfinite(best->measured_step) ? "" : " (predicted)");
+    }
+    double med, mx;
+    int n;
+    if (error_summary(pl, &med, &mx, &n))
+        printf("vitbench model: step-time error over %d measured points: median |rel. error| %.3g, max %.3g\n", n, med,
+               mx);
 }
 
 /* Nominal, both interval corners and the sensitivity of point p; T1 the
@@ -878,6 +925,10 @@ int vb_model_main(int argc, char **argv) {
         {.name = "ddp_overlap", .kind = VB_CLI_CHOICE, .ptr = &o.ddp_mode, .choices = ddp_modes,
          .arg = "overlap|after_backward",
          .help = "DDP buckets overlap backward from their ready times (default), or all start after it"},
+        {.name = "implementation", .kind = VB_CLI_STRING, .ptr = &o.implementation, .arg = "NAME",
+         .help = "the code the predicted runs use: its tp collectives and overlap, cp scheme and element-wise "
+                 "traffic (vitbench, tutorial-sc25, tutorial-sc25-compiled, tutorial-sc23, tutorial-sc23-compiled, "
+                 "te, megatron, te-sp; default the reference's, else vitbench)"},
         {.name = "published", .kind = VB_CLI_STRING, .ptr = &o.published, .arg = "FILE",
          .help = "the tutorials' published scaling results (scenarios/published/tutorials.yaml) beside the model; "
                  "alone"},
@@ -900,7 +951,7 @@ int vb_model_main(int argc, char **argv) {
     };
     vb_cli_parse(&cli, argc, argv);
     if (o.published) {
-        if (o.nruns || o.reference || o.ncommbench || o.machine || o.sweep || o.nworlds)
+        if (o.nruns || o.reference || o.ncommbench || o.machine || o.sweep || o.nworlds || o.implementation)
             vb_die_input("model: --published runs alone (its file names every machine and reference)");
         return vb_model_published(o.published, o.output_dir);
     }
@@ -933,12 +984,20 @@ int vb_model_main(int argc, char **argv) {
     else
         load_refs(&ref, &shards, &nshards, o.runs, o.nruns, type);
 
-    /* a reference from another machine: compute x its peak over this one's */
+    const vb_impl *impl = o.implementation ? vb_impl_find_or_die(o.implementation, "model: --implementation") : NULL;
+    /* a reference from elsewhere is priced op by op on the machine it ran on
+     * (scaling_price.h) when that machine states its memory bandwidth, and
+     * every layout is then priced on --machine; otherwise its compute is
+     * carried over by the two machines' peaks */
     const char *rm = o.reference_machine ? o.reference_machine : rsrc.machine[0] ? rsrc.machine : NULL;
     double cscale = 1;
     char why[400] = "";
     if (rm) vb_machine_load(rm, &ref_machine);
-    if (rm && o.machine) {
+    if (rm && o.reference) vb_mref_price(&ref, &ref_machine);
+    if (ref.price_factor > 0)
+        snprintf(why, sizeof why, "priced op by op on %s (the reference's machine), x%.4g to its measured step",
+                 ref_machine.name, ref.price_factor);
+    if (rm && o.machine && !(ref.price_factor > 0)) {
         const double a = vb_machine_rank_peak(&ref_machine, ref.prec, ref.threads);
         const double b = vb_machine_rank_peak(&machine, ref.prec, ref.threads);
         if (!(a > 0) || !(b > 0))
@@ -951,13 +1010,14 @@ int vb_model_main(int argc, char **argv) {
 
     vb_mctx mctx = {.ref = &ref, .shards = shards, .nshards = nshards, .fits = &fits,
                     .machine = o.machine ? &machine : NULL, .mode = (vb_ddp_mode)o.ddp_mode,
-                    .compute_scale = cscale};
+                    .compute_scale = cscale, .impl = impl};
     /* a reference measured on several ranks: its one-rank compute solved for,
      * on the machine it ran on */
     if (o.reference && (rsrc.layout.tp * rsrc.layout.cp * rsrc.layout.dp > 1)) {
         vb_mctx rc = mctx;
         rc.machine = rm ? &ref_machine : mctx.machine;
         rc.compute_scale = 1;
+        rc.impl = NULL; /* the reference ran its own code */
         if (!rc.machine) vb_die_input("model: --reference %s: measured on several ranks, it needs its machine "
                                       "(machine: in the file, --reference_machine or --machine)",
                                       o.reference);
@@ -1019,7 +1079,8 @@ int vb_model_main(int argc, char **argv) {
     if (vb_mkdir_p(out) != 0) vb_die_env("model: cannot create --output_dir %s", out);
 
     md_ctx m = {.x = &x, .o = &o, .kind = kind, .ref = &ref, .machine = mctx.machine, .compute_scale = cscale,
-                .compute_scale_why = why};
+                .compute_scale_why = why,
+                .impl_name = (impl ? impl : ref.impl ? ref.impl : vb_impl_default())->name};
     char path[VB_PATH_MAX];
     vb_snprintf(path, sizeof path, "%s/model_fits.csv", out);
     vb_atomic_write_or_die(path, write_fits_csv, &x);
@@ -1028,6 +1089,8 @@ int vb_model_main(int argc, char **argv) {
     vb_snprintf(path, sizeof path, "%s/model.md", out);
     vb_atomic_write_or_die(path, write_md, &m);
 
+    print_summary(&x, kind);
+    printf("\n");
     if (fits.n) {
         printf("Fits (commbench.csv, slowest rank per size):\n");
         printf("%-15s %-6s %3s %5s %12s %12s %8s %6s\n", "collective", "group", "p", "world", "alpha_us",
@@ -1041,17 +1104,14 @@ int vb_model_main(int argc, char **argv) {
     }
     if (mctx.machine) printf("Machine: %s (%s), %d ranks per node\n", machine.name, o.machine, machine.ranks_per_node);
     if (cscale != 1) printf("Compute rescaled by %.6g: %s\n", cscale, why);
+    if (ref.price_factor > 0) printf("Compute %s\n", why);
+    if (impl || ref.impl) printf("Implementation: %s\n", (impl ? impl : ref.impl)->name);
     if (o.reference) printf("Reference: %s (%s)\n", o.reference, ref.what);
     printf("Predicted step (%s kind, %s efficiency) beside the measurement; interval [step_lo_s, step_hi_s]; "
            "sens_*: relative step change at beta x0.75 (m25) / x1.25 (p25):\n",
            kind, strong ? "strong: T1/(p Tp)" : "weak: T1/(tp cp Tp)");
     print_table(&x);
-    double med, mx;
-    int n;
-    if (error_summary(&pl, &med, &mx, &n))
-        printf("\nvitbench model: step-time error over %d measured points: median |rel. error| %.3g, max %.3g\n", n,
-               med, mx);
-    printf("vitbench model: wrote %s/model.csv, model.md, model_fits.csv\n", out);
+    printf("vitbench model: wrote %s/model.csv (the whole table), model.md, model_fits.csv\n", out);
     free(pl.v);
     free(ref.ops);
     for (int k = 0; k < nshards; k++) free(shards[k].ops);

@@ -16,6 +16,8 @@
  *   model_place.c,    where a layout's groups sit on the machine's levels and
  *   model_comm.c      what a collective costs there (model_comm.h)
  *   model_ref.c       references from a step time and op shares (YAML)
+ *   scaling_price.c   one rank's ops priced by what bounds them on a machine,
+ *                     for the implementation that runs them (scaling_price.h)
  *   model_predict.c   a step's compute, exposed tp / cp / DDP communication and
  *                     time for one layout, under knobs (interval corners, beta
  *                     multipliers for the sensitivity)
@@ -136,10 +138,28 @@ typedef struct vb_mref {
     int act_bytes;    /* bytes per activation element (4: float32, 2: bfloat16) */
     int prec;         /* vb_prec of its GEMMs (fp32, tf32, bf16, fp16): which peak it ran against */
     int shard_tp, shard_cp; /* 1, 1; a shard reference: the tp x cp shard one rank ran (bench_step --shard_*) */
+    bool gpu;         /* a run of the CUDA backend: --machine's GPUs describe where its compute ran, so its
+                         GEMMs and attention are repriced at other shapes there (a CPU run's are not) */
     double spread;    /* relative uncertainty of its step: half the central 95% range of its steps over their median */
     vb_mop *ops;
     int nops;
+    /* A reference from elsewhere priced op by op (scaling_price.h, vb_mref_price):
+     * every prediction prices its own layout's ops on the machine it runs on and
+     * multiplies them by price_factor, the measured step over the priced one at
+     * the reference's own point (batch[0], tp 1, cp 1, price_machine, impl). */
+    bool flop_shares;                  /* ops are FLOP shares of the step (no op_shares given) */
+    const struct vb_impl *impl;        /* the code its measurement ran (NULL: vitbench's own) */
+    const vb_machine *price_machine;   /* where it was priced (NULL: not priced) */
+    double price_factor;               /* > 0 when priced */
+    vb_mdims price_dims;               /* the dims it was measured with */
 } vb_mref;
+
+/* The model's tokens (patches of the image), the largest cp shard of them
+ * (vit_token_split's: the slowest rank gates the step), and whether two
+ * model descriptions are the same model. */
+int vb_mdims_ntok(const vb_mdims *d);
+int vb_tokens_local(int ntok, int cp);
+bool vb_mdims_equal(const vb_mdims *a, const vb_mdims *b);
 
 /* A per-sample quantity measured at the references' batches (v[i] at
  * batch[i]) at batch b: linear between the two references around b,
@@ -162,6 +182,7 @@ typedef enum { VB_DDP_OVERLAP, VB_DDP_AFTER_BACKWARD } vb_ddp_mode;
 
 typedef struct vb_mpred {
     double cpu_factor;   /* compute multiplier from threads and oversubscription */
+    double compute_u;    /* relative uncertainty the compute carried at the interval's corners */
     double forward_s, backward_s, other_s, compute_s;
     double ddp_comm_s;   /* every bucket's allreduce, summed */
     double exposed_ddp_s, exposed_tp_s, exposed_cp_s;
@@ -169,7 +190,7 @@ typedef struct vb_mpred {
     double samples_per_s; /* local batch x dp / step */
     int nbuckets;
     bool extrapolated;   /* a fit for another group size was used */
-    char compute_ref[96];  /* which reference priced the compute, and how */
+    char compute_ref[192]; /* which reference priced the compute, and how */
     char comm_src[200];    /* per group: commbench or the machine level that priced it */
 } vb_mpred;
 
@@ -197,7 +218,9 @@ typedef struct vb_mctx {
     const vb_ab_table *fits;      /* commbench (may be NULL or empty) */
     const vb_machine *machine;    /* NULL: commbench alone */
     vb_ddp_mode mode;
-    double compute_scale;         /* reference machine's peak / this machine's (1: the same machine) */
+    double compute_scale;         /* reference machine's peak / this machine's (1: the same machine; a
+                                     priced reference is priced on `machine` instead) */
+    const struct vb_impl *impl;   /* the code the prediction runs (NULL: the reference's, else vitbench's) */
 } vb_mctx;
 
 /* A layout the config cannot take (heads % tp, cp > tokens, ...): 0, else -1

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/scaling/scaling_price.h"
 #include "core/util/common.h"
 
 static int cmp_dbl(const void *a, const void *b) {
@@ -76,21 +77,21 @@ static const op_def *op_of(const char *name) {
     return NULL;
 }
 
-static double ntok(const vb_mdims *d) { return (double)(d->img_h / d->patch) * (d->img_w / d->patch); }
+static double ntok(const vb_mdims *d) { return vb_mdims_ntok(d); }
 
-static double nparams(const vb_mdims *d) {
-    const double D = d->dim, pp = (double)d->patch * d->patch;
-    return D * d->cin * pp + D + ntok(d) * D + d->depth * (12.0 * D * D + 13.0 * D) + 2.0 * D + d->cout * pp * D;
-}
-
-/* FLOPs per sample of op `o` over the whole step (all its calls); 0 for ops without arithmetic worth counting */
+/* FLOPs per sample of op `o` over the whole step (all its calls); 0 for ops without arithmetic worth counting.
+ * A GEMM's backward is two GEMMs of its forward's size (input and weight
+ * gradients). Attention's backward executes five products of the forward's
+ * two (fused attention recomputes Q K^T, then forms dV, dP, dQ and dK), so
+ * 2.5x the forward: the work a GPU does, which prices time; vit_train_flops
+ * counts 2x, the model-FLOPs convention of MFU. */
 static double op_flops(const op_def *o, const vb_mdims *d) {
     const double N = ntok(d), D = d->dim, L = d->depth, pp = (double)d->patch * d->patch;
     const double bwd = strstr(o->name, "backward") ? 2.0 : 1.0;
     switch (o->kind) {
     case K_PATCH_EMBED: return bwd * 2.0 * N * d->cin * pp * D;
     case K_QKV: return bwd * L * 3.0 * 2.0 * N * D * D;
-    case K_ATTN: return bwd * L * 2.0 * 2.0 * N * N * D;
+    case K_ATTN: return (bwd > 1 ? 2.5 : 1.0) * L * 2.0 * 2.0 * N * N * D;
     case K_PROJ: return bwd * L * 2.0 * N * D * D;
     case K_MLP: return bwd * L * 2.0 * N * D * 4.0 * D;
     case K_HEAD: return bwd * 2.0 * N * D * d->cout * pp;
@@ -104,7 +105,7 @@ static double op_size(const op_def *o, const vb_mdims *d) {
     switch (o->kind) {
     case K_TOKENS: return N * D * (o->calls_per_block * d->depth + o->calls_once);
     case K_HIDDEN: return N * 4.0 * D * d->depth;
-    case K_PARAMS: return nparams(d);
+    case K_PARAMS: return vb_price_nparams(d, 1);
     case K_IMAGE: return (double)d->img_h * d->img_w * (d->cin + d->cout);
     default: return op_flops(o, d);
     }
@@ -178,12 +179,37 @@ static void resolve(const char *dir, const char *rel, char *out, size_t n) {
         vb_snprintf(out, n, "%s/%s", dir, rel);
 }
 
+int vb_my_machine_files(const vb_my *y, const vb_yaml_pairs *p, const char *where, const char *dir,
+                        char files[VB_MREF_MAX_MACHINES][VB_MREF_PATH]) {
+    int line = 0;
+    yaml_node_t *n = vb_my_get(p, "machine", &line);
+    if (!n) return 0;
+    if (vb_yaml_scalar(n)) {
+        resolve(dir, vb_yaml_scalar(n), files[0], VB_MREF_PATH);
+        return 1;
+    }
+    char w[160];
+    snprintf(w, sizeof w, "%s.machine", where);
+    int count = 0;
+    yaml_node_t **it = vb_my_list(y, n, w, &count);
+    if (count < 1 || count > VB_MREF_MAX_MACHINES)
+        vb_die_input("%s: %s (line %d): %d machine files (expected 1 to %d)", y->file, w, line, count,
+                     VB_MREF_MAX_MACHINES);
+    for (int k = 0; k < count; k++) {
+        const char *t = vb_yaml_scalar(it[k]);
+        if (!t || !t[0]) vb_die_input("%s: %s[%d]: not a file name", y->file, w, k);
+        resolve(dir, t, files[k], VB_MREF_PATH);
+    }
+    free(it);
+    return count;
+}
+
 void vb_mref_from_yaml(const vb_my *y, yaml_node_t *node, yaml_node_t *models, const char *where, const char *dir,
                        vb_mref *out, vb_mref_src *src) {
     vb_yaml_pairs p;
     vb_my_pairs(y, node, where, &p);
-    static const char *const known[] = {"what",          "model",   "amp",    "precision", "machine",   "local_batch",
-                                        "samples_per_s", "step_s",  "layout", "op_shares", NULL};
+    static const char *const known[] = {"what",   "model",     "amp",           "precision", "machine", "local_batch",
+                                        "samples_per_s", "step_s", "layout", "op_shares", "implementation", NULL};
     vb_my_only_keys(y, &p, where, known);
     memset(out, 0, sizeof *out);
     memset(src, 0, sizeof *src);
@@ -217,8 +243,14 @@ void vb_mref_from_yaml(const vb_my *y, yaml_node_t *node, yaml_node_t *models, c
     if (!vb_my_str_or(y, &p, where, "precision", prec, sizeof prec)) snprintf(prec, sizeof prec, "%s", strcmp(amp, "none") == 0 ? "fp32" : amp);
     out->prec = vb_prec_of(prec);
     if (out->prec < 0) vb_die_input("%s: %s.precision: '%s' (expected fp32, tf32, bf16 or fp16)", y->file, where, prec);
-    char mach[512];
-    if (vb_my_str_or(y, &p, where, "machine", mach, sizeof mach)) resolve(dir, mach, src->machine, sizeof src->machine);
+    src->nmachines = vb_my_machine_files(y, &p, where, dir, src->machines);
+    if (src->nmachines) snprintf(src->machine, sizeof src->machine, "%s", src->machines[0]);
+    char impl[64];
+    if (vb_my_str_or(y, &p, where, "implementation", impl, sizeof impl)) {
+        char iw[160];
+        snprintf(iw, sizeof iw, "%s: %s.implementation", y->file, where);
+        out->impl = vb_impl_find_or_die(impl, iw);
+    }
 
     const int B = vb_my_int(y, &p, where, "local_batch", 1, 1 << 24);
     /* measurements: throughputs (samples/s of the local batch times dp) or step times */
@@ -255,6 +287,7 @@ void vb_mref_from_yaml(const vb_my *y, yaml_node_t *node, yaml_node_t *models, c
     /* the ops: given shares, else FLOP shares */
     yaml_node_t *sh = vb_my_get(&p, "op_shares", NULL);
     const double F = total_flops(&out->d);
+    out->flop_shares = !sh;
     if (!sh) {
         for (int i = 0; i < NOPS; i++) {
             const double f = op_flops(&k_ops[i], &out->d);
@@ -294,11 +327,40 @@ void vb_mref_load_file(const char *path, vb_mref *out, vb_mref_src *src) {
     yaml_document_delete(&doc);
 }
 
+void vb_mref_price(vb_mref *ref, const vb_machine *m) {
+    if (!ref->flop_shares || !vb_machine_can_price(m) || ref->nref != 1) return;
+    const vb_impl *im = ref->impl ? ref->impl : vb_impl_default();
+    vb_price_in in = {.d = &ref->d, .impl = im, .m = m, .prec = ref->prec, .act_bytes = ref->act_bytes, .tp = 1,
+                      .cp = 1, .batch = ref->batch[0]};
+    vb_priced_op po[VB_PRICE_MAX_OPS];
+    const int n = vb_price_ops(&in, po);
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += po[i].step_s;
+    const double c = ref->step_s[0] / sum;
+    free(ref->ops);
+    ref->ops = calloc((size_t)VB_PRICE_MAX_OPS, sizeof *ref->ops);
+    if (!ref->ops) vb_die_internal("out of memory");
+    ref->nops = n;
+    for (int i = 0; i < n; i++) {
+        vb_snprintf(ref->ops[i].name, sizeof ref->ops[i].name, "%s", po[i].name);
+        ref->ops[i].step_s[0] = po[i].step_s * c;
+        ref->ops[i].calls = po[i].calls;
+    }
+    ref->flop_shares = false;
+    ref->price_machine = m;
+    ref->price_factor = c;
+    ref->price_dims = ref->d;
+}
+
 void vb_mref_rescale(const vb_mref *ref, const vb_mdims *to, vb_mref *out) {
     *out = *ref;
     out->d = *to;
     out->ops = calloc((size_t)ref->nops + 1, sizeof *out->ops);
     if (!out->ops) vb_die_internal("out of memory");
+    if (ref->price_factor > 0) { /* priced: every prediction prices the new dims itself */
+        memcpy(out->ops, ref->ops, sizeof *out->ops * (size_t)ref->nops);
+        return;
+    }
     const double fr = total_flops(to) / total_flops(&ref->d);
     double sum = 0;
     for (int i = 0; i < ref->nops; i++) {
@@ -326,6 +388,7 @@ void vb_mref_rescale(const vb_mref *ref, const vb_mdims *to, vb_mref *out) {
 }
 
 void vb_mref_scale(vb_mref *ref, double c) {
+    ref->price_factor *= c;
     for (int k = 0; k < ref->nref; k++) ref->step_s[k] *= c;
     for (int i = 0; i < ref->nops; i++)
         for (int k = 0; k < ref->nref; k++) ref->ops[i].step_s[k] *= c;
