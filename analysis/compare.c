@@ -47,6 +47,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <libgen.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,7 @@
 #include "analysis/verdict.h"
 #include "core/config/cli.h"
 #include "core/util/common.h"
+#include "core/util/outdir.h"
 #include "core/results/results.h"
 #include "core/util/stats.h"
 
@@ -998,6 +1000,16 @@ static cJSON *result_json(const result *r) {
 
 static void write_text(FILE *f, void *ctx) { fputs((const char *)ctx, f); }
 
+/* body into dir/name by outdir.h's rule (a real directory, by rename); 0,
+ * or -1 with why filled */
+static int write_into(const char *dir, const char *name, const char *body, char *why, size_t n) {
+    vb_outdir out;
+    if (vb_outdir_open(&out, dir, "", why, n) != 0) return -1;
+    int rc = vb_outdir_write(&out, name, write_text, (void *)body, why, n);
+    vb_outdir_close(&out);
+    return rc == 0 ? 0 : -1;
+}
+
 /* --output, else NEW's directory, else the working directory */
 static void write_json(cJSON *root, const char *output, const char *new_dir) {
     char *text = cJSON_Print(root);
@@ -1007,17 +1019,23 @@ static void write_json(cJSON *root, const char *output, const char *new_dir) {
     memcpy(body, text, len);
     body[len] = '\n';
     cJSON_free(text);
-    char path[VB_PATH_MAX];
+    char path[VB_PATH_MAX], why[3 * VB_PATH_MAX];
     if (output) {
-        if (vb_atomic_write(output, write_text, body) != 0)
-            vb_die_input("compare: --output %s: cannot write (%s)", output, strerror(errno));
+        char dir[VB_PATH_MAX], name[VB_PATH_MAX], copy[VB_PATH_MAX];
+        vb_snprintf(copy, sizeof copy, "%s", output);
+        vb_snprintf(dir, sizeof dir, "%s", dirname(copy));
+        vb_snprintf(copy, sizeof copy, "%s", output);
+        vb_snprintf(name, sizeof name, "%s", basename(copy));
+        if (output[strlen(output) - 1] == '/' || write_into(dir, name, body, why, sizeof why) != 0)
+            vb_die_input("compare: --output %s: cannot write (%s)", output,
+                         output[strlen(output) - 1] == '/' ? "names a directory, not a file" : why);
         vb_snprintf(path, sizeof path, "%s", output);
     } else {
-        vb_dir_file(path, sizeof path, new_dir, "compare.json");
-        if (access(new_dir, W_OK) != 0 || vb_atomic_write(path, write_text, body) != 0) {
-            vb_snprintf(path, sizeof path, "compare.json");
-            if (vb_atomic_write(path, write_text, body) != 0) {
-                vb_warn("compare: could not write compare.json in %s or the working directory", new_dir);
+        vb_dir_file(path, sizeof path, new_dir, VB_COMPARE_JSON);
+        if (access(new_dir, W_OK) != 0 || write_into(new_dir, VB_COMPARE_JSON, body, why, sizeof why) != 0) {
+            vb_snprintf(path, sizeof path, VB_COMPARE_JSON);
+            if (write_into(".", VB_COMPARE_JSON, body, why, sizeof why) != 0) {
+                vb_warn("compare: could not write compare.json in %s or the working directory (%s)", new_dir, why);
                 free(body);
                 return;
             }

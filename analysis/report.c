@@ -65,7 +65,7 @@ void rp_figure(rp_doc *d, const rp_opts *o, const vb_plot *p) {
     for (int i = 0; i < p->ns; i++) any = any || (p->s[i].n > 0 && !p->s[i].ideal);
     if (!o->plots || !any) return;
     char err[VB_PATH_MAX + 256];
-    if (vb_plot_render(o->out_dir, p, err, sizeof err) != 0) {
+    if (vb_plot_render(&o->out, p, err, sizeof err) != 0) {
         rp_problem(d, "figure %s not drawn: %s", p->name, err);
         return;
     }
@@ -144,9 +144,10 @@ int vb_report_main(int argc, char **argv) {
         vb_die_input("report: %s: neither a run directory (run.json, trials.csv) nor a sweep directory (index.csv)",
                      a.path);
     rp_opts o = {.plots = !a.no_plots};
-    vb_snprintf(o.out_dir, sizeof o.out_dir, "%s", a.out ? a.out : a.path);
-    if (!a.out) vb_snprintf(o.out_dir, sizeof o.out_dir, "%s/report", a.path);
-    if (vb_mkdir_p(o.out_dir) != 0) vb_die_input("report: cannot create %s: %s", o.out_dir, strerror(errno));
+    /* the tree is --output_dir, else the run or sweep directory with the
+     * report in its report/ (outdir.h: no link followed below the root) */
+    vb_outdir_open_or_die(&o.out, a.out ? a.out : a.path, a.out ? "" : VB_REPORT_DIR, "report");
+    vb_snprintf(o.out_dir, sizeof o.out_dir, "%s", o.out.path);
     if (o.plots && !vb_plot_gnuplot_available()) {
         vb_warn("report: gnuplot not found on PATH: writing tables only (install gnuplot for the figures)");
         o.plots = false;
@@ -160,9 +161,10 @@ int vb_report_main(int argc, char **argv) {
         rp_sweep_report(&d, a.path, &o);
     else
         rp_single_report(&d, a.path, &o);
-    rp_doc_write(&d, o.out_dir, title);
+    rp_doc_write(&d, &o.out, title);
     if (d.nproblems) vb_warn("report: %d data problem(s), listed at the end of report.md", d.nproblems);
     printf("vitbench: report written to %s/report.md and report.html\n", o.out_dir);
     rp_doc_free(&d);
+    vb_outdir_close(&o.out);
     return 0;
 }

@@ -16,6 +16,7 @@
 #include "core/comm/comm.h"
 #include "core/config/config.h"
 #include "core/prof/cupti_trace.h"
+#include "core/results/results.h"
 #include "kernels/ops.h"
 
 static char g_vit[VB_PATH_MAX];     /* <source>/scenarios/vit.yaml */
@@ -805,8 +806,8 @@ static void test_benchy_errors(void **state) {
     benchy_fail("global:\n  json_prefix: 'sub/out'\n", LIST("json_prefix = 'sub/out.json' must be a file name"));
     /* a name the run directory already uses: one file would replace the other */
     benchy_fail("global:\n  output_filename: 'summary.csv'\n",
-                LIST("[global]: output_filename = 'summary.csv' is a file the run writes itself (line 2)"));
-    benchy_fail("global:\n  json_prefix: run\n", LIST("[global]: json_prefix = 'run.json' is a file the run writes itself"));
+                LIST("[global]: output_filename = 'summary.csv' is a name of the results schema", "(line 2)"));
+    benchy_fail("global:\n  json_prefix: run\n", LIST("[global]: json_prefix = 'run.json' is a name of the results schema"));
     static const char *const reserved[] = {
         "run.json", "trials.csv", "iterations.csv", "ops.csv", "timeline.csv", "train_log.csv", "validation.csv",
         "checkpoint.h5", "trace.json", "report", "kineto", "kernels.csv", "kernels_SYNTHETIC.csv", "kernels_FULL.csv",
@@ -816,9 +817,20 @@ static void test_benchy_errors(void **state) {
     for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++) {
         char text[256], want[256];
         vb_snprintf(text, sizeof text, "global:\n  output_filename: '%s'\n", reserved[i]);
-        vb_snprintf(want, sizeof want, "output_filename = '%s' is a file the run writes itself", reserved[i]);
+        vb_snprintf(want, sizeof want, "output_filename = '%s' is a name of the results schema", reserved[i]);
         benchy_fail(text, LIST(want));
     }
+    /* every name of the schema's one list, those the tools write afterwards
+     * (compare.json into NEW, breakdown.csv, model.csv ...) included: a
+     * name added to the list is refused from then on */
+    static const char *const schema[] = {VB_RESULTS_NAMES};
+    for (size_t i = 0; i < sizeof schema / sizeof schema[0]; i++) {
+        char text[256], want[256];
+        vb_snprintf(text, sizeof text, "global:\n  output_filename: '%s'\n", schema[i]);
+        vb_snprintf(want, sizeof want, "output_filename = '%s' is a name of the results schema", schema[i]);
+        benchy_fail(text, LIST(want));
+    }
+    benchy_fail("global:\n  output_filename: 'compare.json'\n", LIST("'compare.json' is a name of the results schema"));
     tu_expect_exit_all(2, LIST("/nonexistent/benchy.yaml", "cannot open"), child_benchy_load,
                        (void *)"/nonexistent/benchy.yaml");
     /* a bad file named by the environment says so */

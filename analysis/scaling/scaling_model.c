@@ -58,6 +58,7 @@
 #include "core/util/common.h"
 #include "core/results/results.h"
 #include "core/util/fileio.h"
+#include "core/util/outdir.h"
 #include "core/comm/groups.h"
 
 #define MAX_INPUTS 16
@@ -1016,17 +1017,15 @@ int vb_model_main(int argc, char **argv) {
         if (vb_results_dir_claim_stamped("results", "model", out, sizeof out, NULL, 0) != 0)
             vb_die_env("model: cannot create a model_<stamp> directory in results/ (%s)", strerror(errno));
     }
-    if (vb_mkdir_p(out) != 0) vb_die_env("model: cannot create --output_dir %s", out);
+    vb_outdir od; /* the sweep or --output_dir is the tree: files by rename, no link followed */
+    vb_outdir_open_or_die(&od, out, "", "model");
 
     md_ctx m = {.x = &x, .o = &o, .kind = kind, .ref = &ref, .machine = mctx.machine, .compute_scale = cscale,
                 .compute_scale_why = why};
-    char path[VB_PATH_MAX];
-    vb_snprintf(path, sizeof path, "%s/model_fits.csv", out);
-    vb_atomic_write_or_die(path, write_fits_csv, &x);
-    vb_snprintf(path, sizeof path, "%s/model.csv", out);
-    vb_atomic_write_or_die(path, write_model_csv, &x);
-    vb_snprintf(path, sizeof path, "%s/model.md", out);
-    vb_atomic_write_or_die(path, write_md, &m);
+    vb_outdir_write_or_die(&od, VB_MODEL_FITS_CSV, write_fits_csv, &x, "model");
+    vb_outdir_write_or_die(&od, VB_MODEL_CSV, write_model_csv, &x, "model");
+    vb_outdir_write_or_die(&od, VB_MODEL_MD, write_md, &m, "model");
+    vb_outdir_close(&od);
 
     if (fits.n) {
         printf("Fits (commbench.csv, slowest rank per size):\n");

@@ -463,7 +463,7 @@ static void warmup_run(const char *dir, const char *exe, const vb_scenario *sc, 
     sweep_strvec cmd = {0};
     sweep_build_launch(&cmd, cli->launcher, sc, it->run->ranks, per_node, &cli->launcher_args);
     sweep_push_vitbench_args(&cmd, exe, sc, it->run, "warmup", wdir);
-    FILE *lf = fopen(log_path, "w");
+    FILE *lf = vb_fopen_nofollow(log_path, "w");
     if (lf) {
         fprintf(lf, "# OMP_NUM_THREADS=%d ", it->threads);
         sweep_fput_argv(lf, cmd.v);
@@ -714,7 +714,7 @@ int vb_sweep_main(int argc, char **argv) {
             printf("vitbench sweep: [%d/%d] %s: OMP_NUM_THREADS=%d ", i + 1, nitems, it->name, it->threads);
             sweep_fput_argv(stdout, cmd.v);
             fputc('\n', stdout);
-            FILE *lf = fopen(log_path, "w");
+            FILE *lf = vb_fopen_nofollow(log_path, "w");
             if (lf) {
                 fprintf(lf, "# OMP_NUM_THREADS=%d ", it->threads);
                 sweep_fput_argv(lf, cmd.v);

@@ -123,7 +123,7 @@ void sweep_record_job(const char *dir, const char *name, const char *submit_log)
     char path[VB_PATH_MAX + 200], tmp[VB_PATH_MAX + 210];
     vb_snprintf(path, sizeof path, "%s/status/%s.job", dir, name);
     vb_snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
+    FILE *f = vb_fopen_nofollow(tmp, "w");
     if (!f || fprintf(f, "%ld\n", id) < 0 || fclose(f) != 0 || rename(tmp, path) != 0)
         vb_warn("cannot record job %ld of %s in %s; a job that ends without a status will stay submitted", id, name,
                 path);

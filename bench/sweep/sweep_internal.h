@@ -24,6 +24,8 @@
 
 #include "bench/sweep/sweep.h"
 #include "core/util/common.h"
+#include "core/util/fileio.h"
+#include "core/util/outdir.h"
 
 /* ---- sweep_util.c ---- */
 

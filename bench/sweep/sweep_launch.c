@@ -154,7 +154,7 @@ static void sleep_ms(long ms) {
  * cut it short ("" otherwise). */
 int sweep_launch(char *const *argv, const char *log_path, int timeout_s, int threads, const char **why) {
     *why = "";
-    int logfd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0664);
+    int logfd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0664);
     if (logfd < 0) vb_die_input("cannot open log %s (%s)", log_path, strerror(errno));
     fflush(stdout);
     fflush(stderr);
@@ -214,7 +214,7 @@ int sweep_launch(char *const *argv, const char *log_path, int timeout_s, int thr
 }
 
 void sweep_append_line(const char *path, const char *fmt, ...) {
-    FILE *f = fopen(path, "a");
+    FILE *f = vb_fopen_nofollow(path, "a");
     if (!f) return;
     va_list ap;
     va_start(ap, fmt);

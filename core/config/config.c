@@ -899,8 +899,9 @@ static void check_output_filename(const char *name, const char *where, const cha
         vb_die_input("%s: %s = '%s' must be a file name without '/' (line %d); the file goes to output_dir", where, key,
                      name, line);
     if (vb_run_file_reserved(name))
-        vb_die_input("%s: %s = '%s' is a file the run writes itself (line %d): the two would replace each other; "
-                     "pick another name, e.g. benchy_output.json",
+        vb_die_input("%s: %s = '%s' is a name of the results schema, a file vitbench writes in a run or sweep "
+                     "directory (line %d): the two would replace each other; pick another name, e.g. "
+                     "benchy_output.json",
                      where, key, name, line);
 }
 

@@ -248,6 +248,30 @@ const char *vb_file_problem(const char *path, char *buf, size_t n) { return path
 
 const char *vb_dir_problem(const char *path, char *buf, size_t n) { return path_problem(path, true, buf, n); }
 
+int vb_utf8_len(const unsigned char *s) {
+    if (s[0] < 0x80) return 1;
+    int n = (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3 : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
+    if (n == 0 || (n == 2 && s[0] < 0xC2) || (n == 4 && s[0] > 0xF4)) return 0;
+    for (int i = 1; i < n; i++)
+        if ((s[i] & 0xC0) != 0x80) return 0; /* a NUL ends the loop here too */
+    /* the second byte's range where the first allows too much: overlong
+     * 3- and 4-byte forms, UTF-16 surrogates, beyond U+10FFFF */
+    if ((s[0] == 0xE0 && s[1] < 0xA0) || (s[0] == 0xED && s[1] > 0x9F) || (s[0] == 0xF0 && s[1] < 0x90) ||
+        (s[0] == 0xF4 && s[1] > 0x8F))
+        return 0;
+    return n;
+}
+
+long vb_utf8_invalid_at(const char *s) {
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        int n = vb_utf8_len(p);
+        if (n == 0) return (long)(p - (const unsigned char *)s);
+        p += n;
+    }
+    return -1;
+}
+
 int vb_mkdir_p(const char *path) {
     char tmp[VB_PATH_MAX];
     if (strlen(path) >= sizeof tmp) {

@@ -17,6 +17,18 @@
  * temporary file is removed and `path` keeps its previous contents. */
 int vb_atomic_write(const char *path, void (*write_fn)(FILE *f, void *ctx), void *ctx);
 
+/* The same for `name` (a file name, no '/') in the open directory dirfd:
+ * the temporary is created there exclusively and without following links,
+ * and renamed over name with renameat. What outdir.h's writers use. */
+int vb_atomic_write_at(int dirfd, const char *name, void (*write_fn)(FILE *f, void *ctx), void *ctx);
+
+/* fopen(path, mode) for mode "w" (truncate) or "a" (append) that never
+ * follows a symbolic link at path: it fails with ELOOP instead of writing
+ * where the link points. For the files written in place rather than by
+ * rename (a run's log while it runs, job scripts), in a directory checked
+ * by outdir.h's rule. Created 0666 less the umask; close-on-exec. */
+FILE *vb_fopen_nofollow(const char *path, const char *mode);
+
 /* A file whose last rewrite must not need free space (run.json, whose final
  * status has to land even when the run died of a full disk). `text` is
  * written atomically as vb_atomic_write does, followed by trailing spaces
