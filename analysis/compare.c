@@ -56,6 +56,7 @@
 
 #include "analysis/csv.h"
 #include "analysis/rundir.h"
+#include "analysis/trials_csv.h"
 #include "analysis/markdown.h"
 #include "analysis/verdict.h"
 #include "core/config/cli.h"
@@ -194,47 +195,19 @@ static void add_sample(samples *s, double v) {
     s->v[s->n++] = v;
 }
 
-static const char *trial_type_of(metric_kind k) {
-    return k == M_IO ? "IO" : k == M_SYNTHETIC ? "SYNTHETIC" : "FULL";
-}
-
-/* One trial's row twice doubles n and halves p: refused, as is a sample
- * that disagrees with the row's own batches, batch size and seconds (an edited
- * or mixed-up file; vitbench writes both from one measurement, to 9 digits). */
-static void check_trial_row(const vb_csv *t, const char *path, int row, int ct, int ci, int cw, int cr, int cv) {
-    for (int j = 0; j < row; j++)
-        if (strcmp(vb_csv_get(t, j, ct), vb_csv_get(t, row, ct)) == 0 &&
-            need_num(t, path, j, ci) == need_num(t, path, row, ci) &&
-            need_num(t, path, j, cw) == need_num(t, path, row, cw) &&
-            (cr < 0 || need_num(t, path, j, cr) == need_num(t, path, row, cr)))
-            vb_die_input("compare: %s: record %d repeats record %d (trial_type %s, trial_index %s, rank %s)", path,
-                         row + 2, j + 2, vb_csv_get(t, row, ct), vb_csv_get(t, row, ci),
-                         cr < 0 ? "0" : vb_csv_get(t, row, cr));
-    int cb = vb_csv_col(t, "nbatches"), cg = vb_csv_col(t, "global_batch"), cs = vb_csv_col(t, "seconds");
-    if (cb < 0 || cg < 0 || cs < 0) return;
-    const double secs = need_num(t, path, row, cs), v = need_num(t, path, row, cv);
-    const double want = need_num(t, path, row, cb) * need_num(t, path, row, cg) / secs;
-    if (!(secs > 0) || !(fabs(v - want) <= 1e-6 * fabs(want)))
-        vb_die_input("compare: %s: record %d: samples_per_s %s is not nbatches x global_batch / seconds = %.9g", path,
-                     row + 2, vb_csv_get(t, row, cv), want);
-}
-
-/* samples_per_s of the timed rank-0 trials of one type (trials.csv) */
+/* samples_per_s of the timed rank-0 trials of one type, through the one
+ * trials.csv reader and its checks (trials_csv.h: a cut record, a swapped
+ * header, a repeated trial, rows of another run, numbers that disagree) */
 static void throughput_samples(const char *run, metric_kind k, samples *s) {
-    char path[VB_PATH_MAX];
-    vb_dir_file(path, sizeof path, run, VB_TRIALS_CSV);
-    vb_csv t;
-    read_csv_or_die(path, &t);
-    int ct = need_col(&t, path, "trial_type"), cw = need_col(&t, path, "warmup");
-    int cv = need_col(&t, path, "samples_per_s"), cr = vb_csv_col(&t, "rank");
-    int ci = need_col(&t, path, "trial_index");
-    for (int i = 0; i < t.nrows; i++) {
-        if (strcmp(vb_csv_get(&t, i, ct), trial_type_of(k)) != 0) continue;
-        if (need_num(&t, path, i, cw) != 0 || !rank0(&t, path, i, cr)) continue;
-        check_trial_row(&t, path, i, ct, ci, cw, cr, cv);
-        add_sample(s, need_num(&t, path, i, cv));
+    vb_trials t;
+    char why[VB_PATH_MAX + 512];
+    if (vb_trials_read(run, &t, why, sizeof why) != 0) {
+        vb_trials_free(&t);
+        vb_die_input("compare: %s", why);
     }
-    vb_csv_free(&t);
+    const int type = k == M_IO ? VB_TRIAL_IO : k == M_SYNTHETIC ? VB_TRIAL_SYNTHETIC : VB_TRIAL_FULL;
+    for (int i = 0; i < t.n[type]; i++) add_sample(s, t.rate[type][i]);
+    vb_trials_free(&t);
 }
 
 /* The mean FULL step time of each timed trial on rank 0 (iterations.csv):

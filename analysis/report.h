@@ -165,8 +165,6 @@ void rp_run_free(rp_run *r);
 int rp_read_csv(const char *dir, const char *name, vb_csv *t);
 /* warmup cell: "1" / "true" */
 bool rp_is_warmup(const char *s);
-/* "IO" / "SYNTHETIC" / "FULL" -> RP_IO..RP_FULL, else -1 */
-int rp_type_of(const char *s);
 /* Relative path from directory `from` to `to` (both must exist); falls back
  * to `to` itself when either cannot be resolved. */
 void rp_relpath(const char *from, const char *to, char *out, size_t n);
