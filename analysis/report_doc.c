@@ -227,7 +227,7 @@ void rp_doc_free(rp_doc *d) {
 /* A link's target: a path relative to the report's directory. Written
  * starting with "./" (so no part of it, a run named javascript:alert(1)
  * included, reads as a URL scheme) and with every byte but letters, digits
- * and -._~/ percent-encoded (so it holds no quote, bracket, blank or line
+ * and -._~/=+,@ percent-encoded (so it holds no quote, bracket, colon, blank or line
  * break for HTML or Markdown to act on). A target that is not a relative
  * path (absolute, empty) is no link: false, and the text stands alone. */
 static bool href_ok(const char *ref) { return ref && ref[0] && ref[0] != '/'; }
@@ -235,7 +235,7 @@ static bool href_ok(const char *ref) { return ref && ref[0] && ref[0] != '/'; }
 static void put_href(FILE *f, const char *ref) {
     if (strncmp(ref, "./", 2) != 0) fputs("./", f);
     for (const unsigned char *p = (const unsigned char *)ref; *p; p++)
-        if (isalnum(*p) || strchr("-._~/", *p))
+        if (isalnum(*p) || strchr("-._~/=+,@", *p))
             fputc(*p, f);
         else
             fprintf(f, "%%%02X", *p);
