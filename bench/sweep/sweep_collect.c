@@ -151,7 +151,7 @@ static void first_word(const char *path, char *out, size_t n) {
 static int query(char *const *argv, const char *out) {
     if (unlink(out) != 0 && errno != ENOENT) return -1;
     const char *why;
-    int rc = sweep_launch(argv, out, 20, 0, &why);
+    int rc = sweep_launch(argv, out, 20, 0, NULL, &why);
     return why[0] ? -1 : rc;
 }
 
