@@ -864,9 +864,11 @@ static void prepare_outdir(nsys_args *a) {
     }
     vb_outdir_open_or_die(&a->out, root, rel, "nsys");
     struct stat st;
-    if (fstatat(a->out.fd, VB_RUN_JSON, &st, 0) == 0)
+    if (fstatat(a->out.fd, VB_RUN_JSON, &st, 0) == 0) {
+        vb_outdir_close(&a->out);
         vb_die_input("nsys: --output_dir %s holds a vitbench run (run.json): its ops.csv and timeline.csv would be "
                      "overwritten; give another --output_dir", a->outdir);
+    }
 }
 
 static void write_or_die(const nsys_args *a, const char *name, void (*fn)(FILE *, void *), void *ctx) {

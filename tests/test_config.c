@@ -831,6 +831,26 @@ static void test_benchy_errors(void **state) {
         benchy_fail(text, LIST(want));
     }
     benchy_fail("global:\n  output_filename: 'compare.json'\n", LIST("'compare.json' is a name of the results schema"));
+    /* nesting is capped (VB_YAML_MAX_DEPTH) before the document is built:
+     * libyaml's loader is quadratic in the depth, 100,000 levels ran for
+     * minutes; the root mapping, IO's and 62 lists are 64 levels, one more
+     * is refused */
+    {
+        static char deep[2 * 100000 + 64];
+        for (int levels = 62; levels <= 63; levels++) {
+            int k = snprintf(deep, sizeof deep, "IO:\n  nbatches: ");
+            for (int i = 0; i < levels; i++) deep[k++] = '[';
+            for (int i = 0; i < levels; i++) deep[k++] = ']';
+            deep[k] = '\0';
+            benchy_fail(deep, levels == 62 ? LIST("nbatches: expected a single value, found a list")
+                                           : LIST("nested more than 64 levels deep (line 2)"));
+        }
+        int k = snprintf(deep, sizeof deep, "base: ");
+        for (int i = 0; i < 100000; i++) deep[k++] = '[';
+        for (int i = 0; i < 100000; i++) deep[k++] = ']';
+        deep[k] = '\0';
+        benchy_fail(deep, LIST("nested more than 64 levels deep (line 1)"));
+    }
     tu_expect_exit_all(2, LIST("/nonexistent/benchy.yaml", "cannot open"), child_benchy_load,
                        (void *)"/nonexistent/benchy.yaml");
     /* a bad file named by the environment says so */
