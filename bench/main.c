@@ -124,7 +124,36 @@ static int cmd_run_or_train(int argc, char **argv, vb_run_mode mode) {
     return 0;
 }
 
+/* Every argument reaches a file as text (run.json's and sweep.json's
+ * command line, run and sweep names, index.csv, report pages), all UTF-8:
+ * one that is not is refused up front, shown with its bad bytes as \xNN. */
+static void refuse_non_utf8(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        const long at = vb_utf8_invalid_at(argv[i]);
+        if (at < 0) continue;
+        char shown[256];
+        size_t k = 0;
+        for (const unsigned char *p = (const unsigned char *)argv[i]; *p && k + 5 < sizeof shown;) {
+            int n = vb_utf8_len(p);
+            if (n == 0 || *p < 0x20 || *p == 0x7f) {
+                k += (size_t)snprintf(shown + k, sizeof shown - k, "\\x%02x", *p);
+                p++;
+            } else {
+                if (k + (size_t)n + 1 >= sizeof shown) break;
+                memcpy(shown + k, p, (size_t)n);
+                k += (size_t)n;
+                p += n;
+            }
+        }
+        shown[k] = '\0';
+        vb_die_input("argument %d '%s' is not valid UTF-8 (byte %ld): names and paths are written into run.json, "
+                     "index.csv and the reports as UTF-8 text",
+                     i, shown, at);
+    }
+}
+
 int main(int argc, char **argv) {
+    refuse_non_utf8(argc, argv);
     if (argc < 2) vb_die_input("missing command (run, train, datagen, sweep, report, compare, trace, nsys, commbench, model, help, version; see "
                      "vitbench help)");
     const char *cmd = argv[1];

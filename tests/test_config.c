@@ -504,6 +504,11 @@ static void test_validation_errors(void **state) {
         {"--loss_scale_growth_interval", "0", "loss_scale_growth_interval = 0 must be >= 1"},
         {"--run_name", "a\n<img src=x onerror=alert(1)>", "run_name holds a line break or control character (byte 0x0a)"},
         {"--run_name", "a\rb", "run_name holds a line break or control character (byte 0x0d)"},
+        /* run.json holds every string as UTF-8 */
+        {"--run_name", "\xff\xfe", "the value is not valid UTF-8 (byte 0xff at byte 0)"},
+        {"--output_dir", "out\xc3(", "is not valid UTF-8 (byte 0xc3 at byte 3)"},
+        {"--run_name", "a\xed\xa0\x80", "is not valid UTF-8 (byte 0xed at byte 1)"}, /* a UTF-16 surrogate */
+        {"--output_dir", "", "output_dir is empty"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char origin[128];
