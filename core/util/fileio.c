@@ -184,16 +184,29 @@ void vb_atomic_write_or_die(const char *path, void (*write_fn)(FILE *f, void *ct
     if (vb_atomic_write(path, write_fn, ctx) != 0) vb_die_env("cannot write %s: %s", path, strerror(errno));
 }
 
+bool vb_csv_formula_lead(char c) { return c != '\0' && strchr("=+-@\t\r", c) != NULL; }
+
+/* a finite number as a whole (strtod): what a spreadsheet reads as one */
+static bool plain_number(const char *s) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    return end != s && *end == '\0' && errno == 0 && v == v && v - v == 0;
+}
+
 void vb_csv_field(FILE *f, const char *s) {
     if (!s) s = "";
-    if (!strpbrk(s, ",\"\r\n")) {
-        fputs(s, f);
-        return;
-    }
-    fputc('"', f);
+    /* text a spreadsheet would run as a formula gets a leading apostrophe;
+     * one that starts with an apostrophe already gets another, so that
+     * vb_csv_parse gives back exactly what was written */
+    const bool guard = (vb_csv_formula_lead(s[0]) && !plain_number(s)) ||
+                       (s[0] == '\'' && (vb_csv_formula_lead(s[1]) || s[1] == '\''));
+    const bool quote = strpbrk(s, ",\"\r\n") != NULL;
+    if (quote) fputc('"', f);
+    if (guard) fputc('\'', f);
     for (const char *c = s; *c; c++) {
-        if (*c == '"') fputc('"', f);
+        if (quote && *c == '"') fputc('"', f);
         fputc(*c, f);
     }
-    fputc('"', f);
+    if (quote) fputc('"', f);
 }
