@@ -11,12 +11,12 @@
  *
  * Bad input of any kind exits 2 with one line naming the flag / key / file.
  */
-#include <cblas.h>
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <hdf5.h>
 #include <yaml.h>
 #include <limits.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +26,7 @@
 #include "bench/commbench/commbench.h"
 #include "bench/sweep/sweep.h"
 #include "core/run/train_loop.h"
+#include "core/run/memcheck.h"
 #include "core/run/trainer.h"
 #include "bench/trials.h"
 #include "core/comm/comm.h"
@@ -34,6 +35,7 @@
 #include "core/data/data.h"
 #include "bench/datagen.h"
 #include "kernels/ops.h"
+#include "kernels/cpu/blas.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -93,7 +95,7 @@ static void print_version(void) {
     printf("vitbench %s\n", VB_GIT_COMMIT);
     printf("backends: cpu%s\n", vb_ops_cuda() ? " cuda" : "");
     printf("hdf5 %u.%u.%u\n", maj, min, rel);
-    printf("openblas %s\n", openblas_get_config());
+    printf("openblas %s\n", vb_blas_config());
     printf("mpi %s\n", mpi);
     printf("libyaml %s\n", yaml_get_version_string());
     printf("cjson %s\n", cJSON_Version());
@@ -108,6 +110,10 @@ static int cmd_run_or_train(int argc, char **argv, vb_run_mode mode) {
             return 0;
         }
     }
+    /* before MPI's runtime and OpenBLAS map anything: a limit that leaves
+     * them no room is one line here, not a screen of PMIx errors or a hang */
+    vb_address_space_check(VB_MPI_START_BYTES + (double)vb_blas_address_space(omp_get_max_threads()),
+                           "MPI's runtime and OpenBLAS (its library and a buffer per thread)");
     vb_comm world;
     vb_world_init(&argc, &argv, &world);
     vb_run run;

@@ -4,6 +4,9 @@
 # or handled, as docs/results.md says:
 #   1. an argument that is not UTF-8 (a run name, a path) is refused by every
 #      command before it reaches a file
+#   2. under an address-space limit (ulimit -v) just above what the program
+#      maps to start: report and compare work (they never load OpenBLAS,
+#      whose constructor retried its buffer forever), run stops with one line
 set -u
 
 VB=${1:?usage: test_hostile.sh <path-to-vitbench>}
@@ -31,4 +34,56 @@ refused "argument 3 '\\\\xff\\\\xfe' is not valid UTF-8 (byte 0)" run --run_name
 refused "argument 2 'a\\\\xc3(' is not valid UTF-8 (byte 1)" report $'a\xc3('
 refused "is not valid UTF-8" sweep --resume $'sw\xed\xa0\x80' # a UTF-16 surrogate
 [ -z "$(ls -A)" ] || fail "a refused argument left files behind: $(ls -A)"
+
+# ---- 2. an address-space limit ----
+# the smallest limit under which `vitbench help` starts (the program and its
+# libraries mapped), found by bisection; 128 MiB above it is the limit here
+start=$(python3 - "$VB" <<'EOF'
+import resource, subprocess, sys
+def starts(limit):
+    def lim():
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    try:
+        return subprocess.run([sys.argv[1], "help"], preexec_fn=lim, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, timeout=20).returncode == 0
+    except subprocess.TimeoutExpired:
+        return False
+lo, hi = 16 << 20, 64 << 30
+if not starts(hi):
+    sys.exit("vitbench help does not start under 64 GiB of address space")
+while hi - lo > (8 << 20):
+    mid = (lo + hi) // 2
+    lo, hi = (lo, mid) if starts(mid) else (mid, hi)
+print(hi)
+EOF
+) || fail "cannot find the address space vitbench starts in: $start"
+limit=$((start + (128 << 20)))
+python3 - <<'EOF' || fail "fixture"
+import json, os
+for d in ("asa", "asb"):
+    os.makedirs(d)
+    json.dump({"run_id": d, "status": "completed", "backend": "cpu", "ranks": 1}, open(d + "/run.json", "w"))
+    with open(d + "/trials.csv", "w") as f:
+        f.write("run_id,trial_type,trial_index,warmup,nbatches,global_batch,ranks,rank,seconds,samples_per_s\n")
+        for i in range(6):
+            v = 100.0 + i
+            f.write("%s,FULL,%d,0,4,8,1,0,%r,%r\n" % (d, i, 32 / v, v))
+EOF
+# the analysis commands never load OpenBLAS (the dynamic loader lists every library it opens)
+for cmd in "report asa --no_plots" "compare asa asb --metric FULL"; do
+    # shellcheck disable=SC2086
+    LD_DEBUG=files "$VB" $cmd 2>&1 >/dev/null | grep -q "file=.*libopenblas" && fail "$cmd loads OpenBLAS"
+done
+LD_DEBUG=files "$VB" version 2>&1 >/dev/null | grep -q "file=.*libopenblas" || fail "LD_DEBUG does not show OpenBLAS loaded by version"
+timeout 60 prlimit --as=$limit "$VB" report asa --no_plots >as_report.log 2>&1 ||
+    fail "report under ulimit -v $((limit >> 20)) MiB exited $?: $(tail -3 as_report.log)"
+timeout 60 prlimit --as=$limit "$VB" compare asa asb --metric FULL >as_compare.log 2>&1
+rc=$?
+[ "$rc" = 0 ] || [ "$rc" = 1 ] || fail "compare under ulimit -v $((limit >> 20)) MiB exited $rc: $(tail -3 as_compare.log)"
+out=$(timeout 60 prlimit --as=$limit "$VB" run --config tiny --output_dir asrun 2>&1)
+rc=$?
+[ "$rc" = 1 ] || fail "run under ulimit -v $((limit >> 20)) MiB exited $rc, want 1: $out"
+[ "$(wc -l <<<"$out")" = 1 ] || fail "run under a low ulimit -v printed more than one line: $out"
+grep -q "^vitbench: error: the address-space limit (ulimit -v [0-9]* MiB) leaves [0-9]* MiB of it free, and MPI's runtime and OpenBLAS" <<<"$out" ||
+    fail "run does not say the limit is too low: $out"
 echo "test_hostile: OK"

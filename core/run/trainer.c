@@ -576,6 +576,7 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
     vb_mem_estimate_run(c, &r->bcfg, r->benchy, do_train, &d, &par, r->local_batch,
                         vb_loader_steps_per_epoch(r->train_loader), r->world.size, r->ctx, &r->mem);
     vb_mem_check(&r->mem, r->node_ranks, r->mem_limit, r->mem_limit_source);
+    vb_address_space_check(r->mem.total, "the model, its optimizer, activations and buffers (memory estimate)");
     r->model = vit_create(&d, &par, r->local_batch, r->ctx, r->prof);
     r->model->fused_elementwise = r->cfg.enable_jit;
     /* fp8: all ranks agree on every amax, as on found_inf below (the tp
