@@ -175,9 +175,17 @@ static metric *parse_metrics(const char *list, int *n) {
     char *save = NULL;
     for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         GROW(ms, *n, cap);
-        parse_metric(tok, &ms[(*n)++]);
+        parse_metric(tok, &ms[*n]);
+        /* FULL,FULL (or full,FULL) is one metric: named twice it would be
+         * tested, counted and reported twice */
+        bool again = false;
+        for (int i = 0; i < *n && !again; i++) again = strcmp(ms[i].name, ms[*n].name) == 0;
+        if (!again) (*n)++;
     }
     free(copy);
+    /* op points into its own element, which GROW may have moved */
+    for (int i = 0; i < *n; i++)
+        if (ms[i].kind == M_OP) ms[i].op = ms[i].name + 3;
     if (*n == 0) vb_die_input("compare: --metric: empty list");
     return ms;
 }
@@ -347,7 +355,9 @@ static void load_sweep(side *sd) {
     for (int r = 0; r < t.nrows; r++) {
         if (strcmp(vb_csv_get(&t, r, cst), "completed") != 0) continue;
         const char *dir = vb_csv_get(&t, r, cdir);
-        if (!*dir) vb_die_input("compare: %s: record %d: empty run_dir", path, r + 2);
+        char run[VB_PATH_MAX], why[VB_PATH_MAX + 128];
+        if (vb_sweep_run_path(run, sizeof run, sd->path, dir, why, sizeof why) != 0)
+            vb_die_input("compare: %s: record %d: %s", path, r + 2, why);
         int n = 0;
         for (int c = 0; c < t.ncols; c++)
             if (vb_index_column_is_swept(t.header[c])) pairs[n++] = (kv){t.header[c], vb_csv_get(&t, r, c)};
@@ -365,8 +375,6 @@ static void load_sweep(side *sd) {
             *p = (point){key, label[0] ? label : xstrdup("-"), NULL, 0, 0};
             if (!label[0]) free(label);
         }
-        char run[VB_PATH_MAX];
-        vb_dir_file(run, sizeof run, sd->path, dir);
         if (!vb_dir_exists(run)) vb_die_input("compare: %s: record %d: run directory %s does not exist", path, r + 2, run);
         point_add_run(p, run);
     }
