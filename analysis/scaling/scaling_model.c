@@ -418,11 +418,9 @@ static int load_sweep(const char *dir, const vb_mref *ref, const char *type, poi
     for (int i = 0; i < idx.nrows; i++) {
         if (strcmp(vb_csv_get(&idx, i, cs), "completed") != 0) continue;
         const char *rd = vb_csv_get(&idx, i, cd);
-        char rdir[VB_PATH_MAX], jpath[VB_PATH_MAX];
-        if (rd[0] == '/')
-            vb_snprintf(rdir, sizeof rdir, "%s", rd);
-        else
-            vb_snprintf(rdir, sizeof rdir, "%s/%s", dir, rd);
+        char rdir[VB_PATH_MAX], jpath[VB_PATH_MAX], why[VB_PATH_MAX + 128];
+        if (vb_sweep_run_path(rdir, sizeof rdir, dir, rd, why, sizeof why) != 0)
+            vb_die_input("model: %s: record %d: %s", path, i + 2, why);
         vb_snprintf(jpath, sizeof jpath, "%s/" VB_RUN_JSON, rdir);
         cJSON *j = read_json(jpath, "--sweep");
         vb_mdims d = dims_of(j, jpath);
