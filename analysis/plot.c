@@ -162,11 +162,14 @@ static void write_dat(FILE *f, void *ctx) {
             dat_num(f, s->hi ? s->hi[k] : NAN);
             fputc(' ', f);
             /* a data-file string (read as data, never run): quotes inside
-             * would end it, so they become ', and a line break would end
-             * the record */
+             * would end it, so they become ', a line break would end the
+             * record, and gnuplot reads \\ as one backslash (a lone one
+             * before the closing quote was dropped) */
             fputc('"', f);
-            for (const char *c = s->labels[k]; *c; c++)
+            for (const char *c = s->labels[k]; *c; c++) {
+                if (*c == '\\') fputc('\\', f);
                 fputc(*c == '"' ? '\'' : *c == '\n' || *c == '\r' ? ' ' : *c, f);
+            }
             fprintf(f, "\" %u\n", s->rgb[k] == VB_PLOT_SERIES_COLOR ? series_color(s) : s->rgb[k]);
         }
     }

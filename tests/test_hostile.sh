@@ -4,7 +4,10 @@
 # or handled, as docs/results.md says:
 #   1. an argument that is not UTF-8 (a run name, a path) is refused by every
 #      command before it reaches a file
-#   2. under an address-space limit (ulimit -v) just above what the program
+#   2. compare --metric FULL,full,FULL tests FULL once
+#   3. an index.csv whose run_dir leaves the sweep (../.., an absolute path) is
+#      refused by report, compare and model
+#   9. under an address-space limit (ulimit -v) just above what the program
 #      maps to start: report and compare work (they never load OpenBLAS,
 #      whose constructor retried its buffer forever), run stops with one line
 set -u
@@ -35,7 +38,38 @@ refused "argument 2 'a\\\\xc3(' is not valid UTF-8 (byte 1)" report $'a\xc3('
 refused "is not valid UTF-8" sweep --resume $'sw\xed\xa0\x80' # a UTF-16 surrogate
 [ -z "$(ls -A)" ] || fail "a refused argument left files behind: $(ls -A)"
 
-# ---- 2. an address-space limit (the last section) ----
+# two runs of six timed FULL trials
+python3 - <<'EOF' || fail "fixture"
+import json, os
+for d in ("ra", "rb"):
+    os.makedirs(d)
+    json.dump({"run_id": d, "status": "completed", "backend": "cpu", "ranks": 1}, open(d + "/run.json", "w"))
+    with open(d + "/trials.csv", "w") as f:
+        f.write("run_id,trial_type,trial_index,warmup,nbatches,global_batch,ranks,rank,seconds,samples_per_s\n")
+        for i in range(6):
+            v = 100.0 + i
+            f.write("%s,FULL,%d,0,4,8,1,0,%r,%r\n" % (d, i, 32 / v, v))
+EOF
+
+# ---- 2. one metric named twice is one metric ----
+"$VB" compare ra rb --metric FULL,full,FULL --output cmp.json >cmp.out 2>&1 || fail "compare: $(cat cmp.out)"
+python3 -c "import json,sys; r=json.load(open('cmp.json'))['results']; sys.exit(0 if len(r) == 1 else 'results: %d' % len(r))" ||
+    fail "FULL named three times is not one result: $(cat cmp.json)"
+grep -q "(1 unchanged" cmp.out || fail "compare's verdict counts FULL more than once: $(tail -2 cmp.out)"
+
+# ---- 3. index.csv's run_dir inside the sweep only ----
+mkdir -p sw/runs other
+cp -r ra sw/runs/000_a
+cp -r rb other/run1
+for rd in ../other/run1 "$TMP/other/run1" runs/../../other/run1; do
+    printf 'run_index,run_dir,status,exit_code,repeat,ranks,threads_per_rank,full_samples_per_s\n0,%s,completed,0,0,1,1,100\n1,runs/000_a,completed,0,1,1,1,100\n' "$rd" >sw/index.csv
+    refused "index.csv: record 2: run_dir '$rd' .*: a sweep's runs are inside it" report sw --no_plots
+    refused "index.csv: record 2: run_dir '$rd' .*: a sweep's runs are inside it" compare sw sw --metric FULL
+    refused "index.csv: record 2: run_dir '$rd' .*: a sweep's runs are inside it" \
+        model --commbench "$SRC/tests/fixtures/model/commbench.csv" --run "$SRC/tests/fixtures/model/run1" --sweep sw
+done
+
+# ---- 9. an address-space limit (the last section) ----
 # not under AddressSanitizer: its shadow memory alone is terabytes of address space
 if grep -q __asan_init "$VB"; then
     echo "test_hostile: OK (address-space limit skipped: $VB is built with AddressSanitizer)"
