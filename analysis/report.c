@@ -111,9 +111,19 @@ void rp_single_report(rp_doc *d, const char *path, const rp_opts *o) {
     rp_run r;
     memset(&r, 0, sizeof r);
     rp_run_load(&r, path, d);
-    rp_para(d, "Run directory %s (status %s).", path, r.status);
+    /* vitbench nsys's output: a profile (ops, timeline, breakdown) with no
+     * run.json and no benchy trials, reported as such */
+    char trials[VB_PATH_MAX];
+    vb_dir_file(trials, sizeof trials, path, VB_TRIALS_CSV);
+    const bool imported = !r.has_json && !vb_file_exists(trials);
+    if (imported)
+        rp_para(d, "Directory %s: an imported profile (vitbench nsys: ops.csv, timeline.csv, breakdown.csv), with no "
+                   "run.json and no benchy trials; its profile follows.",
+                path);
+    else
+        rp_para(d, "Run directory %s (status %s).", path, r.status);
     rp_caption(d, &r, r.oversubscribed);
-    if (strcmp(r.status, "completed") != 0)
+    if (!imported && strcmp(r.status, "completed") != 0)
         rp_warning(d, "the run's status is %s, not completed: its trials may be partial", r.status);
     rp_run *const one[1] = {&r};
     rp_run_warnings(d, one, 1);
@@ -128,7 +138,7 @@ void rp_single_report(rp_doc *d, const char *path, const rp_opts *o) {
     rp_table *main_table = run_throughput(d, &r, o);
     if (rp_table_rows(main_table) > 0)
         rp_table_print(main_table, stdout);
-    else
+    else if (!imported)
         rp_para(d, "No timed trials in trials.csv.");
     rp_heading(d, 1, "Provenance and profile");
     rp_run_sections(d, &r, o->out_dir, "", false, 2);
@@ -141,7 +151,8 @@ int vb_report_main(int argc, char **argv) {
     const vb_dir_kind kind = vb_dir_kind_of(a.path);
     const bool sweep = kind == VB_DIR_SWEEP;
     if (kind == VB_DIR_NEITHER)
-        vb_die_input("report: %s: neither a run directory (run.json, trials.csv) nor a sweep directory (index.csv)",
+        vb_die_input("report: %s: neither a run directory (run.json, trials.csv; ops.csv of an nsys import) nor a "
+                     "sweep directory (index.csv)",
                      a.path);
     rp_opts o = {.plots = !a.no_plots};
     /* the tree is --output_dir, else the run or sweep directory with the

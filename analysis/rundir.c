@@ -34,6 +34,8 @@ static bool has(const char *dir, const char *name) {
 vb_dir_kind vb_dir_kind_of(const char *path) {
     if (has(path, VB_INDEX_CSV)) return VB_DIR_SWEEP;
     if (has(path, VB_RUN_JSON) || has(path, VB_TRIALS_CSV) || has(path, VB_SUMMARY_CSV)) return VB_DIR_RUN;
+    /* an imported profile (vitbench nsys): a run's ops and timeline, no trials */
+    if (has(path, VB_OPS_CSV) || has(path, VB_TIMELINE_CSV)) return VB_DIR_RUN;
     return VB_DIR_NEITHER;
 }
 

@@ -16,7 +16,8 @@
 typedef enum { VB_DIR_NEITHER = 0, VB_DIR_RUN, VB_DIR_SWEEP } vb_dir_kind;
 
 /* A sweep directory (it has index.csv), a run directory (run.json,
- * trials.csv or summary.csv) or neither. */
+ * trials.csv or summary.csv, or an imported profile's ops.csv or
+ * timeline.csv: vitbench nsys writes those) or neither. */
 vb_dir_kind vb_dir_kind_of(const char *path);
 
 /* dir/name into path (n bytes); exits 2 when it does not fit */

@@ -7,6 +7,11 @@
 #   2. compare --metric FULL,full,FULL tests FULL once
 #   3. an index.csv whose run_dir leaves the sweep (../.., an absolute path) is
 #      refused by report, compare and model
+#   4. report on an nsys import directory (ops.csv, timeline.csv, no run.json)
+#      works, as trace does
+#   5. a kernel name a spreadsheet would run (=cmd|'/C calc'!A0) is written into
+#      ops.csv, timeline.csv and the report's CSVs as text (a leading '), and
+#      compare's op: metric still finds it by its name
 #   9. under an address-space limit (ulimit -v) just above what the program
 #      maps to start: report and compare work (they never load OpenBLAS,
 #      whose constructor retried its buffer forever), run stops with one line
@@ -68,6 +73,36 @@ for rd in ../other/run1 "$TMP/other/run1" runs/../../other/run1; do
     refused "index.csv: record 2: run_dir '$rd' .*: a sweep's runs are inside it" \
         model --commbench "$SRC/tests/fixtures/model/commbench.csv" --run "$SRC/tests/fixtures/model/run1" --sweep sw
 done
+
+# ---- 4. report on an nsys import ----
+sed "s/\"void gemm_kernel<float, 128>(float const\\*, float\\*)\"/=cmd|'\\/C calc'!A0/" \
+    "$SRC/tests/fixtures/nsys/cuda_gpu_trace_new_us.csv" >gputrace.csv
+grep -q "=cmd|'/C calc'!A0" gputrace.csv || fail "fixture: no kernel renamed: $(head -3 gputrace.csv)"
+"$VB" nsys gputrace.csv >nsys.out 2>&1 || fail "nsys import: $(cat nsys.out)"
+"$VB" report gputrace_vitbench --no_plots >rep.out 2>&1 || fail "report on an nsys import exited $?: $(cat rep.out)"
+grep -q "an imported profile" gputrace_vitbench/report/report.md || fail "the report does not say what it reports on"
+[ -s gputrace_vitbench/report/breakdown.csv ] && [ -s gputrace_vitbench/report/top_ops.csv ] ||
+    fail "the report of an nsys import has no profile tables: $(ls gputrace_vitbench/report)"
+
+# ---- 5. formulas stay text in every CSV ----
+for f in gputrace_vitbench/ops.csv gputrace_vitbench/timeline.csv gputrace_vitbench/report/top_ops.csv; do
+    grep -q "=cmd|" "$f" || fail "$f lost the kernel"
+    python3 - "$f" <<'EOF' || fail "$f holds a cell a spreadsheet would run: $(grep "=cmd" "$f")"
+import csv, sys
+for row in csv.reader(open(sys.argv[1], newline="")):
+    for cell in row:
+        if cell[:1] in ("=", "+", "@") or (cell[:1] == "-" and not cell[1:2].isdigit() and cell != "-"):
+            sys.exit("cell %r" % cell)
+EOF
+done
+# compare reads an op back by its name (rank 0's rows of a run's ops.csv)
+mkdir -p opa && sed 's/^1,nsys,/0,,/' gputrace_vitbench/ops.csv >opa/ops.csv && cp -r opa opb
+for d in opa opb; do echo "{\"run_id\": \"$d\", \"status\": \"completed\"}" >$d/run.json; done
+"$VB" compare opa opb --metric "op:=cmd|'/C calc'!A0" --output opcmp.json >opcmp.out 2>&1
+rc=$?
+[ "$rc" = 0 ] || [ "$rc" = 1 ] || fail "compare by the kernel's name exited $rc: $(cat opcmp.out)"
+python3 -c "import json,sys; r=json.load(open('opcmp.json'))['results'][0]; sys.exit(0 if r['base']['n'] == 1 else r)" ||
+    fail "compare did not find the op by its name: $(cat opcmp.out)"
 
 # ---- 9. an address-space limit (the last section) ----
 # not under AddressSanitizer: its shadow memory alone is terabytes of address space
