@@ -12,6 +12,8 @@
 #   5. a kernel name a spreadsheet would run (=cmd|'/C calc'!A0) is written into
 #      ops.csv, timeline.csv and the report's CSVs as text (a leading '), and
 #      compare's op: metric still finds it by its name
+#   6. a run named javascript:alert(1), reported into its parent: every link
+#      in report.html and report.md is a relative path starting with ./
 #   9. under an address-space limit (ulimit -v) just above what the program
 #      maps to start: report and compare work (they never load OpenBLAS,
 #      whose constructor retried its buffer forever), run stops with one line
@@ -103,6 +105,16 @@ rc=$?
 [ "$rc" = 0 ] || [ "$rc" = 1 ] || fail "compare by the kernel's name exited $rc: $(cat opcmp.out)"
 python3 -c "import json,sys; r=json.load(open('opcmp.json'))['results'][0]; sys.exit(0 if r['base']['n'] == 1 else r)" ||
     fail "compare did not find the op by its name: $(cat opcmp.out)"
+
+# ---- 6. links are relative paths starting with ./ ----
+mkdir par && cp -r ra "par/javascript:alert(1)" && echo '{}' >"par/javascript:alert(1)/trace.json"
+"$VB" report "par/javascript:alert(1)" --output_dir par --no_plots >js.out 2>&1 || fail "report of javascript:alert(1): $(cat js.out)"
+grep -q 'href="./javascript%3Aalert%281%29/trace.json"' par/report.html ||
+    fail "the trace link is not ./javascript%3A...: $(grep -o 'href="[^"]*"' par/report.html | sort -u)"
+bad=$(grep -o 'href="[^"]*"' par/report.html | grep -v -e '^href="\./' -e '^href="#')
+[ -z "$bad" ] || fail "links in report.html that are not ./ paths: $bad"
+bad=$(grep -o '](<[^>]*>)' par/report.md | grep -v '^](<\./')
+[ -z "$bad" ] || fail "links in report.md that are not ./ paths: $bad"
 
 # ---- 9. an address-space limit (the last section) ----
 # not under AddressSanitizer: its shadow memory alone is terabytes of address space
