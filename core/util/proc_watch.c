@@ -73,12 +73,6 @@ static bool alive(const token *t) {
     return now != 0 && now == t->start; /* another process under the same pid is not it */
 }
 
-bool vb_proc_token_alive(const char *s) {
-    token t;
-    if (!parse_token(s, &t)) return false;
-    return !same_host(&t) || alive(&t);
-}
-
 typedef struct {
     token t;
     char text[320];

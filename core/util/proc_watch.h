@@ -25,10 +25,6 @@ unsigned long long vb_proc_start_time(pid_t pid);
 /* "<pid>:<start time>:<host>" of this process into buf (n bytes). */
 void vb_proc_token(char *buf, size_t n);
 
-/* True while the process a token names exists on this host (any other
- * host: true, it cannot be checked from here). A malformed token: false. */
-bool vb_proc_token_alive(const char *token);
-
 /* Watches the process named by the environment variable `env` (a token)
  * when it is set and names this host: calls gone() once, from a watch
  * thread, when that process no longer exists. Returns true when watching. */
