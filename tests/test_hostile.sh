@@ -144,26 +144,15 @@ print(hi)
 EOF
 ) || fail "cannot find the address space vitbench starts in: $start"
 limit=$((start + (128 << 20)))
-python3 - <<'EOF' || fail "fixture"
-import json, os
-for d in ("asa", "asb"):
-    os.makedirs(d)
-    json.dump({"run_id": d, "status": "completed", "backend": "cpu", "ranks": 1}, open(d + "/run.json", "w"))
-    with open(d + "/trials.csv", "w") as f:
-        f.write("run_id,trial_type,trial_index,warmup,nbatches,global_batch,ranks,rank,seconds,samples_per_s\n")
-        for i in range(6):
-            v = 100.0 + i
-            f.write("%s,FULL,%d,0,4,8,1,0,%r,%r\n" % (d, i, 32 / v, v))
-EOF
 # the analysis commands never load OpenBLAS (the dynamic loader lists every library it opens)
-for cmd in "report asa --no_plots" "compare asa asb --metric FULL"; do
+for cmd in "report ra --no_plots" "compare ra rb --metric FULL"; do
     # shellcheck disable=SC2086
     LD_DEBUG=files "$VB" $cmd 2>&1 >/dev/null | grep -q "file=.*libopenblas" && fail "$cmd loads OpenBLAS"
 done
 LD_DEBUG=files "$VB" version 2>&1 >/dev/null | grep -q "file=.*libopenblas" || fail "LD_DEBUG does not show OpenBLAS loaded by version"
-timeout 60 prlimit --as=$limit "$VB" report asa --no_plots >as_report.log 2>&1 ||
+timeout 60 prlimit --as=$limit "$VB" report ra --no_plots >as_report.log 2>&1 ||
     fail "report under ulimit -v $((limit >> 20)) MiB exited $?: $(tail -3 as_report.log)"
-timeout 60 prlimit --as=$limit "$VB" compare asa asb --metric FULL >as_compare.log 2>&1
+timeout 60 prlimit --as=$limit "$VB" compare ra rb --metric FULL >as_compare.log 2>&1
 rc=$?
 [ "$rc" = 0 ] || [ "$rc" = 1 ] || fail "compare under ulimit -v $((limit >> 20)) MiB exited $rc: $(tail -3 as_compare.log)"
 out=$(timeout 60 prlimit --as=$limit "$VB" run --config tiny --output_dir asrun 2>&1)

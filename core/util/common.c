@@ -184,9 +184,10 @@ bool vb_dir_exists(const char *path) {
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-static const char *type_name(mode_t m) {
+const char *vb_file_type_name(mode_t m) {
     if (S_ISREG(m)) return "a regular file";
     if (S_ISDIR(m)) return "a directory";
+    if (S_ISLNK(m)) return "a symbolic link";
     if (S_ISFIFO(m)) return "a FIFO (named pipe)";
     if (S_ISCHR(m)) return "a character device";
     if (S_ISBLK(m)) return "a block device";
@@ -223,7 +224,7 @@ static const char *path_problem(const char *path, bool want_dir, char *buf, size
     }
     bool link = lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode);
     if (want_dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode)) {
-        snprintf(buf, n, "%s%s, not %s", link ? "a symlink to " : "", type_name(st.st_mode), want);
+        snprintf(buf, n, "%s%s, not %s", link ? "a symlink to " : "", vb_file_type_name(st.st_mode), want);
         return buf;
     }
     if (want_dir) return NULL;
@@ -238,7 +239,7 @@ static const char *path_problem(const char *path, bool want_dir, char *buf, size
     bool replaced = fstat(fd, &opened) == 0 && !S_ISREG(opened.st_mode);
     close(fd);
     if (replaced) {
-        snprintf(buf, n, "%s, not a regular file (it was replaced while being checked)", type_name(opened.st_mode));
+        snprintf(buf, n, "%s, not a regular file (it was replaced while being checked)", vb_file_type_name(opened.st_mode));
         return buf;
     }
     return NULL;

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdbool.h>
+#include <sys/types.h>
 
 #define VB_EXIT_INPUT 2
 #define VB_EXIT_INTERNAL 1
@@ -125,6 +126,9 @@ const char *vb_file_problem(const char *path, char *buf, size_t n);
 /* The same for a directory: NULL when path is one (or a symlink to one),
  * else "no such directory", "a regular file, not a directory", ... */
 const char *vb_dir_problem(const char *path, char *buf, size_t n);
+/* What a file of mode m is, as a phrase: "a regular file", "a directory",
+ * "a symbolic link" (from lstat), "a FIFO (named pipe)" ... */
+const char *vb_file_type_name(mode_t m);
 /* mkdir -p; returns 0 on success, -1 with errno set. */
 int vb_mkdir_p(const char *path);
 

@@ -10,14 +10,11 @@
 
 #include "core/util/fileio.h"
 
-static const char *kind_of(mode_t m) {
-    if (S_ISREG(m)) return "a regular file";
-    if (S_ISLNK(m)) return "a symbolic link";
-    if (S_ISFIFO(m)) return "a FIFO";
-    if (S_ISSOCK(m)) return "a socket";
-    if (S_ISCHR(m)) return "a character device";
-    if (S_ISBLK(m)) return "a block device";
-    return "not a directory";
+/* one line "path: what (the OS's reason)", errno kept */
+static int os_error(char *why, size_t n, const char *path, const char *what, int err) {
+    vb_errf(why, n, "%s: %s%s%s", path, what, what[0] ? " " : "", strerror(err));
+    errno = err;
+    return VB_OUTDIR_OS_ERROR;
 }
 
 /* Why `name` in dirfd could not be opened as a real directory: what it is
@@ -36,13 +33,11 @@ static int refuse(int dirfd, const char *name, const char *shown, const char *ro
                     shown, target[0] ? target : "?", root);
         } else {
             vb_errf(why, n, "%s is %s, not a directory: vitbench writes only into real directories below %s", shown,
-                    kind_of(st.st_mode), root);
+                    vb_file_type_name(st.st_mode), root);
         }
         return VB_OUTDIR_NOT_A_DIR;
     }
-    vb_errf(why, n, "%s: %s", shown, strerror(err));
-    errno = err;
-    return VB_OUTDIR_OS_ERROR;
+    return os_error(why, n, shown, "", err);
 }
 
 /* Walks rel below the open directory fd (consumed: closed or returned),
@@ -76,10 +71,8 @@ static int walk(int fd, const char *rel, char *shown, size_t shown_n, const char
         if (next < 0 && errno == ENOENT) {
             if (mkdirat(fd, comp, 0775) != 0 && errno != EEXIST) {
                 int err = errno;
-                vb_errf(why, n, "%s: cannot create directory (%s)", shown, strerror(err));
                 close(fd);
-                errno = err;
-                return VB_OUTDIR_OS_ERROR;
+                return os_error(why, n, shown, "cannot create directory:", err);
             }
             next = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         }
@@ -96,6 +89,16 @@ static int walk(int fd, const char *rel, char *shown, size_t shown_n, const char
     return fd;
 }
 
+/* d holds the tree's root and the path so far; fd (consumed) is the
+ * directory at that path: rel is walked below it */
+static int open_below(vb_outdir *d, int fd, const char *rel, char *why, size_t n) {
+    if (fd < 0) return os_error(why, n, d->path, "", errno);
+    fd = walk(fd, rel, d->path, sizeof d->path, d->root, why, n);
+    if (fd < 0) return fd;
+    d->fd = fd;
+    return 0;
+}
+
 int vb_outdir_open(vb_outdir *d, const char *root, const char *rel, char *why, size_t n) {
     d->fd = -1;
     vb_snprintf(d->root, sizeof d->root, "%s", root && root[0] ? root : ".");
@@ -108,38 +111,16 @@ int vb_outdir_open(vb_outdir *d, const char *root, const char *rel, char *why, s
             vb_errf(why, n, "%s: %s", d->root, what);
             return VB_OUTDIR_NOT_A_DIR;
         }
-        vb_errf(why, n, "%s: cannot create directory (%s)", d->root, strerror(err));
-        errno = err;
-        return VB_OUTDIR_OS_ERROR;
+        return os_error(why, n, d->root, "cannot create directory:", err);
     }
-    int fd = open(d->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) {
-        int err = errno;
-        vb_errf(why, n, "%s: %s", d->root, strerror(err));
-        errno = err;
-        return VB_OUTDIR_OS_ERROR;
-    }
-    fd = walk(fd, rel, d->path, sizeof d->path, d->root, why, n);
-    if (fd < 0) return fd;
-    d->fd = fd;
-    return 0;
+    return open_below(d, open(d->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rel, why, n);
 }
 
 int vb_outdir_sub(vb_outdir *child, const vb_outdir *parent, const char *rel, char *why, size_t n) {
     child->fd = -1;
     vb_snprintf(child->root, sizeof child->root, "%s", parent->root);
     vb_snprintf(child->path, sizeof child->path, "%s", parent->path);
-    int fd = fcntl(parent->fd, F_DUPFD_CLOEXEC, 0);
-    if (fd < 0) {
-        int err = errno;
-        vb_errf(why, n, "%s: %s", parent->path, strerror(err));
-        errno = err;
-        return VB_OUTDIR_OS_ERROR;
-    }
-    fd = walk(fd, rel, child->path, sizeof child->path, child->root, why, n);
-    if (fd < 0) return fd;
-    child->fd = fd;
-    return 0;
+    return open_below(child, fcntl(parent->fd, F_DUPFD_CLOEXEC, 0), rel, why, n);
 }
 
 int vb_outdir_write(const vb_outdir *d, const char *name, void (*write_fn)(FILE *f, void *ctx), void *ctx,
@@ -147,10 +128,9 @@ int vb_outdir_write(const vb_outdir *d, const char *name, void (*write_fn)(FILE 
     const char *slash = strrchr(name, '/');
     if (!slash) {
         if (vb_atomic_write_at(d->fd, name, write_fn, ctx) == 0) return 0;
-        int err = errno;
-        vb_errf(why, n, "%s/%s: cannot write (%s)", d->path, name, strerror(err));
-        errno = err;
-        return VB_OUTDIR_OS_ERROR;
+        char file[VB_PATH_MAX];
+        snprintf(file, sizeof file, "%s/%s", d->path, name);
+        return os_error(why, n, file, "cannot write:", errno);
     }
     char dir[VB_PATH_MAX];
     vb_snprintf(dir, sizeof dir, "%.*s", (int)(slash - name), name);
