@@ -128,7 +128,7 @@ int vb_outdir_write(const vb_outdir *d, const char *name, void (*write_fn)(FILE 
     const char *slash = strrchr(name, '/');
     if (!slash) {
         if (vb_atomic_write_at(d->fd, name, write_fn, ctx) == 0) return 0;
-        char file[VB_PATH_MAX];
+        char file[2 * VB_PATH_MAX + 2];
         snprintf(file, sizeof file, "%s/%s", d->path, name);
         return os_error(why, n, file, "cannot write:", errno);
     }
