@@ -353,7 +353,7 @@ static void write_breakdown(FILE *f, void *ctx) {
     }
 }
 
-int vb_breakdown_write_csv(const char *path, const vb_breakdown *b, int n) {
+int vb_breakdown_write_csv(const vb_outdir *dir, const vb_breakdown *b, int n, char *why, size_t whyn) {
     bd_rows r = {b, n};
-    return vb_atomic_write(path, write_breakdown, &r);
+    return vb_outdir_write(dir, VB_BREAKDOWN_CSV, write_breakdown, &r, why, whyn);
 }

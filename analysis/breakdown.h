@@ -30,6 +30,8 @@
 
 #include <stddef.h>
 
+#include "core/util/outdir.h"
+
 typedef struct vb_tl_event {
     int rank;
     char lane[24];        /* main, comm, loader<k>; a stream for nsys traces */
@@ -70,11 +72,12 @@ int vb_breakdown_ranks(const vb_timeline *t, vb_breakdown **out);
  * t->nranks to cover e->rank. For timelines built in memory (nsys import). */
 void vb_timeline_add(vb_timeline *t, const vb_tl_event *e);
 
-/* Writes breakdown.csv atomically:
+/* Writes breakdown.csv into dir (outdir.h: by rename, never through a link):
  *   rank,steps,step_s,compute_s,comm_s,comm_hidden_s,comm_exposed_s,memcpy_s,
  *   data_wait_s,idle_s,overlap_pct
- * overlap_pct is empty when NaN (no communication). Returns 0 on success. */
-int vb_breakdown_write_csv(const char *path, const vb_breakdown *b, int n);
+ * overlap_pct is empty when NaN (no communication). Returns 0, or
+ * vb_outdir_write's code with why (n bytes) filled. */
+int vb_breakdown_write_csv(const vb_outdir *dir, const vb_breakdown *b, int n, char *why, size_t whyn);
 
 /* ---- interval arithmetic the breakdown is made of ---- */
 

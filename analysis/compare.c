@@ -47,6 +47,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <libgen.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,10 +56,12 @@
 
 #include "analysis/csv.h"
 #include "analysis/rundir.h"
+#include "analysis/trials_csv.h"
 #include "analysis/markdown.h"
 #include "analysis/verdict.h"
 #include "core/config/cli.h"
 #include "core/util/common.h"
+#include "core/util/outdir.h"
 #include "core/results/results.h"
 #include "core/util/stats.h"
 
@@ -172,9 +175,17 @@ static metric *parse_metrics(const char *list, int *n) {
     char *save = NULL;
     for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         GROW(ms, *n, cap);
-        parse_metric(tok, &ms[(*n)++]);
+        parse_metric(tok, &ms[*n]);
+        /* FULL,FULL (or full,FULL) is one metric: named twice it would be
+         * tested, counted and reported twice */
+        bool again = false;
+        for (int i = 0; i < *n && !again; i++) again = strcmp(ms[i].name, ms[*n].name) == 0;
+        if (!again) (*n)++;
     }
     free(copy);
+    /* op points into its own element, which GROW may have moved */
+    for (int i = 0; i < *n; i++)
+        if (ms[i].kind == M_OP) ms[i].op = ms[i].name + 3;
     if (*n == 0) vb_die_input("compare: --metric: empty list");
     return ms;
 }
@@ -192,47 +203,19 @@ static void add_sample(samples *s, double v) {
     s->v[s->n++] = v;
 }
 
-static const char *trial_type_of(metric_kind k) {
-    return k == M_IO ? "IO" : k == M_SYNTHETIC ? "SYNTHETIC" : "FULL";
-}
-
-/* One trial's row twice doubles n and halves p: refused, as is a sample
- * that disagrees with the row's own batches, batch size and seconds (an edited
- * or mixed-up file; vitbench writes both from one measurement, to 9 digits). */
-static void check_trial_row(const vb_csv *t, const char *path, int row, int ct, int ci, int cw, int cr, int cv) {
-    for (int j = 0; j < row; j++)
-        if (strcmp(vb_csv_get(t, j, ct), vb_csv_get(t, row, ct)) == 0 &&
-            need_num(t, path, j, ci) == need_num(t, path, row, ci) &&
-            need_num(t, path, j, cw) == need_num(t, path, row, cw) &&
-            (cr < 0 || need_num(t, path, j, cr) == need_num(t, path, row, cr)))
-            vb_die_input("compare: %s: record %d repeats record %d (trial_type %s, trial_index %s, rank %s)", path,
-                         row + 2, j + 2, vb_csv_get(t, row, ct), vb_csv_get(t, row, ci),
-                         cr < 0 ? "0" : vb_csv_get(t, row, cr));
-    int cb = vb_csv_col(t, "nbatches"), cg = vb_csv_col(t, "global_batch"), cs = vb_csv_col(t, "seconds");
-    if (cb < 0 || cg < 0 || cs < 0) return;
-    const double secs = need_num(t, path, row, cs), v = need_num(t, path, row, cv);
-    const double want = need_num(t, path, row, cb) * need_num(t, path, row, cg) / secs;
-    if (!(secs > 0) || !(fabs(v - want) <= 1e-6 * fabs(want)))
-        vb_die_input("compare: %s: record %d: samples_per_s %s is not nbatches x global_batch / seconds = %.9g", path,
-                     row + 2, vb_csv_get(t, row, cv), want);
-}
-
-/* samples_per_s of the timed rank-0 trials of one type (trials.csv) */
+/* samples_per_s of the timed rank-0 trials of one type, through the one
+ * trials.csv reader and its checks (trials_csv.h: a cut record, a swapped
+ * header, a repeated trial, rows of another run, numbers that disagree) */
 static void throughput_samples(const char *run, metric_kind k, samples *s) {
-    char path[VB_PATH_MAX];
-    vb_dir_file(path, sizeof path, run, VB_TRIALS_CSV);
-    vb_csv t;
-    read_csv_or_die(path, &t);
-    int ct = need_col(&t, path, "trial_type"), cw = need_col(&t, path, "warmup");
-    int cv = need_col(&t, path, "samples_per_s"), cr = vb_csv_col(&t, "rank");
-    int ci = need_col(&t, path, "trial_index");
-    for (int i = 0; i < t.nrows; i++) {
-        if (strcmp(vb_csv_get(&t, i, ct), trial_type_of(k)) != 0) continue;
-        if (need_num(&t, path, i, cw) != 0 || !rank0(&t, path, i, cr)) continue;
-        check_trial_row(&t, path, i, ct, ci, cw, cr, cv);
-        add_sample(s, need_num(&t, path, i, cv));
+    vb_trials t;
+    char why[VB_PATH_MAX + 512];
+    if (vb_trials_read(run, &t, why, sizeof why) != 0) {
+        vb_trials_free(&t);
+        vb_die_input("compare: %s", why);
     }
-    vb_csv_free(&t);
+    const int type = k == M_IO ? VB_TRIAL_IO : k == M_SYNTHETIC ? VB_TRIAL_SYNTHETIC : VB_TRIAL_FULL;
+    for (int i = 0; i < t.n[type]; i++) add_sample(s, t.rate[type][i]);
+    vb_trials_free(&t);
 }
 
 /* The mean FULL step time of each timed trial on rank 0 (iterations.csv):
@@ -372,7 +355,9 @@ static void load_sweep(side *sd) {
     for (int r = 0; r < t.nrows; r++) {
         if (strcmp(vb_csv_get(&t, r, cst), "completed") != 0) continue;
         const char *dir = vb_csv_get(&t, r, cdir);
-        if (!*dir) vb_die_input("compare: %s: record %d: empty run_dir", path, r + 2);
+        char run[VB_PATH_MAX], why[VB_PATH_MAX + 128];
+        if (vb_sweep_run_path(run, sizeof run, sd->path, dir, why, sizeof why) != 0)
+            vb_die_input("compare: %s: record %d: %s", path, r + 2, why);
         int n = 0;
         for (int c = 0; c < t.ncols; c++)
             if (vb_index_column_is_swept(t.header[c])) pairs[n++] = (kv){t.header[c], vb_csv_get(&t, r, c)};
@@ -390,8 +375,6 @@ static void load_sweep(side *sd) {
             *p = (point){key, label[0] ? label : xstrdup("-"), NULL, 0, 0};
             if (!label[0]) free(label);
         }
-        char run[VB_PATH_MAX];
-        vb_dir_file(run, sizeof run, sd->path, dir);
         if (!vb_dir_exists(run)) vb_die_input("compare: %s: record %d: run directory %s does not exist", path, r + 2, run);
         point_add_run(p, run);
     }
@@ -998,6 +981,16 @@ static cJSON *result_json(const result *r) {
 
 static void write_text(FILE *f, void *ctx) { fputs((const char *)ctx, f); }
 
+/* body into dir/name by outdir.h's rule (a real directory, by rename); 0,
+ * or -1 with why filled */
+static int write_into(const char *dir, const char *name, const char *body, char *why, size_t n) {
+    vb_outdir out;
+    if (vb_outdir_open(&out, dir, "", why, n) != 0) return -1;
+    int rc = vb_outdir_write(&out, name, write_text, (void *)body, why, n);
+    vb_outdir_close(&out);
+    return rc == 0 ? 0 : -1;
+}
+
 /* --output, else NEW's directory, else the working directory */
 static void write_json(cJSON *root, const char *output, const char *new_dir) {
     char *text = cJSON_Print(root);
@@ -1007,17 +1000,23 @@ static void write_json(cJSON *root, const char *output, const char *new_dir) {
     memcpy(body, text, len);
     body[len] = '\n';
     cJSON_free(text);
-    char path[VB_PATH_MAX];
+    char path[VB_PATH_MAX], why[3 * VB_PATH_MAX];
     if (output) {
-        if (vb_atomic_write(output, write_text, body) != 0)
-            vb_die_input("compare: --output %s: cannot write (%s)", output, strerror(errno));
+        char dir[VB_PATH_MAX], name[VB_PATH_MAX], copy[VB_PATH_MAX];
+        vb_snprintf(copy, sizeof copy, "%s", output);
+        vb_snprintf(dir, sizeof dir, "%s", dirname(copy));
+        vb_snprintf(copy, sizeof copy, "%s", output);
+        vb_snprintf(name, sizeof name, "%s", basename(copy));
+        if (output[strlen(output) - 1] == '/' || write_into(dir, name, body, why, sizeof why) != 0)
+            vb_die_input("compare: --output %s: cannot write (%s)", output,
+                         output[strlen(output) - 1] == '/' ? "names a directory, not a file" : why);
         vb_snprintf(path, sizeof path, "%s", output);
     } else {
-        vb_dir_file(path, sizeof path, new_dir, "compare.json");
-        if (access(new_dir, W_OK) != 0 || vb_atomic_write(path, write_text, body) != 0) {
-            vb_snprintf(path, sizeof path, "compare.json");
-            if (vb_atomic_write(path, write_text, body) != 0) {
-                vb_warn("compare: could not write compare.json in %s or the working directory", new_dir);
+        vb_dir_file(path, sizeof path, new_dir, VB_COMPARE_JSON);
+        if (access(new_dir, W_OK) != 0 || write_into(new_dir, VB_COMPARE_JSON, body, why, sizeof why) != 0) {
+            vb_snprintf(path, sizeof path, VB_COMPARE_JSON);
+            if (write_into(".", VB_COMPARE_JSON, body, why, sizeof why) != 0) {
+                vb_warn("compare: could not write compare.json in %s or the working directory (%s)", new_dir, why);
                 free(body);
                 return;
             }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/util/common.h"
+#include "core/util/fileio.h"
 
 typedef struct {
     char *s;
@@ -111,7 +112,12 @@ int vb_csv_parse(const char *text, size_t len, vb_csv *t, char *err, size_t errn
                 if (!quoted) sb_putc(&field, text[i]);
                 i++;
             }
-            fv_push(&rec, sb_take(&field));
+            char *value = sb_take(&field);
+            /* the apostrophe vb_csv_field puts before text a spreadsheet would
+             * run as a formula (core/util/fileio.h) is not part of the value */
+            if (value[0] == '\'' && (vb_csv_formula_lead(value[1]) || value[1] == '\''))
+                memmove(value, value + 1, strlen(value));
+            fv_push(&rec, value);
             if (i < len && text[i] == ',') {
                 i++;
                 continue;

@@ -5,7 +5,10 @@
  * order mark before the first field is skipped. The first record is the
  * header; columns are found by name, so readers tolerate extra columns and
  * any column order. A record with fewer fields than the header reads as
- * empty strings for the missing ones; one with more is malformed.
+ * empty strings for the missing ones; one with more is malformed. The
+ * apostrophe vitbench's writer puts before text a spreadsheet would take
+ * for a formula (core/util/fileio.h vb_csv_field) is dropped: a field
+ * "'=x" reads as =x, "''=x" as '=x.
  */
 #ifndef VB_ANALYSIS_CSV_H
 #define VB_ANALYSIS_CSV_H

@@ -52,11 +52,14 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "analysis/analysis.h"
 #include "analysis/breakdown.h"
@@ -774,6 +777,8 @@ typedef struct {
     int nfiles;
     time_window win;
     char outdir[VB_PATH_MAX];
+    bool outdir_given; /* --output_dir: the tree's root; else <FILE>_vitbench below FILE's folder */
+    vb_outdir out;     /* open once prepared */
 } nsys_args;
 
 /* --filter_time: checked and stored as it comes, so the last one wins. */
@@ -830,6 +835,7 @@ static void parse_args(int argc, char **argv, nsys_args *a) {
         if (vb_file_problem(a->files[i], why, sizeof why)) vb_die_input("nsys: %s: %s", a->files[i], why);
     if (outdir) {
         vb_snprintf(a->outdir, sizeof a->outdir, "%s", outdir);
+        a->outdir_given = true;
     } else {
         /* named after the input, so importing another report of the same
          * folder does not overwrite this one's files */
@@ -841,24 +847,32 @@ static void parse_args(int argc, char **argv, nsys_args *a) {
     }
 }
 
-static void out_path(const nsys_args *a, const char *name, char *buf, size_t n) {
-    vb_snprintf(buf, n, "%s/%s", a->outdir, name);
-}
-
-static void prepare_outdir(const nsys_args *a) {
-    char p[VB_PATH_MAX];
-    out_path(a, VB_RUN_JSON, p, sizeof p);
-    if (vb_file_exists(p))
+/* The output directory, opened by outdir.h's rule: --output_dir is the tree,
+ * else the first FILE's folder with <FILE>_vitbench/ below it (created, or a
+ * real directory: never a link). */
+static void prepare_outdir(nsys_args *a) {
+    char root[VB_PATH_MAX], rel[VB_PATH_MAX];
+    if (a->outdir_given) {
+        vb_snprintf(root, sizeof root, "%s", a->outdir);
+        rel[0] = '\0';
+    } else {
+        char copy[VB_PATH_MAX];
+        vb_snprintf(copy, sizeof copy, "%s", a->outdir);
+        vb_snprintf(rel, sizeof rel, "%s", basename(copy));
+        vb_snprintf(copy, sizeof copy, "%s", a->outdir);
+        vb_snprintf(root, sizeof root, "%s", dirname(copy));
+    }
+    vb_outdir_open_or_die(&a->out, root, rel, "nsys");
+    struct stat st;
+    if (fstatat(a->out.fd, VB_RUN_JSON, &st, 0) == 0) {
+        vb_outdir_close(&a->out);
         vb_die_input("nsys: --output_dir %s holds a vitbench run (run.json): its ops.csv and timeline.csv would be "
                      "overwritten; give another --output_dir", a->outdir);
-    if (vb_mkdir_p(a->outdir) != 0)
-        vb_die_input("nsys: --output_dir %s: cannot create directory (%s)", a->outdir, strerror(errno));
+    }
 }
 
 static void write_or_die(const nsys_args *a, const char *name, void (*fn)(FILE *, void *), void *ctx) {
-    char p[VB_PATH_MAX];
-    out_path(a, name, p, sizeof p);
-    if (vb_atomic_write(p, fn, ctx) != 0) vb_die_input("nsys: %s: cannot write (%s)", p, strerror(errno));
+    vb_outdir_write_or_die(&a->out, name, fn, ctx, "nsys");
 }
 
 /* Traces of one device from two files would be merged into one rank with
@@ -920,9 +934,10 @@ int vb_nsys_main(int argc, char **argv) {
         for (int i = 0; i < n; i++)
             if (bd[i].steps > 0) bd[nbd++] = bd[i]; /* devices the trace has */
         vb_timeline_free(&t);
-        char p[VB_PATH_MAX];
-        out_path(&a, VB_BREAKDOWN_CSV, p, sizeof p);
-        if (vb_breakdown_write_csv(p, bd, nbd) != 0) vb_die_input("nsys: %s: cannot write (%s)", p, strerror(errno));
+        char why[3 * VB_PATH_MAX];
+        int rc = vb_breakdown_write_csv(&a.out, bd, nbd, why, sizeof why);
+        if (rc == VB_OUTDIR_NOT_A_DIR) vb_die_input("nsys: %s", why);
+        if (rc != 0) vb_die_env("nsys: %s", why);
     }
 
     printf("vitbench nsys: %d report%s -> %s/ops.csv (%d rows)%s\n", reps.n, reps.n == 1 ? "" : "s", a.outdir, ops.n,
@@ -946,5 +961,6 @@ int vb_nsys_main(int argc, char **argv) {
     }
     free(reps.v);
     free(a.files);
+    vb_outdir_close(&a.out);
     return 0;
 }

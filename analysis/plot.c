@@ -14,6 +14,7 @@
 
 #include "core/util/common.h"
 #include "core/util/fileio.h"
+#include "core/util/outdir.h"
 
 static void *xrealloc(void *p, size_t n) {
     void *q = realloc(p, n);
@@ -161,11 +162,14 @@ static void write_dat(FILE *f, void *ctx) {
             dat_num(f, s->hi ? s->hi[k] : NAN);
             fputc(' ', f);
             /* a data-file string (read as data, never run): quotes inside
-             * would end it, so they become ', and a line break would end
-             * the record */
+             * would end it, so they become ', a line break would end the
+             * record, and gnuplot reads \\ as one backslash (a lone one
+             * before the closing quote was dropped) */
             fputc('"', f);
-            for (const char *c = s->labels[k]; *c; c++)
+            for (const char *c = s->labels[k]; *c; c++) {
+                if (*c == '\\') fputc('\\', f);
                 fputc(*c == '"' ? '\'' : *c == '\n' || *c == '\r' ? ' ' : *c, f);
+            }
             fprintf(f, "\" %u\n", s->rgb[k] == VB_PLOT_SERIES_COLOR ? series_color(s) : s->rgb[k]);
         }
     }
@@ -259,34 +263,31 @@ static void write_gp(FILE *f, void *ctx) {
     }
 }
 
-/* Written to a temporary file and renamed into place: a symbolic link
- * already at the name is replaced, never followed to a file outside the
- * report (a results tree is someone else's data). */
-static int write_file(const char *dir, const char *name, const char *ext, void (*fn)(FILE *, void *),
+/* Written to a temporary file and renamed into place inside the report's
+ * directory (outdir.h): a symbolic link already at the name is replaced,
+ * never followed to a file outside the report (a results tree is someone
+ * else's data). */
+static int write_file(const vb_outdir *dir, const char *name, const char *ext, void (*fn)(FILE *, void *),
                       const vb_plot *p, char *err, size_t errn) {
-    char path[VB_PATH_MAX];
-    snprintf(path, sizeof path, "%s/%s.%s", dir, name, ext);
-    if (vb_atomic_write(path, fn, (void *)p) != 0) {
-        snprintf(err, errn, "%s: %s", path, strerror(errno));
-        return -1;
-    }
-    return 0;
+    char file[160];
+    snprintf(file, sizeof file, "%s.%s", name, ext);
+    return vb_outdir_write(dir, file, fn, (void *)p, err, errn) == 0 ? 0 : -1;
 }
 
 /* the outputs gnuplot opens by name: whatever is there (a planted link
  * included) is removed first, so gnuplot creates plain files */
-static int clear_output(const char *dir, const char *name, char *err, size_t errn) {
-    char path[VB_PATH_MAX];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    if (unlink(path) != 0 && errno != ENOENT) {
-        snprintf(err, errn, "%s: %s", path, strerror(errno));
+static int clear_output(const vb_outdir *dir, const char *name, char *err, size_t errn) {
+    if (vb_outdir_unlink(dir, name) != 0) {
+        snprintf(err, errn, "%s/%s: %s", dir->path, name, strerror(errno));
         return -1;
     }
     return 0;
 }
 
-/* gnuplot's stderr goes to <name>.log so a failing script can be read later. */
-static int run_gnuplot(const char *dir, const char *name, char *err, size_t errn) {
+/* gnuplot's stderr goes to <name>.log so a failing script can be read later.
+ * It runs in the directory held open (fchdir), never in whatever its path
+ * names by then. */
+static int run_gnuplot(const vb_outdir *dir, const char *name, char *err, size_t errn) {
     char script[160], log[160];
     snprintf(script, sizeof script, "%s.gp", name);
     snprintf(log, sizeof log, "%s.gnuplot.log", name);
@@ -302,7 +303,7 @@ static int run_gnuplot(const char *dir, const char *name, char *err, size_t errn
         return -1;
     }
     if (pid == 0) {
-        if (chdir(dir) != 0) _exit(126);
+        if (fchdir(dir->fd) != 0) _exit(126);
         int fd = open(log, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644); /* cleared by the parent */
         int nul = open("/dev/null", O_RDWR);
         if (nul >= 0) {
@@ -321,28 +322,27 @@ static int run_gnuplot(const char *dir, const char *name, char *err, size_t errn
         }
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
         snprintf(err, errn, "gnuplot %s failed (status %d; see %s/%s)", script,
-                 WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), dir, log);
+                 WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), dir->path, log);
         return -1;
     }
-    char path[VB_PATH_MAX];
-    snprintf(path, sizeof path, "%s/%s", dir, log);
     struct stat sb;
-    if (stat(path, &sb) == 0 && sb.st_size == 0) unlink(path); /* keep only logs that say something */
+    if (fstatat(dir->fd, log, &sb, AT_SYMLINK_NOFOLLOW) == 0 && sb.st_size == 0)
+        unlinkat(dir->fd, log, 0); /* keep only logs that say something */
     return 0;
 }
 
-int vb_plot_render(const char *dir, const vb_plot *p, char *err, size_t errn) {
+int vb_plot_render(const vb_outdir *dir, const vb_plot *p, char *err, size_t errn) {
     if (write_file(dir, p->name, "dat", write_dat, p, err, errn) != 0) return -1;
     if (p->below && write_file(dir, p->name, "panel2.dat", write_dat, p->below, err, errn) != 0) return -1;
     if (write_file(dir, p->name, "gp", write_gp, p, err, errn) != 0) return -1;
     if (run_gnuplot(dir, p->name, err, errn) != 0) return -1;
     const char *ext[2] = {"png", "svg"};
     for (int i = 0; i < 2; i++) {
-        char path[VB_PATH_MAX];
-        snprintf(path, sizeof path, "%s/%s.%s", dir, p->name, ext[i]);
+        char file[160];
+        snprintf(file, sizeof file, "%s.%s", p->name, ext[i]);
         struct stat sb;
-        if (stat(path, &sb) != 0 || sb.st_size == 0) {
-            snprintf(err, errn, "gnuplot wrote no %s", path);
+        if (fstatat(dir->fd, file, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(sb.st_mode) || sb.st_size == 0) {
+            snprintf(err, errn, "gnuplot wrote no %s/%s", dir->path, file);
             return -1;
         }
     }

@@ -24,6 +24,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "core/util/outdir.h"
+
 /* a point's colour: 0xRRGGBB, or VB_PLOT_SERIES_COLOR for its series' */
 #define VB_PLOT_SERIES_COLOR 0xffffffffu
 
@@ -68,9 +70,10 @@ void vb_plot_free(vb_plot *p);
 /* true when a `gnuplot` executable is on PATH. */
 bool vb_plot_gnuplot_available(void);
 
-/* Writes the .dat and .gp files and runs gnuplot in dir. Returns 0 when both
- * images were written; -1 with the reason in err otherwise (the .dat/.gp
- * files stay for the user). A panel below is drawn from <name>.panel2.dat. */
-int vb_plot_render(const char *dir, const vb_plot *p, char *err, size_t errn);
+/* Writes the .dat and .gp files into dir (outdir.h: by rename, never
+ * through a link) and runs gnuplot in it. Returns 0 when both images were
+ * written; -1 with the reason in err otherwise (the .dat/.gp files stay for
+ * the user). A panel below is drawn from <name>.panel2.dat. */
+int vb_plot_render(const vb_outdir *dir, const vb_plot *p, char *err, size_t errn);
 
 #endif

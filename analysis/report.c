@@ -65,7 +65,7 @@ void rp_figure(rp_doc *d, const rp_opts *o, const vb_plot *p) {
     for (int i = 0; i < p->ns; i++) any = any || (p->s[i].n > 0 && !p->s[i].ideal);
     if (!o->plots || !any) return;
     char err[VB_PATH_MAX + 256];
-    if (vb_plot_render(o->out_dir, p, err, sizeof err) != 0) {
+    if (vb_plot_render(&o->out, p, err, sizeof err) != 0) {
         rp_problem(d, "figure %s not drawn: %s", p->name, err);
         return;
     }
@@ -111,9 +111,19 @@ void rp_single_report(rp_doc *d, const char *path, const rp_opts *o) {
     rp_run r;
     memset(&r, 0, sizeof r);
     rp_run_load(&r, path, d);
-    rp_para(d, "Run directory %s (status %s).", path, r.status);
+    /* vitbench nsys's output: a profile (ops, timeline, breakdown) with no
+     * run.json and no benchy trials, reported as such */
+    char trials[VB_PATH_MAX];
+    vb_dir_file(trials, sizeof trials, path, VB_TRIALS_CSV);
+    const bool imported = !r.has_json && !vb_file_exists(trials);
+    if (imported)
+        rp_para(d, "Directory %s: an imported profile (vitbench nsys: ops.csv, timeline.csv, breakdown.csv), with no "
+                   "run.json and no benchy trials; its profile follows.",
+                path);
+    else
+        rp_para(d, "Run directory %s (status %s).", path, r.status);
     rp_caption(d, &r, r.oversubscribed);
-    if (strcmp(r.status, "completed") != 0)
+    if (!imported && strcmp(r.status, "completed") != 0)
         rp_warning(d, "the run's status is %s, not completed: its trials may be partial", r.status);
     rp_run *const one[1] = {&r};
     rp_run_warnings(d, one, 1);
@@ -128,7 +138,7 @@ void rp_single_report(rp_doc *d, const char *path, const rp_opts *o) {
     rp_table *main_table = run_throughput(d, &r, o);
     if (rp_table_rows(main_table) > 0)
         rp_table_print(main_table, stdout);
-    else
+    else if (!imported)
         rp_para(d, "No timed trials in trials.csv.");
     rp_heading(d, 1, "Provenance and profile");
     rp_run_sections(d, &r, o->out_dir, "", false, 2);
@@ -141,12 +151,14 @@ int vb_report_main(int argc, char **argv) {
     const vb_dir_kind kind = vb_dir_kind_of(a.path);
     const bool sweep = kind == VB_DIR_SWEEP;
     if (kind == VB_DIR_NEITHER)
-        vb_die_input("report: %s: neither a run directory (run.json, trials.csv) nor a sweep directory (index.csv)",
+        vb_die_input("report: %s: neither a run directory (run.json, trials.csv; ops.csv of an nsys import) nor a "
+                     "sweep directory (index.csv)",
                      a.path);
     rp_opts o = {.plots = !a.no_plots};
-    vb_snprintf(o.out_dir, sizeof o.out_dir, "%s", a.out ? a.out : a.path);
-    if (!a.out) vb_snprintf(o.out_dir, sizeof o.out_dir, "%s/report", a.path);
-    if (vb_mkdir_p(o.out_dir) != 0) vb_die_input("report: cannot create %s: %s", o.out_dir, strerror(errno));
+    /* the tree is --output_dir, else the run or sweep directory with the
+     * report in its report/ (outdir.h: no link followed below the root) */
+    vb_outdir_open_or_die(&o.out, a.out ? a.out : a.path, a.out ? "" : VB_REPORT_DIR, "report");
+    vb_snprintf(o.out_dir, sizeof o.out_dir, "%s", o.out.path);
     if (o.plots && !vb_plot_gnuplot_available()) {
         vb_warn("report: gnuplot not found on PATH: writing tables only (install gnuplot for the figures)");
         o.plots = false;
@@ -160,9 +172,10 @@ int vb_report_main(int argc, char **argv) {
         rp_sweep_report(&d, a.path, &o);
     else
         rp_single_report(&d, a.path, &o);
-    rp_doc_write(&d, o.out_dir, title);
+    rp_doc_write(&d, &o.out, title);
     if (d.nproblems) vb_warn("report: %d data problem(s), listed at the end of report.md", d.nproblems);
     printf("vitbench: report written to %s/report.md and report.html\n", o.out_dir);
     rp_doc_free(&d);
+    vb_outdir_close(&o.out);
     return 0;
 }

@@ -124,8 +124,10 @@ void rp_warning(rp_doc *d, const char *fmt, ...) __attribute__((format(printf, 2
 void rp_doc_free(rp_doc *d);
 
 /* Writes report.md, report.html (figures' SVG inlined from dir) and every
- * table's CSV into dir. Exits 2 naming the file when one cannot be written. */
-void rp_doc_write(const rp_doc *d, const char *dir, const char *title);
+ * table's CSV into dir (outdir.h: by rename, into real directories only).
+ * Exits naming the file when one cannot be written: 2 when the tree holds a
+ * link or a file where a directory goes, 1 when the OS refuses. */
+void rp_doc_write(const rp_doc *d, const vb_outdir *dir, const char *title);
 
 /* ---- one run directory (report_load.c) ---- */
 enum { RP_IO, RP_SYNTHETIC, RP_FULL, RP_NTYPES };
@@ -164,8 +166,6 @@ void rp_run_free(rp_run *r);
 int rp_read_csv(const char *dir, const char *name, vb_csv *t);
 /* warmup cell: "1" / "true" */
 bool rp_is_warmup(const char *s);
-/* "IO" / "SYNTHETIC" / "FULL" -> RP_IO..RP_FULL, else -1 */
-int rp_type_of(const char *s);
 /* Relative path from directory `from` to `to` (both must exist); falls back
  * to `to` itself when either cannot be resolved. */
 void rp_relpath(const char *from, const char *to, char *out, size_t n);
@@ -204,7 +204,8 @@ void rp_run_provenance(rp_doc *d, const rp_run *r);
 
 /* ---- a sweep directory (report_sweep.c) ---- */
 typedef struct rp_opts {
-    char out_dir[VB_PATH_MAX];
+    vb_outdir out;              /* the report's directory, open (outdir.h) */
+    char out_dir[VB_PATH_MAX];  /* its path, for relative links */
     bool plots; /* gnuplot found and not --no_plots */
 } rp_opts;
 

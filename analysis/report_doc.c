@@ -1,10 +1,13 @@
 /* report_doc.c: tables and the report document, rendered as Markdown,
  * self-contained HTML (figures inlined as SVG), CSV and plain text (report.h). */
+#include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "analysis/markdown.h"
 #include "analysis/report.h"
@@ -221,16 +224,46 @@ void rp_doc_free(rp_doc *d) {
 
 /* ---- Markdown ---- */
 
-/* a link to a file of the report: the destination in <>, which may then hold
- * blanks and parentheses; `<`, `>` and line breaks cannot occur in it */
+/* A link's target: a path relative to the report's directory. Written
+ * starting with "./" (so no part of it, a run named javascript:alert(1)
+ * included, reads as a URL scheme) and with every byte but letters, digits
+ * and -._~/=+,@ percent-encoded (so it holds no quote, bracket, colon, blank or line
+ * break for HTML or Markdown to act on). A target that is not a relative
+ * path (absolute, empty) is no link: false, and the text stands alone. */
+static bool href_ok(const char *ref) { return ref && ref[0] && ref[0] != '/'; }
+
+static void put_href(FILE *f, const char *ref) {
+    if (strncmp(ref, "./", 2) != 0) fputs("./", f);
+    for (const unsigned char *p = (const unsigned char *)ref; *p; p++)
+        if (isalnum(*p) || strchr("-._~/=+,@", *p))
+            fputc(*p, f);
+        else
+            fprintf(f, "%%%02X", *p);
+}
+
+/* a link to a file of the report; the destination in <> as well */
 static void md_link(FILE *f, const char *text, const char *href) {
+    if (!href_ok(href)) {
+        vb_md_cell(f, text);
+        return;
+    }
     fputc('[', f);
     vb_md_cell(f, text);
     fputs("](<", f);
-    for (; *href; href++)
-        if (*href == '<' || *href == '>' || *href == '\\') fprintf(f, "\\%c", *href);
-        else fputc(*href == '\n' || *href == '\r' ? ' ' : *href, f);
+    put_href(f, href);
     fputs(">)", f);
+}
+
+/* <a href="./...">text</a>, or the text alone (href_ok) */
+static void html_text(FILE *f, const char *s);
+static void html_link(FILE *f, const char *text, const char *href) {
+    if (href_ok(href)) {
+        fputs("<a href=\"", f);
+        put_href(f, href);
+        fputs("\">", f);
+    }
+    html_text(f, text);
+    if (href_ok(href)) fputs("</a>", f);
 }
 
 static void md_table(FILE *f, const rp_table *t) {
@@ -266,7 +299,7 @@ static void md_table(FILE *f, const rp_table *t) {
 
 typedef struct render_ctx {
     const rp_doc *d;
-    const char *dir;
+    const vb_outdir *dir;
     const char *title;
 } render_ctx;
 
@@ -379,9 +412,9 @@ static void html_table(FILE *f, const rp_table *t) {
     fputs("<table>\n<caption>", f);
     html_text(f, t->title);
     if (t->csv) {
-        fputs(" (<a href=\"", f);
-        html_text(f, t->csv);
-        fputs("\">CSV</a>)", f);
+        fputs(" (", f);
+        html_link(f, "CSV", t->csv);
+        fputs(")", f);
     }
     fputs("</caption>\n<tr>", f);
     for (int c = 0; c < t->ncols; c++) {
@@ -403,9 +436,14 @@ static void html_table(FILE *f, const rp_table *t) {
     fputs("</table>\n", f);
 }
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
+/* name in the report's directory: its own file, never one a link points to */
+static char *slurp(const vb_outdir *dir, const char *name) {
+    int fd = openat(dir->fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        if (fd >= 0) close(fd);
+        return NULL;
+    }
     size_t cap = 1 << 16, n = 0;
     char *buf = xrealloc(NULL, cap);
     size_t k;
@@ -462,10 +500,10 @@ static void svg_unique_ids(FILE *f, const char *svg, int fig) {
 }
 
 /* The figure's SVG from <svg on (the XML prolog is not allowed mid-document). */
-static void html_figure(FILE *f, const rp_block *b, const char *dir, int fig) {
-    char path[VB_PATH_MAX];
-    snprintf(path, sizeof path, "%s/%s.svg", dir, b->ref);
-    char *svg = slurp(path);
+static void html_figure(FILE *f, const rp_block *b, const vb_outdir *dir, int fig) {
+    char name[160];
+    snprintf(name, sizeof name, "%s.svg", b->ref);
+    char *svg = slurp(dir, name);
     const char *start = svg ? strstr(svg, "<svg") : NULL;
     fputs("<figure>\n", f);
     if (start)
@@ -479,8 +517,14 @@ static void html_figure(FILE *f, const rp_block *b, const char *dir, int fig) {
         html_text(f, b->caption);
         fputs("</em>", f);
     }
-    fprintf(f, " (<a href=\"%s.png\">PNG</a>, <a href=\"%s.dat\">data</a>, <a href=\"%s.gp\">gnuplot script</a>)",
-            b->ref, b->ref, b->ref);
+    static const char *const kinds[3][2] = {{"png", "PNG"}, {"dat", "data"}, {"gp", "gnuplot script"}};
+    for (int k = 0; k < 3; k++) {
+        char file[VB_PATH_MAX];
+        vb_snprintf(file, sizeof file, "%s.%s", b->ref, kinds[k][0]);
+        fputs(k ? ", " : " (", f);
+        html_link(f, kinds[k][1], file);
+    }
+    fputs(")", f);
     fputs("</figcaption>\n</figure>\n", f);
     free(svg);
 }
@@ -542,11 +586,9 @@ static void write_html(FILE *f, void *ctx) {
             fputs("</pre>\n", f);
             break;
         case RP_LINK:
-            fputs("<p><a href=\"", f);
-            html_text(f, b->ref);
-            fputs("\">", f);
-            html_text(f, b->text);
-            fputs("</a></p>\n", f);
+            fputs("<p>", f);
+            html_link(f, b->text, b->ref);
+            fputs("</p>\n", f);
             break;
         case RP_TABLE: html_table(f, b->table); break;
         case RP_FIGURE: html_figure(f, b, rc->dir, fig++); break;
@@ -564,22 +606,11 @@ static void write_html(FILE *f, void *ctx) {
     fputs("</body></html>\n", f);
 }
 
-static void write_or_die(const char *dir, const char *name, void (*fn)(FILE *, void *), void *ctx) {
-    char path[VB_PATH_MAX];
-    vb_snprintf(path, sizeof path, "%s/%s", dir, name);
-    char *slash = strrchr(path, '/');
-    if (slash && slash > path + strlen(dir)) { /* tables of a run go to a subdirectory */
-        *slash = '\0';
-        if (vb_mkdir_p(path) != 0) vb_die_input("report: cannot create %s: %s", path, strerror(errno));
-        *slash = '/';
-    }
-    if (vb_atomic_write(path, fn, ctx) != 0) vb_die_input("report: cannot write %s", path);
-}
-
-void rp_doc_write(const rp_doc *d, const char *dir, const char *title) {
+void rp_doc_write(const rp_doc *d, const vb_outdir *dir, const char *title) {
     for (int i = 0; i < d->n; i++)
-        if (d->b[i].kind == RP_TABLE && d->b[i].table->csv) write_or_die(dir, d->b[i].table->csv, table_csv, d->b[i].table);
+        if (d->b[i].kind == RP_TABLE && d->b[i].table->csv)
+            vb_outdir_write_or_die(dir, d->b[i].table->csv, table_csv, d->b[i].table, "report");
     render_ctx rc = {d, dir, title};
-    write_or_die(dir, "report.md", write_md, &rc);
-    write_or_die(dir, "report.html", write_html, &rc);
+    vb_outdir_write_or_die(dir, "report.md", write_md, &rc, "report");
+    vb_outdir_write_or_die(dir, "report.html", write_html, &rc, "report");
 }

@@ -10,6 +10,7 @@
 
 #include "analysis/report.h"
 #include "analysis/rundir.h"
+#include "analysis/trials_csv.h"
 #include "core/prof/fingerprint.h"
 #include "core/results/results.h"
 
@@ -23,12 +24,6 @@ int rp_read_csv(const char *dir, const char *name, vb_csv *t) {
 }
 
 bool rp_is_warmup(const char *s) { return strcmp(s, "1") == 0 || strcmp(s, "true") == 0 || strcmp(s, "True") == 0; }
-
-int rp_type_of(const char *s) {
-    for (int t = 0; t < RP_NTYPES; t++)
-        if (strcmp(s, rp_type_name[t]) == 0) return t;
-    return -1;
-}
 
 static void jstr(const cJSON *o, const char *key, char *dst, size_t n) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -134,27 +129,23 @@ static void load_summary(rp_run *r, rp_doc *d) {
     vb_csv_free(&t);
 }
 
-/* Timed trials as rank 0 saw them (benchy's numbers); files without a rank
- * column have one row per trial. */
+/* Timed trials as rank 0 saw them (benchy's numbers), through the reader
+ * compare uses, with its checks (trials_csv.h). */
 static void load_trials(rp_run *r, rp_doc *d) {
-    vb_csv t;
-    if (rp_read_csv(r->dir, VB_TRIALS_CSV, &t) != 0) {
+    vb_trials t;
+    char why[VB_PATH_MAX + 512];
+    int rc = vb_trials_read(r->dir, &t, why, sizeof why);
+    if (rc == -1) {
         rp_problem(d, "%s/trials.csv: missing (this run contributes no throughput samples)", r->dir);
-        return;
+    } else if (rc != 0) {
+        vb_trials_free(&t);
+        vb_die_input("report: %s", why);
+    } else {
+        static const int k_type[RP_NTYPES] = {VB_TRIAL_IO, VB_TRIAL_SYNTHETIC, VB_TRIAL_FULL};
+        for (int k = 0; k < RP_NTYPES; k++)
+            for (int i = 0; i < t.n[k_type[k]]; i++) rp_push(&r->thr[k], t.rate[k_type[k]][i]);
     }
-    int ct = vb_csv_col(&t, "trial_type"), cw = vb_csv_col(&t, "warmup"), cr = vb_csv_col(&t, "rank");
-    int cs = vb_csv_col(&t, "samples_per_s");
-    if (ct < 0 || cs < 0) vb_die_input("report: %s/trials.csv: no trial_type or samples_per_s column", r->dir);
-    for (int i = 0; i < t.nrows; i++) {
-        double x;
-        int type = rp_type_of(vb_csv_get(&t, i, ct));
-        if (type < 0 || rp_is_warmup(vb_csv_get(&t, i, cw))) continue;
-        if (cr >= 0 && strcmp(vb_csv_get(&t, i, cr), "0") != 0) continue;
-        if (!vb_csv_num(&t, i, cs, &x))
-            vb_die_input("report: %s/trials.csv: record %d: samples_per_s is not a number", r->dir, i + 2);
-        rp_push(&r->thr[type], x);
-    }
-    vb_csv_free(&t);
+    vb_trials_free(&t);
 }
 
 typedef struct step_val {

@@ -223,11 +223,25 @@ static void ops_section(rp_doc *d, const rp_run *r, const char *prefix, bool com
     int cf = vb_csv_col(&t, "flops"), cg = vb_csv_col(&t, "gflop_per_s"), cgb = vb_csv_col(&t, "gb_per_s");
     op_row *rows = malloc(((size_t)t.nrows + 1) * sizeof *rows);
     if (!rows) vb_die_internal("out of memory");
+    /* a run's timed FULL steps on rank 0; an nsys import (trial_type nsys,
+     * a rank per device) has no FULL rows: its first device's */
+    const char *type = "FULL";
+    bool any_full = false;
+    for (int i = 0; ct >= 0 && i < t.nrows && !any_full; i++) any_full = strcmp(vb_csv_get(&t, i, ct), "FULL") == 0;
+    if (ct >= 0 && !any_full) type = "nsys";
+    double rank0 = 0;
+    bool first = true;
+    for (int i = 0; cr >= 0 && i < t.nrows; i++) {
+        double rk;
+        if ((ct >= 0 && strcmp(vb_csv_get(&t, i, ct), type) != 0) || !vb_csv_num(&t, i, cr, &rk)) continue;
+        if (first || rk < rank0) rank0 = rk;
+        first = false;
+    }
     int n = 0;
     for (int i = 0; i < t.nrows; i++) {
-        double tot;
-        if (ct >= 0 && strcmp(vb_csv_get(&t, i, ct), "FULL") != 0) continue;
-        if (cr >= 0 && strcmp(vb_csv_get(&t, i, cr), "0") != 0) continue;
+        double tot, rk;
+        if (ct >= 0 && strcmp(vb_csv_get(&t, i, ct), type) != 0) continue;
+        if (cr >= 0 && (!vb_csv_num(&t, i, cr, &rk) || rk != rank0)) continue;
         if (!vb_csv_num(&t, i, ctot, &tot)) continue;
         rows[n++] = (op_row){i, tot};
     }
@@ -235,8 +249,14 @@ static void ops_section(rp_doc *d, const rp_run *r, const char *prefix, bool com
     char csv[VB_PATH_MAX];
     vb_snprintf(csv, sizeof csv, "%stop_ops.csv", prefix);
     const char *cols[] = {"name", "category", "calls", "total_s", "share_of_step_pct", "gflop_per_s", "gb_per_s"};
-    rp_table *tab = rp_table_new(csv, ct >= 0 ? "Rank 0, timed FULL steps" : "Rank 0, timed SYNTHETIC and FULL steps",
-                                 7, cols);
+    char title[96];
+    if (ct < 0)
+        snprintf(title, sizeof title, "Rank 0, timed SYNTHETIC and FULL steps");
+    else if (any_full)
+        snprintf(title, sizeof title, "Rank %.0f, timed FULL steps", rank0);
+    else
+        snprintf(title, sizeof title, "Device %.0f of the imported nsys profile", rank0);
+    rp_table *tab = rp_table_new(csv, title, 7, cols);
     int limit = compact ? 5 : 15;
     for (int k = 0; k < n && k < limit; k++) {
         int i = rows[k].row;

@@ -61,12 +61,10 @@ static void load_index(rp_sweep *s, rp_doc *d) {
         rp_run *r = &s->runs[i];
         snprintf(r->status, sizeof r->status, "%s", vb_csv_get(&s->idx, i, cs));
         snprintf(r->exit_code, sizeof r->exit_code, "%s", vb_csv_get(&s->idx, i, ce));
-        char dir[VB_PATH_MAX];
+        char dir[VB_PATH_MAX], why[VB_PATH_MAX + 128];
         const char *rd = vb_csv_get(&s->idx, i, cd);
-        if (rd[0] == '/')
-            vb_snprintf(dir, sizeof dir, "%s", rd);
-        else
-            vb_snprintf(dir, sizeof dir, "%s/%s", s->path, rd);
+        if (vb_sweep_run_path(dir, sizeof dir, s->path, rd, why, sizeof why) != 0)
+            vb_die_input("report: %s/index.csv: record %d: %s", s->path, i + 2, why);
         if (strcmp(r->status, "completed") == 0) {
             if (!vb_dir_exists(dir)) {
                 rp_problem(d, "%s: listed as completed in index.csv but missing", dir);

@@ -16,11 +16,18 @@
 typedef enum { VB_DIR_NEITHER = 0, VB_DIR_RUN, VB_DIR_SWEEP } vb_dir_kind;
 
 /* A sweep directory (it has index.csv), a run directory (run.json,
- * trials.csv or summary.csv) or neither. */
+ * trials.csv or summary.csv, or an imported profile's ops.csv or
+ * timeline.csv: vitbench nsys writes those) or neither. */
 vb_dir_kind vb_dir_kind_of(const char *path);
 
 /* dir/name into path (n bytes); exits 2 when it does not fit */
 void vb_dir_file(char *path, size_t n, const char *dir, const char *name);
+
+/* A run of a sweep: index.csv's run_dir, a relative path inside the sweep
+ * (runs/<run>, as sweeps write it), into path as sweep/run_dir. 0, or -1
+ * with why (n bytes) when it is empty, absolute or climbs out with "..":
+ * a run listed outside the sweep is someone else's, and is not read. */
+int vb_sweep_run_path(char *path, size_t n, const char *sweep, const char *run_dir, char *why, size_t whyn);
 
 /* dir/name read as CSV (vb_csv_read): 0; -1 it cannot be read, -2 it is
  * malformed; err (errn bytes) says why, naming the file. */

@@ -59,6 +59,10 @@ typedef struct {
     char timeline[VB_PATH_MAX];
     char runjson[VB_PATH_MAX];
     char output[VB_PATH_MAX];
+    /* output as a results tree (outdir.h): written below out_root as
+     * out_name, a file (chrome) or a directory ("" = the root; kineto) */
+    char out_root[VB_PATH_MAX];
+    char out_name[VB_PATH_MAX];
     bool kineto;          /* --format kineto: output is a directory of rank files */
 } trace_paths;
 
@@ -141,10 +145,28 @@ static void parse_args(int argc, char **argv, trace_paths *p) {
                      w ? w : "replaced while being checked");
     }
     vb_snprintf(p->runjson, sizeof p->runjson, "%s/" VB_RUN_JSON, dir);
-    if (output)
+    if (output) {
         vb_snprintf(p->output, sizeof p->output, "%s", output);
-    else
-        vb_snprintf(p->output, sizeof p->output, "%s/%s", dir, p->kineto ? "kineto" : "trace.json");
+        if (p->kineto) { /* the directory named is the tree */
+            vb_snprintf(p->out_root, sizeof p->out_root, "%s", output);
+            p->out_name[0] = '\0';
+        } else { /* the file named: its directory is the tree */
+            dir_of(output, p->out_root, sizeof p->out_root);
+            char copy[VB_PATH_MAX];
+            vb_snprintf(copy, sizeof copy, "%s", output);
+            vb_snprintf(p->out_name, sizeof p->out_name, "%s", basename(copy));
+            if (!p->out_name[0] || strcmp(p->out_name, ".") == 0 || strcmp(p->out_name, "..") == 0 ||
+                output[strlen(output) - 1] == '/')
+                vb_die_input("trace: --output %s: names a directory, not the trace file to write", output);
+            char what[VB_PATH_MAX + 64];
+            if (vb_dir_problem(p->out_root, what, sizeof what)) /* a file is written into a folder that is there */
+                vb_die_input("trace: --output %s: its folder %s: %s", output, p->out_root, what);
+        }
+    } else {
+        vb_snprintf(p->output, sizeof p->output, "%s/%s", dir, p->kineto ? VB_KINETO_DIR : VB_TRACE_JSON);
+        vb_snprintf(p->out_root, sizeof p->out_root, "%s", dir);
+        vb_snprintf(p->out_name, sizeof p->out_name, "%s", p->kineto ? VB_KINETO_DIR : VB_TRACE_JSON);
+    }
 }
 
 static double json_num(const cJSON *o, const char *key) {
@@ -315,7 +337,7 @@ static void put_str(FILE *f, const char *s) {
         } else if (*p < 0x20) {
             fprintf(f, "\\u%04x", *p++);
         } else {
-            int n = vb_trace_utf8_len(p);
+            int n = vb_utf8_len(p);
             if (n == 0) {
                 fputs("\\ufffd", f);
                 p++;
@@ -540,7 +562,10 @@ static void write_trace(FILE *f, void *ctx) {
 static void write_kineto(const trace_paths *p, const vb_timeline *t, const char *backend, int nprocs) {
     vb_kineto_opts o = {.source = p->timeline, .backend = backend, .world_size = nprocs};
     vb_kineto_stats st;
-    vb_kineto_write(t, p->output, &o, &st);
+    vb_outdir out;
+    vb_outdir_open_or_die(&out, p->out_root, p->out_name, "trace");
+    vb_kineto_write(t, &out, &o, &st);
+    vb_outdir_close(&out);
     if (t->n == 0) vb_warn("%s: no events (header only): no rank files written", p->timeline);
     if (st.files < nprocs && t->n > 0)
         vb_warn("%s: %d of %d ranks have events: the others have no file", p->timeline, st.files, nprocs);
@@ -591,8 +616,10 @@ int vb_trace_main(int argc, char **argv) {
     split_overlaps(&c);
 
     /* warnings only after the write, so a failure is the one line printed */
-    if (vb_atomic_write(p.output, write_trace, &c) != 0)
-        vb_die_input("trace: %s: cannot write (%s)", p.output, strerror(errno));
+    vb_outdir out;
+    vb_outdir_open_or_die(&out, p.out_root, "", "trace");
+    vb_outdir_write_or_die(&out, p.out_name, write_trace, &c, "trace");
+    vb_outdir_close(&out);
     if (run_warn[0]) vb_warn("%s", run_warn);
     if (t.n == 0) vb_warn("%s: no events (header only): the trace holds only metadata", p.timeline);
     if (c.unmatched > 0)

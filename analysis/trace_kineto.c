@@ -45,6 +45,7 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -487,12 +488,20 @@ static bool ends_with(const char *s, const char *suffix) {
 
 /* HTA reads every .json and .gz file of the directory as a rank's trace:
  * refuse a directory with others than ours. */
-static void check_dir(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) {
-        if (errno == ENOENT) return;
-        vb_die_input("trace: --output %s: cannot read the directory (%s)", dir, strerror(errno));
-    }
+/* the entries of the open directory d (its own descriptor: the caller's
+ * stays open), or NULL */
+static DIR *open_entries(const vb_outdir *d) {
+    int fd = fcntl(d->fd, F_DUPFD_CLOEXEC, 0);
+    DIR *dp = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!dp && fd >= 0) close(fd);
+    if (dp) rewinddir(dp);
+    return dp;
+}
+
+static void check_dir(const vb_outdir *out) {
+    const char *dir = out->path;
+    DIR *d = open_entries(out);
+    if (!d) vb_die_input("trace: --output %s: cannot read the directory (%s)", dir, strerror(errno));
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
         const char *n = de->d_name;
@@ -508,26 +517,23 @@ static void check_dir(const char *dir) {
     closedir(d);
 }
 
-static int remove_stale(const char *dir, const bool *written, int nranks) {
-    DIR *d = opendir(dir);
+static int remove_stale(const vb_outdir *dir, const bool *written, int nranks) {
+    DIR *d = open_entries(dir);
     if (!d) return 0;
     int removed = 0;
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
         long r = own_file_rank(de->d_name);
         if (r < 0 || (r < nranks && written[r])) continue;
-        char p[VB_PATH_MAX];
-        vb_snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-        if (unlink(p) == 0) removed++;
+        if (unlinkat(dir->fd, de->d_name, 0) == 0) removed++;
     }
     closedir(d);
     return removed;
 }
 
-void vb_kineto_write(const vb_timeline *t, const char *dir, const vb_kineto_opts *o, vb_kineto_stats *st) {
+void vb_kineto_write(const vb_timeline *t, const vb_outdir *dir, const vb_kineto_opts *o, vb_kineto_stats *st) {
     memset(st, 0, sizeof *st);
     check_dir(dir);
-    if (vb_mkdir_p(dir) != 0) vb_die_input("trace: --output %s: cannot create directory (%s)", dir, strerror(errno));
     int *lane_tid = malloc((t->n > 0 ? (size_t)t->n : 1) * sizeof *lane_tid);
     int *count = calloc((size_t)(t->nranks > 0 ? t->nranks : 1), sizeof *count);
     bool *written = calloc((size_t)(t->nranks > 0 ? t->nranks : 1), sizeof *written);
@@ -553,10 +559,9 @@ void vb_kineto_write(const vb_timeline *t, const char *dir, const vb_kineto_opts
         }
         qsort(c.ev, (size_t)c.n, sizeof *c.ev, cmp_kev);
         classify(&c);
-        char path[VB_PATH_MAX];
-        vb_snprintf(path, sizeof path, "%s/rank%d.pt.trace.json", dir, r);
-        if (vb_atomic_write(path, write_rank, &c) != 0)
-            vb_die_input("trace: %s: cannot write (%s)", path, strerror(errno));
+        char name[64];
+        vb_snprintf(name, sizeof name, "rank%d.pt.trace.json", r);
+        vb_outdir_write_or_die(dir, name, write_rank, &c, "trace");
         written[r] = true;
         st->files++;
         for (int k = 0; k < c.n; k++) {

@@ -8,6 +8,7 @@
 #define VB_ANALYSIS_TRACE_KINETO_H
 
 #include "analysis/breakdown.h"
+#include "core/util/outdir.h"
 
 typedef struct {
     const char *source;   /* the timeline.csv (recorded in each file) */
@@ -24,11 +25,12 @@ typedef struct {
     int cpu_ranks;        /* ranks whose device lanes are CPU ops (pseudo-streams) */
 } vb_kineto_stats;
 
-/* Writes dir/rank<r>.pt.trace.json for every rank that has events (mkdir -p
- * dir). Exits 2 naming dir when it holds another .json or .gz file (HTA
- * reads every one there as a rank's trace) or when a file cannot be
+/* Writes dir/rank<r>.pt.trace.json for every rank that has events (dir
+ * opened by outdir.h's rule: a real directory, files by rename). Exits 2
+ * naming dir when it holds another .json or .gz file (HTA reads every one
+ * there as a rank's trace); exits naming the file when one cannot be
  * written; removes rank<N>.pt.trace.json files of an earlier export whose
  * rank this timeline does not have. */
-void vb_kineto_write(const vb_timeline *t, const char *dir, const vb_kineto_opts *o, vb_kineto_stats *st);
+void vb_kineto_write(const vb_timeline *t, const vb_outdir *dir, const vb_kineto_opts *o, vb_kineto_stats *st);
 
 #endif

@@ -54,15 +54,6 @@ void vb_trace_assign_tids(const vb_timeline *t, int *tid) {
     free(other);
 }
 
-int vb_trace_utf8_len(const unsigned char *s) {
-    if (s[0] < 0x80) return 1;
-    int n = (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3 : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
-    if (n == 0 || (n == 2 && s[0] < 0xC2) || (n == 4 && s[0] > 0xF4)) return 0;
-    for (int i = 1; i < n; i++)
-        if ((s[i] & 0xC0) != 0x80) return 0;
-    return n;
-}
-
 char *vb_trace_utf8_clean(const char *s) {
     size_t len = strlen(s);
     char *out = malloc(3 * len + 1); /* each bad byte grows to 3 */
@@ -70,7 +61,7 @@ char *vb_trace_utf8_clean(const char *s) {
     const unsigned char *p = (const unsigned char *)s;
     size_t k = 0;
     while (*p) {
-        int n = vb_trace_utf8_len(p);
+        int n = vb_utf8_len(p);
         if (n == 0) {
             memcpy(out + k, "\xef\xbf\xbd", 3);
             k += 3;

@@ -27,9 +27,6 @@ void vb_trace_assign_tids(const vb_timeline *t, int *tid);
  * order equal starts by it, parents first. */
 int vb_trace_depth_of(const char *kind);
 
-/* Length of a valid UTF-8 sequence at s, or 0. */
-int vb_trace_utf8_len(const unsigned char *s);
-
 /* A malloc'd copy of s in which every byte that does not begin a valid
  * UTF-8 sequence is U+FFFD, so strict JSON readers accept it. */
 char *vb_trace_utf8_clean(const char *s);

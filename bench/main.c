@@ -11,12 +11,12 @@
  *
  * Bad input of any kind exits 2 with one line naming the flag / key / file.
  */
-#include <cblas.h>
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <hdf5.h>
 #include <yaml.h>
 #include <limits.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +26,7 @@
 #include "bench/commbench/commbench.h"
 #include "bench/sweep/sweep.h"
 #include "core/run/train_loop.h"
+#include "core/run/memcheck.h"
 #include "core/run/trainer.h"
 #include "bench/trials.h"
 #include "core/comm/comm.h"
@@ -35,6 +36,7 @@
 #include "core/prof/blas_kernels.h"
 #include "bench/datagen.h"
 #include "kernels/ops.h"
+#include "kernels/cpu/blas.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -94,7 +96,7 @@ static void print_version(void) {
     printf("vitbench %s\n", VB_GIT_COMMIT);
     printf("backends: cpu%s\n", vb_ops_cuda() ? " cuda" : "");
     printf("hdf5 %u.%u.%u\n", maj, min, rel);
-    printf("openblas %s\n", openblas_get_config());
+    printf("openblas %s\n", vb_blas_config());
     printf("mpi %s\n", mpi);
     printf("libyaml %s\n", yaml_get_version_string());
     printf("cjson %s\n", cJSON_Version());
@@ -109,6 +111,13 @@ static int cmd_run_or_train(int argc, char **argv, vb_run_mode mode) {
             return 0;
         }
     }
+    /* before MPI's runtime and OpenBLAS map anything: a limit that leaves
+     * them no room is one line here, not a screen of PMIx errors or a hang */
+    vb_address_space_check(VB_MPI_START_BYTES + (double)vb_blas_address_space(omp_get_max_threads()),
+                           "MPI's runtime and OpenBLAS (its library and a buffer per thread)");
+    /* OpenBLAS's kernels next: this may start the process again, which must
+     * happen before MPI or any thread (core/prof/blas_kernels.h) */
+    vb_blas_choose(argv);
     vb_comm world;
     vb_world_init(&argc, &argv, &world);
     vb_run run;
@@ -125,7 +134,36 @@ static int cmd_run_or_train(int argc, char **argv, vb_run_mode mode) {
     return 0;
 }
 
+/* Every argument reaches a file as text (run.json's and sweep.json's
+ * command line, run and sweep names, index.csv, report pages), all UTF-8:
+ * one that is not is refused up front, shown with its bad bytes as \xNN. */
+static void refuse_non_utf8(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        const long at = vb_utf8_invalid_at(argv[i]);
+        if (at < 0) continue;
+        char shown[256];
+        size_t k = 0;
+        for (const unsigned char *p = (const unsigned char *)argv[i]; *p && k + 5 < sizeof shown;) {
+            int n = vb_utf8_len(p);
+            if (n == 0 || *p < 0x20 || *p == 0x7f) {
+                k += (size_t)snprintf(shown + k, sizeof shown - k, "\\x%02x", *p);
+                p++;
+            } else {
+                if (k + (size_t)n + 1 >= sizeof shown) break;
+                memcpy(shown + k, p, (size_t)n);
+                k += (size_t)n;
+                p += n;
+            }
+        }
+        shown[k] = '\0';
+        vb_die_input("argument %d '%s' is not valid UTF-8 (byte %ld): names and paths are written into run.json, "
+                     "index.csv and the reports as UTF-8 text",
+                     i, shown, at);
+    }
+}
+
 int main(int argc, char **argv) {
+    refuse_non_utf8(argc, argv);
     if (argc < 2) vb_die_input("missing command (run, train, datagen, sweep, report, compare, trace, nsys, commbench, model, help, version; see "
                      "vitbench help)");
     const char *cmd = argv[1];
@@ -146,9 +184,6 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "nsys") == 0) return vb_nsys_main(argc - 1, argv + 1);
     if (strcmp(cmd, "commbench") == 0) return vb_commbench_main(argc - 1, argv + 1);
     if (strcmp(cmd, "model") == 0) return vb_model_main(argc - 1, argv + 1);
-    /* the commands that train: OpenBLAS's kernels first (may start this
-     * process again, before MPI or any thread: core/prof/blas_kernels.h) */
-    if (strcmp(cmd, "run") == 0 || strcmp(cmd, "train") == 0) vb_blas_choose(argv);
     if (strcmp(cmd, "run") == 0) return cmd_run_or_train(argc, argv, VB_MODE_RUN);
     if (strcmp(cmd, "train") == 0) return cmd_run_or_train(argc, argv, VB_MODE_TRAIN);
     vb_die_input("unknown command '%s' (commands: run, train, datagen, sweep, report, compare, trace, nsys, commbench, "

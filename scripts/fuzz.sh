@@ -5,7 +5,8 @@
 #                                 a slower machine runs a prefix of it, so CI
 #                                 cannot fail on a finding the same seed did
 #                                 not already give here; a human run explores)
-# Targets (tests/fuzz/fuzz_*.c): config, benchy, scenario, npy, csv, nsys, machine, reference.
+# Targets (tests/fuzz/fuzz_*.c): config, benchy, scenario, npy, csv, nsys, machine, reference,
+# yaml (the loader's depth cap), trials (the trials.csv reader).
 # Seeds come from tests/fuzz/corpus/<target>/ (read only); what the fuzzer
 # adds goes to build-fuzz/corpus/<target>/ and findings to build-fuzz/findings/.
 # Exits non-zero if any target crashes, leaks, hangs or trips a sanitizer.

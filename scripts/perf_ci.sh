@@ -61,6 +61,29 @@ KEEP=(run.json summary.csv trials.csv iterations.csv ops.csv)
 
 die() { echo "perf_ci: error: $*" >&2; exit 2; }
 
+# The run's KEEP files copied into the baseline directory $1 by vitbench's
+# rule for a results tree (docs/results.md): $BASELINES is the root, and
+# $1 below it is created here or must be a real directory (a symbolic link
+# planted in its place is refused, never followed); each file is copied to a
+# temporary beside it and renamed over its name, so a link at the name is
+# replaced rather than written through.
+keep_into() {
+  local dest=$1 f tmp
+  mkdir -p "$BASELINES"
+  if [ -L "$dest" ] || { [ -e "$dest" ] && [ ! -d "$dest" ]; }; then
+    die "$dest is $( [ -L "$dest" ] && echo "a symbolic link (to $(readlink "$dest"))" || echo "not a directory"): baselines are written only into real directories below $BASELINES; remove it"
+  fi
+  mkdir "$dest" 2>/dev/null || true
+  [ -d "$dest" ] && [ ! -L "$dest" ] || die "cannot create $dest"
+  for f in "${KEEP[@]}"; do
+    [ -f "$new/$f" ] || continue
+    tmp=$(mktemp "$dest/.$f.XXXXXX") || die "cannot write into $dest"
+    # mktemp's 0600 widened to what the umask gives a new file
+    { cp "$new/$f" "$tmp" && chmod "$(printf '%04o' $((0666 & ~$(umask))))" "$tmp" && mv -fT "$tmp" "$dest/$f"; } ||
+      { rm -f "$tmp"; die "cannot write $dest/$f"; }
+  done
+}
+
 if [ ! -x "$VB" ]; then
   [ -z "${VITBENCH:-}" ] || die "VITBENCH=$VB is not an executable"
   ./scripts/build.sh
@@ -165,10 +188,7 @@ if [ -z "$base" ]; then
     exit 4
   fi
   dest=$BASELINES/tiny_cpu_$key
-  mkdir -p "$dest"
-  for f in "${KEEP[@]}"; do
-    [ -f "$new/$f" ] && cp "$new/$f" "$dest/"
-  done
+  keep_into "$dest"
   echo "perf_ci: kept this run as the baseline of machine $key: $dest (commit it)"
   exit 0
 fi

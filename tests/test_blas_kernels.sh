@@ -1,22 +1,23 @@
 #!/usr/bin/env bash
 # test_blas_kernels.sh <vitbench>: the rule that picks OpenBLAS's kernels
 # (core/prof/blas_kernels.h), end to end, on any x86-64 machine with AVX:
-#  - an OpenBLAS that reports Prescott on this CPU (a preloaded stand-in,
-#    as OpenBLAS 0.3.21 does on a CPU newer than itself) makes `run` start
+#  - an OpenBLAS that reports Prescott on this CPU (a stand-in named in
+#    VB_OPENBLAS_LIBRARY, as OpenBLAS 0.3.21 does on a CPU newer than
+#    itself) makes `run` start
 #    itself again, once, with OPENBLAS_CORETYPE naming the CPU's widest
 #    kernels; run.json records them, the rule "vitbench" and the library's
 #    Prescott; nothing is printed about it;
 #  - OPENBLAS_CORETYPE set by the caller is kept: run.json records the rule
 #    "environment", and one line says what it costs and how to undo it;
-#  - the same stand-in without AVX-class kernels to offer (a core type the
-#    table does not know) is left alone: rule "library".
+#  - the library vitbench was built with: rule "library" with its own
+#    choice recorded (or "vitbench" where it does not know this CPU either).
 set -u
 
 VB=${1:?usage: test_blas_kernels.sh <path-to-vitbench>}
 SRC=${VB_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
 BIN=${VB_BINARY_DIR:-$(dirname "$VB")}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-unset OPENBLAS_CORETYPE VB_BLAS_LIBRARY_CORE BENCHY_CONFIG_FILE
+unset OPENBLAS_CORETYPE VB_BLAS_LIBRARY_CORE VB_OPENBLAS_LIBRARY BENCHY_CONFIG_FILE
 
 fail() { echo "test_blas_kernels: FAIL: $*" >&2; exit 1; }
 SHIM=$BIN/libblas_corename_shim.so
@@ -58,7 +59,7 @@ fingerprint() {
 }
 
 # ---- a library that picks Prescott: started again with the widest kernels ----
-LD_PRELOAD=$SHIM timeout 300 "$VB" run "${COMMON[@]}" --run_name reexec > reexec.txt 2>&1
+VB_OPENBLAS_LIBRARY=$SHIM timeout 300 "$VB" run "${COMMON[@]}" --run_name reexec > reexec.txt 2>&1
 rc=$?
 [ $rc -eq 0 ] || { tail -n 5 reexec.txt >&2; fail "run under a Prescott-only library exited $rc"; }
 [ "$(fingerprint reexec blas_coretype)" = "$WANT" ] || fail "kernels $(fingerprint reexec blas_coretype), want $WANT"
@@ -72,7 +73,7 @@ if grep -q "OPENBLAS_CORETYPE\|Prescott" reexec.txt; then
 fi
 
 # ---- the caller's OPENBLAS_CORETYPE is kept, and its cost said in one line ----
-OPENBLAS_CORETYPE=Prescott LD_PRELOAD=$SHIM "$VB" run "${COMMON[@]}" --run_name env > env.txt 2>&1
+OPENBLAS_CORETYPE=Prescott VB_OPENBLAS_LIBRARY=$SHIM "$VB" run "${COMMON[@]}" --run_name env > env.txt 2>&1
 rc=$?
 [ $rc -eq 0 ] || { tail -n 5 env.txt >&2; fail "run with OPENBLAS_CORETYPE=Prescott exited $rc"; }
 [ "$(fingerprint env blas_coretype)" = Prescott ] || fail "the caller's OPENBLAS_CORETYPE was not kept"

@@ -210,7 +210,10 @@ static void test_breakdown_csv(void **state) {
          .memcpy_s = 1, .data_wait_s = 1, .idle_s = 2, .overlap_pct = 37.5},
         {.rank = 1, .overlap_pct = NAN},
     };
-    assert_int_equal(vb_breakdown_write_csv(path, b, 2), 0);
+    vb_outdir out;
+    assert_int_equal(vb_outdir_open(&out, dir, "", err, sizeof err), 0);
+    assert_int_equal(vb_breakdown_write_csv(&out, b, 2, err, sizeof err), 0);
+    vb_outdir_close(&out);
     vb_csv t;
     assert_int_equal(vb_csv_read(path, &t, err, sizeof err), 0);
     assert_int_equal(t.nrows, 2);

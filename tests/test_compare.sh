@@ -57,11 +57,12 @@ if a.get("no_fp") != "1":
 json.dump(run, open(os.path.join(d, "run.json"), "w"), indent=1)
 with open(os.path.join(d, "trials.csv"), "w") as f:
     f.write("run_id,trial_type,trial_index,warmup,nbatches,global_batch,ranks,rank,seconds,samples_per_s\n")
+    rid = os.path.basename(d)  # every row is this run's (run.json's run_id)
     for kind, vals in (("SYNTHETIC", synth), ("FULL", full)):
-        f.write("r,%s,0,1,8,8,1,0,1.0,%r\n" % (kind, vals[0] * 0.5))  # warm-up: never a sample
+        f.write("%s,%s,0,1,8,8,2,0,%r,%r\n" % (rid, kind, 64 / (vals[0] * 0.5), vals[0] * 0.5))  # warm-up: never a sample
         for i, v in enumerate(vals):
-            f.write("r,%s,%d,0,8,8,1,0,%r,%r\n" % (kind, i, 64 / v, v))
-            f.write("r,%s,%d,0,8,8,1,1,%r,%r\n" % (kind, i, 64 / v, v * 0.1))  # rank 1: never a sample
+            f.write("%s,%s,%d,0,8,8,2,0,%r,%r\n" % (rid, kind, i, 64 / v, v))
+            f.write("%s,%s,%d,0,8,8,2,1,%r,%r\n" % (rid, kind, i, 64 / (v * 0.1), v * 0.1))  # rank 1: never a sample
 with open(os.path.join(d, "iterations.csv"), "w") as f:
     f.write("trial,trial_type,trial_index,warmup,step,rank,seconds,data_wait_s\n")
     f.write("FULL_WARMUP_0,FULL,0,1,0,0,9.0,0\n")

@@ -16,6 +16,7 @@
 #include "core/comm/comm.h"
 #include "core/config/config.h"
 #include "core/prof/cupti_trace.h"
+#include "core/results/results.h"
 #include "kernels/ops.h"
 
 static char g_vit[VB_PATH_MAX];     /* <source>/scenarios/vit.yaml */
@@ -503,6 +504,11 @@ static void test_validation_errors(void **state) {
         {"--loss_scale_growth_interval", "0", "loss_scale_growth_interval = 0 must be >= 1"},
         {"--run_name", "a\n<img src=x onerror=alert(1)>", "run_name holds a line break or control character (byte 0x0a)"},
         {"--run_name", "a\rb", "run_name holds a line break or control character (byte 0x0d)"},
+        /* run.json holds every string as UTF-8 */
+        {"--run_name", "\xff\xfe", "the value is not valid UTF-8 (byte 0xff at byte 0)"},
+        {"--output_dir", "out\xc3(", "is not valid UTF-8 (byte 0xc3 at byte 3)"},
+        {"--run_name", "a\xed\xa0\x80", "is not valid UTF-8 (byte 0xed at byte 1)"}, /* a UTF-16 surrogate */
+        {"--output_dir", "", "output_dir is empty"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char origin[128];
@@ -805,8 +811,8 @@ static void test_benchy_errors(void **state) {
     benchy_fail("global:\n  json_prefix: 'sub/out'\n", LIST("json_prefix = 'sub/out.json' must be a file name"));
     /* a name the run directory already uses: one file would replace the other */
     benchy_fail("global:\n  output_filename: 'summary.csv'\n",
-                LIST("[global]: output_filename = 'summary.csv' is a file the run writes itself (line 2)"));
-    benchy_fail("global:\n  json_prefix: run\n", LIST("[global]: json_prefix = 'run.json' is a file the run writes itself"));
+                LIST("[global]: output_filename = 'summary.csv' is a name of the results schema", "(line 2)"));
+    benchy_fail("global:\n  json_prefix: run\n", LIST("[global]: json_prefix = 'run.json' is a name of the results schema"));
     static const char *const reserved[] = {
         "run.json", "trials.csv", "iterations.csv", "ops.csv", "timeline.csv", "train_log.csv", "validation.csv",
         "checkpoint.h5", "trace.json", "report", "kineto", "kernels.csv", "kernels_SYNTHETIC.csv", "kernels_FULL.csv",
@@ -816,8 +822,39 @@ static void test_benchy_errors(void **state) {
     for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++) {
         char text[256], want[256];
         vb_snprintf(text, sizeof text, "global:\n  output_filename: '%s'\n", reserved[i]);
-        vb_snprintf(want, sizeof want, "output_filename = '%s' is a file the run writes itself", reserved[i]);
+        vb_snprintf(want, sizeof want, "output_filename = '%s' is a name of the results schema", reserved[i]);
         benchy_fail(text, LIST(want));
+    }
+    /* every name of the schema's one list, those the tools write afterwards
+     * (compare.json into NEW, breakdown.csv, model.csv ...) included: a
+     * name added to the list is refused from then on */
+    static const char *const schema[] = {VB_RESULTS_NAMES};
+    for (size_t i = 0; i < sizeof schema / sizeof schema[0]; i++) {
+        char text[256], want[256];
+        vb_snprintf(text, sizeof text, "global:\n  output_filename: '%s'\n", schema[i]);
+        vb_snprintf(want, sizeof want, "output_filename = '%s' is a name of the results schema", schema[i]);
+        benchy_fail(text, LIST(want));
+    }
+    benchy_fail("global:\n  output_filename: 'compare.json'\n", LIST("'compare.json' is a name of the results schema"));
+    /* nesting is capped (VB_YAML_MAX_DEPTH) before the document is built:
+     * libyaml's loader is quadratic in the depth, 100,000 levels ran for
+     * minutes; the root mapping, IO's and 62 lists are 64 levels, one more
+     * is refused */
+    {
+        static char deep[2 * 100000 + 64];
+        for (int levels = 62; levels <= 63; levels++) {
+            int k = snprintf(deep, sizeof deep, "IO:\n  nbatches: ");
+            for (int i = 0; i < levels; i++) deep[k++] = '[';
+            for (int i = 0; i < levels; i++) deep[k++] = ']';
+            deep[k] = '\0';
+            benchy_fail(deep, levels == 62 ? LIST("nbatches: expected a single value, found a list")
+                                           : LIST("nested more than 64 levels deep (line 2)"));
+        }
+        int k = snprintf(deep, sizeof deep, "base: ");
+        for (int i = 0; i < 100000; i++) deep[k++] = '[';
+        for (int i = 0; i < 100000; i++) deep[k++] = ']';
+        deep[k] = '\0';
+        benchy_fail(deep, LIST("nested more than 64 levels deep (line 1)"));
     }
     tu_expect_exit_all(2, LIST("/nonexistent/benchy.yaml", "cannot open"), child_benchy_load,
                        (void *)"/nonexistent/benchy.yaml");

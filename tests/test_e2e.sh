@@ -265,7 +265,7 @@ for n in $names; do
     rc=$?
     [ $rc -eq 2 ] || { tail -n 3 bad.txt >&2; fail "output_filename '$n' exited $rc, want 2"; }
     [ "$(wc -l < bad.txt)" -eq 1 ] || { cat bad.txt >&2; fail "output_filename '$n' printed more than one line"; }
-    grep -q -F "output_filename = '$n' is a file the run writes itself" bad.txt || fail "output_filename '$n': $(cat bad.txt)"
+    grep -q -F "output_filename = '$n' is a name of the results schema" bad.txt || fail "output_filename '$n': $(cat bad.txt)"
 done
 [ "$(ls out | wc -l)" -eq "$before" ] || fail "a refused output_filename left a run directory behind"
 

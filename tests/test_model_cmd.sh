@@ -178,8 +178,11 @@ near "$(col "$TMP/nosh/model.csv" world=2_tp=2_cp=1_dp=1 compute_s)" 0.067988281
 # 4-rank run's FULL trials 38, 40, 42 samples/s give mean 40 and the t interval
 # 40 +- 4.302653 x 2 / sqrt(3) = [35.0317, 44.9683]
 printf 'run_id,trial_type,trial_index,warmup,nbatches,global_batch,ranks,rank,seconds,samples_per_s\n' > "$TMP/sweep/runs/002_ranks=4/trials.csv"
-for v in 38 40 42; do
-    printf 'r4,FULL,0,0,10,4,4,0,1,%s\n' "$v" >> "$TMP/sweep/runs/002_ranks=4/trials.csv"
+i=0
+for v in 38 40 42; do # trials 0, 1, 2 of 10 batches of 4 samples: seconds = 40 / samples_per_s
+    printf 'r4,FULL,%d,0,10,4,4,0,%s,%s\n' "$i" "$(awk "BEGIN { printf \"%.17g\", 40 / $v }")" "$v" \
+        >> "$TMP/sweep/runs/002_ranks=4/trials.csv"
+    i=$((i + 1))
 done
 "$VB" report "$TMP/sweep" --no_plots > "$TMP/report.log" 2>&1 || fail "report: $(cat "$TMP/report.log")"
 grep -q '^002_ranks=4,4,40,35.0317,44.9683,39.9754,36.5092,43.7705,' "$TMP/sweep/report/model_vs_measured.csv" ||

@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cblas.h>
+#include "kernels/cpu/blas.h"
 
 #include "tests/test_util.h"
 #include "core/util/common.h"
@@ -260,7 +260,7 @@ static void test_table(void **state) {
     // attention relies on the OpenMP build of OpenBLAS running single-threaded
     // inside our parallel regions; the pthread build (Debian's default
     // libopenblas.so.0 alternative) would oversubscribe the cores instead
-    assert_int_equal(openblas_get_parallel(), OPENBLAS_OPENMP);
+    assert_int_equal(vb_blas_parallel(), OPENBLAS_OPENMP);
     // every entry is filled in, except graphs and the workspace generation
     // they check: the CPU has none (NULL is how a backend says so, and
     // cuda_graphs is refused on it)

@@ -38,7 +38,7 @@ with open(os.path.join(d, "trials.csv"), "w") as f:
     f.write("run_id,trial_type,trial_index,warmup,nbatches,global_batch,ranks,rank,seconds,samples_per_s\n")
     for kind, vals in (("SYNTHETIC", [v + 20 for v in full]), ("FULL", full)):
         for i, v in enumerate(vals):
-            f.write("r,%s,%d,0,8,8,1,0,%r,%r\n" % (kind, i, 64 / v, v))
+            f.write("%s,%s,%d,0,8,8,1,0,%r,%r\n" % (os.path.basename(d), kind, i, 64 / v, v))
 for name in ("summary.csv", "iterations.csv", "ops.csv"):
     open(os.path.join(d, name), "w").write("x\n")
 print("vitbench: run directory " + d)
@@ -101,4 +101,20 @@ FAKE_CORE=Prescott gate 3
 case $out in *"nearest baseline"*"tiny_cpu_khaswell differs in blas_coretype: 'Prescott' here, 'Haswell' there"*) ;;
 *) fail "nearest baseline or the differing field not named: $out" ;;
 esac
+
+# a baseline directory is a real one below BASELINES: a link planted in its
+# place (to a directory elsewhere) is refused, and nothing is written there;
+# a link at a file's name inside it is replaced, never written through
+mkdir "$TMP/elsewhere"
+ln -s "$TMP/elsewhere" "$TMP/baselines/tiny_cpu_kzen"
+FAKE_CORE=Zen gate 2 --create_baseline
+case $out in *"tiny_cpu_kzen is a symbolic link"*) ;; *) fail "a baseline directory link not refused: $out" ;; esac
+[ -z "$(ls -A "$TMP/elsewhere")" ] || fail "perf_ci wrote through the link: $(ls -A "$TMP/elsewhere")"
+rm "$TMP/baselines/tiny_cpu_kzen" && mkdir "$TMP/baselines/tiny_cpu_kzen"
+echo precious >"$TMP/victim"
+ln -s "$TMP/victim" "$TMP/baselines/tiny_cpu_kzen/trials.csv"
+FAKE_CORE=Zen gate 0 --create_baseline
+[ "$(cat "$TMP/victim")" = precious ] || fail "perf_ci wrote through a link planted as trials.csv"
+[ -f "$TMP/baselines/tiny_cpu_kzen/trials.csv" ] && [ ! -L "$TMP/baselines/tiny_cpu_kzen/trials.csv" ] ||
+    fail "trials.csv is still the planted link"
 echo "test_perf_ci: OK"

@@ -56,11 +56,13 @@ def make_run(d, ranks, local, glob, noddp, full, cpu="Test CPU 9000", bucket=25,
                "fingerprint": fingerprint(ranks, cpu)}, open(d + "/run.json", "w"))
     rows = []
     for t, (typ, vals) in enumerate((("IO", [5000.0, 5100.0]), ("SYNTHETIC", [x * 1.1 for x in full]), ("FULL", full))):
-        rows.append(["r", typ, 0, 1, 5, glob, ranks, 0, 1.0, 1.0])           # warm-up: ignored
+        rid = os.path.basename(d)  # every row is this run's (run.json's run_id)
+        rows.append([rid, typ, 0, 1, 5, glob, ranks, 0, 5.0 * glob, 1.0])  # warm-up: ignored
         for i, v in enumerate(vals):
             for rank in range(ranks):
-                # other ranks' rows carry nonsense: only rank 0's count
-                rows.append(["r", typ, i, 0, 5, glob, ranks, rank, 5 * glob / v, v if rank == 0 else 1e9])
+                # other ranks' rows carry other rates: only rank 0's count
+                r = v if rank == 0 else 1e9
+                rows.append([rid, typ, i, 0, 5, glob, ranks, rank, 5 * glob / r, r])
     write_csv(d + "/trials.csv", ["run_id", "trial_type", "trial_index", "warmup", "nbatches", "global_batch",
                                   "ranks", "rank", "seconds", "samples_per_s"], rows)
     m = sum(full) / len(full)
@@ -460,7 +462,7 @@ out=$(run_report run1)
 grep -q "FULL" <<<"$out" || fail "run report printed no throughput table: $out"
 python3 check.py run || fail "run tables"
 grep -q "Slowest rank: 1" run1/report/report.md || fail "straggler not named: $(grep -i slowest run1/report/report.md)"
-grep -q '](<../trace.json>)' run1/report/report.md || fail "trace.json not linked relatively"
+grep -q '](<./../trace.json>)' run1/report/report.md || fail "trace.json not linked relatively"
 python3 check.py html run1/report/report.html || fail "run report.html"
 
 # ---- 3. bad input ----

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "analysis/csv.h"
 #include "core/config/config.h"
 #include "core/util/common.h"
 #include "core/results/results.h"
@@ -231,6 +232,27 @@ static void test_csv_quoting(void **state) {
     tu_rm_rf(tmp);
 }
 
+/* text a spreadsheet would run as a formula is written with a leading
+ * apostrophe; numbers stay numbers; the reader gives every value back */
+static void test_csv_formula_cells(void **state) {
+    (void)state;
+    char tmp[256], path[512], err[256];
+    tu_tmpdir(tmp, sizeof tmp, "results_csv_formula");
+    snprintf(path, sizeof path, "%s/f.csv", tmp);
+    const char *fields[] = {"=HYPERLINK(\"http://x\",\"y\")", "+1+2", "-2+3", "@SUM(A1)", "\tx", "-5", "+3.5",
+                            "-1e-3", "-inf", "'=x", "''", "'abc", "a=b", "-", NULL};
+    assert_int_equal(vb_atomic_write(path, write_fields, fields), 0);
+    char *s = tu_read_file(path);
+    assert_string_equal(s, "\"'=HYPERLINK(\"\"http://x\"\",\"\"y\"\")\",'+1+2,'-2+3,'@SUM(A1),'\tx,-5,+3.5,-1e-3,'-inf,"
+                           "''=x,''','abc,a=b,'-\n");
+    free(s);
+    vb_csv t;
+    assert_int_equal(vb_csv_read(path, &t, err, sizeof err), 0);
+    for (int i = 0; fields[i]; i++) assert_string_equal(t.header[i], fields[i]);
+    vb_csv_free(&t);
+    tu_rm_rf(tmp);
+}
+
 /* the stamped names sweeps, commbench and the model use: <prefix>_<stamp>,
  * a suffix when claimed twice in one second, never an existing directory */
 static void test_stamped_claim_never_shares(void **state) {
@@ -254,6 +276,7 @@ int main(void) {
         cmocka_unit_test(test_atomic_write),
         cmocka_unit_test(test_atomic_write_full_disk_reports_errno),
         cmocka_unit_test(test_reserved_write_pads_and_parses),
+        cmocka_unit_test(test_csv_formula_cells),
         cmocka_unit_test(test_csv_quoting),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

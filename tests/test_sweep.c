@@ -285,6 +285,10 @@ static void test_bad_files_exit_2(void **state) {
     expect_bad("base: {config: tiny}\n", NULL, L("@FILE", "name"));
     expect_bad("name: x\nmatrix: {noddp: [true\n", NULL, L("@FILE", "malformed"));
     expect_bad("name: ../up\n", NULL, L("@FILE", "name", "../up"));
+    /* a command that takes no run flags would pass, then fail at every point */
+    expect_bad("name: x\ncommand: datagen\n", NULL, L("@FILE", "command (line 2)", "not datagen"));
+    expect_bad("name: x\ncommand: report\n", NULL, L("@FILE", "command (line 2)", "not report"));
+    expect_bad("name: x\ncommand: nosuch\n", NULL, L("@FILE", "command (line 2)", "not nosuch"));
     /* command-line mistakes name the flag */
     expect_bad("name: x\nmatrix: {noddp: [false, true]}\n", L("--noddp", "true"), L("--noddp", "matrix"));
     expect_bad(NULL, L("--ranks", "1,0"), L("--ranks", "'0'"));

@@ -59,6 +59,7 @@
 #include "core/util/common.h"
 #include "core/results/results.h"
 #include "core/util/fileio.h"
+#include "core/util/outdir.h"
 #include "core/comm/groups.h"
 
 #define MAX_INPUTS 16
@@ -416,11 +417,9 @@ static int load_sweep(const char *dir, const vb_mref *ref, const char *type, poi
     for (int i = 0; i < idx.nrows; i++) {
         if (strcmp(vb_csv_get(&idx, i, cs), "completed") != 0) continue;
         const char *rd = vb_csv_get(&idx, i, cd);
-        char rdir[VB_PATH_MAX], jpath[VB_PATH_MAX];
-        if (rd[0] == '/')
-            vb_snprintf(rdir, sizeof rdir, "%s", rd);
-        else
-            vb_snprintf(rdir, sizeof rdir, "%s/%s", dir, rd);
+        char rdir[VB_PATH_MAX], jpath[VB_PATH_MAX], why[VB_PATH_MAX + 128];
+        if (vb_sweep_run_path(rdir, sizeof rdir, dir, rd, why, sizeof why) != 0)
+            vb_die_input("model: %s: record %d: %s", path, i + 2, why);
         vb_snprintf(jpath, sizeof jpath, "%s/" VB_RUN_JSON, rdir);
         cJSON *j = read_json(jpath, "--sweep");
         vb_mdims d = dims_of(j, jpath);
@@ -1076,18 +1075,16 @@ int vb_model_main(int argc, char **argv) {
         if (vb_results_dir_claim_stamped("results", "model", out, sizeof out, NULL, 0) != 0)
             vb_die_env("model: cannot create a model_<stamp> directory in results/ (%s)", strerror(errno));
     }
-    if (vb_mkdir_p(out) != 0) vb_die_env("model: cannot create --output_dir %s", out);
+    vb_outdir od; /* the sweep or --output_dir is the tree: files by rename, no link followed */
+    vb_outdir_open_or_die(&od, out, "", "model");
 
     md_ctx m = {.x = &x, .o = &o, .kind = kind, .ref = &ref, .machine = mctx.machine, .compute_scale = cscale,
                 .compute_scale_why = why,
                 .impl_name = (impl ? impl : ref.impl ? ref.impl : vb_impl_default())->name};
-    char path[VB_PATH_MAX];
-    vb_snprintf(path, sizeof path, "%s/model_fits.csv", out);
-    vb_atomic_write_or_die(path, write_fits_csv, &x);
-    vb_snprintf(path, sizeof path, "%s/model.csv", out);
-    vb_atomic_write_or_die(path, write_model_csv, &x);
-    vb_snprintf(path, sizeof path, "%s/model.md", out);
-    vb_atomic_write_or_die(path, write_md, &m);
+    vb_outdir_write_or_die(&od, VB_MODEL_FITS_CSV, write_fits_csv, &x, "model");
+    vb_outdir_write_or_die(&od, VB_MODEL_CSV, write_model_csv, &x, "model");
+    vb_outdir_write_or_die(&od, VB_MODEL_MD, write_md, &m, "model");
+    vb_outdir_close(&od);
 
     print_summary(&x, kind);
     printf("\n");

@@ -54,6 +54,7 @@
 #include "core/util/common.h"
 #include "core/results/results.h"
 #include "core/util/fileio.h"
+#include "core/util/outdir.h"
 
 #define MAX_ALTS VB_MREF_MAX_MACHINES
 
@@ -523,13 +524,12 @@ int vb_model_published(const char *file, const char *out_dir) {
         if (vb_results_dir_claim_stamped("results", "published", out, sizeof out, NULL, 0) != 0)
             vb_die_env("model: cannot create a published_<stamp> directory in results/ (%s)", strerror(errno));
     }
-    if (vb_mkdir_p(out) != 0) vb_die_env("model: cannot create --output_dir %s", out);
+    vb_outdir od; /* --output_dir is the tree: files by rename, no link followed */
+    vb_outdir_open_or_die(&od, out, "", "model");
     pub_out o = {.rows = pr, .nrows = nr, .nots = pn, .nnots = nn, .file = file};
-    char path[VB_PATH_MAX];
-    vb_snprintf(path, sizeof path, "%s/published.csv", out);
-    vb_atomic_write_or_die(path, write_csv, &o);
-    vb_snprintf(path, sizeof path, "%s/published.md", out);
-    vb_atomic_write_or_die(path, write_md, &o);
+    vb_outdir_write_or_die(&od, VB_PUBLISHED_CSV, write_csv, &o, "model");
+    vb_outdir_write_or_die(&od, VB_PUBLISHED_MD, write_md, &o, "model");
+    vb_outdir_close(&od);
 
     printf("Published scaling results beside the model (%s); error = (predicted - published) / published "
            "samples/s, nothing fitted to them:\n",

@@ -18,6 +18,7 @@
  * run directory.
  */
 #include "bench/commbench/commbench.h"
+#include "core/run/memcheck.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -460,6 +461,7 @@ int vb_commbench_main(int argc, char **argv) {
 
     vb_iso_time(res->start_time, sizeof res->start_time);
     join_command_line(res->command_line, sizeof res->command_line, argc, argv);
+    vb_address_space_check(VB_MPI_START_BYTES, "MPI's runtime"); /* one line, not PMIx's errors */
     vb_world_init(&argc, &argv, &b->world);
     vb_comm *world = &b->world;
 

@@ -42,7 +42,7 @@
  * Scenario file (YAML; anchors and `<<:` merge keys work everywhere)
  *   name: weak_scaling       # required: [A-Za-z0-9_.-], names the sweep directory
  *   description: "..."       # optional, free text
- *   command: run             # vitbench subcommand every run executes (default run)
+ *   command: run             # what every run executes: run (default), train or commbench
  *   base: {config: tiny}     # config overrides for every run
  *   ranks: [1, 2, 4, 8]      # world sizes (default [1]); --ranks overrides
  *   ranks_per_node: 4        # optional: srun/sbatch get --nodes=ceil(R/4)

@@ -313,7 +313,7 @@ static const char *submit(const char *script, const char *dir, const char *name,
     char submit_log[VB_PATH_MAX];
     vb_snprintf(submit_log, sizeof submit_log, "%s/logs/%s.submit.log", dir, name);
     const char *why;
-    *code = sweep_launch(sb, submit_log, 120, 0, &why);
+    *code = sweep_launch(sb, submit_log, 120, 0, NULL, &why);
     if (*code == 0) sweep_record_job(dir, name, submit_log);
     return *code == 0 ? "submitted" : "failed";
 }
@@ -436,7 +436,7 @@ static void check_launcher(const sweep_cli *cli, const vb_scenario *sc, int per_
     if (fd < 0) vb_die_internal("mkstemp: %s", strerror(errno));
     close(fd);
     const char *why;
-    int rc = sweep_launch(cmd.v, log, 120, 1, &why);
+    int rc = sweep_launch(cmd.v, log, 120, 1, NULL, &why);
     char line[512];
     sweep_last_log_line(log, line, sizeof line);
     unlink(log);
@@ -463,7 +463,7 @@ static void warmup_run(const char *dir, const char *exe, const vb_scenario *sc, 
     sweep_strvec cmd = {0};
     sweep_build_launch(&cmd, cli->launcher, sc, it->run->ranks, per_node, &cli->launcher_args);
     sweep_push_vitbench_args(&cmd, exe, sc, it->run, "warmup", wdir);
-    FILE *lf = fopen(log_path, "w");
+    FILE *lf = vb_fopen_nofollow(log_path, "w");
     if (lf) {
         fprintf(lf, "# OMP_NUM_THREADS=%d ", it->threads);
         sweep_fput_argv(lf, cmd.v);
@@ -474,7 +474,8 @@ static void warmup_run(const char *dir, const char *exe, const vb_scenario *sc, 
     fflush(stdout);
     const double t0 = vb_now();
     const char *why;
-    const int rc = sweep_launch(cmd.v, log_path, timeout_s, it->threads, &why);
+    const sweep_run_ref ref = {dir, "warmup"};
+    const int rc = sweep_launch(cmd.v, log_path, timeout_s, it->threads, &ref, &why);
     const double secs = vb_now() - t0;
     sweep_sv_free(&cmd);
     sweep_record_warmup(dir, it->name, rc, secs);
@@ -578,6 +579,9 @@ int vb_sweep_main(int argc, char **argv) {
     /* for the sweep's whole life: a --resume while it runs would start every
      * remaining point a second time, in parallel with this one */
     if (!cli.dry_run) sweep_hold_lock(dir, resume_dir[0] ? "flag --resume" : "sweep");
+    /* a killed sweep's run may still run (its launcher did not stop it):
+     * running that point again beside it would measure both on shared cores */
+    if (resume_dir[0]) sweep_refuse_live_run(dir, "flag --resume");
     sweep_make_subdir(dir, "runs");
     sweep_make_subdir(dir, "logs");
     if (cli.launcher == LAUNCH_SBATCH) {
@@ -714,7 +718,7 @@ int vb_sweep_main(int argc, char **argv) {
             printf("vitbench sweep: [%d/%d] %s: OMP_NUM_THREADS=%d ", i + 1, nitems, it->name, it->threads);
             sweep_fput_argv(stdout, cmd.v);
             fputc('\n', stdout);
-            FILE *lf = fopen(log_path, "w");
+            FILE *lf = vb_fopen_nofollow(log_path, "w");
             if (lf) {
                 fprintf(lf, "# OMP_NUM_THREADS=%d ", it->threads);
                 sweep_fput_argv(lf, cmd.v);
@@ -723,7 +727,8 @@ int vb_sweep_main(int argc, char **argv) {
             }
             double t0 = vb_now();
             const char *why;
-            it->exit_code = sweep_launch(cmd.v, log_path, timeout_s, it->threads, &why);
+            const sweep_run_ref ref = {dir, it->name};
+            it->exit_code = sweep_launch(cmd.v, log_path, timeout_s, it->threads, &ref, &why);
             if (why[0])
                 sweep_append_line(log_path, "vitbench sweep: run stopped (%s) after %.1f s", why, vb_now() - t0);
             it->status = it->exit_code == 0 ? "completed" : "failed";

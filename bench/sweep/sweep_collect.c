@@ -123,7 +123,7 @@ void sweep_record_job(const char *dir, const char *name, const char *submit_log)
     char path[VB_PATH_MAX + 200], tmp[VB_PATH_MAX + 210];
     vb_snprintf(path, sizeof path, "%s/status/%s.job", dir, name);
     vb_snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
+    FILE *f = vb_fopen_nofollow(tmp, "w");
     if (!f || fprintf(f, "%ld\n", id) < 0 || fclose(f) != 0 || rename(tmp, path) != 0)
         vb_warn("cannot record job %ld of %s in %s; a job that ends without a status will stay submitted", id, name,
                 path);
@@ -151,7 +151,7 @@ static void first_word(const char *path, char *out, size_t n) {
 static int query(char *const *argv, const char *out) {
     if (unlink(out) != 0 && errno != ENOENT) return -1;
     const char *why;
-    int rc = sweep_launch(argv, out, 20, 0, &why);
+    int rc = sweep_launch(argv, out, 20, 0, NULL, &why);
     return why[0] ? -1 : rc;
 }
 

@@ -126,15 +126,17 @@ void sweep_create_dir(const char *out_dir, const char *name, char *dir, size_t n
     vb_die_input("flag --output_dir %s: cannot create a %s_<stamp> directory in it (%s)", out_dir, name, strerror(errno));
 }
 
+/* created, or found to be a real directory (outdir.h): a resumed sweep
+ * never writes its runs or logs through a link planted in its place */
 void sweep_make_subdir(const char *dir, const char *sub) {
-    char p[VB_PATH_MAX];
-    vb_snprintf(p, sizeof p, "%s/%s", dir, sub);
-    if (mkdir(p, 0775) != 0 && errno != EEXIST) vb_die_input("cannot create %s (%s)", p, strerror(errno));
+    vb_outdir d;
+    vb_outdir_open_or_die(&d, dir, sub, "sweep");
+    vb_outdir_close(&d);
 }
 
 void sweep_copy_file(const char *from, const char *to) {
     FILE *in = fopen(from, "rb");
-    FILE *out = in ? fopen(to, "wb") : NULL;
+    FILE *out = in ? vb_fopen_nofollow(to, "w") : NULL;
     if (in && out) {
         char buf[8192];
         size_t k;

@@ -24,6 +24,8 @@
 
 #include "bench/sweep/sweep.h"
 #include "core/util/common.h"
+#include "core/util/fileio.h"
+#include "core/util/outdir.h"
 
 /* ---- sweep_util.c ---- */
 
@@ -130,9 +132,23 @@ int sweep_threads_for(const vb_scenario *s, launcher_kind launcher, int ranks, i
 void sweep_catch_stop_signals(void);
 /* The stop signal received, 0 = none. */
 int sweep_stop_signal(void);
+/* A run the sweep launches (not a probe or a job submission): named in
+ * SWEEP_DIR/.running while its process group lives, and given this sweep
+ * process to watch (proc_watch.h: the run stops when the sweep is gone). */
+typedef struct {
+    const char *sweep_dir;
+    const char *name;
+} sweep_run_ref;
+#define SWEEP_RUNNING_FILE ".running"
 /* Runs argv to completion (or timeout / stop); its exit status, 128+signal
- * when killed; *why is "timeout", "interrupted" or "". */
-int sweep_launch(char *const *argv, const char *log_path, int timeout_s, int threads, const char **why);
+ * when killed; *why is "timeout", "interrupted" or "". run: NULL for what is
+ * not a run. */
+int sweep_launch(char *const *argv, const char *log_path, int timeout_s, int threads, const sweep_run_ref *run,
+                 const char **why);
+/* A --resume (flag) of SWEEP_DIR whose recorded run still has a live
+ * process group (the sweep was killed, the run was not) exits 2 naming the
+ * run and the group; a finished one's record is removed. */
+void sweep_refuse_live_run(const char *dir, const char *flag);
 void sweep_append_line(const char *path, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The last line of a run's log that says something (not blank, not the
  * launcher line the sweep wrote first), at most n-1 bytes; "" without one. */

@@ -12,6 +12,8 @@
  */
 #include "bench/sweep/sweep_internal.h"
 
+#include "core/util/proc_watch.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -148,13 +150,33 @@ static void sleep_ms(long ms) {
     nanosleep(&ts, NULL);
 }
 
+/* The record of the run in flight: SWEEP_DIR/.running names its process
+ * group, host and boot, so that a --resume of a killed sweep can tell whether
+ * that run still lives (sweep_refuse_live_run). Written by rename. */
+typedef struct {
+    pid_t pgid;
+    const char *name;
+} running_rec;
+
+static void write_running(FILE *f, void *ctx) {
+    const running_rec *r = ctx;
+    char host[256] = "?", boot[64];
+    gethostname(host, sizeof host - 1);
+    vb_boot_id(boot, sizeof boot);
+    fprintf(f, "pgid %d\nhost %s\nboot %s\nrun %s\n", (int)r->pgid, host, boot[0] ? boot : "?", r->name);
+}
+
 /* fork/exec argv with stdout+stderr appended to log_path, in its own process
  * group (so a timeout or Ctrl-C can stop mpirun and every rank it started).
  * Returns the exit status (128+signal when killed); *why says if the sweep
  * cut it short ("" otherwise). */
-int sweep_launch(char *const *argv, const char *log_path, int timeout_s, int threads, const char **why) {
+int sweep_launch(char *const *argv, const char *log_path, int timeout_s, int threads, const sweep_run_ref *run,
+                 const char **why) {
     *why = "";
-    int logfd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0664);
+    /* the run watches this process and stops when it is gone (proc_watch.h) */
+    char self[320];
+    vb_proc_token(self, sizeof self);
+    int logfd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0664);
     if (logfd < 0) vb_die_input("cannot open log %s (%s)", log_path, strerror(errno));
     fflush(stdout);
     fflush(stderr);
@@ -180,12 +202,25 @@ int sweep_launch(char *const *argv, const char *log_path, int timeout_s, int thr
             snprintf(t, sizeof t, "%d", threads);
             setenv("OMP_NUM_THREADS", t, 1);
         }
+        if (run) setenv(VB_SWEEP_PROCESS_ENV, self, 1);
+        else unsetenv(VB_SWEEP_PROCESS_ENV); /* a job submitted now runs long after this process */
         execvp(argv[0], argv);
         dprintf(2, "vitbench sweep: cannot execute %s: %s\n", argv[0], strerror(errno));
         _exit(127);
     }
     setpgid(pid, pid); /* also here: whichever of parent and child runs first */
     close(logfd);
+    char record[VB_PATH_MAX];
+    record[0] = '\0';
+    if (run) {
+        running_rec rec = {pid, run->name};
+        vb_snprintf(record, sizeof record, "%s/%s", run->sweep_dir, SWEEP_RUNNING_FILE);
+        if (vb_atomic_write(record, write_running, &rec) != 0) {
+            vb_warn("cannot write %s (%s): a --resume after this sweep is killed cannot tell whether %s still runs",
+                    record, strerror(errno), run->name);
+            record[0] = '\0';
+        }
+    }
     double t0 = vb_now(), term_at = -1;
     int st = 0, sent = 0;
     for (;;) {
@@ -205,6 +240,9 @@ int sweep_launch(char *const *argv, const char *log_path, int timeout_s, int thr
         }
         sleep_ms(50);
     }
+    /* the group may outlive its leader (a rank the launcher left behind):
+     * the record stays while any of it runs */
+    if (record[0] && !vb_pgroup_alive(pid)) unlink(record);
     /* a run the sweep stopped is recorded as killed by that signal, whatever
      * status mpirun chose to exit with after passing it on */
     if (sent) return 128 + sent;
@@ -214,7 +252,7 @@ int sweep_launch(char *const *argv, const char *log_path, int timeout_s, int thr
 }
 
 void sweep_append_line(const char *path, const char *fmt, ...) {
-    FILE *f = fopen(path, "a");
+    FILE *f = vb_fopen_nofollow(path, "a");
     if (!f) return;
     va_list ap;
     va_start(ap, fmt);
@@ -299,6 +337,42 @@ void sweep_last_log_line(const char *path, char *buf, size_t n) {
     free(ls);
     free(len);
     free(text);
+}
+
+/* SWEEP_DIR/.running's field `key`, "" when absent */
+static void running_field(const char *text, const char *key, char *out, size_t n) {
+    out[0] = '\0';
+    size_t kl = strlen(key);
+    for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+        if (strncmp(l, key, kl) == 0 && l[kl] == ' ') {
+            snprintf(out, n, "%.*s", (int)strcspn(l + kl + 1, "\n"), l + kl + 1);
+            return;
+        }
+}
+
+void sweep_refuse_live_run(const char *dir, const char *flag) {
+    char path[VB_PATH_MAX];
+    vb_snprintf(path, sizeof path, "%s/%s", dir, SWEEP_RUNNING_FILE);
+    char *text = vb_read_file(path, NULL);
+    if (!text) return; /* no run in flight when the sweep ended */
+    char pg[32], host[256], boot[64], name[300], my_host[256] = "?", my_boot[64];
+    running_field(text, "pgid", pg, sizeof pg);
+    running_field(text, "host", host, sizeof host);
+    running_field(text, "boot", boot, sizeof boot);
+    running_field(text, "run", name, sizeof name);
+    free(text);
+    gethostname(my_host, sizeof my_host - 1);
+    vb_boot_id(my_boot, sizeof my_boot);
+    const pid_t pgid = (pid_t)atol(pg);
+    if (strcmp(host, my_host) != 0)
+        vb_die_input("%s %s: run %s of the stopped sweep was started on host %s, and this is %s: it cannot be "
+                     "checked from here; make sure its process group %d there has ended, then remove %s",
+                     flag, dir, name, host, my_host, (int)pgid, path);
+    if (pgid > 0 && strcmp(boot, my_boot) == 0 && vb_pgroup_alive(pgid))
+        vb_die_input("%s %s: run %s of the stopped sweep is still running (process group %d on %s): a point run "
+                     "again beside it would be measured on shared cores; wait for it or stop it (kill -TERM -- -%d)",
+                     flag, dir, name, (int)pgid, host, (int)pgid);
+    unlink(path); /* ended (or the machine rebooted since) */
 }
 
 void sweep_hold_lock(const char *dir, const char *flag) {

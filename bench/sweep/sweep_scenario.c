@@ -341,6 +341,16 @@ void vb_scenario_load(vb_scenario *s, const char *path) {
                 if (!islower((unsigned char)*c) && *c != '_') ok = false;
             if (!ok) vb_die_input("%s: command (line %d): '%s' is not a vitbench subcommand (e.g. run, train)", path, line, t);
             if (strcmp(t, "sweep") == 0) vb_die_input("%s: command (line %d): a sweep cannot run sweeps", path, line);
+            /* a run is given --output_dir, --run_name and config keys as
+             * flags: only these commands take them, and every other would
+             * pass this check and then fail at each point's launch */
+            static const char *const runnable[] = {"run", "train", "commbench"};
+            bool known = false;
+            for (size_t r = 0; r < sizeof runnable / sizeof runnable[0]; r++) known = known || !strcmp(t, runnable[r]);
+            if (!known)
+                vb_die_input("%s: command (line %d): a sweep runs run, train or commbench (each run gets --output_dir, "
+                             "--run_name and the swept keys), not %s",
+                             path, line, t);
             snprintf(s->command, sizeof s->command, "%s", t);
         } else if (strcmp(k, "base") == 0) {
             load_settings(&y, v, "base", &s->base);

@@ -491,7 +491,7 @@ static void write_point(FILE *f, const sweep_job_ctx *j, const sweep_item *it, c
 }
 
 static FILE *open_script(const char *path) {
-    FILE *f = fopen(path, "w");
+    FILE *f = vb_fopen_nofollow(path, "w");
     if (!f) vb_die_input("cannot write %s (%s)", path, strerror(errno));
     return f;
 }

@@ -303,6 +303,12 @@ static bool parse_value(key_type t, const char *text, bool is_null, void *dst, s
     case KT_STR: {
         const char *s = is_null ? "" : text;
         size_t len = strlen(s);
+        /* run.json and the results' CSVs hold it as UTF-8 text */
+        const long bad = vb_utf8_invalid_at(s);
+        if (bad >= 0) {
+            snprintf(err, errn, "the value is not valid UTF-8 (byte 0x%02x at byte %ld)", (unsigned char)s[bad], bad);
+            return false;
+        }
         if (len >= size) {
             snprintf(err, errn, "'%.40s...' is too long (%zu characters, at most %zu)", s, len, size - 1);
             return false;
@@ -775,6 +781,11 @@ void vb_config_validate(const vb_config *c, const char *origin) {
         vfail(c, origin, "loss_scale_init", NULL, "loss_scale_init = %g must be a finite number > 0",
               (double)c->loss_scale_init);
     require_min(c, origin, "loss_scale_growth_interval", c->loss_scale_growth_interval, 1);
+    /* '' is no directory: it would silently mean results/ (as --config '' is
+     * no config) */
+    if (!c->output_dir[0])
+        vfail(c, origin, "output_dir", NULL, "output_dir is empty: name the directory the run directories go to "
+                                             "(default results)");
     /* the run name becomes a directory name, a report heading and a table
      * cell: a line break or other control character would start a new line
      * in each of them */
@@ -909,8 +920,9 @@ static void check_output_filename(const char *name, const char *where, const cha
         vb_die_input("%s: %s = '%s' must be a file name without '/' (line %d); the file goes to output_dir", where, key,
                      name, line);
     if (vb_run_file_reserved(name))
-        vb_die_input("%s: %s = '%s' is a file the run writes itself (line %d): the two would replace each other; "
-                     "pick another name, e.g. benchy_output.json",
+        vb_die_input("%s: %s = '%s' is a name of the results schema, a file vitbench writes in a run or sweep "
+                     "directory (line %d): the two would replace each other; pick another name, e.g. "
+                     "benchy_output.json",
                      where, key, name, line);
 }
 

@@ -93,6 +93,19 @@ static void check_h5_file(const char *path, hsize_t dims[4]) {
     VB_H5(H5Sget_simple_extent_dims(sp, dims, NULL));
     for (int i = 0; i < 4; i++)
         if (dims[i] == 0 || dims[i] > (hsize_t)1 << 30) vb_die_input("%s: dataset 'fields' has an empty or absurd dimension %d", path, i);
+    /* storage never written reads as the fill value (0, or the file's own):
+     * a year whose writer stopped early would be trained on as zeros. HDF5
+     * knows which chunks (or whether the contiguous block) were allocated. */
+    H5D_space_status_t space;
+    if (H5Dget_space_status(d, &space) < 0) vb_die_input("%s: cannot tell whether dataset 'fields' was written", path);
+    if (space == H5D_SPACE_STATUS_NOT_ALLOCATED)
+        vb_die_input("%s: dataset 'fields' was never written (no storage allocated): it would read as fill values; "
+                     "write the file completely (or remove it)",
+                     path);
+    if (space == H5D_SPACE_STATUS_PART_ALLOCATED)
+        vb_die_input("%s: dataset 'fields' is only partly written (some of its chunks have no storage): they would "
+                     "read as fill values; write the file completely (or remove it)",
+                     path);
     VB_H5(H5Sclose(sp));
     VB_H5(H5Tclose(t));
     VB_H5(H5Dclose(d));

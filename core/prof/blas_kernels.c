@@ -10,9 +10,8 @@
 #include <unistd.h>
 
 #include "core/util/common.h"
+#include "kernels/cpu/blas.h" /* OpenBLAS, loaded on first use: its corename */
 
-/* OpenBLAS exports this without declaring it in every cblas.h */
-char *openblas_get_corename(void);
 
 #define LIBRARY_CORE_ENV "VB_BLAS_LIBRARY_CORE"
 
@@ -124,7 +123,7 @@ static bool g_chosen;
 void vb_blas_choose(char **argv) {
     vb_cpu_features f;
     vb_cpu_features_detect(&f);
-    const char *lib = openblas_get_corename();
+    const char *lib = vb_blas_corename();
     g_choice = vb_blas_decide(getenv("OPENBLAS_CORETYPE"), getenv(LIBRARY_CORE_ENV), lib, &f);
     g_chosen = true;
     if (!g_choice.reexec_core) return;
@@ -148,7 +147,7 @@ void vb_blas_choose(char **argv) {
 
 const vb_blas_decision *vb_blas_choice(void) {
     if (!g_chosen) {
-        const char *lib = openblas_get_corename();
+        const char *lib = vb_blas_corename();
         g_choice = (vb_blas_decision){VB_BLAS_RULE_LIBRARY, NULL, ""};
         vb_snprintf(g_choice.library_core, sizeof g_choice.library_core, "%.60s", lib ? lib : "");
         g_chosen = true;

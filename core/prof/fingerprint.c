@@ -1,13 +1,14 @@
 /* fingerprint.c: machine, build and library facts for run.json (fingerprint.h). */
 #include "core/prof/fingerprint.h"
 
-#include <cblas.h>
 #include <omp.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "kernels/cpu/blas.h"
 
 #include "core/util/common.h"
 
@@ -21,8 +22,6 @@
 #define VB_CFLAGS ""
 #endif
 
-/* OpenBLAS exports this without declaring it in every cblas.h */
-char *openblas_get_corename(void);
 
 int vb_affinity_cores(void) {
     cpu_set_t set;
@@ -75,8 +74,8 @@ void vb_fingerprint_collect(vb_fingerprint *f, const char *backend, int ranks, c
     f->omp_threads = omp_get_max_threads();
     f->ranks = ranks;
     vb_snprintf(f->backend, sizeof f->backend, "%s", backend);
-    vb_snprintf(f->blas, sizeof f->blas, "%.250s", openblas_get_config());
-    const char *core = openblas_get_corename();
+    vb_snprintf(f->blas, sizeof f->blas, "%.250s", vb_blas_config());
+    const char *core = vb_blas_corename();
     vb_snprintf(f->blas_coretype, sizeof f->blas_coretype, "%.60s", core ? core : "unknown");
 #if defined(__clang__)
     vb_snprintf(f->compiler, sizeof f->compiler, "clang %.100s", __clang_version__);

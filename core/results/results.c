@@ -13,16 +13,8 @@
 #include "core/util/common.h"
 #include "core/prof/cupti_trace.h"
 
-/* Every name the run itself writes into its directory (trials.c,
- * train_loop.c, run_json.c; CUPTI's through vb_cupti_file), and the default
- * outputs of the tools that write into a run directory afterwards. */
-static const char *const k_run_files[] = {
-    VB_RUN_JSON,      VB_TRIALS_CSV,     VB_SUMMARY_CSV,   VB_ITERATIONS_CSV, VB_OPS_CSV,
-    VB_TIMELINE_CSV,  VB_TRAIN_LOG_CSV,  VB_VALIDATION_CSV, VB_CHECKPOINT_H5,
-    "trace.json", /* vitbench trace RUN */
-    "kineto",     /* vitbench trace RUN --format kineto: a directory */
-    "report",     /* vitbench report RUN: a directory */
-};
+/* every name of the results schema (results.h) */
+static const char *const k_run_files[] = {VB_RESULTS_NAMES};
 
 /* name is file's stem + "_rank<digits>" + file's extension (CUPTI's copy
  * for rank k > 0, trials.c write_cupti) */

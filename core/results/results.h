@@ -57,6 +57,38 @@
 #define VB_BREAKDOWN_CSV "breakdown.csv" /* vitbench report and nsys: HTA-style time breakdown */
 #define VB_INDEX_CSV "index.csv"         /* a sweep's runs, one row each (VB_INDEX_LEAD_COLUMNS) */
 #define VB_SWEEP_JSON "sweep.json"       /* a sweep's plan and how it ran */
+#define VB_BENCHY_JSON "benchy_output.json" /* benchy's output_filename unless its config names another */
+/* what the tools write into a run or sweep directory afterwards, by default */
+#define VB_TRACE_JSON "trace.json"       /* vitbench trace RUN */
+#define VB_KINETO_DIR "kineto"           /* vitbench trace RUN --format kineto: a directory */
+#define VB_REPORT_DIR "report"           /* vitbench report RUN|SWEEP: a directory */
+#define VB_COMPARE_JSON "compare.json"   /* vitbench compare BASE NEW: into NEW */
+#define VB_MODEL_CSV "model.csv"         /* vitbench model: into the sweep (or --output_dir) */
+#define VB_MODEL_FITS_CSV "model_fits.csv"
+#define VB_MODEL_MD "model.md"
+#define VB_PUBLISHED_CSV "published.csv" /* vitbench model --published */
+#define VB_PUBLISHED_MD "published.md"
+#define VB_COMMBENCH_CSV "commbench.csv" /* vitbench commbench: its own run directory */
+#define VB_COMMBENCH_JSON "commbench.json"
+/* a sweep directory's own files and folders besides index.csv and sweep.json */
+#define VB_SCENARIO_COPY "scenario.yaml"
+#define VB_SWEEP_RUNS_DIR "runs"
+#define VB_SWEEP_LOGS_DIR "logs"
+#define VB_SWEEP_JOBS_DIR "jobs"
+#define VB_SWEEP_STATUS_DIR "status"
+
+/* The one list of every name above: what a run, a sweep and the tools write
+ * in a results directory. A name another input chooses for a file there
+ * (benchy's output_filename) must be none of them (vb_run_file_reserved),
+ * so a name added to this list is refused there from then on. CUPTI's
+ * kernels.csv and its siblings are core/prof/cupti_trace.h's (also
+ * refused). */
+#define VB_RESULTS_NAMES                                                                                    \
+    VB_RUN_JSON, VB_TRIALS_CSV, VB_SUMMARY_CSV, VB_ITERATIONS_CSV, VB_OPS_CSV, VB_TIMELINE_CSV,             \
+        VB_TRAIN_LOG_CSV, VB_VALIDATION_CSV, VB_CHECKPOINT_H5, VB_BREAKDOWN_CSV, VB_INDEX_CSV, VB_SWEEP_JSON, \
+        VB_TRACE_JSON, VB_KINETO_DIR, VB_REPORT_DIR, VB_COMPARE_JSON, VB_MODEL_CSV, VB_MODEL_FITS_CSV,      \
+        VB_MODEL_MD, VB_PUBLISHED_CSV, VB_PUBLISHED_MD, VB_COMMBENCH_CSV, VB_COMMBENCH_JSON,               \
+        VB_SCENARIO_COPY, VB_SWEEP_RUNS_DIR, VB_SWEEP_LOGS_DIR, VB_SWEEP_JOBS_DIR, VB_SWEEP_STATUS_DIR
 
 /* The header lines of the files whose columns are fixed (readers find
  * columns by these names; the other files' columns are listed above) */
@@ -113,13 +145,11 @@ bool vb_index_column_is_swept(const char *name);
  * a thread or another process, never from a signal handler. */
 int vb_run_json_mark_failed(const char *path, const char *why);
 
-/* True when `name` (a file name, no directory part) is one the run
- * directory already uses: the files above, CUPTI's per-rank copies
- * (kernels_rank<k>.csv ...), and what vitbench trace (trace.json) and
- * vitbench report (report/) put there by default. Compared without case:
- * on a case-insensitive file system Summary.csv is summary.csv. benchy's
- * output_filename must not be one of them, or one file silently replaces
- * the other. */
+/* True when `name` (a file name, no directory part) is one of
+ * VB_RESULTS_NAMES, CUPTI's files or their per-rank copies
+ * (kernels_rank<k>.csv ...). Compared without case: on a case-insensitive
+ * file system Summary.csv is summary.csv. benchy's output_filename must not
+ * be one of them, or one file silently replaces the other. */
 bool vb_run_file_reserved(const char *name);
 
 #endif

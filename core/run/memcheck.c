@@ -6,8 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "core/util/common.h"
+#include "core/util/fileio.h"
 
 /* sizeof the harness's records, kept in step with bench/trials.c and
  * core/prof/timeline.c: an iteration record is 5 doubles, a timeline event 64
@@ -161,4 +164,28 @@ void vb_mem_check(const vb_mem_estimate *e, int node_ranks, double limit, const 
                      e->local_batch, gib(e->total), gib(e->params), gib(e->grads), gib(e->optimizer),
                      gib(e->activations), gib(e->data), gib(e->records), node_ranks, node_ranks == 1 ? "" : "s",
                      gib(limit), limit_source, advice);
+}
+
+double vb_address_space_left(double *limit) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return -1;
+    if (limit) *limit = (double)rl.rlim_cur;
+    unsigned long long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%llu", &pages) != 1) pages = 0;
+        fclose(f);
+    }
+    const double used = (double)pages * (double)sysconf(_SC_PAGESIZE);
+    return (double)rl.rlim_cur > used ? (double)rl.rlim_cur - used : 0;
+}
+
+void vb_address_space_check(double need, const char *what) {
+    double limit = 0;
+    const double left = vb_address_space_left(&limit);
+    if (left < 0 || left >= need) return;
+    const double mib = 1024.0 * 1024.0;
+    vb_die_env("the address-space limit (ulimit -v %.0f MiB) leaves %.0f MiB of it free, and %s need about %.0f MiB: "
+               "raise the limit (ulimit -v unlimited) or run where it is higher",
+               limit / mib, left / mib, what, need / mib);
 }

@@ -51,4 +51,18 @@ double vb_mem_available(char *source, size_t n);
 /* Exits 2 when node_ranks x e->total exceeds `limit` (0 = unknown: no check). */
 void vb_mem_check(const vb_mem_estimate *e, int node_ranks, double limit, const char *limit_source);
 
+/* The address-space limit (ulimit -v, RLIMIT_AS) counts every mapping of the
+ * process, libraries and reservations included, and what fails under it
+ * fails inside a library: MPI's runtime printed a screen of PMIx errors,
+ * OpenBLAS retried its buffer forever. So a run checks first.
+ * What a run's runtime maps before the model: MPI's (a singleton's
+ * MPI_Init maps about 220 MiB; threads' stacks and arenas come on top). */
+#define VB_MPI_START_BYTES ((double)(320u << 20))
+/* Bytes of address space left under RLIMIT_AS (the limit less this
+ * process's mappings); -1 when there is no limit. limit: the limit, bytes. */
+double vb_address_space_left(double *limit);
+/* Exits 1 with one line when less than `need` bytes of address space are
+ * left under ulimit -v: `what` names what needs them. */
+void vb_address_space_check(double need, const char *what);
+
 #endif

@@ -2,7 +2,6 @@
  * vb_run_write_json). */
 #include "core/run/trainer.h"
 
-#include <cblas.h>
 #include <cjson/cJSON.h>
 #include <hdf5.h>
 #include <omp.h>
@@ -12,6 +11,7 @@
 
 #include "core/results/results.h"
 #include "core/util/common.h"
+#include "kernels/cpu/blas.h"
 
 static void add_versions(cJSON *root) {
     cJSON *v = cJSON_AddObjectToObject(root, "versions");
@@ -20,7 +20,7 @@ static void add_versions(cJSON *root) {
     char buf[512];
     vb_snprintf(buf, sizeof buf, "%u.%u.%u", maj, min, rel);
     cJSON_AddStringToObject(v, "hdf5", buf);
-    cJSON_AddStringToObject(v, "openblas", openblas_get_config());
+    cJSON_AddStringToObject(v, "openblas", vb_blas_config());
     vb_mpi_version(buf, sizeof buf);
     cJSON_AddStringToObject(v, "mpi", buf);
     cJSON_AddStringToObject(v, "libyaml", yaml_get_version_string());

@@ -18,6 +18,7 @@
 #include "core/run/agree.h"
 #include "core/model/checkpoint.h"
 #include "core/results/results.h"
+#include "core/util/proc_watch.h"
 
 /* The run whose run.json the atexit handler marks "failed". One per process. */
 static vb_run *g_active_run = NULL;
@@ -44,6 +45,14 @@ static void on_stop_signal(int sig) {
         ssize_t k = write(g_stop_pipe[1], &b, 1); /* async-signal-safe */
         (void)k;
     }
+}
+
+/* The sweep that started this run is gone (proc_watch.h): the run stops as
+ * on SIGTERM, recording what it finished, instead of running on unrecorded
+ * beside the point a resumed sweep would start again. */
+static void on_sweep_gone(const char *token) {
+    vb_warn("the sweep that started this run (process %s) is gone: stopping the run", token);
+    kill(getpid(), SIGTERM);
 }
 
 static void *stop_watchdog(void *arg) {
@@ -575,6 +584,7 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
     vb_mem_estimate_run(c, &r->bcfg, r->benchy, do_train, &d, &par, r->local_batch,
                         vb_loader_steps_per_epoch(r->train_loader), r->world.size, r->ctx, &r->mem);
     vb_mem_check(&r->mem, r->node_ranks, r->mem_limit, r->mem_limit_source);
+    vb_address_space_check(r->mem.total, "the model, its optimizer, activations and buffers (memory estimate)");
     r->model = vit_create(&d, &par, r->local_batch, r->ctx, r->prof);
     r->model->fused_elementwise = r->cfg.enable_jit;
     /* fp8: all ranks agree on every amax, as on found_inf below (the tp
@@ -662,6 +672,9 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
 
     start_stop_watchdog(r);
     vb_on_stop_signals(on_stop_signal);
+    /* started by a sweep: stop with it, even when it was killed with SIGKILL
+     * and its launcher keeps going (proc_watch.h) */
+    vb_proc_watch_env(VB_SWEEP_PROCESS_ENV, on_sweep_gone);
     signal(SIGPIPE, SIG_IGN); /* EPIPE on stdout ends the run cleanly (vb_run_interrupted) */
 
     g_active_run = r;

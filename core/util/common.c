@@ -184,9 +184,10 @@ bool vb_dir_exists(const char *path) {
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-static const char *type_name(mode_t m) {
+const char *vb_file_type_name(mode_t m) {
     if (S_ISREG(m)) return "a regular file";
     if (S_ISDIR(m)) return "a directory";
+    if (S_ISLNK(m)) return "a symbolic link";
     if (S_ISFIFO(m)) return "a FIFO (named pipe)";
     if (S_ISCHR(m)) return "a character device";
     if (S_ISBLK(m)) return "a block device";
@@ -223,7 +224,7 @@ static const char *path_problem(const char *path, bool want_dir, char *buf, size
     }
     bool link = lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode);
     if (want_dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode)) {
-        snprintf(buf, n, "%s%s, not %s", link ? "a symlink to " : "", type_name(st.st_mode), want);
+        snprintf(buf, n, "%s%s, not %s", link ? "a symlink to " : "", vb_file_type_name(st.st_mode), want);
         return buf;
     }
     if (want_dir) return NULL;
@@ -238,7 +239,7 @@ static const char *path_problem(const char *path, bool want_dir, char *buf, size
     bool replaced = fstat(fd, &opened) == 0 && !S_ISREG(opened.st_mode);
     close(fd);
     if (replaced) {
-        snprintf(buf, n, "%s, not a regular file (it was replaced while being checked)", type_name(opened.st_mode));
+        snprintf(buf, n, "%s, not a regular file (it was replaced while being checked)", vb_file_type_name(opened.st_mode));
         return buf;
     }
     return NULL;
@@ -247,6 +248,30 @@ static const char *path_problem(const char *path, bool want_dir, char *buf, size
 const char *vb_file_problem(const char *path, char *buf, size_t n) { return path_problem(path, false, buf, n); }
 
 const char *vb_dir_problem(const char *path, char *buf, size_t n) { return path_problem(path, true, buf, n); }
+
+int vb_utf8_len(const unsigned char *s) {
+    if (s[0] < 0x80) return 1;
+    int n = (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3 : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
+    if (n == 0 || (n == 2 && s[0] < 0xC2) || (n == 4 && s[0] > 0xF4)) return 0;
+    for (int i = 1; i < n; i++)
+        if ((s[i] & 0xC0) != 0x80) return 0; /* a NUL ends the loop here too */
+    /* the second byte's range where the first allows too much: overlong
+     * 3- and 4-byte forms, UTF-16 surrogates, beyond U+10FFFF */
+    if ((s[0] == 0xE0 && s[1] < 0xA0) || (s[0] == 0xED && s[1] > 0x9F) || (s[0] == 0xF0 && s[1] < 0x90) ||
+        (s[0] == 0xF4 && s[1] > 0x8F))
+        return 0;
+    return n;
+}
+
+long vb_utf8_invalid_at(const char *s) {
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        int n = vb_utf8_len(p);
+        if (n == 0) return (long)(p - (const unsigned char *)s);
+        p += n;
+    }
+    return -1;
+}
 
 int vb_mkdir_p(const char *path) {
     char tmp[VB_PATH_MAX];

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdbool.h>
+#include <sys/types.h>
 
 #define VB_EXIT_INPUT 2
 #define VB_EXIT_INTERNAL 1
@@ -88,6 +89,14 @@ void vb_errf(char *err, size_t n, const char *fmt, ...) __attribute__((format(pr
 /* snprintf that dies (internal) on truncation. */
 void vb_snprintf(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* Length of the valid UTF-8 sequence at s (1 to 4 bytes), or 0 where s
+ * does not start one: a stray continuation byte, an overlong form, a
+ * surrogate, a code point beyond U+10FFFF, a sequence cut short. */
+int vb_utf8_len(const unsigned char *s);
+/* -1 when s is valid UTF-8 throughout, else the offset of the first byte
+ * that does not start a valid sequence. */
+long vb_utf8_invalid_at(const char *s);
+
 /* File helpers. */
 /* The whole file as a NUL-terminated malloc'd string (caller frees), its
  * length in *len when len is not NULL; NULL with errno set when it cannot be
@@ -117,6 +126,9 @@ const char *vb_file_problem(const char *path, char *buf, size_t n);
 /* The same for a directory: NULL when path is one (or a symlink to one),
  * else "no such directory", "a regular file, not a directory", ... */
 const char *vb_dir_problem(const char *path, char *buf, size_t n);
+/* What a file of mode m is, as a phrase: "a regular file", "a directory",
+ * "a symbolic link" (from lstat), "a FIFO (named pipe)" ... */
+const char *vb_file_type_name(mode_t m);
 /* mkdir -p; returns 0 on success, -1 with errno set. */
 int vb_mkdir_p(const char *path);
 

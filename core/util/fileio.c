@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -12,37 +13,46 @@
 
 #include "core/util/common.h"
 
-/* Removes the temporary and returns -1 with errno = err (unlink may clobber it). */
-static int atomic_fail(const char *tmp, int err) {
-    if (tmp) unlink(tmp);
+/* Removes the temporary and returns -1 with errno = err (unlinkat may clobber it). */
+static int atomic_fail(int dirfd, const char *tmp, int err) {
+    if (tmp) unlinkat(dirfd, tmp, 0);
     errno = err ? err : EIO;
     return -1;
 }
 
-int vb_atomic_write(const char *path, void (*write_fn)(FILE *f, void *ctx), void *ctx) {
-    /* The temporary file lives in the same directory so rename() is atomic
-     * (same filesystem): readers see the old file or the new one, never half. */
-    char dircopy[VB_PATH_MAX], basecopy[VB_PATH_MAX];
-    if (strlen(path) >= sizeof dircopy) return atomic_fail(NULL, ENAMETOOLONG);
-    strcpy(dircopy, path);
-    strcpy(basecopy, path);
-    const char *dir = dirname(dircopy);
-    const char *name = basename(basecopy);
-    char tmp[VB_PATH_MAX];
-    int k = snprintf(tmp, sizeof tmp, "%s/.%s.tmp.XXXXXX", dir, name);
-    if (k < 0 || (size_t)k >= sizeof tmp) return atomic_fail(NULL, ENAMETOOLONG);
+/* A fresh temporary beside `name` in dirfd, created exclusively and never
+ * through a link: its name into tmp (n bytes). The file gets 0666 less the
+ * umask, as any other file the process creates. */
+static int open_temporary(int dirfd, const char *name, char *tmp, size_t n) {
+    static unsigned long counter;
+    for (int attempt = 0; attempt < 100; attempt++) {
+        unsigned long salt = (unsigned long)getpid() * 2654435761ul ^ (unsigned long)(vb_now() * 1e9) ^ ++counter;
+        /* the name is cut so the temporary's stays within NAME_MAX */
+        int k = snprintf(tmp, n, ".%.200s.tmp.%06lx", name, salt & 0xfffffful);
+        if (k < 0 || (size_t)k >= n) {
+            errno = ENAMETOOLONG;
+            return -1;
+        }
+        int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+        if (fd >= 0 || errno != EEXIST) return fd;
+    }
+    errno = EEXIST;
+    return -1;
+}
 
-    int fd = mkstemp(tmp);
-    if (fd < 0) return atomic_fail(NULL, errno);
-    /* mkstemp makes 0600; results are meant to be shared like any other file */
-    mode_t mask = umask(0);
-    umask(mask);
-    (void)fchmod(fd, 0666 & ~mask);
+int vb_atomic_write_at(int dirfd, const char *name, void (*write_fn)(FILE *f, void *ctx), void *ctx) {
+    /* The temporary file lives in the same directory so renameat() is atomic
+     * (same filesystem): readers see the old file or the new one, never half;
+     * a link at `name` is replaced by the rename, not followed. */
+    if (!name[0] || strchr(name, '/')) return atomic_fail(dirfd, NULL, EINVAL);
+    char tmp[300];
+    int fd = open_temporary(dirfd, name, tmp, sizeof tmp);
+    if (fd < 0) return atomic_fail(dirfd, NULL, errno);
     FILE *f = fdopen(fd, "w");
     if (!f) {
         int err = errno;
         close(fd);
-        return atomic_fail(tmp, err);
+        return atomic_fail(dirfd, tmp, err);
     }
     /* the first error wins: later calls fail as a consequence of it */
     errno = 0;
@@ -51,15 +61,43 @@ int vb_atomic_write(const char *path, void (*write_fn)(FILE *f, void *ctx), void
     if (fflush(f) != 0 && !err) err = errno;
     if (fsync(fd) != 0 && !err) err = errno;
     if (fclose(f) != 0 && !err) err = errno;
-    if (err) return atomic_fail(tmp, err);
-    if (rename(tmp, path) != 0) return atomic_fail(tmp, errno);
-    /* make the rename itself durable */
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (dfd >= 0) {
-        (void)fsync(dfd);
-        close(dfd);
-    }
+    if (err) return atomic_fail(dirfd, tmp, err);
+    if (renameat(dirfd, tmp, dirfd, name) != 0) return atomic_fail(dirfd, tmp, errno);
+    (void)fsync(dirfd); /* make the rename itself durable */
     return 0;
+}
+
+int vb_atomic_write(const char *path, void (*write_fn)(FILE *f, void *ctx), void *ctx) {
+    char dircopy[VB_PATH_MAX], basecopy[VB_PATH_MAX];
+    if (strlen(path) >= sizeof dircopy) return atomic_fail(-1, NULL, ENAMETOOLONG);
+    strcpy(dircopy, path);
+    strcpy(basecopy, path);
+    const char *dir = dirname(dircopy);
+    const char *name = basename(basecopy);
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return atomic_fail(-1, NULL, errno);
+    int rc = vb_atomic_write_at(dfd, name, write_fn, ctx);
+    int err = errno;
+    close(dfd);
+    errno = err;
+    return rc;
+}
+
+FILE *vb_fopen_nofollow(const char *path, const char *mode) {
+    const bool append = mode[0] == 'a';
+    if (!append && mode[0] != 'w') {
+        errno = EINVAL;
+        return NULL;
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0666);
+    if (fd < 0) return NULL;
+    FILE *f = fdopen(fd, append ? "a" : "w");
+    if (!f) {
+        int err = errno;
+        close(fd);
+        errno = err;
+    }
+    return f;
 }
 
 typedef struct {
@@ -146,16 +184,29 @@ void vb_atomic_write_or_die(const char *path, void (*write_fn)(FILE *f, void *ct
     if (vb_atomic_write(path, write_fn, ctx) != 0) vb_die_env("cannot write %s: %s", path, strerror(errno));
 }
 
+bool vb_csv_formula_lead(char c) { return c != '\0' && strchr("=+-@\t\r", c) != NULL; }
+
+/* a finite number as a whole (strtod): what a spreadsheet reads as one */
+static bool plain_number(const char *s) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    return end != s && *end == '\0' && errno == 0 && v == v && v - v == 0;
+}
+
 void vb_csv_field(FILE *f, const char *s) {
     if (!s) s = "";
-    if (!strpbrk(s, ",\"\r\n")) {
-        fputs(s, f);
-        return;
-    }
-    fputc('"', f);
+    /* text a spreadsheet would run as a formula gets a leading apostrophe;
+     * one that starts with an apostrophe already gets another, so that
+     * vb_csv_parse gives back exactly what was written */
+    const bool guard = (vb_csv_formula_lead(s[0]) && !plain_number(s)) ||
+                       (s[0] == '\'' && (vb_csv_formula_lead(s[1]) || s[1] == '\''));
+    const bool quote = strpbrk(s, ",\"\r\n") != NULL;
+    if (quote) fputc('"', f);
+    if (guard) fputc('\'', f);
     for (const char *c = s; *c; c++) {
-        if (*c == '"') fputc('"', f);
+        if (quote && *c == '"') fputc('"', f);
         fputc(*c, f);
     }
-    fputc('"', f);
+    if (quote) fputc('"', f);
 }

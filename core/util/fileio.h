@@ -8,6 +8,7 @@
 #ifndef VB_FILEIO_H
 #define VB_FILEIO_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 /* Atomic text file write: `write_fn(f, ctx)` writes into a temporary file in the
@@ -16,6 +17,18 @@
  * rename: a full disk is ENOSPC/EFBIG, a read-only one EROFS/EACCES); the
  * temporary file is removed and `path` keeps its previous contents. */
 int vb_atomic_write(const char *path, void (*write_fn)(FILE *f, void *ctx), void *ctx);
+
+/* The same for `name` (a file name, no '/') in the open directory dirfd:
+ * the temporary is created there exclusively and without following links,
+ * and renamed over name with renameat. What outdir.h's writers use. */
+int vb_atomic_write_at(int dirfd, const char *name, void (*write_fn)(FILE *f, void *ctx), void *ctx);
+
+/* fopen(path, mode) for mode "w" (truncate) or "a" (append) that never
+ * follows a symbolic link at path: it fails with ELOOP instead of writing
+ * where the link points. For the files written in place rather than by
+ * rename (a run's log while it runs, job scripts), in a directory checked
+ * by outdir.h's rule. Created 0666 less the umask; close-on-exec. */
+FILE *vb_fopen_nofollow(const char *path, const char *mode);
 
 /* A file whose last rewrite must not need free space (run.json, whose final
  * status has to land even when the run died of a full disk). `text` is
@@ -43,7 +56,15 @@ void vb_die_env(const char *fmt, ...) __attribute__((noreturn, format(printf, 1,
 void vb_atomic_write_or_die(const char *path, void (*write_fn)(FILE *f, void *ctx), void *ctx);
 
 /* CSV field quoting (RFC 4180) into f: the field as is unless it holds a
- * comma, a quote or a line break, else quoted with inner quotes doubled. */
+ * comma, a quote or a line break, else quoted with inner quotes doubled.
+ * Text that a spreadsheet would run as a formula (it starts with = + - @,
+ * a tab or a CR, and is not a number) is written with a leading apostrophe,
+ * as spreadsheets expect, so a run or kernel name never runs in one; numbers
+ * stay numbers. Text that starts with an apostrophe before one of those
+ * characters (or another apostrophe) gets one more, and analysis/csv.h's
+ * reader drops one: every value reads back as it was. */
 void vb_csv_field(FILE *f, const char *s);
+/* c is one of = + - @ tab CR: a cell starting with it is a formula to a spreadsheet */
+bool vb_csv_formula_lead(char c);
 
 #endif

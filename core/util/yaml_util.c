@@ -10,6 +10,48 @@
  * (an anchor merged into its own mapping), which would otherwise recurse forever. */
 #define VB_YAML_MAX_MERGE_DEPTH 32
 
+/* libyaml's own words for a malformed file, with where */
+static void die_malformed(const yaml_parser_t *parser, const char *label) {
+    const char *problem = parser->problem ? parser->problem : "unknown problem";
+    if (parser->error == YAML_READER_ERROR)
+        vb_die_input("%s: malformed YAML at byte %zu: %s", label, parser->problem_offset, problem);
+    if (parser->context)
+        vb_die_input("%s: malformed YAML at line %zu column %zu: %s %s", label, parser->problem_mark.line + 1,
+                     parser->problem_mark.column + 1, parser->context, problem);
+    vb_die_input("%s: malformed YAML at line %zu column %zu: %s", label, parser->problem_mark.line + 1,
+                 parser->problem_mark.column + 1, problem);
+}
+
+/* Nesting deeper than VB_YAML_MAX_DEPTH is refused before the document is
+ * built: libyaml's loader takes time quadratic in the depth (100,000 levels
+ * of [[[...]]] ran for minutes), and no config of vitbench nests more than
+ * a handful. The events are read only up to the first level too deep. */
+static void check_depth(FILE *f, const char *label) {
+    yaml_parser_t parser;
+    if (!yaml_parser_initialize(&parser)) vb_die_internal("yaml_parser_initialize failed");
+    yaml_parser_set_input_file(&parser, f);
+    int depth = 0;
+    for (bool done = false; !done;) {
+        yaml_event_t ev;
+        if (!yaml_parser_parse(&parser, &ev)) die_malformed(&parser, label);
+        if (ev.type == YAML_SEQUENCE_START_EVENT || ev.type == YAML_MAPPING_START_EVENT) {
+            if (++depth > VB_YAML_MAX_DEPTH) {
+                const size_t line = ev.start_mark.line + 1;
+                yaml_event_delete(&ev);
+                yaml_parser_delete(&parser);
+                vb_die_input("%s: nested more than %d levels deep (line %zu): lists and mappings inside each other "
+                             "that deep are no config",
+                             label, VB_YAML_MAX_DEPTH, line);
+            }
+        } else if (ev.type == YAML_SEQUENCE_END_EVENT || ev.type == YAML_MAPPING_END_EVENT) {
+            depth--;
+        }
+        done = ev.type == YAML_STREAM_END_EVENT || ev.type == YAML_NO_EVENT;
+        yaml_event_delete(&ev);
+    }
+    yaml_parser_delete(&parser);
+}
+
 bool vb_yaml_load(yaml_document_t *doc, const char *path, const char *label) {
     /* checked before fopen, which would wait forever on a FIFO */
     char why[VB_PATH_MAX + 64];
@@ -17,20 +59,15 @@ bool vb_yaml_load(yaml_document_t *doc, const char *path, const char *label) {
     FILE *f = fopen(path, "rb");
     if (!f) vb_die_input("%s: cannot open: %s", label, strerror(errno));
 
+    check_depth(f, label);
+    rewind(f);
+
     yaml_parser_t parser;
     if (!yaml_parser_initialize(&parser)) vb_die_internal("yaml_parser_initialize failed");
     yaml_parser_set_input_file(&parser, f);
     if (!yaml_parser_load(&parser, doc)) {
         /* libyaml's own words are the most precise description of the problem */
-        const char *problem = parser.problem ? parser.problem : "unknown problem";
-        if (parser.error == YAML_READER_ERROR)
-            vb_die_input("%s: malformed YAML at byte %zu: %s", label, parser.problem_offset, problem);
-        if (parser.context)
-            vb_die_input("%s: malformed YAML at line %zu column %zu: %s %s", label,
-                         parser.problem_mark.line + 1, parser.problem_mark.column + 1,
-                         parser.context, problem);
-        vb_die_input("%s: malformed YAML at line %zu column %zu: %s", label,
-                     parser.problem_mark.line + 1, parser.problem_mark.column + 1, problem);
+        die_malformed(&parser, label);
     }
     yaml_parser_delete(&parser);
     fclose(f);

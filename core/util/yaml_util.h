@@ -23,10 +23,14 @@ typedef struct vb_yaml_pairs {
     int n, cap;
 } vb_yaml_pairs;
 
+/* Lists and mappings nested deeper than this are refused (exit 2). */
+#define VB_YAML_MAX_DEPTH 64
+
 /* Parses the first document of `path` into doc. A missing, unreadable or
- * malformed file exits 2 with "<label>: ..." (label names the file for the
- * user, e.g. the path or "BENCHY_CONFIG_FILE=<path>"). Returns false (doc
- * still initialised, to be deleted) when the file holds no document. */
+ * malformed file, or one nested deeper than VB_YAML_MAX_DEPTH, exits 2 with
+ * "<label>: ..." (label names the file for the user, e.g. the path or
+ * "BENCHY_CONFIG_FILE=<path>"). Returns false (doc still initialised, to be
+ * deleted) when the file holds no document. */
 bool vb_yaml_load(yaml_document_t *doc, const char *path, const char *label);
 
 /* The effective key/value pairs of mapping `map` with merge keys resolved:

@@ -7,7 +7,7 @@
  */
 #include <omp.h>
 #include <string.h>
-#include <cblas.h>
+#include "kernels/cpu/blas.h"
 
 #include "kernels/cpu/cpu_kernels.h"
 
@@ -28,7 +28,7 @@ void cpu_matmul_forward(vb_ctx *ctx, vb_act *out_, const vb_act *inp_, const vb_
         memset(out, 0, nout * sizeof(float));
     }
     if (C <= 0) return; // empty reduction: out is the bias (BLAS rejects lda = 0)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, weight, C,
+    vb_blas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, weight, C,
                 bias ? 1.0f : 0.0f, out, OC);
 }
 
@@ -43,7 +43,7 @@ void cpu_matmul_bias_gelu_forward(vb_ctx *ctx, vb_act *pre_, vb_act *out_, const
     if (C <= 0)
         memset(pre, 0, (size_t)N * OC * sizeof(float)); // empty reduction (BLAS rejects lda = 0)
     else
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, weight, C, 0.0f,
+        vb_blas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, weight, C, 0.0f,
                     pre, OC);
     cpu_bias_gelu_inplace(pre, out, bias, N, OC);
 }
@@ -88,11 +88,11 @@ void cpu_matmul_backward(vb_ctx *ctx, vb_act *dinp_, float *dweight, float *dbia
         // dinp[N,C] = (or +=) dout[N,OC] @ weight[OC,C]: beta 0 overwrites, so
         // a first (or only) writer needs no zeroing pass before it
         if (dinp)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, weight, C,
+            vb_blas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, weight, C,
                         accumulate_dinp ? 1.0f : 0.0f, dinp, C);
         // dweight[OC,C] += dout^T @ inp[N,C]
         if (dweight)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f,
+            vb_blas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f,
                         dweight, C);
     }
     if (dbias) bias_backward(dbias, dout, N, OC);
