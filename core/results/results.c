@@ -17,7 +17,7 @@
  * train_loop.c, run_json.c; CUPTI's through vb_cupti_file), and the default
  * outputs of the tools that write into a run directory afterwards. */
 static const char *const k_run_files[] = {
-    VB_RUN_JSON,      VB_TRIALS_CSV,     VB_SUMMARY_CSV,   VB_ITERATIONS_CSV, VB_OPS_CSV,
+    VB_RUN_JSON,      VB_TRIALS_CSV,     VB_LOAD_CSV,      VB_SUMMARY_CSV,   VB_ITERATIONS_CSV, VB_OPS_CSV,
     VB_TIMELINE_CSV,  VB_TRAIN_LOG_CSV,  VB_VALIDATION_CSV, VB_CHECKPOINT_H5,
     "trace.json", /* vitbench trace RUN */
     "kineto",     /* vitbench trace RUN --format kineto: a directory */

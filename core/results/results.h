@@ -15,6 +15,9 @@
  *                       backend, blas_coretype, gpu_name); host, compiler and
  *                       commit are recorded but are what people change, not part of it
  *   trials.csv          run_id,trial_type,trial_index,warmup,nbatches,global_batch,ranks,rank,seconds,samples_per_s
+ *   load.csv            the machine's load around each trial, per rank (machine_load.h):
+ *                       run_id,trial_type,trial_index,warmup,rank,seconds,online_cpus,
+ *                       loadavg_before,loadavg_after,steal_share,cpu_wait_share,nivcsw
  *   summary.csv         trial_type,mean_samples_per_s,std_samples_per_s,min_samples_per_s,
  *                       max_samples_per_s,ntrials,<key config columns>,
  *                       achieved_tflop_per_s,peak_mem_bytes,<fingerprint columns>
@@ -47,6 +50,7 @@
  * reader names them from here. */
 #define VB_RUN_JSON "run.json"
 #define VB_TRIALS_CSV "trials.csv"
+#define VB_LOAD_CSV "load.csv"
 #define VB_SUMMARY_CSV "summary.csv"
 #define VB_ITERATIONS_CSV "iterations.csv"
 #define VB_OPS_CSV "ops.csv"
@@ -61,6 +65,9 @@
 /* The header lines of the files whose columns are fixed (readers find
  * columns by these names; the other files' columns are listed above) */
 #define VB_TRIALS_CSV_HEADER "run_id,trial_type,trial_index,warmup,nbatches,global_batch,ranks,rank,seconds,samples_per_s"
+#define VB_LOAD_CSV_HEADER                                                                                  \
+    "run_id,trial_type,trial_index,warmup,rank,seconds,online_cpus,loadavg_before,loadavg_after,steal_share,"  \
+    "cpu_wait_share,nivcsw"
 #define VB_ITERATIONS_CSV_HEADER                                                                            \
     "trial,trial_type,trial_index,warmup,step,rank,seconds,data_wait_s,allreduce_calls,allreduce_bytes,"    \
     "comm_exposed_s"
