@@ -99,8 +99,8 @@ static rp_table *run_throughput(rp_doc *d, const rp_run *r, const rp_opts *o) {
         rp_table_add(t, "%s", x->n == 1 ? "one trial: no CI" : "");
         vb_plot_point(s, s->n, e.mean, e.lo, e.hi, rp_type_name[k]);
     }
-    rp_para(d, "Mean of the timed trials' samples_per_s with a 95%% Student-t interval; std is benchy's "
-               "population standard deviation.");
+    rp_para(d, "Mean of the timed trials' samples_per_s with a 95%% Student-t interval on the log scale (never "
+               "below 0); std is benchy's population standard deviation.");
     rp_add_table(d, t);
     rp_figure(d, o, &pl);
     vb_plot_free(&pl);
@@ -120,8 +120,10 @@ void rp_single_report(rp_doc *d, const char *path, const rp_opts *o) {
     for (int k = RP_NTYPES - 1; k >= 0; k--)
         if (r.thr[k].n) {
             rp_est e = rp_mean_est(&r.thr[k]);
-            rp_summary(d, "%s throughput: %.4g samples/s [95%% CI %.4g, %.4g] over %d timed trial%s.", rp_type_name[k],
-                       e.mean, e.lo, e.hi, r.thr[k].n, r.thr[k].n == 1 ? "" : "s");
+            rp_summary(d, "%s throughput: %.4g samples/s [95%% CI %.4g, %.4g] over %d timed trial%s of one run (the "
+                          "interval holds this run's trial-to-trial spread, not what differs between runs: repeat "
+                          "the run for that).",
+                       rp_type_name[k], e.mean, e.lo, e.hi, r.thr[k].n, r.thr[k].n == 1 ? "" : "s");
             break;
         }
     rp_bound_finding(d, r.thr, "");

@@ -23,44 +23,55 @@
 
 #include "analysis/csv.h"
 #include "analysis/plot.h"
+#include "analysis/run_load.h"
 #include "analysis/verdict.h"
 #include "core/util/common.h"
 
-/* ---- growable list of doubles ---- */
+/* ---- growable list of doubles, each tagged with the run it came from ---- */
 typedef struct rp_samples {
     double *v;
+    int *run; /* run of each value (0 unless pushed with one) */
     int n, cap;
 } rp_samples;
 void rp_push(rp_samples *s, double x);
-void rp_samples_append(rp_samples *dst, const rp_samples *src);
+void rp_push_run(rp_samples *s, double x, int run);
+/* appends src's values, each tagged `run` */
+void rp_samples_append_run(rp_samples *dst, const rp_samples *src, int run);
+/* distinct runs among the values */
+int rp_samples_runs(const rp_samples *s);
 void rp_samples_free(rp_samples *s);
 
-/* ---- estimates (report_stats.c) ---- */
+/* ---- estimates (report_stats.c) ----
+ * The unit is the run wherever a side has two or more (verdict.h): a
+ * point's samples are then its runs' means, whose spread holds what differs
+ * between runs; with one run, its trials, whose spread does not. */
 typedef struct rp_est {
     double mean, lo, hi; /* lo/hi NaN when fewer than two samples */
     int n;
+    int runs;            /* runs behind it (the fewest of a ratio's two sides) */
 } rp_est;
-/* mean and its 95% Student-t interval. */
+/* mean and its 95% interval: Student t on the log scale (delta method:
+ * mean * exp(+-t * se / mean)), never below 0; for samples that can be 0
+ * (exposed communication) the linear t interval cut at 0. */
 rp_est rp_mean_est(const rp_samples *s);
 /* mean(num) / mean(den), 95% CI by the delta method on the log scale
  * (first-order Taylor of log of the ratio, Welch-Satterthwaite degrees of
  * freedom, t quantile): ratio * exp(+-t * sqrt(relative variance)), never
  * below 0. */
 rp_est rp_ratio_of_means(const rp_samples *num, const rp_samples *den);
-/* median(new) / median(base) with the seeded 95% percentile-bootstrap CI,
- * the two-sided Mann-Whitney p-value of new against base and the verdict of
- * verdict.h's rule (higher throughput is better): the one rule compare uses. */
+/* new against base by verdict.h's rule (higher throughput is better): the
+ * one rule compare uses; loads are the sides' load shares (NaN: unknown). */
 typedef struct rp_cmp {
     double ratio, lo, hi, p;
     int nbase, nnew;
     vb_verdict_kind verdict;
+    vb_verdict v; /* everything the rule worked out */
 } rp_cmp;
-rp_cmp rp_compare(const rp_samples *base, const rp_samples *new_);
-/* a verdict in a sentence: `differs` for better / worse, `same` for
- * unchanged, and the rule's own words for the rest (too few samples ...) */
-const char *rp_verdict_words(vb_verdict_kind v, const char *differs, const char *same);
-/* a verdict's colour in figures (green better, vermillion worse, grey the
- * rest); -1 for the baseline itself (black) */
+rp_cmp rp_compare(const rp_samples *base, double base_load, const rp_samples *new_, double new_load);
+/* "faster" / "slower" / "equivalent" / "inconclusive: <why>" into buf */
+const char *rp_verdict_text(const rp_cmp *c, char *buf, size_t n);
+/* a verdict's colour in figures (green faster, vermillion slower, blue
+ * equivalent, grey inconclusive); -1 for the baseline itself (black) */
 unsigned rp_verdict_rgb(int verdict);
 /* true when the interval [lo, hi] is wider than |effect| (or unknown). */
 bool rp_spread_exceeds(double effect, double lo, double hi);
@@ -153,6 +164,11 @@ typedef struct rp_run {
     rp_samples thr[RP_NTYPES];
     /* iterations.csv: per timed FULL step, comm_exposed_s averaged over ranks */
     rp_samples exposed;
+    /* iterations.csv, rank 0's timed FULL steps: DDP bucket all-reduces and
+     * their bytes per step (medians; NaN without the columns or steps) */
+    double buckets_per_step, allreduce_bytes_per_step;
+    /* load.csv: the load each trial type's timed trials ran under */
+    vb_run_load load[RP_NTYPES];
 } rp_run;
 
 /* Reads what exists of a run directory; a malformed file exits 2 naming it,

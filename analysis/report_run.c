@@ -298,35 +298,70 @@ void rp_bound_finding(rp_doc *d, const rp_samples thr[RP_NTYPES], const char *wh
     if (full->n == 0 || syn->n == 0) return;
     const rp_est fs = rp_ratio_of_means(full, syn);
     const double m_io = io->n ? rp_mean_est(io).mean : NAN, m_syn = rp_mean_est(syn).mean;
-    char ratio[160], loader[160];
-    snprintf(ratio, sizeof ratio, "FULL runs at %.3g%% of SYNTHETIC [95%% CI %.3g%%, %.3g%%]", 100 * fs.mean,
-             100 * fs.lo, 100 * fs.hi);
+    char ratio[200], loader[160];
+    snprintf(ratio, sizeof ratio, "FULL runs at %.3g%% of SYNTHETIC [95%% CI %.3g%%, %.3g%%]%s", 100 * fs.mean,
+             100 * fs.lo, 100 * fs.hi, fs.runs < 2 ? " (one run: the interval holds its trials' spread only)" : "");
     if (isfinite(m_io))
         snprintf(loader, sizeof loader, "the loader alone (IO, %.4g samples/s) runs %.3gx the step's rate (SYNTHETIC, "
                  "%.4g samples/s)", m_io, m_io / m_syn, m_syn);
     else
         snprintf(loader, sizeof loader, "no IO trials measured the loader alone");
-    if (fs.mean >= 0.95)
+    if (!isfinite(fs.lo)) {
+        rp_summary(d, "What bounds FULL%s cannot be told: %s, and one trial a side gives no interval.", where, ratio);
+        return;
+    }
+    /* FULL trains on the loader's batches, SYNTHETIC on one cached batch: FULL
+     * cannot be faster than the step itself. Beyond its interval it is an
+     * anomaly of the measurement, not a finding. */
+    if (fs.lo > 1) {
+        rp_summary(d, "Anomaly%s: %s, above the training step's own rate, which FULL cannot beat. Likely causes: the "
+                      "SYNTHETIC trials ran while the machine was busier (see the load in load.csv and the busy "
+                      "warnings), clock or thermal drift between the trial kinds, or too few trials; rerun before "
+                      "reading what bounds FULL.",
+                   where, ratio);
+        rp_warning(d, "FULL above SYNTHETIC beyond its interval%s: a measurement anomaly (load or clock drift between "
+                      "trial kinds), not a property of the code",
+                   where);
+        return;
+    }
+    /* a statement only when the interval excludes the alternative: the step
+     * bounds FULL when the whole interval lies within 5% of SYNTHETIC (or
+     * above it); loading (or their overlap) when the whole interval lies
+     * below that */
+    if (fs.lo >= 0.95)
         rp_summary(d, "What bounds FULL%s: the training step. %s; %s.", where, ratio, loader);
-    else if (isfinite(m_io) && m_io < 1.05 * m_syn)
+    else if (fs.hi < 0.95 && isfinite(m_io) && m_io < 1.05 * m_syn)
         rp_summary(d, "What bounds FULL%s: data loading. %s, and %s: more loader workers or a faster read path.",
                    where, ratio, loader);
-    else
+    else if (fs.hi < 0.95)
         rp_summary(d, "What bounds FULL%s: the overlap of loading and the step. %s, although %s: they share cores or "
                       "memory bandwidth, or each trial's first batch waits for the loader (longer trials amortise "
                       "that).",
                    where, ratio, loader);
+    else
+        rp_summary(d, "What bounds FULL%s cannot be told yet: %s, an interval that reaches both within 5%% of the step "
+                      "(step-bound) and below it (loading-bound); more trials or repeats would decide; %s.",
+                   where, ratio, loader);
 }
 
 void rp_run_warnings(rp_doc *d, rp_run *const *runs, int n) {
-    int over = 0, busy = 0;
-    const char *first_over = NULL, *first_busy = NULL;
+    int over = 0, busy = 0, loaded = 0;
+    const char *first_over = NULL, *first_busy = NULL, *first_loaded = NULL;
+    double worst = 0;
     for (int i = 0; i < n; i++) {
         const rp_run *r = runs[i];
         if (r->oversubscribed) {
             over++;
             if (!first_over) first_over = r->name;
         }
+        for (int k = 0; k < RP_NTYPES; k++)
+            if (vb_verdict_busy(NAN, r->load[k].share)) {
+                loaded++;
+                if (!first_loaded) first_loaded = r->name;
+                break;
+            }
+        for (int k = 0; k < RP_NTYPES; k++)
+            if (r->load[k].share > worst) worst = r->load[k].share;
         for (int k = 0; k < RP_NTYPES; k++) {
             const rp_samples *x = &r->thr[k];
             if (x->n < 2) continue;
@@ -359,6 +394,12 @@ void rp_run_warnings(rp_doc *d, rp_run *const *runs, int n) {
         rp_warning(d, "%d run%s trials spread more than %.1fx (max / min, e.g. %s): the machine was probably busy; "
                       "rerun before trusting comparisons that involve %s",
                    busy, busy == 1 ? "'s" : "s'", VB_VERDICT_NOISY_SPREAD, first_busy, busy == 1 ? "it" : "them");
+    if (loaded)
+        rp_warning(d, "%d run%s on a busy machine by the load recorded in load.csv (more than %.0f%% of its thread "
+                      "time waiting for a CPU or stolen; up to %.3g%%, e.g. %s): verdicts involving %s are widened by "
+                      "that load and are inconclusive unless the effect clears it",
+                   loaded, loaded == 1 ? " ran" : "s ran", 100 * VB_VERDICT_BUSY_LOAD, 100 * worst, first_loaded,
+                   loaded == 1 ? "it" : "them");
 }
 
 void rp_caption(rp_doc *d, const rp_run *r, bool any_oversubscribed) {

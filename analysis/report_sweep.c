@@ -136,11 +136,16 @@ static void pool_samples(rp_sweep *s) {
             if (s->runs[i].thr[t].n > 0) s->type = t;
     for (int p = 0; p < s->npts; p++) {
         rp_point *pt = &s->pts[p];
+        vb_run_load *loads = calloc((size_t)pt->nruns + 1, sizeof *loads);
+        if (!loads) vb_die_internal("out of memory");
         for (int k = 0; k < pt->nruns; k++) {
             const rp_run *r = &s->runs[pt->runs[k]];
-            if (s->type >= 0) rp_samples_append(&pt->thr, &r->thr[s->type]);
-            rp_samples_append(&pt->exposed, &r->exposed);
+            if (s->type >= 0) rp_samples_append_run(&pt->thr, &r->thr[s->type], k);
+            rp_samples_append_run(&pt->exposed, &r->exposed, k);
+            if (s->type >= 0) loads[k] = r->load[s->type];
         }
+        pt->load = vb_run_load_mean(loads, pt->nruns);
+        free(loads);
         pt->est = rp_mean_est(&pt->thr);
         pt->ranks = sw_num(s, pt, "ranks");
         if (!isfinite(pt->ranks)) pt->ranks = s->runs[pt->runs[0]].ranks;
@@ -510,13 +515,13 @@ static void sweep_findings(rp_doc *d, rp_sweep *s) {
         for (int a = 0; a < big->nruns; a++)
             for (int k = 0; k < RP_NTYPES; k++) {
                 const rp_samples *x = &s->runs[big->runs[a]].thr[k];
-                for (int j = 0; j < x->n; j++) rp_push(&pooled[k], x->v[j]);
+                rp_samples_append_run(&pooled[k], x, a);
             }
         char lab[256], where[300];
         sw_label(s, big, NULL, lab, sizeof lab);
         snprintf(where, sizeof where, " at %s", lab[0] ? lab : "the sweep's point");
         rp_bound_finding(d, pooled, where);
-        for (int k = 0; k < RP_NTYPES; k++) free(pooled[k].v);
+        for (int k = 0; k < RP_NTYPES; k++) rp_samples_free(&pooled[k]);
     }
 }
 
