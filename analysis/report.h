@@ -147,6 +147,8 @@ typedef struct rp_run {
     char name[256];        /* directory's base name */
     char status[32];       /* index.csv status, else run.json's, else "unknown" */
     char exit_code[16];
+    char failure[48];      /* a run that did not complete: its class (index.csv failure, else from exit_code) */
+    char last_line[256];   /* ... and the line of its log that says why */
     bool has_json;
     /* run.json */
     char git_commit[64], git_dirty[16], host[128], backend[32], config[64];

@@ -215,6 +215,7 @@ void rp_run_load(rp_run *r, const char *dir, rp_doc *d) {
     memset(r, 0, sizeof *r);
     snprintf(r->status, sizeof r->status, "%s", keep_status);
     snprintf(r->exit_code, sizeof r->exit_code, "%s", keep_exit);
+    /* (a completed run has no failure class or log line to keep) */
     vb_snprintf(r->dir, sizeof r->dir, "%s", dir);
     const char *base = strrchr(dir, '/');
     snprintf(r->name, sizeof r->name, "%s", base && base[1] ? base + 1 : dir);

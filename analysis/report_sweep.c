@@ -10,6 +10,7 @@
 #include "analysis/report_sweep.h"
 #include "analysis/rundir.h"
 #include "core/results/results.h"
+#include "core/util/log_line.h"
 
 const char *sw_val(const rp_sweep *s, const rp_point *p, const char *key) {
     int c = vb_csv_col(&s->idx, key);
@@ -44,6 +45,21 @@ void sw_label(const rp_sweep *s, const rp_point *p, const char *skip, char *out,
     if (!out[0]) snprintf(out, n, "all");
 }
 
+/* a run's failure class: index.csv's, else (older sweeps) from its exit
+ * code as the sweep classes it: 128 + N a signal, else the exit status */
+static void failure_of(rp_run *r, const char *recorded) {
+    char *end;
+    const long code = strtol(r->exit_code, &end, 10);
+    if (recorded && *recorded)
+        snprintf(r->failure, sizeof r->failure, "%s", recorded);
+    else if (!r->exit_code[0] || *end)
+        snprintf(r->failure, sizeof r->failure, "%s", r->status);
+    else if (code > 128 && code < 128 + 65)
+        snprintf(r->failure, sizeof r->failure, "signal %ld", code - 128);
+    else
+        snprintf(r->failure, sizeof r->failure, "exit %ld", code);
+}
+
 static void load_index(rp_sweep *s, rp_doc *d) {
     if (rp_read_csv(s->path, VB_INDEX_CSV, &s->idx) != 0) vb_die_input("report: %s/index.csv: cannot read", s->path);
     if (vb_csv_col(&s->idx, "run_dir") < 0 || vb_csv_col(&s->idx, "status") < 0)
@@ -56,11 +72,18 @@ static void load_index(rp_sweep *s, rp_doc *d) {
     if (!s->runs) vb_die_internal("out of memory");
     s->nruns = s->idx.nrows;
     int cd = vb_csv_col(&s->idx, "run_dir"), cs = vb_csv_col(&s->idx, "status");
-    int ce = vb_csv_col(&s->idx, "exit_code");
+    int ce = vb_csv_col(&s->idx, "exit_code"), cf = vb_csv_col(&s->idx, VB_INDEX_FAILURE_COLUMN);
     for (int i = 0; i < s->nruns; i++) {
         rp_run *r = &s->runs[i];
         snprintf(r->status, sizeof r->status, "%s", vb_csv_get(&s->idx, i, cs));
         snprintf(r->exit_code, sizeof r->exit_code, "%s", vb_csv_get(&s->idx, i, ce));
+        if (strcmp(r->status, "completed") != 0) {
+            failure_of(r, vb_csv_get(&s->idx, i, cf));
+            char log[VB_PATH_MAX];
+            const char *rd = vb_csv_get(&s->idx, i, cd), *b = strrchr(rd, '/');
+            vb_snprintf(log, sizeof log, "%s/logs/%s.log", s->path, b ? b + 1 : rd);
+            vb_log_last_line(log, VB_SWEEP_STOP_LINE, r->last_line, sizeof r->last_line);
+        }
         char dir[VB_PATH_MAX];
         const char *rd = vb_csv_get(&s->idx, i, cd);
         if (rd[0] == '/')
@@ -323,8 +346,8 @@ static void failed_section(rp_doc *d, const rp_sweep *s, const char *out_dir) {
     for (int i = 0; i < s->nruns; i++) nfail += strcmp(s->runs[i].status, "completed") != 0;
     if (!nfail) return;
     rp_heading(d, 1, "Runs that did not complete (listed, not plotted)");
-    const char *cols[] = {"run_index", "run", "status", "exit_code", "log"};
-    rp_table *t = rp_table_new("failed_runs.csv", "Runs whose status is not completed", 5, cols);
+    const char *cols[] = {"run_index", "run", "status", "exit_code", "failure", "last_log_line", "log"};
+    rp_table *t = rp_table_new("failed_runs.csv", "Runs whose status is not completed", 7, cols);
     for (int i = 0; i < s->nruns; i++) {
         const rp_run *r = &s->runs[i];
         if (strcmp(r->status, "completed") == 0) continue;
@@ -338,6 +361,8 @@ static void failed_section(rp_doc *d, const rp_sweep *s, const char *out_dir) {
         rp_table_add(t, "%s", r->name);
         rp_table_add(t, "%s", r->status);
         rp_table_add(t, "%s", r->exit_code);
+        rp_table_add(t, "%s", r->failure);
+        rp_table_add(t, "%s", r->last_line);
         rp_table_add(t, "%s", rel);
     }
     rp_add_table(d, t);
@@ -477,9 +502,7 @@ static void sweep_findings(rp_doc *d, rp_sweep *s) {
         if (!ref && r->has_json) ref = r;
     }
     rp_caption(d, ref, over);
-    if (nfail)
-        rp_warning(d, "%d of %d runs did not complete (listed under Runs that did not complete, never plotted)", nfail,
-                   s->nruns);
+    (void)nfail; /* failure_findings said how many, and why */
     rp_run_warnings(d, done, ndone);
     free(done);
     if (s->fp_differs)
@@ -525,6 +548,46 @@ static void sweep_findings(rp_doc *d, rp_sweep *s) {
     }
 }
 
+/* Runs that did not complete, counted by class ("timeout (3), exit 2 (1)");
+ * when none completed, the report's first finding: N of N failed, with the
+ * class and the last log line, instead of a report of nothing. */
+static void failure_findings(rp_doc *d, const rp_sweep *s) {
+    int nfail = 0;
+    char classes[512] = "";
+    size_t k = 0;
+    bool *done = calloc((size_t)s->nruns + 1, sizeof *done);
+    if (!done) vb_die_internal("out of memory");
+    const rp_run *last = NULL;
+    for (int i = 0; i < s->nruns; i++) {
+        if (strcmp(s->runs[i].status, "completed") == 0) continue;
+        nfail++;
+        last = &s->runs[i];
+        if (done[i]) continue;
+        int count = 0;
+        for (int j = i; j < s->nruns; j++)
+            if (strcmp(s->runs[j].status, "completed") != 0 && strcmp(s->runs[j].failure, s->runs[i].failure) == 0)
+                done[j] = true, count++;
+        int w = snprintf(classes + k, sizeof classes - k, "%s%s (%d)", k ? ", " : "", s->runs[i].failure, count);
+        if (w > 0 && (size_t)w < sizeof classes - k) k += (size_t)w;
+    }
+    free(done);
+    if (!nfail) return;
+    if (nfail < s->nruns) {
+        rp_warning(d, "%d of %d runs did not complete: %s (listed under Runs that did not complete, never plotted)",
+                   nfail, s->nruns, classes);
+        return;
+    }
+    const rp_run *with_line = last;
+    for (int i = s->nruns - 1; i >= 0 && (!with_line || !with_line->last_line[0]); i--)
+        if (s->runs[i].last_line[0]) with_line = &s->runs[i];
+    if (with_line && with_line->last_line[0])
+        rp_summary(d, "%d of %d runs failed: %s; nothing was measured. The last line of %s's log: %s", nfail, s->nruns,
+                   classes, with_line->name, with_line->last_line);
+    else
+        rp_summary(d, "%d of %d runs failed: %s; nothing was measured, and their logs say nothing more.", nfail,
+                   s->nruns, classes);
+}
+
 void rp_sweep_report(rp_doc *d, const char *path, const rp_opts *o) {
     rp_sweep s;
     memset(&s, 0, sizeof s);
@@ -542,6 +605,7 @@ void rp_sweep_report(rp_doc *d, const char *path, const rp_opts *o) {
     for (int i = 0; i < s.nruns; i++) ncomp += strcmp(s.runs[i].status, "completed") == 0;
     rp_para(d, "Sweep directory %s: kind %s (%s); %d runs, %d completed, %d points.", path, s.kind, s.kind_why,
             s.nruns, ncomp, s.npts);
+    failure_findings(d, &s);
     if (s.type < 0) {
         rp_para(d, "No completed run has timed trials in trials.csv: nothing to measure.");
     } else {

@@ -30,7 +30,9 @@
  *   --resume continues a sweep that was stopped (Ctrl-C, a killed job, a
  *   crash) in its own directory, with its own scenario.yaml copy and the
  *   options sweep.json recorded: completed (and submitted) runs are kept,
- *   runs with no row run, failed ones too with --retry_failed; the
+ *   runs with no row run (a run the sweep itself stopped on Ctrl-C or
+ *   SIGTERM gets no row: it was interrupted, not failed), failed ones too
+ *   with --retry_failed; the
  *   directory and log an earlier attempt left are moved to
  *   runs/<run>.unfinished-N and logs/<run>.unfinished-N.log first.
  *   index.csv stays one table in run order.
@@ -99,7 +101,10 @@
  * What a sweep writes: DIR/<name>_<YYYYmmdd-HHMMSS>[-N]/ (never reused)
  *   index.csv     run_index,run_dir,status,exit_code,repeat,ranks,threads_per_rank,<swept keys...>,
  *                 full_samples_per_s,full_std,synthetic_samples_per_s,synthetic_std,
- *                 io_samples_per_s,io_std
+ *                 io_samples_per_s,io_std,failure
+ *                 failure: a failed run's class, "timeout", "signal N (NAME)" or
+ *                 "exit N" (sbatch: "sbatch exit N", "slurm STATE"); --max_failures K
+ *                 stops the sweep after K consecutive runs of one class
  *                 one row per run in the order they ran; repeat counts from 0; the
  *                 headline columns are the run's summary.csv means and stds (empty
  *                 until it completed). The sweep prints them as a table at its end.

@@ -165,7 +165,8 @@ static void parse_cli(int argc, char **argv, sweep_cli *c) {
         {.name = "warmup_run", .kind = VB_CLI_CHOICE, .ptr = &c->warmup_run, .choices = yes_no, .arg = "true|false",
          .help = "one discarded run of the first point before any (default: true when points repeat)"},
         {.name = "max_failures", .kind = VB_CLI_INT, .ptr = &c->max_failures, .ilo = 0, .ihi = INT_MAX, .arg = "K",
-         .help = "stop after K consecutive runs failing alike: exit status and last log line (default 3, 0 = never)"},
+         .help = "stop after K consecutive runs failing alike, by class: timeout, signal N or exit N (default 3, 0 = "
+                 "never)"},
         {.name = "resume", .kind = VB_CLI_STRING, .ptr = &c->resume, .arg = "SWEEP_DIR",
          .help = "continue a stopped sweep in its own directory"},
         {.name = "retry_failed", .kind = VB_CLI_BOOL, .ptr = &c->retry_failed,
@@ -412,7 +413,7 @@ static int collect_main(sweep_cli *cli) {
     printf("vitbench sweep: collected %s: %d completed, %d failed, %d waiting for their job (of %d runs)\n", dir,
            completed, failed, waiting, nitems);
     fflush(stdout);
-    if (!cli->no_report && completed > 0) write_report(dir, runs_dir, items, nitems);
+    if (!cli->no_report && (completed > 0 || failed > 0)) write_report(dir, runs_dir, items, nitems);
     free(items);
     vb_sweep_plan_free(&plan);
     vb_scenario_free(&sc);
@@ -621,10 +622,10 @@ int vb_sweep_main(int argc, char **argv) {
             }
 
     int failed = 0, interrupted = 0;
-    /* runs failing alike one after another: the same exit status and last
-     * log line, e.g. a launcher or environment problem every run hits */
+    /* runs failing alike one after another: the same failure class (timeout,
+     * signal, exit code), e.g. a launcher or environment problem every run hits */
     int streak = 0, stopped = 0;
-    char streak_sig[600] = "", last_line[512] = "";
+    char streak_sig[48] = "", last_line[512] = "";
     sweep_job_ctx job = {id, dir_abs, exe, &sc, per_node, timeout_s, &cli.launcher_args};
     if (cli.launcher == LAUNCH_SBATCH && sc.slurm.sweep_job) {
         /* one job for every run still to run; index.csv rows say submitted (or
@@ -664,6 +665,7 @@ int vb_sweep_main(int argc, char **argv) {
                     if (mine[i]) {
                         items[i].status = "failed";
                         items[i].exit_code = code;
+                        snprintf(items[i].failure, sizeof items[i].failure, "sbatch exit %d", code);
                     }
                 failed += todo;
                 record_index(index_path, dir, runs_dir, &plan, items, nitems, &cli);
@@ -701,6 +703,7 @@ int vb_sweep_main(int argc, char **argv) {
                 if (strcmp(st, "failed") == 0) {
                     it->status = "failed";
                     it->exit_code = code;
+                    snprintf(it->failure, sizeof it->failure, "sbatch exit %d", code);
                     failed++;
                 }
                 if (sweep_stop_signal()) interrupted = 1;
@@ -725,32 +728,48 @@ int vb_sweep_main(int argc, char **argv) {
             const char *why;
             it->exit_code = sweep_launch(cmd.v, log_path, timeout_s, it->threads, &why);
             if (why[0])
-                sweep_append_line(log_path, "vitbench sweep: run stopped (%s) after %.1f s", why, vb_now() - t0);
+                sweep_append_line(log_path, VB_SWEEP_STOP_LINE "%s) after %.1f s", why, vb_now() - t0);
+            if (strcmp(why, "interrupted") == 0) {
+                /* the sweep stopped it (Ctrl-C, SIGTERM): not a failure of the
+                 * run, so no row; --resume moves its leftovers aside and runs it
+                 * again */
+                it->status = NULL;
+                it->exit_code = INT_MIN;
+                printf("vitbench sweep: [%d/%d] %s: interrupted after %.1f s: not recorded, vitbench sweep --resume %s "
+                       "runs it again\n",
+                       i + 1, nitems, it->name, vb_now() - t0, dir);
+                interrupted = 1;
+                fflush(stdout);
+                sweep_sv_free(&cmd);
+                record_index(index_path, dir, runs_dir, &plan, items, nitems, &cli);
+                break;
+            }
             it->status = it->exit_code == 0 ? "completed" : "failed";
             last_line[0] = '\0';
             if (it->exit_code != 0) {
                 failed++;
                 sweep_mark_run_failed(runs_dir, it);
                 sweep_last_log_line(log_path, last_line, sizeof last_line);
-                char sig[600];
-                snprintf(sig, sizeof sig, "%d|%s", it->exit_code, last_line);
-                streak = strcmp(sig, streak_sig) == 0 ? streak + 1 : 1;
-                snprintf(streak_sig, sizeof streak_sig, "%s", sig);
+                /* failing alike: the same class (timeout, signal, exit code),
+                 * never the log text, which differs run to run */
+                sweep_failure_class(it->exit_code, why, it->failure, sizeof it->failure);
+                streak = strcmp(it->failure, streak_sig) == 0 ? streak + 1 : 1;
+                snprintf(streak_sig, sizeof streak_sig, "%s", it->failure);
             } else {
                 streak = 0;
                 streak_sig[0] = '\0';
             }
             if (it->exit_code == 0) sweep_read_headline(runs_dir, it);
             printf("vitbench sweep: [%d/%d] %s: %s, exit %d, %.1f s%s%s", i + 1, nitems, it->name, it->status,
-                   it->exit_code, vb_now() - t0, why[0] ? ", " : "", why);
+                   it->exit_code, vb_now() - t0, it->failure[0] ? ": " : "", it->failure);
             if (!isnan(it->headline[0])) printf(", FULL %.2f samples/s", it->headline[0]);
             printf("\n");
             if (last_line[0]) printf("vitbench sweep:     last line of its log: %s\n", last_line);
             if (sweep_stop_signal()) interrupted = 1;
             if (cli.max_failures > 0 && streak >= cli.max_failures) {
-                printf("vitbench sweep: stopping: %d runs in a row failed alike (exit %d: %s); fix that and continue "
-                       "with vitbench sweep --resume %s\n",
-                       streak, it->exit_code, last_line[0] ? last_line : "no output", dir);
+                printf("vitbench sweep: stopping: %d runs in a row failed alike (%s; last line: %s); fix that and "
+                       "continue with vitbench sweep --resume %s\n",
+                       streak, it->failure, last_line[0] ? last_line : "no output", dir);
                 stopped = 1;
             }
         }
@@ -770,7 +789,10 @@ int vb_sweep_main(int argc, char **argv) {
     if (!cli.dry_run && cli.launcher != LAUNCH_SBATCH) sweep_print_table(&plan, items, nitems);
     printf("vitbench sweep: index %s (%d of %d runs recorded)\n", index_path, recorded, nitems);
     /* the report of what finished, unless asked not to or nothing ran here */
-    if (!cli.no_report && !interrupted && !stopped && completed > 0) write_report(dir, runs_dir, items, nitems);
+    /* the report of what ran, failures too (an all-failed sweep's says why),
+     * unless asked not to, nothing ran here, or a Ctrl-C wants out */
+    if (!cli.no_report && !interrupted && recorded > 0 && (completed > 0 || failed > 0))
+        write_report(dir, runs_dir, items, nitems);
     if (stopped)
         printf("vitbench sweep: %d of %d runs not started after the failures above\n", nitems - recorded, nitems);
     if (interrupted)

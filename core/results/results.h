@@ -104,10 +104,19 @@ void vb_run_dir_create(const char *output_dir, const char *run_name, const char 
  * samples/s, each mean and standard deviation over the run's trials */
 #define VB_INDEX_HEADLINE_COLUMNS                                                                         \
     "full_samples_per_s", "full_std", "synthetic_samples_per_s", "synthetic_std", "io_samples_per_s", "io_std"
+/* after them, why a run that did not complete failed: its class,
+ * "timeout", "signal N (NAME)" or "exit N" (empty for the others); reports
+ * and --max_failures count failures by it, never by log text */
+#define VB_INDEX_FAILURE_COLUMN "failure"
 /* its columns that are not swept keys: bookkeeping, the thread count the
- * sweep derives from ranks, and the headline results */
+ * sweep derives from ranks, the headline results and the failure class */
 #define VB_INDEX_NOT_SWEPT                                                                                  \
-    "run_index", "run_dir", "status", "exit_code", "repeat", "threads_per_rank", VB_INDEX_HEADLINE_COLUMNS
+    "run_index", "run_dir", "status", "exit_code", "repeat", "threads_per_rank", VB_INDEX_HEADLINE_COLUMNS, \
+        VB_INDEX_FAILURE_COLUMN
+/* The line a sweep appends to a run's log when it stopped the run itself
+ * (timeout, interrupt): "vitbench sweep: run stopped (timeout) after 12.3 s".
+ * Bookkeeping, never a run's last word (log_line.h skips it). */
+#define VB_SWEEP_STOP_LINE "vitbench sweep: run stopped ("
 /* false for the columns of VB_INDEX_NOT_SWEPT */
 bool vb_index_column_is_swept(const char *name);
 
