@@ -33,7 +33,6 @@ void vb_plot_init(vb_plot *p, const char *name, const char *title, const char *x
     snprintf(p->xlabel, sizeof p->xlabel, "%s", xlabel);
     snprintf(p->ylabel, sizeof p->ylabel, "%s", ylabel);
     p->hline = NAN;
-    snprintf(p->key, sizeof p->key, "top left");
 }
 
 vb_plot_series *vb_plot_series_add(vb_plot *p, const char *title, bool ideal) {
@@ -197,9 +196,11 @@ static void write_plot_cmd(FILE *f, const vb_plot *p, const char *dat) {
         } else if (p->boxes) {
             fprintf(f, "using 1:2%s with boxes fill solid 0.5 %s title ", tic, lc);
         } else if (series_has_bars(s)) {
-            fprintf(f, "using 1:2:3:4%s with yerrorlines lw 2 pt 7 %s title ", tic, lc);
+            /* categories are points with their interval; a numeric axis joins them */
+            fprintf(f, "using 1:2:3:4%s with %s lw 2 pt 7 %s title ", tic,
+                    p->categorical ? "yerrorbars" : "yerrorlines", lc);
         } else {
-            fprintf(f, "using 1:2%s with linespoints lw 2 pt 7 %s title ", tic, lc);
+            fprintf(f, "using 1:2%s with %s lw 2 pt 7 %s title ", tic, p->categorical ? "points" : "linespoints", lc);
         }
         gp_string(f, s->title);
         if (p->boxes && !s->ideal && series_has_bars(s))
@@ -222,8 +223,9 @@ static void write_panel(FILE *f, const vb_plot *p, const char *dat) {
     gp_string(f, p->xlabel);
     fputs(" noenhanced\nset ylabel ", f);
     gp_string(f, p->ylabel);
-    /* the key's place is one of a few fixed words (set by the program, never from data) */
-    fprintf(f, " noenhanced\nset key inside %s box opaque noenhanced\nset grid\nset datafile missing 'NaN'\n", p->key);
+    /* the legend under the plot area, where it covers no point or whisker */
+    fputs(" noenhanced\nset key outside below center horizontal box noenhanced\nset grid\nset datafile missing 'NaN'\n",
+          f);
     if (p->logx2) fputs("set logscale x 2\nset offsets graph 0.05, graph 0.05, graph 0.06, graph 0.06\n", f);
     if (p->logy) fputs("set logscale y 2\n", f);
     if (p->logy10) fputs("set logscale y 10\n", f);

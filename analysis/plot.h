@@ -6,15 +6,16 @@
  *   <name>.gp   the script: `cd dir && gnuplot <name>.gp` redraws both images
  *   <name>.png  (pngcairo) and <name>.svg (svg), then runs gnuplot on the
  *   script with fork/exec in dir (no shell).
- * Every figure has a title, axis labels with units, a legend inside the
- * plot area, `noenhanced` text (run names keep their underscores), error bars
+ * Every figure has a title, axis labels with units, a legend under the plot
+ * area (never over its data), `noenhanced` text (run names keep their underscores), error bars
  * where a series has intervals, dashed ideal series and an optional
  * horizontal reference line. A series keeps one colour across every figure
  * the process draws (vb_plot_color: the colour of its key, e.g. "noddp=true",
  * assigned in order of first use from a colour-blind-safe palette); an ideal
  * series takes its measured series' colour. Points may carry colours of their
- * own (verdicts). Categorical figures (flags, layouts) put series points at
- * 0..n-1 with the labels as x tics, as boxes or as dots with their interval.
+ * own (verdicts). Categorical figures (flags, layouts, buckets) put series
+ * points at 0..n-1 with the labels as x tics, as boxes or as points with
+ * their interval, never joined by lines (categories have no order to draw).
  * A figure may have a second panel under it in the same image (efficiency
  * under throughput).
  */
@@ -49,7 +50,6 @@ typedef struct vb_plot {
     bool logy10;     /* log10 y axis (values a decade or more apart: IO against FULL) */
     double hline;    /* NaN = none */
     char hline_title[96];
-    char key[24];    /* the legend's place inside the plot area: "top left" (the default), "bottom left" ... */
     vb_plot_series *s;
     int ns, cap;
     struct vb_plot *below; /* a second panel under this one in the same image, or NULL */

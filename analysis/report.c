@@ -82,7 +82,6 @@ static rp_table *run_throughput(rp_doc *d, const rp_run *r, const rp_opts *o) {
     /* log scale: the loader alone (IO) often runs 10-100x the step, which
      * would flatten SYNTHETIC and FULL on a linear axis */
     pl.categorical = pl.dots = pl.logy10 = true;
-    snprintf(pl.key, sizeof pl.key, "top right");
     vb_plot_series *s = vb_plot_series_add(&pl, "mean of timed trials", false);
     for (int k = 0; k < RP_NTYPES; k++) {
         const rp_samples *x = &r->thr[k];
@@ -112,7 +111,8 @@ void rp_single_report(rp_doc *d, const char *path, const rp_opts *o) {
     memset(&r, 0, sizeof r);
     rp_run_load(&r, path, d);
     rp_para(d, "Run directory %s (status %s).", path, r.status);
-    rp_caption(d, &r, r.oversubscribed);
+    rp_run *const self[1] = {&r};
+    rp_caption(d, self, 1, r.oversubscribed);
     if (strcmp(r.status, "completed") != 0)
         rp_warning(d, "the run's status is %s, not completed: its trials may be partial", r.status);
     rp_run *const one[1] = {&r};

@@ -195,8 +195,11 @@ void rp_bound_finding(rp_doc *d, const rp_samples thr[RP_NTYPES], const char *wh
 /* Warnings about the runs behind the numbers: oversubscribed, busy (trials
  * spread more than compare's noise limit). */
 void rp_run_warnings(rp_doc *d, rp_run *const *runs, int n);
-/* A figure caption: config, machine and oversubscription of a run. */
-void rp_caption(rp_doc *d, const rp_run *r, bool any_oversubscribed);
+/* A figure caption: config and machine of the first run that has them, and
+ * the threads and cores a rank of every run had (one phrase when they all
+ * agree, else one per rank count: "1 rank: 2 threads on 2 cores; 2 ranks: 1
+ * thread on 1 core"), and whether any was oversubscribed. */
+void rp_caption(rp_doc *d, rp_run *const *runs, int n, bool any_oversubscribed);
 
 /* ---- per-run sections (report_run.c) ---- */
 /* Communication per parallel group from ops.csv (FULL rows when the file has

@@ -127,7 +127,6 @@ static rp_table *scaling(rp_doc *d, rp_sweep *s, const rp_opts *o, bool strong) 
     pt.logx2 = pe.logx2 = psp.logx2 = true;
     pt.logy = psp.logy = true;
     pt.below = &pe;
-    snprintf(pe.key, sizeof pe.key, "bottom left"); /* efficiency falls to the right */
     pe.hline = 1;
     snprintf(pe.hline_title, sizeof pe.hline_title, "ideal");
     for (int k = 0; k < ns; k++) {
@@ -232,7 +231,7 @@ static void comm_overhead(rp_doc *d, rp_sweep *s, const rp_opts *o) {
     if (!order) vb_die_internal("out of memory");
     for (int i = 0; i < s->npts; i++) order[i] = &s->pts[i];
     qsort(order, (size_t)s->npts, sizeof *order, cmp_pt_ranks);
-    bool noise_at_dp1 = false;
+    bool noise_at_dp1 = false, dp1_in_table = false;
     double big[4] = {NAN, NAN, NAN, NAN}; /* ranks, overhead, CI of the largest rank count */
     for (int i = 0; i < s->npts; i++) {
         rp_point *p = order[i];
@@ -274,7 +273,10 @@ static void comm_overhead(rp_doc *d, rp_sweep *s, const rp_opts *o) {
             if (!ps) ps = vb_plot_series_add(&pl, lab, false);
             snprintf(last, sizeof last, "%s", lab);
         }
-        vb_plot_point(ps, p->ranks, ov, lo, hi, NULL);
+        /* the 1-rank (dp = 1) point has no communication to show: only run-to-run
+         * noise, often larger than every real overhead; table only */
+        if (dp != 1) vb_plot_point(ps, p->ranks, ov, lo, hi, NULL);
+        else dp1_in_table = true;
     }
     free(order);
     if (rp_table_rows(t) == 0) {
@@ -297,6 +299,10 @@ static void comm_overhead(rp_doc *d, rp_sweep *s, const rp_opts *o) {
                    "the runs differ by more than the repeats show, so overheads of that size elsewhere are not "
                    "evidence of communication cost.");
     rp_add_table(d, t);
+    if (dp1_in_table)
+        rp_para(d, "The figure leaves out the dp = 1 points: with one data-parallel rank there is no gradient "
+                   "communication, so the overhead there is only the noise between the DDP and no-DDP runs (it is "
+                   "in the table).");
     rp_figure(d, o, &pl);
     vb_plot_free(&pl);
 }
@@ -400,8 +406,6 @@ static rp_table *buckets(rp_doc *d, rp_sweep *s, const rp_opts *o) {
     vb_plot_init(&pe, "buckets_exposed_comm", "DDP buckets: exposed communication per step", "variant",
                  "exposed communication (ms per step)");
     pt.categorical = pe.categorical = true;
-    pt.dots = pe.dots = true; /* categories: points with whiskers, never joined by lines */
-    snprintf(pt.key, sizeof pt.key, "bottom right");
     if (nod) {
         pt.hline = nod->est.mean;
         snprintf(pt.hline_title, sizeof pt.hline_title, "noddp (no communication)");
@@ -675,7 +679,6 @@ static rp_table *flags(rp_doc *d, rp_sweep *s, const rp_opts *o) {
                  "inconclusive)",
                  "variant", "throughput ratio (variant / baseline), 95% CI");
     pr.categorical = pr.dots = true;
-    snprintf(pr.key, sizeof pr.key, "top right");
     pr.hline = 1;
     snprintf(pr.hline_title, sizeof pr.hline_title, "baseline");
     vb_plot_series *sr = vb_plot_series_add(&pr, "ratio", false);

@@ -402,14 +402,59 @@ void rp_run_warnings(rp_doc *d, rp_run *const *runs, int n) {
                    loaded == 1 ? "it" : "them");
 }
 
-void rp_caption(rp_doc *d, const rp_run *r, bool any_oversubscribed) {
+/* "2 threads a rank on 2 cores", or per rank count when the runs differ */
+static void threads_phrase(rp_run *const *runs, int n, char *out, size_t size) {
+    const rp_run *first = NULL;
+    bool differ = false;
+    for (int i = 0; i < n; i++) {
+        if (!runs[i]->has_json || !runs[i]->omp_threads[0]) continue;
+        if (!first) first = runs[i];
+        else if (strcmp(runs[i]->omp_threads, first->omp_threads) != 0 ||
+                 strcmp(runs[i]->affinity_cores, first->affinity_cores) != 0)
+            differ = true;
+    }
+    if (!first) {
+        snprintf(out, size, "? threads a rank");
+        return;
+    }
+    if (!differ) {
+        snprintf(out, size, "%s thread%s a rank on %s core%s", first->omp_threads,
+                 strcmp(first->omp_threads, "1") ? "s" : "", first->affinity_cores[0] ? first->affinity_cores : "?",
+                 strcmp(first->affinity_cores, "1") ? "s" : "");
+        return;
+    }
+    size_t k = 0;
+    out[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        const rp_run *r = runs[i];
+        if (!r->has_json || !r->omp_threads[0]) continue;
+        bool seen = false;
+        for (int j = 0; j < i && !seen; j++)
+            seen = runs[j]->has_json && runs[j]->ranks == r->ranks &&
+                   strcmp(runs[j]->omp_threads, r->omp_threads) == 0 &&
+                   strcmp(runs[j]->affinity_cores, r->affinity_cores) == 0;
+        if (seen) continue;
+        int w = snprintf(out + k, size - k, "%s%g rank%s: %s thread%s on %s core%s", k ? ", " : "", r->ranks,
+                         r->ranks == 1 ? "" : "s", r->omp_threads, strcmp(r->omp_threads, "1") ? "s" : "",
+                         r->affinity_cores[0] ? r->affinity_cores : "?", strcmp(r->affinity_cores, "1") ? "s" : "");
+        if (w < 0 || (size_t)w >= size - k) break;
+        k += (size_t)w;
+    }
+    if (k + 12 < size) snprintf(out + k, size - k, " a rank");
+}
+
+void rp_caption(rp_doc *d, rp_run *const *runs, int n, bool any_oversubscribed) {
+    const rp_run *r = NULL;
+    for (int i = 0; i < n && !r; i++)
+        if (runs[i]->has_json) r = runs[i];
     if (!r) {
         d->caption[0] = '\0';
         return;
     }
-    vb_snprintf(d->caption, sizeof d->caption, "Config %s; %s%s%s; %s threads a rank on %s cores; BLAS %s; %s.",
+    char threads[320];
+    threads_phrase(runs, n, threads, sizeof threads);
+    vb_snprintf(d->caption, sizeof d->caption, "Config %s; %s%s%s; %s; BLAS %s; %s.",
              r->config[0] ? r->config : "?", r->gpu_name[0] ? r->gpu_name : r->cpu_model[0] ? r->cpu_model : "?",
-             r->host[0] ? " on " : "", r->host, r->omp_threads[0] ? r->omp_threads : "?",
-             r->affinity_cores[0] ? r->affinity_cores : "?", r->blas_coretype[0] ? r->blas_coretype : "?",
+             r->host[0] ? " on " : "", r->host, threads, r->blas_coretype[0] ? r->blas_coretype : "?",
              any_oversubscribed ? "some runs oversubscribed" : "no run oversubscribed");
 }

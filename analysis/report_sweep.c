@@ -501,7 +501,7 @@ static void sweep_findings(rp_doc *d, rp_sweep *s) {
         over = over || r->oversubscribed;
         if (!ref && r->has_json) ref = r;
     }
-    rp_caption(d, ref, over);
+    rp_caption(d, done, ndone, over);
     (void)nfail; /* failure_findings said how many, and why */
     rp_run_warnings(d, done, ndone);
     free(done);

@@ -274,6 +274,10 @@ if which == "weak":
         lo, hi = float(r["overhead_ci_lo"]), float(r["overhead_ci_hi"])
         if n == 1 and (lo > 0 or hi < 0) and "dp = 1 has no communication" not in r["notes"]:
             sys.exit("1-rank overhead CI excludes 0 but is not flagged: %s" % r)
+    # the figure leaves out dp = 1, where there is no communication to show
+    xs = [float(l.split()[0]) for l in open("weak/report/comm_overhead.dat") if l.strip() and not l.startswith("#")]
+    if 1.0 in xs or sorted(xs) != [2.0, 4.0]:
+        sys.exit("comm_overhead figure points at ranks %s, want 2 and 4 (no 1-rank point)" % xs)
     f = rows("weak/report/failed_runs.csv")
     if len(f) != 1 or f[0]["status"] != "failed":
         sys.exit("failed_runs.csv: %s" % f)
@@ -325,6 +329,18 @@ elif which == "flags":
         sys.exit("flags report does not state the verdict rule")
     png_ok("flags/report/flags_ratio.png")
     svg_ok("flags/report/flags_ratio.svg", "Flags: throughput ratio to the baseline")
+    # each point in the colour its verdict has in the title, the legend under the plot area
+    title_colours = {"faster": 0x009E73, "slower": 0xD55E00, "equivalent": 0x0072B2, "inconclusive": 0x999999,
+                     "baseline": 0}
+    svg_ok("flags/report/flags_ratio.svg", "green faster, orange slower, blue equivalent, grey inconclusive")
+    for line in open("flags/report/flags_ratio.dat"):
+        if line.startswith("#") or not line.strip():
+            continue
+        label, rgb = line.split('"')[1], int(line.split('"')[2])
+        if rgb != title_colours[want[label]]:
+            sys.exit("%s drawn in #%06X, not its verdict's colour" % (label, rgb))
+    if "set key outside below" not in open("flags/report/flags_ratio.gp").read():
+        sys.exit("the flags legend is inside the plot area, over the data")
 elif which == "buckets":
     t = {r["variant"]: r for r in rows("buckets/report/buckets.csv")}
     nod = [120, 121, 119, 120.5, 119.5, 120.2]
@@ -346,6 +362,9 @@ elif which == "buckets":
     if "DDP bucket sizes 25, 100 MB ran the same configuration (1 bucket a step, 466 KB of gradients)" not in summary:
         sys.exit("bucket sizes of one configuration not grouped: %s" % summary)
     png_ok("buckets/report/buckets_throughput.png")
+    gp = open("buckets/report/buckets_throughput.gp").read()
+    if "yerrorlines" in gp or "linespoints" in gp:
+        sys.exit("bucket sizes (categories) joined by lines")
     svg_ok("buckets/report/buckets_exposed_comm.svg", "DDP buckets: exposed communication per step")
 elif which == "layouts":
     t = {(r["tp"], r["cp"]): r for r in rows("layouts/report/layouts.csv")}
@@ -449,6 +468,7 @@ sweep("notes", "weak_scaling", ["noddp"],
       kind="weak_scaling")
 j = json.load(open("notes/runs/000_ranks=1_noddp=false_r0/run.json"))
 j["threads"] = {"requested": 4, "per_rank": 4, "node_ranks": 1, "oversubscribed": True}
+j["fingerprint"]["omp_threads"], j["fingerprint"]["affinity_cores"] = 2, 2  # 2 threads at 1 rank, 1 at 2
 j["fingerprint"]["cpu_vector"] = "avx512"  # Haswell's AVX2 kernels on an AVX-512 CPU
 json.dump(j, open("notes/runs/000_ranks=1_noddp=false_r0/run.json", "w"))
 EOF
@@ -467,6 +487,10 @@ for want in ("**Warning:** 1 run was oversubscribed", "**Warning:** 1 run's tria
              "**Warning:** BLAS runs below the CPU's vector width: OpenBLAS's Haswell kernels (avx2) on a CPU with avx512"):
     if want not in md:
         sys.exit("summary lacks %r" % want)
+# the caption says what each run had, not what the first one had
+full = open("notes/report/report.md").read()
+if "1 rank: 2 threads on 2 cores, 2 ranks: 1 thread on 1 core a rank" not in full:
+    sys.exit("figure caption does not give each rank count's threads: %s" % [l for l in full.split("\n") if "Config" in l][:2])
 EOF
 
 # ---- 2. a run directory with timeline, iterations and ops ----
