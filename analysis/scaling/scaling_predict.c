@@ -304,6 +304,9 @@ void vb_model_predict(const vb_mctx *m, const vb_mlayout *l, const vb_mknobs *kn
     const vb_mref *sh = shard_for(m, l);
     double spread = ref->spread;
     if (sh && sh->spread > spread) spread = sh->spread;
+    /* a reference's own steps may agree to 0.1%; scaling them to another
+     * layout is known to no better than the step's run-to-run floor */
+    if (!(spread > VB_MODEL_COMPUTE_UNCERTAINTY)) spread = VB_MODEL_COMPUTE_UNCERTAINTY;
     const double cmul = (m->compute_scale > 0 ? m->compute_scale : 1.0) * kn->compute_mul *
                         vb_corner_factor(kn->corner, spread);
     scaler s = {.ref = ref,
