@@ -133,7 +133,7 @@ void rp_single_report(rp_doc *d, const char *path, const rp_opts *o) {
     else
         rp_para(d, "No timed trials in trials.csv.");
     rp_heading(d, 1, "Provenance and profile");
-    rp_run_sections(d, &r, o->out_dir, "", false, 2);
+    rp_run_sections(d, &r, o, "", false, 2, true);
     rp_run_free(&r);
 }
 

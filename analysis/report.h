@@ -216,9 +216,14 @@ int rp_comm_group_of(const char *op_name);
 int rp_comm_groups(const rp_run *r, rp_group_comm g[RP_NGROUPS]);
 /* Provenance, HTA breakdown, stragglers, top ops of run r into d; the tables'
  * CSVs are named with `prefix` ("" for a run report, "runs/<name>/" in a
- * sweep's); `compact` limits the op list. out_dir is the report directory. */
-void rp_run_sections(rp_doc *d, const rp_run *r, const char *out_dir, const char *prefix, bool compact,
-                     int heading_level);
+ * sweep's); `compact` limits the op list. o->out_dir is the report
+ * directory. With `timeline_figure`, one timed FULL step of every rank as
+ * lanes (compute, communication, memcpy, data wait) from timeline.csv: a
+ * figure (SVG in the HTML, PNG for slides) for machines without a trace
+ * viewer. */
+struct rp_opts;
+void rp_run_sections(rp_doc *d, const rp_run *r, const struct rp_opts *o, const char *prefix, bool compact,
+                     int heading_level, bool timeline_figure);
 /* Provenance lines (config, commit, fingerprint, versions) of one run. */
 void rp_run_provenance(rp_doc *d, const rp_run *r);
 

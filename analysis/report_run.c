@@ -109,7 +109,83 @@ void rp_run_provenance(rp_doc *d, const rp_run *r) {
     if (r->command_line && r->command_line[0]) rp_pre(d, r->command_line);
 }
 
-static void breakdown_section(rp_doc *d, const rp_run *r, const char *prefix, int level) {
+/* the lane of a row in the step figure: compute, communication, memcpy, data wait; -1 none */
+static int step_lane(const vb_tl_event *e) {
+    if (strcmp(e->kind, "compute") == 0) return 0;
+    if (strcmp(e->kind, "comm") == 0) return 1;
+    if (strcmp(e->kind, "memcpy") == 0 && strncmp(e->lane, "loader", 6) != 0) return 2;
+    if (strcmp(e->kind, "io") == 0 && strcmp(e->lane, "main") == 0) return 3; /* the training thread's data wait */
+    return -1;
+}
+
+/* One timed FULL step of every rank as lanes: the step of rank 0 whose
+ * length is the median of its window's, and every rank's rows of that
+ * trial and step, clipped to that rank's step, in ms from rank 0's start
+ * (the timeline's clocks leave one barrier together). */
+static void step_figure(rp_doc *d, const rp_opts *o, const rp_run *r, const vb_timeline *tl) {
+    int *steps = calloc((size_t)tl->n + 1, sizeof *steps), ns = 0;
+    if (!steps) vb_die_internal("out of memory");
+    for (int i = 0; i < tl->n; i++)
+        if (tl->ev[i].rank == 0 && strcmp(tl->ev[i].kind, "step") == 0 && strcmp(tl->ev[i].trial_type, "FULL") == 0)
+            steps[ns++] = i;
+    if (ns == 0) {
+        free(steps);
+        return;
+    }
+    for (int i = 1; i < ns; i++) /* by length, for the median */
+        for (int j = i; j > 0 && tl->ev[steps[j]].dur_s < tl->ev[steps[j - 1]].dur_s; j--) {
+            const int t = steps[j];
+            steps[j] = steps[j - 1], steps[j - 1] = t;
+        }
+    const vb_tl_event *pick = &tl->ev[steps[ns / 2]];
+    free(steps);
+    const double t0 = pick->start_s;
+    static const char *const lane_name[4] = {"compute", "communication", "memcpy", "data wait"};
+    char base[128], title[256];
+    snprintf(base, sizeof base, "step_timeline_%.80s", r->name); /* vb_plot_init keeps it to [A-Za-z0-9_.-] */
+    snprintf(title, sizeof title, "One FULL step per rank (trial %d, step %d: the median step of rank 0)",
+             pick->trial_index, pick->step);
+    vb_plot p;
+    vb_plot_init(&p, base, title, "ms from rank 0's step start", "rank and lane");
+    p.lanes = true;
+    vb_plot_series *ser[4];
+    for (int k = 0; k < 4; k++) ser[k] = vb_plot_series_add(&p, lane_name[k], false);
+    for (int rk = 0; rk < tl->nranks; rk++) {
+        /* this rank's own row of the step: what its lanes are clipped to */
+        double s0 = NAN, s1 = NAN;
+        for (int i = 0; i < tl->n; i++) {
+            const vb_tl_event *e = &tl->ev[i];
+            if (e->rank == rk && strcmp(e->kind, "step") == 0 && strcmp(e->trial_type, "FULL") == 0 &&
+                e->trial_index == pick->trial_index && e->step == pick->step)
+                s0 = e->start_s, s1 = e->start_s + e->dur_s;
+        }
+        if (!isfinite(s0)) continue;
+        const int row0 = p.nrows;
+        for (int k = 0; k < 4; k++) {
+            char row[64];
+            snprintf(row, sizeof row, "rank %d %s", rk, lane_name[k]);
+            vb_plot_row(&p, row);
+        }
+        for (int i = 0; i < tl->n; i++) {
+            const vb_tl_event *e = &tl->ev[i];
+            const int k = e->rank == rk ? step_lane(e) : -1;
+            if (k < 0) continue;
+            const double a = fmax(e->start_s, s0), b = fmin(e->start_s + e->dur_s, s1);
+            if (!(b > a)) continue;
+            vb_plot_point(ser[k], 1e3 * (a - t0), row0 + k, 1e3 * (b - t0), NAN, NULL);
+        }
+    }
+    if (p.nrows > 0) {
+        rp_para(d, "One timed FULL step of every rank from timeline.csv, as lanes: compute, communication (DDP's "
+                   "all-reduces in flight and blocking collectives), memcpy and the training thread's data wait; "
+                   "what the trace viewer shows, for a login node without one.");
+        rp_figure(d, o, &p);
+    }
+    vb_plot_free(&p);
+}
+
+static void breakdown_section(rp_doc *d, const rp_run *r, const rp_opts *o, const char *prefix, int level,
+                              bool figure) {
     char path[VB_PATH_MAX], err[512], csv[VB_PATH_MAX];
     vb_snprintf(path, sizeof path, "%s/" VB_TIMELINE_CSV, r->dir);
     vb_timeline tl;
@@ -138,6 +214,7 @@ static void breakdown_section(rp_doc *d, const rp_run *r, const char *prefix, in
     }
     rp_add_table(d, t);
     free(b);
+    if (figure) step_figure(d, o, r, &tl);
     vb_timeline_free(&tl);
 }
 
@@ -267,8 +344,9 @@ static void compact_provenance(rp_doc *d, const rp_run *r) {
     if (r->command_line && r->command_line[0]) rp_pre(d, r->command_line);
 }
 
-void rp_run_sections(rp_doc *d, const rp_run *r, const char *out_dir, const char *prefix, bool compact,
-                     int heading_level) {
+void rp_run_sections(rp_doc *d, const rp_run *r, const rp_opts *o, const char *prefix, bool compact,
+                     int heading_level, bool timeline_figure) {
+    const char *out_dir = o->out_dir;
     if (compact)
         compact_provenance(d, r);
     else
@@ -286,7 +364,7 @@ void rp_run_sections(rp_doc *d, const rp_run *r, const char *out_dir, const char
     } else {
         rp_para(d, "No trace.json yet (`vitbench trace %s` writes one).", r->dir);
     }
-    breakdown_section(d, r, prefix, heading_level);
+    breakdown_section(d, r, o, prefix, heading_level, timeline_figure);
     straggler_section(d, r, prefix, heading_level);
     ops_section(d, r, prefix, compact, heading_level);
 }

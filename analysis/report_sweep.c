@@ -368,15 +368,22 @@ static void failed_section(rp_doc *d, const rp_sweep *s, const char *out_dir) {
     rp_add_table(d, t);
 }
 
-static void per_run_sections(rp_doc *d, const rp_sweep *s, const char *out_dir) {
+static void per_run_sections(rp_doc *d, const rp_sweep *s, const rp_opts *o) {
     rp_heading(d, 1, "Per run");
+    /* one timeline figure: the first completed run of the most ranks */
+    const rp_run *drawn = NULL;
+    for (int i = 0; i < s->nruns; i++) {
+        const rp_run *r = &s->runs[i];
+        if (strcmp(r->status, "completed") != 0 || !r->dir[0]) continue;
+        if (!drawn || r->ranks > drawn->ranks) drawn = r;
+    }
     for (int i = 0; i < s->nruns; i++) {
         const rp_run *r = &s->runs[i];
         if (strcmp(r->status, "completed") != 0 || !r->dir[0] || !vb_dir_exists(r->dir)) continue;
         rp_heading(d, 2, "%s", r->name);
         char prefix[VB_PATH_MAX];
         vb_snprintf(prefix, sizeof prefix, "runs/%s/", r->name);
-        rp_run_sections(d, r, out_dir, prefix, true, 3);
+        rp_run_sections(d, r, o, prefix, true, 3, r == drawn);
     }
 }
 
@@ -625,6 +632,6 @@ void rp_sweep_report(rp_doc *d, const char *path, const rp_opts *o) {
     model_section(d, &s, o);
     provenance_section(d, &s);
     failed_section(d, &s, o->out_dir);
-    per_run_sections(d, &s, o->out_dir);
+    per_run_sections(d, &s, o);
     free_sweep(&s);
 }

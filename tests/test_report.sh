@@ -10,7 +10,9 @@
 #      the same configuration are grouped and said to be; "best" and its
 #      ratio are one statistic; plots are valid PNG and SVG with their
 #      titles; report.html inlines the SVG; failed runs are listed only.
-#   2. a hand-made run directory: HTA breakdown, stragglers, top ops.
+#   2. a hand-made run directory: HTA breakdown, stragglers, top ops, and one
+#      timed FULL step of each rank drawn as lanes (compute, communication,
+#      memcpy, data wait), SVG in report.html and PNG beside it.
 #   3. bad input exits 2 with one line; no gnuplot -> one warning, tables only;
 #      hostile values (backquotes, $(...), quotes, line breaks, |, HTML, fences)
 #      in sweep values, paths, op names and command lines run nothing and stay
@@ -525,6 +527,25 @@ out=$(run_report run1)
 grep -q "FULL" <<<"$out" || fail "run report printed no throughput table: $out"
 python3 check.py run || fail "run tables"
 grep -q "Slowest rank: 1" run1/report/report.md || fail "straggler not named: $(grep -i slowest run1/report/report.md)"
+# the step as lanes: compute 0-600 ms, communication 500-800, data wait 800-900, each bar on its rank's lane
+python3 - <<'EOF' || fail "step timeline figure"
+import re
+bars = {}
+for block in open("run1/report/step_timeline_run1.dat").read().split("\n\n\n"):
+    m = re.search(r"# series \d+: (.*)", block)
+    pts = [l.split()[:3] for l in block.splitlines() if l.strip() and not l.startswith("#") and not l.startswith(" NaN")]
+    bars[m.group(1)] = [tuple(float(v) for v in p) for p in pts]
+want = {"compute": [(0, 0, 600)], "communication": [(500, 1, 800)], "memcpy": [], "data wait": [(800, 3, 900)]}
+if bars != want:
+    raise SystemExit("bars %s, want %s" % (bars, want))
+gp = open("run1/report/step_timeline_run1.gp").read()
+if "'rank 0 compute' 0" not in gp or "boxxyerror" not in gp:
+    raise SystemExit("lanes not named or not drawn as bars: %s" % gp)
+html = open("run1/report/report.html").read()
+if "One FULL step per rank" not in html:
+    raise SystemExit("the step figure is not in report.html")
+EOF
+[ -s run1/report/step_timeline_run1.png ] || fail "no PNG of the step timeline"
 grep -q '](<../trace.json>)' run1/report/report.md || fail "trace.json not linked relatively"
 python3 check.py html run1/report/report.html || fail "run report.html"
 
@@ -665,5 +686,7 @@ EOF
 grep -q "kind weak_scaling" "$d/report/report.md" || fail "real sweep: kind not weak_scaling"
 python3 check.py html "$d/report/report.html" || fail "real sweep report.html"
 grep -q "Time breakdown per rank" "$d/report/report.md" || fail "real sweep: no per-run sections"
+[ "$(ls "$d"/report/step_timeline_*.svg 2>/dev/null | wc -l)" = 1 ] || fail "real sweep: not one step timeline figure: $(ls "$d/report")"
+grep -q "'rank 1 compute'" "$d"/report/step_timeline_*.gp || fail "real sweep: the 2-rank run's step figure lacks rank 1"
 
 echo "test_report: OK"
