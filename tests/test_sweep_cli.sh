@@ -3,7 +3,9 @@
 #   1. --dry-run of every shipped scenario file, sized as a 2-core machine runs
 #      them: one mpirun line per run, index.csv with one dry-run row per run.
 #   2. --launcher sbatch --dry-run writes one valid job script per run.
-#   3. bad scenario / flag: exit 2 with one line naming the file / key / flag.
+#   3. bad scenario / flag: exit 2 with one line naming the file / key / flag;
+#      --ab KEY=A,B: refused unless one key and two safe values; its dry run
+#      alternates the baseline and the variant in each of 5 rounds.
 #   4. a real 1- and 2-rank tiny sweep with the quick benchy config, one matrix
 #      point whose runs fail inside the run (fewer samples than a batch):
 #      those runs are recorded as failed, the others complete, the sweep goes on
@@ -112,7 +114,29 @@ expect_exit2 "$TMP/none.yaml" -- "$TMP/none.yaml" --dry-run --output_dir "$TMP/b
 # started under mpirun / a multi-task srun step (srun --mpi=none sets no PMI variable): one sweep per rank
 PMIX_RANK=0 expect_exit2 PMIX_RANK -- "$SRC/scenarios/weak_scaling.yaml" --dry-run --output_dir "$TMP/bad"
 SLURM_STEP_ID=0 SLURM_STEP_NUM_TASKS=2 expect_exit2 srun -- "$SRC/scenarios/weak_scaling.yaml" --dry-run --output_dir "$TMP/bad"
+# --ab KEY=A,B: one config key, two values made of what config values are made of
+expect_exit2 "--ab" "KEY=A,B" -- --ab num_data_workers=1 --dry-run --output_dir "$TMP/bad"
+expect_exit2 "--ab" "values may hold only" -- --ab 'num_data_workers=0,1$(touch x)' --dry-run --output_dir "$TMP/bad"
+expect_exit2 "unknown key 'no_such_key'" -- --ab no_such_key=0,1 --dry-run --output_dir "$TMP/bad"
+expect_exit2 "same value" -- --ab num_data_workers=1,1 --dry-run --output_dir "$TMP/bad"
+expect_exit2 "not both" -- "$SRC/scenarios/weak_scaling.yaml" --ab num_data_workers=0,1 --dry-run --output_dir "$TMP/bad"
 [ ! -e "$TMP/bad" ] || fail "a rejected sweep created $TMP/bad"
+# the interleaved A/B mode: a baseline and one variant, 5 rounds of both in a shuffled order
+out=$("$VB" sweep --ab num_data_workers=0,1 --config tiny --dry-run --output_dir "$TMP/ab" 2>&1) ||
+    fail "sweep --ab exited $?: $out"
+d=$(ls -d "$TMP"/ab/ab_num_data_workers_*)
+[ "$(tail -n +2 "$d/index.csv" | wc -l)" = 10 ] || fail "--ab: want 2 points x 5 repeats: $(cat "$d/index.csv")"
+grep -q "baseline: {num_data_workers: '0'}" "$d/scenario.yaml" && grep -q "num_data_workers: \['1'\]" "$d/scenario.yaml" ||
+    fail "--ab scenario: $(cat "$d/scenario.yaml")"
+# rounds alternate: each round holds one run of each
+python3 - "$d/index.csv" <<'EOF' || fail "--ab runs do not alternate round by round"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+for k in range(5):
+    got = sorted(r["variant"] for r in rows[2 * k:2 * k + 2])
+    assert got == ["baseline", "num_data_workers=1"], (k, got)
+EOF
+ls /tmp/vitbench_ab.* >/dev/null 2>&1 && fail "--ab left its scenario file in /tmp"
 # a one-task step (an interactive `srun --pty bash`) is an ordinary shell
 out=$(SLURM_STEP_ID=0 SLURM_STEP_NUM_TASKS=1 "$VB" sweep "$SRC/scenarios/weak_scaling.yaml" --dry-run --ranks 1 \
     --output_dir "$TMP/step1" --config tiny 2>&1) || fail "sweep in a one-task srun step exited $?: $out"

@@ -13,6 +13,7 @@
  *                        --gpu_bind per_task|closest|none --srun_mpi pmix
  *                        --sbatch_extra "--opt=v" ... --preamble "LINE" ... --sweep_job]
  *                       [--<config key> VALUE ...]
+ *   vitbench sweep --ab KEY=A,B [options as above]
  *   vitbench sweep --resume SWEEP_DIR [--retry_failed] [--timeout_s S] [--no_report]
  *   vitbench sweep --collect SWEEP_DIR [--no_report]
  *   FILE is a path; if it does not exist relative to the working directory it
@@ -36,6 +37,9 @@
  *   directory and log an earlier attempt left are moved to
  *   runs/<run>.unfinished-N and logs/<run>.unfinished-N.log first.
  *   index.csv stays one table in run order.
+ *   --ab KEY=A,B instead of a FILE: a flags scenario (written to /tmp, kept
+ *   as the sweep's scenario.yaml) with baseline {KEY: A} and one variant
+ *   KEY=B, 5 repeats in shuffled rounds: the interleaved A/B comparison.
  *   --collect turns the exit statuses that sbatch jobs left in
  *   SWEEP_DIR/status/<run>.exit into index.csv rows (submitted / dry-run ->
  *   completed / failed, with the headline numbers), then writes the report;

@@ -167,6 +167,10 @@ static void parse_cli(int argc, char **argv, sweep_cli *c) {
         {.name = "max_failures", .kind = VB_CLI_INT, .ptr = &c->max_failures, .ilo = 0, .ihi = INT_MAX, .arg = "K",
          .help = "stop after K consecutive runs failing alike, by class: timeout, signal N or exit N (default 3, 0 = "
                  "never)"},
+        {.name = "ab", .kind = VB_CLI_STRING, .ptr = &c->ab, .arg = "KEY=A,B",
+         .help = "instead of a FILE: the interleaved A/B comparison of one config key, a baseline with KEY=A "
+                 "and a variant with KEY=B alternating in shuffled rounds (default --repeats 5); the report gives "
+                 "the verdict with the runs as the unit"},
         {.name = "resume", .kind = VB_CLI_STRING, .ptr = &c->resume, .arg = "SWEEP_DIR",
          .help = "continue a stopped sweep in its own directory"},
         {.name = "retry_failed", .kind = VB_CLI_BOOL, .ptr = &c->retry_failed,
@@ -202,6 +206,7 @@ static void parse_cli(int argc, char **argv, sweep_cli *c) {
     const vb_cli cli = {
         .cmd = "sweep",
         .usage = "vitbench sweep FILE [options] [--<config key> VALUE ...]\n"
+                 "       vitbench sweep --ab KEY=A,B [options] [--<config key> VALUE ...]\n"
                  "       vitbench sweep --resume SWEEP_DIR [--retry_failed] [--timeout_s S] [--no_report]",
         .about = "Expands the scenario FILE into runs, launches each with its ranks and\n"
                  "collects them under DIR/<name>_<timestamp>/ with index.csv (see bench/sweep/sweep.h). --resume\n"
@@ -229,9 +234,11 @@ static void parse_cli(int argc, char **argv, sweep_cli *c) {
     if (c->resume && c->file)
         vb_die_input("sweep: give either a scenario FILE or --resume SWEEP_DIR, not both (%s, --resume %s)", c->file,
                      c->resume);
+    if (c->ab && c->file)
+        vb_die_input("sweep: give either a scenario FILE or --ab KEY=A,B, not both (%s, --ab %s)", c->file, c->ab);
     if (c->collect && (c->file || c->resume))
         vb_die_input("sweep: --collect %s takes no scenario FILE and no --resume", c->collect);
-    if (!c->file && !c->resume && !c->collect)
+    if (!c->file && !c->ab && !c->resume && !c->collect)
         vb_die_input("sweep: missing the scenario FILE, e.g. scenarios/weak_scaling.yaml (see vitbench sweep --help)");
 }
 
@@ -490,10 +497,69 @@ static void warmup_run(const char *dir, const char *exe, const vb_scenario *sc, 
     fflush(stdout);
 }
 
+/* --ab's scenario, written where the sweep reads its FILE from and removed
+ * once the sweep has its own copy (or when it exits before that) */
+static char g_ab_path[64];
+static void remove_ab_file(void) {
+    if (g_ab_path[0]) unlink(g_ab_path);
+    g_ab_path[0] = '\0';
+}
+
+static bool ab_value_ok(const char *v) {
+    if (!*v) return false;
+    for (const char *c = v; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || strchr("_.:/+-", *c)))
+            return false;
+    return true;
+}
+
+/* --ab KEY=A,B: a flags scenario of one key, its baseline KEY=A and its one
+ * variant KEY=B, repeated 5 times in shuffled rounds, so that A and B
+ * alternate run by run in one invocation and the report compares them with
+ * the runs as the unit (verdict.h) */
+static void make_ab_scenario(sweep_cli *c) {
+    const char *eq = strchr(c->ab, '='), *comma = eq ? strchr(eq + 1, ',') : NULL;
+    if (!eq || !comma || eq == c->ab || strchr(comma + 1, ','))
+        vb_die_input("flag --ab: '%s' is not KEY=A,B (one config key and its two values)", c->ab);
+    char key[96], a[256], b[256];
+    if ((size_t)(eq - c->ab) >= sizeof key || (size_t)(comma - eq - 1) >= sizeof a || strlen(comma + 1) >= sizeof b)
+        vb_die_input("flag --ab: '%.120s' is too long", c->ab);
+    snprintf(key, sizeof key, "%.*s", (int)(eq - c->ab), c->ab);
+    snprintf(a, sizeof a, "%.*s", (int)(comma - eq - 1), eq + 1);
+    snprintf(b, sizeof b, "%s", comma + 1);
+    for (const char *k = key; *k; k++)
+        if (!((*k >= 'a' && *k <= 'z') || (*k >= '0' && *k <= '9') || *k == '_'))
+            vb_die_input("flag --ab: '%s' is not a config key", key);
+    /* values are written into a YAML file: only what config values are made of */
+    if (!ab_value_ok(a) || !ab_value_ok(b))
+        vb_die_input("flag --ab %s: values may hold only letters, digits and _ . : / + -", c->ab);
+    if (strcmp(a, b) == 0) vb_die_input("flag --ab %s: A and B are the same value", c->ab);
+    sweep_check_setting(key, a, "flag --ab (A)");
+    sweep_check_setting(key, b, "flag --ab (B)");
+    snprintf(g_ab_path, sizeof g_ab_path, "/tmp/vitbench_ab.XXXXXX");
+    int fd = mkstemp(g_ab_path);
+    if (fd < 0) vb_die_env("flag --ab: cannot create a scenario file in /tmp (%s)", strerror(errno));
+    atexit(remove_ab_file);
+    FILE *f = fdopen(fd, "w");
+    if (!f) vb_die_env("flag --ab: cannot write %s (%s)", g_ab_path, strerror(errno));
+    fprintf(f,
+            "# vitbench sweep --ab %s: the interleaved A/B comparison of %s\n"
+            "name: ab_%s\n"
+            "description: '%s=%s (baseline) against %s=%s, alternating run by run'\n"
+            "repeats: 5\n"
+            "baseline: {%s: '%s'}\n"
+            "flags:\n"
+            "  %s: ['%s']\n",
+            c->ab, key, key, key, a, key, b, key, a, key, b);
+    if (fclose(f) != 0) vb_die_env("flag --ab: cannot write %s (%s)", g_ab_path, strerror(errno));
+    c->file = g_ab_path;
+}
+
 int vb_sweep_main(int argc, char **argv) {
     sweep_cli cli;
     parse_cli(argc, argv, &cli);
     if (cli.collect) return collect_main(&cli);
+    if (cli.ab && !cli.resume) make_ab_scenario(&cli);
     /* A sweep under mpirun would start a copy of itself per rank, each
      * launching every run: refuse before anything is created. */
     static const char *mpi_env[] = {"OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMIX_RANK"};
@@ -591,6 +657,7 @@ int vb_sweep_main(int argc, char **argv) {
         sweep_copy_file(sc.path, p);
         sweep_write_sweep_json(dir, id, &sc, &cli, &plan, exe, argc, argv, nitems);
     }
+    remove_ab_file(); /* the sweep reads its own copy from now on */
     /* sbatch jobs start later, elsewhere: their paths must not depend on our cwd */
     char dir_abs[PATH_MAX];
     if (!realpath(dir, dir_abs)) vb_die_input("cannot resolve %s (%s)", dir, strerror(errno));

@@ -81,6 +81,7 @@ typedef struct {
     int warmup_run;       /* -1 = when points repeat, else 0 / 1 */
     int max_failures;     /* stop after this many consecutive runs failing alike (0 = never) */
     const char *resume;   /* --resume SWEEP_DIR */
+    const char *ab;       /* --ab KEY=A,B: the interleaved A/B scenario instead of a FILE */
     const char *collect;  /* --collect SWEEP_DIR */
     bool retry_failed;
     vb_sweep_kvs slurm;   /* scalar Slurm flags (--time ...), in order */
