@@ -3,7 +3,7 @@
 # behaves on this machine: false verdicts on identical pairs, and how often a
 # real slowdown is caught, with and without a background load.
 #
-#   bench/dev/verdict_bench.sh [--rounds N] [--runs R] [--trials K] [--threshold T]
+#   bench/dev/verdict_bench.sh [--rounds N] [--runs R] [--trials K] [--batches B] [--threshold T]
 #                              [--conditions quiet,loaded] [--out DIR]
 #
 # Each round runs four configurations R times each (default 3), interleaved
@@ -14,7 +14,7 @@
 #   S25    embed_dim 76: 34% more FLOPs a sample, about a 25% lower throughput
 # (real slowdowns of the model itself; the bench measures the ratio each one
 # actually gives on quiet runs). Every run is `vitbench run` with K timed
-# FULL trials (default 5) of 8 batches, so each side of a pair has R runs and
+# FULL trials (default 5) of B batches (default 8), so each side of a pair has R runs and
 # R x K samples; then `vitbench compare --metric FULL --threshold T` of A
 # against A', S10 and S25 (default T 0.05, compare's), and its verdict is
 # counted. Conditions: quiet (no load added by the bench: the machine's own,
@@ -34,6 +34,7 @@ cd "$(dirname "$0")/../.."
 ROUNDS=20
 RUNS=3
 TRIALS=5
+BATCHES=8
 THRESHOLD=0.05
 CONDITIONS=quiet,loaded
 OUT=
@@ -42,6 +43,7 @@ while [ $# -gt 0 ]; do
     --rounds) ROUNDS=$2; shift 2 ;;
     --runs) RUNS=$2; shift 2 ;;
     --trials) TRIALS=$2; shift 2 ;;
+    --batches) BATCHES=$2; shift 2 ;;
     --threshold) THRESHOLD=$2; shift 2 ;;
     --conditions) CONDITIONS=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
@@ -49,8 +51,8 @@ while [ $# -gt 0 ]; do
     *) echo "verdict_bench: unknown flag $1" >&2; exit 2 ;;
   esac
 done
-for v in "$ROUNDS" "$RUNS" "$TRIALS"; do
-  case $v in '' | *[!0-9]*) echo "verdict_bench: --rounds, --runs and --trials take whole numbers" >&2; exit 2 ;; esac
+for v in "$ROUNDS" "$RUNS" "$TRIALS" "$BATCHES"; do
+  case $v in '' | *[!0-9]*) echo "verdict_bench: --rounds, --runs, --trials and --batches take whole numbers" >&2; exit 2 ;; esac
 done
 VB=${VITBENCH:-build/vitbench}
 [ -x "$VB" ] || { [ -z "${VITBENCH:-}" ] && ./scripts/build.sh; } || { echo "verdict_bench: VITBENCH=$VB is not an executable" >&2; exit 2; }
@@ -66,7 +68,7 @@ global: {report_freq: 1000, exit_after_tests: True, profiler_mode: 'single', out
          output_dir: '', use_distributed_barrier: False}
 IO: {run_benchmark: False, nbatches: 8, ntrials: 1, nwarmup: 0}
 synthetic: {run_benchmark: False, nbatches: 8, ntrials: 1, nwarmup: 0}
-full: {run_benchmark: True, nbatches: 8, ntrials: $TRIALS, nwarmup: 1}
+full: {run_benchmark: True, nbatches: $BATCHES, ntrials: $TRIALS, nwarmup: 1}
 EOF
 
 # the bench's own background load: one busy loop per CPU, ended by pid
@@ -153,9 +155,10 @@ EOF
   stop_load
 done
 
-python3 - "$OUT" "$RUNS" "$TRIALS" "$THRESHOLD" <<'EOF' | tee "$OUT/table.md"
+python3 - "$OUT" "$RUNS" "$TRIALS" "$THRESHOLD" "$BATCHES" <<'EOF' | tee "$OUT/table.md"
 import csv, math, statistics, sys, glob, os
-out, runs, trials, thr = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+out, runs, trials, thr, batches = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
+print("%d runs a side, %d timed FULL trials of %d batches a run, threshold %g\n" % (runs, trials, batches, thr))
 rows = list(csv.DictReader(open(os.path.join(out, "results.csv"))))
 print("| condition | pairs | kind | faster | slower | equivalent | inconclusive | false verdicts | caught | "
       "median ratio | median load share |")
