@@ -330,6 +330,21 @@ typedef struct {
     int nfailed, fcap;
 } side;
 
+/* The point of `key` in pts, added when absent; takes key and label (an
+ * empty label becomes "-"). */
+static point *point_of(point **pts, int *n, int *cap, char *key, char *label) {
+    for (int i = 0; i < *n; i++)
+        if (strcmp((*pts)[i].key, key) == 0) {
+            free(key), free(label);
+            return &(*pts)[i];
+        }
+    GROW(*pts, *n, *cap);
+    point *p = &(*pts)[(*n)++];
+    *p = (point){key, label[0] ? label : xstrdup("-"), NULL, 0, 0};
+    if (!label[0]) free(label);
+    return p;
+}
+
 /* index of the point with this key, or -1 */
 static int find_point(const side *sd, const char *key) {
     for (int i = 0; i < sd->npts; i++)
@@ -380,35 +395,13 @@ static void load_sweep(side *sd) {
         qsort(pairs, (size_t)n, sizeof *pairs, cmp_kv);
         char *key = join_pairs(pairs, n);
         if (!done) { /* a run that failed, was interrupted or never ran: named when its point is compared */
-            int at = -1;
-            for (int i = 0; i < sd->nfailed && at < 0; i++)
-                if (strcmp(sd->failed[i].key, key) == 0) at = i;
-            point *f = at >= 0 ? &sd->failed[at] : NULL;
-            if (f) {
-                free(key);
-                free(label);
-            } else {
-                GROW(sd->failed, sd->nfailed, sd->fcap);
-                f = &sd->failed[sd->nfailed++];
-                *f = (point){key, label[0] ? label : xstrdup("-"), NULL, 0, 0};
-                if (!label[0]) free(label);
-            }
+            point *f = point_of(&sd->failed, &sd->nfailed, &sd->fcap, key, label);
             char what[VB_PATH_MAX + 64];
             vb_snprintf(what, sizeof what, "%s (%s)", *dir ? dir : "?", vb_csv_get(&t, r, cst));
             point_add_run(f, what);
             continue;
         }
-        int at = find_point(sd, key);
-        point *p = at >= 0 ? &sd->pts[at] : NULL;
-        if (p) {
-            free(key);
-            free(label);
-        } else {
-            GROW(sd->pts, sd->npts, sd->cap);
-            p = &sd->pts[sd->npts++];
-            *p = (point){key, label[0] ? label : xstrdup("-"), NULL, 0, 0};
-            if (!label[0]) free(label);
-        }
+        point *p = point_of(&sd->pts, &sd->npts, &sd->cap, key, label);
         char run[VB_PATH_MAX];
         vb_dir_file(run, sizeof run, sd->path, dir);
         if (!vb_dir_exists(run)) vb_die_input("compare: %s: record %d: run directory %s does not exist", path, r + 2, run);

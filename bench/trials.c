@@ -92,20 +92,27 @@ static double samples_per_iter(const vb_run *r) { return (double)r->local_batch 
 
 /* ---- result files ---- */
 
-static void write_trials_csv(FILE *f, void *ctx) {
-    bench_state *s = ctx;
-    const vb_run *r = s->r;
-    fputs(VB_TRIALS_CSV_HEADER "\n", f);
+/* One row per finished trial and rank, in trial order, each as row() writes it. */
+static void write_trial_rows(FILE *f, const bench_state *s,
+                             void (*row)(FILE *, const bench_state *, const trial_rec *, int, const rank_trial *)) {
     for (int i = 0; i < s->ntrials; i++) {
         const trial_rec *t = &s->trials[i];
         if (!t->done) continue;
-        for (int k = 0; k < s->nranks; k++) {
-            const rank_trial *rt = &s->all_trials[(size_t)k * (size_t)s->ntrials + (size_t)i];
-            vb_csv_field(f, r->run_id);
-            fprintf(f, ",%s,%d,%d,%d,%d,%d,%d,%.9g,%.9g\n", k_type_name[t->type], t->index, t->warmup ? 1 : 0,
-                    t->nbatches, r->global_batch, r->world.size, k, rt->seconds, rt->trial_rate);
-        }
+        for (int k = 0; k < s->nranks; k++)
+            row(f, s, t, k, &s->all_trials[(size_t)k * (size_t)s->ntrials + (size_t)i]);
     }
+}
+
+static void trials_row(FILE *f, const bench_state *s, const trial_rec *t, int k, const rank_trial *rt) {
+    const vb_run *r = s->r;
+    vb_csv_field(f, r->run_id);
+    fprintf(f, ",%s,%d,%d,%d,%d,%d,%d,%.9g,%.9g\n", k_type_name[t->type], t->index, t->warmup ? 1 : 0, t->nbatches,
+            r->global_batch, r->world.size, k, rt->seconds, rt->trial_rate);
+}
+
+static void write_trials_csv(FILE *f, void *ctx) {
+    fputs(VB_TRIALS_CSV_HEADER "\n", f);
+    write_trial_rows(f, ctx, trials_row);
 }
 
 static void write_csv_num(FILE *f, double v) {
@@ -113,27 +120,21 @@ static void write_csv_num(FILE *f, double v) {
     else fputs(",", f); /* not provided by this kernel: empty, never a made-up 0 */
 }
 
+static void load_row(FILE *f, const bench_state *s, const trial_rec *t, int k, const rank_trial *rt) {
+    vb_csv_field(f, s->r->run_id);
+    fprintf(f, ",%s,%d,%d,%d,%.9g,%d", k_type_name[t->type], t->index, t->warmup ? 1 : 0, k, rt->seconds,
+            vb_load_online_cpus());
+    write_csv_num(f, rt->load.loadavg_before);
+    write_csv_num(f, rt->load.loadavg_after);
+    write_csv_num(f, rt->load.steal_share);
+    write_csv_num(f, rt->load.wait_share);
+    write_csv_num(f, rt->load.nivcsw);
+    fputc('\n', f);
+}
+
 static void write_load_csv(FILE *f, void *ctx) {
-    bench_state *s = ctx;
-    const vb_run *r = s->r;
-    const int cpus = vb_load_online_cpus();
     fputs(VB_LOAD_CSV_HEADER "\n", f);
-    for (int i = 0; i < s->ntrials; i++) {
-        const trial_rec *t = &s->trials[i];
-        if (!t->done) continue;
-        for (int k = 0; k < s->nranks; k++) {
-            const rank_trial *rt = &s->all_trials[(size_t)k * (size_t)s->ntrials + (size_t)i];
-            vb_csv_field(f, r->run_id);
-            fprintf(f, ",%s,%d,%d,%d,%.9g,%d", k_type_name[t->type], t->index, t->warmup ? 1 : 0, k, rt->seconds,
-                    cpus);
-            write_csv_num(f, rt->load.loadavg_before);
-            write_csv_num(f, rt->load.loadavg_after);
-            write_csv_num(f, rt->load.steal_share);
-            write_csv_num(f, rt->load.wait_share);
-            write_csv_num(f, rt->load.nivcsw);
-            fputc('\n', f);
-        }
-    }
+    write_trial_rows(f, ctx, load_row);
 }
 
 static void write_iterations_csv(FILE *f, void *ctx) {

@@ -30,14 +30,24 @@ static void make_runs(double *v, int *run, int nruns, int m, double base, const 
 
 static const double k_drift[] = {1, 1.02, 0.98, 1.01, 0.99, 1.015, 0.985, 1.005};
 
-static void test_four_outcomes(void **state) {
-    (void)state;
+/* two sides of 5 runs of 8 trials around 100, their runs drifting 2% apart */
+typedef struct {
     double a[40], b[40];
     int ra[40], rb[40];
-    make_runs(a, ra, 5, 8, 100, k_drift);
-    make_runs(b, rb, 5, 8, 100, k_drift + 1);
+} two_sides;
+
+static void make_two_sides(two_sides *t) {
+    make_runs(t->a, t->ra, 5, 8, 100, k_drift);
+    make_runs(t->b, t->rb, 5, 8, 100, k_drift + 1);
+}
+
+static void test_four_outcomes(void **state) {
+    (void)state;
+    two_sides t;
+    make_two_sides(&t);
+    const double *a = t.a;
     vb_verdict_opts o = vb_verdict_defaults(true);
-    vb_verdict_side sa = {a, ra, 40, NAN}, sb = {b, rb, 40, NAN};
+    vb_verdict_side sa = {t.a, t.ra, 40, NAN}, sb = {t.b, t.rb, 40, NAN};
     vb_verdict v = vb_verdict_judge(&sa, &sb, &o);
     assert_int_equal(v.kind, VB_VERDICT_EQUIVALENT);
     assert_int_equal(v.runs_base, 5);
@@ -138,13 +148,12 @@ static void test_few_samples(void **state) {
 
 static void test_load(void **state) {
     (void)state;
-    double a[40], b[40];
-    int ra[40], rb[40];
-    make_runs(a, ra, 5, 8, 100, k_drift);
-    make_runs(b, rb, 5, 8, 100, k_drift + 1);
+    two_sides t;
+    make_two_sides(&t);
+    const double *a = t.a;
     vb_verdict_opts o = vb_verdict_defaults(true);
     /* the same load on both sides: the runs' spread holds it */
-    vb_verdict_side sa = {a, ra, 40, 0.4}, sb = {b, rb, 40, 0.4};
+    vb_verdict_side sa = {t.a, t.ra, 40, 0.4}, sb = {t.b, t.rb, 40, 0.4};
     vb_verdict v = vb_verdict_judge(&sa, &sb, &o);
     assert_int_equal(v.kind, VB_VERDICT_EQUIVALENT);
     assert_true(v.noise == 0);
