@@ -948,7 +948,7 @@ static op_table op_growths(const pair *pr) {
         if (t.v[i].nb) t.v[i].base /= t.v[i].nb;
         if (t.v[i].nn) t.v[i].new_ /= t.v[i].nn;
     }
-    qsort(t.v, (size_t)t.n, sizeof *t.v, cmp_growth);
+    if (t.n > 1) qsort(t.v, (size_t)t.n, sizeof *t.v, cmp_growth); /* t.v is NULL without ops */
     return t;
 }
 
