@@ -62,9 +62,11 @@
  * stolen) above which its trials ran on a busy machine */
 #define VB_VERDICT_BUSY_LOAD 0.10
 /* The machine's run-to-run floor: the standard deviation of log(median
- * throughput of one run) between identical runs, measured on the shared
- * 2-core development machine by bench/dev/verdict_bench.sh (docs/analysis.md).
- * Used where neither side has two runs to estimate it. */
+ * throughput of one run) between identical runs. On the shared 2-core
+ * development machine, 20 pairs of identical quiet runs differed by up to
+ * 14% in median: a run-to-run sd near 4-5%. bench/dev/verdict_bench.sh
+ * prints it for the machine it runs on (docs/analysis.md); compare
+ * --run_floor sets another. Used where neither side has two runs. */
 #define VB_VERDICT_RUN_FLOOR 0.05
 /* the report's bootstrap of medians (flag tables' CSV keep it for reference) */
 #define VB_VERDICT_BOOT_ITERS 2000
