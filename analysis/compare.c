@@ -1033,7 +1033,7 @@ static void print_verdict_cell(const result *r) {
 
 static void print_table(const result *rs, int n) {
     const double level = n > 0 ? 100 * rs[0].vv.level : 95;
-    printf("\n| point | metric | base median | new median | ratio | %.3g%% CI | p | n base/new (runs) | verdict |\n"
+    printf("\n| point | metric | base | new | ratio | %.3g%% CI | p | n base/new (runs) | verdict |\n"
            "|---|---|---|---|---|---|---|---|---|\n",
            level);
     for (int i = 0; i < n; i++) {
@@ -1049,7 +1049,7 @@ static void print_table(const result *rs, int n) {
                    r->new_.nruns);
             continue;
         }
-        printf("%.6g | %.6g | %.4f | ", r->base.median, r->new_.median, r->ratio);
+        printf("%.6g | %.6g | %.4f | ", r->vv.centre_base, r->vv.centre_new, r->ratio);
         if (!isnan(r->ci.lo))
             printf("[%.4f, %.4f] | ", r->ci.lo, r->ci.hi);
         else
@@ -1117,6 +1117,8 @@ static cJSON *result_json(const result *r) {
     cJSON_AddBoolToObject(o, "higher_is_better", r->m->higher_is_better);
     cJSON_AddItemToObject(o, "base", summary_json(&r->base));
     cJSON_AddItemToObject(o, "new", summary_json(&r->new_));
+    cJSON_AddItemToObject(o, "base_centre", num_or_null(r->vv.centre_base));
+    cJSON_AddItemToObject(o, "new_centre", num_or_null(r->vv.centre_new));
     cJSON_AddItemToObject(o, "ratio", num_or_null(r->ratio));
     cJSON_AddNumberToObject(o, "level", r->vv.level);
     cJSON *ci = cJSON_AddArrayToObject(o, "ci");
@@ -1390,9 +1392,10 @@ int vb_compare_main(int argc, char **argv) {
         if (ms[k].kind == M_OP) op_metric = true;
         else trial_metric = true;
     }
-    printf("\nn counts %s%s%s (rank 0; a trial's steps are averaged into one sample, since they share its machine "
-           "state), and (runs) the runs they came from: the interval's unit is the run, whose spread holds what "
-           "differs between runs\n",
+    printf("\nbase, new: each side's median, over several runs the geometric mean of the runs' medians (the "
+           "ratio's own terms); n counts %s%s%s (rank 0; a trial's steps are averaged into one sample, since they "
+           "share its machine state), and (runs) the runs they came from: the interval's unit is the run, whose "
+           "spread holds what differs between runs\n",
            trial_metric ? "timed trials" : "", trial_metric && op_metric ? "; for op: metrics, " : "",
            op_metric ? "runs" : "");
     print_noise_notes(rs, nres);

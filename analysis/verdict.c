@@ -132,7 +132,8 @@ static double quantile(double q, double df) {
 vb_verdict vb_verdict_judge(const vb_verdict_side *base, const vb_verdict_side *new_, const vb_verdict_opts *o) {
     const double floor_sd = o->run_floor > 0 ? o->run_floor : VB_VERDICT_RUN_FLOOR;
     vb_verdict v = {.ratio = NAN, .ci = {NAN, NAN}, .p = NAN, .df = NAN, .level = 1 - o->alpha, .nbase = base->n,
-                    .nnew = new_->n, .run_sd = NAN, .run_sd_source = VB_RUNSD_FLOOR, .ci_runs = {NAN, NAN},
+                    .nnew = new_->n, .centre_base = NAN, .centre_new = NAN, .run_sd = NAN,
+                    .run_sd_source = VB_RUNSD_FLOOR, .ci_runs = {NAN, NAN},
                     .spread_base = NAN, .spread_new = NAN, .load_base = base->load, .load_new = new_->load,
                     .threshold = o->threshold, .kind = VB_VERDICT_NO_SAMPLES, .why = VB_WHY_NONE};
     if (base->n <= 0 || new_->n <= 0) return v;
@@ -180,6 +181,7 @@ vb_verdict vb_verdict_judge(const vb_verdict_side *base, const vb_verdict_side *
         v.run_sd_source = VB_RUNSD_FLOOR;
     }
     const double d = n.centre - b.centre, se = sqrt(se2);
+    v.centre_base = exp(b.centre), v.centre_new = exp(n.centre);
     v.ratio = exp(d);
     if (se > 0) {
         const double h = quantile(1 - o->alpha / 2, v.df) * se;

@@ -113,6 +113,7 @@ typedef struct vb_verdict_opts {
 
 typedef struct vb_verdict {
     double ratio;     /* new / base (see above); NaN without one */
+    double centre_base, centre_new; /* the ratio's terms: exp(mean of log run medians); NaN without samples */
     vb_ci ci;         /* at level 1 - alpha; NaN bounds without one */
     double p;         /* two-sided, from the same t; NaN without one */
     double df;        /* of the t */

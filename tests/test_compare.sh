@@ -354,6 +354,9 @@ r = json.load(open(sys.argv[1]))["results"][0]
 lo, hi = r["ci"]
 assert 0 < lo < 0.95 and hi > 1.05, r
 assert r["verdict"] == "inconclusive", r
+# the table's base and new are the ratio's own terms (run medians, geometric mean over runs), not pooled medians
+assert abs(r["new_centre"] / r["base_centre"] - r["ratio"]) < 1e-9 * r["ratio"], r
+assert abs(r["new_centre"] - (50.05 * 150.05 * 110.05) ** (1 / 3)) < 1e-6, r
 EOF
 
 # ---- 10. the load each side ran under ----
