@@ -13,6 +13,12 @@
 #define VB_ANALYSIS_H
 
 int vb_report_main(int argc, char **argv);
+/* compare's exit status: 0 every compared metric equivalent or faster;
+ * 1 a regression (slower); 2 bad input (also no samples on a side);
+ * VB_COMPARE_EXIT_INCONCLUSIVE when nothing is slower but something could not
+ * be told (inconclusive, or a BASE point missing or failed in NEW): the gate
+ * does not pass on data that decides nothing. scripts/perf_ci.sh passes it on. */
+#define VB_COMPARE_EXIT_INCONCLUSIVE 5
 int vb_compare_main(int argc, char **argv);
 int vb_trace_main(int argc, char **argv);
 int vb_nsys_main(int argc, char **argv);

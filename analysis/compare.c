@@ -20,28 +20,24 @@
  *                        its machine state and are not independent samples
  *   op:NAME              the op's avg_s from ops.csv, one sample per run (rank 0,
  *                        the FULL rows where ops.csv splits by trial type)
- * Per metric and point: two-sided Mann-Whitney U (stats.h), ratio of medians
- * NEW/BASE with a seeded bootstrap 95% CI (2000 resamples, fixed seed, so the
- * same inputs give the same verdict everywhere). A regression needs both
- * p < alpha and the whole CI beyond the threshold (below 1 - T for
- * throughput, above 1 + T for times): significance alone flags 1% drifts on
- * quiet machines, a CI alone flags noise on few samples. Fewer than 5 samples
- * on a side is inconclusive (with 5 vs 5 the smallest exact p is 0.008; below
- * that the test cannot separate anything), with the repeats that would fix it.
+ * Per metric and point: the rule of verdict.h (faster, slower, equivalent,
+ * inconclusive), with each sample's run, so that runs are the unit, and
+ * each side's load from load.csv (run_load.h). BASE points missing in NEW,
+ * or whose NEW runs all failed, are named and make the gate inconclusive.
  *
  * Comparability (run.json of each side; for sweeps the first run of the first
  * matched point): config name, model dims, batch sizes, layout, backend and
  * fingerprint.machine_key must agree, else every difference is printed on
  * stdout, then one error line, exit 2. --allow_different accepts named ones.
  *
- * Output: a Markdown table on stdout, a note for each side whose samples
- * spread more than 1.5x (max/min: a busy machine, whose verdict mostly
- * measures the load), the ops that grew most under a regression, then one
- * verdict line; compare.json with every number goes to
- * --output, else into NEW's directory, else (not writable) the working
- * directory. Exit 0: no regression; 1: a regression; 2: bad input,
+ * Output: a Markdown table on stdout, a note for each busy side (its trials'
+ * spread and recorded load) and for one run a side (the floor assumed), the
+ * ops that grew most under a regression, then one verdict line; compare.json
+ * with every number goes to --output, else into NEW's directory, else (not
+ * writable) the working directory. Exit status (analysis.h): 0 pass (every
+ * comparison equivalent or faster), 1 a regression, 2 bad input,
  * incomparable sides, or a metric with no samples on a side (nothing
- * measured is never "no regression").
+ * measured is never a pass), 5 inconclusive.
  */
 #include "analysis/analysis.h"
 
@@ -57,6 +53,7 @@
 #include "analysis/csv.h"
 #include "analysis/rundir.h"
 #include "analysis/trials_csv.h"
+#include "analysis/run_load.h"
 #include "analysis/markdown.h"
 #include "analysis/verdict.h"
 #include "core/config/cli.h"
@@ -66,10 +63,7 @@
 #include "core/util/stats.h"
 
 #define MIN_SAMPLES VB_VERDICT_MIN_SAMPLES
-#define BOOT_ITERS VB_VERDICT_BOOT_ITERS
-#define BOOT_SEED VB_VERDICT_BOOT_SEED
 #define TOP_OPS 5
-#define NOISY_SPREAD VB_VERDICT_NOISY_SPREAD
 
 /* ---- small helpers ---- */
 
@@ -190,16 +184,20 @@ static metric *parse_metrics(const char *list, int *n) {
     return ms;
 }
 
-/* Samples of one metric over the runs of one point. */
+/* Samples of one metric over the runs of one point, each with the run it
+ * came from: the verdict's unit is the run (verdict.h). */
 typedef struct {
     double *v;
-    int n, cap;
+    int *run;         /* index of the run (0 .. nruns - 1) each sample came from */
+    int n, cap, rcap;
     int nruns;        /* runs read */
     int min_per_run;  /* fewest samples one run gave (0 when none) */
 } samples;
 
 static void add_sample(samples *s, double v) {
+    GROW(s->run, s->n, s->rcap);
     GROW(s->v, s->n, s->cap);
+    s->run[s->n] = s->nruns;
     s->v[s->n++] = v;
 }
 
@@ -311,7 +309,24 @@ typedef struct {
     bool sweep;
     point *pts;
     int npts, cap;
+    point *failed;     /* sweep: the points of its rows that did not complete (runs: the rows' run_dir) */
+    int nfailed, fcap;
 } side;
+
+/* The point of `key` in pts, added when absent; takes key and label (an
+ * empty label becomes "-"). */
+static point *point_of(point **pts, int *n, int *cap, char *key, char *label) {
+    for (int i = 0; i < *n; i++)
+        if (strcmp((*pts)[i].key, key) == 0) {
+            free(key), free(label);
+            return &(*pts)[i];
+        }
+    GROW(*pts, *n, *cap);
+    point *p = &(*pts)[(*n)++];
+    *p = (point){key, label[0] ? label : xstrdup("-"), NULL, 0, 0};
+    if (!label[0]) free(label);
+    return p;
+}
 
 /* index of the point with this key, or -1 */
 static int find_point(const side *sd, const char *key) {
@@ -353,10 +368,10 @@ static void load_sweep(side *sd) {
     int cdir = need_col(&t, path, "run_dir"), cst = need_col(&t, path, "status");
     kv *pairs = xcalloc((size_t)t.ncols, sizeof *pairs);
     for (int r = 0; r < t.nrows; r++) {
-        if (strcmp(vb_csv_get(&t, r, cst), "completed") != 0) continue;
+        const bool done = strcmp(vb_csv_get(&t, r, cst), "completed") == 0;
         const char *dir = vb_csv_get(&t, r, cdir);
         char run[VB_PATH_MAX], why[VB_PATH_MAX + 128];
-        if (vb_sweep_run_path(run, sizeof run, sd->path, dir, why, sizeof why) != 0)
+        if (done && vb_sweep_run_path(run, sizeof run, sd->path, dir, why, sizeof why) != 0)
             vb_die_input("compare: %s: record %d: %s", path, r + 2, why);
         int n = 0;
         for (int c = 0; c < t.ncols; c++)
@@ -364,17 +379,14 @@ static void load_sweep(side *sd) {
         char *label = join_pairs(pairs, n);
         qsort(pairs, (size_t)n, sizeof *pairs, cmp_kv);
         char *key = join_pairs(pairs, n);
-        int at = find_point(sd, key);
-        point *p = at >= 0 ? &sd->pts[at] : NULL;
-        if (p) {
-            free(key);
-            free(label);
-        } else {
-            GROW(sd->pts, sd->npts, sd->cap);
-            p = &sd->pts[sd->npts++];
-            *p = (point){key, label[0] ? label : xstrdup("-"), NULL, 0, 0};
-            if (!label[0]) free(label);
+        if (!done) { /* a run that failed, was interrupted or never ran: named when its point is compared */
+            point *f = point_of(&sd->failed, &sd->nfailed, &sd->fcap, key, label);
+            char what[VB_PATH_MAX + 64];
+            vb_snprintf(what, sizeof what, "%s (%s)", *dir ? dir : "?", vb_csv_get(&t, r, cst));
+            point_add_run(f, what);
+            continue;
         }
+        point *p = point_of(&sd->pts, &sd->npts, &sd->cap, key, label);
         if (!vb_dir_exists(run)) vb_die_input("compare: %s: record %d: run directory %s does not exist", path, r + 2, run);
         point_add_run(p, run);
     }
@@ -404,13 +416,37 @@ static void load_side(side *sd, const char *role, const char *path) {
     point_add_run(&sd->pts[0], path);
 }
 
-static void free_side(side *sd) {
-    for (int i = 0; i < sd->npts; i++) {
-        point *p = &sd->pts[i];
+static void free_points(point *pts, int n) {
+    for (int i = 0; i < n; i++) {
+        point *p = &pts[i];
         for (int r = 0; r < p->nruns; r++) free(p->runs[r]);
         free(p->runs), free(p->key), free(p->label);
     }
-    free(sd->pts);
+    free(pts);
+}
+
+static void free_side(side *sd) {
+    free_points(sd->pts, sd->npts);
+    free_points(sd->failed, sd->nfailed);
+}
+
+/* the side's failed runs of the point with this key, or NULL */
+static const point *failed_of(const side *sd, const char *key) {
+    for (int i = 0; i < sd->nfailed; i++)
+        if (strcmp(sd->failed[i].key, key) == 0) return &sd->failed[i];
+    return NULL;
+}
+
+/* "run_a (failed), run_b (failed)" of a failed point, into buf */
+static const char *failed_runs(const point *f, char *buf, size_t n) {
+    size_t k = 0;
+    buf[0] = '\0';
+    for (int r = 0; r < f->nruns && k + 1 < n; r++) {
+        int w = snprintf(buf + k, n - k, "%s%s", r ? ", " : "", f->runs[r]);
+        if (w < 0) break;
+        k += (size_t)w;
+    }
+    return buf;
 }
 
 /* One point of each side, compared. */
@@ -419,23 +455,48 @@ typedef struct {
     const char *label;
 } pair;
 
-/* Matches the sides' points: sweep against sweep by swept keys (points on one
- * side only are noted), otherwise a run against a run or a one-point sweep. */
-static pair *match_points(const side *b, const side *n, int *npairs) {
-    pair *ps = xcalloc((size_t)(b->npts > n->npts ? b->npts : n->npts), sizeof *ps);
+/* Matches the sides' points: sweep against sweep by swept keys, otherwise a
+ * run against a run or a one-point sweep. A BASE point NEW lacks (never run,
+ * or every run of it failed) is named and counted in *missing: the gate
+ * cannot pass on what was not measured. NEW's extra points have no baseline
+ * and are noted; runs of a matched point that failed are noted too. */
+static pair *match_points(const side *b, const side *n, int *npairs, int *missing, cJSON *json) {
+    pair *ps = xcalloc((size_t)(b->npts > n->npts ? b->npts : n->npts) + 1, sizeof *ps);
     *npairs = 0;
+    *missing = 0;
+    char runs[2048];
     if (b->sweep && n->sweep) {
         for (int i = 0; i < b->npts; i++) {
             int q = find_point(n, b->pts[i].key);
-            if (q >= 0)
+            const point *f = failed_of(n, b->pts[i].key);
+            if (q >= 0) {
                 ps[(*npairs)++] = (pair){&b->pts[i], &n->pts[q], b->pts[i].label};
-            else
-                printf("note: point %s is only in BASE\n", b->pts[i].label);
+                if (f)
+                    printf("note: point %s: %d run%s of NEW did not complete and %s not compared: %s\n",
+                           b->pts[i].label, f->nruns, f->nruns == 1 ? "" : "s", f->nruns == 1 ? "is" : "are",
+                           failed_runs(f, runs, sizeof runs));
+                continue;
+            }
+            (*missing)++;
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddStringToObject(e, "point", b->pts[i].label);
+            if (f) {
+                printf("MISSING: point %s of BASE has no completed run in NEW: %s\n", b->pts[i].label,
+                       failed_runs(f, runs, sizeof runs));
+                cJSON_AddStringToObject(e, "why", "failed in NEW");
+                cJSON_AddStringToObject(e, "runs", runs);
+            } else {
+                printf("MISSING: point %s of BASE is not in NEW\n", b->pts[i].label);
+                cJSON_AddStringToObject(e, "why", "not in NEW");
+            }
+            cJSON_AddItemToArray(json, e);
         }
         for (int i = 0; i < n->npts; i++)
-            if (find_point(b, n->pts[i].key) < 0) printf("note: point %s is only in NEW\n", n->pts[i].label);
+            if (find_point(b, n->pts[i].key) < 0)
+                printf("note: point %s is only in NEW (no baseline to compare it with)\n", n->pts[i].label);
         if (*npairs == 0)
-            vb_die_input("compare: no point of NEW %s matches one of BASE %s by its swept keys", n->path, b->path);
+            vb_die_input("compare: no point of NEW %s matches one of BASE %s by its swept keys%s", n->path, b->path,
+                         *missing ? " (BASE's points are missing or failed in NEW, listed above)" : "");
         return ps;
     }
     const side *sw = b->sweep ? b : n->sweep ? n : NULL;
@@ -662,13 +723,21 @@ static void check_comparable(diffs *d, const char *base_run, const char *new_run
 
 /* ---- statistics and verdicts ---- */
 
-typedef enum { V_UNCHANGED, V_REGRESSION, V_IMPROVEMENT, V_INCONCLUSIVE, V_NO_SAMPLES, V_UNDEFINED } verdict;
-static const char *const k_verdict[] = {"unchanged", "regression", "improvement", "inconclusive", "no samples",
-                                        "undefined"};
+/* The table's and compare.json's words: the rule's (verdict.h) */
+#define V_EQUIVALENT VB_VERDICT_EQUIVALENT
+#define V_IMPROVEMENT VB_VERDICT_BETTER
+#define V_REGRESSION VB_VERDICT_WORSE
+#define V_INCONCLUSIVE VB_VERDICT_INCONCLUSIVE
+#define V_NO_SAMPLES VB_VERDICT_NO_SAMPLES
+#define NVERDICTS 5
 
 typedef struct {
     int n, nruns, per_run;
     double median, mean, std, min, max;
+    double spread;     /* largest max / min inside one run (NaN: no run with two samples) */
+    double load;       /* mean load share over its runs that recorded one (run_load.h); NaN: none */
+    int load_runs;     /* runs with load.csv */
+    vb_run_load load0; /* the first run's, for the notes */
 } side_summary;
 
 typedef struct {
@@ -677,59 +746,85 @@ typedef struct {
     side_summary base, new_;
     double ratio;
     vb_ci ci;
-    vb_mwu mwu;
-    verdict v;
-    int repeats_needed;  /* inconclusive: runs per side that give MIN_SAMPLES */
+    vb_verdict vv;
+    vb_verdict_kind v;
+    int repeats_needed;  /* inconclusive: runs a side the rule would want */
 } result;
 
-static bool noisy(const side_summary *s) { return s->n > 1 && s->min > 0 && s->max / s->min > NOISY_SPREAD; }
+static bool noisy(const side_summary *s) {
+    return vb_verdict_busy(s->spread, s->load);
+}
+
+/* largest max / min inside one run */
+static double run_spread(const samples *s) {
+    double sp = NAN;
+    for (int r = 0; r < s->nruns; r++) {
+        double lo = INFINITY, hi = -INFINITY;
+        int k = 0;
+        for (int i = 0; i < s->n; i++)
+            if (s->run[i] == r) {
+                lo = s->v[i] < lo ? s->v[i] : lo;
+                hi = s->v[i] > hi ? s->v[i] : hi;
+                k++;
+            }
+        if (k >= 2 && lo > 0 && (isnan(sp) || hi / lo > sp)) sp = hi / lo;
+    }
+    return sp;
+}
 
 static side_summary summarize(const samples *s) {
-    side_summary r = {s->n, s->nruns, s->min_per_run, NAN, NAN, NAN, NAN, NAN};
+    side_summary r = {s->n, s->nruns, s->min_per_run, NAN, NAN, NAN, NAN, NAN, NAN, NAN, 0, {0}};
     if (s->n == 0) return r;
     r.median = vb_stats_median(s->v, s->n);
     r.mean = vb_stats_mean(s->v, s->n);
     r.std = vb_stats_std(s->v, s->n, 1);
     r.min = vb_stats_min(s->v, s->n);
     r.max = vb_stats_max(s->v, s->n);
+    r.spread = run_spread(s);
     return r;
 }
 
-static int repeats_for(const side_summary *s) {
-    if (s->n >= MIN_SAMPLES) return s->nruns;
-    return s->per_run > 0 ? (MIN_SAMPLES + s->per_run - 1) / s->per_run : 0;
-}
-
-/* compare's words for the shared rule's verdicts (verdict.h) */
-static verdict from_rule(vb_verdict_kind k) {
-    switch (k) {
-    case VB_VERDICT_BETTER: return V_IMPROVEMENT;
-    case VB_VERDICT_WORSE: return V_REGRESSION;
-    case VB_VERDICT_INCONCLUSIVE: return V_INCONCLUSIVE;
-    case VB_VERDICT_NO_SAMPLES: return V_NO_SAMPLES;
-    case VB_VERDICT_UNDEFINED: return V_UNDEFINED;
-    case VB_VERDICT_UNCHANGED: break;
+/* the load of a point's runs during the metric's trials */
+static void side_load(side_summary *sum, const point *pt, const metric *m) {
+    vb_run_load *l = xcalloc((size_t)pt->nruns, sizeof *l);
+    const char *type = m->kind == M_IO ? "IO" : m->kind == M_SYNTHETIC ? "SYNTHETIC" : "FULL";
+    for (int i = 0; i < pt->nruns; i++) {
+        vb_run_load_read(pt->runs[i], type, "compare", &l[i]);
+        sum->load_runs += l[i].recorded;
     }
-    return V_UNCHANGED;
+    sum->load = vb_run_load_mean(l, pt->nruns);
+    sum->load0 = l[0];
+    free(l);
 }
 
-static result compare_one(const pair *pr, const metric *m, double alpha, double threshold) {
+/* Runs a side that would settle an inconclusive verdict: enough for 5
+ * samples, and at least two (the run-to-run spread) */
+static int repeats_for(const side_summary *s) {
+    int r = s->per_run > 0 ? (MIN_SAMPLES + s->per_run - 1) / s->per_run : MIN_SAMPLES;
+    if (r < s->nruns) r = s->nruns;
+    return r < 2 ? 2 : r;
+}
+
+static result compare_one(const pair *pr, const metric *m, const vb_verdict_opts *opts) {
     samples sb = {0}, sn = {0};
     for (int i = 0; i < pr->base->nruns; i++) collect_run(pr->base->runs[i], m, &sb);
     for (int i = 0; i < pr->new_->nruns; i++) collect_run(pr->new_->runs[i], m, &sn);
     result r = {.pr = pr, .m = m, .base = summarize(&sb), .new_ = summarize(&sn), .ratio = NAN};
-    r.mwu = (vb_mwu){NAN, NAN, false};
-    const vb_verdict vv = vb_verdict_of(sb.v, sb.n, sn.v, sn.n, m->higher_is_better, alpha, threshold);
-    r.ratio = vv.ratio;
-    r.ci = vv.ci;
-    r.v = from_rule(vv.kind);
-    if (sb.n > 0 && sn.n > 0) r.mwu = vb_stats_mann_whitney(sn.v, sn.n, sb.v, sb.n); /* U and exactness for the JSON */
+    side_load(&r.base, pr->base, m);
+    side_load(&r.new_, pr->new_, m);
+    vb_verdict_opts o = *opts;
+    o.higher_is_better = m->higher_is_better;
+    const vb_verdict_side b = {sb.v, sb.run, sb.n, r.base.load}, n = {sn.v, sn.run, sn.n, r.new_.load};
+    r.vv = vb_verdict_judge(&b, &n, &o);
+    r.ratio = r.vv.ratio;
+    r.ci = r.vv.ci;
+    r.v = r.vv.kind;
     if (r.v == V_INCONCLUSIVE) {
         int rb = repeats_for(&r.base), rn = repeats_for(&r.new_);
         r.repeats_needed = rb > rn ? rb : rn;
     }
-    free(sb.v);
-    free(sn.v);
+    free(sb.v), free(sb.run);
+    free(sn.v), free(sn.run);
     return r;
 }
 
@@ -836,7 +931,7 @@ static op_table op_growths(const pair *pr) {
         if (t.v[i].nb) t.v[i].base /= t.v[i].nb;
         if (t.v[i].nn) t.v[i].new_ /= t.v[i].nn;
     }
-    qsort(t.v, (size_t)t.n, sizeof *t.v, cmp_growth);
+    if (t.n > 1) qsort(t.v, (size_t)t.n, sizeof *t.v, cmp_growth); /* t.v is NULL without ops */
     return t;
 }
 
@@ -890,9 +985,40 @@ static void report_op_growth(const pair *pr, cJSON *json) {
 /* what one sample of a metric is: the unit n counts */
 static const char *sample_unit(const metric *m) { return m->kind == M_OP ? "runs" : "trials"; }
 
+/* the verdict cell: the rule's word, and for an inconclusive one why and
+ * what would settle it */
+static void print_verdict_cell(const result *r) {
+    char why[512];
+    if (r->v != V_INCONCLUSIVE) {
+        printf("%s |\n", vb_verdict_word(r->v));
+        return;
+    }
+    vb_verdict_reason(&r->vv, why, sizeof why);
+    fputs("inconclusive: ", stdout);
+    vb_md_prose(stdout, why);
+    switch (r->vv.why) {
+    case VB_WHY_FEW_SAMPLES:
+        if (r->m->kind == M_OP)
+            printf(" (one per run): sweep with --repeats %d", r->repeats_needed);
+        else if (r->base.nruns <= 1 && r->new_.nruns <= 1)
+            printf(": run each side with benchy ntrials >= %d, e.g. --benchy_config scenarios/benchy/perf_ci.yaml, "
+                   "and repeat it (sweep --repeats %d)",
+                   MIN_SAMPLES, r->repeats_needed);
+        else
+            printf(": run %d repeats a side", r->repeats_needed);
+        break;
+    case VB_WHY_ONE_RUN: printf(": repeat each side (sweep --repeats %d)", r->repeats_needed); break;
+    case VB_WHY_BUSY: fputs(": rerun the busy side on a quieter machine", stdout); break;
+    default: break;
+    }
+    fputs(" |\n", stdout);
+}
+
 static void print_table(const result *rs, int n) {
-    printf("\n| point | metric | base median | new median | ratio | 95%% CI | p | n base/new | verdict |\n"
-           "|---|---|---|---|---|---|---|---|---|\n");
+    const double level = n > 0 ? 100 * rs[0].vv.level : 95;
+    printf("\n| point | metric | base | new | ratio | %.3g%% CI | p | n base/new (runs) | verdict |\n"
+           "|---|---|---|---|---|---|---|---|---|\n",
+           level);
     for (int i = 0; i < n; i++) {
         const result *r = &rs[i];
         /* point labels are sweep values; op metrics carry ops.csv's names */
@@ -902,43 +1028,45 @@ static void print_table(const result *rs, int n) {
         vb_md_cell(stdout, r->m->name);
         printf(" (%s) | ", r->m->unit);
         if (r->v == V_NO_SAMPLES) {
-            printf("- | - | - | - | - | %d/%d | no samples |\n", r->base.n, r->new_.n);
+            printf("- | - | - | - | - | %d (%d) / %d (%d) | no samples |\n", r->base.n, r->base.nruns, r->new_.n,
+                   r->new_.nruns);
             continue;
         }
-        printf("%.6g | %.6g | %.4f | ", r->base.median, r->new_.median, r->ratio);
+        printf("%.6g | %.6g | %.4f | ", r->vv.centre_base, r->vv.centre_new, r->ratio);
         if (!isnan(r->ci.lo))
             printf("[%.4f, %.4f] | ", r->ci.lo, r->ci.hi);
         else
             printf("undefined | ");
-        printf("%.3g | %d/%d | ", r->mwu.p, r->base.n, r->new_.n);
-        if (r->v == V_INCONCLUSIVE && r->m->kind == M_OP)
-            printf("inconclusive: < %d samples (one per run): sweep with --repeats %d |\n", MIN_SAMPLES,
-                   r->repeats_needed);
-        else if (r->v == V_INCONCLUSIVE && r->base.nruns <= 1 && r->new_.nruns <= 1)
-            printf("inconclusive: < %d samples (timed trials): run each side with benchy ntrials >= %d, e.g. "
-                   "--benchy_config scenarios/benchy/perf_ci.yaml |\n",
-                   MIN_SAMPLES, MIN_SAMPLES);
-        else if (r->v == V_INCONCLUSIVE)
-            printf("inconclusive: < %d samples; run %d repeats a side |\n", MIN_SAMPLES, r->repeats_needed);
-        else if (r->v == V_UNDEFINED)
-            printf("undefined (base median 0) |\n");
-        else
-            printf("%s |\n", k_verdict[r->v]);
+        printf("%.3g | %d (%d) / %d (%d) | ", r->vv.p, r->base.n, r->base.nruns, r->new_.n, r->new_.nruns);
+        print_verdict_cell(r);
     }
 }
 
-/* a line per noisy side, after the table */
+/* a line per busy side, after the table: its trials' spread and its load */
 static void print_noise_notes(const result *rs, int n) {
     for (int i = 0; i < n; i++) {
         const side_summary *sides[2] = {&rs[i].base, &rs[i].new_};
+        const bool at = strcmp(rs[i].pr->label, "-") != 0;
         for (int k = 0; k < 2; k++) {
             if (!noisy(sides[k])) continue;
-            printf("note: %s %s%s%s samples range %.4g .. %.4g %s (max/min %.1f): the machine was probably busy "
-                   "during that run; rerun it before trusting the verdict\n",
-                   k ? "NEW" : "BASE", strcmp(rs[i].pr->label, "-") ? rs[i].pr->label : "",
-                   strcmp(rs[i].pr->label, "-") ? " " : "", rs[i].m->name, sides[k]->min, sides[k]->max, rs[i].m->unit,
-                   sides[k]->max / sides[k]->min);
+            char load[160];
+            vb_run_load_describe(&sides[k]->load0, load, sizeof load);
+            printf("note: %s %s%s%s ran on a busy machine: samples %.4g .. %.4g %s (largest max/min in one run %.2g); "
+                   "%s%s",
+                   k ? "NEW" : "BASE", at ? rs[i].pr->label : "", at ? " " : "", rs[i].m->name, sides[k]->min,
+                   sides[k]->max, rs[i].m->unit, sides[k]->spread, sides[k]->nruns > 1 ? "first run: " : "", load);
+            if (rs[i].vv.noise > 0) printf("; the interval is widened by %.3g%% for it", 100 * rs[i].vv.noise);
+            printf("\n");
         }
+        if (rs[i].vv.load_differs && isfinite(rs[i].base.load) && isfinite(rs[i].new_.load))
+            printf("note: %s%s%s: BASE and NEW ran under very different load (%.3g%% and %.3g%% of thread time lost "
+                   "to other work)\n",
+                   at ? rs[i].pr->label : "", at ? " " : "", rs[i].m->name, 100 * rs[i].base.load,
+                   100 * rs[i].new_.load);
+        if (rs[i].vv.run_sd_source == VB_RUNSD_FLOOR && rs[i].v != V_NO_SAMPLES && (i == 0 || rs[i - 1].pr != rs[i].pr))
+            printf("note: %s%sone run a side: the run-to-run spread is unknown; the interval assumes this machine's "
+                   "floor of %.3g%% (--run_floor), and only an effect far beyond it can be told\n",
+                   at ? rs[i].pr->label : "", at ? ": " : "", 100 * rs[i].vv.run_sd);
     }
 }
 
@@ -954,9 +1082,14 @@ static cJSON *summary_json(const side_summary *s) {
     cJSON_AddItemToObject(o, "std", num_or_null(s->std));
     cJSON_AddItemToObject(o, "min", num_or_null(s->min));
     cJSON_AddItemToObject(o, "max", num_or_null(s->max));
-    cJSON_AddBoolToObject(o, "noisy", noisy(s));
+    cJSON_AddItemToObject(o, "spread_in_run", num_or_null(s->spread));
+    cJSON_AddItemToObject(o, "load_share", num_or_null(s->load));
+    cJSON_AddNumberToObject(o, "runs_with_load", s->load_runs);
+    cJSON_AddBoolToObject(o, "busy", noisy(s));
     return o;
 }
+
+static const char *k_runsd_source[] = {"measured", "other side", "floor"};
 
 static cJSON *result_json(const result *r) {
     cJSON *o = cJSON_CreateObject();
@@ -967,15 +1100,28 @@ static cJSON *result_json(const result *r) {
     cJSON_AddBoolToObject(o, "higher_is_better", r->m->higher_is_better);
     cJSON_AddItemToObject(o, "base", summary_json(&r->base));
     cJSON_AddItemToObject(o, "new", summary_json(&r->new_));
+    cJSON_AddItemToObject(o, "base_centre", num_or_null(r->vv.centre_base));
+    cJSON_AddItemToObject(o, "new_centre", num_or_null(r->vv.centre_new));
     cJSON_AddItemToObject(o, "ratio", num_or_null(r->ratio));
-    cJSON *ci = cJSON_AddArrayToObject(o, "ci95");
+    cJSON_AddNumberToObject(o, "level", r->vv.level);
+    cJSON *ci = cJSON_AddArrayToObject(o, "ci");
     cJSON_AddItemToArray(ci, num_or_null(r->ci.lo));
     cJSON_AddItemToArray(ci, num_or_null(r->ci.hi));
-    cJSON_AddItemToObject(o, "p", num_or_null(r->mwu.p));
-    cJSON_AddItemToObject(o, "u", num_or_null(r->mwu.u));
-    cJSON_AddBoolToObject(o, "exact", r->mwu.exact);
-    cJSON_AddStringToObject(o, "verdict", k_verdict[r->v]);
-    if (r->v == V_INCONCLUSIVE) cJSON_AddNumberToObject(o, "repeats_needed", r->repeats_needed);
+    cJSON *cr = cJSON_AddArrayToObject(o, "ci_before_load");
+    cJSON_AddItemToArray(cr, num_or_null(r->vv.ci_runs.lo));
+    cJSON_AddItemToArray(cr, num_or_null(r->vv.ci_runs.hi));
+    cJSON_AddItemToObject(o, "load_widening", num_or_null(r->vv.noise));
+    cJSON_AddBoolToObject(o, "load_differs", r->vv.load_differs);
+    cJSON_AddItemToObject(o, "p", num_or_null(r->vv.p));
+    cJSON_AddItemToObject(o, "df", num_or_null(r->vv.df));
+    cJSON_AddItemToObject(o, "run_sd", num_or_null(r->vv.run_sd));
+    cJSON_AddStringToObject(o, "run_sd_from", k_runsd_source[r->vv.run_sd_source]);
+    cJSON_AddStringToObject(o, "verdict", vb_verdict_word(r->v));
+    if (r->v == V_INCONCLUSIVE) {
+        char why[512];
+        cJSON_AddStringToObject(o, "why", vb_verdict_reason(&r->vv, why, sizeof why));
+        cJSON_AddNumberToObject(o, "repeats_needed", r->repeats_needed);
+    }
     return o;
 }
 
@@ -1034,6 +1180,7 @@ typedef struct {
     double alpha, threshold;
     const char *allow;
     const char *output;
+    double run_floor;
 } options;
 
 static double parse_fraction(const char *flag, const char *text, double lo, double hi, bool lo_open) {
@@ -1053,6 +1200,10 @@ static void set_threshold(const char *flag, const char *value, void *ptr) {
     *(double *)ptr = parse_fraction(flag, value, 0, 1, false);
 }
 
+static void set_run_floor(const char *flag, const char *value, void *ptr) {
+    *(double *)ptr = parse_fraction(flag, value, 0, 1, true);
+}
+
 /* BASE then NEW; anything else that is not a flag of the table is refused */
 static void positional(void *ctx, const char *arg, const char *next) {
     options *o = ctx;
@@ -1068,7 +1219,8 @@ static void positional(void *ctx, const char *arg, const char *next) {
 
 /* One table parses the flags and prints --help (core/config/cli.h). */
 static void parse_args(int argc, char **argv, options *o) {
-    *o = (options){NULL, NULL, "FULL,SYNTHETIC", 0.05, 0.05, NULL, NULL};
+    *o = (options){NULL, NULL, "FULL,SYNTHETIC", VB_VERDICT_ALPHA, VB_VERDICT_THRESHOLD, NULL, NULL,
+                   VB_VERDICT_RUN_FLOOR};
     const vb_cli_opt opts[] = {
         {.name = "metric", .kind = VB_CLI_STRING, .ptr = &o->metrics, .arg = "M[,M...]",
          .help = "FULL, SYNTHETIC, IO (samples/s of each timed trial), step_time (mean FULL step of each "
@@ -1077,6 +1229,9 @@ static void parse_args(int argc, char **argv, options *o) {
          .help = "significance level of the Mann-Whitney U test, in (0, 1) (default 0.05)"},
         {.name = "threshold", .kind = VB_CLI_FUNC, .ptr = &o->threshold, .fn = set_threshold, .arg = "T",
          .help = "smallest relative change that counts, in [0, 1) (default 0.05)"},
+        {.name = "run_floor", .kind = VB_CLI_FUNC, .ptr = &o->run_floor, .fn = set_run_floor, .arg = "S",
+         .help = "run-to-run spread assumed when each side is one run: the sd of log(median) between identical "
+                 "runs, in (0, 1) (default 0.05, measured on a shared 2-core machine)"},
         {.name = "allow_different", .kind = VB_CLI_STRING, .ptr = &o->allow, .arg = "KEY[,KEY...]",
          .help = "accept differences in these keys (config, a config key, layout, backend, machine_key, a "
                  "fingerprint field)"},
@@ -1086,16 +1241,22 @@ static void parse_args(int argc, char **argv, options *o) {
     const vb_cli cli = {
         .cmd = "compare",
         .usage = "vitbench compare BASE NEW [--metric M[,M...]] [--alpha A] [--threshold T]\n"
-                 "                        [--allow_different KEY[,KEY...]] [--output FILE]",
-        .about = "The regression gate between two runs, two sweeps or baselines.\n"
-                 "verdict per metric: the ratio of medians NEW / BASE with a bootstrap 95% CI and a\n"
-                 "Mann-Whitney p; regression or improvement needs p < alpha and the whole CI beyond\n"
-                 "the threshold; fewer than 5 samples a side (trials; runs for op:NAME) is\n"
-                 "inconclusive: give each run benchy ntrials >= 5 (e.g. --benchy_config\n"
-                 "scenarios/benchy/perf_ci.yaml) or sweep with --repeats. The same rule makes the\n"
-                 "report's faster / slower.\n"
-                 "exit status: 0 no regression, 1 regression, 2 bad input, incomparable sides or\n"
-                 "a side with nothing measured",
+                 "                        [--run_floor S] [--allow_different KEY[,KEY...]] [--output FILE]",
+        .about = "The regression gate between two runs, two sweeps (repeats) or baselines.\n"
+                 "verdict per metric, one rule (also the report's and perf_ci.sh's): on the log scale,\n"
+                 "each run's median is one sample of what differs between runs; NEW / BASE with a\n"
+                 "Welch t interval at 1 - alpha (widened by the load a busy side ran under, load.csv)\n"
+                 "and the p of the same t:\n"
+                 "  faster / slower  p < alpha and the whole interval beyond 1 +- T\n"
+                 "  equivalent       the whole interval inside 1 +- T, two or more runs on a side\n"
+                 "  inconclusive     anything else: fewer than 5 samples a side (trials; runs for\n"
+                 "                   op:NAME), an interval across 1 +- T, one run a side (the run-to-\n"
+                 "                   run spread unknown: --run_floor stands in, and only an effect\n"
+                 "                   far beyond it is told), a busy side whose noise hides the effect.\n"
+                 "Repeat each side (vitbench sweep --repeats N; compare two sweeps) for equivalence.\n"
+                 "exit status: 0 every comparison equivalent or faster (pass), 1 a regression,\n"
+                 "2 bad input, incomparable sides or a side with nothing measured, 5 inconclusive:\n"
+                 "nothing slower, but something undecided or a BASE point missing or failed in NEW",
         .opts = opts,
         .nopts = (int)(sizeof opts / sizeof opts[0]),
         .other = positional,
@@ -1149,12 +1310,15 @@ static void refuse_no_samples(const result *rs, int n) {
     }
 }
 
-static void print_verdict(const result *rs, int n) {
-    int count[6] = {0};
+/* The gate's line: REGRESSION, INCONCLUSIVE or PASS, every slower or
+ * undecided comparison named; returns the exit status. */
+static int print_verdict(const result *rs, int n, int missing) {
+    int count[NVERDICTS] = {0};
     for (int i = 0; i < n; i++) count[rs[i].v]++;
+    const int undecided = count[V_INCONCLUSIVE] + missing;
+    const char *sep = " ";
     if (count[V_REGRESSION]) {
         printf("\nvitbench compare: REGRESSION in %d of %d comparisons:", count[V_REGRESSION], n);
-        const char *sep = " ";
         for (int i = 0; i < n; i++) {
             if (rs[i].v != V_REGRESSION) continue;
             bool point = strcmp(rs[i].pr->label, "-") != 0;
@@ -1162,13 +1326,22 @@ static void print_verdict(const result *rs, int n) {
                    100 * (rs[i].ratio - 1));
             sep = ", ";
         }
-        printf(" (%d unchanged, %d improved, %d inconclusive)\n", count[V_UNCHANGED], count[V_IMPROVEMENT],
-               count[V_INCONCLUSIVE]);
+    } else if (undecided) {
+        printf("\nvitbench compare: INCONCLUSIVE: nothing slower, but %d of %d comparison%s decided nothing%s:",
+               undecided, n + missing, n + missing == 1 ? "" : "s", missing ? " (BASE points missing in NEW count)" : "");
+        for (int i = 0; i < n; i++) {
+            if (rs[i].v != V_INCONCLUSIVE) continue;
+            bool point = strcmp(rs[i].pr->label, "-") != 0;
+            printf("%s%s%s%s", sep, point ? rs[i].pr->label : "", point ? " " : "", rs[i].m->name);
+            sep = ", ";
+        }
+        if (missing) printf("%s%d missing point%s", sep, missing, missing == 1 ? "" : "s");
     } else {
-        printf("\nvitbench compare: no regression (%d unchanged, %d improved, %d inconclusive, %d without samples)\n",
-               count[V_UNCHANGED], count[V_IMPROVEMENT], count[V_INCONCLUSIVE],
-               count[V_NO_SAMPLES] + count[V_UNDEFINED]);
+        printf("\nvitbench compare: PASS: every comparison equivalent or faster:");
     }
+    printf(" (%d equivalent, %d faster, %d slower, %d inconclusive%s)\n", count[V_EQUIVALENT], count[V_IMPROVEMENT],
+           count[V_REGRESSION], count[V_INCONCLUSIVE], missing ? ", missing points" : "");
+    return count[V_REGRESSION] ? 1 : undecided ? VB_COMPARE_EXIT_INCONCLUSIVE : 0;
 }
 
 int vb_compare_main(int argc, char **argv) {
@@ -1183,14 +1356,19 @@ int vb_compare_main(int argc, char **argv) {
     side base, neu;
     load_side(&base, "BASE", o.base);
     load_side(&neu, "NEW", o.new_);
-    int npairs;
-    pair *pairs = match_points(&base, &neu, &npairs);
+    int npairs, missing;
+    cJSON *jmissing = cJSON_CreateArray();
+    pair *pairs = match_points(&base, &neu, &npairs, &missing, jmissing);
     check_comparable(&d, pairs[0].base->runs[0], pairs[0].new_->runs[0]);
 
+    vb_verdict_opts vopts = vb_verdict_defaults(true);
+    vopts.alpha = o.alpha;
+    vopts.threshold = o.threshold;
+    vopts.run_floor = o.run_floor;
     int nres = npairs * nmetrics;
     result *rs = xcalloc((size_t)nres, sizeof *rs);
     for (int i = 0; i < npairs; i++)
-        for (int k = 0; k < nmetrics; k++) rs[i * nmetrics + k] = compare_one(&pairs[i], &ms[k], o.alpha, o.threshold);
+        for (int k = 0; k < nmetrics; k++) rs[i * nmetrics + k] = compare_one(&pairs[i], &ms[k], &vopts);
     refuse_no_samples(rs, nres);
 
     cJSON *root = cJSON_CreateObject();
@@ -1198,10 +1376,11 @@ int vb_compare_main(int argc, char **argv) {
     cJSON_AddStringToObject(root, "new", o.new_);
     cJSON_AddNumberToObject(root, "alpha", o.alpha);
     cJSON_AddNumberToObject(root, "threshold", o.threshold);
-    cJSON_AddNumberToObject(root, "bootstrap_iters", BOOT_ITERS);
-    cJSON_AddNumberToObject(root, "bootstrap_seed", (double)BOOT_SEED);
+    cJSON_AddNumberToObject(root, "run_floor", o.run_floor > 0 ? o.run_floor : VB_VERDICT_RUN_FLOOR);
     cJSON_AddNumberToObject(root, "min_samples", MIN_SAMPLES);
+    cJSON_AddStringToObject(root, "rule", vb_verdict_rule());
     cJSON_AddItemToObject(root, "differences", d.list);
+    cJSON_AddItemToObject(root, "missing_points", jmissing);
     cJSON *jr = cJSON_AddArrayToObject(root, "results");
     for (int i = 0; i < nres; i++) cJSON_AddItemToArray(jr, result_json(&rs[i]));
 
@@ -1212,21 +1391,22 @@ int vb_compare_main(int argc, char **argv) {
         if (ms[k].kind == M_OP) op_metric = true;
         else trial_metric = true;
     }
-    printf("\nn counts %s%s%s (rank 0; a trial's steps are averaged into one sample, since they share its machine "
-           "state)\n",
+    printf("\nbase, new: each side's median, over several runs the geometric mean of the runs' medians (the "
+           "ratio's own terms); n counts %s%s%s (rank 0; a trial's steps are averaged into one sample, since they "
+           "share its machine state), and (runs) the runs they came from: the interval's unit is the run, whose "
+           "spread holds what differs between runs\n",
            trial_metric ? "timed trials" : "", trial_metric && op_metric ? "; for op: metrics, " : "",
            op_metric ? "runs" : "");
     print_noise_notes(rs, nres);
-    bool regression = false;
     cJSON *suspects = cJSON_AddArrayToObject(root, "op_growth");
     for (int i = 0; i < npairs; i++) {
         bool here = false;
         for (int k = 0; k < nmetrics; k++) here |= rs[i * nmetrics + k].v == V_REGRESSION;
         if (here) report_op_growth(&pairs[i], suspects);
-        regression |= here;
     }
-    cJSON_AddStringToObject(root, "verdict", regression ? "regression" : "no regression");
-    print_verdict(rs, nres);
+    const int status = print_verdict(rs, nres, missing);
+    cJSON_AddStringToObject(root, "verdict", status == 1 ? "regression" : status ? "inconclusive" : "pass");
+    cJSON_AddNumberToObject(root, "exit_status", status);
     fflush(stdout);
     write_json(root, o.output, o.new_);
     cJSON_Delete(root);
@@ -1236,5 +1416,5 @@ int vb_compare_main(int argc, char **argv) {
     free_side(&base), free_side(&neu);
     for (int i = 0; i < d.nallowed; i++) free(d.allowed[i]);
     free(d.allowed);
-    return regression ? 1 : 0;
+    return status;
 }

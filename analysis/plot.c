@@ -34,7 +34,6 @@ void vb_plot_init(vb_plot *p, const char *name, const char *title, const char *x
     snprintf(p->xlabel, sizeof p->xlabel, "%s", xlabel);
     snprintf(p->ylabel, sizeof p->ylabel, "%s", ylabel);
     p->hline = NAN;
-    snprintf(p->key, sizeof p->key, "top left");
 }
 
 vb_plot_series *vb_plot_series_add(vb_plot *p, const char *title, bool ideal) {
@@ -71,7 +70,16 @@ void vb_plot_point_rgb(vb_plot_series *s, double x, double y, double lo, double 
     s->n++;
 }
 
+void vb_plot_row(vb_plot *p, const char *name) {
+    p->rows = xrealloc(p->rows, (size_t)(p->nrows + 1) * sizeof *p->rows);
+    p->rows[p->nrows] = strdup(name);
+    if (!p->rows[p->nrows]) vb_die_internal("out of memory");
+    p->nrows++;
+}
+
 void vb_plot_free(vb_plot *p) {
+    for (int i = 0; i < p->nrows; i++) free(p->rows[i]);
+    free(p->rows);
     for (int i = 0; i < p->ns; i++) {
         vb_plot_series *s = &p->s[i];
         for (int k = 0; k < s->n; k++) free(s->labels[k]);
@@ -155,6 +163,10 @@ static void write_dat(FILE *f, void *ctx) {
         fprintf(f, "# series %d: ", i);
         dat_comment(f, s->title);
         fputc('\n', f);
+        /* an empty series still gets a block: gnuplot counts a run of blank
+         * lines as one separator, so an empty block would shift every later
+         * series' index */
+        if (s->n == 0) fputs(" NaN NaN NaN NaN \"\" 0\n", f);
         for (int k = 0; k < s->n; k++) {
             dat_num(f, p->categorical ? (double)k : s->x[k]);
             dat_num(f, s->y[k]);
@@ -194,16 +206,21 @@ static void write_plot_cmd(FILE *f, const vb_plot *p, const char *dat) {
         char lc[32];
         snprintf(lc, sizeof lc, "lc rgb '#%06X'", series_color(s));
         fprintf(f, "'%s' index %d ", dat, i);
-        if (s->ideal) {
+        if (p->lanes) {
+            /* a bar from x to lo, centred on its row, 0.8 of a row high */
+            fprintf(f, "using (($1+$3)/2):2:(($3-$1)/2):(0.4) with boxxyerror fill solid 0.85 noborder %s title ", lc);
+        } else if (s->ideal) {
             fprintf(f, "using 1:2%s with lines dt 2 lw 2 %s title ", tic, lc);
         } else if (p->dots) {
             fprintf(f, "using 1:2:3:4:6%s with yerrorbars pt 7 ps 1.6 lw 2 lc rgb variable title ", tic);
         } else if (p->boxes) {
             fprintf(f, "using 1:2%s with boxes fill solid 0.5 %s title ", tic, lc);
         } else if (series_has_bars(s)) {
-            fprintf(f, "using 1:2:3:4%s with yerrorlines lw 2 pt 7 %s title ", tic, lc);
+            /* categories are points with their interval; a numeric axis joins them */
+            fprintf(f, "using 1:2:3:4%s with %s lw 2 pt 7 %s title ", tic,
+                    p->categorical ? "yerrorbars" : "yerrorlines", lc);
         } else {
-            fprintf(f, "using 1:2%s with linespoints lw 2 pt 7 %s title ", tic, lc);
+            fprintf(f, "using 1:2%s with %s lw 2 pt 7 %s title ", tic, p->categorical ? "points" : "linespoints", lc);
         }
         gp_string(f, s->title);
         if (p->boxes && !s->ideal && series_has_bars(s))
@@ -226,11 +243,22 @@ static void write_panel(FILE *f, const vb_plot *p, const char *dat) {
     gp_string(f, p->xlabel);
     fputs(" noenhanced\nset ylabel ", f);
     gp_string(f, p->ylabel);
-    /* the key's place is one of a few fixed words (set by the program, never from data) */
-    fprintf(f, " noenhanced\nset key inside %s box opaque noenhanced\nset grid\nset datafile missing 'NaN'\n", p->key);
+    /* the legend under the plot area, where it covers no point or whisker */
+    fputs(" noenhanced\nset key outside below center horizontal box noenhanced\nset grid\nset datafile missing 'NaN'\n",
+          f);
     if (p->logx2) fputs("set logscale x 2\nset offsets graph 0.05, graph 0.05, graph 0.06, graph 0.06\n", f);
     if (p->logy) fputs("set logscale y 2\n", f);
     if (p->logy10) fputs("set logscale y 10\n", f);
+    if (p->lanes && p->nrows > 0) {
+        /* row names as y tics, the first row on top */
+        fputs("set ytics (", f);
+        for (int i = 0; i < p->nrows; i++) {
+            if (i) fputs(", ", f);
+            gp_string(f, p->rows[i]);
+            fprintf(f, " %d", i);
+        }
+        fprintf(f, ") noenhanced\nset yrange [%g:-0.6]\nset grid noytics\n", p->nrows - 0.4);
+    }
     if (p->categorical) {
         fputs("set xtics rotate by -30 noenhanced\nset offsets 0.6, 0.6, 0, 0\nset boxwidth 0.6\n", f);
         if (p->boxes && !p->logy && !p->logy10) fputs("set yrange [0:*]\n", f);

@@ -6,17 +6,20 @@
  *   <name>.gp   the script: `cd dir && gnuplot <name>.gp` redraws both images
  *   <name>.png  (pngcairo) and <name>.svg (svg), then runs gnuplot on the
  *   script with fork/exec in dir (no shell).
- * Every figure has a title, axis labels with units, a legend inside the
- * plot area, `noenhanced` text (run names keep their underscores), error bars
+ * Every figure has a title, axis labels with units, a legend under the plot
+ * area (never over its data), `noenhanced` text (run names keep their underscores), error bars
  * where a series has intervals, dashed ideal series and an optional
  * horizontal reference line. A series keeps one colour across every figure
  * the process draws (vb_plot_color: the colour of its key, e.g. "noddp=true",
  * assigned in order of first use from a colour-blind-safe palette); an ideal
  * series takes its measured series' colour. Points may carry colours of their
- * own (verdicts). Categorical figures (flags, layouts) put series points at
- * 0..n-1 with the labels as x tics, as boxes or as dots with their interval.
+ * own (verdicts). Categorical figures (flags, layouts, buckets) put series
+ * points at 0..n-1 with the labels as x tics, as boxes or as points with
+ * their interval, never joined by lines (categories have no order to draw).
  * A figure may have a second panel under it in the same image (efficiency
- * under throughput).
+ * under throughput). A lanes figure (a timeline) draws each point as a bar
+ * from x to lo on the row y, a series per kind of bar (its colour and
+ * legend entry), rows named by vb_plot_row, the first row on top.
  */
 #ifndef VB_ANALYSIS_PLOT_H
 #define VB_ANALYSIS_PLOT_H
@@ -49,9 +52,11 @@ typedef struct vb_plot {
     bool dots;       /* categorical dots with their interval, each point in its own colour */
     bool logy;       /* log2 y axis (throughput against ranks: the ideal is a straight line) */
     bool logy10;     /* log10 y axis (values a decade or more apart: IO against FULL) */
+    bool lanes;      /* bars from x to lo on row y (a timeline), rows named by vb_plot_row */
+    char **rows;     /* lanes: the name of row 0, 1, ... (program-made text, quoted for gnuplot) */
+    int nrows;
     double hline;    /* NaN = none */
     char hline_title[96];
-    char key[24];    /* the legend's place inside the plot area: "top left" (the default), "bottom left" ... */
     vb_plot_series *s;
     int ns, cap;
     struct vb_plot *below; /* a second panel under this one in the same image, or NULL */
@@ -63,6 +68,8 @@ vb_plot_series *vb_plot_series_add(vb_plot *p, const char *title, bool ideal);
 void vb_plot_point(vb_plot_series *s, double x, double y, double lo, double hi, const char *label);
 /* The same with the point's own colour (0xRRGGBB). */
 void vb_plot_point_rgb(vb_plot_series *s, double x, double y, double lo, double hi, const char *label, unsigned rgb);
+/* lanes: names the next row (rows are 0, 1, ... in the order named). */
+void vb_plot_row(vb_plot *p, const char *name);
 /* The colour of a series key, the same for the life of the process. */
 unsigned vb_plot_color(const char *key);
 void vb_plot_free(vb_plot *p);

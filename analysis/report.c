@@ -82,7 +82,6 @@ static rp_table *run_throughput(rp_doc *d, const rp_run *r, const rp_opts *o) {
     /* log scale: the loader alone (IO) often runs 10-100x the step, which
      * would flatten SYNTHETIC and FULL on a linear axis */
     pl.categorical = pl.dots = pl.logy10 = true;
-    snprintf(pl.key, sizeof pl.key, "top right");
     vb_plot_series *s = vb_plot_series_add(&pl, "mean of timed trials", false);
     for (int k = 0; k < RP_NTYPES; k++) {
         const rp_samples *x = &r->thr[k];
@@ -99,8 +98,8 @@ static rp_table *run_throughput(rp_doc *d, const rp_run *r, const rp_opts *o) {
         rp_table_add(t, "%s", x->n == 1 ? "one trial: no CI" : "");
         vb_plot_point(s, s->n, e.mean, e.lo, e.hi, rp_type_name[k]);
     }
-    rp_para(d, "Mean of the timed trials' samples_per_s with a 95%% Student-t interval; std is benchy's "
-               "population standard deviation.");
+    rp_para(d, "Mean of the timed trials' samples_per_s with a 95%% Student-t interval on the log scale (never "
+               "below 0); std is benchy's population standard deviation.");
     rp_add_table(d, t);
     rp_figure(d, o, &pl);
     vb_plot_free(&pl);
@@ -122,7 +121,8 @@ void rp_single_report(rp_doc *d, const char *path, const rp_opts *o) {
                 path);
     else
         rp_para(d, "Run directory %s (status %s).", path, r.status);
-    rp_caption(d, &r, r.oversubscribed);
+    rp_run *const self[1] = {&r};
+    rp_caption(d, self, 1, r.oversubscribed);
     if (!imported && strcmp(r.status, "completed") != 0)
         rp_warning(d, "the run's status is %s, not completed: its trials may be partial", r.status);
     rp_run *const one[1] = {&r};
@@ -130,8 +130,10 @@ void rp_single_report(rp_doc *d, const char *path, const rp_opts *o) {
     for (int k = RP_NTYPES - 1; k >= 0; k--)
         if (r.thr[k].n) {
             rp_est e = rp_mean_est(&r.thr[k]);
-            rp_summary(d, "%s throughput: %.4g samples/s [95%% CI %.4g, %.4g] over %d timed trial%s.", rp_type_name[k],
-                       e.mean, e.lo, e.hi, r.thr[k].n, r.thr[k].n == 1 ? "" : "s");
+            rp_summary(d, "%s throughput: %.4g samples/s [95%% CI %.4g, %.4g] over %d timed trial%s of one run (the "
+                          "interval holds this run's trial-to-trial spread, not what differs between runs: repeat "
+                          "the run for that).",
+                       rp_type_name[k], e.mean, e.lo, e.hi, r.thr[k].n, r.thr[k].n == 1 ? "" : "s");
             break;
         }
     rp_bound_finding(d, r.thr, "");
@@ -141,7 +143,7 @@ void rp_single_report(rp_doc *d, const char *path, const rp_opts *o) {
     else if (!imported)
         rp_para(d, "No timed trials in trials.csv.");
     rp_heading(d, 1, "Provenance and profile");
-    rp_run_sections(d, &r, o->out_dir, "", false, 2);
+    rp_run_sections(d, &r, o, "", false, 2, true);
     rp_run_free(&r);
 }
 

@@ -23,44 +23,55 @@
 
 #include "analysis/csv.h"
 #include "analysis/plot.h"
+#include "analysis/run_load.h"
 #include "analysis/verdict.h"
 #include "core/util/common.h"
 
-/* ---- growable list of doubles ---- */
+/* ---- growable list of doubles, each tagged with the run it came from ---- */
 typedef struct rp_samples {
     double *v;
+    int *run; /* run of each value (0 unless pushed with one) */
     int n, cap;
 } rp_samples;
 void rp_push(rp_samples *s, double x);
-void rp_samples_append(rp_samples *dst, const rp_samples *src);
+void rp_push_run(rp_samples *s, double x, int run);
+/* appends src's values, each tagged `run` */
+void rp_samples_append_run(rp_samples *dst, const rp_samples *src, int run);
+/* distinct runs among the values */
+int rp_samples_runs(const rp_samples *s);
 void rp_samples_free(rp_samples *s);
 
-/* ---- estimates (report_stats.c) ---- */
+/* ---- estimates (report_stats.c) ----
+ * The unit is the run wherever a side has two or more (verdict.h): a
+ * point's samples are then its runs' means, whose spread holds what differs
+ * between runs; with one run, its trials, whose spread does not. */
 typedef struct rp_est {
     double mean, lo, hi; /* lo/hi NaN when fewer than two samples */
     int n;
+    int runs;            /* runs behind it (the fewest of a ratio's two sides) */
 } rp_est;
-/* mean and its 95% Student-t interval. */
+/* mean and its 95% interval: Student t on the log scale (delta method:
+ * mean * exp(+-t * se / mean)), never below 0; for samples that can be 0
+ * (exposed communication) the linear t interval cut at 0. */
 rp_est rp_mean_est(const rp_samples *s);
 /* mean(num) / mean(den), 95% CI by the delta method on the log scale
  * (first-order Taylor of log of the ratio, Welch-Satterthwaite degrees of
  * freedom, t quantile): ratio * exp(+-t * sqrt(relative variance)), never
  * below 0. */
 rp_est rp_ratio_of_means(const rp_samples *num, const rp_samples *den);
-/* median(new) / median(base) with the seeded 95% percentile-bootstrap CI,
- * the two-sided Mann-Whitney p-value of new against base and the verdict of
- * verdict.h's rule (higher throughput is better): the one rule compare uses. */
+/* new against base by verdict.h's rule (higher throughput is better): the
+ * one rule compare uses; loads are the sides' load shares (NaN: unknown). */
 typedef struct rp_cmp {
     double ratio, lo, hi, p;
     int nbase, nnew;
     vb_verdict_kind verdict;
+    vb_verdict v; /* everything the rule worked out */
 } rp_cmp;
-rp_cmp rp_compare(const rp_samples *base, const rp_samples *new_);
-/* a verdict in a sentence: `differs` for better / worse, `same` for
- * unchanged, and the rule's own words for the rest (too few samples ...) */
-const char *rp_verdict_words(vb_verdict_kind v, const char *differs, const char *same);
-/* a verdict's colour in figures (green better, vermillion worse, grey the
- * rest); -1 for the baseline itself (black) */
+rp_cmp rp_compare(const rp_samples *base, double base_load, const rp_samples *new_, double new_load);
+/* "faster" / "slower" / "equivalent" / "inconclusive: <why>" into buf */
+const char *rp_verdict_text(const rp_cmp *c, char *buf, size_t n);
+/* a verdict's colour in figures (green faster, vermillion slower, blue
+ * equivalent, grey inconclusive); -1 for the baseline itself (black) */
 unsigned rp_verdict_rgb(int verdict);
 /* true when the interval [lo, hi] is wider than |effect| (or unknown). */
 bool rp_spread_exceeds(double effect, double lo, double hi);
@@ -138,6 +149,8 @@ typedef struct rp_run {
     char name[256];        /* directory's base name */
     char status[32];       /* index.csv status, else run.json's, else "unknown" */
     char exit_code[16];
+    char failure[48];      /* a run that did not complete: its class (index.csv failure, else from exit_code) */
+    char last_line[256];   /* ... and the line of its log that says why */
     bool has_json;
     /* run.json */
     char git_commit[64], git_dirty[16], host[128], backend[32], config[64];
@@ -156,6 +169,11 @@ typedef struct rp_run {
     rp_samples thr[RP_NTYPES];
     /* iterations.csv: per timed FULL step, comm_exposed_s averaged over ranks */
     rp_samples exposed;
+    /* iterations.csv, rank 0's timed FULL steps: DDP bucket all-reduces and
+     * their bytes per step (medians; NaN without the columns or steps) */
+    double buckets_per_step, allreduce_bytes_per_step;
+    /* load.csv: the load each trial type's timed trials ran under */
+    vb_run_load load[RP_NTYPES];
 } rp_run;
 
 /* Reads what exists of a run directory; a malformed file exits 2 naming it,
@@ -178,8 +196,11 @@ void rp_bound_finding(rp_doc *d, const rp_samples thr[RP_NTYPES], const char *wh
 /* Warnings about the runs behind the numbers: oversubscribed, busy (trials
  * spread more than compare's noise limit). */
 void rp_run_warnings(rp_doc *d, rp_run *const *runs, int n);
-/* A figure caption: config, machine and oversubscription of a run. */
-void rp_caption(rp_doc *d, const rp_run *r, bool any_oversubscribed);
+/* A figure caption: config and machine of the first run that has them, and
+ * the threads and cores a rank of every run had (one phrase when they all
+ * agree, else one per rank count: "1 rank: 2 threads on 2 cores; 2 ranks: 1
+ * thread on 1 core"), and whether any was oversubscribed. */
+void rp_caption(rp_doc *d, rp_run *const *runs, int n, bool any_oversubscribed);
 
 /* ---- per-run sections (report_run.c) ---- */
 /* Communication per parallel group from ops.csv (FULL rows when the file has
@@ -196,9 +217,14 @@ int rp_comm_group_of(const char *op_name);
 int rp_comm_groups(const rp_run *r, rp_group_comm g[RP_NGROUPS]);
 /* Provenance, HTA breakdown, stragglers, top ops of run r into d; the tables'
  * CSVs are named with `prefix` ("" for a run report, "runs/<name>/" in a
- * sweep's); `compact` limits the op list. out_dir is the report directory. */
-void rp_run_sections(rp_doc *d, const rp_run *r, const char *out_dir, const char *prefix, bool compact,
-                     int heading_level);
+ * sweep's); `compact` limits the op list. o->out_dir is the report
+ * directory. With `timeline_figure`, one timed FULL step of every rank as
+ * lanes (compute, communication, memcpy, data wait) from timeline.csv: a
+ * figure (SVG in the HTML, PNG for slides) for machines without a trace
+ * viewer. */
+struct rp_opts;
+void rp_run_sections(rp_doc *d, const rp_run *r, const struct rp_opts *o, const char *prefix, bool compact,
+                     int heading_level, bool timeline_figure);
 /* Provenance lines (config, commit, fingerprint, versions) of one run. */
 void rp_run_provenance(rp_doc *d, const rp_run *r);
 

@@ -28,18 +28,26 @@ static void point_notes(const rp_sweep *s, const rp_point *p, char *notes, size_
     notes[0] = '\0';
     if (p->fp_differs) note_add(notes, n, NOTE_FP);
     if (p->thr.n == 1) note_add(notes, n, NOTE_ONE);
-    bool over = false, busy = false;
+    else if (p->nruns == 1) note_add(notes, n, "one run: its CI holds no run-to-run spread");
+    bool over = false, spread = false, loaded = false;
     for (int a = 0; a < p->nruns; a++) {
         const rp_run *r = &s->runs[p->runs[a]];
         over = over || r->oversubscribed;
-        const rp_samples *x = &r->thr[s->type >= 0 ? s->type : RP_FULL];
+        const int type = s->type >= 0 ? s->type : RP_FULL;
+        const rp_samples *x = &r->thr[type];
         if (x->n > 1) {
             const double lo = vb_stats_min(x->v, x->n), hi = vb_stats_max(x->v, x->n);
-            busy = busy || (lo > 0 && hi / lo > VB_VERDICT_NOISY_SPREAD);
+            spread = spread || (lo > 0 && hi / lo > VB_VERDICT_NOISY_SPREAD);
         }
+        loaded = loaded || vb_verdict_busy(NAN, r->load[type].share);
     }
     if (over) note_add(notes, n, "oversubscribed");
-    if (busy) note_add(notes, n, "busy run (trials spread > 1.5x)");
+    if (spread) note_add(notes, n, "busy run (trials spread > 1.5x)");
+    if (loaded) {
+        char l[96];
+        snprintf(l, sizeof l, "busy machine (%.3g%% of thread time lost to other work)", 100 * p->load);
+        note_add(notes, n, l);
+    }
     if (isfinite(p->est.lo) && p->est.mean > 0 && (p->est.hi - p->est.lo) / 2 > 0.1 * p->est.mean)
         note_add(notes, n, "wide CI (> +-10%)");
 }
@@ -119,7 +127,6 @@ static rp_table *scaling(rp_doc *d, rp_sweep *s, const rp_opts *o, bool strong) 
     pt.logx2 = pe.logx2 = psp.logx2 = true;
     pt.logy = psp.logy = true;
     pt.below = &pe;
-    snprintf(pe.key, sizeof pe.key, "bottom left"); /* efficiency falls to the right */
     pe.hline = 1;
     snprintf(pe.hline_title, sizeof pe.hline_title, "ideal");
     for (int k = 0; k < ns; k++) {
@@ -138,7 +145,7 @@ static rp_table *scaling(rp_doc *d, rp_sweep *s, const rp_opts *o, bool strong) 
             rp_point *p = v[k].p[i];
             double scale = n0 / p->ranks;
             rp_est r = rp_ratio_of_means(&p->thr, &ref->thr);
-            rp_est eff = {r.mean * scale, r.lo * scale, r.hi * scale, r.n};
+            rp_est eff = {r.mean * scale, r.lo * scale, r.hi * scale, r.n, r.runs};
             char notes[256];
             point_notes(s, p, notes, sizeof notes);
             if (ref->fp_differs && p != ref) note_add(notes, sizeof notes, "reference point's fingerprint differs");
@@ -224,7 +231,7 @@ static void comm_overhead(rp_doc *d, rp_sweep *s, const rp_opts *o) {
     if (!order) vb_die_internal("out of memory");
     for (int i = 0; i < s->npts; i++) order[i] = &s->pts[i];
     qsort(order, (size_t)s->npts, sizeof *order, cmp_pt_ranks);
-    bool noise_at_dp1 = false;
+    bool noise_at_dp1 = false, dp1_in_table = false;
     double big[4] = {NAN, NAN, NAN, NAN}; /* ranks, overhead, CI of the largest rank count */
     for (int i = 0; i < s->npts; i++) {
         rp_point *p = order[i];
@@ -266,7 +273,10 @@ static void comm_overhead(rp_doc *d, rp_sweep *s, const rp_opts *o) {
             if (!ps) ps = vb_plot_series_add(&pl, lab, false);
             snprintf(last, sizeof last, "%s", lab);
         }
-        vb_plot_point(ps, p->ranks, ov, lo, hi, NULL);
+        /* the 1-rank (dp = 1) point has no communication to show: only run-to-run
+         * noise, often larger than every real overhead; table only */
+        if (dp != 1) vb_plot_point(ps, p->ranks, ov, lo, hi, NULL);
+        else dp1_in_table = true;
     }
     free(order);
     if (rp_table_rows(t) == 0) {
@@ -289,6 +299,10 @@ static void comm_overhead(rp_doc *d, rp_sweep *s, const rp_opts *o) {
                    "the runs differ by more than the repeats show, so overheads of that size elsewhere are not "
                    "evidence of communication cost.");
     rp_add_table(d, t);
+    if (dp1_in_table)
+        rp_para(d, "The figure leaves out the dp = 1 points: with one data-parallel rank there is no gradient "
+                   "communication, so the overhead there is only the noise between the DDP and no-DDP runs (it is "
+                   "in the table).");
     rp_figure(d, o, &pl);
     vb_plot_free(&pl);
 }
@@ -308,28 +322,90 @@ static bool point_noddp(const rp_sweep *s, const rp_point *p) {
     return is_true(v && *v ? v : s->runs[p->runs[0]].noddp);
 }
 
+/* A point's DDP buckets per step and their bytes (its runs' medians,
+ * iterations.csv): what bucket_cap_mb actually made of the gradients. */
+static void point_buckets(const rp_sweep *s, const rp_point *p, double *buckets, double *bytes) {
+    double *c = calloc((size_t)p->nruns + 1, sizeof *c), *b = calloc((size_t)p->nruns + 1, sizeof *b);
+    if (!c || !b) vb_die_internal("out of memory");
+    int n = 0;
+    for (int k = 0; k < p->nruns; k++) {
+        const rp_run *r = &s->runs[p->runs[k]];
+        if (isfinite(r->buckets_per_step)) c[n] = r->buckets_per_step, b[n++] = r->allreduce_bytes_per_step;
+    }
+    *buckets = n ? vb_stats_median(c, n) : NAN;
+    *bytes = n ? vb_stats_median(b, n) : NAN;
+    free(c), free(b);
+}
+
+/* "466 KB" */
+static void human_bytes(double b, char *out, size_t n) {
+    if (!isfinite(b)) snprintf(out, n, "? bytes");
+    else if (b >= 1e9) snprintf(out, n, "%.3g GB", b / 1e9);
+    else if (b >= 1e6) snprintf(out, n, "%.3g MB", b / 1e6);
+    else if (b >= 1e3) snprintf(out, n, "%.3g KB", b / 1e3);
+    else snprintf(out, n, "%.0f bytes", b);
+}
+
+/* Bucket sizes that gave the same buckets ran the same configuration: one
+ * paragraph and one summary line per such group. Returns how many groups
+ * of two or more there are; same[i] is the group index of order[i] (-1 alone). */
+static int same_bucket_groups(rp_doc *d, const rp_sweep *s, rp_point *const *order, int n, int *same) {
+    int ngroups = 0;
+    for (int i = 0; i < n; i++) same[i] = -1;
+    for (int i = 0; i < n; i++) {
+        if (same[i] >= 0 || point_noddp(s, order[i])) continue;
+        double bi, yi;
+        point_buckets(s, order[i], &bi, &yi);
+        if (!isfinite(bi)) continue;
+        char sizes[512] = "";
+        size_t k = (size_t)snprintf(sizes, sizeof sizes, "%g", point_bucket(s, order[i]));
+        int members = 1;
+        for (int j = i + 1; j < n; j++) {
+            if (same[j] >= 0 || point_noddp(s, order[j])) continue;
+            double bj, yj;
+            point_buckets(s, order[j], &bj, &yj);
+            if (bj != bi || yj != yi) continue;
+            if (members == 1) same[i] = ngroups;
+            same[j] = ngroups;
+            members++;
+            if (k < sizeof sizes) k += (size_t)snprintf(sizes + k, sizeof sizes - k, ", %g", point_bucket(s, order[j]));
+        }
+        if (members < 2) continue;
+        char by[32];
+        human_bytes(yi, by, sizeof by);
+        rp_para(d, "Same configuration: bucket_cap_mb %s MB all gave %g all-reduce bucket%s per step (%s of gradients "
+                   "a step): these %d variants ran the same DDP schedule, and their differences are run-to-run noise, "
+                   "not the bucket size.",
+                sizes, bi, bi == 1 ? "" : "s", by, members);
+        rp_summary(d, "DDP bucket sizes %s MB ran the same configuration (%g bucket%s a step, %s of gradients): they "
+                      "are one measurement repeated, not different settings.",
+                   sizes, bi, bi == 1 ? "" : "s", by);
+        ngroups++;
+    }
+    return ngroups;
+}
+
 static rp_table *buckets(rp_doc *d, rp_sweep *s, const rp_opts *o) {
     rp_heading(d, 1, "DDP gradient buckets");
-    rp_point *nod = NULL, *best = NULL, *dflt = NULL;
+    rp_point *nod = NULL, *dflt = NULL;
     for (int i = 0; i < s->npts; i++) {
         rp_point *p = &s->pts[i];
         if (point_noddp(s, p)) {
             nod = p;
             continue;
         }
-        if (!best || p->est.mean > best->est.mean) best = p;
         if (point_bucket(s, p) == 25) dflt = p;
     }
-    const char *cols[] = {"variant", "bucket_cap_mb", "noddp", "samples", "thr_mean", "thr_ci_lo", "thr_ci_hi",
-                          "vs_noddp", "vs_noddp_ci_lo", "vs_noddp_ci_hi", "exposed_comm_ms", "exposed_ci_lo",
-                          "exposed_ci_hi", "notes"};
-    rp_table *t = rp_table_new("buckets.csv", "Throughput and exposed communication per bucket size", 14, cols);
+    const char *cols[] = {"variant", "bucket_cap_mb", "noddp", "samples", "buckets_per_step", "thr_mean",
+                          "thr_ci_lo", "thr_ci_hi", "vs_default", "vs_default_ci_lo", "vs_default_ci_hi",
+                          "vs_default_verdict", "vs_noddp", "vs_noddp_ci_lo", "vs_noddp_ci_hi", "exposed_comm_ms",
+                          "exposed_ci_lo", "exposed_ci_hi", "notes"};
+    rp_table *t = rp_table_new("buckets.csv", "Throughput and exposed communication per bucket size", 19, cols);
     vb_plot pt, pe;
     vb_plot_init(&pt, "buckets_throughput", "DDP buckets: throughput per bucket_cap_mb", "variant", thr_unit(s));
     vb_plot_init(&pe, "buckets_exposed_comm", "DDP buckets: exposed communication per step", "variant",
                  "exposed communication (ms per step)");
     pt.categorical = pe.categorical = true;
-    snprintf(pt.key, sizeof pt.key, "bottom right");
     if (nod) {
         pt.hline = nod->est.mean;
         snprintf(pt.hline_title, sizeof pt.hline_title, "noddp (no communication)");
@@ -338,7 +414,9 @@ static rp_table *buckets(rp_doc *d, rp_sweep *s, const rp_opts *o) {
     vb_plot_series *se = vb_plot_series_add(&pe, "exposed comm (mean, 95% CI)", false);
     /* bucket sizes in numeric order, noddp last: the x axis reads as a size axis */
     rp_point **order = calloc((size_t)s->npts + 1, sizeof *order);
-    if (!order) vb_die_internal("out of memory");
+    int *same = calloc((size_t)s->npts + 1, sizeof *same);
+    rp_cmp *vs = calloc((size_t)s->npts + 1, sizeof *vs);
+    if (!order || !same || !vs) vb_die_internal("out of memory");
     for (int i = 0; i < s->npts; i++) order[i] = &s->pts[i];
     for (int i = 1; i < s->npts; i++)
         for (int j = i; j > 0; j--) {
@@ -348,23 +426,45 @@ static rp_table *buckets(rp_doc *d, rp_sweep *s, const rp_opts *o) {
             if (!(kb < ka)) break;
             order[j - 1] = b, order[j] = a;
         }
+    /* the best bucket size by the ratio the verdict is made of (against the
+     * default), so that "best" and its ratio are one statistic */
+    int best = -1;
     for (int i = 0; i < s->npts; i++) {
         rp_point *p = order[i];
-        char lab[256], notes[256];
+        vs[i] = (rp_cmp){.ratio = NAN, .lo = NAN, .hi = NAN, .p = NAN, .verdict = VB_VERDICT_NO_SAMPLES};
+        if (point_noddp(s, p) || !dflt) continue;
+        if (p == dflt)
+            vs[i].ratio = vs[i].lo = vs[i].hi = 1;
+        else
+            vs[i] = rp_compare(&dflt->thr, dflt->load, &p->thr, p->load);
+        if (isfinite(vs[i].ratio) && (best < 0 || vs[i].ratio > vs[best].ratio)) best = i;
+    }
+    for (int i = 0; i < s->npts; i++) {
+        rp_point *p = order[i];
+        char lab[256], notes[256], vtext[320] = "";
         const char *var = sw_val(s, p, "variant");
         if (point_noddp(s, p))
             snprintf(lab, sizeof lab, "noddp");
         else
             snprintf(lab, sizeof lab, "%g MB%s", point_bucket(s, p), p == dflt ? " (default)" : "");
         point_notes(s, p, notes, sizeof notes);
-        rp_est r = nod ? rp_ratio_of_means(&p->thr, &nod->thr) : (rp_est){NAN, NAN, NAN, 0};
+        rp_est r = nod ? rp_ratio_of_means(&p->thr, &nod->thr) : (rp_est){NAN, NAN, NAN, 0, 0};
         rp_est ex = rp_mean_est(&p->exposed);
+        double nb, by;
+        point_buckets(s, p, &nb, &by);
         if (p->exposed.n == 0) note_add(notes, sizeof notes, "no comm_exposed_s in iterations.csv");
+        if (p == dflt) snprintf(vtext, sizeof vtext, "default");
+        else if (vs[i].verdict != VB_VERDICT_NO_SAMPLES) rp_verdict_text(&vs[i], vtext, sizeof vtext);
         rp_table_add(t, "%s", var ? var : "?");
         rp_table_num(t, point_bucket(s, p));
         rp_table_add(t, "%s", point_noddp(s, p) ? "true" : "false");
         rp_table_add(t, "%d", p->thr.n);
+        rp_table_num(t, point_noddp(s, p) ? NAN : nb);
         table_est(t, p->est);
+        rp_table_num(t, vs[i].ratio);
+        rp_table_num(t, vs[i].lo);
+        rp_table_num(t, vs[i].hi);
+        rp_table_add(t, "%s", vtext);
         table_est(t, r);
         rp_table_num(t, ex.mean * 1e3);
         rp_table_num(t, ex.lo * 1e3);
@@ -373,29 +473,49 @@ static rp_table *buckets(rp_doc *d, rp_sweep *s, const rp_opts *o) {
         vb_plot_point(st, i, p->est.mean, p->est.lo, p->est.hi, lab);
         vb_plot_point(se, i, ex.mean * 1e3, ex.lo * 1e3, ex.hi * 1e3, lab);
     }
-    free(order);
-    rp_para(d, "vs_noddp = thr / thr_noddp (1 = communication fully hidden); exposed communication: "
-               "iterations.csv comm_exposed_s per timed FULL step, averaged over ranks, mean with a t CI.");
+    rp_para(d, "vs_default: the verdict rule's ratio against the default 25 MB (the ratio of the runs' median "
+               "throughputs, run-to-run spread in its interval; verdict.h); vs_noddp = thr / thr_noddp (1 = "
+               "communication fully hidden); buckets_per_step: DDP's all-reduce buckets in a timed FULL step "
+               "(iterations.csv); exposed communication: comm_exposed_s per timed FULL step, averaged over ranks, "
+               "mean with a t CI.");
     if (!nod) rp_para(d, "No noddp point: no no-communication ceiling to compare with.");
     rp_add_table(d, t);
-    if (best && dflt && best != dflt) {
-        rp_cmp c = rp_compare(&dflt->thr, &best->thr);
-        rp_para(d, "Best bucket size: %s (%g MB), median throughput %.4g x the default 25 MB [95%% CI %.4g, %.4g]; "
-                   "Mann-Whitney p = %.3g: %s.",
-                sw_val(s, best, "variant"), point_bucket(s, best), c.ratio, c.lo, c.hi, c.p, rp_verdict_words(c.verdict,
-                "significantly different from the default", "not significantly different from the default"));
-        rp_summary(d, "Best DDP bucket size: %g MB, median throughput %.3g x the default 25 MB [95%% CI %.3g, %.3g]: "
-                      "%s.",
-                   point_bucket(s, best), c.ratio, c.lo, c.hi,
-                   rp_verdict_words(c.verdict, "significantly different from the default",
-                                    "not significantly different from the default"));
-    } else if (best && best == dflt) {
-        rp_para(d, "Best bucket size: the default 25 MB.");
-        rp_summary(d, "Best DDP bucket size: the default 25 MB (%.4g samples/s).", best->est.mean);
-    } else if (best) {
-        rp_para(d, "Best bucket size: %s (%g MB); no 25 MB point to test it against.", sw_val(s, best, "variant"),
-                point_bucket(s, best));
+    const int ngroups = same_bucket_groups(d, s, order, s->npts, same);
+    if (best >= 0 && order[best] != dflt) {
+        rp_point *bp = order[best];
+        const rp_cmp *c = &vs[best];
+        char vtext[320];
+        rp_verdict_text(c, vtext, sizeof vtext);
+        int di = -1;
+        for (int i = 0; i < s->npts; i++)
+            if (order[i] == dflt) di = i;
+        const bool same_as_default = ngroups > 0 && di >= 0 && same[best] >= 0 && same[best] == same[di];
+        rp_para(d, "Highest ratio to the default: %s (%g MB), %.4g x the default 25 MB [95%% CI %.4g, %.4g], p = %.3g: "
+                   "%s%s.",
+                sw_val(s, bp, "variant"), point_bucket(s, bp), c->ratio, c->lo, c->hi, c->p, vtext,
+                same_as_default ? " (it ran the same configuration as the default: noise)" : "");
+        if (same_as_default)
+            rp_summary(d, "DDP bucket size: no setting differs from the default 25 MB in effect (the highest ratio, "
+                          "%g MB's %.3g x [95%% CI %.3g, %.3g], ran the default's configuration).",
+                       point_bucket(s, bp), c->ratio, c->lo, c->hi);
+        else
+            rp_summary(d, "DDP bucket size with the highest ratio to the default 25 MB: %g MB, %.3g x [95%% CI %.3g, "
+                          "%.3g]: %s.",
+                       point_bucket(s, bp), c->ratio, c->lo, c->hi, vtext);
+    } else if (best >= 0) {
+        rp_para(d, "Highest ratio to the default: the default 25 MB itself (no other size above 1).");
+        rp_summary(d, "DDP bucket size: no setting beat the default 25 MB (%.4g samples/s).", dflt->est.mean);
+    } else {
+        rp_point *bm = NULL;
+        for (int i = 0; i < s->npts; i++)
+            if (!point_noddp(s, &s->pts[i]) && (!bm || s->pts[i].est.mean > bm->est.mean)) bm = &s->pts[i];
+        if (bm)
+            rp_para(d, "Highest mean throughput: %s (%g MB, %.4g samples/s); no 25 MB point to test it against.",
+                    sw_val(s, bm, "variant"), point_bucket(s, bm), bm->est.mean);
     }
+    free(order);
+    free(same);
+    free(vs);
     rp_figure(d, o, &pt);
     rp_figure(d, o, &pe);
     vb_plot_free(&pt);
@@ -416,6 +536,7 @@ static rp_table *layouts(rp_doc *d, rp_sweep *s, const rp_opts *o) {
     pt.categorical = pt.boxes = true;
     vb_plot_series *st = vb_plot_series_add(&pt, "throughput", false);
     rp_point *best = NULL, *second = NULL;
+    double best_key = NAN, second_key = NAN;
     bool cpdp = false, missing_ops = false;
     for (int i = 0; i < s->npts; i++) {
         rp_point *p = &s->pts[i];
@@ -450,11 +571,16 @@ static rp_table *layouts(rp_doc *d, rp_sweep *s, const rp_opts *o) {
         }
         rp_table_add(t, "%s", notes);
         vb_plot_point(st, i, p->est.mean, p->est.lo, p->est.hi, lab);
-        if (!best || p->est.mean > best->est.mean) {
-            second = best;
-            best = p;
-        } else if (!second || p->est.mean > second->est.mean) {
-            second = p;
+        /* ranked by the verdict's own statistic (each against the first
+         * layout: the order of their run-median centres), so that "best" and
+         * the ratio given for it are one statistic */
+        const double key = i == 0 ? 1 : rp_compare(&s->pts[0].thr, s->pts[0].load, &p->thr, p->load).ratio;
+        if (!isfinite(key)) continue;
+        if (!best || key > best_key) {
+            second = best, second_key = best_key;
+            best = p, best_key = key;
+        } else if (!second || key > second_key) {
+            second = p, second_key = key;
         }
     }
     rp_para(d, "Communication per group from ops.csv (rank 0's timed FULL steps; every rank's with profiler_mode "
@@ -471,16 +597,21 @@ static rp_table *layouts(rp_doc *d, rp_sweep *s, const rp_opts *o) {
         char lab[256];
         sw_label(s, best, NULL, lab, sizeof lab);
         if (second) {
-            rp_cmp c = rp_compare(&second->thr, &best->thr);
-            char lab2[256];
+            rp_cmp c = rp_compare(&second->thr, second->load, &best->thr, best->load);
+            char lab2[256], vtext[320];
             sw_label(s, second, NULL, lab2, sizeof lab2);
-            rp_para(d, "Best layout: %s (%.4g samples/s); against the runner-up %s: median ratio %.4g [95%% CI %.4g, "
-                       "%.4g], Mann-Whitney p = %.3g (%s).",
-                    lab, best->est.mean, lab2, c.ratio, c.lo, c.hi, c.p,
-                    rp_verdict_words(c.verdict, "significant", "not significant: more repeats could separate them"));
-            rp_summary(d, "Best layout: %s, %.4g samples/s; %.3g x the runner-up %s [95%% CI %.3g, %.3g]: %s.", lab,
-                       best->est.mean, c.ratio, lab2, c.lo, c.hi,
-                       rp_verdict_words(c.verdict, "a significant difference", "not a significant difference"));
+            rp_verdict_text(&c, vtext, sizeof vtext);
+            const bool told = c.verdict == VB_VERDICT_BETTER;
+            rp_para(d, "%s layout: %s (mean %.4g samples/s); against the runner-up %s: ratio %.4g [95%% CI %.4g, %.4g], "
+                       "p = %.3g: %s.",
+                    told ? "Best" : "Highest-ranked", lab, best->est.mean, lab2, c.ratio, c.lo, c.hi, c.p, vtext);
+            if (told)
+                rp_summary(d, "Best layout: %s, %.3g x the runner-up %s [95%% CI %.3g, %.3g]: faster.", lab, c.ratio,
+                           lab2, c.lo, c.hi);
+            else
+                rp_summary(d, "No best layout can be told: the highest-ranked, %s, is %.3g x the runner-up %s [95%% CI "
+                              "%.3g, %.3g]: %s.",
+                           lab, c.ratio, lab2, c.lo, c.hi, vtext);
         } else {
             rp_para(d, "Best layout: %s (the only one).", lab);
         }
@@ -492,9 +623,11 @@ static rp_table *layouts(rp_doc *d, rp_sweep *s, const rp_opts *o) {
 
 /* ---- flags ---- */
 
-/* The summary's line per swept flag: its best setting against the baseline
- * and that comparison's verdict. Variants are FLAG=VALUE; all settings of one
- * flag are weighed together. */
+/* The summary's lines per swept flag: every setting that is faster or
+ * slower than the baseline, each with its own ratio and interval; a flag
+ * with none gets one line with its highest ratio and that verdict, so no
+ * significant result of the table is missing from the summary and "best"
+ * is the verdict's own statistic. Variants are FLAG=VALUE. */
 static void flag_findings(rp_doc *d, rp_sweep *s, const rp_point *base, const rp_cmp *cmps) {
     if (!base) return;
     bool *done = calloc((size_t)s->npts + 1, sizeof *done);
@@ -504,25 +637,28 @@ static void flag_findings(rp_doc *d, rp_sweep *s, const rp_point *base, const rp
         const char *var = sw_val(s, &s->pts[i], "variant");
         const char *eq = strchr(var, '=');
         const size_t nlen = eq ? (size_t)(eq - var) : strlen(var);
-        int best = -1, nset = 0;
+        int best = -1, nset = 0, ntold = 0;
         for (int j = i; j < s->npts; j++) {
             const char *vj = sw_val(s, &s->pts[j], "variant");
             if (&s->pts[j] == base || strncmp(vj, var, nlen) != 0 || (vj[nlen] != '=' && vj[nlen] != '\0')) continue;
             done[j] = true;
             nset++;
-            if (isfinite(cmps[j].ratio) && (best < 0 || cmps[j].ratio > cmps[best].ratio)) best = j;
+            const rp_cmp *c = &cmps[j];
+            if (c->verdict == VB_VERDICT_BETTER || c->verdict == VB_VERDICT_WORSE) {
+                rp_summary(d, "%s is %s than the baseline: throughput ratio %.3g [95%% CI %.3g, %.3g], p = %.2g.", vj,
+                           c->verdict == VB_VERDICT_BETTER ? "faster" : "slower", c->ratio, c->lo, c->hi, c->p);
+                ntold++;
+            }
+            if (isfinite(c->ratio) && (best < 0 || c->ratio > cmps[best].ratio)) best = j;
         }
-        if (best < 0) continue;
+        if (ntold || best < 0) continue;
         const rp_cmp *c = &cmps[best];
-        const char *bv = sw_val(s, &s->pts[best], "variant");
-        rp_summary(d, "%.*s: %s%s is %s the baseline: median throughput ratio %.3g [95%% CI %.3g, %.3g], p = %.2g%s.",
-                   (int)nlen, var, nset > 1 ? "the best setting, " : "", bv,
-                   c->verdict == VB_VERDICT_BETTER      ? "faster than"
-                   : c->verdict == VB_VERDICT_WORSE     ? "slower than"
-                   : c->verdict == VB_VERDICT_UNCHANGED ? "not significantly different from"
-                                                        : "not comparable with",
-                   c->ratio, c->lo, c->hi, c->p,
-                   c->verdict == VB_VERDICT_INCONCLUSIVE ? " (fewer than 5 samples a side: inconclusive)" : "");
+        char vtext[320];
+        rp_verdict_text(c, vtext, sizeof vtext);
+        rp_summary(d, "%.*s: no setting is faster or slower than the baseline; %s%s: throughput ratio %.3g [95%% CI %.3g, "
+                      "%.3g], p = %.2g: %s.",
+                   (int)nlen, var, nset > 1 ? "the highest ratio, " : "", sw_val(s, &s->pts[best], "variant"), c->ratio,
+                   c->lo, c->hi, c->p, vtext);
     }
     free(done);
 }
@@ -534,15 +670,15 @@ static rp_table *flags(rp_doc *d, rp_sweep *s, const rp_opts *o) {
         if (strcmp(sw_val(s, &s->pts[i], "variant"), "baseline") == 0) base = &s->pts[i];
     const char *cols[] = {"variant", "samples", "thr_mean", "thr_ci_lo", "thr_ci_hi", "ratio", "ratio_ci_lo",
                           "ratio_ci_hi", "p_value", "verdict", "notes"};
-    rp_table *t = rp_table_new("flags.csv", "Each variant against the baseline (median ratio)", 11, cols);
+    rp_table *t = rp_table_new("flags.csv", "Each variant against the baseline (the verdict rule's ratio)", 11, cols);
     if (!base) rp_para(d, "No completed baseline run: variants cannot be compared (throughput only).");
-    rp_para(d, "Verdicts by the rule compare uses: %s (faster / slower here).", vb_verdict_rule());
+    rp_para(d, "Verdicts by the rule compare uses: %s.", vb_verdict_rule());
     vb_plot pr;
     vb_plot_init(&pr, "flags_ratio",
-                 "Flags: throughput ratio to the baseline (green faster, red slower, grey no significant difference)",
-                 "variant", "median throughput ratio (variant / baseline), 95% CI");
+                 "Flags: throughput ratio to the baseline (green faster, orange slower, blue equivalent, grey "
+                 "inconclusive)",
+                 "variant", "throughput ratio (variant / baseline), 95% CI");
     pr.categorical = pr.dots = true;
-    snprintf(pr.key, sizeof pr.key, "top right");
     pr.hline = 1;
     snprintf(pr.hline_title, sizeof pr.hline_title, "baseline");
     vb_plot_series *sr = vb_plot_series_add(&pr, "ratio", false);
@@ -553,18 +689,15 @@ static rp_table *flags(rp_doc *d, rp_sweep *s, const rp_opts *o) {
         const char *var = sw_val(s, p, "variant");
         char notes[256];
         point_notes(s, p, notes, sizeof notes);
-        rp_cmp c = {NAN, NAN, NAN, NAN, 0, 0, VB_VERDICT_NO_SAMPLES};
-        const char *verdict = "";
+        rp_cmp c = {.ratio = NAN, .lo = NAN, .hi = NAN, .p = NAN, .verdict = VB_VERDICT_NO_SAMPLES};
+        char verdict[320] = "";
         if (base && p != base) {
-            c = rp_compare(&base->thr, &p->thr);
-            verdict = c.verdict == VB_VERDICT_BETTER      ? "faster"
-                      : c.verdict == VB_VERDICT_WORSE     ? "slower"
-                      : c.verdict == VB_VERDICT_UNCHANGED ? "no significant difference"
-                                                          : rp_verdict_words(c.verdict, "", "");
+            c = rp_compare(&base->thr, base->load, &p->thr, p->load);
+            rp_verdict_text(&c, verdict, sizeof verdict);
             if (base->fp_differs && !p->fp_differs) note_add(notes, sizeof notes, "baseline " NOTE_FP);
         } else if (p == base) {
             c.ratio = c.lo = c.hi = 1;
-            verdict = "baseline";
+            snprintf(verdict, sizeof verdict, "baseline");
         }
         rp_table_add(t, "%s", var);
         rp_table_add(t, "%d", p->thr.n);

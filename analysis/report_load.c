@@ -166,9 +166,23 @@ static void load_exposed(rp_run *r) {
     if (rp_read_csv(r->dir, VB_ITERATIONS_CSV, &t) != 0) return;
     int ct = vb_csv_col(&t, "trial_type"), cw = vb_csv_col(&t, "warmup"), ci = vb_csv_col(&t, "trial_index");
     int cs = vb_csv_col(&t, "step"), ce = vb_csv_col(&t, "comm_exposed_s");
+    int cr = vb_csv_col(&t, "rank"), cc = vb_csv_col(&t, "allreduce_calls"), cb = vb_csv_col(&t, "allreduce_bytes");
     step_val *sv = malloc(((size_t)t.nrows + 1) * sizeof *sv);
-    if (!sv) vb_die_internal("out of memory");
-    int n = 0;
+    double *calls = malloc(((size_t)t.nrows + 1) * sizeof *calls), *bytes = malloc(((size_t)t.nrows + 1) * sizeof *bytes);
+    if (!sv || !calls || !bytes) vb_die_internal("out of memory");
+    int n = 0, nc = 0;
+    /* what DDP did in each of rank 0's timed FULL steps: its bucket count says
+     * whether two bucket_cap_mb settings ran the same configuration */
+    for (int i = 0; cc >= 0 && cb >= 0 && i < t.nrows; i++) {
+        double c, b;
+        if (strcmp(vb_csv_get(&t, i, ct), "FULL") != 0 || rp_is_warmup(vb_csv_get(&t, i, cw))) continue;
+        if (cr >= 0 && strcmp(vb_csv_get(&t, i, cr), "0") != 0) continue;
+        if (!vb_csv_num(&t, i, cc, &c) || !vb_csv_num(&t, i, cb, &b)) continue;
+        calls[nc] = c, bytes[nc++] = b;
+    }
+    r->buckets_per_step = nc ? vb_stats_median(calls, nc) : NAN;
+    r->allreduce_bytes_per_step = nc ? vb_stats_median(bytes, nc) : NAN;
+    free(calls), free(bytes);
     for (int i = 0; ce >= 0 && i < t.nrows; i++) {
         double ti, st, v;
         if (strcmp(vb_csv_get(&t, i, ct), "FULL") != 0 || rp_is_warmup(vb_csv_get(&t, i, cw))) continue;
@@ -194,14 +208,17 @@ void rp_run_load(rp_run *r, const char *dir, rp_doc *d) {
     memset(r, 0, sizeof *r);
     snprintf(r->status, sizeof r->status, "%s", keep_status);
     snprintf(r->exit_code, sizeof r->exit_code, "%s", keep_exit);
+    /* (a completed run has no failure class or log line to keep) */
     vb_snprintf(r->dir, sizeof r->dir, "%s", dir);
     const char *base = strrchr(dir, '/');
     snprintf(r->name, sizeof r->name, "%s", base && base[1] ? base + 1 : dir);
     r->ranks = r->tp = r->cp = r->dp = r->local_batch = r->global_batch = r->peak_mem = r->tflops = NAN;
+    r->buckets_per_step = r->allreduce_bytes_per_step = NAN;
     load_json(r, d);
     load_summary(r, d);
     load_trials(r, d);
     load_exposed(r);
+    for (int k = 0; k < RP_NTYPES; k++) vb_run_load_read(r->dir, rp_type_name[k], "report", &r->load[k]);
 }
 
 void rp_run_free(rp_run *r) {

@@ -109,7 +109,83 @@ void rp_run_provenance(rp_doc *d, const rp_run *r) {
     if (r->command_line && r->command_line[0]) rp_pre(d, r->command_line);
 }
 
-static void breakdown_section(rp_doc *d, const rp_run *r, const char *prefix, int level) {
+/* the lane of a row in the step figure: compute, communication, memcpy, data wait; -1 none */
+static int step_lane(const vb_tl_event *e) {
+    if (strcmp(e->kind, "compute") == 0) return 0;
+    if (strcmp(e->kind, "comm") == 0) return 1;
+    if (strcmp(e->kind, "memcpy") == 0 && strncmp(e->lane, "loader", 6) != 0) return 2;
+    if (strcmp(e->kind, "io") == 0 && strcmp(e->lane, "main") == 0) return 3; /* the training thread's data wait */
+    return -1;
+}
+
+/* One timed FULL step of every rank as lanes: the step of rank 0 whose
+ * length is the median of its window's, and every rank's rows of that
+ * trial and step, clipped to that rank's step, in ms from rank 0's start
+ * (the timeline's clocks leave one barrier together). */
+static void step_figure(rp_doc *d, const rp_opts *o, const rp_run *r, const vb_timeline *tl) {
+    int *steps = calloc((size_t)tl->n + 1, sizeof *steps), ns = 0;
+    if (!steps) vb_die_internal("out of memory");
+    for (int i = 0; i < tl->n; i++)
+        if (tl->ev[i].rank == 0 && strcmp(tl->ev[i].kind, "step") == 0 && strcmp(tl->ev[i].trial_type, "FULL") == 0)
+            steps[ns++] = i;
+    if (ns == 0) {
+        free(steps);
+        return;
+    }
+    for (int i = 1; i < ns; i++) /* by length, for the median */
+        for (int j = i; j > 0 && tl->ev[steps[j]].dur_s < tl->ev[steps[j - 1]].dur_s; j--) {
+            const int t = steps[j];
+            steps[j] = steps[j - 1], steps[j - 1] = t;
+        }
+    const vb_tl_event *pick = &tl->ev[steps[ns / 2]];
+    free(steps);
+    const double t0 = pick->start_s;
+    static const char *const lane_name[4] = {"compute", "communication", "memcpy", "data wait"};
+    char base[128], title[256];
+    snprintf(base, sizeof base, "step_timeline_%.80s", r->name); /* vb_plot_init keeps it to [A-Za-z0-9_.-] */
+    snprintf(title, sizeof title, "One FULL step per rank (trial %d, step %d: the median step of rank 0)",
+             pick->trial_index, pick->step);
+    vb_plot p;
+    vb_plot_init(&p, base, title, "ms from rank 0's step start", "rank and lane");
+    p.lanes = true;
+    vb_plot_series *ser[4];
+    for (int k = 0; k < 4; k++) ser[k] = vb_plot_series_add(&p, lane_name[k], false);
+    for (int rk = 0; rk < tl->nranks; rk++) {
+        /* this rank's own row of the step: what its lanes are clipped to */
+        double s0 = NAN, s1 = NAN;
+        for (int i = 0; i < tl->n; i++) {
+            const vb_tl_event *e = &tl->ev[i];
+            if (e->rank == rk && strcmp(e->kind, "step") == 0 && strcmp(e->trial_type, "FULL") == 0 &&
+                e->trial_index == pick->trial_index && e->step == pick->step)
+                s0 = e->start_s, s1 = e->start_s + e->dur_s;
+        }
+        if (!isfinite(s0)) continue;
+        const int row0 = p.nrows;
+        for (int k = 0; k < 4; k++) {
+            char row[64];
+            snprintf(row, sizeof row, "rank %d %s", rk, lane_name[k]);
+            vb_plot_row(&p, row);
+        }
+        for (int i = 0; i < tl->n; i++) {
+            const vb_tl_event *e = &tl->ev[i];
+            const int k = e->rank == rk ? step_lane(e) : -1;
+            if (k < 0) continue;
+            const double a = fmax(e->start_s, s0), b = fmin(e->start_s + e->dur_s, s1);
+            if (!(b > a)) continue;
+            vb_plot_point(ser[k], 1e3 * (a - t0), row0 + k, 1e3 * (b - t0), NAN, NULL);
+        }
+    }
+    if (p.nrows > 0) {
+        rp_para(d, "One timed FULL step of every rank from timeline.csv, as lanes: compute, communication (DDP's "
+                   "all-reduces in flight and blocking collectives), memcpy and the training thread's data wait; "
+                   "what the trace viewer shows, for a login node without one.");
+        rp_figure(d, o, &p);
+    }
+    vb_plot_free(&p);
+}
+
+static void breakdown_section(rp_doc *d, const rp_run *r, const rp_opts *o, const char *prefix, int level,
+                              bool figure) {
     char path[VB_PATH_MAX], err[512], csv[VB_PATH_MAX];
     vb_snprintf(path, sizeof path, "%s/" VB_TIMELINE_CSV, r->dir);
     vb_timeline tl;
@@ -138,6 +214,7 @@ static void breakdown_section(rp_doc *d, const rp_run *r, const char *prefix, in
     }
     rp_add_table(d, t);
     free(b);
+    if (figure) step_figure(d, o, r, &tl);
     vb_timeline_free(&tl);
 }
 
@@ -287,8 +364,9 @@ static void compact_provenance(rp_doc *d, const rp_run *r) {
     if (r->command_line && r->command_line[0]) rp_pre(d, r->command_line);
 }
 
-void rp_run_sections(rp_doc *d, const rp_run *r, const char *out_dir, const char *prefix, bool compact,
-                     int heading_level) {
+void rp_run_sections(rp_doc *d, const rp_run *r, const rp_opts *o, const char *prefix, bool compact,
+                     int heading_level, bool timeline_figure) {
+    const char *out_dir = o->out_dir;
     if (compact)
         compact_provenance(d, r);
     else
@@ -306,7 +384,7 @@ void rp_run_sections(rp_doc *d, const rp_run *r, const char *out_dir, const char
     } else {
         rp_para(d, "No trace.json yet (`vitbench trace %s` writes one).", r->dir);
     }
-    breakdown_section(d, r, prefix, heading_level);
+    breakdown_section(d, r, o, prefix, heading_level, timeline_figure);
     straggler_section(d, r, prefix, heading_level);
     ops_section(d, r, prefix, compact, heading_level);
 }
@@ -318,35 +396,70 @@ void rp_bound_finding(rp_doc *d, const rp_samples thr[RP_NTYPES], const char *wh
     if (full->n == 0 || syn->n == 0) return;
     const rp_est fs = rp_ratio_of_means(full, syn);
     const double m_io = io->n ? rp_mean_est(io).mean : NAN, m_syn = rp_mean_est(syn).mean;
-    char ratio[160], loader[160];
-    snprintf(ratio, sizeof ratio, "FULL runs at %.3g%% of SYNTHETIC [95%% CI %.3g%%, %.3g%%]", 100 * fs.mean,
-             100 * fs.lo, 100 * fs.hi);
+    char ratio[200], loader[160];
+    snprintf(ratio, sizeof ratio, "FULL runs at %.3g%% of SYNTHETIC [95%% CI %.3g%%, %.3g%%]%s", 100 * fs.mean,
+             100 * fs.lo, 100 * fs.hi, fs.runs < 2 ? " (one run: the interval holds its trials' spread only)" : "");
     if (isfinite(m_io))
         snprintf(loader, sizeof loader, "the loader alone (IO, %.4g samples/s) runs %.3gx the step's rate (SYNTHETIC, "
                  "%.4g samples/s)", m_io, m_io / m_syn, m_syn);
     else
         snprintf(loader, sizeof loader, "no IO trials measured the loader alone");
-    if (fs.mean >= 0.95)
+    if (!isfinite(fs.lo)) {
+        rp_summary(d, "What bounds FULL%s cannot be told: %s, and one trial a side gives no interval.", where, ratio);
+        return;
+    }
+    /* FULL trains on the loader's batches, SYNTHETIC on one cached batch: FULL
+     * cannot be faster than the step itself. Beyond its interval it is an
+     * anomaly of the measurement, not a finding. */
+    if (fs.lo > 1) {
+        rp_summary(d, "Anomaly%s: %s, above the training step's own rate, which FULL cannot beat. Likely causes: the "
+                      "SYNTHETIC trials ran while the machine was busier (see the load in load.csv and the busy "
+                      "warnings), clock or thermal drift between the trial kinds, or too few trials; rerun before "
+                      "reading what bounds FULL.",
+                   where, ratio);
+        rp_warning(d, "FULL above SYNTHETIC beyond its interval%s: a measurement anomaly (load or clock drift between "
+                      "trial kinds), not a property of the code",
+                   where);
+        return;
+    }
+    /* a statement only when the interval excludes the alternative: the step
+     * bounds FULL when the whole interval lies within 5% of SYNTHETIC (or
+     * above it); loading (or their overlap) when the whole interval lies
+     * below that */
+    if (fs.lo >= 0.95)
         rp_summary(d, "What bounds FULL%s: the training step. %s; %s.", where, ratio, loader);
-    else if (isfinite(m_io) && m_io < 1.05 * m_syn)
+    else if (fs.hi < 0.95 && isfinite(m_io) && m_io < 1.05 * m_syn)
         rp_summary(d, "What bounds FULL%s: data loading. %s, and %s: more loader workers or a faster read path.",
                    where, ratio, loader);
-    else
+    else if (fs.hi < 0.95)
         rp_summary(d, "What bounds FULL%s: the overlap of loading and the step. %s, although %s: they share cores or "
                       "memory bandwidth, or each trial's first batch waits for the loader (longer trials amortise "
                       "that).",
                    where, ratio, loader);
+    else
+        rp_summary(d, "What bounds FULL%s cannot be told yet: %s, an interval that reaches both within 5%% of the step "
+                      "(step-bound) and below it (loading-bound); more trials or repeats would decide; %s.",
+                   where, ratio, loader);
 }
 
 void rp_run_warnings(rp_doc *d, rp_run *const *runs, int n) {
-    int over = 0, busy = 0;
-    const char *first_over = NULL, *first_busy = NULL;
+    int over = 0, busy = 0, loaded = 0;
+    const char *first_over = NULL, *first_busy = NULL, *first_loaded = NULL;
+    double worst = 0;
     for (int i = 0; i < n; i++) {
         const rp_run *r = runs[i];
         if (r->oversubscribed) {
             over++;
             if (!first_over) first_over = r->name;
         }
+        for (int k = 0; k < RP_NTYPES; k++)
+            if (vb_verdict_busy(NAN, r->load[k].share)) {
+                loaded++;
+                if (!first_loaded) first_loaded = r->name;
+                break;
+            }
+        for (int k = 0; k < RP_NTYPES; k++)
+            if (r->load[k].share > worst) worst = r->load[k].share;
         for (int k = 0; k < RP_NTYPES; k++) {
             const rp_samples *x = &r->thr[k];
             if (x->n < 2) continue;
@@ -379,16 +492,67 @@ void rp_run_warnings(rp_doc *d, rp_run *const *runs, int n) {
         rp_warning(d, "%d run%s trials spread more than %.1fx (max / min, e.g. %s): the machine was probably busy; "
                       "rerun before trusting comparisons that involve %s",
                    busy, busy == 1 ? "'s" : "s'", VB_VERDICT_NOISY_SPREAD, first_busy, busy == 1 ? "it" : "them");
+    if (loaded)
+        rp_warning(d, "%d run%s on a busy machine by the load recorded in load.csv (more than %.0f%% of its thread "
+                      "time waiting for a CPU or stolen; up to %.3g%%, e.g. %s): verdicts involving %s are widened by "
+                      "that load and are inconclusive unless the effect clears it",
+                   loaded, loaded == 1 ? " ran" : "s ran", 100 * VB_VERDICT_BUSY_LOAD, 100 * worst, first_loaded,
+                   loaded == 1 ? "it" : "them");
 }
 
-void rp_caption(rp_doc *d, const rp_run *r, bool any_oversubscribed) {
+/* "2 threads a rank on 2 cores", or per rank count when the runs differ */
+static void threads_phrase(rp_run *const *runs, int n, char *out, size_t size) {
+    const rp_run *first = NULL;
+    bool differ = false;
+    for (int i = 0; i < n; i++) {
+        if (!runs[i]->has_json || !runs[i]->omp_threads[0]) continue;
+        if (!first) first = runs[i];
+        else if (strcmp(runs[i]->omp_threads, first->omp_threads) != 0 ||
+                 strcmp(runs[i]->affinity_cores, first->affinity_cores) != 0)
+            differ = true;
+    }
+    if (!first) {
+        snprintf(out, size, "? threads a rank");
+        return;
+    }
+    if (!differ) {
+        snprintf(out, size, "%s thread%s a rank on %s core%s", first->omp_threads,
+                 strcmp(first->omp_threads, "1") ? "s" : "", first->affinity_cores[0] ? first->affinity_cores : "?",
+                 strcmp(first->affinity_cores, "1") ? "s" : "");
+        return;
+    }
+    size_t k = 0;
+    out[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        const rp_run *r = runs[i];
+        if (!r->has_json || !r->omp_threads[0]) continue;
+        bool seen = false;
+        for (int j = 0; j < i && !seen; j++)
+            seen = runs[j]->has_json && runs[j]->ranks == r->ranks &&
+                   strcmp(runs[j]->omp_threads, r->omp_threads) == 0 &&
+                   strcmp(runs[j]->affinity_cores, r->affinity_cores) == 0;
+        if (seen) continue;
+        int w = snprintf(out + k, size - k, "%s%g rank%s: %s thread%s on %s core%s", k ? ", " : "", r->ranks,
+                         r->ranks == 1 ? "" : "s", r->omp_threads, strcmp(r->omp_threads, "1") ? "s" : "",
+                         r->affinity_cores[0] ? r->affinity_cores : "?", strcmp(r->affinity_cores, "1") ? "s" : "");
+        if (w < 0 || (size_t)w >= size - k) break;
+        k += (size_t)w;
+    }
+    if (k + 12 < size) snprintf(out + k, size - k, " a rank");
+}
+
+void rp_caption(rp_doc *d, rp_run *const *runs, int n, bool any_oversubscribed) {
+    const rp_run *r = NULL;
+    for (int i = 0; i < n && !r; i++)
+        if (runs[i]->has_json) r = runs[i];
     if (!r) {
         d->caption[0] = '\0';
         return;
     }
-    vb_snprintf(d->caption, sizeof d->caption, "Config %s; %s%s%s; %s threads a rank on %s cores; BLAS %s; %s.",
+    char threads[320];
+    threads_phrase(runs, n, threads, sizeof threads);
+    vb_snprintf(d->caption, sizeof d->caption, "Config %s; %s%s%s; %s; BLAS %s; %s.",
              r->config[0] ? r->config : "?", r->gpu_name[0] ? r->gpu_name : r->cpu_model[0] ? r->cpu_model : "?",
-             r->host[0] ? " on " : "", r->host, r->omp_threads[0] ? r->omp_threads : "?",
-             r->affinity_cores[0] ? r->affinity_cores : "?", r->blas_coretype[0] ? r->blas_coretype : "?",
+             r->host[0] ? " on " : "", r->host, threads, r->blas_coretype[0] ? r->blas_coretype : "?",
              any_oversubscribed ? "some runs oversubscribed" : "no run oversubscribed");
 }

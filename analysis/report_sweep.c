@@ -10,6 +10,7 @@
 #include "analysis/report_sweep.h"
 #include "analysis/rundir.h"
 #include "core/results/results.h"
+#include "core/util/log_line.h"
 
 const char *sw_val(const rp_sweep *s, const rp_point *p, const char *key) {
     int c = vb_csv_col(&s->idx, key);
@@ -44,6 +45,21 @@ void sw_label(const rp_sweep *s, const rp_point *p, const char *skip, char *out,
     if (!out[0]) snprintf(out, n, "all");
 }
 
+/* a run's failure class: index.csv's, else (older sweeps) from its exit
+ * code as the sweep classes it: 128 + N a signal, else the exit status */
+static void failure_of(rp_run *r, const char *recorded) {
+    char *end;
+    const long code = strtol(r->exit_code, &end, 10);
+    if (recorded && *recorded)
+        snprintf(r->failure, sizeof r->failure, "%s", recorded);
+    else if (!r->exit_code[0] || *end)
+        snprintf(r->failure, sizeof r->failure, "%s", r->status);
+    else if (code > 128 && code < 128 + 65)
+        snprintf(r->failure, sizeof r->failure, "signal %ld", code - 128);
+    else
+        snprintf(r->failure, sizeof r->failure, "exit %ld", code);
+}
+
 static void load_index(rp_sweep *s, rp_doc *d) {
     if (rp_read_csv(s->path, VB_INDEX_CSV, &s->idx) != 0) vb_die_input("report: %s/index.csv: cannot read", s->path);
     if (vb_csv_col(&s->idx, "run_dir") < 0 || vb_csv_col(&s->idx, "status") < 0)
@@ -56,11 +72,18 @@ static void load_index(rp_sweep *s, rp_doc *d) {
     if (!s->runs) vb_die_internal("out of memory");
     s->nruns = s->idx.nrows;
     int cd = vb_csv_col(&s->idx, "run_dir"), cs = vb_csv_col(&s->idx, "status");
-    int ce = vb_csv_col(&s->idx, "exit_code");
+    int ce = vb_csv_col(&s->idx, "exit_code"), cf = vb_csv_col(&s->idx, VB_INDEX_FAILURE_COLUMN);
     for (int i = 0; i < s->nruns; i++) {
         rp_run *r = &s->runs[i];
         snprintf(r->status, sizeof r->status, "%s", vb_csv_get(&s->idx, i, cs));
         snprintf(r->exit_code, sizeof r->exit_code, "%s", vb_csv_get(&s->idx, i, ce));
+        if (strcmp(r->status, "completed") != 0) {
+            failure_of(r, vb_csv_get(&s->idx, i, cf));
+            char log[VB_PATH_MAX];
+            const char *rd = vb_csv_get(&s->idx, i, cd), *b = strrchr(rd, '/');
+            vb_snprintf(log, sizeof log, "%s/logs/%s.log", s->path, b ? b + 1 : rd);
+            vb_log_last_line(log, VB_SWEEP_STOP_LINE, r->last_line, sizeof r->last_line);
+        }
         char dir[VB_PATH_MAX], why[VB_PATH_MAX + 128];
         const char *rd = vb_csv_get(&s->idx, i, cd);
         if (vb_sweep_run_path(dir, sizeof dir, s->path, rd, why, sizeof why) != 0)
@@ -134,11 +157,16 @@ static void pool_samples(rp_sweep *s) {
             if (s->runs[i].thr[t].n > 0) s->type = t;
     for (int p = 0; p < s->npts; p++) {
         rp_point *pt = &s->pts[p];
+        vb_run_load *loads = calloc((size_t)pt->nruns + 1, sizeof *loads);
+        if (!loads) vb_die_internal("out of memory");
         for (int k = 0; k < pt->nruns; k++) {
             const rp_run *r = &s->runs[pt->runs[k]];
-            if (s->type >= 0) rp_samples_append(&pt->thr, &r->thr[s->type]);
-            rp_samples_append(&pt->exposed, &r->exposed);
+            if (s->type >= 0) rp_samples_append_run(&pt->thr, &r->thr[s->type], k);
+            rp_samples_append_run(&pt->exposed, &r->exposed, k);
+            if (s->type >= 0) loads[k] = r->load[s->type];
         }
+        pt->load = vb_run_load_mean(loads, pt->nruns);
+        free(loads);
         pt->est = rp_mean_est(&pt->thr);
         pt->ranks = sw_num(s, pt, "ranks");
         if (!isfinite(pt->ranks)) pt->ranks = s->runs[pt->runs[0]].ranks;
@@ -316,8 +344,8 @@ static void failed_section(rp_doc *d, const rp_sweep *s, const char *out_dir) {
     for (int i = 0; i < s->nruns; i++) nfail += strcmp(s->runs[i].status, "completed") != 0;
     if (!nfail) return;
     rp_heading(d, 1, "Runs that did not complete (listed, not plotted)");
-    const char *cols[] = {"run_index", "run", "status", "exit_code", "log"};
-    rp_table *t = rp_table_new("failed_runs.csv", "Runs whose status is not completed", 5, cols);
+    const char *cols[] = {"run_index", "run", "status", "exit_code", "failure", "last_log_line", "log"};
+    rp_table *t = rp_table_new("failed_runs.csv", "Runs whose status is not completed", 7, cols);
     for (int i = 0; i < s->nruns; i++) {
         const rp_run *r = &s->runs[i];
         if (strcmp(r->status, "completed") == 0) continue;
@@ -331,20 +359,29 @@ static void failed_section(rp_doc *d, const rp_sweep *s, const char *out_dir) {
         rp_table_add(t, "%s", r->name);
         rp_table_add(t, "%s", r->status);
         rp_table_add(t, "%s", r->exit_code);
+        rp_table_add(t, "%s", r->failure);
+        rp_table_add(t, "%s", r->last_line);
         rp_table_add(t, "%s", rel);
     }
     rp_add_table(d, t);
 }
 
-static void per_run_sections(rp_doc *d, const rp_sweep *s, const char *out_dir) {
+static void per_run_sections(rp_doc *d, const rp_sweep *s, const rp_opts *o) {
     rp_heading(d, 1, "Per run");
+    /* one timeline figure: the first completed run of the most ranks */
+    const rp_run *drawn = NULL;
+    for (int i = 0; i < s->nruns; i++) {
+        const rp_run *r = &s->runs[i];
+        if (strcmp(r->status, "completed") != 0 || !r->dir[0]) continue;
+        if (!drawn || r->ranks > drawn->ranks) drawn = r;
+    }
     for (int i = 0; i < s->nruns; i++) {
         const rp_run *r = &s->runs[i];
         if (strcmp(r->status, "completed") != 0 || !r->dir[0] || !vb_dir_exists(r->dir)) continue;
         rp_heading(d, 2, "%s", r->name);
         char prefix[VB_PATH_MAX];
         vb_snprintf(prefix, sizeof prefix, "runs/%s/", r->name);
-        rp_run_sections(d, r, out_dir, prefix, true, 3);
+        rp_run_sections(d, r, o, prefix, true, 3, r == drawn);
     }
 }
 
@@ -469,10 +506,8 @@ static void sweep_findings(rp_doc *d, rp_sweep *s) {
         over = over || r->oversubscribed;
         if (!ref && r->has_json) ref = r;
     }
-    rp_caption(d, ref, over);
-    if (nfail)
-        rp_warning(d, "%d of %d runs did not complete (listed under Runs that did not complete, never plotted)", nfail,
-                   s->nruns);
+    rp_caption(d, done, ndone, over);
+    (void)nfail; /* failure_findings said how many, and why */
     rp_run_warnings(d, done, ndone);
     free(done);
     if (s->fp_differs)
@@ -508,14 +543,54 @@ static void sweep_findings(rp_doc *d, rp_sweep *s) {
         for (int a = 0; a < big->nruns; a++)
             for (int k = 0; k < RP_NTYPES; k++) {
                 const rp_samples *x = &s->runs[big->runs[a]].thr[k];
-                for (int j = 0; j < x->n; j++) rp_push(&pooled[k], x->v[j]);
+                rp_samples_append_run(&pooled[k], x, a);
             }
         char lab[256], where[300];
         sw_label(s, big, NULL, lab, sizeof lab);
         snprintf(where, sizeof where, " at %s", lab[0] ? lab : "the sweep's point");
         rp_bound_finding(d, pooled, where);
-        for (int k = 0; k < RP_NTYPES; k++) free(pooled[k].v);
+        for (int k = 0; k < RP_NTYPES; k++) rp_samples_free(&pooled[k]);
     }
+}
+
+/* Runs that did not complete, counted by class ("timeout (3), exit 2 (1)");
+ * when none completed, the report's first finding: N of N failed, with the
+ * class and the last log line, instead of a report of nothing. */
+static void failure_findings(rp_doc *d, const rp_sweep *s) {
+    int nfail = 0;
+    char classes[512] = "";
+    size_t k = 0;
+    bool *done = calloc((size_t)s->nruns + 1, sizeof *done);
+    if (!done) vb_die_internal("out of memory");
+    const rp_run *last = NULL;
+    for (int i = 0; i < s->nruns; i++) {
+        if (strcmp(s->runs[i].status, "completed") == 0) continue;
+        nfail++;
+        last = &s->runs[i];
+        if (done[i]) continue;
+        int count = 0;
+        for (int j = i; j < s->nruns; j++)
+            if (strcmp(s->runs[j].status, "completed") != 0 && strcmp(s->runs[j].failure, s->runs[i].failure) == 0)
+                done[j] = true, count++;
+        int w = snprintf(classes + k, sizeof classes - k, "%s%s (%d)", k ? ", " : "", s->runs[i].failure, count);
+        if (w > 0 && (size_t)w < sizeof classes - k) k += (size_t)w;
+    }
+    free(done);
+    if (!nfail) return;
+    if (nfail < s->nruns) {
+        rp_warning(d, "%d of %d runs did not complete: %s (listed under Runs that did not complete, never plotted)",
+                   nfail, s->nruns, classes);
+        return;
+    }
+    const rp_run *with_line = last;
+    for (int i = s->nruns - 1; i >= 0 && (!with_line || !with_line->last_line[0]); i--)
+        if (s->runs[i].last_line[0]) with_line = &s->runs[i];
+    if (with_line && with_line->last_line[0])
+        rp_summary(d, "%d of %d runs failed: %s; nothing was measured. The last line of %s's log: %s", nfail, s->nruns,
+                   classes, with_line->name, with_line->last_line);
+    else
+        rp_summary(d, "%d of %d runs failed: %s; nothing was measured, and their logs say nothing more.", nfail,
+                   s->nruns, classes);
 }
 
 void rp_sweep_report(rp_doc *d, const char *path, const rp_opts *o) {
@@ -535,6 +610,7 @@ void rp_sweep_report(rp_doc *d, const char *path, const rp_opts *o) {
     for (int i = 0; i < s.nruns; i++) ncomp += strcmp(s.runs[i].status, "completed") == 0;
     rp_para(d, "Sweep directory %s: kind %s (%s); %d runs, %d completed, %d points.", path, s.kind, s.kind_why,
             s.nruns, ncomp, s.npts);
+    failure_findings(d, &s);
     if (s.type < 0) {
         rp_para(d, "No completed run has timed trials in trials.csv: nothing to measure.");
     } else {
@@ -554,6 +630,6 @@ void rp_sweep_report(rp_doc *d, const char *path, const rp_opts *o) {
     model_section(d, &s, o);
     provenance_section(d, &s);
     failed_section(d, &s, o->out_dir);
-    per_run_sections(d, &s, o->out_dir);
+    per_run_sections(d, &s, o);
     free_sweep(&s);
 }

@@ -12,7 +12,8 @@ typedef struct rp_point {
     int *runs, nruns;   /* indices into rp_sweep.runs */
     rp_samples thr;     /* pooled throughput samples (the sweep's trial type) */
     rp_samples exposed; /* pooled exposed comm per FULL step */
-    rp_est est;         /* mean throughput with its t CI */
+    rp_est est;         /* mean throughput with its t CI (runs as the unit when it has two or more) */
+    double load;        /* mean load share of its runs' timed trials (load.csv); NaN: not recorded */
     double ranks;
     bool fp_differs;    /* a run's fingerprint is not comparable with the sweep's reference */
 } rp_point;

@@ -27,10 +27,19 @@
  *     cudaMemsetAsync) on the host's main thread per device event with the
  *     same correlation: with steps, HTA keeps only device events whose launch
  *     it finds inside them. A timeline has no launch times: a CPU op is
- *     started by the training thread as it runs, so its launch is at its
- *     start; for GPU rows the launch is placed at the kernel's start too (an
- *     HTA idle-time category "host wait" is then not a measurement). An
- *     "ac2g" flow joins each launch to its device event for viewers.
+ *     started by the training thread as it runs, so its launch is the
+ *     microsecond before its start; for GPU rows the launch is placed there
+ *     too (an HTA idle-time category "host wait" is then not a measurement).
+ *     Each launch ends before its kernel starts, as a real one does: HTA's
+ *     queue length (launched, not yet started) is then never negative. A
+ *     kernel that starts exactly at its step's start moves 1 us later, so
+ *     that its launch stays inside the step. An "ac2g" flow joins each
+ *     launch to its device event for viewers.
+ *   - the time between two steps that do not touch (between trials: the
+ *     harness writing results, the next trial's warm-up) is left out: every
+ *     later time is earlier by it, and events inside it are dropped. HTA's
+ *     spans (and so its idle time) then cover the steps alone, as vitbench's
+ *     breakdown does; the info header says how much was left out.
  *   - host events: trial and phase rows as user_annotation spans, data waits
  *     and loader reads (and, with stream lanes, the main and comm lanes' op
  *     rows) as cpu_op spans on the lane's thread, markers as instants
@@ -85,6 +94,10 @@ typedef struct {
     int rank;
     bool streams_mode;     /* the rank has stream<N> lanes */
     bool launches;         /* the rank has steps: launch events */
+    int64_t gaps_us;       /* time left out between steps that do not touch */
+    int ngaps;
+    int64_t *win;          /* the merged step windows, [start, end) pairs, for launches */
+    int nwin;
     kev *ev;
     int n;
     stream_name *streams;  /* device threads to name */
@@ -337,6 +350,86 @@ static void classify(rank_ctx *c) {
         if (c->ev[k].role == R_DEVICE) c->ev[k].corr = ++corr;
 }
 
+/* The rank's step rows merged into windows, and the gaps between them left
+ * out (the header comment): every time after a gap moves earlier by it, a
+ * time inside one moves to its start, an event inside one is dropped. */
+static void close_gaps(rank_ctx *c) {
+    int64_t *w = malloc((size_t)(2 * c->n + 2) * sizeof *w);
+    if (!w) vb_die_internal("out of memory");
+    int nw = 0;
+    for (int k = 0; k < c->n; k++) { /* c->ev is sorted by start */
+        const kev *x = &c->ev[k];
+        if (strcmp(c->t->ev[x->ev].kind, "step") != 0) continue;
+        if (nw && x->ts <= w[2 * nw - 1]) {
+            if (x->end > w[2 * nw - 1]) w[2 * nw - 1] = x->end;
+        } else {
+            w[2 * nw] = x->ts, w[2 * nw + 1] = x->end;
+            nw++;
+        }
+    }
+    /* gap i lies between window i and i + 1 */
+    int m = 0;
+    for (int k = 0; k < c->n; k++) {
+        kev x = c->ev[k];
+        bool inside = false;
+        int64_t ts = x.ts, end = x.end, shift_ts = 0, shift_end = 0;
+        for (int i = 0; i + 1 < nw; i++) {
+            const int64_t g0 = w[2 * i + 1], g1 = w[2 * i + 2];
+            if (x.ts >= g0 && x.end <= g1 && !(x.ts == g0 && x.end == g0) && !(x.ts == g1 && x.end == g1))
+                inside = true;
+            if (ts >= g1) shift_ts += g1 - g0;
+            else if (ts > g0) shift_ts += ts - g0;
+            if (end >= g1) shift_end += g1 - g0;
+            else if (end > g0) shift_end += end - g0;
+        }
+        if (inside) continue;
+        x.ts = ts - shift_ts, x.end = end - shift_end;
+        c->ev[m++] = x;
+    }
+    c->n = m;
+    for (int i = 0; i + 1 < nw; i++) {
+        c->gaps_us += w[2 * i + 2] - w[2 * i + 1];
+        c->ngaps++;
+    }
+    /* the windows as they are now, for placing launches */
+    int64_t shift = 0;
+    for (int i = 0; i < nw; i++) {
+        if (i) shift += w[2 * i] - w[2 * i - 1];
+        w[2 * i] -= shift, w[2 * i + 1] -= shift;
+    }
+    c->win = w, c->nwin = nw;
+}
+
+/* The start of the step window holding t, or INT64_MIN when none does */
+static int64_t window_start(const rank_ctx *c, int64_t t) {
+    for (int i = 0; i < c->nwin; i++)
+        if (c->win[2 * i] <= t && t <= c->win[2 * i + 1]) return c->win[2 * i];
+    return INT64_MIN;
+}
+
+/* Launches end before their kernels: the microsecond before it, or, for a
+ * kernel at its window's very start, the kernel moves 1 us later (never
+ * past its end, nor onto the next event of its stream). */
+static void place_launches(rank_ctx *c) {
+    if (!c->launches) return;
+    for (int k = 0; k < c->n; k++) {
+        kev *x = &c->ev[k];
+        if (x->role != R_DEVICE) continue;
+        const int64_t w0 = window_start(c, x->ts);
+        if (w0 == INT64_MIN || x->ts - 1 >= w0) continue;
+        if (x->end > x->ts) {
+            x->ts += 1;
+            continue;
+        }
+        /* an instant op at the window's start: 1 us later, unless its stream
+         * has something else starting there */
+        bool busy = false;
+        for (int j = 0; j < c->n && !busy; j++)
+            busy = j != k && c->ev[j].role == R_DEVICE && c->ev[j].tid == x->tid && c->ev[j].ts == x->ts + 1;
+        if (!busy) x->ts += 1, x->end += 1;
+    }
+}
+
 static void note_host_thread(rank_ctx *c, int tid, int first_ev) {
     for (int i = 0; i < c->nhost; i++)
         if (c->host_tids[i] == tid) return;
@@ -382,8 +475,9 @@ static void put_device(emitter *em, const rank_ctx *c, const kev *x) {
     dev_kind dk;
     device_name(e, name, sizeof name, &dk);
     if (c->launches) {
-        cJSON *l = event("X", "cuda_runtime", k_launch_name[dk], hpid, 0, x->ts);
-        add_num(l, "dur", 0);
+        /* the microsecond before its kernel: launched, then started */
+        cJSON *l = event("X", "cuda_runtime", k_launch_name[dk], hpid, 0, x->ts - 1);
+        add_num(l, "dur", 1);
         cJSON *a = new_obj();
         add_num(a, "correlation", (double)x->corr);
         cJSON_AddItemToObject(l, "args", a);
@@ -401,7 +495,7 @@ static void put_device(emitter *em, const rank_ctx *c, const kev *x) {
     cJSON_AddItemToObject(o, "args", a);
     emit(em, o);
     if (c->launches) {
-        cJSON *s = event("s", "ac2g", "ac2g", hpid, 0, x->ts);
+        cJSON *s = event("s", "ac2g", "ac2g", hpid, 0, x->ts - 1);
         add_num(s, "id", (double)x->corr);
         emit(em, s);
         cJSON *f = event("f", "ac2g", "ac2g", c->rank, x->tid, x->ts);
@@ -449,8 +543,11 @@ static void write_rank(FILE *f, void *ctx) {
                                                    : "CPU ops on pseudo-streams: 1 the main lane, 2 the comm "
                                                      "lane, 3 and up rows of a lane that overlap");
     add_str(info, "launch_times", !c->launches       ? "none (no steps)"
-                                  : c->streams_mode ? "not recorded: each launch is placed at its kernel's start"
-                                                    : "each CPU op is launched as it starts");
+                                  : c->streams_mode ? "not recorded: each launch is placed in the microsecond "
+                                                      "before its kernel"
+                                                    : "each CPU op is launched in the microsecond before it starts");
+    add_num(info, "gaps_left_out_us", (double)c->gaps_us);
+    add_num(info, "gaps_left_out", c->ngaps);
     char *infos = cJSON_PrintUnformatted(info);
     if (!dis || !infos) vb_die_internal("out of memory writing a trace");
     fprintf(f, "{\n\"schemaVersion\": 1,\n\"distributedInfo\": %s,\n\"vitbench\": %s,\n", dis, infos);
@@ -558,7 +655,10 @@ void vb_kineto_write(const vb_timeline *t, const vb_outdir *dir, const vb_kineto
             if (stream_of_lane(e->lane) >= 0) c.streams_mode = true;
         }
         qsort(c.ev, (size_t)c.n, sizeof *c.ev, cmp_kev);
+        close_gaps(&c);
+        qsort(c.ev, (size_t)c.n, sizeof *c.ev, cmp_kev);
         classify(&c);
+        place_launches(&c);
         char name[64];
         vb_snprintf(name, sizeof name, "rank%d.pt.trace.json", r);
         vb_outdir_write_or_die(dir, name, write_rank, &c, "trace");
@@ -574,6 +674,7 @@ void vb_kineto_write(const vb_timeline *t, const vb_outdir *dir, const vb_kineto
         free(c.streams);
         free(c.host_tids);
         free(c.host_first);
+        free(c.win);
     }
     st->stale_removed = remove_stale(dir, written, t->nranks);
     free(lane_tid);

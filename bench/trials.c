@@ -10,6 +10,7 @@
 
 #include "core/prof/cupti_trace.h"
 #include "core/results/results.h"
+#include "core/util/machine_load.h"
 #include "core/util/stats.h"
 
 enum { TRIAL_IO = 0, TRIAL_SYNTHETIC, TRIAL_FULL, TRIAL_NTYPES };
@@ -26,6 +27,7 @@ typedef struct {
     double seconds;       /* trial_time: first timing point to last (this rank's) */
     double trial_rate;    /* nbatches * local_batch * dp / seconds */
     double avg_iter_rate; /* mean of the per-iteration rates */
+    vb_load_delta load;   /* the machine's load from its first timing point to its last (this rank's) */
 } trial_rec;
 
 /* One step on one rank. Plain doubles, so a trial's records travel to rank 0
@@ -38,10 +40,11 @@ typedef struct {
     double comm_exposed;    /* seconds blocked in communication inside the step */
 } iter_rec;
 
-/* A finished trial as seen by one rank: what trials.csv needs per row. */
+/* A finished trial as seen by one rank: what trials.csv and load.csv need per row. */
 typedef struct {
     double seconds, trial_rate;
     double peak_rss;      /* the rank's max RSS so far, bytes */
+    vb_load_delta load;   /* doubles only: it travels in the same gather */
 } rank_trial;
 
 #define ITER_DOUBLES ((int)(sizeof(iter_rec) / sizeof(double)))
@@ -89,20 +92,49 @@ static double samples_per_iter(const vb_run *r) { return (double)r->local_batch 
 
 /* ---- result files ---- */
 
-static void write_trials_csv(FILE *f, void *ctx) {
-    bench_state *s = ctx;
-    const vb_run *r = s->r;
-    fputs(VB_TRIALS_CSV_HEADER "\n", f);
+/* One row per finished trial and rank, in trial order, each as row() writes it. */
+static void write_trial_rows(FILE *f, const bench_state *s,
+                             void (*row)(FILE *, const bench_state *, const trial_rec *, int, const rank_trial *)) {
     for (int i = 0; i < s->ntrials; i++) {
         const trial_rec *t = &s->trials[i];
         if (!t->done) continue;
-        for (int k = 0; k < s->nranks; k++) {
-            const rank_trial *rt = &s->all_trials[(size_t)k * (size_t)s->ntrials + (size_t)i];
-            vb_csv_field(f, r->run_id);
-            fprintf(f, ",%s,%d,%d,%d,%d,%d,%d,%.9g,%.9g\n", k_type_name[t->type], t->index, t->warmup ? 1 : 0,
-                    t->nbatches, r->global_batch, r->world.size, k, rt->seconds, rt->trial_rate);
-        }
+        for (int k = 0; k < s->nranks; k++)
+            row(f, s, t, k, &s->all_trials[(size_t)k * (size_t)s->ntrials + (size_t)i]);
     }
+}
+
+static void trials_row(FILE *f, const bench_state *s, const trial_rec *t, int k, const rank_trial *rt) {
+    const vb_run *r = s->r;
+    vb_csv_field(f, r->run_id);
+    fprintf(f, ",%s,%d,%d,%d,%d,%d,%d,%.9g,%.9g\n", k_type_name[t->type], t->index, t->warmup ? 1 : 0, t->nbatches,
+            r->global_batch, r->world.size, k, rt->seconds, rt->trial_rate);
+}
+
+static void write_trials_csv(FILE *f, void *ctx) {
+    fputs(VB_TRIALS_CSV_HEADER "\n", f);
+    write_trial_rows(f, ctx, trials_row);
+}
+
+static void write_csv_num(FILE *f, double v) {
+    if (isfinite(v)) fprintf(f, ",%.6g", v);
+    else fputs(",", f); /* not provided by this kernel: empty, never a made-up 0 */
+}
+
+static void load_row(FILE *f, const bench_state *s, const trial_rec *t, int k, const rank_trial *rt) {
+    vb_csv_field(f, s->r->run_id);
+    fprintf(f, ",%s,%d,%d,%d,%.9g,%d", k_type_name[t->type], t->index, t->warmup ? 1 : 0, k, rt->seconds,
+            vb_load_online_cpus());
+    write_csv_num(f, rt->load.loadavg_before);
+    write_csv_num(f, rt->load.loadavg_after);
+    write_csv_num(f, rt->load.steal_share);
+    write_csv_num(f, rt->load.wait_share);
+    write_csv_num(f, rt->load.nivcsw);
+    fputc('\n', f);
+}
+
+static void write_load_csv(FILE *f, void *ctx) {
+    fputs(VB_LOAD_CSV_HEADER "\n", f);
+    write_trial_rows(f, ctx, load_row);
 }
 
 static void write_iterations_csv(FILE *f, void *ctx) {
@@ -307,6 +339,8 @@ static void write_results(bench_state *s) {
     vb_atomic_write_or_die(path, write_iterations_csv, s);
     vb_run_path(r, path, sizeof path, VB_SUMMARY_CSV);
     vb_atomic_write_or_die(path, write_summary_csv, s);
+    vb_run_path(r, path, sizeof path, VB_LOAD_CSV);
+    vb_atomic_write_or_die(path, write_load_csv, s);
     vb_run_path(r, path, sizeof path, VB_OPS_CSV);
     if (vb_prof_write_csv_rows(path, ops) != 0) vb_die_env("cannot write %s: %s", path, strerror(errno));
     free(ops);
@@ -363,7 +397,7 @@ static void gather_trial(bench_state *s, const trial_rec *t) {
     const int ti = (int)(t - s->trials);
     const size_t per_rank = (size_t)TRIAL_DOUBLES + (size_t)t->nbatches * ITER_DOUBLES;
     double *p = s->gather_send;
-    rank_trial mine = {t->seconds, t->trial_rate, vb_peak_rss_bytes()};
+    rank_trial mine = {t->seconds, t->trial_rate, vb_peak_rss_bytes(), t->load};
     memcpy(p, &mine, sizeof mine);
     memcpy(p + TRIAL_DOUBLES, &s->iters[t->first_iter], (size_t)t->nbatches * sizeof(iter_rec));
     vb_gather_bytes(&r->world, s->gather_send, per_rank * sizeof(double), s->gather_recv, 0);
@@ -447,6 +481,8 @@ static void run_trial(bench_state *s, trial_rec *t) {
     double rate_sum = 0;
     float last_lr = 0; /* the lr of the step in flight, for a divergence report */
     sync_point(s);
+    vb_load_sample load_before;
+    vb_load_read(&load_before);
     double t0 = vb_now();
     const double t_start = t0;
     /* dali: the batch fetched during the step before, its copy under way */
@@ -534,6 +570,9 @@ static void run_trial(bench_state *s, trial_rec *t) {
     vb_prof_set_enabled(r->prof, false);
 
     t->seconds = t0 - t_start;
+    vb_load_sample load_after;
+    vb_load_read(&load_after);
+    t->load = vb_load_between(&load_before, &load_after);
     if (windowed) vb_tlrec_add_trial(r->timeline, k_type_name[t->type], t->index, t_start, t->seconds);
     t->avg_iter_rate = rate_sum / t->nbatches;
     t->trial_rate = (double)t->nbatches * per_iter / t->seconds;

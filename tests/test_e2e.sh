@@ -102,6 +102,21 @@ for r in t:  # per-trial throughput = nbatches * batch * ranks / seconds
     want = 3 * 8 / float(r["seconds"])
     check(abs(float(r["samples_per_s"]) - want) <= 1e-5 * want, f"trial throughput {r['samples_per_s']} != 24/seconds")
 
+# the machine's load around every trial: one row per trial and rank, each
+# share a fraction (or empty where the kernel does not tell)
+ld = rows("load.csv")
+check(len(ld) == 9, f"load.csv has {len(ld)} rows, want one per trial")
+check(list(ld[0].keys()) == ("run_id,trial_type,trial_index,warmup,rank,seconds,online_cpus,loadavg_before,"
+                             "loadavg_after,steal_share,cpu_wait_share,nivcsw").split(","), f"load.csv header {list(ld[0].keys())}")
+check([(r["trial_type"], r["trial_index"], r["warmup"]) for r in ld] ==
+      [(r["trial_type"], r["trial_index"], r["warmup"]) for r in t], "load.csv trials are not trials.csv's")
+for r in ld:
+    for k in ("steal_share", "cpu_wait_share"):
+        check(r[k] == "" or 0 <= float(r[k]) <= 1, f"load.csv {k} {r[k]} is not a share")
+    check(int(r["online_cpus"]) >= 1 and (r["nivcsw"] == "" or float(r["nivcsw"]) >= 0), f"load.csv row {r}")
+if os.path.exists("/proc/self/schedstat"):  # the kernel keeps run-queue waits: they are recorded
+    check(any(r["cpu_wait_share"] != "" for r in ld), "load.csv recorded no run-queue wait at all")
+
 it = rows("iterations.csv")
 check(len(it) == 27, f"iterations.csv has {len(it)} rows, want 9 trials x 3 steps")
 check(list(it[0].keys()) == ("trial,trial_type,trial_index,warmup,step,rank,seconds,data_wait_s,"

@@ -59,10 +59,13 @@ for d in ("ra", "rb"):
 EOF
 
 # ---- 2. one metric named twice is one metric ----
-"$VB" compare ra rb --metric FULL,full,FULL --output cmp.json >cmp.out 2>&1 || fail "compare: $(cat cmp.out)"
+# one run a side decides nothing (exit 5, inconclusive); what counts is that FULL is one comparison
+"$VB" compare ra rb --metric FULL,full,FULL --output cmp.json >cmp.out 2>&1
+rc=$?
+[ "$rc" = 0 ] || [ "$rc" = 5 ] || fail "compare exited $rc: $(cat cmp.out)"
 python3 -c "import json,sys; r=json.load(open('cmp.json'))['results']; sys.exit(0 if len(r) == 1 else 'results: %d' % len(r))" ||
     fail "FULL named three times is not one result: $(cat cmp.json)"
-grep -q "(1 unchanged" cmp.out || fail "compare's verdict counts FULL more than once: $(tail -2 cmp.out)"
+grep -q "1 of 1 comparison\|(1 equivalent" cmp.out || fail "compare's verdict counts FULL more than once: $(tail -2 cmp.out)"
 
 # ---- 3. index.csv's run_dir inside the sweep only ----
 mkdir -p sw/runs other
@@ -102,7 +105,7 @@ mkdir -p opa && sed 's/^1,nsys,/0,,/' gputrace_vitbench/ops.csv >opa/ops.csv && 
 for d in opa opb; do echo "{\"run_id\": \"$d\", \"status\": \"completed\"}" >$d/run.json; done
 "$VB" compare opa opb --metric "op:=cmd|'/C calc'!A0" --output opcmp.json >opcmp.out 2>&1
 rc=$?
-[ "$rc" = 0 ] || [ "$rc" = 1 ] || fail "compare by the kernel's name exited $rc: $(cat opcmp.out)"
+[ "$rc" = 0 ] || [ "$rc" = 1 ] || [ "$rc" = 5 ] || fail "compare by the kernel's name exited $rc: $(cat opcmp.out)"
 python3 -c "import json,sys; r=json.load(open('opcmp.json'))['results'][0]; sys.exit(0 if r['base']['n'] == 1 else r)" ||
     fail "compare did not find the op by its name: $(cat opcmp.out)"
 
@@ -154,7 +157,7 @@ timeout 60 prlimit --as=$limit "$VB" report ra --no_plots >as_report.log 2>&1 ||
     fail "report under ulimit -v $((limit >> 20)) MiB exited $?: $(tail -3 as_report.log)"
 timeout 60 prlimit --as=$limit "$VB" compare ra rb --metric FULL >as_compare.log 2>&1
 rc=$?
-[ "$rc" = 0 ] || [ "$rc" = 1 ] || fail "compare under ulimit -v $((limit >> 20)) MiB exited $rc: $(tail -3 as_compare.log)"
+[ "$rc" = 0 ] || [ "$rc" = 1 ] || [ "$rc" = 5 ] || fail "compare under ulimit -v $((limit >> 20)) MiB exited $rc: $(tail -3 as_compare.log)"
 out=$(timeout 60 prlimit --as=$limit "$VB" run --config tiny --output_dir asrun 2>&1)
 rc=$?
 [ "$rc" = 1 ] || fail "run under ulimit -v $((limit >> 20)) MiB exited $rc, want 1: $out"

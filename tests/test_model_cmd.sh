@@ -113,6 +113,16 @@ near "$(col "$P" world=16_tp=1_cp=1_dp=16 sens_slingshot11_beta_m25)" 2.132828e-
 near "$(col "$P" world=4_tp=1_cp=1_dp=4 sens_slingshot11_beta_m25)" 0 || fail "world 4 uses no network"
 grep -q '^world=1024_tp=2_cp=4_dp=128,' "$P" || fail "tp x cp x dp layouts at 1024 ranks missing"
 awk -F, 'NR > 1 && !($27 <= $19 && $19 <= $28) { bad = 1 } END { exit bad }' "$P" || fail "a step outside its interval"
+# the terminal starts with the summary, one line per world size (not every layout's row), and
+# each efficiency's interval holds the compute's uncertainty (+-5%, T1 and Tp at opposite ends),
+# not the link bandwidths alone: at least +-9% wide at every size, 1024 ranks included
+head -1 "$TMP/pm.log" | grep -q '^Summary: the layout with the highest predicted samples/s at each world size' ||
+    fail "the model's output does not start with its summary: $(head -3 "$TMP/pm.log")"
+[ "$(sed -n '3,$p' "$TMP/pm.log" | awk '$1 ~ /^[0-9]+$/' | wc -l)" = 5 ] || fail "not one summary line per world size: $(cat "$TMP/pm.log")"
+grep -q "^model.csv\|world=1024_tp=2_cp=4_dp=128" "$TMP/pm.log" && fail "the full table is printed: $(cat "$TMP/pm.log")"
+awk -F, 'NR > 1 && $21 > 0 && !($31 <= $21 && $21 <= $32 && ($32 - $31) / $21 >= 0.09) { bad = 1; print } END { exit bad }' "$P" ||
+    fail "an efficiency interval without the compute's uncertainty"
+grep -q '^## Summary' "$TMP/pm/model.md" || fail "model.md does not start with a summary"
 # commbench measured 4 ranks (its world group): the measurement wins there, the file elsewhere
 "$VB" model --machine "$MF" --commbench "$FIX/commbench.csv" --run "$FIX/run1" --world_sizes 4,16 --layouts dp \
     --output_dir "$TMP/pmc" > "$TMP/pmc.log" 2>&1 || fail "--machine with commbench: $(cat "$TMP/pmc.log")"
@@ -176,7 +186,7 @@ near "$(col "$TMP/nosh/model.csv" world=2_tp=2_cp=1_dp=1 compute_s)" 0.067988281
 
 # 4. the sweep report shows predicted beside measured, both with their intervals: the
 # 4-rank run's FULL trials 38, 40, 42 samples/s give mean 40 and the t interval
-# 40 +- 4.302653 x 2 / sqrt(3) = [35.0317, 44.9683]
+# on the log scale 40 exp(+-4.302653 x 2 / sqrt(3) / 40) = [35.3279, 45.29] (never below 0)
 printf 'run_id,trial_type,trial_index,warmup,nbatches,global_batch,ranks,rank,seconds,samples_per_s\n' > "$TMP/sweep/runs/002_ranks=4/trials.csv"
 i=0
 for v in 38 40 42; do # trials 0, 1, 2 of 10 batches of 4 samples: seconds = 40 / samples_per_s
@@ -185,12 +195,12 @@ for v in 38 40 42; do # trials 0, 1, 2 of 10 batches of 4 samples: seconds = 40 
     i=$((i + 1))
 done
 "$VB" report "$TMP/sweep" --no_plots > "$TMP/report.log" 2>&1 || fail "report: $(cat "$TMP/report.log")"
-grep -q '^002_ranks=4,4,40,35.0317,44.9683,39.9754,36.5092,43.7705,' "$TMP/sweep/report/model_vs_measured.csv" ||
+grep -q '^002_ranks=4,4,40,35.3279,45.29,39.9754,36.5092,43.7705,' "$TMP/sweep/report/model_vs_measured.csv" ||
     fail "measured interval: $(cat "$TMP/sweep/report/model_vs_measured.csv")"
 # the figure: one rank count per run, so ranks on the x axis; both series carry their interval
 # (its .dat is written before gnuplot runs, so this holds without gnuplot too)
 "$VB" report "$TMP/sweep" --output_dir "$TMP/plots" > "$TMP/plots.log" 2>&1
-grep -q '^ 4 40 35.03172[0-9]* 44.96827[0-9]* "002_ranks=4"' "$TMP/plots/model_throughput.dat" &&
+grep -q '^ 4 40 35.32788[0-9]* 45.29000[0-9]* "002_ranks=4"' "$TMP/plots/model_throughput.dat" &&
     grep -q '^ 4 39.9754 36.5092 43.7705 "002_ranks=4"' "$TMP/plots/model_throughput.dat" ||
     fail "model_throughput.dat: $(cat "$TMP/plots/model_throughput.dat" 2>&1) $(tail -3 "$TMP/plots.log")"
 grep -q 'Scaling model' "$TMP/sweep/report/report.md" || fail "report has no model section"

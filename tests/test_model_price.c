@@ -168,12 +168,14 @@ static void test_priced_reference(void **state) {
     vb_mpred q;
     vb_model_predict(&ctx, &l, NULL, &q);
     tu_assert_rel(q.step_s, 0.001, 1e-12);
-    assert_true(q.compute_u == 0); /* the measured point: only its own (zero) spread */
+    /* the measured point: its own (zero) spread, raised to the step's
+     * run-to-run floor; no efficiency uncertainty, as nothing was repriced */
+    tu_assert_rel(q.compute_u, VB_MODEL_COMPUTE_UNCERTAINTY, 1e-12);
     vb_mknobs kn;
     vb_mknobs_nominal(&kn);
-    kn.corner = 1;
+    kn.corner = 1; /* the slow corner: the floor's 5% */
     vb_model_predict(&ctx, &l, &kn, &q);
-    tu_assert_rel(q.step_s, 0.001, 1e-12);
+    tu_assert_rel(q.step_s, 0.001 * (1 + VB_MODEL_COMPUTE_UNCERTAINTY), 1e-12);
     /* twice as wide: priced again, x the same factor */
     vb_mdims wide = r.d;
     wide.dim = 128;
@@ -184,9 +186,11 @@ static void test_priced_reference(void **state) {
     const vb_price_in inw = {.d = &wide, .impl = r.impl, .m = &m, .prec = VB_PREC_BF16, .act_bytes = 2, .tp = 1,
                              .cp = 1, .batch = 2};
     tu_assert_rel(q.compute_s, r.price_factor * vb_price_step(&inw), 1e-12);
-    tu_assert_rel(q.compute_u, 0.25, 1e-15);
+    /* repriced: the machine's efficiency uncertainty (0.25) beside the floor */
+    const double u = sqrt(VB_MODEL_COMPUTE_UNCERTAINTY * VB_MODEL_COMPUTE_UNCERTAINTY + 0.25 * 0.25);
+    tu_assert_rel(q.compute_u, u, 1e-12);
     vb_model_predict(&ctx, &l, &kn, &q);
-    tu_assert_rel(q.compute_s, 1.25 * r.price_factor * vb_price_step(&inw), 1e-12);
+    tu_assert_rel(q.compute_s, (1 + u) * r.price_factor * vb_price_step(&inw), 1e-12);
     assert_non_null(strstr(q.compute_ref, "priced on toy (tutorial-sc25-compiled)"));
     free(w.ops);
     free(r.ops);

@@ -6,6 +6,11 @@
  *   - the interval is symmetric on the log scale around the ratio of means
  *   - its half width is t(0.975, Welch df) * sqrt(relative variance), by hand
  *   - a point against itself is exactly 1 with no width
+ *   - a mean's interval is on the log scale too: samples scattered from 1 to
+ *     200 give an interval above 0 (the linear t went far below)
+ *   - with two or more runs the run is the unit: two runs whose trials are
+ *     tight but whose means differ 20% get the interval of two samples, not
+ *     of all their trials
  */
 #include "tests/test_util.h"
 
@@ -60,11 +65,39 @@ static void test_point_against_itself(void **state) {
     rp_samples_free(&s);
 }
 
+static void test_mean_interval_positive(void **state) {
+    (void)state;
+    const double a[] = {1, 200, 3, 150};
+    rp_samples s = samples(a, 4);
+    rp_est e = rp_mean_est(&s);
+    assert_true(e.lo > 0 && e.lo < e.mean && e.mean < e.hi);
+    rp_samples_free(&s);
+}
+
+static void test_runs_are_the_unit(void **state) {
+    (void)state;
+    rp_samples s = {0};
+    for (int k = 0; k < 10; k++) rp_push_run(&s, 100 + 0.01 * k, 0);
+    for (int k = 0; k < 10; k++) rp_push_run(&s, 120 + 0.01 * k, 1);
+    assert_int_equal(rp_samples_runs(&s), 2);
+    rp_est e = rp_mean_est(&s);
+    assert_int_equal(e.runs, 2);
+    /* two run means, 100.045 and 120.045: t(0.975, 1) = 12.706 */
+    const double m = 110.045, se = 10.0; /* sd 20 / sqrt(2), over sqrt(2) runs */
+    const double h = vb_stats_t_quantile(0.975, 1) * se / m;
+    assert_true(fabs(e.mean - m) < 1e-9);
+    assert_true(fabs(e.lo - m * exp(-h)) < 1e-9);
+    assert_true(fabs(e.hi - m * exp(h)) < 1e-9);
+    rp_samples_free(&s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_noisy_ratio_stays_positive),
         cmocka_unit_test(test_half_width_by_hand),
         cmocka_unit_test(test_point_against_itself),
+        cmocka_unit_test(test_mean_interval_positive),
+        cmocka_unit_test(test_runs_are_the_unit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,15 +3,21 @@
 #   1. --dry-run of every shipped scenario file, sized as a 2-core machine runs
 #      them: one mpirun line per run, index.csv with one dry-run row per run.
 #   2. --launcher sbatch --dry-run writes one valid job script per run.
-#   3. bad scenario / flag: exit 2 with one line naming the file / key / flag.
+#   3. bad scenario / flag: exit 2 with one line naming the file / key / flag;
+#      --ab KEY=A,B: refused unless one key and two safe values; its dry run
+#      alternates the baseline and the variant in each of 5 rounds.
 #   4. a real 1- and 2-rank tiny sweep with the quick benchy config, one matrix
 #      point whose runs fail inside the run (fewer samples than a batch):
 #      those runs are recorded as failed, the others complete, the sweep goes on
 #      and exits 1; its report and traces are written.
 #   5. sweeps fail loudly: a launcher that cannot start a run exits 2 before
 #      the first; each failed run's last log line is printed, and 3 failing
-#      alike stop the sweep; a live sweep refuses --resume naming its holder;
-#      repeats shuffle the rounds and start with a discarded warm-up run.
+#      alike (by class: 3 timeouts, each log with its own elapsed time) stop
+#      the sweep; index.csv holds the class, and the report of a sweep whose
+#      runs all failed says "3 of 3 runs failed: timeout (3)"; a run stopped
+#      by Ctrl-C is not a failed run: no row, and --resume runs it again; a
+#      live sweep refuses --resume naming its holder; repeats shuffle the
+#      rounds and start with a discarded warm-up run.
 set -u
 
 VB=${1:?usage: test_sweep_cli.sh <path-to-vitbench>}
@@ -108,7 +114,29 @@ expect_exit2 "$TMP/none.yaml" -- "$TMP/none.yaml" --dry-run --output_dir "$TMP/b
 # started under mpirun / a multi-task srun step (srun --mpi=none sets no PMI variable): one sweep per rank
 PMIX_RANK=0 expect_exit2 PMIX_RANK -- "$SRC/scenarios/weak_scaling.yaml" --dry-run --output_dir "$TMP/bad"
 SLURM_STEP_ID=0 SLURM_STEP_NUM_TASKS=2 expect_exit2 srun -- "$SRC/scenarios/weak_scaling.yaml" --dry-run --output_dir "$TMP/bad"
+# --ab KEY=A,B: one config key, two values made of what config values are made of
+expect_exit2 "--ab" "KEY=A,B" -- --ab num_data_workers=1 --dry-run --output_dir "$TMP/bad"
+expect_exit2 "--ab" "values may hold only" -- --ab 'num_data_workers=0,1$(touch x)' --dry-run --output_dir "$TMP/bad"
+expect_exit2 "unknown key 'no_such_key'" -- --ab no_such_key=0,1 --dry-run --output_dir "$TMP/bad"
+expect_exit2 "same value" -- --ab num_data_workers=1,1 --dry-run --output_dir "$TMP/bad"
+expect_exit2 "not both" -- "$SRC/scenarios/weak_scaling.yaml" --ab num_data_workers=0,1 --dry-run --output_dir "$TMP/bad"
 [ ! -e "$TMP/bad" ] || fail "a rejected sweep created $TMP/bad"
+# the interleaved A/B mode: a baseline and one variant, 5 rounds of both in a shuffled order
+out=$("$VB" sweep --ab num_data_workers=0,1 --config tiny --dry-run --output_dir "$TMP/ab" 2>&1) ||
+    fail "sweep --ab exited $?: $out"
+d=$(ls -d "$TMP"/ab/ab_num_data_workers_*)
+[ "$(tail -n +2 "$d/index.csv" | wc -l)" = 10 ] || fail "--ab: want 2 points x 5 repeats: $(cat "$d/index.csv")"
+grep -q "baseline: {num_data_workers: '0'}" "$d/scenario.yaml" && grep -q "num_data_workers: \['1'\]" "$d/scenario.yaml" ||
+    fail "--ab scenario: $(cat "$d/scenario.yaml")"
+# rounds alternate: each round holds one run of each
+python3 - "$d/index.csv" <<'EOF' || fail "--ab runs do not alternate round by round"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+for k in range(5):
+    got = sorted(r["variant"] for r in rows[2 * k:2 * k + 2])
+    assert got == ["baseline", "num_data_workers=1"], (k, got)
+EOF
+ls /tmp/vitbench_ab.* >/dev/null 2>&1 && fail "--ab left its scenario file in /tmp"
 # a one-task step (an interactive `srun --pty bash`) is an ordinary shell
 out=$(SLURM_STEP_ID=0 SLURM_STEP_NUM_TASKS=1 "$VB" sweep "$SRC/scenarios/weak_scaling.yaml" --dry-run --ranks 1 \
     --output_dir "$TMP/step1" --config tiny 2>&1) || fail "sweep in a one-task srun step exited $?: $out"
@@ -134,9 +162,9 @@ d=$(sweep_dir sweeps e2e)
 idx=$d/index.csv
 [ "$(wc -l <"$idx")" = 5 ] || fail "index.csv: want 4 rows: $(cat "$idx")"
 want_rows='0,runs/000_ranks=1_limit_nsamples=16,completed,0,0,1,1,16
-1,runs/001_ranks=1_limit_nsamples=2,failed,2,0,1,1,2,,,,,,
+1,runs/001_ranks=1_limit_nsamples=2,failed,2,0,1,1,2,,,,,,,exit 2
 2,runs/002_ranks=2_limit_nsamples=16,completed,0,0,2,1,16
-3,runs/003_ranks=2_limit_nsamples=2,failed,2,0,2,1,2,,,,,,'
+3,runs/003_ranks=2_limit_nsamples=2,failed,2,0,2,1,2,,,,,,,exit 2'
 got=$(tail -n +2 "$idx" | awk -F, -v OFS=, '$3 == "completed" { NF = 8 } 1')
 [ "$got" = "$want_rows" ] || fail "index.csv rows: $(cat "$idx"); sweep output: $out"
 # completed rows carry their headline: FULL, SYNTHETIC, IO mean (> 0) and std
@@ -169,7 +197,8 @@ cd "$TMP/e2e" || fail "cd"
 mkdir -p fakebin
 # fake mpirun: MODE=root fails like Open MPI run as root without its variables;
 # MODE=fail fails every run (not the launcher probe, `vitbench version`);
-# MODE=slow sleeps before each run; otherwise it runs the command
+# MODE=slow sleeps before each run; MODE=quick ends each run at once, with
+# success and no run directory; otherwise it runs the command
 cat >fakebin/mpirun <<'EOF'
 #!/usr/bin/env bash
 while [ $# -gt 0 ] && [ "${1#-}" != "$1" ]; do
@@ -180,6 +209,7 @@ case ${FAKE_MPIRUN:-} in
 root) echo "mpirun has detected an attempt to run as root." >&2; exit 1 ;;
 fail) [ "$2" = version ] || { echo "fake mpirun: no route to host node7" >&2; exit 1; } ;;
 slow) [ "$2" = version ] || sleep 30 ;;
+quick) [ "$2" = version ] || { echo "quick stand-in run"; exit 0; } ;;
 esac
 exec "$@"
 EOF
@@ -207,7 +237,7 @@ rc=0
 out=$(PATH="$PWD/fakebin:$PATH" FAKE_MPIRUN=fail "$VB" sweep five.yaml --output_dir loud --benchy_config "$QUICK" 2>&1) || rc=$?
 [ "$rc" = 1 ] || fail "failing runs: exit $rc, want 1: $out"
 [ "$(grep -c 'last line of its log: fake mpirun: no route to host node7' <<<"$out")" = 3 ] || fail "want 3 failures with their line: $out"
-grep -q 'stopping: 3 runs in a row failed alike (exit 1: fake mpirun: no route to host node7); fix that and continue with vitbench sweep --resume' <<<"$out" || fail "no stop after 3 alike: $out"
+grep -q 'stopping: 3 runs in a row failed alike (exit 1; last line: fake mpirun: no route to host node7); fix that and continue with vitbench sweep --resume' <<<"$out" || fail "no stop after 3 alike: $out"
 grep -q '2 of 5 runs not started' <<<"$out" || fail "not-started runs not counted: $out"
 d=$(sweep_dir loud five)
 [ "$(awk -F, 'NR > 1 && $3 == "failed"' "$d/index.csv" | wc -l)" = 3 ] || fail "index.csv: $(cat "$d/index.csv")"
@@ -222,6 +252,44 @@ kill -TERM "$bg" 2>/dev/null
 wait "$bg"
 [ "$rc" = 2 ] || fail "--resume of a live sweep: exit $rc, want 2: $out"
 grep -q "flag --resume $d: the sweep is still running (pid $bg on " <<<"$out" || fail "--resume of a live sweep does not name its holder: $out"
+# runs timing out alike trip --max_failures 3 by their class, although each
+# log ends in its own elapsed time; the class is in index.csv, and the report
+# of a sweep where every run failed says so, with the class and the last line
+rc=0
+out=$(PATH="$PWD/fakebin:$PATH" FAKE_MPIRUN=slow "$VB" sweep five.yaml --output_dir tout --benchy_config "$QUICK" \
+    --timeout_s 1 2>&1) || rc=$?
+[ "$rc" = 1 ] || fail "timed-out runs: exit $rc, want 1: $out"
+grep -q 'stopping: 3 runs in a row failed alike (timeout; ' <<<"$out" || fail "3 timeouts did not stop the sweep: $out"
+grep -q 'last line of its log: vitbench sweep: run stopped' <<<"$out" && fail "the sweep's own stop line taken for the run's: $out"
+d=$(sweep_dir tout five)
+[ "$(awk -F, 'NR > 1 && $3 == "failed" && $NF == "timeout"' "$d/index.csv" | wc -l)" = 3 ] ||
+    fail "index.csv failure class: $(cat "$d/index.csv")"
+[ -f "$d/report/report.md" ] || fail "no report for a sweep whose runs all failed: $out"
+sed -n '/^## Summary/,/^## Contents/p' "$d/report/report.md" | grep -q '^- 3 of 3 runs failed: timeout (3); nothing was measured' ||
+    fail "the all-failed report does not say N of N failed with the class: $(cat "$d/report/report.md")"
+grep -q 'Nothing measured to summarise' "$d/report/report.md" && fail "the all-failed report summarises nothing"
+grep -q '^timeout$\|,timeout,' "$d/report/failed_runs.csv" || fail "failed_runs.csv without the class: $(cat "$d/report/failed_runs.csv")"
+
+# an interrupted run is not a failed run: no row, and --resume runs it again
+PATH="$PWD/fakebin:$PATH" FAKE_MPIRUN=slow "$VB" sweep five.yaml --output_dir intr --benchy_config "$QUICK" >intr.out 2>&1 &
+bg=$!
+for _ in $(seq 200); do ls intr/five_*/logs/000_*.log >/dev/null 2>&1 && break; sleep 0.1; done
+sleep 0.5
+kill -INT "$bg"
+rc=0
+wait "$bg" || rc=$?
+[ "$rc" = 130 ] || fail "an interrupted sweep exited $rc, want 130: $(cat intr.out)"
+grep -q '000_ranks=1_seed=1: interrupted after .* not recorded, vitbench sweep --resume .* runs it again' intr.out ||
+    fail "the interrupted run is not said to be rerun by --resume: $(cat intr.out)"
+d=$(sweep_dir intr five)
+[ "$(tail -n +2 "$d/index.csv" | wc -l)" = 0 ] || fail "the interrupted run got a row: $(cat "$d/index.csv")"
+rc=0
+out=$(PATH="$PWD/fakebin:$PATH" FAKE_MPIRUN=quick "$VB" sweep --resume "$d" --no_report 2>&1) || rc=$?
+[ "$rc" = 0 ] || fail "--resume after an interrupt exited $rc: $out"
+grep -q '000_ranks=1_seed=1 did not finish before; moved to' <<<"$out" || fail "the interrupted run's leftovers not moved aside: $out"
+[ "$(awk -F, 'NR > 1 && $3 == "completed"' "$d/index.csv" | wc -l)" = 5 ] || fail "--resume did not run the interrupted run: $(cat "$d/index.csv")"
+grep -q '^0,runs/000_ranks=1_seed=1,completed' "$d/index.csv" || fail "the interrupted run is not completed now: $(cat "$d/index.csv")"
+
 # with repeats: shuffled rounds and one discarded warm-up run first, both in sweep.json
 cat >one.yaml <<'EOF'
 name: one

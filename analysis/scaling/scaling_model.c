@@ -381,6 +381,7 @@ typedef struct {
     double measured_step; /* NaN when not measured */
     double t1_pred, t1_meas;
     double t1_lo, t1_hi;  /* T1 at the interval's corners */
+    double eff_lo, eff_hi; /* efficiency with T1 and Tp at opposite ends of the compute's uncertainty */
     vb_mpred pred, lo, hi; /* nominal, fast corner, slow corner */
     double sens[VB_MACHINE_MAX_LEVELS][2]; /* relative step change at beta x0.75, x1.25 per level */
 } model_point;
@@ -533,11 +534,10 @@ static double eff_of(bool strong, double t1, double tp, const model_point *pt) {
     return strong ? vb_eff_strong(t1, tp, pt->ranks) : vb_eff_weak(t1, tp) / (pt->l.tp * pt->l.cp);
 }
 
-/* the efficiency at both corners of the interval, in order */
+/* the efficiency's interval: T1 and Tp at opposite ends (evaluate) */
 static void eff_range(const out_ctx *x, const model_point *p, double *lo, double *hi) {
-    const double a = eff_of(x->strong, p->t1_lo, p->lo.step_s, p);
-    const double b = eff_of(x->strong, p->t1_hi, p->hi.step_s, p);
-    *lo = fmin(a, b), *hi = fmax(a, b);
+    (void)x;
+    *lo = p->eff_lo, *hi = p->eff_hi;
 }
 
 /* cell c of point p as text ("" unknown); c >= NCOLS: sensitivity column c - NCOLS */
@@ -668,10 +668,67 @@ typedef struct {
     const char *impl_name;
 } md_ctx;
 
+/* The summary every output starts with: at each world size the layout with
+ * the highest predicted samples/s, its efficiency with the interval that
+ * holds the compute's uncertainty, and what was measured there. md: as a
+ * Markdown table, else aligned text. */
+static void write_summary(FILE *f, const out_ctx *x, bool md) {
+    int *best = calloc((size_t)x->pl->n + 1, sizeof *best), nbest = 0;
+    if (!best) vb_die_internal("out of memory");
+    for (int i = 0; i < x->pl->n; i++) {
+        const model_point *p = &x->pl->v[i];
+        int at = -1;
+        for (int k = 0; k < nbest && at < 0; k++)
+            if (x->pl->v[best[k]].ranks == p->ranks) at = k;
+        if (at < 0) best[nbest++] = i;
+        else if (p->pred.samples_per_s > x->pl->v[best[at]].pred.samples_per_s) best[at] = i;
+    }
+    for (int i = 1; i < nbest; i++) /* by world size */
+        for (int j = i; j > 0 && x->pl->v[best[j]].ranks < x->pl->v[best[j - 1]].ranks; j--) {
+            const int t = best[j];
+            best[j] = best[j - 1], best[j - 1] = t;
+        }
+    const char *eff = x->strong ? "strong: T1 / (p Tp)" : "weak: T1 / (tp cp Tp)";
+    if (md)
+        fprintf(f, "## Summary\n\nThe layout with the highest predicted samples/s at each world size; efficiency (%s) "
+                   "with its interval: every input at an end of its uncertainty, the compute at least +-%.0f%% with "
+                   "T1 and Tp at opposite ends. Every layout: the table below and model.csv.\n\n"
+                   "| ranks | nodes | tp x cp x dp | samples/s [interval] | efficiency [interval] | measured efficiency |\n"
+                   "|---|---|---|---|---|---|\n",
+                eff, 100 * VB_MODEL_COMPUTE_UNCERTAINTY);
+    else
+        printf("Summary: the layout with the highest predicted samples/s at each world size; efficiency (%s) with "
+               "its interval: every input at an end of its uncertainty, the compute at least +-%.0f%% with T1 and Tp "
+               "at opposite ends\n%6s %6s  %-14s %-30s %-26s %s\n",
+               eff, 100 * VB_MODEL_COMPUTE_UNCERTAINTY, "ranks", "nodes", "tp x cp x dp", "samples/s [interval]",
+               "efficiency [interval]", "measured");
+    for (int k = 0; k < nbest; k++) {
+        const model_point *p = &x->pl->v[best[k]];
+        char lay[48], thr[64], ef[64], meas[32] = "-";
+        snprintf(lay, sizeof lay, "%d x %d x %d", p->l.tp, p->l.cp, p->l.dp);
+        snprintf(thr, sizeof thr, "%.4g [%.4g, %.4g]", p->pred.samples_per_s, p->hi.samples_per_s,
+                 p->lo.samples_per_s);
+        double lo, hi;
+        eff_range(x, p, &lo, &hi);
+        const double e = eff_of(x->strong, p->t1_pred, p->pred.step_s, p);
+        snprintf(ef, sizeof ef, "%.3g [%.3g, %.3g]", e, lo, hi);
+        if (isfinite(p->measured_step) && isfinite(p->t1_meas))
+            snprintf(meas, sizeof meas, "%.3g", eff_of(x->strong, p->t1_meas, p->measured_step, p));
+        const int nodes = (p->ranks + p->l.node_ranks - 1) / p->l.node_ranks;
+        if (md)
+            fprintf(f, "| %d | %d | %s | %s | %s | %s |\n", p->ranks, nodes, lay, thr, ef, meas);
+        else
+            printf("%6d %6d  %-14s %-30s %-26s %s\n", p->ranks, nodes, lay, thr, ef, meas);
+    }
+    if (md) fputc('\n', f);
+    free(best);
+}
+
 static void write_md(FILE *f, void *vm) {
     const md_ctx *m = vm;
     const out_ctx *x = m->x;
     fprintf(f, "# Scaling model\n\n");
+    write_summary(f, x, true);
     if (m->o->reference) {
         fprintf(f, "Reference: ");
         vb_md_prose(f, m->o->reference);
@@ -781,69 +838,6 @@ static void write_md(FILE *f, void *vm) {
         fprintf(f, "\nStep-time error over %d measured points: median |rel. error| %.3g, max %.3g.\n", n, med, mx);
 }
 
-static void print_table(const out_ctx *x) {
-    char buf[256];
-    const int nshow = NSHOW + 2 * x->nlevels;
-    int *w = calloc((size_t)nshow, sizeof *w);
-    if (!w) vb_die_internal("out of memory");
-    for (int c = 0; c < nshow; c++) {
-        col_name(x, show_col(c), buf, sizeof buf);
-        w[c] = (int)strlen(buf);
-        for (int i = 0; i < x->pl->n; i++) {
-            cell(x, &x->pl->v[i], show_col(c), buf, sizeof buf);
-            if ((int)strlen(buf) > w[c]) w[c] = (int)strlen(buf);
-        }
-    }
-    for (int c = 0; c < nshow; c++) {
-        col_name(x, show_col(c), buf, sizeof buf);
-        printf("%-*s%s", w[c], buf, c + 1 < nshow ? "  " : "\n");
-    }
-    for (int i = 0; i < x->pl->n; i++)
-        for (int c = 0; c < nshow; c++) {
-            cell(x, &x->pl->v[i], show_col(c), buf, sizeof buf);
-            printf("%-*s%s", w[c], buf, c + 1 < nshow ? "  " : "\n");
-        }
-    free(w);
-}
-
-/* The answer first: per world size the layout the model finds fastest, with
- * its interval and efficiency, then (points measured by a sweep) the
- * step-time error; the whole table follows and is in model.csv. */
-static void print_summary(const out_ctx *x, const char *kind) {
-    const point_list *pl = x->pl;
-    int worlds = 0;
-    for (int i = 0; i < pl->n; i++) {
-        bool first = true;
-        for (int k = 0; k < i && first; k++) first = pl->v[k].ranks != pl->v[i].ranks;
-        worlds += first;
-    }
-    printf("Summary: %d point%s over %d world size%s (%s; efficiency %s):\n", pl->n, pl->n == 1 ? "" : "s", worlds,
-           worlds == 1 ? "" : "s", kind, x->strong ? "T1 / (p Tp)" : "T1 / (tp cp Tp)");
-    for (int i = 0; i < pl->n; i++) {
-        bool first = true;
-        for (int k = 0; k < i && first; k++) first = pl->v[k].ranks != pl->v[i].ranks;
-        if (!first) continue;
-        const model_point *best = &pl->v[i];
-        int n = 0;
-        for (int k = i; k < pl->n; k++)
-            if (pl->v[k].ranks == best->ranks) {
-                n++;
-                if (pl->v[k].pred.samples_per_s > best->pred.samples_per_s) best = &pl->v[k];
-            }
-        const double samples = (double)best->l.local_batch * best->l.dp;
-        printf("  %d rank%s (%d node%s): %s %s, %.4g samples/s [%.4g, %.4g], efficiency %.3g%s\n", best->ranks,
-               best->ranks == 1 ? "" : "s", (best->ranks + best->l.node_ranks - 1) / best->l.node_ranks,
-               (best->ranks + best->l.node_ranks - 1) / best->l.node_ranks == 1 ? "" : "s",
-               n > 1 ? "fastest of its layouts:" : "layout", best->name, best->pred.samples_per_s,
-               samples / best->hi.step_s, samples / best->lo.step_s, eff_of(x->strong, best->t1_pred, best->pred.step_s, best),
-               isfinite(best->measured_step) ? "" : " (predicted)");
-    }
-    double med, mx;
-    int n;
-    if (error_summary(pl, &med, &mx, &n))
-        printf("vitbench model: step-time error over %d measured points: median |rel. error| %.3g, max %.3g\n", n, med,
-               mx);
-}
 
 /* Nominal, both interval corners and the sensitivity of point p; T1 the
  * same rank's work alone at the local (weak) or global (strong) batch. */
@@ -867,6 +861,11 @@ static void evaluate(const vb_mctx *m, model_point *p, bool strong, int nlevels)
         else
             p->t1_hi = q.step_s;
     }
+    /* the efficiency's interval: T1 and Tp at opposite corners, so that the
+     * compute's uncertainty (at least VB_MODEL_COMPUTE_UNCERTAINTY) does not
+     * cancel in T1 / Tp as it would at one corner */
+    const double ea = eff_of(strong, p->t1_lo, p->hi.step_s, p), eb = eff_of(strong, p->t1_hi, p->lo.step_s, p);
+    p->eff_lo = fmin(ea, eb), p->eff_hi = fmax(ea, eb);
     kn.corner = 0;
     for (int l = 0; l < nlevels; l++)
         for (int s = 0; s < 2; s++) {
@@ -1086,8 +1085,9 @@ int vb_model_main(int argc, char **argv) {
     vb_outdir_write_or_die(&od, VB_MODEL_MD, write_md, &m, "model");
     vb_outdir_close(&od);
 
-    print_summary(&x, kind);
-    printf("\n");
+    write_summary(stdout, &x, false);
+    printf("Every layout at every size (%d rows, step parts, intervals, sensitivity): %s/model.csv and model.md\n\n",
+           pl.n, out);
     if (fits.n) {
         printf("Fits (commbench.csv, slowest rank per size):\n");
         printf("%-15s %-6s %3s %5s %12s %12s %8s %6s\n", "collective", "group", "p", "world", "alpha_us",
@@ -1104,11 +1104,12 @@ int vb_model_main(int argc, char **argv) {
     if (ref.price_factor > 0) printf("Compute %s\n", why);
     if (impl || ref.impl) printf("Implementation: %s\n", (impl ? impl : ref.impl)->name);
     if (o.reference) printf("Reference: %s (%s)\n", o.reference, ref.what);
-    printf("Predicted step (%s kind, %s efficiency) beside the measurement; interval [step_lo_s, step_hi_s]; "
-           "sens_*: relative step change at beta x0.75 (m25) / x1.25 (p25):\n",
-           kind, strong ? "strong: T1/(p Tp)" : "weak: T1/(tp cp Tp)");
-    print_table(&x);
-    printf("vitbench model: wrote %s/model.csv (the whole table), model.md, model_fits.csv\n", out);
+    double med, mx;
+    int n;
+    if (error_summary(&pl, &med, &mx, &n))
+        printf("\nvitbench model: step-time error over %d measured points: median |rel. error| %.3g, max %.3g\n", n,
+               med, mx);
+    printf("vitbench model: wrote %s/model.csv, model.md, model_fits.csv\n", out);
     free(pl.v);
     free(ref.ops);
     for (int k = 0; k < nshards; k++) free(shards[k].ops);

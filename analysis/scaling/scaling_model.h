@@ -205,6 +205,15 @@ typedef struct vb_mknobs {
 } vb_mknobs;
 void vb_mknobs_nominal(vb_mknobs *k);
 
+/* The compute of a rank at scale, against the one-rank reference it is
+ * scaled from, is known to at least this relative uncertainty: the
+ * run-to-run floor of a step measured on the development machine (a
+ * reference whose own steps spread wider uses its spread). The efficiency's
+ * interval takes T1 and Tp at opposite ends of it, since scaling compute to a
+ * layout (shards, batch, threads) is the model's assumption, not a shared
+ * measurement that cancels in T1 / Tp. */
+#define VB_MODEL_COMPUTE_UNCERTAINTY 0.05
+
 /* The factor an input with relative uncertainty u takes at a corner: 1 + u
  * at the slow end, 1 / (1 + u) at the fast end (a bandwidth known to a
  * factor of 2 is u = 1), 1 at the nominal point. */

@@ -406,6 +406,9 @@ void vb_model_predict(const vb_mctx *m, const vb_mlayout *l, const vb_mknobs *kn
     const bool can_price = vb_machine_can_price(pm);
     double spread = ref->spread, ueff = 0;
     if (sh && sh->spread > spread) spread = sh->spread;
+    /* a reference's own steps may agree to 0.1%; scaling them to another
+     * layout is known to no better than the step's run-to-run floor */
+    if (!(spread > VB_MODEL_COMPUTE_UNCERTAINTY)) spread = VB_MODEL_COMPUTE_UNCERTAINTY;
     if (priced) {
         const bool same_point = l->tp == 1 && l->cp == 1 && B == ref->batch[0] && vb_mdims_equal(d, &ref->price_dims) &&
                                 strcmp(pm->path, ref->price_machine->path) == 0 &&

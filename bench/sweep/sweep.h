@@ -13,6 +13,7 @@
  *                        --gpu_bind per_task|closest|none --srun_mpi pmix
  *                        --sbatch_extra "--opt=v" ... --preamble "LINE" ... --sweep_job]
  *                       [--<config key> VALUE ...]
+ *   vitbench sweep --ab KEY=A,B [options as above]
  *   vitbench sweep --resume SWEEP_DIR [--retry_failed] [--timeout_s S] [--no_report]
  *   vitbench sweep --collect SWEEP_DIR [--no_report]
  *   FILE is a path; if it does not exist relative to the working directory it
@@ -30,10 +31,15 @@
  *   --resume continues a sweep that was stopped (Ctrl-C, a killed job, a
  *   crash) in its own directory, with its own scenario.yaml copy and the
  *   options sweep.json recorded: completed (and submitted) runs are kept,
- *   runs with no row run, failed ones too with --retry_failed; the
+ *   runs with no row run (a run the sweep itself stopped on Ctrl-C or
+ *   SIGTERM gets no row: it was interrupted, not failed), failed ones too
+ *   with --retry_failed; the
  *   directory and log an earlier attempt left are moved to
  *   runs/<run>.unfinished-N and logs/<run>.unfinished-N.log first.
  *   index.csv stays one table in run order.
+ *   --ab KEY=A,B instead of a FILE: a flags scenario (written to /tmp, kept
+ *   as the sweep's scenario.yaml) with baseline {KEY: A} and one variant
+ *   KEY=B, 5 repeats in shuffled rounds: the interleaved A/B comparison.
  *   --collect turns the exit statuses that sbatch jobs left in
  *   SWEEP_DIR/status/<run>.exit into index.csv rows (submitted / dry-run ->
  *   completed / failed, with the headline numbers), then writes the report;
@@ -99,7 +105,10 @@
  * What a sweep writes: DIR/<name>_<YYYYmmdd-HHMMSS>[-N]/ (never reused)
  *   index.csv     run_index,run_dir,status,exit_code,repeat,ranks,threads_per_rank,<swept keys...>,
  *                 full_samples_per_s,full_std,synthetic_samples_per_s,synthetic_std,
- *                 io_samples_per_s,io_std
+ *                 io_samples_per_s,io_std,failure
+ *                 failure: a failed run's class, "timeout", "signal N (NAME)" or
+ *                 "exit N" (sbatch: "sbatch exit N", "slurm STATE"); --max_failures K
+ *                 stops the sweep after K consecutive runs of one class
  *                 one row per run in the order they ran; repeat counts from 0; the
  *                 headline columns are the run's summary.csv means and stds (empty
  *                 until it completed). The sweep prints them as a table at its end.

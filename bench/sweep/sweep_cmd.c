@@ -165,7 +165,12 @@ static void parse_cli(int argc, char **argv, sweep_cli *c) {
         {.name = "warmup_run", .kind = VB_CLI_CHOICE, .ptr = &c->warmup_run, .choices = yes_no, .arg = "true|false",
          .help = "one discarded run of the first point before any (default: true when points repeat)"},
         {.name = "max_failures", .kind = VB_CLI_INT, .ptr = &c->max_failures, .ilo = 0, .ihi = INT_MAX, .arg = "K",
-         .help = "stop after K consecutive runs failing alike: exit status and last log line (default 3, 0 = never)"},
+         .help = "stop after K consecutive runs failing alike, by class: timeout, signal N or exit N (default 3, 0 = "
+                 "never)"},
+        {.name = "ab", .kind = VB_CLI_STRING, .ptr = &c->ab, .arg = "KEY=A,B",
+         .help = "instead of a FILE: the interleaved A/B comparison of one config key, a baseline with KEY=A "
+                 "and a variant with KEY=B alternating in shuffled rounds (default --repeats 5); the report gives "
+                 "the verdict with the runs as the unit"},
         {.name = "resume", .kind = VB_CLI_STRING, .ptr = &c->resume, .arg = "SWEEP_DIR",
          .help = "continue a stopped sweep in its own directory"},
         {.name = "retry_failed", .kind = VB_CLI_BOOL, .ptr = &c->retry_failed,
@@ -201,6 +206,7 @@ static void parse_cli(int argc, char **argv, sweep_cli *c) {
     const vb_cli cli = {
         .cmd = "sweep",
         .usage = "vitbench sweep FILE [options] [--<config key> VALUE ...]\n"
+                 "       vitbench sweep --ab KEY=A,B [options] [--<config key> VALUE ...]\n"
                  "       vitbench sweep --resume SWEEP_DIR [--retry_failed] [--timeout_s S] [--no_report]",
         .about = "Expands the scenario FILE into runs, launches each with its ranks and\n"
                  "collects them under DIR/<name>_<timestamp>/ with index.csv (see bench/sweep/sweep.h). --resume\n"
@@ -228,9 +234,11 @@ static void parse_cli(int argc, char **argv, sweep_cli *c) {
     if (c->resume && c->file)
         vb_die_input("sweep: give either a scenario FILE or --resume SWEEP_DIR, not both (%s, --resume %s)", c->file,
                      c->resume);
+    if (c->ab && c->file)
+        vb_die_input("sweep: give either a scenario FILE or --ab KEY=A,B, not both (%s, --ab %s)", c->file, c->ab);
     if (c->collect && (c->file || c->resume))
         vb_die_input("sweep: --collect %s takes no scenario FILE and no --resume", c->collect);
-    if (!c->file && !c->resume && !c->collect)
+    if (!c->file && !c->ab && !c->resume && !c->collect)
         vb_die_input("sweep: missing the scenario FILE, e.g. scenarios/weak_scaling.yaml (see vitbench sweep --help)");
 }
 
@@ -412,7 +420,7 @@ static int collect_main(sweep_cli *cli) {
     printf("vitbench sweep: collected %s: %d completed, %d failed, %d waiting for their job (of %d runs)\n", dir,
            completed, failed, waiting, nitems);
     fflush(stdout);
-    if (!cli->no_report && completed > 0) write_report(dir, runs_dir, items, nitems);
+    if (!cli->no_report && (completed > 0 || failed > 0)) write_report(dir, runs_dir, items, nitems);
     free(items);
     vb_sweep_plan_free(&plan);
     vb_scenario_free(&sc);
@@ -490,10 +498,69 @@ static void warmup_run(const char *dir, const char *exe, const vb_scenario *sc, 
     fflush(stdout);
 }
 
+/* --ab's scenario, written where the sweep reads its FILE from and removed
+ * once the sweep has its own copy (or when it exits before that) */
+static char g_ab_path[64];
+static void remove_ab_file(void) {
+    if (g_ab_path[0]) unlink(g_ab_path);
+    g_ab_path[0] = '\0';
+}
+
+static bool ab_value_ok(const char *v) {
+    if (!*v) return false;
+    for (const char *c = v; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || strchr("_.:/+-", *c)))
+            return false;
+    return true;
+}
+
+/* --ab KEY=A,B: a flags scenario of one key, its baseline KEY=A and its one
+ * variant KEY=B, repeated 5 times in shuffled rounds, so that A and B
+ * alternate run by run in one invocation and the report compares them with
+ * the runs as the unit (verdict.h) */
+static void make_ab_scenario(sweep_cli *c) {
+    const char *eq = strchr(c->ab, '='), *comma = eq ? strchr(eq + 1, ',') : NULL;
+    if (!eq || !comma || eq == c->ab || strchr(comma + 1, ','))
+        vb_die_input("flag --ab: '%s' is not KEY=A,B (one config key and its two values)", c->ab);
+    char key[96], a[256], b[256];
+    if ((size_t)(eq - c->ab) >= sizeof key || (size_t)(comma - eq - 1) >= sizeof a || strlen(comma + 1) >= sizeof b)
+        vb_die_input("flag --ab: '%.120s' is too long", c->ab);
+    snprintf(key, sizeof key, "%.*s", (int)(eq - c->ab), c->ab);
+    snprintf(a, sizeof a, "%.*s", (int)(comma - eq - 1), eq + 1);
+    snprintf(b, sizeof b, "%s", comma + 1);
+    for (const char *k = key; *k; k++)
+        if (!((*k >= 'a' && *k <= 'z') || (*k >= '0' && *k <= '9') || *k == '_'))
+            vb_die_input("flag --ab: '%s' is not a config key", key);
+    /* values are written into a YAML file: only what config values are made of */
+    if (!ab_value_ok(a) || !ab_value_ok(b))
+        vb_die_input("flag --ab %s: values may hold only letters, digits and _ . : / + -", c->ab);
+    if (strcmp(a, b) == 0) vb_die_input("flag --ab %s: A and B are the same value", c->ab);
+    sweep_check_setting(key, a, "flag --ab (A)");
+    sweep_check_setting(key, b, "flag --ab (B)");
+    snprintf(g_ab_path, sizeof g_ab_path, "/tmp/vitbench_ab.XXXXXX");
+    int fd = mkstemp(g_ab_path);
+    if (fd < 0) vb_die_env("flag --ab: cannot create a scenario file in /tmp (%s)", strerror(errno));
+    atexit(remove_ab_file);
+    FILE *f = fdopen(fd, "w");
+    if (!f) vb_die_env("flag --ab: cannot write %s (%s)", g_ab_path, strerror(errno));
+    fprintf(f,
+            "# vitbench sweep --ab %s: the interleaved A/B comparison of %s\n"
+            "name: ab_%s\n"
+            "description: '%s=%s (baseline) against %s=%s, alternating run by run'\n"
+            "repeats: 5\n"
+            "baseline: {%s: '%s'}\n"
+            "flags:\n"
+            "  %s: ['%s']\n",
+            c->ab, key, key, key, a, key, b, key, a, key, b);
+    if (fclose(f) != 0) vb_die_env("flag --ab: cannot write %s (%s)", g_ab_path, strerror(errno));
+    c->file = g_ab_path;
+}
+
 int vb_sweep_main(int argc, char **argv) {
     sweep_cli cli;
     parse_cli(argc, argv, &cli);
     if (cli.collect) return collect_main(&cli);
+    if (cli.ab && !cli.resume) make_ab_scenario(&cli);
     /* A sweep under mpirun would start a copy of itself per rank, each
      * launching every run: refuse before anything is created. */
     static const char *mpi_env[] = {"OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMIX_RANK"};
@@ -594,6 +661,7 @@ int vb_sweep_main(int argc, char **argv) {
         sweep_copy_file(sc.path, p);
         sweep_write_sweep_json(dir, id, &sc, &cli, &plan, exe, argc, argv, nitems);
     }
+    remove_ab_file(); /* the sweep reads its own copy from now on */
     /* sbatch jobs start later, elsewhere: their paths must not depend on our cwd */
     char dir_abs[PATH_MAX];
     if (!realpath(dir, dir_abs)) vb_die_input("cannot resolve %s (%s)", dir, strerror(errno));
@@ -625,10 +693,10 @@ int vb_sweep_main(int argc, char **argv) {
             }
 
     int failed = 0, interrupted = 0;
-    /* runs failing alike one after another: the same exit status and last
-     * log line, e.g. a launcher or environment problem every run hits */
+    /* runs failing alike one after another: the same failure class (timeout,
+     * signal, exit code), e.g. a launcher or environment problem every run hits */
     int streak = 0, stopped = 0;
-    char streak_sig[600] = "", last_line[512] = "";
+    char streak_sig[48] = "", last_line[512] = "";
     sweep_job_ctx job = {id, dir_abs, exe, &sc, per_node, timeout_s, &cli.launcher_args};
     if (cli.launcher == LAUNCH_SBATCH && sc.slurm.sweep_job) {
         /* one job for every run still to run; index.csv rows say submitted (or
@@ -668,6 +736,7 @@ int vb_sweep_main(int argc, char **argv) {
                     if (mine[i]) {
                         items[i].status = "failed";
                         items[i].exit_code = code;
+                        snprintf(items[i].failure, sizeof items[i].failure, "sbatch exit %d", code);
                     }
                 failed += todo;
                 record_index(index_path, dir, runs_dir, &plan, items, nitems, &cli);
@@ -705,6 +774,7 @@ int vb_sweep_main(int argc, char **argv) {
                 if (strcmp(st, "failed") == 0) {
                     it->status = "failed";
                     it->exit_code = code;
+                    snprintf(it->failure, sizeof it->failure, "sbatch exit %d", code);
                     failed++;
                 }
                 if (sweep_stop_signal()) interrupted = 1;
@@ -730,32 +800,48 @@ int vb_sweep_main(int argc, char **argv) {
             const sweep_run_ref ref = {dir, it->name};
             it->exit_code = sweep_launch(cmd.v, log_path, timeout_s, it->threads, &ref, &why);
             if (why[0])
-                sweep_append_line(log_path, "vitbench sweep: run stopped (%s) after %.1f s", why, vb_now() - t0);
+                sweep_append_line(log_path, VB_SWEEP_STOP_LINE "%s) after %.1f s", why, vb_now() - t0);
+            if (strcmp(why, "interrupted") == 0) {
+                /* the sweep stopped it (Ctrl-C, SIGTERM): not a failure of the
+                 * run, so no row; --resume moves its leftovers aside and runs it
+                 * again */
+                it->status = NULL;
+                it->exit_code = INT_MIN;
+                printf("vitbench sweep: [%d/%d] %s: interrupted after %.1f s: not recorded, vitbench sweep --resume %s "
+                       "runs it again\n",
+                       i + 1, nitems, it->name, vb_now() - t0, dir);
+                interrupted = 1;
+                fflush(stdout);
+                sweep_sv_free(&cmd);
+                record_index(index_path, dir, runs_dir, &plan, items, nitems, &cli);
+                break;
+            }
             it->status = it->exit_code == 0 ? "completed" : "failed";
             last_line[0] = '\0';
             if (it->exit_code != 0) {
                 failed++;
                 sweep_mark_run_failed(runs_dir, it);
                 sweep_last_log_line(log_path, last_line, sizeof last_line);
-                char sig[600];
-                snprintf(sig, sizeof sig, "%d|%s", it->exit_code, last_line);
-                streak = strcmp(sig, streak_sig) == 0 ? streak + 1 : 1;
-                snprintf(streak_sig, sizeof streak_sig, "%s", sig);
+                /* failing alike: the same class (timeout, signal, exit code),
+                 * never the log text, which differs run to run */
+                sweep_failure_class(it->exit_code, why, it->failure, sizeof it->failure);
+                streak = strcmp(it->failure, streak_sig) == 0 ? streak + 1 : 1;
+                snprintf(streak_sig, sizeof streak_sig, "%s", it->failure);
             } else {
                 streak = 0;
                 streak_sig[0] = '\0';
             }
             if (it->exit_code == 0) sweep_read_headline(runs_dir, it);
             printf("vitbench sweep: [%d/%d] %s: %s, exit %d, %.1f s%s%s", i + 1, nitems, it->name, it->status,
-                   it->exit_code, vb_now() - t0, why[0] ? ", " : "", why);
+                   it->exit_code, vb_now() - t0, it->failure[0] ? ": " : "", it->failure);
             if (!isnan(it->headline[0])) printf(", FULL %.2f samples/s", it->headline[0]);
             printf("\n");
             if (last_line[0]) printf("vitbench sweep:     last line of its log: %s\n", last_line);
             if (sweep_stop_signal()) interrupted = 1;
             if (cli.max_failures > 0 && streak >= cli.max_failures) {
-                printf("vitbench sweep: stopping: %d runs in a row failed alike (exit %d: %s); fix that and continue "
-                       "with vitbench sweep --resume %s\n",
-                       streak, it->exit_code, last_line[0] ? last_line : "no output", dir);
+                printf("vitbench sweep: stopping: %d runs in a row failed alike (%s; last line: %s); fix that and "
+                       "continue with vitbench sweep --resume %s\n",
+                       streak, it->failure, last_line[0] ? last_line : "no output", dir);
                 stopped = 1;
             }
         }
@@ -775,7 +861,10 @@ int vb_sweep_main(int argc, char **argv) {
     if (!cli.dry_run && cli.launcher != LAUNCH_SBATCH) sweep_print_table(&plan, items, nitems);
     printf("vitbench sweep: index %s (%d of %d runs recorded)\n", index_path, recorded, nitems);
     /* the report of what finished, unless asked not to or nothing ran here */
-    if (!cli.no_report && !interrupted && !stopped && completed > 0) write_report(dir, runs_dir, items, nitems);
+    /* the report of what ran, failures too (an all-failed sweep's says why),
+     * unless asked not to, nothing ran here, or a Ctrl-C wants out */
+    if (!cli.no_report && !interrupted && recorded > 0 && (completed > 0 || failed > 0))
+        write_report(dir, runs_dir, items, nitems);
     if (stopped)
         printf("vitbench sweep: %d of %d runs not started after the failures above\n", nitems - recorded, nitems);
     if (interrupted)

@@ -229,7 +229,7 @@ int sweep_collect(const char *dir, const char *runs_dir, const vb_sweep_plan *pl
     vb_csv t;
     if (vb_csv_read(path, &t, err, sizeof err) != 0) vb_die_input("flag --collect: %s", err);
     int cdir = vb_csv_col(&t, "run_dir"), cst = vb_csv_col(&t, "status"), ccode = vb_csv_col(&t, "exit_code"),
-        cthr = vb_csv_col(&t, "threads_per_rank");
+        cthr = vb_csv_col(&t, "threads_per_rank"), cfail = vb_csv_col(&t, VB_INDEX_FAILURE_COLUMN);
     if (cdir < 0 || cst < 0) vb_die_input("flag --collect: %s has no run_dir / status columns", path);
     for (int i = 0; i < n; i++) {
         sweep_item *it = &items[i];
@@ -246,6 +246,7 @@ int sweep_collect(const char *dir, const char *runs_dir, const vb_sweep_plan *pl
              * node (inside the job: the allocation) would choose now */
             if (cthr >= 0 && vb_csv_num(&t, row, cthr, &threads) && threads >= 1) it->threads = (int)threads;
             if (it->status && strcmp(it->status, "completed") == 0) sweep_read_headline(runs_dir, it);
+            if (cfail >= 0) snprintf(it->failure, sizeof it->failure, "%s", vb_csv_get(&t, row, cfail));
             break;
         }
     }
@@ -261,10 +262,14 @@ int sweep_collect(const char *dir, const char *runs_dir, const vb_sweep_plan *pl
             if (code != INT_MIN) {
                 it->exit_code = code;
                 it->status = code == 0 ? "completed" : "failed";
-                if (code == 0)
+                if (code == 0) {
                     sweep_read_headline(runs_dir, it);
-                else
+                } else {
                     sweep_mark_run_failed(runs_dir, it);
+                    /* the job script writes 128 + 15 when timeout_s ran out, as a
+                     * SIGTERM would: the class says both */
+                    sweep_failure_class(code, "", it->failure, sizeof it->failure);
+                }
             } else if (it->status && strcmp(it->status, "submitted") == 0) {
                 /* no status, and its job is over: cancelled, out of time, a
                  * node lost -- the script never reached the run's end. A job
@@ -274,6 +279,7 @@ int sweep_collect(const char *dir, const char *runs_dir, const vb_sweep_plan *pl
                 if (id > 0 && job_over(&queue, dir, id, state, sizeof state)) {
                     it->status = "failed";
                     it->exit_code = -1;
+                    snprintf(it->failure, sizeof it->failure, "slurm %.38s", state[0] ? state : "job gone");
                     char rj[VB_PATH_MAX + 200], why[160];
                     vb_snprintf(rj, sizeof rj, "%s/%s/" VB_RUN_JSON, runs_dir, it->name);
                     if (state[0])

@@ -44,7 +44,7 @@ static void write_index(FILE *f, void *vctx) {
         vb_csv_field(f, x->plan->columns[c]);
     }
     for (int h = 0; h < 6; h++) fprintf(f, ",%s", k_headline_cols[h]);
-    fputc('\n', f);
+    fputs("," VB_INDEX_FAILURE_COLUMN "\n", f);
     for (int i = 0; i < x->n; i++) {
         const sweep_item *it = &x->items[i];
         const vb_sweep_run *r = it->run;
@@ -64,6 +64,8 @@ static void write_index(FILE *f, void *vctx) {
             fputc(',', f);
             if (!isnan(it->headline[h])) fprintf(f, "%.9g", it->headline[h]);
         }
+        fputc(',', f);
+        vb_csv_field(f, it->failure);
         fputc('\n', f);
     }
 }
@@ -250,6 +252,7 @@ int sweep_keep_finished(const char *dir, const char *runs_dir, sweep_item *items
     vb_csv t;
     if (vb_csv_read(path, &t, err, sizeof err) != 0) vb_die_input("flag --resume: %s", err);
     int cdir = vb_csv_col(&t, "run_dir"), cst = vb_csv_col(&t, "status"), ccode = vb_csv_col(&t, "exit_code");
+    int cfail = vb_csv_col(&t, VB_INDEX_FAILURE_COLUMN);
     if (cdir < 0 || cst < 0) vb_die_input("flag --resume: %s has no run_dir / status columns", path);
     int kept = 0;
     for (int i = 0; i < n; i++) {
@@ -267,6 +270,12 @@ int sweep_keep_finished(const char *dir, const char *runs_dir, sweep_item *items
             it->status = strcmp(st, "completed") == 0 ? "completed" : strcmp(st, "submitted") == 0 ? "submitted" : "failed";
             double code;
             if (vb_csv_num(&t, row, ccode, &code)) it->exit_code = (int)code;
+            if (strcmp(it->status, "failed") == 0) {
+                if (cfail >= 0 && vb_csv_get(&t, row, cfail)[0])
+                    snprintf(it->failure, sizeof it->failure, "%s", vb_csv_get(&t, row, cfail));
+                else if (it->exit_code != INT_MIN)
+                    sweep_failure_class(it->exit_code, "", it->failure, sizeof it->failure);
+            }
             if (strcmp(st, "completed") == 0) sweep_read_headline(runs_dir, it);
             kept++;
             break;

@@ -83,6 +83,7 @@ typedef struct {
     int warmup_run;       /* -1 = when points repeat, else 0 / 1 */
     int max_failures;     /* stop after this many consecutive runs failing alike (0 = never) */
     const char *resume;   /* --resume SWEEP_DIR */
+    const char *ab;       /* --ab KEY=A,B: the interleaved A/B scenario instead of a FILE */
     const char *collect;  /* --collect SWEEP_DIR */
     bool retry_failed;
     vb_sweep_kvs slurm;   /* scalar Slurm flags (--time ...), in order */
@@ -100,6 +101,7 @@ typedef struct {
     const char *status;   /* NULL until it ran */
     int exit_code;        /* INT_MIN = none */
     double headline[6];   /* FULL, SYNTHETIC, IO mean and std samples/s; NAN = none */
+    char failure[48];     /* a failed run's class (sweep_failure_class); "" otherwise */
 } sweep_item;
 
 /* ---- sweep_plan.c ---- */
@@ -195,6 +197,12 @@ void sweep_write_run_script(const char *path, const sweep_job_ctx *j, const swee
  * allocation at the largest node count; its own output goes to log_abs. */
 void sweep_write_sweep_job(const char *path, const sweep_job_ctx *j, const sweep_item *items, int n,
                            const char *log_abs);
+
+/* A failed run's class, what --max_failures and the report count
+ * failures by: "timeout" when the sweep's limit stopped it, "signal N (NAME)"
+ * for 128 + N, else "exit N". Never from log text, which differs run to run
+ * (elapsed times, addresses). */
+void sweep_failure_class(int exit_code, const char *why, char *buf, size_t n);
 
 /* ---- sweep_index.c ---- */
 

@@ -13,6 +13,8 @@
 #include "bench/sweep/sweep_internal.h"
 
 #include "core/util/proc_watch.h"
+#include "core/results/results.h"
+#include "core/util/log_line.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -251,6 +253,17 @@ int sweep_launch(char *const *argv, const char *log_path, int timeout_s, int thr
     return 1;
 }
 
+void sweep_failure_class(int exit_code, const char *why, char *buf, size_t n) {
+    if (why && strcmp(why, "timeout") == 0) {
+        snprintf(buf, n, "timeout");
+    } else if (exit_code > 128 && exit_code < 128 + 65) {
+        const char *name = strsignal(exit_code - 128);
+        snprintf(buf, n, "signal %d%s%s%s", exit_code - 128, name ? " (" : "", name ? name : "", name ? ")" : "");
+    } else {
+        snprintf(buf, n, "exit %d", exit_code);
+    }
+}
+
 void sweep_append_line(const char *path, const char *fmt, ...) {
     FILE *f = vb_fopen_nofollow(path, "a");
     if (!f) return;
@@ -279,65 +292,7 @@ int sweep_threads_for(const vb_scenario *s, launcher_kind launcher, int ranks, i
     return t >= 1 ? (int)t : 1;
 }
 
-static bool dash_line(const char *l, size_t n) {
-    size_t d = 0;
-    for (size_t i = 0; i < n; i++) d += l[i] == '-';
-    return n >= 10 && d == n;
-}
-
-static bool says_something(const char *l, size_t n) {
-    if (n == 0 || l[0] == '#' || dash_line(l, n)) return false;
-    for (size_t i = 0; i < n; i++)
-        if (!isspace((unsigned char)l[i])) return true;
-    return false;
-}
-
-/* The line that says why a run failed: vitbench's own one-line error when
- * there is one (mpirun prints its report of the exit after it); else the last
- * line that says something, and where that sits in one of Open MPI's framed
- * help texts (between lines of dashes), the text's first line, its summary. */
-void sweep_last_log_line(const char *path, char *buf, size_t n) {
-    buf[0] = '\0';
-    char *text = vb_read_file(path, NULL);
-    if (!text) return;
-    int nl = 0;
-    for (const char *c = text; *c; c++) nl += *c == '\n';
-    const char **ls = calloc((size_t)nl + 2, sizeof *ls);
-    size_t *len = calloc((size_t)nl + 2, sizeof *len);
-    if (!ls || !len) vb_die_internal("out of memory");
-    int k = 0;
-    for (char *c = text; *c;) {
-        char *e = strchr(c, '\n');
-        size_t l = e ? (size_t)(e - c) : strlen(c);
-        while (l > 0 && c[l - 1] == '\r') l--;
-        ls[k] = c, len[k++] = l;
-        if (!e) break;
-        c = e + 1;
-    }
-    int pick = -1;
-    for (int i = k - 1; i >= 0 && pick < 0; i--)
-        if (strncmp(ls[i], "vitbench: error:", 16) == 0) pick = i;
-    if (pick < 0) {
-        for (int i = k - 1; i >= 0 && pick < 0; i--)
-            if (says_something(ls[i], len[i])) pick = i;
-        if (pick >= 0) {
-            bool closed = false; /* a line of dashes after it: inside a framed text */
-            for (int i = pick + 1; i < k && !closed; i++) closed = dash_line(ls[i], len[i]);
-            int open = pick;
-            while (closed && open > 0 && !dash_line(ls[open - 1], len[open - 1])) open--;
-            if (closed && open > 0)
-                for (int i = open; i < pick; i++)
-                    if (says_something(ls[i], len[i])) {
-                        pick = i;
-                        break;
-                    }
-        }
-    }
-    if (pick >= 0) snprintf(buf, n, "%.*s", (int)len[pick], ls[pick]);
-    free(ls);
-    free(len);
-    free(text);
-}
+void sweep_last_log_line(const char *path, char *buf, size_t n) { vb_log_last_line(path, VB_SWEEP_STOP_LINE, buf, n); }
 
 /* SWEEP_DIR/.running's field `key`, "" when absent */
 static void running_field(const char *text, const char *key, char *out, size_t n) {

@@ -15,6 +15,9 @@
  *                       backend, blas_coretype, gpu_name); host, compiler and
  *                       commit are recorded but are what people change, not part of it
  *   trials.csv          run_id,trial_type,trial_index,warmup,nbatches,global_batch,ranks,rank,seconds,samples_per_s
+ *   load.csv            the machine's load around each trial, per rank (machine_load.h):
+ *                       run_id,trial_type,trial_index,warmup,rank,seconds,online_cpus,
+ *                       loadavg_before,loadavg_after,steal_share,cpu_wait_share,nivcsw
  *   summary.csv         trial_type,mean_samples_per_s,std_samples_per_s,min_samples_per_s,
  *                       max_samples_per_s,ntrials,<key config columns>,
  *                       achieved_tflop_per_s,peak_mem_bytes,<fingerprint columns>
@@ -47,6 +50,7 @@
  * reader names them from here. */
 #define VB_RUN_JSON "run.json"
 #define VB_TRIALS_CSV "trials.csv"
+#define VB_LOAD_CSV "load.csv"
 #define VB_SUMMARY_CSV "summary.csv"
 #define VB_ITERATIONS_CSV "iterations.csv"
 #define VB_OPS_CSV "ops.csv"
@@ -84,7 +88,7 @@
  * kernels.csv and its siblings are core/prof/cupti_trace.h's (also
  * refused). */
 #define VB_RESULTS_NAMES                                                                                    \
-    VB_RUN_JSON, VB_TRIALS_CSV, VB_SUMMARY_CSV, VB_ITERATIONS_CSV, VB_OPS_CSV, VB_TIMELINE_CSV,             \
+    VB_RUN_JSON, VB_TRIALS_CSV, VB_LOAD_CSV, VB_SUMMARY_CSV, VB_ITERATIONS_CSV, VB_OPS_CSV, VB_TIMELINE_CSV,             \
         VB_TRAIN_LOG_CSV, VB_VALIDATION_CSV, VB_CHECKPOINT_H5, VB_BREAKDOWN_CSV, VB_INDEX_CSV, VB_SWEEP_JSON, \
         VB_TRACE_JSON, VB_KINETO_DIR, VB_REPORT_DIR, VB_COMPARE_JSON, VB_MODEL_CSV, VB_MODEL_FITS_CSV,      \
         VB_MODEL_MD, VB_PUBLISHED_CSV, VB_PUBLISHED_MD, VB_COMMBENCH_CSV, VB_COMMBENCH_JSON,               \
@@ -93,6 +97,9 @@
 /* The header lines of the files whose columns are fixed (readers find
  * columns by these names; the other files' columns are listed above) */
 #define VB_TRIALS_CSV_HEADER "run_id,trial_type,trial_index,warmup,nbatches,global_batch,ranks,rank,seconds,samples_per_s"
+#define VB_LOAD_CSV_HEADER                                                                                  \
+    "run_id,trial_type,trial_index,warmup,rank,seconds,online_cpus,loadavg_before,loadavg_after,steal_share,"  \
+    "cpu_wait_share,nivcsw"
 #define VB_ITERATIONS_CSV_HEADER                                                                            \
     "trial,trial_type,trial_index,warmup,step,rank,seconds,data_wait_s,allreduce_calls,allreduce_bytes,"    \
     "comm_exposed_s"
@@ -129,10 +136,19 @@ void vb_run_dir_create(const char *output_dir, const char *run_name, const char 
  * samples/s, each mean and standard deviation over the run's trials */
 #define VB_INDEX_HEADLINE_COLUMNS                                                                         \
     "full_samples_per_s", "full_std", "synthetic_samples_per_s", "synthetic_std", "io_samples_per_s", "io_std"
+/* after them, why a run that did not complete failed: its class,
+ * "timeout", "signal N (NAME)" or "exit N" (empty for the others); reports
+ * and --max_failures count failures by it, never by log text */
+#define VB_INDEX_FAILURE_COLUMN "failure"
 /* its columns that are not swept keys: bookkeeping, the thread count the
- * sweep derives from ranks, and the headline results */
+ * sweep derives from ranks, the headline results and the failure class */
 #define VB_INDEX_NOT_SWEPT                                                                                  \
-    "run_index", "run_dir", "status", "exit_code", "repeat", "threads_per_rank", VB_INDEX_HEADLINE_COLUMNS
+    "run_index", "run_dir", "status", "exit_code", "repeat", "threads_per_rank", VB_INDEX_HEADLINE_COLUMNS, \
+        VB_INDEX_FAILURE_COLUMN
+/* The line a sweep appends to a run's log when it stopped the run itself
+ * (timeout, interrupt): "vitbench sweep: run stopped (timeout) after 12.3 s".
+ * Bookkeeping, never a run's last word (log_line.h skips it). */
+#define VB_SWEEP_STOP_LINE "vitbench sweep: run stopped ("
 /* false for the columns of VB_INDEX_NOT_SWEPT */
 bool vb_index_column_is_swept(const char *name);
 

@@ -1,6 +1,7 @@
 /* proc_watch.c: watching the process that started this one (proc_watch.h). */
 #include "core/util/proc_watch.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -112,7 +113,39 @@ bool vb_proc_watch_env(const char *env, void (*gone)(const char *token)) {
     return true;
 }
 
-bool vb_pgroup_alive(pid_t pgid) { return pgid > 0 && (kill(-pgid, 0) == 0 || errno == EPERM); }
+/* Whether /proc lists a process of group pgid that is not a zombie: 1 yes,
+ * 0 no, -1 /proc cannot be read. A member that has exited but is not yet
+ * reaped (a rank orphaned when its launcher died, waiting for init) still
+ * answers kill(-pgid, 0), and runs nothing. */
+static int pgroup_has_live_member(pid_t pgid) {
+    DIR *d = opendir("/proc");
+    if (!d) return -1;
+    int found = 0;
+    for (struct dirent *e; !found && (e = readdir(d));) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+        char path[64], buf[512];
+        snprintf(path, sizeof path, "/proc/%.20s/stat", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue; /* it ended meanwhile */
+        const size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        /* pid (comm) state ppid pgrp ...: comm may hold spaces and ')' */
+        const char *c = strrchr(buf, ')');
+        char state;
+        int ppid, pgrp;
+        if (c && sscanf(c + 1, " %c %d %d", &state, &ppid, &pgrp) == 3 && pgrp == pgid && state != 'Z' &&
+            state != 'X')
+            found = 1;
+    }
+    closedir(d);
+    return found;
+}
+
+bool vb_pgroup_alive(pid_t pgid) {
+    if (pgid <= 0 || !(kill(-pgid, 0) == 0 || errno == EPERM)) return false;
+    return pgroup_has_live_member(pgid) != 0; /* without /proc: kill's answer */
+}
 
 void vb_boot_id(char *buf, size_t n) {
     buf[0] = '\0';

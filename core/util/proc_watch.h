@@ -31,7 +31,8 @@ void vb_proc_token(char *buf, size_t n);
 bool vb_proc_watch_env(const char *env, void (*gone)(const char *token));
 
 /* True while any process of process group pgid exists (EPERM counts: it
- * exists, owned by someone else). */
+ * exists, owned by someone else) and is not a zombie: an exited member that
+ * its new parent has not reaped yet runs nothing. */
 bool vb_pgroup_alive(pid_t pgid);
 
 /* This boot's id (/proc/sys/kernel/random/boot_id), "" when unknown: a

@@ -228,6 +228,13 @@ static double t_upper(double q, int df) {
     return exp(s);
 }
 
+double vb_stats_t_sf(double t, double df) {
+    if (isnan(t) || !(df > 0)) return NAN;
+    if (isinf(df)) return vb_stats_norm_cdf(-t); /* erfc keeps the far tail's digits */
+    if (t < 0) return 1 - t_tail(-t, df);
+    return t_tail(t, df);
+}
+
 double vb_stats_t_quantile(double p, int df) {
     if (df < 1 || !(p > 0 && p < 1)) return NAN;
     if (p == 0.5) return 0;

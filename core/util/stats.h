@@ -50,6 +50,9 @@ vb_stats_summary vb_stats_summarize(const double *x, int n, int ddof);
 
 /* Quantile of Student's t with df degrees of freedom (df >= 1), p in (0, 1). */
 double vb_stats_t_quantile(double p, int df);
+/* P(T > t) of Student's t with df > 0 degrees of freedom (df need not be
+ * an integer: Welch-Satterthwaite's are not); +inf df is the normal's tail. */
+double vb_stats_t_sf(double t, double df);
 /* Quantile of the standard normal, p in (0, 1) (0 and 1 give -inf / +inf). */
 double vb_stats_norm_quantile(double p);
 /* P(Z <= z) of the standard normal. */

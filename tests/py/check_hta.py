@@ -6,13 +6,13 @@ environment).
       a CPU run: HTA's temporal breakdown, idle-time breakdown and
       communication-computation overlap run, and their totals agree with
       vitbench's breakdown.csv (`vitbench report`, ms per step) within 2%
-      once the differences of definition below are accounted for, computed
-      from timeline.csv:
+      (the idle time within 1%) once the differences of definition below
+      are accounted for, computed from timeline.csv with the time between
+      trials left out as the export leaves it out:
         span      HTA's kernel_time runs from the first device event to the
                   last; vitbench's step_s is the union of the step rows:
                   kernel_time = step_s + |span \\ steps| - |steps \\ span|
-                  (the time before a rank's first op and after its last,
-                  and the gap between two trials)
+                  (the time before a rank's first op and after its last)
         idle      HTA counts a data wait (the host waiting for the loader: no
                   device event) as idle, vitbench as data_wait:
                   idle = idle_s + data_wait_s - |data wait & device|
@@ -27,7 +27,10 @@ environment).
       within 2% of the value plus HTA's rounding to 0.01 points.
       The idle-time breakdown: per stream, HTA's idle (all categories) is
       the gaps between consecutive device events of that stream, checked
-      against the same gaps from timeline.csv.
+      against the same gaps from timeline.csv. HTA's queue length (kernels
+      launched, not yet started) never goes below 0. Its critical path
+      analysis runs; with pandas 3 it fails inside HTA 0.5.0 (a known
+      incompatibility, docs/traces.md), which is reported, not failed.
   streams TIMELINE BREAKDOWN KINETO_DIR STREAM,...
       an nsys import (one window per device from its first activity to its
       last, as HTA's span): the same totals with no differences of
@@ -100,6 +103,60 @@ def us(e):
     return a, a + float(e["dur_s"]) * 1e6
 
 
+def close_gaps(rows):
+    """The rank's rows with the time between step windows that do not touch
+    left out, as `vitbench trace --format kineto` leaves it out (whole
+    microseconds, as it writes them): start_s and dur_s rewritten, rows
+    inside a gap dropped."""
+    r6 = lambda x: round(x)
+    win = []
+    for a, b in sorted((r6(us(e)[0]), r6(us(e)[1])) for e in rows if e["kind"] == "step"):
+        if win and a <= win[-1][1]:
+            win[-1][1] = max(win[-1][1], b)
+        else:
+            win.append([a, b])
+    gaps = [(win[i][1], win[i + 1][0]) for i in range(len(win) - 1)]
+
+    def shift(t):
+        return sum(g1 - g0 if t >= g1 else max(0, t - g0) for g0, g1 in gaps)
+
+    out = []
+    for e in rows:
+        a, b = r6(us(e)[0]), r6(us(e)[1])
+        if any(a >= g0 and b <= g1 and not (a == b == g0) and not (a == b == g1) for g0, g1 in gaps):
+            continue
+        e = dict(e)
+        a2, b2 = a - shift(a), b - shift(b)
+        e["start_s"], e["dur_s"] = a2 / 1e6, (b2 - a2) / 1e6
+        out.append(e)
+    return out
+
+
+def queue_never_negative(ta):
+    """HTA's queue length of every stream stays at or above 0"""
+    for r, s in ta.get_queue_length_time_series(ranks=ta.t.get_ranks()).items():
+        low = float(s["queue_length"].min())
+        print(f"  rank {r}: lowest queue length {low:g}")
+        if low < 0:
+            bad.append(f"rank {r}: queue length {low:g} (a kernel started before its launch)")
+
+
+def critical_path(ta, r):
+    import importlib.metadata as md
+    pandas = md.version("pandas")
+    try:
+        _, ok = ta.critical_path_analysis(rank=r, annotation="ProfilerStep", instance_id=0)
+        print(f"  critical path of rank {r}, pandas {pandas}: {'ok' if ok else 'not found'}")
+        if not ok:
+            bad.append(f"rank {r}: no critical path")
+    except Exception as exc:  # noqa: BLE001 - HTA's own failure, reported
+        if int(pandas.split(".")[0]) >= 3:
+            print(f"  critical path: HTA 0.5.0 fails under pandas {pandas} ({type(exc).__name__}: {exc}); "
+                  "it needs pandas < 3 (docs/traces.md)")
+        else:
+            bad.append(f"critical path under pandas {pandas}: {type(exc).__name__}: {exc}")
+
+
 def load(kineto_dir):
     ta = TraceAnalysis(trace_dir=kineto_dir, include_last_profiler_step=True)
     tb = ta.get_temporal_breakdown(visualize=False).set_index("rank")
@@ -108,7 +165,7 @@ def load(kineto_dir):
     return ta, tb, ov, idle
 
 
-def totals(tb, ov, r, b, want_extra):
+def totals(tb, ov, r, b, want_extra, idle_tol=0.02):
     """HTA's temporal breakdown and overlap of rank r against breakdown row b."""
     n = int(b["steps"])
     ms = (lambda k: float(b[k]) * n * 1e3) if "step_ms" in b else (lambda k: float(b[k.replace("_ms", "_s")]) * 1e6)
@@ -117,7 +174,8 @@ def totals(tb, ov, r, b, want_extra):
     agree("kernel_time (span)", span, ms("step_ms") + d["outside_steps"] - d["steps_outside"], span)
     agree("compute_time", float(tb.loc[r, "compute_time(us)"]), ms("compute_ms"), span)
     agree("idle_time", float(tb.loc[r, "idle_time(us)"]),
-          ms("idle_ms") + ms("data_wait_ms") - d["data_on_device"] + d["outside_steps"] - d["steps_outside"], span)
+          ms("idle_ms") + ms("data_wait_ms") - d["data_on_device"] + d["outside_steps"] - d["steps_outside"], span,
+          idle_tol)
     agree("non_compute_time", float(tb.loc[r, "non_compute_time(us)"]),
           ms("comm_exposed_ms") + ms("memcpy_ms") - d["copies_hidden"], span)
     ovp = float(ov.loc[r, "comp_comm_overlap_pctg"])
@@ -155,7 +213,7 @@ def run_mode(timeline, breakdown, kdir):
         bad.append(f"HTA ranks {ta.t.get_ranks()} vs breakdown.csv {sorted(bd)}")
         return
     for r in sorted(bd):
-        rows = [e for e in tl if int(e["rank"]) == r]
+        rows = close_gaps([e for e in tl if int(e["rank"]) == r])
 
         def iv(f):
             return union([us(e) for e in rows if f(e)])
@@ -172,11 +230,14 @@ def run_mode(timeline, breakdown, kdir):
         print(f"rank {r} ({int(bd[r]['steps'])} steps):")
         totals(tb, ov, r, bd[r], {
             "outside_steps": minus(span, steps), "steps_outside": minus(steps, span),
-            "data_on_device": length(inter(data, dev)), "copies_hidden": hidden(copies, compute, comm)})
+            "data_on_device": length(inter(data, dev)), "copies_hidden": hidden(copies, compute, comm)},
+            idle_tol=0.01)
         streams = {1: [us(e) for e in rows if e["lane"] == "main" and device(e)]}
         stream_gaps(idle, r, streams)
         if len(ta.get_profiler_steps()) < 2:
             bad.append(f"HTA found ProfilerSteps {ta.get_profiler_steps()}")
+    queue_never_negative(ta)
+    critical_path(ta, sorted(bd)[0])
 
 
 def streams_mode(timeline, breakdown, kdir, want_streams):
@@ -218,6 +279,7 @@ def steps_mode(kdir, nsteps):
         print(f"rank {r}: {n} device events written, HTA kept {kept}")
         if kept != n:
             bad.append(f"rank {r}: HTA kept {kept} of {n} device events")
+    queue_never_negative(ta)
 
 
 mode = sys.argv[1]

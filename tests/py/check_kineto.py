@@ -75,9 +75,14 @@ for r, doc in sorted(ranks.items()):
     launches = {e["args"]["correlation"]: e for e in X if e["cat"] == "cuda_runtime"}
     if steps:
         check(set(launches) == set(corr), f"rank {r}: {len(launches)} launches for {len(corr)} device events")
+        windows = sorted((x["ts"], x["ts"] + x["dur"]) for x in X if x["name"].startswith("ProfilerStep#"))
         for e in dev:
             la = launches[e["args"]["correlation"]]
-            check(la["ts"] == e["ts"] and la["pid"] != e["pid"] and "stream" not in la["args"], f"launch {la} of {e}")
+            # launched in the microsecond before its kernel: HTA's queue length never goes below 0
+            check(la["ts"] + la["dur"] == e["ts"] and la["dur"] == 1 and la["pid"] != e["pid"] and
+                  "stream" not in la["args"], f"launch {la} of {e}")
+            if any(a <= e["ts"] <= b for a, b in windows):
+                check(any(a <= la["ts"] <= b for a, b in windows), f"rank {r}: the launch {la} leaves its step")
         flows = [e for e in ev if e["ph"] in ("s", "f")]
         check(len(flows) == 2 * len(dev), f"rank {r}: {len(flows)} flow ends for {len(dev)} launches")
         # Perfetto keys a v1 flow by id, cat and name, and drops a start that
@@ -106,7 +111,8 @@ if mode == "cpu":
     check(at("ncclKernel_allreduce") == [(231000, 2), (261000, 3), (451000, 2)], f"allreduces {at('ncclKernel_allreduce')}")
     check(at("ncclKernel_ddp_wait") == [(280000, 1)], "blocking communication on the main lane's stream")
     qkv = [e for e in dev if e["name"] == "matmul_forward_qkv"]
-    check(len(qkv) == 2 and qkv[0]["tid"] == 1 and (qkv[0]["ts"], qkv[0]["dur"]) == (100000, 50000), f"qkv {qkv}")
+    # the first op starts with its step: it moves 1 us later, so that its launch is inside the step
+    check(len(qkv) == 2 and qkv[0]["tid"] == 1 and (qkv[0]["ts"], qkv[0]["dur"]) == (100001, 49999), f"qkv {qkv}")
     check(qkv[0]["args"]["flops"] == 1e9 and qkv[0]["args"]["bytes"] == 4096, f"qkv args {qkv[0]['args']}")
     ar = [e for e in dev if e["name"] == "ncclKernel_allreduce"][0]
     check(ar["args"]["vitbench_name"] == "allreduce" and ar["args"]["bucket"] == 0, f"allreduce args {ar['args']}")

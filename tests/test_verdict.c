@@ -1,0 +1,208 @@
+/* test_verdict.c: the one verdict rule (analysis/verdict.h) that compare,
+ * the report and perf_ci.sh share.
+ *   - four outcomes: identical repeats are equivalent; identical single runs
+ *     are inconclusive (run-to-run spread unknown), never equivalent; a 30%
+ *     drop on single runs is far enough beyond the floor to be slower; a
+ *     time that grows is slower, one that shrinks faster
+ *   - the interval by hand: run centres are log medians, Welch t on them
+ *   - the interval never reaches 0, and it and p agree: the interval lies
+ *     beyond 1 only when p < alpha
+ *   - fewer than 5 samples a side: inconclusive, however large the effect
+ *   - load: the difference of the sides' recorded load widens the interval
+ *     (equal load does not); a busy single run widens it by its whole noise
+ *   - an interval that reaches across the threshold is inconclusive
+ */
+#include "tests/test_util.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "analysis/verdict.h"
+
+/* n runs of m trials: run r's trials are base * drift[r] * (1 + 0.002 (k - m/2)) */
+static void make_runs(double *v, int *run, int nruns, int m, double base, const double *drift) {
+    for (int r = 0; r < nruns; r++)
+        for (int k = 0; k < m; k++) {
+            v[r * m + k] = base * drift[r] * (1 + 0.002 * (k - m / 2));
+            run[r * m + k] = r;
+        }
+}
+
+static const double k_drift[] = {1, 1.02, 0.98, 1.01, 0.99, 1.015, 0.985, 1.005};
+
+/* two sides of 5 runs of 8 trials around 100, their runs drifting 2% apart */
+typedef struct {
+    double a[40], b[40];
+    int ra[40], rb[40];
+} two_sides;
+
+static void make_two_sides(two_sides *t) {
+    make_runs(t->a, t->ra, 5, 8, 100, k_drift);
+    make_runs(t->b, t->rb, 5, 8, 100, k_drift + 1);
+}
+
+static void test_four_outcomes(void **state) {
+    (void)state;
+    two_sides t;
+    make_two_sides(&t);
+    const double *a = t.a;
+    vb_verdict_opts o = vb_verdict_defaults(true);
+    vb_verdict_side sa = {t.a, t.ra, 40, NAN}, sb = {t.b, t.rb, 40, NAN};
+    vb_verdict v = vb_verdict_judge(&sa, &sb, &o);
+    assert_int_equal(v.kind, VB_VERDICT_EQUIVALENT);
+    assert_int_equal(v.runs_base, 5);
+    assert_int_equal(v.run_sd_source, VB_RUNSD_MEASURED);
+    assert_true(v.ci.lo >= 0.95 && v.ci.hi <= 1.05);
+
+    /* one run a side, identical: no spread between runs to go on */
+    vb_verdict_side s1 = {a, NULL, 8, NAN}, s2 = {a, NULL, 8, NAN};
+    v = vb_verdict_judge(&s1, &s2, &o);
+    assert_int_equal(v.kind, VB_VERDICT_INCONCLUSIVE);
+    assert_int_equal(v.why, VB_WHY_ONE_RUN);
+    char why[400];
+    assert_non_null(strstr(vb_verdict_reason(&v, why, sizeof why), "one run a side"));
+
+    /* a 30% drop on single runs: beyond the floor's interval */
+    double c[8];
+    for (int i = 0; i < 8; i++) c[i] = a[i] * 0.7;
+    vb_verdict_side s3 = {c, NULL, 8, NAN};
+    v = vb_verdict_judge(&s1, &s3, &o);
+    assert_int_equal(v.kind, VB_VERDICT_WORSE);
+    assert_true(v.ci.hi < 0.95 && v.p < 0.05);
+
+    /* times: lower is better */
+    vb_verdict_opts ot = vb_verdict_defaults(false);
+    v = vb_verdict_judge(&s1, &s3, &ot);
+    assert_int_equal(v.kind, VB_VERDICT_BETTER);
+    v = vb_verdict_judge(&s3, &s1, &ot);
+    assert_int_equal(v.kind, VB_VERDICT_WORSE);
+}
+
+static void test_interval_by_hand(void **state) {
+    (void)state;
+    /* three runs a side of one trial each: the centres are the values */
+    const double a[] = {100, 104, 98}, b[] = {90, 95, 91};
+    const int ra[] = {0, 1, 2}, rb[] = {0, 1, 2};
+    /* padded to five samples a side with repeats inside the same runs, so
+     * the medians (centres) stay the values above */
+    double a5[] = {100, 100, 104, 104, 98}, b5[] = {90, 90, 95, 95, 91};
+    int ra5[] = {0, 0, 1, 1, 2}, rb5[] = {0, 0, 1, 1, 2};
+    (void)ra, (void)rb;
+    vb_verdict_opts o = vb_verdict_defaults(true);
+    vb_verdict_side sa = {a5, ra5, 5, NAN}, sb = {b5, rb5, 5, NAN};
+    vb_verdict v = vb_verdict_judge(&sa, &sb, &o);
+    double la[3], lb[3];
+    for (int i = 0; i < 3; i++) la[i] = log(a[i]), lb[i] = log(b[i]);
+    const double ma = vb_stats_mean(la, 3), mb = vb_stats_mean(lb, 3);
+    const double va = pow(vb_stats_std(la, 3, 1), 2) / 3, vbv = pow(vb_stats_std(lb, 3, 1), 2) / 3;
+    const double df = (va + vbv) * (va + vbv) / (va * va / 2 + vbv * vbv / 2);
+    const double h = vb_stats_t_quantile(0.975, (int)floor(df)) * sqrt(va + vbv);
+    assert_true(fabs(v.ratio - exp(mb - ma)) < 1e-12);
+    assert_true(fabs(v.df - df) < 1e-9);
+    assert_true(fabs(v.ci.lo - exp(mb - ma - h)) < 1e-12);
+    assert_true(fabs(v.ci.hi - exp(mb - ma + h)) < 1e-12);
+    assert_true(fabs(v.p - 2 * vb_stats_t_sf(fabs(mb - ma) / sqrt(va + vbv), df)) < 1e-12);
+}
+
+/* a small deterministic generator for the agreement check */
+static double uni(unsigned long long *s) {
+    *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
+    return ((*s >> 11) + 0.5) / 9007199254740992.0;
+}
+
+static void test_interval_positive_and_agrees_with_p(void **state) {
+    (void)state;
+    unsigned long long seed = 7;
+    vb_verdict_opts o = vb_verdict_defaults(true);
+    for (int trial = 0; trial < 400; trial++) {
+        double a[12], b[12];
+        int ra[12], rb[12];
+        const int nruns = 1 + trial % 4, m = 12 / nruns;
+        const double shift = 0.6 + 0.8 * uni(&seed), spread = 0.01 + 0.6 * uni(&seed);
+        for (int i = 0; i < nruns * m; i++) {
+            a[i] = 100 * exp(spread * (uni(&seed) - 0.5));
+            b[i] = 100 * shift * exp(spread * (uni(&seed) - 0.5));
+            ra[i] = rb[i] = i / m;
+        }
+        vb_verdict_side sa = {a, ra, nruns * m, NAN}, sb = {b, rb, nruns * m, NAN};
+        const vb_verdict v = vb_verdict_judge(&sa, &sb, &o);
+        assert_true(v.ci.lo > 0 && v.ci.lo <= v.ratio && v.ratio <= v.ci.hi);
+        if (v.ci.lo > 1 || v.ci.hi < 1) assert_true(v.p < o.alpha);
+        if (v.kind == VB_VERDICT_BETTER) assert_true(v.ci.lo > 1 + o.threshold);
+        if (v.kind == VB_VERDICT_WORSE) assert_true(v.ci.hi < 1 - o.threshold);
+        if (v.kind == VB_VERDICT_EQUIVALENT) assert_true(v.ci.lo >= 1 - o.threshold && v.ci.hi <= 1 + o.threshold);
+    }
+}
+
+static void test_few_samples(void **state) {
+    (void)state;
+    const double a[] = {100, 101, 99, 100}, b[] = {50, 51, 49, 50};
+    vb_verdict_opts o = vb_verdict_defaults(true);
+    vb_verdict_side sa = {a, NULL, 4, NAN}, sb = {b, NULL, 4, NAN};
+    vb_verdict v = vb_verdict_judge(&sa, &sb, &o);
+    assert_int_equal(v.kind, VB_VERDICT_INCONCLUSIVE);
+    assert_int_equal(v.why, VB_WHY_FEW_SAMPLES);
+    vb_verdict_side none = {a, NULL, 0, NAN};
+    assert_int_equal(vb_verdict_judge(&none, &sb, &o).kind, VB_VERDICT_NO_SAMPLES);
+}
+
+static void test_load(void **state) {
+    (void)state;
+    two_sides t;
+    make_two_sides(&t);
+    const double *a = t.a;
+    vb_verdict_opts o = vb_verdict_defaults(true);
+    /* the same load on both sides: the runs' spread holds it */
+    vb_verdict_side sa = {t.a, t.ra, 40, 0.4}, sb = {t.b, t.rb, 40, 0.4};
+    vb_verdict v = vb_verdict_judge(&sa, &sb, &o);
+    assert_int_equal(v.kind, VB_VERDICT_EQUIVALENT);
+    assert_true(v.noise == 0);
+    assert_true(v.busy_base && v.busy_new);
+    /* a busy BASE (40%) against a quiet NEW (2%): 1/0.6 against 1/0.98 */
+    sb.load = 0.02;
+    v = vb_verdict_judge(&sa, &sb, &o);
+    assert_int_equal(v.kind, VB_VERDICT_INCONCLUSIVE);
+    assert_int_equal(v.why, VB_WHY_BUSY);
+    assert_true(v.load_differs);
+    assert_true(fabs(v.noise - (1 / 0.6 - 1 / 0.98) / (1 / 0.98)) < 1e-12);
+    assert_true(fabs(v.ci.lo - v.ci_runs.lo / (1 + v.noise)) < 1e-12);
+    /* a single busy run: widened by its whole noise; a 30% drop no longer
+     * clears a 50% load */
+    double c[8];
+    for (int i = 0; i < 8; i++) c[i] = a[i] * 0.7;
+    vb_verdict_side s1 = {a, NULL, 8, 0.5}, s3 = {c, NULL, 8, 0.01};
+    v = vb_verdict_judge(&s1, &s3, &o);
+    assert_int_equal(v.kind, VB_VERDICT_INCONCLUSIVE);
+    assert_int_equal(v.why, VB_WHY_BUSY);
+    assert_true(fabs(v.noise - 1) < 1e-12); /* 1 / (1 - 0.5) - 1 */
+    s1.load = 0.01;
+    assert_int_equal(vb_verdict_judge(&s1, &s3, &o).kind, VB_VERDICT_WORSE);
+}
+
+static void test_straddles(void **state) {
+    (void)state;
+    double a[40], b[40];
+    int ra[40], rb[40];
+    /* runs 15% apart around a 4% drop: too wide to be equivalent or slower */
+    static const double wide[] = {1, 1.15, 0.85, 1.1, 0.9};
+    make_runs(a, ra, 5, 8, 100, k_drift);
+    make_runs(b, rb, 5, 8, 96, wide);
+    vb_verdict_opts o = vb_verdict_defaults(true);
+    vb_verdict_side sa = {a, ra, 40, NAN}, sb = {b, rb, 40, NAN};
+    vb_verdict v = vb_verdict_judge(&sa, &sb, &o);
+    assert_int_equal(v.kind, VB_VERDICT_INCONCLUSIVE);
+    assert_int_equal(v.why, VB_WHY_STRADDLES);
+    assert_true(v.ci.lo < 0.95 && v.ci.hi > 1);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_four_outcomes),
+        cmocka_unit_test(test_interval_by_hand),
+        cmocka_unit_test(test_interval_positive_and_agrees_with_p),
+        cmocka_unit_test(test_few_samples),
+        cmocka_unit_test(test_load),
+        cmocka_unit_test(test_straddles),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
