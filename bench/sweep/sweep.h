@@ -171,13 +171,15 @@ typedef struct vb_sweep_axis {
     int nvalues;
 } vb_sweep_axis;
 
-/* Slurm settings (the scenario's top-level keys; flags of the same names
- * win). 0 / "" = not given. */
+/* The scheduler keys (the scenario's cluster: block, or its top level;
+ * flags of the same names win), every scheduler's in one place: the key
+ * table in sweep_cluster.c says which scheduler takes which. The name is
+ * the first scheduler it served. 0 / "" / NULL = not given. */
 typedef struct vb_sweep_slurm {
     int nodes;            /* every run on exactly this many nodes */
     int gpus_per_node;
     int cpus_per_task;
-    char time[32];
+    char time[32];        /* in the grammar of the scheduler it goes to */
     char account[128], qos[128], constraint[256], partition[128], reservation[128];
     char gpu_bind[16];    /* per_task | closest | none; "" = per_task when there are GPUs */
     char srun_mpi[32];    /* srun --mpi=...; "" = the site's MpiDefault */
@@ -186,6 +188,13 @@ typedef struct vb_sweep_slurm {
     char **preamble;      /* shell lines, verbatim */
     int npreamble;
     bool sweep_job;
+    char queue[128];      /* LSF, PBS, Flux: -q */
+    char alloc_flags[256]; /* LSF: -alloc_flags "gpumps smt4" */
+    char resource_set[16]; /* jsrun: per_task (default: a task, a GPU, cpus_per_task cores) | per_node */
+    char smpiargs[256];   /* jsrun --smpiargs (Spectrum MPI's own options) */
+    char **bsub_extra, **qsub_extra, **flux_extra; /* more #BSUB / #PBS / # flux: lines */
+    int nbsub_extra, nqsub_extra, nflux_extra;
+    vb_sweep_kvs given;   /* every key set: key -> where (file and line, or flag) */
 } vb_sweep_slurm;
 
 typedef struct vb_scenario {
@@ -203,6 +212,7 @@ typedef struct vb_scenario {
     int shuffled;         /* order: 1 shuffled, 0 sequential, -1 not given (vb_scenario_shuffled) */
     unsigned long long order_seed;
     int threads_per_rank; /* 0 = cores on a node / ranks on it, at least 1 */
+    char run_names[128];  /* a template for the points' names ("" = NNN_<params>) */
 
     bool has_layouts;
     int world_size;
@@ -260,9 +270,11 @@ typedef struct vb_sweep_plan {
 void vb_sweep_expand(const vb_scenario *s, const vb_sweep_overrides *o, vb_sweep_plan *plan);
 void vb_sweep_plan_free(vb_sweep_plan *p);
 
-/* Sets one Slurm key from its text (scalar keys, and one line of
- * sbatch_extra / preamble, appended); exits 2 naming origin on a bad value.
- * Returns false when key is not a Slurm key. */
+/* Sets one scheduler key from its text (scalar keys, and one line of a
+ * list key such as sbatch_extra or preamble, appended); exits 2 naming
+ * origin on a bad value. Returns false when key is not a scheduler key.
+ * time is checked here against every scheduler's grammar (one must take
+ * it) and against the chosen scheduler's once the launcher is known. */
 bool vb_sweep_slurm_set(vb_sweep_slurm *sl, const char *key, const char *value, const char *origin);
 /* Is text a time limit in one of Slurm's formats (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S)? */
 bool vb_sweep_slurm_time_ok(const char *text);
