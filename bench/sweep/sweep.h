@@ -3,18 +3,23 @@
  * (Implemented in bench/sweep/sweep_*.c; sweep_internal.h says which file holds what.)
  *
  * Command line
- *   vitbench sweep FILE [--output_dir DIR] [--launcher mpirun|srun|sbatch]
+ *   vitbench sweep FILE [--output_dir DIR]
+ *                       [--launcher mpirun|srun|sbatch|bsub|jsrun|qsub|mpiexec|flux-batch|flux-run]
  *                       [--dry-run] [--ranks 1,2,4] [--world_size N]
  *                       [--ranks_per_node N] [--launcher_args "ARGS"]
  *                       [--timeout_s S] [--repeats N] [--order sequential|shuffled]
  *                       [--order_seed S] [--threads_per_rank T] [--no_report]
- *                       [Slurm: --nodes N --gpus_per_node G --cpus_per_task C --time T
- *                        --account A --qos Q --constraint C --partition P --reservation R
- *                        --gpu_bind per_task|closest|none --srun_mpi pmix
- *                        --sbatch_extra "--opt=v" ... --preamble "LINE" ... --sweep_job]
+ *                       [scheduler keys (sweep_cluster.c), each a flag: --nodes N --gpus_per_node G
+ *                        --cpus_per_task C --time T --account A --queue Q --qos Q --constraint C
+ *                        --partition P --reservation R --gpu_bind per_task|closest|none
+ *                        --srun_mpi pmix --sbatch_extra "--opt=v" ... --alloc_flags "F"
+ *                        --resource_set per_task|per_node --smpiargs "A" --bsub_extra "-o v" ...
+ *                        --qsub_extra "-l r=v" ... --flux_extra "--o=v" ... --preamble "LINE" ...
+ *                        --sweep_job]
  *                       [--<config key> VALUE ...]
  *   vitbench sweep --resume SWEEP_DIR [--retry_failed] [--timeout_s S] [--no_report]
  *   vitbench sweep --collect SWEEP_DIR [--no_report]
+ *   vitbench sweep --cancel SWEEP_DIR [--no_report]
  *   FILE is a path; if it does not exist relative to the working directory it
  *   is looked up under the source tree, and a bare name (weak_scaling) means
  *   scenarios/<name>.yaml.
@@ -34,10 +39,14 @@
  *   directory and log an earlier attempt left are moved to
  *   runs/<run>.unfinished-N and logs/<run>.unfinished-N.log first.
  *   index.csv stays one table in run order.
- *   --collect turns the exit statuses that sbatch jobs left in
+ *   --collect turns the exit statuses that jobs left in
  *   SWEEP_DIR/status/<run>.exit into index.csv rows (submitted / dry-run ->
  *   completed / failed, with the headline numbers), then writes the report;
- *   every job script runs it itself after each run (see "Slurm" below).
+ *   every job script runs it itself after each run (see "Slurm" below). A row
+ *   whose job its scheduler says is over without a status is failed (-1).
+ *   --cancel cancels the jobs of the rows still waiting (scancel, bkill, qdel,
+ *   flux cancel; a sweep job once), then collects. A --resume of a batch
+ *   sweep collects first: a job still queued or running keeps its rows.
  *
  * Scenario file (YAML; anchors and `<<:` merge keys work everywhere)
  *   name: weak_scaling       # required: [A-Za-z0-9_.-], names the sweep directory
@@ -54,14 +63,20 @@
  *   order_seed: 0            # (--order, --order_seed); default shuffled with repeats > 1,
  *                            # whose sweeps also start with one discarded warm-up run
  *                            # (--warmup_run), so the machine's warm-up is not the first point's
+ *   run_names: "weak_scale_{nodes}"  # the points' names from a template instead of NNN_<params>:
+ *                            # {nodes}, {ranks}, {index} (NNN), {<swept key>}; unique or exit 2
  *   threads_per_rank: 2      # OpenMP threads of every rank (default: cores on a node / ranks
  *                            # on it, at least 1), so every point runs with the same threads;
  *                            # exported as OMP_NUM_THREADS; --threads_per_rank
  *   sbatch: {exclusive: ""}  # optional: each becomes "#SBATCH --key=value" (time, account,
  *                            # qos, constraint, partition, reservation here count as the keys below);
  *                            # a value with blanks, quotes or # is double-quoted as sbatch reads it
- *   Slurm keys (srun / sbatch launchers; each is also a flag of the same name, which wins;
- *   a list given as flags replaces the file's list):
+ *   cluster:                 # the scheduler keys (or at the top level, as below; not both). Each
+ *                            # scheduler takes its own and refuses the others' (mpirun: unused);
+ *                            # docs/sweeps.md has the table. Each is also a flag, which wins; a
+ *                            # list given as flags replaces the file's list.
+ *   Slurm keys (srun / sbatch; nodes, gpus_per_node, cpus_per_task, time, account, preamble and
+ *   sweep_job are every scheduler's):
  *   nodes: 2                 # every run on exactly N nodes, ranks/N tasks each (not with ranks_per_node)
  *   gpus_per_node: 4         # #SBATCH --gpus-per-node; srun binds one GPU per task (gpu_bind)
  *   cpus_per_task: 32        # #SBATCH and srun --cpus-per-task; OMP_NUM_THREADS unless threads_per_rank
@@ -72,7 +87,15 @@
  *   srun_mpi: pmix           # srun --mpi=pmix (default: the site's MpiDefault)
  *   sbatch_extra: ["--mail-type=END"]   # more #SBATCH lines, verbatim
  *   preamble: ["module load cudatoolkit"]  # shell lines before the runs of every job script
- *   sweep_job: true          # sbatch: ONE job at the largest node count runs every run (--sweep_job)
+ *   sweep_job: true          # batch launchers: ONE job at the largest node count runs every run
+ *   LSF (bsub / jsrun), PBS Pro (qsub / mpiexec), Flux (flux-batch / flux-run) keys:
+ *   queue: debug             # bsub -q, qsub -q, flux -q (account: bsub -P, qsub -A)
+ *   alloc_flags: gpumps smt4 # bsub -alloc_flags "..."
+ *   resource_set: per_task   # jsrun: per_task (1 task, 1 GPU, cpus_per_task cores, default 7) | per_node
+ *   smpiargs: -disable_gpu_hooks  # jsrun --smpiargs=...
+ *   bsub_extra / qsub_extra / flux_extra: ["..."]  # more #BSUB / #PBS / # flux: lines, checked
+ *   time is read in its scheduler's grammar: sbatch --time, bsub -W [H:]M, walltime [H:]M:S,
+ *   flux -t minutes or 30m / 1.5h
  *   matrix:                  # cartesian product over these keys, the first
  *     noddp: [false, true]   # key slowest, the last fastest
  *   layouts:                 # every tp x cp x dp factorization of world_size
@@ -113,9 +136,12 @@
  *                 --output_dir DIR/<sweep_id>/runs --run_name <NNN>_<...>; NNN numbers
  *                 the point, _rep=R the repeat when repeats > 1
  *   logs/<run>.log  the run's stdout + stderr (the job's output under sbatch)
- *   jobs/<run>.sbatch  sbatch launcher only; jobs/sweep_job[-N].sbatch with sweep_job
- *                 (its own output: logs/sweep_job[-N].log)
- *   status/<run>.exit  sbatch only: the run's exit status, written by its job script
+ *   jobs/<run>.<ext>  batch launchers only (.sbatch, .lsf, .pbs, .flux); jobs/sweep_job[-N].<ext>
+ *                 with sweep_job (its own output: logs/sweep_job[-N].log); a per-run job's own
+ *                 output is logs/<run>.job.log except under Slurm (the run's log itself)
+ *   status/<run>.exit  batch only: the run's exit status, written by its job script;
+ *                 .job "<scheduler> <id>" (the submission's, and the job's as it starts),
+ *                 .hosts the job's hosts
  *   scenario.yaml a copy of FILE; sweep.json: command line, launcher, binary,
  *                 kind (weak_scaling | strong_scaling | ddp_buckets | layouts | flags |
  *                 matrix | single), swept_columns, repeats, order.
@@ -127,6 +153,8 @@
  * sweep (exit 130); rows of finished runs stay in index.csv. A sweep killed
  * outright (SIGKILL, OOM) takes its current run with it: the run gets
  * SIGTERM when its parent dies, so nothing finishes unrecorded.
+ * Launchers: sweep_launchers.c (one entry each); LSF, PBS and Flux: sweep_lsf.c,
+ * sweep_pbs.c, sweep_flux.c and docs/sweeps.md.
  * Slurm: every srun line (the srun launcher, and inside job scripts) is
  * srun --ntasks=R [--nodes=N --ntasks-per-node=P] [--cpus-per-task=C]
  * --cpu-bind=cores [--gpus-per-task=1 | --gpus-per-node=G --gpu-bind=B]
@@ -137,8 +165,9 @@
  * `vitbench sweep --collect SWEEP_DIR --no_report`, so index.csv follows the
  * job; a failed run does not stop a sweep job's later runs, and the sweep job
  * ends with the collect that writes the report. Runs whose job never wrote a
- * status (cancelled, out of time) stay submitted; --resume does not start them
- * again, a new sweep does.
+ * status (cancelled, out of time) stay submitted until their scheduler says
+ * the job is over; then they are failed (exit_code -1), and --resume
+ * --retry_failed submits them again.
  * The sweep process itself must not be an MPI process: call vb_sweep_main
  * before (instead of) MPI initialisation; under mpirun/srun it exits 2.
  */

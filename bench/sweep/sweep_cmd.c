@@ -138,8 +138,9 @@ static void parse_cli(int argc, char **argv, sweep_cli *c) {
         {.name = "output_dir", .kind = VB_CLI_FUNC, .ptr = c->out_dir, .fn = set_output_dir, .arg = "DIR",
          .help = "where the sweep directory goes (default results)"},
         {.name = "launcher", .kind = VB_CLI_CHOICE, .ptr = &launcher, .choices = launchers,
-         .arg = "mpirun|srun|sbatch|bsub|jsrun|qsub|mpiexec|flux-batch|flux-run",
-         .help = "how runs start (default srun under Slurm, else mpirun); docs/sweeps.md, one section each"},
+         .arg = "NAME",
+         .help = "mpirun, srun, sbatch, bsub, jsrun, qsub, mpiexec, flux-batch or flux-run (default srun under "
+                 "Slurm, else mpirun)"},
         {.name = "dry-run", .kind = VB_CLI_BOOL, .ptr = &c->dry_run,
          .help = "print every run's command (batch launchers: write the job scripts) and run or submit nothing"},
         {.name = "ranks", .kind = VB_CLI_FUNC, .ptr = &c->ov, .fn = set_ranks, .arg = "1,2,4",
@@ -191,13 +192,18 @@ static void parse_cli(int argc, char **argv, sweep_cli *c) {
     const vb_cli cli = {
         .cmd = "sweep",
         .usage = "vitbench sweep FILE [options] [--<config key> VALUE ...]\n"
-                 "       vitbench sweep --resume SWEEP_DIR [--retry_failed] [--timeout_s S] [--no_report]",
+                 "       vitbench sweep --resume SWEEP_DIR [--retry_failed] [--timeout_s S] [--no_report]\n"
+                 "       vitbench sweep --collect SWEEP_DIR | --cancel SWEEP_DIR [--no_report]",
         .about = "Expands the scenario FILE into runs, launches each with its ranks and\n"
                  "collects them under DIR/<name>_<timestamp>/ with index.csv (see bench/sweep/sweep.h). --resume\n"
                  "continues a sweep that was stopped: completed runs are kept, missing or unfinished ones run\n"
                  "(failed ones too with --retry_failed), with the sweep's own scenario copy and options.\n"
+                 "Batch launchers (sbatch, bsub, qsub, flux-batch) write job scripts and submit them; the\n"
+                 "scheduler keys (the scenario's cluster: block, or the flags below) shape them, each\n"
+                 "scheduler taking its own (docs/sweeps.md, \"On a cluster\").\n"
                  "FILE is a path, or the bare name of a shipped scenario (scenarios/NAME.yaml), e.g.\n"
-                 "`vitbench sweep weak_scaling --config tiny`.",
+                 "`vitbench sweep weak_scaling --config tiny`. Exit status: 0 every run completed (or was\n"
+                 "submitted, or printed), 1 a run failed (or a cancel did), 2 bad input, 130 interrupted.",
         .opts = opts,
         .nopts = nopts,
         .other = file_or_override,
