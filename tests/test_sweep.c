@@ -637,6 +637,8 @@ static void test_cluster_block(void **state) {
                L("@FILE", "qos (line 4)", "PBS's keys"));
     expect_bad(NULL, L("--launcher", "flux-batch", "--ranks_per_node", "1", "--account", "a1"),
                L("flag --account", "Flux's keys"));
+    expect_bad("name: x\nranks: [2]\nranks_per_node: 2\nsbatch: {exclusive: ''}\n", L("--launcher", "bsub"),
+               L("@FILE", "sbatch.exclusive", "Slurm's"));
     /* the keys wait under mpirun, which has no scheduler: a cluster file tried on one machine */
     expand_text("name: m\ncluster: {alloc_flags: smt4, qos: regular}\n", NULL, &s, &p);
     sweep_cluster_check(&s, &p, LAUNCH_MPIRUN, 0);

@@ -214,6 +214,10 @@ void sweep_cluster_check(const vb_scenario *s, const vb_sweep_plan *plan, launch
         vb_die_input("%s: %s is not one of %s's keys (--launcher %s); %s takes %s", origin, key, sc->name,
                      sweep_launchers[k].name, sc->name, takes);
     }
+    /* the sbatch: mapping's other options are #SBATCH lines: nothing else reads them */
+    if (s->sbatch.n > 0 && sk != SCHED_SLURM)
+        vb_die_input("%s: sbatch.%s: the sbatch: mapping is Slurm's (--launcher %s); %s takes its own keys",
+                     s->path, s->sbatch.v[0].key, sweep_launchers[k].name, sc->name);
     const char *t = s->slurm.time;
     if (t[0] && !sc->time_ok(t))
         vb_die_input("%s: time '%s' is not a time limit %s takes (%s)", sweep_key_origin(s, "time"), t, sc->name,
