@@ -57,14 +57,7 @@ cluster:
   flux_extra: ["--setattr=user.study=weak"]
   preamble: ['echo "preamble in job $FLUX_JOB_ID"']
 EOF2
-out=$("$VB" sweep fl.yaml --launcher flux-batch --output_dir pr --benchy_config "$QUICK" 2>&1) || fail "flux-batch sweep exited $?: $out"
-grep -q 'all 2 runs submitted' <<<"$out" || fail "flux-batch sweep: $out"
-d=$(sweep_dir pr)
-wait_jobs
-out=$("$VB" sweep --collect "$d" 2>&1) || fail "--collect after the jobs exited $?: $out"
-grep -q '2 completed, 0 failed, 0 waiting' <<<"$out" || fail "--collect: $out"
-all_completed "$d" 2
-[ -f "$d/report/report.md" ] || fail "no report after --collect: $out"
+per_run_jobs flux-batch fl.yaml
 # 4201 and 4202 in F58 ("2FS" "2FT"), behind the UTF-8 letter ƒ
 ids=$(cat "$d"/status/*.job | sort | tr '\n' ' ')
 [ "$ids" = "flux ƒ2FS flux ƒ2FT " ] || fail "job ids recorded: $ids"
@@ -72,38 +65,12 @@ ids=$(cat "$d"/status/*.job | sort | tr '\n' ' ')
 grep -q '^preamble in job ƒ2FT$' "$d/logs/001_ranks=2.job.log" || fail "preamble / FLUX_JOB_ID: $(cat "$d/logs/001_ranks=2.job.log")"
 
 # ---- 3. a sweep job with a failing run ----
-out=$(FAKE_FAIL="--run_name 000_" "$VB" sweep fl.yaml --launcher flux-batch --sweep_job --time 30m --output_dir sj \
-    --benchy_config "$QUICK" 2>&1) || fail "--sweep_job submission exited $?: $out"
-d=$(sweep_dir sj)
-[ "$(ls "$d/jobs")" = sweep_job.flux ] || fail "want one job script: $(ls "$d/jobs")"
+sweep_job_one_failing flux-batch fl.yaml 30m flux
 grep -qx '# flux: -t 30m' "$d/jobs/sweep_job.flux" || fail "sweep job header: $(grep '^# flux:' "$d/jobs/sweep_job.flux")"
-wait_jobs
-[ "$(index_rows "$d")" = 'runs/000_ranks=1,failed,3
-runs/001_ranks=2,completed,0' ] || fail "index.csv after the sweep job: $(cat "$d/index.csv"); $(cat "$d/logs/sweep_job.log")"
-grep -q 'fake flux run: this step fails' "$d/logs/000_ranks=1.log" || fail "failed run's log: $(cat "$d/logs/000_ranks=1.log")"
-[ -f "$d/report/report.md" ] || fail "the sweep job's last collect wrote no report: $(cat "$d/logs/sweep_job.log")"
+grep -q 'fake flux run: this step fails' "$d/logs/000_ranks=1.log" || fail "not flux run's failure: $(cat "$d/logs/000_ranks=1.log")"
 
 # ---- 4. jobs that end without a status ----
-out=$(FAKE_HOLD=1 "$VB" sweep fl.yaml --launcher flux-batch --ranks 1 --output_dir held --benchy_config "$QUICK" 2>&1) ||
-    fail "held submission exited $?: $out"
-d=$(sweep_dir held)
-id=$(cut -d' ' -f2 "$d/status/000_ranks=1.job")
-out=$("$VB" sweep --collect "$d" --no_report 2>&1) || fail "--collect of a queued job exited $?: $out"
-grep -q '0 completed, 0 failed, 1 waiting' <<<"$out" || fail "a queued job: $out"
-rc=0
-out=$("$VB" sweep --cancel "$d" --no_report 2>&1) || rc=$?
-[ "$rc" = 1 ] && grep -q "cancelled Flux job $id (000_ranks=1)" <<<"$out" &&
-    grep -q "its Flux job $id ended (CANCELED) before the run finished: failed (exit_code -1)" <<<"$out" ||
-    fail "--cancel: exit $rc: $out"
-out=$(FAKE_HOLD=1 "$VB" sweep fl.yaml --launcher flux-batch --ranks 2 --output_dir held2 --benchy_config "$QUICK" 2>&1) ||
-    fail "second held submission exited $?: $out"
-d=$(sweep_dir held2)
-flux cancel "$(cut -d' ' -f2 "$d/status/000_ranks=2.job")" || fail "flux cancel"
-out=$("$VB" sweep --resume "$d" --retry_failed --no_report 2>&1) || fail "--resume --retry_failed exited $?: $out"
-grep -q 'resuming: 0 runs kept, 1 to run' <<<"$out" || fail "--resume did not submit the cancelled job's run again: $out"
-wait_jobs
-out=$("$VB" sweep --collect "$d" --no_report 2>&1) || fail "--collect after the resubmission exited $?: $out"
-all_completed "$d" 1
+cancelled_and_resumed flux-batch fl.yaml Flux CANCELED flux cancel
 
 # ---- 5. flux-run in an instance ----
 out=$(FAKE_FLUX_NNODES=1 "$VB" sweep fl.yaml --launcher flux-run --output_dir fr --benchy_config "$QUICK" --no_report 2>&1) ||

@@ -68,14 +68,7 @@ cluster:
   bsub_extra: ["-B"]
   preamble: ['echo "preamble on $(hostname)"']
 EOF
-out=$("$VB" sweep lsf.yaml --launcher bsub --output_dir pr --benchy_config "$QUICK" 2>&1) || fail "bsub sweep exited $?: $out"
-grep -q 'all 2 runs submitted' <<<"$out" || fail "bsub sweep: $out"
-d=$(sweep_dir pr)
-wait_jobs
-out=$("$VB" sweep --collect "$d" 2>&1) || fail "--collect after the jobs exited $?: $out"
-grep -q '2 completed, 0 failed, 0 waiting' <<<"$out" || fail "--collect: $out"
-all_completed "$d" 2
-[ -f "$d/report/report.md" ] || fail "no report after --collect: $out"
+per_run_jobs bsub lsf.yaml
 ids=$(cat "$d"/status/*.job | sort | tr '\n' ' ')
 [ "$ids" = "lsf 4201 lsf 4202 " ] || fail "job ids recorded: $ids"
 [ "$(cat "$d/status/001_ranks=2.hosts" | tr '\n' ' ')" = "batch1 vbnode1 " ] ||
@@ -87,44 +80,13 @@ grep -q 'Subject: Job 4202: <lsf_001> ended, exit code 0' "$d/logs/001_ranks=2.j
 grep -q '^preamble on ' "$d/logs/001_ranks=2.job.log" || fail "preamble did not run: $(cat "$d/logs/001_ranks=2.job.log")"
 
 # ---- 3. a sweep job with a failing run ----
-out=$(FAKE_FAIL="--run_name 000_" "$VB" sweep lsf.yaml --launcher bsub --sweep_job --time 0:30 --output_dir sj \
-    --benchy_config "$QUICK" 2>&1) || fail "--sweep_job submission exited $?: $out"
-d=$(sweep_dir sj)
-[ "$(ls "$d/jobs")" = sweep_job.lsf ] || fail "want one job script: $(ls "$d/jobs")"
+sweep_job_one_failing bsub lsf.yaml 0:30 lsf
 grep -qx '#BSUB -nnodes 1' "$d/jobs/sweep_job.lsf" && grep -qx '#BSUB -W 0:30' "$d/jobs/sweep_job.lsf" ||
     fail "sweep job header: $(grep '^#BSUB' "$d/jobs/sweep_job.lsf")"
-wait_jobs
-[ "$(index_rows "$d")" = 'runs/000_ranks=1,failed,3
-runs/001_ranks=2,completed,0' ] || fail "index.csv after the sweep job: $(cat "$d/index.csv"); $(cat "$d/logs/sweep_job.log")"
-grep -q 'fake jsrun: this step fails' "$d/logs/000_ranks=1.log" || fail "failed run's log: $(cat "$d/logs/000_ranks=1.log")"
-[ -f "$d/report/report.md" ] || fail "the sweep job's last collect wrote no report: $(cat "$d/logs/sweep_job.log")"
-rc=0
-out=$("$VB" sweep --collect "$d" --no_report 2>&1) || rc=$?
-[ "$rc" = 1 ] && grep -q '1 completed, 1 failed, 0 waiting' <<<"$out" || fail "--collect again: exit $rc: $out"
+grep -q 'fake jsrun: this step fails' "$d/logs/000_ranks=1.log" || fail "not jsrun's failure: $(cat "$d/logs/000_ranks=1.log")"
 
 # ---- 4. jobs that end without a status ----
-out=$(FAKE_HOLD=1 "$VB" sweep lsf.yaml --launcher bsub --ranks 1 --output_dir held --benchy_config "$QUICK" 2>&1) ||
-    fail "held submission exited $?: $out"
-d=$(sweep_dir held)
-id=$(cut -d' ' -f2 "$d/status/000_ranks=1.job")
-out=$("$VB" sweep --collect "$d" --no_report 2>&1) || fail "--collect of a queued job exited $?: $out"
-grep -q '0 completed, 0 failed, 1 waiting' <<<"$out" || fail "a queued job: $out"
-rc=0
-out=$("$VB" sweep --cancel "$d" --no_report 2>&1) || rc=$?
-[ "$rc" = 1 ] && grep -q "cancelled LSF job $id (000_ranks=1)" <<<"$out" &&
-    grep -q "its LSF job $id ended (EXIT) before the run finished: failed (exit_code -1)" <<<"$out" ||
-    fail "--cancel: exit $rc: $out"
-[ "$(index_rows "$d")" = 'runs/000_ranks=1,failed,-1' ] || fail "index.csv after --cancel: $(cat "$d/index.csv")"
-# bkill by hand, then --resume --retry_failed: the resume asks LSF first, submits it again
-out=$(FAKE_HOLD=1 "$VB" sweep lsf.yaml --launcher bsub --ranks 2 --output_dir held2 --benchy_config "$QUICK" 2>&1) ||
-    fail "second held submission exited $?: $out"
-d=$(sweep_dir held2)
-bkill "$(cut -d' ' -f2 "$d/status/000_ranks=2.job")" >/dev/null || fail "bkill"
-out=$("$VB" sweep --resume "$d" --retry_failed --no_report 2>&1) || fail "--resume --retry_failed exited $?: $out"
-grep -q 'resuming: 0 runs kept, 1 to run' <<<"$out" || fail "--resume did not submit the killed job's run again: $out"
-wait_jobs
-out=$("$VB" sweep --collect "$d" --no_report 2>&1) || fail "--collect after the resubmission exited $?: $out"
-all_completed "$d" 1
+cancelled_and_resumed bsub lsf.yaml LSF EXIT bkill
 
 # a dry run's script submitted by hand: its job records its own id (LSB_JOBID), so a job
 # killed before its run ended is found by --collect too

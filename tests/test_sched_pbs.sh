@@ -64,14 +64,7 @@ cluster:
   qsub_extra: ["-l filesystems=home:eagle", "-m n"]
   preamble: ['echo "preamble in $PBS_O_WORKDIR"']
 EOF2
-out=$("$VB" sweep pbs.yaml --launcher qsub --output_dir pr --benchy_config "$QUICK" 2>&1) || fail "qsub sweep exited $?: $out"
-grep -q 'all 2 runs submitted' <<<"$out" || fail "qsub sweep: $out"
-d=$(sweep_dir pr)
-wait_jobs
-out=$("$VB" sweep --collect "$d" 2>&1) || fail "--collect after the jobs exited $?: $out"
-grep -q '2 completed, 0 failed, 0 waiting' <<<"$out" || fail "--collect: $out"
-all_completed "$d" 2
-[ -f "$d/report/report.md" ] || fail "no report after --collect: $out"
+per_run_jobs qsub pbs.yaml
 ids=$(cat "$d"/status/*.job | sort | tr '\n' ' ')
 [ "$ids" = "pbs 4201.fakepbs pbs 4202.fakepbs " ] || fail "job ids recorded: $ids"
 [ "$(cat "$d/status/001_ranks=2.hosts")" = vbnode1 ] || fail "the job's hosts (PBS_NODEFILE): $(cat "$d/status/001_ranks=2.hosts")"
@@ -79,38 +72,12 @@ grep -q '^# job pbs 4202.fakepbs on vbnode1$' "$d/logs/001_ranks=2.log" || fail 
 grep -q "^preamble in $TMP\$" "$d/logs/001_ranks=2.job.log" || fail "preamble / PBS_O_WORKDIR: $(cat "$d/logs/001_ranks=2.job.log")"
 
 # ---- 3. a sweep job with a failing run ----
-out=$(FAKE_FAIL="--run_name 000_" "$VB" sweep pbs.yaml --launcher qsub --sweep_job --time 00:30:00 --output_dir sj \
-    --benchy_config "$QUICK" 2>&1) || fail "--sweep_job submission exited $?: $out"
-d=$(sweep_dir sj)
-[ "$(ls "$d/jobs")" = sweep_job.pbs ] || fail "want one job script: $(ls "$d/jobs")"
+sweep_job_one_failing qsub pbs.yaml 00:30:00 pbs
 grep -qx '#PBS -l select=1:ncpus=2:mpiprocs=2' "$d/jobs/sweep_job.pbs" || fail "sweep job header: $(grep '^#PBS' "$d/jobs/sweep_job.pbs")"
-wait_jobs
-[ "$(index_rows "$d")" = 'runs/000_ranks=1,failed,3
-runs/001_ranks=2,completed,0' ] || fail "index.csv after the sweep job: $(cat "$d/index.csv"); $(cat "$d/logs/sweep_job.log")"
-grep -q 'fake mpiexec: this step fails' "$d/logs/000_ranks=1.log" || fail "failed run's log: $(cat "$d/logs/000_ranks=1.log")"
-[ -f "$d/report/report.md" ] || fail "the sweep job's last collect wrote no report: $(cat "$d/logs/sweep_job.log")"
+grep -q 'fake mpiexec: this step fails' "$d/logs/000_ranks=1.log" || fail "not mpiexec's failure: $(cat "$d/logs/000_ranks=1.log")"
 
 # ---- 4. jobs that end without a status ----
-out=$(FAKE_HOLD=1 "$VB" sweep pbs.yaml --launcher qsub --ranks 1 --output_dir held --benchy_config "$QUICK" 2>&1) ||
-    fail "held submission exited $?: $out"
-d=$(sweep_dir held)
-id=$(cut -d' ' -f2 "$d/status/000_ranks=1.job")
-out=$("$VB" sweep --collect "$d" --no_report 2>&1) || fail "--collect of a queued job exited $?: $out"
-grep -q '0 completed, 0 failed, 1 waiting' <<<"$out" || fail "a queued job: $out"
-rc=0
-out=$("$VB" sweep --cancel "$d" --no_report 2>&1) || rc=$?
-[ "$rc" = 1 ] && grep -q "cancelled PBS job $id (000_ranks=1)" <<<"$out" &&
-    grep -q "its PBS job $id ended (F, exit status 271) before the run finished: failed (exit_code -1)" <<<"$out" ||
-    fail "--cancel: exit $rc: $out"
-out=$(FAKE_HOLD=1 "$VB" sweep pbs.yaml --launcher qsub --ranks 2 --output_dir held2 --benchy_config "$QUICK" 2>&1) ||
-    fail "second held submission exited $?: $out"
-d=$(sweep_dir held2)
-qdel "$(cut -d' ' -f2 "$d/status/000_ranks=2.job")" || fail "qdel"
-out=$("$VB" sweep --resume "$d" --retry_failed --no_report 2>&1) || fail "--resume --retry_failed exited $?: $out"
-grep -q 'resuming: 0 runs kept, 1 to run' <<<"$out" || fail "--resume did not submit the cancelled job's run again: $out"
-wait_jobs
-out=$("$VB" sweep --collect "$d" --no_report 2>&1) || fail "--collect after the resubmission exited $?: $out"
-all_completed "$d" 1
+cancelled_and_resumed qsub pbs.yaml PBS "F, exit status 271" qdel
 
 # ---- 5. mpiexec inside an allocation ----
 printf 'vbnode1\nvbnode1\n' >nodes1

@@ -155,13 +155,9 @@ static bool flux_job_id(const char *line, char *id, size_t n) {
 
 static int flux_job_state(sweep_jobq *q, const char *dir, const char *id, char *state, size_t n) {
     (void)q;
-    if (!sweep_in_path("flux")) return -1;
-    char out[VB_PATH_MAX + 40];
-    vb_snprintf(out, sizeof out, "%s/status/.flux-jobs", dir);
     char *argv[] = {"flux", "jobs", "-n", "-o", "{status}", (char *)id, NULL};
-    int rc = sweep_query(argv, out);
-    char *text = vb_read_file(out, NULL);
-    (void)unlink(out);
+    int rc;
+    char *text = sweep_ask(dir, argv, &rc);
     char word[32] = "";
     int over = -1;
     if (rc == 0 && text && sscanf(text, "%31s", word) == 1) {

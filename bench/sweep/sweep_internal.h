@@ -343,6 +343,11 @@ void sweep_jobq_free(sweep_jobq *q);
 /* Runs argv with stdout + stderr into out (truncated first); its exit
  * status, -1 when it did not finish in 20 s. */
 int sweep_query(char *const *argv, const char *out);
+/* A scheduler's answer: argv (argv[0] on PATH, else NULL) run through
+ * sweep_query into a file under dir/status, its text returned (caller
+ * frees; NULL when none) and its exit status in *rc (-1: not run or cut
+ * off after 20 s). */
+char *sweep_ask(const char *dir, char *const *argv, int *rc);
 /* --cancel: every job of the rows still submitted (and of dry-run rows
  * whose script a job runs, having recorded its id), cancelled once each;
  * returns how many cancels failed. */

@@ -86,6 +86,17 @@ int sweep_query(char *const *argv, const char *out) {
     return why[0] ? -1 : rc;
 }
 
+char *sweep_ask(const char *dir, char *const *argv, int *rc) {
+    *rc = -1;
+    if (!sweep_in_path(argv[0])) return NULL;
+    char out[VB_PATH_MAX + 64];
+    vb_snprintf(out, sizeof out, "%s/status/.%s-answer", dir, argv[0]);
+    *rc = sweep_query(argv, out);
+    char *text = vb_read_file(out, NULL);
+    (void)unlink(out);
+    return text;
+}
+
 int sweep_cancel_jobs(const char *dir, const sweep_item *items, int n) {
     int failed = 0, cancelled = 0;
     char (*done)[160] = sweep_realloc(NULL, (size_t)(n > 0 ? n : 1) * sizeof *done);
@@ -110,12 +121,15 @@ int sweep_cancel_jobs(const char *dir, const sweep_item *items, int n) {
         sweep_strvec argv = {0};
         for (const char *const *w = sc->cancel; *w; w++) sweep_sv_push(&argv, *w);
         sweep_sv_push(&argv, id);
-        char out[VB_PATH_MAX + 40];
-        vb_snprintf(out, sizeof out, "%s/status/.cancel", dir);
-        int rc = sweep_query(argv.v, out);
-        char line[512];
-        sweep_last_log_line(out, line, sizeof line);
-        (void)unlink(out);
+        int rc;
+        char *said = sweep_ask(dir, argv.v, &rc), line[512] = "";
+        if (said) { /* its last line, for the message */
+            size_t len = strlen(said);
+            while (len > 0 && (said[len - 1] == '\n' || said[len - 1] == '\r')) said[--len] = '\0';
+            const char *last = strrchr(said, '\n');
+            snprintf(line, sizeof line, "%s", last ? last + 1 : said);
+            free(said);
+        }
         if (rc == 0) {
             printf("vitbench sweep: cancelled %s job %s (%s)\n", sc->name, id, items[i].name);
             cancelled++;

@@ -154,13 +154,9 @@ static bool lsf_job_id(const char *line, char *id, size_t n) {
  * over; PEND, RUN, the suspended states and the rest are not. */
 static int lsf_job_state(sweep_jobq *q, const char *dir, const char *id, char *state, size_t n) {
     (void)q;
-    if (!sweep_in_path("bjobs")) return -1;
-    char out[VB_PATH_MAX + 40];
-    vb_snprintf(out, sizeof out, "%s/status/.bjobs", dir);
     char *argv[] = {"bjobs", "-a", "-noheader", "-o", "stat", (char *)id, NULL};
-    int rc = sweep_query(argv, out);
-    char *text = vb_read_file(out, NULL);
-    (void)unlink(out);
+    int rc;
+    char *text = sweep_ask(dir, argv, &rc);
     int over = -1;
     char word[32] = "";
     if (text && strstr(text, "is not found")) {

@@ -169,13 +169,9 @@ static bool pbs_job_id(const char *line, char *id, size_t n) {
  * Exit_status; "Unknown Job Id" (no history kept) is over too. */
 static int pbs_job_state(sweep_jobq *q, const char *dir, const char *id, char *state, size_t n) {
     (void)q;
-    if (!sweep_in_path("qstat")) return -1;
-    char out[VB_PATH_MAX + 40];
-    vb_snprintf(out, sizeof out, "%s/status/.qstat", dir);
     char *argv[] = {"qstat", "-x", "-f", (char *)id, NULL};
-    int rc = sweep_query(argv, out);
-    char *text = vb_read_file(out, NULL);
-    (void)unlink(out);
+    int rc;
+    char *text = sweep_ask(dir, argv, &rc);
     int over = -1;
     const char *js = text ? strstr(text, "job_state = ") : NULL;
     char st = js ? js[strlen("job_state = ")] : 0;

@@ -544,14 +544,14 @@ static bool slurm_job_id(const char *line, char *id, size_t n) {
 static int slurm_job_state(sweep_jobq *q, const char *dir, const char *id, char *state, size_t n) {
     if (!q->asked[SCHED_SLURM]) {
         q->asked[SCHED_SLURM] = true;
-        char out[VB_PATH_MAX + 40], user[64];
-        vb_snprintf(out, sizeof out, "%s/status/.squeue", dir);
+        char user[64];
         struct passwd *pw = getpwuid(getuid());
         snprintf(user, sizeof user, "%s", pw ? pw->pw_name : "");
         char *sq[] = {"squeue", "-h", "-o", "%i %T", "-u", user, NULL};
-        if (user[0] && sweep_in_path("squeue") && sweep_query(sq, out) == 0) /* no word from the controller: decide nothing */
-            q->listing[SCHED_SLURM] = vb_read_file(out, NULL);
-        (void)unlink(out);
+        int rc;
+        char *list = user[0] ? sweep_ask(dir, sq, &rc) : NULL;
+        if (list && rc == 0) q->listing[SCHED_SLURM] = list; /* no word from the controller: decide nothing */
+        else free(list);
     }
     const char *list = q->listing[SCHED_SLURM];
     if (!list) return -1;
@@ -571,18 +571,11 @@ static int slurm_job_state(sweep_jobq *q, const char *dir, const char *id, char 
         for (size_t i = 0; i < sizeof live / sizeof *live; i++)
             if (strcmp(listed, live[i]) == 0) return 0;
     snprintf(state, n, "%s", listed);
-    if (sweep_in_path("sacct")) {
-        char out[VB_PATH_MAX + 40];
-        vb_snprintf(out, sizeof out, "%s/status/.sacct", dir);
-        char *sa[] = {"sacct", "-n", "-X", "-P", "-j", (char *)id, "-o", "State", NULL};
-        if (sweep_query(sa, out) == 0) {
-            char *text = vb_read_file(out, NULL);
-            char word[64] = "";
-            if (text && sscanf(text, "%63s", word) == 1) snprintf(state, n, "%s", word); /* TIMEOUT, CANCELLED, ... */
-            free(text);
-        }
-        (void)unlink(out);
-    }
+    char *sa[] = {"sacct", "-n", "-X", "-P", "-j", (char *)id, "-o", "State", NULL};
+    int rc;
+    char *text = sweep_ask(dir, sa, &rc), word[64] = "";
+    if (text && rc == 0 && sscanf(text, "%63s", word) == 1) snprintf(state, n, "%s", word); /* TIMEOUT, CANCELLED, ... */
+    free(text);
     return 1;
 }
 
