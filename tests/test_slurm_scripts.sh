@@ -500,7 +500,7 @@ out=$(PATH=$TMP/bin2:$PATH FAKE_QUEUE="4242 PENDING" "$VB" sweep sj.yaml --launc
     --benchy_config "$QUICK" 2>&1) || rc=$?
 [ "$rc" = 0 ] || fail "held submission exited $rc: $out"
 d=$(sweep_dir held)
-[ "$(cat "$d/status/000_ranks=1_seed=1.job")" = "slurm 4242" ] || fail "job id not recorded: $(ls "$d/status")"
+[ "$(cat "$d/status/000_ranks=1_seed=1.job")" = 4242 ] || fail "job id not recorded: $(ls "$d/status")"
 collect FAKE_QUEUE="4242 RUNNING"
 [ "$rc" = 0 ] && grep -q '0 completed, 0 failed, 2 waiting' <<<"$out" || fail "a running job: exit $rc: $out"
 collect FAKE_QUEUE="17 RUNNING" FAKE_SQUEUE_FAIL=1

@@ -597,6 +597,14 @@ static void test_job_ids_recorded(void **state) {
     write_text(path, sizeof path, "jobs_rec/status/old.job", "4242\n");
     assert_ptr_equal(sweep_read_job(dir, "old", id, sizeof id), &sweep_sched_slurm);
     assert_string_equal(id, "4242");
+    /* Slurm's as it always was: the id alone */
+    write_text(log, sizeof log, "jobs_rec/s.submit.log", "Submitted batch job 77\n");
+    sweep_record_job(dir, "s", log, &sweep_sched_slurm);
+    vb_snprintf(path, sizeof path, "%s/status/s.job", dir);
+    text = tu_read_file(path);
+    assert_string_equal(text, "77\n");
+    free(text);
+    assert_ptr_equal(sweep_read_job(dir, "s", id, sizeof id), &sweep_sched_slurm);
     write_text(path, sizeof path, "jobs_rec/status/odd.job", "condor 1\n");
     assert_null(sweep_read_job(dir, "odd", id, sizeof id));
     assert_null(sweep_read_job(dir, "none", id, sizeof id));

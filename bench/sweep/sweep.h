@@ -140,7 +140,7 @@
  *                 with sweep_job (its own output: logs/sweep_job[-N].log); a per-run job's own
  *                 output is logs/<run>.job.log except under Slurm (the run's log itself)
  *   status/<run>.exit  batch only: the run's exit status, written by its job script;
- *                 .job "<scheduler> <id>" (the submission's, and the job's as it starts),
+ *                 .job "<scheduler> <id>" (Slurm: "<id>"; the submission's, and the job's as it starts),
  *                 .hosts the job's hosts
  *   scenario.yaml a copy of FILE; sweep.json: command line, launcher, binary,
  *                 kind (weak_scaling | strong_scaling | ddp_buckets | layouts | flags |

@@ -331,8 +331,11 @@ void sweep_cluster_clear_list(vb_sweep_slurm *sl, const char *key);
 /* ---- sweep_jobs.c: job ids, queries, directive words ---- */
 
 /* The job id the submit command printed into submit_log, as
- * status/<name>.job ("<scheduler> <id>"); nothing when it printed none. */
+ * status/<name>.job ("<scheduler> <id>"; Slurm's: "<id>", as it always
+ * was); nothing when it printed none. */
 void sweep_record_job(const char *dir, const char *name, const char *submit_log, const sweep_scheduler *sc);
+/* The word before a job id in status/<run>.job: the scheduler's id, "" for Slurm. */
+const char *sweep_job_file_tag(const sweep_scheduler *sc);
 /* status/<name>.job: its scheduler (NULL when none) and id. */
 const sweep_scheduler *sweep_read_job(const char *dir, const char *name, char *id, size_t n);
 /* Is the job over? sweep_scheduler.job_state's answer, asked once per

@@ -5,8 +5,9 @@
  * into one, which LSF, PBS and Flux share.
  *
  * Contract: status/<run>.job holds "<scheduler> <id>" (sweep_scheduler.id,
- * then the id as the scheduler printed it); a file holding only an id is
- * Slurm's (sweeps written before other schedulers). Scheduler commands run
+ * then the id as the scheduler printed it), except Slurm's, which holds the
+ * id alone as it did before other schedulers (tools and older sweeps read
+ * it so): a file holding only an id is Slurm's. Scheduler commands run
  * through sweep_query: fork/exec, no shell, at most 20 s, their output in a
  * file under status/. Nothing read from a job file is executed: an id is
  * one argument of the scheduler's own command.
@@ -43,10 +44,13 @@ void sweep_record_job(const char *dir, const char *name, const char *submit_log,
     vb_snprintf(path, sizeof path, "%s/status/%s.job", dir, name);
     vb_snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
-    if (!f || fprintf(f, "%s %s\n", sc->id, id) < 0 || fclose(f) != 0 || rename(tmp, path) != 0)
+    if (!f || fprintf(f, "%s%s%s\n", sweep_job_file_tag(sc), sweep_job_file_tag(sc)[0] ? " " : "", id) < 0 ||
+        fclose(f) != 0 || rename(tmp, path) != 0)
         vb_warn("cannot record %s job %s of %s in %s; a job that ends without a status will stay submitted", sc->name,
                 id, name, path);
 }
+
+const char *sweep_job_file_tag(const sweep_scheduler *sc) { return sc == &sweep_sched_slurm ? "" : sc->id; }
 
 const sweep_scheduler *sweep_read_job(const char *dir, const char *name, char *id, size_t n) {
     char path[VB_PATH_MAX + 200];

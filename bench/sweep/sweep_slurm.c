@@ -379,7 +379,9 @@ static void write_prologue(FILE *f, const sweep_job_ctx *j) {
     /* the job's id and hosts as the scheduler set them: status/NAME.job lets
      * --collect and --cancel follow a job submitted by hand (a dry run's
      * script), status/NAME.hosts says where each run ran */
-    fprintf(f, "\nVB_SCHED=%s\nVB_JOB_ID=%s\n", sc->id, sc->job_id_sh);
+    const char *tag = sweep_job_file_tag(sc);
+    /* status/NAME.job: "<scheduler> <id>" (Slurm's the id alone), as sweep_record_job writes it */
+    fprintf(f, "\nVB_SCHED=%s\nVB_JOB_TAG='%s%s'\nVB_JOB_ID=%s\n", sc->id, tag, tag[0] ? " " : "", sc->job_id_sh);
     fprintf(f, "vb_hosts() { %s; }\n", sc->hosts_sh);
     if (j->s->slurm.npreamble) fprintf(f, "# preamble (scenario key / --preamble)\n");
     for (int i = 0; i < j->s->slurm.npreamble; i++) fprintf(f, "%s\n", j->s->slurm.preamble[i]);
@@ -406,7 +408,7 @@ static void write_prologue(FILE *f, const sweep_job_ctx *j) {
           "        echo \"vitbench sweep: $name: an earlier submission's unfinished run moved to runs/$name.unfinished-$k\"\n"
           "    fi\n"
           "    if [ -n \"$VB_JOB_ID\" ]; then\n"
-          "        printf '%s %s\\n' \"$VB_SCHED\" \"$VB_JOB_ID\" >\"$SWEEP_DIR/status/$name.job.tmp\" &&\n"
+          "        printf '%s%s\\n' \"$VB_JOB_TAG\" \"$VB_JOB_ID\" >\"$SWEEP_DIR/status/$name.job.tmp\" &&\n"
           "            mv -f \"$SWEEP_DIR/status/$name.job.tmp\" \"$SWEEP_DIR/status/$name.job\"\n"
           "    fi\n"
           "    vb_hosts >\"$SWEEP_DIR/status/$name.hosts\" 2>/dev/null\n"
