@@ -5,7 +5,8 @@
 #      --output, the sbatch: values and sbatch_extra lines as sbatch reads them
 #      back (blanks, quotes, # and % in them) in per-run and sweep jobs,
 #      srun's CPU and GPU binding, the preamble lines in order; --launcher srun
-#      gets the same srun flags; the shipped cluster scenarios write scripts.
+#      gets the same srun flags; the shipped Perlmutter scenarios write scripts
+#      (the LSF, PBS and Flux ones: test_sched_*.sh).
 #   2. bad Slurm keys / flags / combinations: exit 2, one line naming it; a CR or
 #      LF in any path or value that reaches a job script or launcher line
 #      (--output_dir, the scenario file, the current directory, config values,
@@ -223,7 +224,7 @@ grep -q -- '--cpu-bind=cores' <<<"$out" && fail "--cpu-bind=cores next to the us
 grep -qF -- '--mpi=pmix --cpu-bind=sockets' <<<"$out" || fail "user's --cpu-bind missing: $out"
 
 # the shipped cluster scenarios write their scripts (backend auto: this build may lack CUDA)
-for f in "$SRC"/scenarios/cluster/*.yaml; do
+for f in "$SRC"/scenarios/cluster/perlmutter_*.yaml; do
     n=$(basename "$f" .yaml)
     out=$("$VB" sweep "$f" --launcher sbatch --dry-run --output_dir "cl_$n" --backend auto 2>&1) || fail "$f: dry run exited $?: $out"
     out=$("$VB" sweep "$f" --launcher sbatch --dry-run --sweep_job --output_dir "clj_$n" --backend auto 2>&1) ||
@@ -449,9 +450,13 @@ got=$(tail -n +2 "$d/index.csv" | cut -d, -f1-4)
 1,runs/001_ranks=1_seed=2,completed,0' ] || fail "index.csv after per-run jobs: $(cat "$d/index.csv"); sweep: $out"
 grep -q 'fake srun: this step fails' "$d/logs/000_ranks=1_seed=1.log" || fail "job output is not the run's log: $(ls "$d/logs")"
 [ "$(ls "$d/status")" = '000_ranks=1_seed=1.exit
+000_ranks=1_seed=1.hosts
 000_ranks=1_seed=1.job
 001_ranks=1_seed=2.exit
+001_ranks=1_seed=2.hosts
 001_ranks=1_seed=2.job' ] || fail "status files: $(ls "$d/status")"
+# where each run ran: the job's host list (no SLURM_JOB_NODELIST outside Slurm: this host)
+[ "$(cat "$d/status/001_ranks=1_seed=2.hosts")" = "$(hostname)" ] || fail "hosts: $(cat "$d/status/001_ranks=1_seed=2.hosts")"
 # a sweep directory with blanks, quotes, # and %: the job's output (the fake
 # sbatch reads --output by sbatch's rules) is the run's log, and it completes
 cat >one.yaml <<'EOF'

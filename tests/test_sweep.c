@@ -292,7 +292,7 @@ static void test_bad_files_exit_2(void **state) {
     /* command-line mistakes name the flag */
     expect_bad("name: x\nmatrix: {noddp: [false, true]}\n", L("--noddp", "true"), L("--noddp", "matrix"));
     expect_bad(NULL, L("--ranks", "1,0"), L("--ranks", "'0'"));
-    expect_bad(NULL, L("--launcher", "qsub"), L("--launcher", "qsub"));
+    expect_bad(NULL, L("--launcher", "condor"), L("--launcher", "condor"));
     expect_bad(NULL, L("--world_size", "4"), L("--world_size", "layouts"));
     expect_bad(NULL, L("--run_name", "mine"), L("run_name"));
     expect_bad(NULL, L("--lr", "fast"), L("--lr", "fast"));
@@ -525,6 +525,165 @@ static void test_slurm_keys(void **state) {
                L("@FILE", "gpus_per_node", "backend"));
     expect_bad(NULL, L("--launcher", "sbatch", "--time", "soon"), L("--time", "soon"));
     expect_bad(NULL, L("--sweep_job"), L("sweep_job", "sbatch"));
+}
+
+/* Each scheduler's time limit as its own command reads it: LSF's -W
+ * [hour:]minute, PBS's walltime [[h:]m:]s (a bare number is seconds there, so
+ * at least m:s is asked), Flux's minutes or standard duration. */
+static void test_scheduler_time_formats(void **state) {
+    (void)state;
+    static const struct {
+        const sweep_scheduler *sc;
+        const char *good[10], *bad[16];
+    } cases[] = {
+        {&sweep_sched_lsf, {"30", "0:30", "2:00", "10:59", "90", "1:5"},
+         {"", "0", "0:00", "1:60", "1:5:0", "1:", ":30", "30m", "00:30:00", "1:075", " 30", "1/hostA"}},
+        {&sweep_sched_pbs, {"00:30:00", "30:00", "1:00:00", "100:00:00", "0:0:1", "0:59"},
+         {"", "30", "0:00", "1:75:00", "1:2:3:4", "1h", ":30", "10:60", "1:00:00 ", "a:00", "0:00:00", "-1:00"}},
+        {&sweep_sched_flux, {"30", "30m", "1.5h", "2d", "0.5", "45s", ".5m"},
+         {"", "0", "0m", "1:00", "m", "1.2.3", "30 m", "-5", "1hh", "30M", "1e3", "inf"}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        for (int i = 0; cases[c].good[i]; i++)
+            if (!cases[c].sc->time_ok(cases[c].good[i])) fail_msg("%s: '%s' refused", cases[c].sc->name, cases[c].good[i]);
+        for (int i = 0; cases[c].bad[i]; i++)
+            if (cases[c].sc->time_ok(cases[c].bad[i])) fail_msg("%s: '%s' accepted", cases[c].sc->name, cases[c].bad[i]);
+    }
+}
+
+/* The job id in what each submit command prints, and nothing where it
+ * printed none. */
+static void test_scheduler_job_ids(void **state) {
+    (void)state;
+    static const struct {
+        const sweep_scheduler *sc;
+        const char *line, *id; /* id NULL: none */
+    } cases[] = {
+        {&sweep_sched_slurm, "Submitted batch job 123\n", "123"},
+        {&sweep_sched_slurm, "123;perlmutter\n", "123"},
+        {&sweep_sched_slurm, "sbatch: error: Batch job submission failed\n", NULL},
+        {&sweep_sched_lsf, "Job <4242> is submitted to queue <debug>.\n", "4242"},
+        {&sweep_sched_lsf, "Job <4242> is submitted to default queue <batch>.\n", "4242"},
+        {&sweep_sched_lsf, "Job <abc> is submitted\n", NULL},
+        {&sweep_sched_lsf, "Project not specified. Job not submitted.\n", NULL},
+        {&sweep_sched_pbs, "4242.polaris-pbs-01.hsn.cm.polaris.alcf.anl.gov\n", "4242.polaris-pbs-01.hsn.cm.polaris.alcf.anl.gov"},
+        {&sweep_sched_pbs, "4242[].pbs01\n", "4242[].pbs01"},
+        {&sweep_sched_pbs, "qsub: Unknown queue\n", NULL},
+        {&sweep_sched_flux, "\xc6\x92" "2FS\n", "\xc6\x92" "2FS"},
+        {&sweep_sched_flux, "f2FS\n", "f2FS"},
+        {&sweep_sched_flux, "flux-batch: ERROR: Number of slots to allocate must be specified\n", NULL},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char id[128] = "";
+        bool got = cases[c].sc->job_id(cases[c].line, id, sizeof id);
+        if (got != (cases[c].id != NULL) || (got && strcmp(id, cases[c].id) != 0))
+            fail_msg("%s: '%s' gave %s '%s', want %s", cases[c].sc->name, cases[c].line, got ? "an id" : "no id", id,
+                     cases[c].id ? cases[c].id : "none");
+    }
+}
+
+/* status/<run>.job: the id of the latest submission (the submit log is
+ * appended to, so a run submitted again has its earlier id first), with
+ * its scheduler; a bare id from before other schedulers is Slurm's. */
+static void test_job_ids_recorded(void **state) {
+    (void)state;
+    char dir[VB_PATH_MAX], log[VB_PATH_MAX], path[VB_PATH_MAX], id[128];
+    vb_snprintf(dir, sizeof dir, "%s/jobs_rec", g_tmp);
+    vb_snprintf(path, sizeof path, "%s/status", dir);
+    assert_int_equal(vb_mkdir_p(path), 0);
+    write_text(log, sizeof log, "jobs_rec/r.submit.log",
+               "Job <11> is submitted to queue <debug>.\nJob <12> is submitted to queue <debug>.\n");
+    sweep_record_job(dir, "r", log, &sweep_sched_lsf);
+    vb_snprintf(path, sizeof path, "%s/status/r.job", dir);
+    char *text = tu_read_file(path);
+    assert_string_equal(text, "lsf 12\n");
+    free(text);
+    assert_ptr_equal(sweep_read_job(dir, "r", id, sizeof id), &sweep_sched_lsf);
+    assert_string_equal(id, "12");
+    write_text(path, sizeof path, "jobs_rec/status/old.job", "4242\n");
+    assert_ptr_equal(sweep_read_job(dir, "old", id, sizeof id), &sweep_sched_slurm);
+    assert_string_equal(id, "4242");
+    /* Slurm's as it always was: the id alone */
+    write_text(log, sizeof log, "jobs_rec/s.submit.log", "Submitted batch job 77\n");
+    sweep_record_job(dir, "s", log, &sweep_sched_slurm);
+    vb_snprintf(path, sizeof path, "%s/status/s.job", dir);
+    text = tu_read_file(path);
+    assert_string_equal(text, "77\n");
+    free(text);
+    assert_ptr_equal(sweep_read_job(dir, "s", id, sizeof id), &sweep_sched_slurm);
+    write_text(path, sizeof path, "jobs_rec/status/odd.job", "condor 1\n");
+    assert_null(sweep_read_job(dir, "odd", id, sizeof id));
+    assert_null(sweep_read_job(dir, "none", id, sizeof id));
+}
+
+/* The cluster: block holds every scheduler's keys, each set once (there or
+ * at the top level); the launcher's scheduler refuses the others'. */
+static void test_cluster_block(void **state) {
+    (void)state;
+    vb_scenario s;
+    vb_sweep_plan p;
+    expand_text("name: c\nranks: [6, 12]\nranks_per_node: 6\ncluster:\n  gpus_per_node: 6\n  time: '0:30'\n"
+                "  account: stf218\n  alloc_flags: gpumps smt4\n  smpiargs: -disable_gpu_hooks\n  queue: debug\n"
+                "  bsub_extra: ['-B', '-wa USR1 -wt 5']\n  preamble: [module load cuda]\n",
+                NULL, &s, &p);
+    assert_int_equal(s.slurm.gpus_per_node, 6);
+    assert_string_equal(s.slurm.time, "0:30");
+    assert_string_equal(s.slurm.account, "stf218");
+    assert_string_equal(s.slurm.alloc_flags, "gpumps smt4");
+    assert_string_equal(s.slurm.smpiargs, "-disable_gpu_hooks");
+    assert_string_equal(s.slurm.queue, "debug");
+    assert_int_equal(s.slurm.nbsub_extra, 2);
+    assert_string_equal(s.slurm.bsub_extra[1], "-wa USR1 -wt 5");
+    assert_int_equal(s.slurm.npreamble, 1);
+    assert_non_null(strstr(sweep_key_origin(&s, "time"), "cluster.time (line 6)"));
+    vb_sweep_plan_free(&p);
+    vb_scenario_free(&s);
+
+    expect_bad("name: x\ntime: 30\ncluster: {time: 40}\n", NULL, L("@FILE", "cluster.time", "also set", "time (line 2)"));
+    expect_bad("name: x\ncluster: {nodez: 2}\n", NULL, L("@FILE", "cluster", "nodez", "known:"));
+    expect_bad("name: x\ncluster: {preamble: {a: b}}\n", NULL, L("@FILE", "cluster.preamble", "mapping"));
+    expect_bad("name: x\ncluster: {resource_set: per_gpu}\n", NULL, L("@FILE", "resource_set", "per_task|per_node"));
+    expect_bad("name: x\ncluster: {time: '1:75'}\n", NULL, L("@FILE", "cluster.time", "1:75", "no scheduler"));
+    /* a key the launcher's scheduler does not take names where it was set */
+    expect_bad("name: x\nranks: [2]\nranks_per_node: 2\ncluster: {alloc_flags: smt4}\n", L("--launcher", "sbatch"),
+               L("@FILE", "cluster.alloc_flags", "Slurm's keys", "sbatch_extra"));
+    expect_bad("name: x\nranks: [2]\nranks_per_node: 2\nqos: regular\n", L("--launcher", "qsub"),
+               L("@FILE", "qos (line 4)", "PBS's keys"));
+    expect_bad(NULL, L("--launcher", "flux-batch", "--ranks_per_node", "1", "--account", "a1"),
+               L("flag --account", "Flux's keys"));
+    expect_bad("name: x\nranks: [2]\nranks_per_node: 2\nsbatch: {exclusive: ''}\n", L("--launcher", "bsub"),
+               L("@FILE", "sbatch.exclusive", "Slurm's"));
+    /* the keys wait under mpirun, which has no scheduler: a cluster file tried on one machine */
+    expand_text("name: m\ncluster: {alloc_flags: smt4, qos: regular}\n", NULL, &s, &p);
+    sweep_cluster_check(&s, &p, LAUNCH_MPIRUN, 0);
+    vb_sweep_plan_free(&p);
+    vb_scenario_free(&s);
+}
+
+/* run_names: the points named from a template ({nodes}, {ranks}, {index},
+ * swept keys), checked for characters and for two points named alike. */
+static void test_run_names(void **state) {
+    (void)state;
+    vb_scenario s;
+    vb_sweep_plan p;
+    expand_text("name: w\nranks: [6, 12, 24]\nranks_per_node: 6\nrun_names: weak_scale_{nodes}\n", NULL, &s, &p);
+    assert_int_equal(p.nruns, 3);
+    assert_string_equal(p.runs[0].name, "weak_scale_1");
+    assert_string_equal(p.runs[2].name, "weak_scale_4");
+    vb_sweep_plan_free(&p);
+    vb_scenario_free(&s);
+    expand_text("name: w\nranks: [1, 2]\nrun_names: '{index}_r{ranks}_{noddp}'\nmatrix: {noddp: [false, true]}\n", NULL,
+                &s, &p);
+    assert_int_equal(p.nruns, 4);
+    assert_string_equal(p.runs[3].name, "003_r2_true");
+    vb_sweep_plan_free(&p);
+    vb_scenario_free(&s);
+
+    expect_bad("name: x\nranks: [1, 2]\nrun_names: same\n", NULL, L("@FILE", "run_names", "names two points same"));
+    expect_bad("name: x\nrun_names: 'a/{ranks}'\n", NULL, L("@FILE", "run_names (line 2)", "a/{ranks}"));
+    expect_bad("name: x\nrun_names: 'r{Ranks}'\n", NULL, L("@FILE", "run_names", "r{Ranks}"));
+    expect_bad("name: x\nrun_names: 'r_{seed}'\n", NULL, L("@FILE", "run_names", "{seed}", "swept key"));
+    expect_bad("name: x\nrun_names: 'n{nodes}'\n", NULL, L("@FILE", "run_names", "{nodes}", "ranks_per_node"));
 }
 
 /* A CR or LF in any value that reaches a job script or a launcher line is
@@ -863,6 +1022,11 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_sbatch_dry_run_writes_job_scripts),
         cmocka_unit_test(test_slurm_time_formats),
         cmocka_unit_test(test_slurm_keys),
+        cmocka_unit_test(test_scheduler_time_formats),
+        cmocka_unit_test(test_scheduler_job_ids),
+        cmocka_unit_test(test_job_ids_recorded),
+        cmocka_unit_test(test_cluster_block),
+        cmocka_unit_test(test_run_names),
         cmocka_unit_test(test_line_breaks_refused),
         cmocka_unit_test(test_fput_quoted_one_line),
         cmocka_unit_test(test_launch_records_failures_and_goes_on),

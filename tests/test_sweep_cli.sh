@@ -108,7 +108,7 @@ printf 'name: bad\nmatrix: {nodp: [true]}\n' >"$TMP/bad.yaml"
 expect_exit2 "$TMP/bad.yaml" matrix.nodp -- "$TMP/bad.yaml" --dry-run --output_dir "$TMP/bad"
 printf 'name: bad\nranks: [1, two]\n' >"$TMP/bad2.yaml"
 expect_exit2 "$TMP/bad2.yaml" ranks two -- "$TMP/bad2.yaml" --dry-run --output_dir "$TMP/bad"
-expect_exit2 --launcher qsub -- "$SRC/scenarios/weak_scaling.yaml" --launcher qsub --dry-run --output_dir "$TMP/bad"
+expect_exit2 --launcher condor -- "$SRC/scenarios/weak_scaling.yaml" --launcher condor --dry-run --output_dir "$TMP/bad"
 expect_exit2 --noddp matrix -- "$SRC/scenarios/weak_scaling.yaml" --noddp true --dry-run --output_dir "$TMP/bad"
 expect_exit2 "$TMP/none.yaml" -- "$TMP/none.yaml" --dry-run --output_dir "$TMP/bad"
 # started under mpirun / a multi-task srun step (srun --mpi=none sets no PMI variable): one sweep per rank

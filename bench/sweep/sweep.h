@@ -3,19 +3,24 @@
  * (Implemented in bench/sweep/sweep_*.c; sweep_internal.h says which file holds what.)
  *
  * Command line
- *   vitbench sweep FILE [--output_dir DIR] [--launcher mpirun|srun|sbatch]
+ *   vitbench sweep FILE [--output_dir DIR]
+ *                       [--launcher mpirun|srun|sbatch|bsub|jsrun|qsub|mpiexec|flux-batch|flux-run]
  *                       [--dry-run] [--ranks 1,2,4] [--world_size N]
  *                       [--ranks_per_node N] [--launcher_args "ARGS"]
  *                       [--timeout_s S] [--repeats N] [--order sequential|shuffled]
  *                       [--order_seed S] [--threads_per_rank T] [--no_report]
- *                       [Slurm: --nodes N --gpus_per_node G --cpus_per_task C --time T
- *                        --account A --qos Q --constraint C --partition P --reservation R
- *                        --gpu_bind per_task|closest|none --srun_mpi pmix
- *                        --sbatch_extra "--opt=v" ... --preamble "LINE" ... --sweep_job]
+ *                       [scheduler keys (sweep_cluster.c), each a flag: --nodes N --gpus_per_node G
+ *                        --cpus_per_task C --time T --account A --queue Q --qos Q --constraint C
+ *                        --partition P --reservation R --gpu_bind per_task|closest|none
+ *                        --srun_mpi pmix --sbatch_extra "--opt=v" ... --alloc_flags "F"
+ *                        --resource_set per_task|per_node --smpiargs "A" --bsub_extra "-o v" ...
+ *                        --qsub_extra "-l r=v" ... --flux_extra "--o=v" ... --preamble "LINE" ...
+ *                        --sweep_job]
  *                       [--<config key> VALUE ...]
  *   vitbench sweep --ab KEY=A,B [options as above]
  *   vitbench sweep --resume SWEEP_DIR [--retry_failed] [--timeout_s S] [--no_report]
  *   vitbench sweep --collect SWEEP_DIR [--no_report]
+ *   vitbench sweep --cancel SWEEP_DIR [--no_report]
  *   FILE is a path; if it does not exist relative to the working directory it
  *   is looked up under the source tree, and a bare name (weak_scaling) means
  *   scenarios/<name>.yaml.
@@ -40,10 +45,14 @@
  *   --ab KEY=A,B instead of a FILE: a flags scenario (written to /tmp, kept
  *   as the sweep's scenario.yaml) with baseline {KEY: A} and one variant
  *   KEY=B, 5 repeats in shuffled rounds: the interleaved A/B comparison.
- *   --collect turns the exit statuses that sbatch jobs left in
+ *   --collect turns the exit statuses that jobs left in
  *   SWEEP_DIR/status/<run>.exit into index.csv rows (submitted / dry-run ->
  *   completed / failed, with the headline numbers), then writes the report;
- *   every job script runs it itself after each run (see "Slurm" below).
+ *   every job script runs it itself after each run (see "Slurm" below). A row
+ *   whose job its scheduler says is over without a status is failed (-1).
+ *   --cancel cancels the jobs of the rows still waiting (scancel, bkill, qdel,
+ *   flux cancel; a sweep job once), then collects. A --resume of a batch
+ *   sweep collects first: a job still queued or running keeps its rows.
  *
  * Scenario file (YAML; anchors and `<<:` merge keys work everywhere)
  *   name: weak_scaling       # required: [A-Za-z0-9_.-], names the sweep directory
@@ -60,14 +69,20 @@
  *   order_seed: 0            # (--order, --order_seed); default shuffled with repeats > 1,
  *                            # whose sweeps also start with one discarded warm-up run
  *                            # (--warmup_run), so the machine's warm-up is not the first point's
+ *   run_names: "weak_scale_{nodes}"  # the points' names from a template instead of NNN_<params>:
+ *                            # {nodes}, {ranks}, {index} (NNN), {<swept key>}; unique or exit 2
  *   threads_per_rank: 2      # OpenMP threads of every rank (default: cores on a node / ranks
  *                            # on it, at least 1), so every point runs with the same threads;
  *                            # exported as OMP_NUM_THREADS; --threads_per_rank
  *   sbatch: {exclusive: ""}  # optional: each becomes "#SBATCH --key=value" (time, account,
  *                            # qos, constraint, partition, reservation here count as the keys below);
  *                            # a value with blanks, quotes or # is double-quoted as sbatch reads it
- *   Slurm keys (srun / sbatch launchers; each is also a flag of the same name, which wins;
- *   a list given as flags replaces the file's list):
+ *   cluster:                 # the scheduler keys (or at the top level, as below; not both). Each
+ *                            # scheduler takes its own and refuses the others' (mpirun: unused);
+ *                            # docs/sweeps.md has the table. Each is also a flag, which wins; a
+ *                            # list given as flags replaces the file's list.
+ *   Slurm keys (srun / sbatch; nodes, gpus_per_node, cpus_per_task, time, account, preamble and
+ *   sweep_job are every scheduler's):
  *   nodes: 2                 # every run on exactly N nodes, ranks/N tasks each (not with ranks_per_node)
  *   gpus_per_node: 4         # #SBATCH --gpus-per-node; srun binds one GPU per task (gpu_bind)
  *   cpus_per_task: 32        # #SBATCH and srun --cpus-per-task; OMP_NUM_THREADS unless threads_per_rank
@@ -78,7 +93,15 @@
  *   srun_mpi: pmix           # srun --mpi=pmix (default: the site's MpiDefault)
  *   sbatch_extra: ["--mail-type=END"]   # more #SBATCH lines, verbatim
  *   preamble: ["module load cudatoolkit"]  # shell lines before the runs of every job script
- *   sweep_job: true          # sbatch: ONE job at the largest node count runs every run (--sweep_job)
+ *   sweep_job: true          # batch launchers: ONE job at the largest node count runs every run
+ *   LSF (bsub / jsrun), PBS Pro (qsub / mpiexec), Flux (flux-batch / flux-run) keys:
+ *   queue: debug             # bsub -q, qsub -q, flux -q (account: bsub -P, qsub -A)
+ *   alloc_flags: gpumps smt4 # bsub -alloc_flags "..."
+ *   resource_set: per_task   # jsrun: per_task (1 task, 1 GPU, cpus_per_task cores, default 7) | per_node
+ *   smpiargs: -disable_gpu_hooks  # jsrun --smpiargs=...
+ *   bsub_extra / qsub_extra / flux_extra: ["..."]  # more #BSUB / #PBS / # flux: lines, checked
+ *   time is read in its scheduler's grammar: sbatch --time, bsub -W [H:]M, walltime [H:]M:S,
+ *   flux -t minutes or 30m / 1.5h
  *   matrix:                  # cartesian product over these keys, the first
  *     noddp: [false, true]   # key slowest, the last fastest
  *   layouts:                 # every tp x cp x dp factorization of world_size
@@ -122,9 +145,12 @@
  *                 --output_dir DIR/<sweep_id>/runs --run_name <NNN>_<...>; NNN numbers
  *                 the point, _rep=R the repeat when repeats > 1
  *   logs/<run>.log  the run's stdout + stderr (the job's output under sbatch)
- *   jobs/<run>.sbatch  sbatch launcher only; jobs/sweep_job[-N].sbatch with sweep_job
- *                 (its own output: logs/sweep_job[-N].log)
- *   status/<run>.exit  sbatch only: the run's exit status, written by its job script
+ *   jobs/<run>.<ext>  batch launchers only (.sbatch, .lsf, .pbs, .flux); jobs/sweep_job[-N].<ext>
+ *                 with sweep_job (its own output: logs/sweep_job[-N].log); a per-run job's own
+ *                 output is logs/<run>.job.log except under Slurm (the run's log itself)
+ *   status/<run>.exit  batch only: the run's exit status, written by its job script;
+ *                 .job "<scheduler> <id>" (Slurm: "<id>"; the submission's, and the job's as it starts),
+ *                 .hosts the job's hosts
  *   scenario.yaml a copy of FILE; sweep.json: command line, launcher, binary,
  *                 kind (weak_scaling | strong_scaling | ddp_buckets | layouts | flags |
  *                 matrix | single), swept_columns, repeats, order.
@@ -136,6 +162,8 @@
  * sweep (exit 130); rows of finished runs stay in index.csv. A sweep killed
  * outright (SIGKILL, OOM) takes its current run with it: the run gets
  * SIGTERM when its parent dies, so nothing finishes unrecorded.
+ * Launchers: sweep_launchers.c (one entry each); LSF, PBS and Flux: sweep_lsf.c,
+ * sweep_pbs.c, sweep_flux.c and docs/sweeps.md.
  * Slurm: every srun line (the srun launcher, and inside job scripts) is
  * srun --ntasks=R [--nodes=N --ntasks-per-node=P] [--cpus-per-task=C]
  * --cpu-bind=cores [--gpus-per-task=1 | --gpus-per-node=G --gpu-bind=B]
@@ -146,8 +174,9 @@
  * `vitbench sweep --collect SWEEP_DIR --no_report`, so index.csv follows the
  * job; a failed run does not stop a sweep job's later runs, and the sweep job
  * ends with the collect that writes the report. Runs whose job never wrote a
- * status (cancelled, out of time) stay submitted; --resume does not start them
- * again, a new sweep does.
+ * status (cancelled, out of time) stay submitted until their scheduler says
+ * the job is over; then they are failed (exit_code -1), and --resume
+ * --retry_failed submits them again.
  * The sweep process itself must not be an MPI process: call vb_sweep_main
  * before (instead of) MPI initialisation; under mpirun/srun it exits 2.
  */
@@ -180,13 +209,15 @@ typedef struct vb_sweep_axis {
     int nvalues;
 } vb_sweep_axis;
 
-/* Slurm settings (the scenario's top-level keys; flags of the same names
- * win). 0 / "" = not given. */
+/* The scheduler keys (the scenario's cluster: block, or its top level;
+ * flags of the same names win), every scheduler's in one place: the key
+ * table in sweep_cluster.c says which scheduler takes which. The name is
+ * the first scheduler it served. 0 / "" / NULL = not given. */
 typedef struct vb_sweep_slurm {
     int nodes;            /* every run on exactly this many nodes */
     int gpus_per_node;
     int cpus_per_task;
-    char time[32];
+    char time[32];        /* in the grammar of the scheduler it goes to */
     char account[128], qos[128], constraint[256], partition[128], reservation[128];
     char gpu_bind[16];    /* per_task | closest | none; "" = per_task when there are GPUs */
     char srun_mpi[32];    /* srun --mpi=...; "" = the site's MpiDefault */
@@ -195,6 +226,13 @@ typedef struct vb_sweep_slurm {
     char **preamble;      /* shell lines, verbatim */
     int npreamble;
     bool sweep_job;
+    char queue[128];      /* LSF, PBS, Flux: -q */
+    char alloc_flags[256]; /* LSF: -alloc_flags "gpumps smt4" */
+    char resource_set[16]; /* jsrun: per_task (default: a task, a GPU, cpus_per_task cores) | per_node */
+    char smpiargs[256];   /* jsrun --smpiargs (Spectrum MPI's own options) */
+    char **bsub_extra, **qsub_extra, **flux_extra; /* more #BSUB / #PBS / # flux: lines */
+    int nbsub_extra, nqsub_extra, nflux_extra;
+    vb_sweep_kvs given;   /* every key set: key -> where (file and line, or flag) */
 } vb_sweep_slurm;
 
 typedef struct vb_scenario {
@@ -212,6 +250,7 @@ typedef struct vb_scenario {
     int shuffled;         /* order: 1 shuffled, 0 sequential, -1 not given (vb_scenario_shuffled) */
     unsigned long long order_seed;
     int threads_per_rank; /* 0 = cores on a node / ranks on it, at least 1 */
+    char run_names[128];  /* a template for the points' names ("" = NNN_<params>) */
 
     bool has_layouts;
     int world_size;
@@ -269,9 +308,11 @@ typedef struct vb_sweep_plan {
 void vb_sweep_expand(const vb_scenario *s, const vb_sweep_overrides *o, vb_sweep_plan *plan);
 void vb_sweep_plan_free(vb_sweep_plan *p);
 
-/* Sets one Slurm key from its text (scalar keys, and one line of
- * sbatch_extra / preamble, appended); exits 2 naming origin on a bad value.
- * Returns false when key is not a Slurm key. */
+/* Sets one scheduler key from its text (scalar keys, and one line of a
+ * list key such as sbatch_extra or preamble, appended); exits 2 naming
+ * origin on a bad value. Returns false when key is not a scheduler key.
+ * time is checked here against every scheduler's grammar (one must take
+ * it) and against the chosen scheduler's once the launcher is known. */
 bool vb_sweep_slurm_set(vb_sweep_slurm *sl, const char *key, const char *value, const char *origin);
 /* Is text a time limit in one of Slurm's formats (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S)? */
 bool vb_sweep_slurm_time_ok(const char *text);

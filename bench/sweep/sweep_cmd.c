@@ -56,7 +56,7 @@ static void add_launcher_args(const char *flag, const char *v, void *ptr) {
     free(copy);
 }
 
-/* --time, --account, ... --sweep_job: checked now with the scenario key's
+/* --time, --account, ... --preamble: checked now with the scenario key's
  * rules, applied over the scenario once it is loaded (apply_slurm_flags). */
 static void add_slurm_flag(const char *flag, const char *v, void *ptr) {
     sweep_cli *c = ptr;
@@ -66,32 +66,29 @@ static void add_slurm_flag(const char *flag, const char *v, void *ptr) {
     vb_sweep_slurm scratch = {0};
     vb_sweep_slurm_set(&scratch, key, v, origin);
     vb_sweep_slurm_free(&scratch);
-    if (strcmp(key, "sbatch_extra") == 0)
-        sweep_sv_push(&c->sbatch_extra, v);
-    else if (strcmp(key, "preamble") == 0)
-        sweep_sv_push(&c->preamble, v);
-    else
+    if (sweep_cluster_key_find(key)->type == KEY_LINES) {
+        sweep_sv_push(&c->list_keys, key);
+        sweep_sv_push(&c->list_values, v);
+    } else {
         vb_sweep_kvs_set(&c->slurm, key, v);
+    }
 }
 
-/* The command line's Slurm flags over the scenario's keys; a list given as
- * flags replaces the file's list. */
+/* The command line's scheduler flags over the scenario's keys; a list given
+ * as flags replaces the file's list. */
 static void apply_slurm_flags(const sweep_cli *c, vb_scenario *s) {
     for (int i = 0; i < c->slurm.n; i++) {
         char origin[96];
         snprintf(origin, sizeof origin, "flag --%s", c->slurm.v[i].key);
         vb_sweep_slurm_set(&s->slurm, c->slurm.v[i].key, c->slurm.v[i].value, origin);
     }
-    if (c->sbatch_extra.n) {
-        for (int i = 0; i < s->slurm.nsbatch_extra; i++) free(s->slurm.sbatch_extra[i]);
-        s->slurm.nsbatch_extra = 0;
-        for (int i = 0; i < c->sbatch_extra.n; i++)
-            vb_sweep_slurm_set(&s->slurm, "sbatch_extra", c->sbatch_extra.v[i], "flag --sbatch_extra");
-    }
-    if (c->preamble.n) {
-        for (int i = 0; i < s->slurm.npreamble; i++) free(s->slurm.preamble[i]);
-        s->slurm.npreamble = 0;
-        for (int i = 0; i < c->preamble.n; i++) vb_sweep_slurm_set(&s->slurm, "preamble", c->preamble.v[i], "flag --preamble");
+    for (int i = 0; i < c->list_keys.n; i++) {
+        bool first = true; /* the first flag of its key: the file's list goes */
+        for (int j = 0; j < i && first; j++) first = strcmp(c->list_keys.v[j], c->list_keys.v[i]) != 0;
+        if (first) sweep_cluster_clear_list(&s->slurm, c->list_keys.v[i]);
+        char origin[96];
+        snprintf(origin, sizeof origin, "flag --%s", c->list_keys.v[i]);
+        vb_sweep_slurm_set(&s->slurm, c->list_keys.v[i], c->list_values.v[i], origin);
     }
 }
 
@@ -131,24 +128,27 @@ static void parse_cli(int argc, char **argv, sweep_cli *c) {
     c->max_failures = 3;
     const char *slurm = getenv("SLURM_JOB_ID");
     int launcher = (slurm && *slurm) ? LAUNCH_SRUN : LAUNCH_MPIRUN;
+    static const char *launchers[LAUNCH_COUNT + 1]; /* the table's names */
+    for (int k = 0; k < LAUNCH_COUNT; k++) launchers[k] = sweep_launchers[k].name;
     int order_seed = -1; /* as the scenario's order_seed: an int */
     bool sweep_job = false;
     static const char *const orders[] = {"sequential", "shuffled", NULL}; /* index = shuffled */
     static const char *const yes_no[] = {"false", "true", NULL};
-    static const char *const launchers[] = {"mpirun", "srun", "sbatch", NULL};
-    const vb_cli_opt opts[] = {
+    const vb_cli_opt fixed[] = {
         {.name = "output_dir", .kind = VB_CLI_FUNC, .ptr = c->out_dir, .fn = set_output_dir, .arg = "DIR",
          .help = "where the sweep directory goes (default results)"},
         {.name = "launcher", .kind = VB_CLI_CHOICE, .ptr = &launcher, .choices = launchers,
-         .arg = "mpirun|srun|sbatch", .help = "how runs start (default srun under Slurm, else mpirun)"},
+         .arg = "NAME",
+         .help = "mpirun, srun, sbatch, bsub, jsrun, qsub, mpiexec, flux-batch or flux-run (default srun under "
+                 "Slurm, else mpirun)"},
         {.name = "dry-run", .kind = VB_CLI_BOOL, .ptr = &c->dry_run,
-         .help = "print every run's command (sbatch: write the job scripts) and run nothing"},
+         .help = "print every run's command (batch launchers: write the job scripts) and run or submit nothing"},
         {.name = "ranks", .kind = VB_CLI_FUNC, .ptr = &c->ov, .fn = set_ranks, .arg = "1,2,4",
          .help = "world sizes instead of the scenario's ranks"},
         {.name = "world_size", .kind = VB_CLI_INT, .ptr = &c->ov.world_size, .ilo = 1, .ihi = INT_MAX, .arg = "N",
          .help = "world size of a layouts scenario"},
         {.name = "ranks_per_node", .kind = VB_CLI_INT, .ptr = &c->ranks_per_node, .ilo = 1, .ihi = INT_MAX,
-         .arg = "N", .help = "srun / sbatch: --nodes=ceil(R/N) --ntasks-per-node=min(R,N)"},
+         .arg = "N", .help = "ranks on a node: ceil(R/N) nodes, min(R,N) ranks each (srun, jsrun, mpiexec, flux)"},
         {.name = "launcher_args", .kind = VB_CLI_FUNC, .ptr = &c->launcher_args, .fn = add_launcher_args,
          .arg = "\"ARGS\"", .help = "split on spaces, right after the launcher's rank-count options"},
         {.name = "timeout_s", .kind = VB_CLI_INT, .ptr = &c->timeout_s, .ilo = 0, .ihi = INT_MAX, .arg = "S",
@@ -176,51 +176,48 @@ static void parse_cli(int argc, char **argv, sweep_cli *c) {
         {.name = "retry_failed", .kind = VB_CLI_BOOL, .ptr = &c->retry_failed,
          .help = "with --resume: run the failed runs again"},
         {.name = "collect", .kind = VB_CLI_STRING, .ptr = &c->collect, .arg = "SWEEP_DIR",
-         .help = "the exit statuses sbatch jobs left in SWEEP_DIR/status into index.csv, then the report"},
-        {.name = "nodes", .kind = VB_CLI_FUNC, .ptr = c, .fn = add_slurm_flag, .arg = "N",
-         .help = "Slurm: every run on N nodes, ranks/N tasks each (instead of --ranks_per_node)"},
-        {.name = "gpus_per_node", .kind = VB_CLI_FUNC, .ptr = c, .fn = add_slurm_flag, .arg = "G",
-         .help = "Slurm: #SBATCH --gpus-per-node; srun binds one GPU per task (--gpu_bind)"},
-        {.name = "cpus_per_task", .kind = VB_CLI_FUNC, .ptr = c, .fn = add_slurm_flag, .arg = "C",
-         .help = "Slurm: #SBATCH and srun --cpus-per-task; OMP_NUM_THREADS unless --threads_per_rank"},
-        {.name = "time", .kind = VB_CLI_FUNC, .ptr = c, .fn = add_slurm_flag, .arg = "T",
-         .help = "sbatch: time limit of a job (00:30:00, 30, 1-00:00:00)"},
-        {.name = "account", .kind = VB_CLI_FUNC, .ptr = c, .fn = add_slurm_flag, .arg = "A", .help = "sbatch: --account"},
-        {.name = "qos", .kind = VB_CLI_FUNC, .ptr = c, .fn = add_slurm_flag, .arg = "Q", .help = "sbatch: --qos"},
-        {.name = "constraint", .kind = VB_CLI_FUNC, .ptr = c, .fn = add_slurm_flag, .arg = "C",
-         .help = "sbatch: --constraint (Perlmutter: gpu or cpu)"},
-        {.name = "partition", .kind = VB_CLI_FUNC, .ptr = c, .fn = add_slurm_flag, .arg = "P", .help = "sbatch: --partition"},
-        {.name = "reservation", .kind = VB_CLI_FUNC, .ptr = c, .fn = add_slurm_flag, .arg = "R",
-         .help = "sbatch: --reservation"},
-        {.name = "gpu_bind", .kind = VB_CLI_FUNC, .ptr = c, .fn = add_slurm_flag, .arg = "per_task|closest|none",
-         .help = "srun: --gpus-per-task=1 (default) or --gpu-bind=closest|none"},
-        {.name = "srun_mpi", .kind = VB_CLI_FUNC, .ptr = c, .fn = add_slurm_flag, .arg = "PLUGIN",
-         .help = "srun --mpi=PLUGIN (pmix for Open MPI builds; default: the site's MpiDefault)"},
-        {.name = "sbatch_extra", .kind = VB_CLI_FUNC, .ptr = c, .fn = add_slurm_flag, .arg = "\"--opt=v\"",
-         .help = "one more #SBATCH line, repeatable (replaces the scenario's list)"},
-        {.name = "preamble", .kind = VB_CLI_FUNC, .ptr = c, .fn = add_slurm_flag, .arg = "\"LINE\"",
-         .help = "a shell line before the runs of every job script, repeatable (replaces the scenario's)"},
+         .help = "the exit statuses jobs left in SWEEP_DIR/status into index.csv (jobs over without one: failed), "
+                 "then the report"},
+        {.name = "cancel", .kind = VB_CLI_STRING, .ptr = &c->cancel, .arg = "SWEEP_DIR",
+         .help = "cancel the jobs of SWEEP_DIR's runs still submitted (scancel, bkill, qdel, flux cancel), then collect"},
         {.name = "sweep_job", .kind = VB_CLI_BOOL, .ptr = &sweep_job,
-         .help = "sbatch: one job at the largest node count runs every run in order"},
+         .help = "batch launchers: one job at the largest node count runs every run in order"},
     };
+    /* then one flag per scheduler key (sweep_cluster.c), same name, same rules */
+    const int nfixed = (int)(sizeof fixed / sizeof fixed[0]);
+    vb_cli_opt *opts = sweep_realloc(NULL, (size_t)(nfixed + sweep_ncluster_keys) * sizeof *opts);
+    memcpy(opts, fixed, sizeof fixed);
+    int nopts = nfixed;
+    for (int i = 0; i < sweep_ncluster_keys; i++) {
+        const sweep_cluster_key *k = &sweep_cluster_keys[i];
+        if (k->type == KEY_BOOL) continue; /* sweep_job: above */
+        opts[nopts++] = (vb_cli_opt){.name = k->name, .kind = VB_CLI_FUNC, .ptr = c, .fn = add_slurm_flag,
+                                     .arg = k->arg, .help = k->help};
+    }
     const vb_cli cli = {
         .cmd = "sweep",
         .usage = "vitbench sweep FILE [options] [--<config key> VALUE ...]\n"
                  "       vitbench sweep --ab KEY=A,B [options] [--<config key> VALUE ...]\n"
-                 "       vitbench sweep --resume SWEEP_DIR [--retry_failed] [--timeout_s S] [--no_report]",
+                 "       vitbench sweep --resume SWEEP_DIR [--retry_failed] [--timeout_s S] [--no_report]\n"
+                 "       vitbench sweep --collect SWEEP_DIR | --cancel SWEEP_DIR [--no_report]",
         .about = "Expands the scenario FILE into runs, launches each with its ranks and\n"
                  "collects them under DIR/<name>_<timestamp>/ with index.csv (see bench/sweep/sweep.h). --resume\n"
                  "continues a sweep that was stopped: completed runs are kept, missing or unfinished ones run\n"
                  "(failed ones too with --retry_failed), with the sweep's own scenario copy and options.\n"
+                 "Batch launchers (sbatch, bsub, qsub, flux-batch) write job scripts and submit them; the\n"
+                 "scheduler keys (the scenario's cluster: block, or the flags below) shape them, each\n"
+                 "scheduler taking its own (docs/sweeps.md, \"On a cluster\").\n"
                  "FILE is a path, or the bare name of a shipped scenario (scenarios/NAME.yaml), e.g.\n"
-                 "`vitbench sweep weak_scaling --config tiny`.",
+                 "`vitbench sweep weak_scaling --config tiny`. Exit status: 0 every run completed (or was\n"
+                 "submitted, or printed), 1 a run failed (or a cancel did), 2 bad input, 130 interrupted.",
         .opts = opts,
-        .nopts = (int)(sizeof opts / sizeof opts[0]),
+        .nopts = nopts,
         .other = file_or_override,
         .ctx = c,
         .other_help = "Any other --<config key> VALUE (or --key=VALUE) is a config override for every run.",
     };
     vb_cli_parse(&cli, argc, argv);
+    free(opts);
     /* --sweep_job[=true|false] given at all (a bool cannot say so) overrides the scenario's key */
     for (int i = 1; i < argc; i++)
         if (strncmp(argv[i], "--sweep_job", 11) == 0 || strncmp(argv[i], "--sweep-job", 11) == 0)
@@ -231,14 +228,17 @@ static void parse_cli(int argc, char **argv, sweep_cli *c) {
     if (c->file) sweep_refuse_line_break("scenario FILE", c->file);
     if (c->resume) sweep_refuse_line_break("flag --resume", c->resume);
     if (c->collect) sweep_refuse_line_break("flag --collect", c->collect);
+    if (c->cancel) sweep_refuse_line_break("flag --cancel", c->cancel);
     if (c->resume && c->file)
         vb_die_input("sweep: give either a scenario FILE or --resume SWEEP_DIR, not both (%s, --resume %s)", c->file,
                      c->resume);
     if (c->ab && c->file)
         vb_die_input("sweep: give either a scenario FILE or --ab KEY=A,B, not both (%s, --ab %s)", c->file, c->ab);
-    if (c->collect && (c->file || c->resume))
-        vb_die_input("sweep: --collect %s takes no scenario FILE and no --resume", c->collect);
-    if (!c->file && !c->ab && !c->resume && !c->collect)
+    if (c->collect && (c->file || c->ab || c->resume || c->cancel))
+        vb_die_input("sweep: --collect %s takes no scenario FILE, --ab, --resume or --cancel", c->collect);
+    if (c->cancel && (c->file || c->ab || c->resume))
+        vb_die_input("sweep: --cancel %s takes no scenario FILE, --ab or --resume", c->cancel);
+    if (!c->file && !c->ab && !c->resume && !c->collect && !c->cancel)
         vb_die_input("sweep: missing the scenario FILE, e.g. scenarios/weak_scaling.yaml (see vitbench sweep --help)");
 }
 
@@ -307,31 +307,41 @@ static void write_report(const char *dir, const char *runs_dir, const sweep_item
                 dir, dir);
 }
 
-/* sbatch SCRIPT (printed only on a dry run), its output in
- * logs/<name>.submit.log; the rows' status: dry-run, submitted or failed
- * (*code: sbatch's exit status). */
-static const char *submit(const char *script, const char *dir, const char *name, bool dry_run, int *code) {
+/* The scheduler's submit command on SCRIPT (sbatch SCRIPT, bsub < SCRIPT,
+ * qsub SCRIPT, flux batch SCRIPT; printed only on a dry run), its output in
+ * logs/<name>.submit.log and the job id it printed in status/<name>.job;
+ * the rows' status: dry-run, submitted or failed (*code: its exit status). */
+static const char *submit(const sweep_scheduler *sc, const char *script, const char *dir, const char *name,
+                          bool dry_run, int *code) {
     *code = INT_MIN;
-    char *sb[] = {"sbatch", (char *)script, NULL};
+    sweep_strvec sb = {0};
+    for (const char *const *w = sc->submit; *w; w++) sweep_sv_push(&sb, *w);
+    if (!sc->submit_stdin) sweep_sv_push(&sb, script);
     if (dry_run) {
-        sweep_fput_argv(stdout, sb);
+        sweep_fput_argv(stdout, sb.v);
+        if (sc->submit_stdin) {
+            fputs(" < ", stdout);
+            sweep_fput_quoted(stdout, script);
+        }
         fputc('\n', stdout);
+        sweep_sv_free(&sb);
         return "dry-run";
     }
     char submit_log[VB_PATH_MAX];
     vb_snprintf(submit_log, sizeof submit_log, "%s/logs/%s.submit.log", dir, name);
     const char *why;
-    *code = sweep_launch(sb, submit_log, 120, 0, NULL, &why);
-    if (*code == 0) sweep_record_job(dir, name, submit_log);
+    *code = sweep_launch_input(sb.v, sc->submit_stdin ? script : NULL, submit_log, 120, 0, NULL, &why);
+    sweep_sv_free(&sb);
+    if (*code == 0) sweep_record_job(dir, name, submit_log, sc);
     return *code == 0 ? "submitted" : "failed";
 }
 
 /* index.csv after a run or a submission. Jobs already submitted may be
- * collecting into it: under sbatch it is merged with what they recorded
+ * collecting into it: under a batch launcher it is merged with what they recorded
  * (sweep_collect), never overwritten. */
 static void record_index(const char *index_path, const char *dir, const char *runs_dir, const vb_sweep_plan *plan,
                          sweep_item *items, int n, const sweep_cli *cli) {
-    if (cli->launcher == LAUNCH_SBATCH && !cli->dry_run) {
+    if (sweep_launchers[cli->launcher].batch && !cli->dry_run) {
         int completed, waiting;
         (void)sweep_collect(dir, runs_dir, plan, items, n, &completed, &waiting);
         return;
@@ -345,8 +355,8 @@ static void free_cli(sweep_cli *c) {
     vb_sweep_kvs_free(&c->ov.config);
     vb_sweep_kvs_free(&c->slurm);
     sweep_sv_free(&c->launcher_args);
-    sweep_sv_free(&c->sbatch_extra);
-    sweep_sv_free(&c->preamble);
+    sweep_sv_free(&c->list_keys);
+    sweep_sv_free(&c->list_values);
 }
 
 /* --resume DIR / --collect DIR: the sweep's own options, from the command
@@ -355,10 +365,10 @@ static void free_cli(sweep_cli *c) {
 static void reload_cli(const char *dir, sweep_cli *cli, bool collect) {
     bool no_report = cli->no_report, retry = cli->retry_failed;
     int timeout_s = cli->timeout_s;
-    const char *flag = collect ? "--collect" : "--resume";
+    const char *flag = cli->cancel ? "--cancel" : collect ? "--collect" : "--resume";
     if (cli->launcher_args.n || cli->ov.config.n || cli->ov.ranks || cli->ov.world_size || cli->repeats > 0 ||
         cli->shuffled >= 0 || cli->order_seed >= 0 || cli->threads_per_rank > 0 || cli->ranks_per_node >= 0 ||
-        cli->dry_run || cli->slurm.n || cli->sbatch_extra.n || cli->preamble.n || (collect && cli->resume) ||
+        cli->dry_run || cli->slurm.n || cli->list_keys.n || (collect && cli->resume) ||
         (collect && (retry || timeout_s >= 0)))
         vb_die_input("flag %s %s: the sweep keeps the options it started with (sweep.json); only %s may be added",
                      flag, dir, collect ? "--no_report" : "--retry_failed, --timeout_s and --no_report");
@@ -392,10 +402,13 @@ static void reload_cli(const char *dir, sweep_cli *cli, bool collect) {
 }
 
 /* --collect DIR: index.csv from the status files, the table, the report.
- * Runs inside job scripts: it launches nothing and checks no data paths. */
+ * Runs inside job scripts: it launches nothing and checks no data paths.
+ * --cancel DIR: the same, after cancelling the jobs of the runs still
+ * submitted; the collect turns those whose job is over into failed. */
 static int collect_main(sweep_cli *cli) {
     char dir[VB_PATH_MAX];
-    vb_snprintf(dir, sizeof dir, "%s", cli->collect);
+    const bool cancel = cli->cancel != NULL;
+    vb_snprintf(dir, sizeof dir, "%s", cancel ? cli->cancel : cli->collect);
     reload_cli(dir, cli, true);
     char path[VB_PATH_MAX];
     vb_snprintf(path, sizeof path, "%s/scenario.yaml", dir);
@@ -406,7 +419,8 @@ static int collect_main(sweep_cli *cli) {
     if (cli->order_seed >= 0) sc.order_seed = (unsigned long long)cli->order_seed;
     if (cli->threads_per_rank > 0) sc.threads_per_rank = cli->threads_per_rank;
     apply_slurm_flags(cli, &sc);
-    int per_node = cli->ranks_per_node >= 0 ? cli->ranks_per_node : sc.ranks_per_node;
+    if (cli->ranks_per_node >= 0) sc.ranks_per_node = cli->ranks_per_node;
+    int per_node = sc.ranks_per_node;
     vb_sweep_plan plan;
     vb_sweep_expand(&sc, &cli->ov, &plan);
     int nitems = 0;
@@ -416,6 +430,11 @@ static int collect_main(sweep_cli *cli) {
     vb_snprintf(runs_dir, sizeof runs_dir, "%s/runs", dir_abs);
     int completed = 0, waiting = 0;
     int failed = sweep_collect(dir, runs_dir, &plan, items, nitems, &completed, &waiting);
+    int cancel_failed = 0;
+    if (cancel) {
+        cancel_failed = sweep_cancel_jobs(dir, items, nitems);
+        failed = sweep_collect(dir, runs_dir, &plan, items, nitems, &completed, &waiting);
+    }
     sweep_print_table(&plan, items, nitems);
     printf("vitbench sweep: collected %s: %d completed, %d failed, %d waiting for their job (of %d runs)\n", dir,
            completed, failed, waiting, nitems);
@@ -425,7 +444,7 @@ static int collect_main(sweep_cli *cli) {
     vb_sweep_plan_free(&plan);
     vb_scenario_free(&sc);
     free_cli(cli);
-    return failed ? 1 : 0;
+    return failed || cancel_failed ? 1 : 0;
 }
 
 /* mpirun that cannot start a process (as root without Open MPI's two
@@ -559,7 +578,7 @@ static void make_ab_scenario(sweep_cli *c) {
 int vb_sweep_main(int argc, char **argv) {
     sweep_cli cli;
     parse_cli(argc, argv, &cli);
-    if (cli.collect) return collect_main(&cli);
+    if (cli.collect || cli.cancel) return collect_main(&cli);
     if (cli.ab && !cli.resume) make_ab_scenario(&cli);
     /* A sweep under mpirun would start a copy of itself per rank, each
      * launching every run: refuse before anything is created. */
@@ -585,15 +604,18 @@ int vb_sweep_main(int argc, char **argv) {
         reload_cli(resume_dir, &cli, false);
     }
     /* job scripts cd here first, and a relative --output_dir lies under it;
-     * their #SBATCH --output is a path under the sweep directory */
+     * their log directive (#SBATCH --output, #BSUB -o, ...) names a path under
+     * the sweep directory, read back by the scheduler's own rules */
+    const bool batch = sweep_launchers[cli.launcher].batch;
+    const sweep_scheduler *sched = sweep_sched_of(cli.launcher);
     const char *dir_flag = resume_dir[0] ? "flag --resume" : "flag --output_dir";
     const char *dir_given = resume_dir[0] ? resume_dir : cli.out_dir;
     char cwd[VB_PATH_MAX];
-    if (cli.launcher == LAUNCH_SBATCH) {
-        sweep_slurm_check_log_dir(dir_flag, dir_given);
+    if (batch) {
+        sched->check_log_dir(dir_flag, dir_given);
         if (getcwd(cwd, sizeof cwd)) {
             sweep_refuse_line_break("the current directory", cwd);
-            if (dir_given[0] != '/') sweep_slurm_check_log_dir("the current directory", cwd);
+            if (dir_given[0] != '/') sched->check_log_dir("the current directory", cwd);
         }
     }
     char path[VB_PATH_MAX];
@@ -608,22 +630,21 @@ int vb_sweep_main(int argc, char **argv) {
     if (cli.order_seed >= 0) sc.order_seed = (unsigned long long)cli.order_seed;
     if (cli.threads_per_rank > 0) sc.threads_per_rank = cli.threads_per_rank;
     apply_slurm_flags(&cli, &sc);
+    if (cli.ranks_per_node >= 0) sc.ranks_per_node = cli.ranks_per_node; /* run_names' {nodes} */
     vb_sweep_plan plan;
     vb_sweep_expand(&sc, &cli.ov, &plan);
     sweep_check_named_configs(&plan);
-    int per_node = cli.ranks_per_node >= 0 ? cli.ranks_per_node : sc.ranks_per_node;
+    int per_node = sc.ranks_per_node;
     sweep_slurm_check(&sc, &plan, cli.launcher, per_node);
+    sweep_check_allocation(&sc, &plan, cli.launcher, per_node, cli.dry_run);
     int timeout_s = cli.timeout_s >= 0 ? cli.timeout_s : sc.timeout_s;
     if (plan.nruns == 0) vb_die_input("%s: the scenario expands to no runs", sc.path);
     sweep_preflight(&sc, &plan, cli.launcher, cli.dry_run);
 
-    const char *launcher_prog = cli.launcher == LAUNCH_MPIRUN ? "mpirun" : "srun";
-    if (!cli.dry_run) {
-        if (!sweep_in_path(launcher_prog))
-            vb_die_input("flag --launcher %s: '%s' not found in PATH", sweep_launcher_names[cli.launcher], launcher_prog);
-        if (cli.launcher == LAUNCH_SBATCH && !sweep_in_path("sbatch"))
-            vb_die_input("flag --launcher sbatch: 'sbatch' not found in PATH (use --dry-run to only write job scripts)");
-    }
+    for (const char *const *need = sweep_launchers[cli.launcher].needs; !cli.dry_run && *need; need++)
+        if (!sweep_in_path(*need))
+            vb_die_input("flag --launcher %s: '%s' not found in PATH%s", sweep_launchers[cli.launcher].name, *need,
+                         batch ? " (use --dry-run to only write job scripts)" : "");
     char exe[VB_PATH_MAX];
     ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (k <= 0) vb_die_internal("cannot locate the vitbench binary via /proc/self/exe: %s", strerror(errno));
@@ -651,7 +672,7 @@ int vb_sweep_main(int argc, char **argv) {
     if (resume_dir[0]) sweep_refuse_live_run(dir, "flag --resume");
     sweep_make_subdir(dir, "runs");
     sweep_make_subdir(dir, "logs");
-    if (cli.launcher == LAUNCH_SBATCH) {
+    if (batch) {
         sweep_make_subdir(dir, "jobs");
         sweep_make_subdir(dir, "status");
     }
@@ -662,29 +683,39 @@ int vb_sweep_main(int argc, char **argv) {
         sweep_write_sweep_json(dir, id, &sc, &cli, &plan, exe, argc, argv, nitems);
     }
     remove_ab_file(); /* the sweep reads its own copy from now on */
-    /* sbatch jobs start later, elsewhere: their paths must not depend on our cwd */
+    /* batch jobs start later, elsewhere: their paths must not depend on our cwd */
     char dir_abs[PATH_MAX];
     if (!realpath(dir, dir_abs)) vb_die_input("cannot resolve %s (%s)", dir, strerror(errno));
     /* a symbolic link on the way can bring in what the flag itself did not hold */
-    if (cli.launcher == LAUNCH_SBATCH) {
+    if (batch) {
         sweep_refuse_line_break(dir_flag, dir_abs);
-        sweep_slurm_check_log_dir(dir_flag, dir_abs);
+        sched->check_log_dir(dir_flag, dir_abs);
     }
-    const char *run_base = cli.launcher == LAUNCH_SBATCH ? dir_abs : dir;
+    const char *run_base = batch ? dir_abs : dir;
     char runs_dir[VB_PATH_MAX], index_path[VB_PATH_MAX];
     vb_snprintf(runs_dir, sizeof runs_dir, "%s/runs", run_base);
     vb_snprintf(index_path, sizeof index_path, "%s/" VB_INDEX_CSV, dir);
 
+    if (resume_dir[0] && batch) {
+        /* what the jobs recorded, and jobs their scheduler says are over
+         * without a status (cancelled, out of time) failed, before deciding
+         * what runs again: a job still queued or running is left alone */
+        sweep_item *scratch = sweep_realloc(NULL, (size_t)nitems * sizeof *scratch);
+        memcpy(scratch, items, (size_t)nitems * sizeof *scratch);
+        int completed, waiting;
+        (void)sweep_collect(dir, runs_dir, &plan, scratch, nitems, &completed, &waiting);
+        free(scratch);
+    }
     int kept = resume_dir[0] ? sweep_keep_finished(dir, runs_dir, items, nitems, retry_failed) : 0;
     if (sweep_write_index(index_path, &plan, items, nitems) != 0) vb_die_input("cannot write %s", index_path);
     printf("vitbench sweep: %s: %d runs (%d points x %d repeats, %s order, %s%s) -> %s\n", sc.name, nitems, plan.nruns,
-           sc.repeats, vb_scenario_shuffled(&sc) ? "shuffled" : "sequential", sweep_launcher_names[cli.launcher],
+           sc.repeats, vb_scenario_shuffled(&sc) ? "shuffled" : "sequential", sweep_launchers[cli.launcher].name,
            cli.dry_run ? ", dry run" : "", dir);
     if (resume_dir[0]) printf("vitbench sweep: resuming: %d runs kept, %d to run\n", kept, nitems - kept);
     fflush(stdout);
     if (!cli.dry_run) sweep_catch_stop_signals();
 
-    if (!cli.dry_run && cli.launcher != LAUNCH_SBATCH &&
+    if (!cli.dry_run && !batch &&
         (cli.warmup_run > 0 || (cli.warmup_run < 0 && sc.repeats > 1)))
         for (int i = 0; i < nitems; i++)
             if (!items[i].status) {
@@ -697,13 +728,13 @@ int vb_sweep_main(int argc, char **argv) {
      * signal, exit code), e.g. a launcher or environment problem every run hits */
     int streak = 0, stopped = 0;
     char streak_sig[48] = "", last_line[512] = "";
-    sweep_job_ctx job = {id, dir_abs, exe, &sc, per_node, timeout_s, &cli.launcher_args};
-    if (cli.launcher == LAUNCH_SBATCH && sc.slurm.sweep_job) {
+    sweep_job_ctx job = {id, dir_abs, exe, &sc, per_node, timeout_s, &cli.launcher_args, cli.launcher};
+    if (batch && sc.slurm.sweep_job) {
         /* one job for every run still to run; index.csv rows say submitted (or
          * dry-run) until the job's collects turn them into completed / failed */
         char script[VB_PATH_MAX], log_abs[VB_PATH_MAX], name[64] = "sweep_job";
         for (int k = 2; k < 1000; k++) {
-            vb_snprintf(script, sizeof script, "%s/jobs/%s.sbatch", dir_abs, name);
+            vb_snprintf(script, sizeof script, "%s/jobs/%s.%s", dir_abs, name, sched->script_ext);
             if (!vb_file_exists(script)) break;
             snprintf(name, sizeof name, "sweep_job-%d", k);
         }
@@ -721,16 +752,16 @@ int vb_sweep_main(int argc, char **argv) {
         }
         record_index(index_path, dir, runs_dir, &plan, items, nitems, &cli);
         int code;
-        const char *st = submit(script, dir, name, cli.dry_run, &code);
+        const char *st = submit(sched, script, dir, name, cli.dry_run, &code);
         if (strcmp(st, "submitted") == 0) { /* every run of the job follows its id */
             char submit_log[VB_PATH_MAX];
             vb_snprintf(submit_log, sizeof submit_log, "%s/logs/%s.submit.log", dir, name);
             for (int i = 0; i < nitems; i++)
-                if (mine[i]) sweep_record_job(dir, items[i].name, submit_log);
+                if (mine[i]) sweep_record_job(dir, items[i].name, submit_log, sched);
         }
         if (!cli.dry_run) {
-            printf("vitbench sweep: sweep job %s with %d runs: %s (sbatch exit %d, see %s/logs/%s.submit.log)\n",
-                   script, todo, st, code, dir, name);
+            printf("vitbench sweep: sweep job %s with %d runs: %s (%s exit %d, see %s/logs/%s.submit.log)\n",
+                   script, todo, st, sched->submit[0], code, dir, name);
             if (strcmp(st, "failed") == 0) {
                 for (int i = 0; i < nitems; i++)
                     if (mine[i]) {
@@ -756,21 +787,21 @@ int vb_sweep_main(int argc, char **argv) {
         sweep_build_launch(&cmd, cli.launcher, &sc, r->ranks, per_node, &cli.launcher_args);
         sweep_push_vitbench_args(&cmd, exe, &sc, r, it->name, runs_dir);
         char log_path[VB_PATH_MAX];
-        vb_snprintf(log_path, sizeof log_path, "%s/logs/%s.log", cli.launcher == LAUNCH_SBATCH ? dir_abs : dir, it->name);
+        vb_snprintf(log_path, sizeof log_path, "%s/logs/%s.log", batch ? dir_abs : dir, it->name);
 
-        if (cli.launcher == LAUNCH_SBATCH) {
+        if (batch) {
             char script[VB_PATH_MAX];
-            vb_snprintf(script, sizeof script, "%s/jobs/%s.sbatch", dir_abs, it->name);
+            vb_snprintf(script, sizeof script, "%s/jobs/%s.%s", dir_abs, it->name, sched->script_ext);
             sweep_clear_status(dir, it);
             sweep_write_run_script(script, &job, it, i, nitems);
             /* the row says submitted before the job can start and collect it */
             it->status = cli.dry_run ? "dry-run" : "submitted";
             record_index(index_path, dir, runs_dir, &plan, items, nitems, &cli);
             int code;
-            const char *st = submit(script, dir, it->name, cli.dry_run, &code);
+            const char *st = submit(sched, script, dir, it->name, cli.dry_run, &code);
             if (!cli.dry_run) {
-                printf("vitbench sweep: [%d/%d] %s: %s (sbatch exit %d, see %s/logs/%s.submit.log)\n", i + 1, nitems,
-                       it->name, st, code, dir, it->name);
+                printf("vitbench sweep: [%d/%d] %s: %s (%s exit %d, see %s/logs/%s.submit.log)\n", i + 1, nitems,
+                       it->name, st, sched->submit[0], code, dir, it->name);
                 if (strcmp(st, "failed") == 0) {
                     it->status = "failed";
                     it->exit_code = code;
@@ -858,7 +889,7 @@ int vb_sweep_main(int argc, char **argv) {
         completed += strcmp(items[i].status, "completed") == 0;
         failed += strcmp(items[i].status, "failed") == 0;
     }
-    if (!cli.dry_run && cli.launcher != LAUNCH_SBATCH) sweep_print_table(&plan, items, nitems);
+    if (!cli.dry_run && !batch) sweep_print_table(&plan, items, nitems);
     printf("vitbench sweep: index %s (%d of %d runs recorded)\n", index_path, recorded, nitems);
     /* the report of what finished, unless asked not to or nothing ran here */
     /* the report of what ran, failures too (an all-failed sweep's says why),
@@ -874,7 +905,7 @@ int vb_sweep_main(int argc, char **argv) {
         printf("vitbench sweep: %d of %d runs failed; their logs are in %s/logs\n", failed, recorded, dir);
     else if (!interrupted)
         printf("vitbench sweep: all %d runs %s\n", recorded,
-               cli.dry_run ? "printed (dry run)" : cli.launcher == LAUNCH_SBATCH ? "submitted" : "completed");
+               cli.dry_run ? "printed (dry run)" : batch ? "submitted" : "completed");
     fflush(stdout);
 
     free(items);

@@ -18,19 +18,21 @@
  *
  * A job that ends without writing a run's status (cancelled, out of time, a
  * node lost) would leave its rows submitted for ever: every submission
- * records its job id in SWEEP_DIR/status/<run>.job, and a row still
- * submitted, without a status file, whose job Slurm says is over (one
- * squeue of the user's jobs per collect no longer lists it as pending or
- * running) becomes failed with exit_code -1
- * and the job's final state (sacct) in run.json and on stdout. Without
- * squeue, or when it cannot reach the controller, the row stays submitted.
+ * records its scheduler and job id in SWEEP_DIR/status/<run>.job (the job
+ * does too, as it starts), and a row still submitted, without a status
+ * file, whose job its scheduler says is over (sweep_jobs.c: Slurm's squeue
+ * no longer lists it, LSF's bjobs says DONE / EXIT, PBS's qstat F, Flux's
+ * flux jobs an inactive result) becomes failed with exit_code -1 and the
+ * job's final state in run.json and on stdout. When the scheduler gives no
+ * answer (no command, no controller) the row stays submitted. A dry run's
+ * row is followed the same way once a job running its script (submitted by
+ * hand) has recorded its id.
  */
 #include "bench/sweep/sweep_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <pwd.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,130 +99,6 @@ void sweep_clear_status(const char *dir, const sweep_item *it) {
     }
 }
 
-/* ---- jobs that ended without a status ---- */
-
-/* The job id in sbatch's output ("Submitted batch job 123", or --parsable's
- * "123[;cluster]"); 0 when there is none. */
-static long job_id_in(const char *log_path) {
-    FILE *f = fopen(log_path, "r");
-    if (!f) return 0;
-    char line[512];
-    long id = 0;
-    while (!id && fgets(line, sizeof line, f)) {
-        const char *p = strstr(line, "Submitted batch job ");
-        p = p ? p + strlen("Submitted batch job ") : line;
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end != p && v > 0 && (*end == '\0' || *end == '\n' || *end == ';' || *end == ' ')) id = v;
-    }
-    fclose(f);
-    return id;
-}
-
-void sweep_record_job(const char *dir, const char *name, const char *submit_log) {
-    long id = job_id_in(submit_log);
-    if (!id) return; /* no id: the run is followed by its status file alone */
-    char path[VB_PATH_MAX + 200], tmp[VB_PATH_MAX + 210];
-    vb_snprintf(path, sizeof path, "%s/status/%s.job", dir, name);
-    vb_snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = vb_fopen_nofollow(tmp, "w");
-    if (!f || fprintf(f, "%ld\n", id) < 0 || fclose(f) != 0 || rename(tmp, path) != 0)
-        vb_warn("cannot record job %ld of %s in %s; a job that ends without a status will stay submitted", id, name,
-                path);
-}
-
-/* status/<run>.job: the run's job id, or 0. */
-static long read_job_file(const char *dir, const char *name) {
-    char path[VB_PATH_MAX + 200];
-    vb_snprintf(path, sizeof path, "%s/status/%s.job", dir, name);
-    return job_id_in(path);
-}
-
-/* The first word of a file, "" when it is empty or missing. */
-static void first_word(const char *path, char *out, size_t n) {
-    out[0] = '\0';
-    FILE *f = fopen(path, "r");
-    if (!f) return;
-    if (fscanf(f, "%63s", out) != 1) out[0] = '\0';
-    fclose(f);
-    (void)n;
-}
-
-/* Runs argv with its output into `out` (truncated first); its exit status,
- * -1 when it did not finish in 20 s. */
-static int query(char *const *argv, const char *out) {
-    if (unlink(out) != 0 && errno != ENOENT) return -1;
-    const char *why;
-    int rc = sweep_launch(argv, out, 20, 0, NULL, &why);
-    return why[0] ? -1 : rc;
-}
-
-/* The user's jobs as squeue lists them, read once per collect (one query,
- * however many runs are waiting). */
-typedef struct job_queue {
-    bool loaded, ok; /* ok: squeue answered */
-    int n;
-    long *id;
-    char (*state)[24];
-} job_queue;
-
-static void queue_load(job_queue *q, const char *dir) {
-    q->loaded = true;
-    if (!sweep_in_path("squeue")) return;
-    char out[VB_PATH_MAX + 40], user[64];
-    vb_snprintf(out, sizeof out, "%s/status/.squeue", dir);
-    struct passwd *pw = getpwuid(getuid());
-    snprintf(user, sizeof user, "%s", pw ? pw->pw_name : "");
-    char *sq[] = {"squeue", "-h", "-o", "%i %T", "-u", user, NULL};
-    if (!user[0] || query(sq, out) != 0) return; /* no word from the controller: decide nothing */
-    FILE *f = fopen(out, "r");
-    if (!f) return;
-    q->ok = true;
-    char line[256];
-    while (fgets(line, sizeof line, f)) {
-        long id;
-        char st[24];
-        if (sscanf(line, "%ld %23s", &id, st) != 2) continue; /* array and het jobs (123_4, 123+1) too */
-        q->id = sweep_realloc(q->id, (size_t)(q->n + 1) * sizeof *q->id);
-        q->state = sweep_realloc(q->state, (size_t)(q->n + 1) * sizeof *q->state);
-        q->id[q->n] = id;
-        snprintf(q->state[q->n], sizeof q->state[q->n], "%s", st);
-        q->n++;
-    }
-    fclose(f);
-    (void)unlink(out);
-}
-
-/* True when Slurm says job `id` is over: squeue answered and no longer lists
- * it, or lists it in a final state. Its final state (sacct, else squeue's,
- * else "" when neither says) goes to state. Without squeue's answer nothing is decided. */
-static bool job_over(job_queue *q, const char *dir, long id, char *state, size_t n) {
-    if (!q->loaded) queue_load(q, dir);
-    if (!q->ok) return false;
-    static const char *const live[] = {"PENDING",  "RUNNING",   "CONFIGURING", "COMPLETING",   "SUSPENDED",
-                                       "REQUEUED", "RESIZING",  "SIGNALING",   "STAGE_OUT",    "STOPPED",
-                                       "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "SPECIAL_EXIT"};
-    const char *listed = NULL;
-    for (int i = 0; i < q->n && !listed; i++)
-        if (q->id[i] == id) listed = q->state[i];
-    if (listed)
-        for (size_t i = 0; i < sizeof live / sizeof *live; i++)
-            if (strcmp(listed, live[i]) == 0) return false;
-    snprintf(state, n, "%s", listed ? listed : "");
-    if (sweep_in_path("sacct")) {
-        char ids[32], out[VB_PATH_MAX + 40], word[64];
-        snprintf(ids, sizeof ids, "%ld", id);
-        vb_snprintf(out, sizeof out, "%s/status/.sacct", dir);
-        char *sa[] = {"sacct", "-n", "-X", "-P", "-j", ids, "-o", "State", NULL};
-        if (query(sa, out) == 0) {
-            first_word(out, word, sizeof word);
-            if (word[0]) snprintf(state, n, "%s", word); /* TIMEOUT, CANCELLED, NODE_FAIL, ... */
-        }
-        (void)unlink(out);
-    }
-    return true;
-}
-
 int sweep_collect(const char *dir, const char *runs_dir, const vb_sweep_plan *plan, sweep_item *items, int n,
                   int *completed, int *waiting) {
     int lock = lock_dir(dir);
@@ -252,7 +130,7 @@ int sweep_collect(const char *dir, const char *runs_dir, const vb_sweep_plan *pl
     }
     vb_csv_free(&t);
     int failed = 0;
-    job_queue queue = {0};
+    sweep_jobq queue = {0};
     *completed = *waiting = 0;
     for (int i = 0; i < n; i++) {
         sweep_item *it = &items[i];
@@ -270,22 +148,23 @@ int sweep_collect(const char *dir, const char *runs_dir, const vb_sweep_plan *pl
                      * SIGTERM would: the class says both */
                     sweep_failure_class(code, "", it->failure, sizeof it->failure);
                 }
-            } else if (it->status && strcmp(it->status, "submitted") == 0) {
+            } else if (it->status) { /* submitted, or a dry run's script submitted by hand (its job recorded its id) */
                 /* no status, and its job is over: cancelled, out of time, a
                  * node lost -- the script never reached the run's end. A job
                  * writes the status before it ends, so this is final. */
-                long id = read_job_file(dir, it->name);
-                char state[64];
-                if (id > 0 && job_over(&queue, dir, id, state, sizeof state)) {
+                char id[128], state[64];
+                const sweep_scheduler *sc = sweep_read_job(dir, it->name, id, sizeof id);
+                if (sc && sweep_job_over(&queue, sc, dir, id, state, sizeof state) == 1) {
                     it->status = "failed";
                     it->exit_code = -1;
-                    snprintf(it->failure, sizeof it->failure, "slurm %.38s", state[0] ? state : "job gone");
-                    char rj[VB_PATH_MAX + 200], why[160];
+                    snprintf(it->failure, sizeof it->failure, "%.8s %.38s", sc->id, state[0] ? state : "job gone");
+                    char rj[VB_PATH_MAX + 200], why[300];
                     vb_snprintf(rj, sizeof rj, "%s/%s/" VB_RUN_JSON, runs_dir, it->name);
                     if (state[0])
-                        snprintf(why, sizeof why, "its Slurm job %ld ended (%s) before the run finished", id, state);
+                        snprintf(why, sizeof why, "its %s job %s ended (%s) before the run finished", sc->name, id,
+                                 state);
                     else
-                        snprintf(why, sizeof why, "its Slurm job %ld left the queue before the run finished", id);
+                        snprintf(why, sizeof why, "its %s job %s left the queue before the run finished", sc->name, id);
                     (void)vb_run_json_mark_failed(rj, why);
                     printf("vitbench sweep: %s: %s: failed (exit_code -1)\n", it->name, why);
                 }
@@ -299,8 +178,7 @@ int sweep_collect(const char *dir, const char *runs_dir, const vb_sweep_plan *pl
         else
             (*waiting)++;
     }
-    free(queue.id);
-    free(queue.state);
+    sweep_jobq_free(&queue);
     if (sweep_write_index(path, plan, items, n) != 0) vb_die_input("cannot write %s", path);
     if (lock >= 0) close(lock); /* releases the flock */
     return failed;

@@ -191,7 +191,7 @@ void sweep_write_sweep_json(const char *dir, const char *id, const vb_scenario *
     cJSON *cl = cJSON_AddArrayToObject(j, "command_line");
     cJSON_AddItemToArray(cl, cJSON_CreateString("vitbench"));
     for (int i = 0; i < argc; i++) cJSON_AddItemToArray(cl, cJSON_CreateString(argv[i]));
-    cJSON_AddStringToObject(j, "launcher", sweep_launcher_names[c->launcher]);
+    cJSON_AddStringToObject(j, "launcher", sweep_launchers[c->launcher].name);
     cJSON_AddStringToObject(j, "binary", exe);
     cJSON_AddBoolToObject(j, "dry_run", c->dry_run);
     cJSON_AddNumberToObject(j, "nruns", nruns);

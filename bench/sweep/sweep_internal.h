@@ -7,8 +7,18 @@
  *                     launches, every point checked before anything starts
  *   sweep_launch.c    starting one run: mpirun / srun argv, sbatch job
  *                     scripts, fork/exec with its log, timeouts, stop signals
- *   sweep_slurm.c     Slurm: the keys and their checks, srun's binding flags,
- *                     job scripts (one per run, or one sweep job)
+ *   sweep_launchers.c the launcher table (mpirun, srun, sbatch, bsub, jsrun,
+ *                     qsub, mpiexec, flux-batch, flux-run) and what they share
+ *   sweep_cluster.c   the scheduler keys (the scenario's cluster: block),
+ *                     each defined once, and which scheduler takes which
+ *   sweep_slurm.c     Slurm: its checks, srun's binding flags, #SBATCH
+ *                     headers, sbatch's job ids and squeue; the job scripts'
+ *                     body every scheduler shares (one per run, or one sweep job)
+ *   sweep_lsf.c       LSF: #BSUB headers, jsrun resource sets, bjobs / bkill
+ *   sweep_pbs.c       PBS Pro: #PBS headers, mpiexec (PALS), qstat / qdel
+ *   sweep_flux.c      Flux: "# flux:" headers, flux run, flux jobs / cancel
+ *   sweep_jobs.c      job ids: recorded per run, the scheduler asked whether
+ *                     a job is over, jobs cancelled; directive words checked
  *   sweep_index.c     the sweep directory: creating it, index.csv, sweep.json,
  *                     the results table, what a resume keeps
  *   sweep_collect.c   --collect: the status files jobs left into index.csv
@@ -63,8 +73,22 @@ const vb_sweep_axis *sweep_axis_find(const vb_sweep_axis *a, int n, const char *
 
 /* ---- the command's state, shared by plan, launch, index and cmd ---- */
 
-typedef enum { LAUNCH_MPIRUN, LAUNCH_SRUN, LAUNCH_SBATCH } launcher_kind;
-extern const char *const sweep_launcher_names[3]; /* by launcher_kind */
+/* The launchers, an index into sweep_launchers (sweep_launchers.c). */
+typedef enum {
+    LAUNCH_MPIRUN,
+    LAUNCH_SRUN,
+    LAUNCH_SBATCH,
+    LAUNCH_BSUB,
+    LAUNCH_JSRUN,
+    LAUNCH_QSUB,
+    LAUNCH_MPIEXEC,
+    LAUNCH_FLUX_BATCH,
+    LAUNCH_FLUX_RUN,
+    LAUNCH_COUNT
+} launcher_kind;
+
+/* The schedulers whose keys a scenario may set (sweep_cluster.c). */
+typedef enum { SCHED_NONE, SCHED_SLURM, SCHED_LSF, SCHED_PBS, SCHED_FLUX, SCHED_COUNT } sched_kind;
 
 /* The parsed command line (sweep_cmd.c). Slurm flags are kept as given and
  * applied over the scenario's keys once it is loaded. */
@@ -86,8 +110,9 @@ typedef struct {
     const char *ab;       /* --ab KEY=A,B: the interleaved A/B scenario instead of a FILE */
     const char *collect;  /* --collect SWEEP_DIR */
     bool retry_failed;
-    vb_sweep_kvs slurm;   /* scalar Slurm flags (--time ...), in order */
-    sweep_strvec sbatch_extra, preamble; /* list flags; any replaces the file's list */
+    vb_sweep_kvs slurm;   /* scalar scheduler flags (--time ...), in order */
+    sweep_strvec list_keys, list_values; /* list flags (--preamble ...): any replaces the file's list */
+    const char *cancel;   /* --cancel SWEEP_DIR */
     sweep_strvec launcher_args;
     vb_sweep_overrides ov;
 } sweep_cli;
@@ -144,9 +169,12 @@ typedef struct {
 #define SWEEP_RUNNING_FILE ".running"
 /* Runs argv to completion (or timeout / stop); its exit status, 128+signal
  * when killed; *why is "timeout", "interrupted" or "". run: NULL for what is
- * not a run. */
+ * not a run (a probe, a job submission). */
 int sweep_launch(char *const *argv, const char *log_path, int timeout_s, int threads, const sweep_run_ref *run,
                  const char **why);
+/* sweep_launch with stdin from input (NULL: /dev/null): bsub < script. */
+int sweep_launch_input(char *const *argv, const char *input, const char *log_path, int timeout_s, int threads,
+                       const sweep_run_ref *run, const char **why);
 /* A --resume (flag) of SWEEP_DIR whose recorded run still has a live
  * process group (the sweep was killed, the run was not) exits 2 naming the
  * run and the group; a finished one's record is removed. */
@@ -169,13 +197,22 @@ int sweep_nodes_of(const vb_scenario *s, int per_node, int ranks);
 /* srun's options after --ntasks/--nodes/--ntasks-per-node: --cpus-per-task,
  * --cpu-bind=cores (unless extra has a --cpu-bind), GPU binding, --mpi. */
 void sweep_slurm_srun_flags(sweep_strvec *a, const vb_scenario *s, const sweep_strvec *extra);
-/* The Slurm keys against the plan: nodes vs ranks_per_node, ranks that do not
- * fill nodes, GPUs without ranks per node or a GPU backend, sweep_job without
- * sbatch. Exits 2 with one line naming the key / flag and the file. */
+/* The scheduler keys against the plan: keys the launcher's scheduler does
+ * not take (sweep_cluster_check), nodes vs ranks_per_node, ranks that do not
+ * fill nodes, GPUs without ranks per node or a GPU backend, sweep_job
+ * without a batch launcher, then the scheduler's own rules. Exits 2 with
+ * one line naming the key / flag and the file. */
 void sweep_slurm_check(const vb_scenario *s, const vb_sweep_plan *plan, launcher_kind launcher, int per_node);
 /* Exits 2 naming origin when path holds a backslash, which Slurm drops from
  * a job's log path (#SBATCH --output). */
 void sweep_slurm_check_log_dir(const char *origin, const char *path);
+/* One sbatch_extra line, read as sbatch reads it: exit 2 naming origin on
+ * what sbatch would refuse or cut short, or an option the sweep sets. The
+ * other schedulers' lines: sweep_lsf.c, sweep_pbs.c, sweep_flux.c. */
+void sweep_slurm_check_extra(const char *line, const char *origin);
+void sweep_lsf_check_extra(const char *line, const char *origin);
+void sweep_pbs_check_extra(const char *line, const char *origin);
+void sweep_flux_check_extra(const char *line, const char *origin);
 /* Folds sbatch.{time,account,qos,constraint,partition,reservation} into the
  * keys (exit 2 when both are set), refuses sbatch keys the sweep sets. */
 void sweep_slurm_fold_sbatch(vb_scenario *s);
@@ -189,9 +226,12 @@ typedef struct {
     int per_node;         /* ranks_per_node; 0 = not given */
     int timeout_s;
     const sweep_strvec *launcher_args;
+    launcher_kind launcher; /* the batch launcher (its scheduler writes the header) */
 } sweep_job_ctx;
 
-/* jobs/<run>.sbatch: an allocation for the one run, its output the run's log. */
+/* jobs/<run>.<ext>: an allocation for the one run; its output is the run's
+ * log under Slurm, logs/<run>.job.log elsewhere (their output lands at the
+ * job's end, so the run writes its own log as it goes). */
 void sweep_write_run_script(const char *path, const sweep_job_ctx *j, const sweep_item *it, int index, int nitems);
 /* One script running every item without a status, in order, in one
  * allocation at the largest node count; its own output goes to log_abs. */
@@ -203,6 +243,155 @@ void sweep_write_sweep_job(const char *path, const sweep_job_ctx *j, const sweep
  * for 128 + N, else "exit N". Never from log text, which differs run to run
  * (elapsed times, addresses). */
 void sweep_failure_class(int exit_code, const char *why, char *buf, size_t n);
+/* ---- sweep_launchers.c: the launcher table ---- */
+
+/* The nodes of a job and its tasks: ntasks in all, tpn on each of nodes
+ * (nodes 0 = not given: the scheduler places them). */
+typedef struct {
+    int ntasks, nodes, tpn;
+} sweep_shape;
+
+/* One collect's answers from the schedulers: a listing asked once and
+ * read for every job (squeue), freed by sweep_jobq_free. */
+typedef struct {
+    char *listing[SCHED_COUNT];
+    bool asked[SCHED_COUNT];
+} sweep_jobq;
+
+/* A scheduler: what its job scripts say, how a value gets into one, how a
+ * job is submitted, found again and cancelled. One per file: sweep_slurm.c,
+ * sweep_lsf.c, sweep_pbs.c, sweep_flux.c. */
+typedef struct sweep_scheduler {
+    const char *name;        /* Slurm, LSF, PBS, Flux: in messages */
+    const char *id;          /* slurm, lsf, pbs, flux: the first word of status/<run>.job */
+    const char *script_ext;  /* jobs/<run>.<ext> */
+    bool job_log_is_run_log; /* a per-run job's own output is the run's log (written as it goes) */
+    const char *time_form;   /* the time key's grammar, for messages */
+    bool (*time_ok)(const char *text);
+    /* the scheduler's own rules for the keys against the plan; exit 2 naming the key */
+    void (*check)(const vb_scenario *s, const vb_sweep_plan *plan, launcher_kind k, int per_node);
+    /* a directory the jobs' logs go to, read as the directive parser reads a path; exit 2 naming origin */
+    void (*check_log_dir)(const char *origin, const char *path);
+    /* #!/bin/bash and the directives of one job */
+    void (*header)(FILE *f, const sweep_job_ctx *j, const char *job_name, const sweep_shape *sh, const char *log_abs);
+    const char *job_id_sh;   /* shell: the job's id, inside it */
+    const char *hosts_sh;    /* shell: the job's hosts, one a line */
+    const char *const *submit; /* argv before the script: {"sbatch"}, {"flux", "batch"} */
+    bool submit_stdin;       /* the script goes to the submit command's stdin (bsub < script) */
+    /* the job id in one line of the submit command's output; false when none */
+    bool (*job_id)(const char *line, char *id, size_t n);
+    /* is job id over? 1 yes (its final state in state, "" when unknown), 0 no, -1 no answer */
+    int (*job_state)(sweep_jobq *q, const char *dir, const char *id, char *state, size_t n);
+    const char *const *cancel; /* argv before the job id: {"scancel"} */
+    const char *alloc_env;   /* set inside one of its allocations */
+    /* nodes of the allocation this process runs in, from its host list; -1 = unknown */
+    int (*alloc_nodes)(void);
+} sweep_scheduler;
+
+typedef struct sweep_launcher {
+    const char *name;        /* --launcher NAME */
+    sched_kind sched;        /* whose keys it takes; SCHED_NONE: none (mpirun) */
+    bool batch;              /* writes job scripts and submits them */
+    bool inside;             /* starts ranks only inside an allocation of its scheduler (jsrun, mpiexec) */
+    launcher_kind step;      /* what starts a run's ranks: itself, or inside its job scripts */
+    const char *const *needs; /* programs on PATH it needs to launch (not for --dry-run) */
+    /* the launcher's part of a run's argv (not batch launchers: their step's) */
+    void (*build)(sweep_strvec *a, const vb_scenario *s, int ranks, int per_node, const sweep_strvec *extra);
+    int cpus_per_task;       /* a rank's cores when cpus_per_task is not given; 0 = the launcher's own */
+    const char *what;        /* one line, for --help */
+} sweep_launcher;
+
+extern const sweep_launcher sweep_launchers[LAUNCH_COUNT];
+extern const sweep_scheduler *const sweep_schedulers[SCHED_COUNT]; /* [SCHED_NONE] = NULL */
+extern const sweep_scheduler sweep_sched_slurm, sweep_sched_lsf, sweep_sched_pbs, sweep_sched_flux;
+
+/* The launcher's scheduler; NULL for mpirun. */
+const sweep_scheduler *sweep_sched_of(launcher_kind k);
+/* A run's cores per rank: cpus_per_task, else the launcher's default (0 = none). */
+int sweep_cpus_per_task(const vb_scenario *s, launcher_kind k);
+/* The shape of a job of R ranks (nodes 0 when neither nodes nor ranks_per_node is given). */
+sweep_shape sweep_shape_of(const vb_scenario *s, int per_node, int ranks);
+/* The three launchers that start ranks inside an allocation (besides srun). */
+void sweep_build_mpirun(sweep_strvec *a, const vb_scenario *s, int ranks, int per_node, const sweep_strvec *extra);
+void sweep_build_srun(sweep_strvec *a, const vb_scenario *s, int ranks, int per_node, const sweep_strvec *extra);
+void sweep_build_jsrun(sweep_strvec *a, const vb_scenario *s, int ranks, int per_node, const sweep_strvec *extra);
+void sweep_build_mpiexec(sweep_strvec *a, const vb_scenario *s, int ranks, int per_node, const sweep_strvec *extra);
+void sweep_build_flux_run(sweep_strvec *a, const vb_scenario *s, int ranks, int per_node, const sweep_strvec *extra);
+/* Runs inside an allocation: the allocation's nodes (its host list) hold
+ * every run; exit 2 naming the run otherwise. Nothing when unknown. */
+void sweep_check_allocation(const vb_scenario *s, const vb_sweep_plan *plan, launcher_kind k, int per_node,
+                            bool dry_run);
+
+/* ---- sweep_cluster.c: the scheduler keys ---- */
+
+typedef enum { KEY_INT, KEY_TIME, KEY_WORD, KEY_CHOICE, KEY_BOOL, KEY_LINES } sweep_key_type;
+
+typedef struct sweep_cluster_key {
+    const char *name;
+    unsigned scheds;         /* a bit (1u << sched_kind) for each scheduler that takes it */
+    sweep_key_type type;
+    size_t off;              /* its field in vb_sweep_slurm */
+    size_t size;             /* KEY_WORD / KEY_CHOICE / KEY_TIME: the field's size; KEY_INT: the least value */
+    size_t count_off;        /* KEY_LINES: the count's field */
+    const char *choices;     /* KEY_CHOICE: "a|b|c" */
+    /* a check of its own (sbatch_extra, srun_mpi, alloc_flags, ...); exits 2 naming origin */
+    void (*check)(const char *value, const char *origin);
+    const char *arg;         /* the flag's value in --help */
+    const char *help;        /* one line: what it becomes in each scheduler */
+} sweep_cluster_key;
+
+extern const sweep_cluster_key sweep_cluster_keys[];
+extern const int sweep_ncluster_keys;
+const sweep_cluster_key *sweep_cluster_key_find(const char *name);
+/* The keys the launcher's scheduler does not take, its time grammar and its
+ * own rules; exit 2 with one line naming the key and where it was set. */
+void sweep_cluster_check(const vb_scenario *s, const vb_sweep_plan *plan, launcher_kind k, int per_node);
+/* Where a key was set ("file: key (line N)" or "flag --key"); "" when not. */
+const char *sweep_key_origin(const vb_scenario *s, const char *key);
+/* Empties a list key (a list given as flags replaces the file's). */
+void sweep_cluster_clear_list(vb_sweep_slurm *sl, const char *key);
+
+/* ---- sweep_jobs.c: job ids, queries, directive words ---- */
+
+/* The job id the submit command printed into submit_log, as
+ * status/<name>.job ("<scheduler> <id>"; Slurm's: "<id>", as it always
+ * was); nothing when it printed none. */
+void sweep_record_job(const char *dir, const char *name, const char *submit_log, const sweep_scheduler *sc);
+/* The word before a job id in status/<run>.job: the scheduler's id, "" for Slurm. */
+const char *sweep_job_file_tag(const sweep_scheduler *sc);
+/* status/<name>.job: its scheduler (NULL when none) and id. */
+const sweep_scheduler *sweep_read_job(const char *dir, const char *name, char *id, size_t n);
+/* Is the job over? sweep_scheduler.job_state's answer, asked once per
+ * (scheduler, listing) in a collect. */
+int sweep_job_over(sweep_jobq *q, const sweep_scheduler *sc, const char *dir, const char *id, char *state,
+                   size_t n);
+void sweep_jobq_free(sweep_jobq *q);
+/* Runs argv with stdout + stderr into out (truncated first); its exit
+ * status, -1 when it did not finish in 20 s. */
+int sweep_query(char *const *argv, const char *out);
+/* A scheduler's answer: argv (argv[0] on PATH, else NULL) run through
+ * sweep_query into a file under dir/status, its text returned (caller
+ * frees; NULL when none) and its exit status in *rc (-1: not run or cut
+ * off after 20 s). */
+char *sweep_ask(const char *dir, char *const *argv, int *rc);
+/* --cancel: every job of the rows still submitted (and of dry-run rows
+ * whose script a job runs, having recorded its id), cancelled once each;
+ * returns how many cancels failed. */
+int sweep_cancel_jobs(const char *dir, const sweep_item *items, int n);
+/* The words of a directive line (bsub_extra, qsub_extra, flux_extra) as a
+ * POSIX shell splits them: blanks, '...', "..." with \" and \\; refused
+ * (exit 2 naming origin and key): an unmatched quote, a backslash outside
+ * quotes, an unquoted #. Each word goes to owned with the word before it
+ * ("" for the first), which exits 2 when it sets what the sweep or a key sets. */
+void sweep_check_directive_line(const char *line, const char *key, const char *origin,
+                                void (*owned)(const char *word, const char *prev, const char *line, const char *key,
+                                              const char *origin));
+/* value as one word of a directive line: itself when plain, else in double
+ * quotes (the caller refused what the scheduler cannot read back). */
+void sweep_put_directive_word(FILE *f, const char *value);
+/* Exits 2 naming origin when path holds one of bad (the scheduler's
+ * directive parser cannot carry it); why says what. */
+void sweep_refuse_chars(const char *origin, const char *path, const char *bad, const char *why);
 
 /* ---- sweep_index.c ---- */
 
@@ -233,9 +422,6 @@ int sweep_collect(const char *dir, const char *runs_dir, const vb_sweep_plan *pl
                   int *completed, int *waiting);
 /* Removes status/<run>.exit and .job of runs about to be (re)submitted. */
 void sweep_clear_status(const char *dir, const sweep_item *it);
-/* The job id sbatch printed into submit_log, as status/<name>.job (nothing
- * when it printed none). */
-void sweep_record_job(const char *dir, const char *name, const char *submit_log);
 /* sweep.json's "warmup": the discarded run before the first point. */
 void sweep_record_warmup(const char *dir, const char *point, int exit_code, double seconds);
 

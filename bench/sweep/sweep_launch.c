@@ -1,13 +1,14 @@
 /* sweep_launch.c: starting one run of a sweep.
  *
  * Contract: a run's argv is the launcher's part (mpirun -np R --oversubscribe
- * -x OMP_NUM_THREADS [--bind-to none], or srun --ntasks=R [--nodes ...
- * --ntasks-per-node ...] and the Slurm binding of sweep_slurm.c), then --launcher_args, then <vitbench> <command>
+ * -x OMP_NUM_THREADS [--bind-to none] here; srun, jsrun, mpiexec or flux run
+ * with the allocation's shape from their scheduler's file, sweep_launchers.c
+ * says which), then --launcher_args, then <vitbench> <command>
  * and its overrides; sweep_launch runs it with fork/exec (never a shell) in
- * its own process group, stdin from /dev/null and stdout + stderr appended to
+ * its own process group, stdin from /dev/null (or a file: bsub < script) and stdout + stderr appended to
  * its log, stops the whole group on timeout or on a stop signal (SIGTERM,
  * then SIGKILL after 10 s) and dies with the sweep (PR_SET_PDEATHSIG). Job
- * scripts (sweep_slurm.c) hold the same srun lines. Printed commands and
+ * scripts (sweep_slurm.c) hold the same launcher lines. Printed commands and
  * scripts are shell-quoted.
  */
 #include "bench/sweep/sweep_internal.h"
@@ -29,8 +30,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-const char *const sweep_launcher_names[3] = {"mpirun", "srun", "sbatch"};
 
 /* Is `prog` runnable from PATH? */
 bool sweep_in_path(const char *prog) {
@@ -110,31 +109,27 @@ static bool user_binds(const sweep_strvec *extra) {
     return false;
 }
 
+void sweep_build_mpirun(sweep_strvec *a, const vb_scenario *s, int ranks, int per_node, const sweep_strvec *extra) {
+    (void)s, (void)per_node;
+    sweep_sv_push(a, "mpirun");
+    sweep_sv_push(a, "-np");
+    sweep_sv_pushf(a, "%d", ranks);
+    sweep_sv_push(a, "--oversubscribe");
+    /* every rank runs OMP_NUM_THREADS threads (threads_per_rank); mpirun's
+     * default core binding would squeeze them onto one core each */
+    sweep_sv_push(a, "-x");
+    sweep_sv_push(a, "OMP_NUM_THREADS");
+    if (!user_binds(extra)) {
+        sweep_sv_push(a, "--bind-to");
+        sweep_sv_push(a, "none");
+    }
+}
+
+/* The launcher's own part (a batch launcher's: the one inside its job
+ * scripts, sweep_launchers.c), then --launcher_args. */
 void sweep_build_launch(sweep_strvec *a, launcher_kind k, const vb_scenario *s, int ranks, int per_node,
                         const sweep_strvec *extra) {
-    if (k == LAUNCH_MPIRUN) {
-        sweep_sv_push(a, "mpirun");
-        sweep_sv_push(a, "-np");
-        sweep_sv_pushf(a, "%d", ranks);
-        sweep_sv_push(a, "--oversubscribe");
-        /* every rank runs OMP_NUM_THREADS threads (threads_per_rank); mpirun's
-         * default core binding would squeeze them onto one core each */
-        sweep_sv_push(a, "-x");
-        sweep_sv_push(a, "OMP_NUM_THREADS");
-        if (!user_binds(extra)) {
-            sweep_sv_push(a, "--bind-to");
-            sweep_sv_push(a, "none");
-        }
-    } else {
-        sweep_sv_push(a, "srun");
-        sweep_sv_pushf(a, "--ntasks=%d", ranks);
-        int nodes = sweep_nodes_of(s, per_node, ranks);
-        if (nodes > 0) {
-            sweep_sv_pushf(a, "--nodes=%d", nodes);
-            sweep_sv_pushf(a, "--ntasks-per-node=%d", sweep_tasks_per_node(s, per_node, ranks));
-        }
-        sweep_slurm_srun_flags(a, s, extra);
-    }
+    sweep_launchers[sweep_launchers[k].step].build(a, s, ranks, per_node, extra);
     for (int i = 0; i < extra->n; i++) sweep_sv_push(a, extra->v[i]);
 }
 
@@ -174,6 +169,11 @@ static void write_running(FILE *f, void *ctx) {
  * cut it short ("" otherwise). */
 int sweep_launch(char *const *argv, const char *log_path, int timeout_s, int threads, const sweep_run_ref *run,
                  const char **why) {
+    return sweep_launch_input(argv, NULL, log_path, timeout_s, threads, run, why);
+}
+
+int sweep_launch_input(char *const *argv, const char *input, const char *log_path, int timeout_s, int threads,
+                       const sweep_run_ref *run, const char **why) {
     *why = "";
     /* the run watches this process and stops when it is gone (proc_watch.h) */
     char self[320];
@@ -192,8 +192,15 @@ int sweep_launch(char *const *argv, const char *log_path, int timeout_s, int thr
          * unrecorded; a resumed sweep runs it again */
         prctl(PR_SET_PDEATHSIG, SIGTERM);
         if (getppid() != parent) _exit(128 + SIGTERM);
-        int devnull = open("/dev/null", O_RDONLY);
-        if (devnull >= 0) dup2(devnull, 0);
+        int in = open(input ? input : "/dev/null", O_RDONLY);
+        if (in < 0 && input) {
+            dprintf(logfd, "vitbench sweep: cannot read %s: %s\n", input, strerror(errno));
+            _exit(127);
+        }
+        if (in > 0) {
+            dup2(in, 0);
+            close(in);
+        }
         dup2(logfd, 1);
         dup2(logfd, 2);
         signal(SIGINT, SIG_DFL);
@@ -276,16 +283,18 @@ void sweep_append_line(const char *path, const char *fmt, ...) {
 }
 
 /* OpenMP threads of a run's ranks: the scenario's or flag's threads_per_rank,
- * else cpus_per_task (the CPUs srun gives each rank), else the cores of a
+ * else cpus_per_task (the CPUs srun, jsrun, mpiexec --depth or flux run give
+ * each rank; jsrun's resource sets have 7 unless it is set), else the cores of a
  * node split over the ranks on it (at least 1), so every point of a sweep
  * gets the same share of a core per thread. Under Slurm the node's size is
  * the allocation's (SLURM_CPUS_ON_NODE), not the login node's. */
 int sweep_threads_for(const vb_scenario *s, launcher_kind launcher, int ranks, int per_node) {
     if (s->threads_per_rank > 0) return s->threads_per_rank;
-    if (s->slurm.cpus_per_task > 0) return s->slurm.cpus_per_task;
+    int cpus = sweep_cpus_per_task(s, launcher);
+    if (cpus > 0) return cpus;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     const char *slurm = getenv("SLURM_CPUS_ON_NODE");
-    if (launcher != LAUNCH_MPIRUN && slurm && atoi(slurm) > 0) cores = atoi(slurm);
+    if (sweep_launchers[launcher].sched == SCHED_SLURM && slurm && atoi(slurm) > 0) cores = atoi(slurm);
     int tpn = sweep_tasks_per_node(s, per_node, ranks);
     int on_node = tpn > 0 ? tpn : ranks;
     long t = cores > 0 ? cores / on_node : 1;

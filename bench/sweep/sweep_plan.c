@@ -81,6 +81,48 @@ static void append_name_part(char *name, size_t n, const char *key, const char *
     if (room > 0) strncat(name, part, room);
 }
 
+/* A point's name from the scenario's run_names template: {index} (NNN),
+ * {ranks}, {nodes} and any swept key, by its value; characters a run
+ * name cannot hold become _, as in the default names. */
+static void name_from_template(const vb_scenario *s, const vb_sweep_run *r, char *name, size_t n) {
+    char out[256] = "";
+    for (const char *t = s->run_names; *t;) {
+        if (*t != '{') {
+            size_t len = strlen(out);
+            if (len + 1 < sizeof out) out[len] = *t, out[len + 1] = '\0';
+            t++;
+            continue;
+        }
+        const char *close = strchr(t, '}');
+        char key[64], v[160];
+        snprintf(key, sizeof key, "%.*s", (int)(close - t - 1), t + 1);
+        if (strcmp(key, "index") == 0) {
+            snprintf(v, sizeof v, "%03d", r->index);
+        } else if (strcmp(key, "ranks") == 0) {
+            snprintf(v, sizeof v, "%d", r->ranks);
+        } else if (strcmp(key, "nodes") == 0) {
+            int nodes = sweep_nodes_of(s, s->ranks_per_node, r->ranks);
+            if (nodes == 0)
+                vb_die_input("%s: run_names '%s': {nodes} needs ranks_per_node or nodes (key or flag)", s->path,
+                             s->run_names);
+            snprintf(v, sizeof v, "%d", nodes);
+        } else {
+            const char *pv = vb_sweep_kvs_get(&r->params, key);
+            if (!pv)
+                vb_die_input("%s: run_names '%s': {%s} is not index, ranks, nodes or a swept key of this scenario",
+                             s->path, s->run_names, key);
+            snprintf(v, sizeof v, "%s", pv);
+        }
+        for (char *c = v; *c; c++)
+            if (!isalnum((unsigned char)*c) && !strchr("._=-+", *c)) *c = '_';
+        strncat(out, v, sizeof out - strlen(out) - 1);
+        t = close + 1;
+    }
+    if (strlen(out) >= n || strlen(out) > 100)
+        vb_die_input("%s: run_names '%s': run name %.60s... is longer than 100 characters", s->path, s->run_names, out);
+    snprintf(name, n, "%s", out);
+}
+
 static const char *short_key(const char *key) {
     if (strcmp(key, "tensor_parallel") == 0) return "tp";
     if (strcmp(key, "context_parallel") == 0) return "cp";
@@ -220,12 +262,19 @@ void vb_sweep_expand(const vb_scenario *s, const vb_sweep_overrides *o, vb_sweep
                         if (!s->has_flags || !sweep_kvs_has(&s->baseline, k2))
                             append_name_part(r->name, sizeof r->name, short_key(k2), r->params.v[c].value);
                     }
+                    if (s->run_names[0]) name_from_template(s, r, r->name, sizeof r->name);
                     plan->nruns++;
                 }
             }
         }
         free(layouts);
     }
+    /* a template that names two points alike would put both in one directory */
+    for (int i = 0; i < plan->nruns && s->run_names[0]; i++)
+        for (int j = 0; j < i; j++)
+            if (strcmp(plan->runs[i].name, plan->runs[j].name) == 0)
+                vb_die_input("%s: run_names '%s' names two points %s (%d and %d); add {index} or a swept key",
+                             s->path, s->run_names, plan->runs[i].name, j, i);
 }
 
 void vb_sweep_plan_free(vb_sweep_plan *p) {
@@ -309,7 +358,7 @@ sweep_item *sweep_plan_items(const vb_scenario *s, const vb_sweep_plan *plan, la
  * would check it: keys and values (named config included), data paths, and
  * whether its layout fits its world size. One line naming the point, exit 2:
  * instead of N runs failing alike. Data paths are checked here for mpirun and
- * srun; under sbatch (or a dry run, which prints commands for elsewhere) they
+ * the launchers that start ranks here; under a batch launcher (or a dry run, which prints commands for elsewhere) they
  * may only exist where the runs will run: a warning. */
 void sweep_preflight(const vb_scenario *s, const vb_sweep_plan *plan, launcher_kind launcher, bool dry_run) {
     bool warned = false;
@@ -340,7 +389,7 @@ void sweep_preflight(const vb_scenario *s, const vb_sweep_plan *plan, launcher_k
             const char *bad = need[q].dir ? vb_dir_problem(need[q].path, why, sizeof why)
                                           : vb_file_problem(need[q].path, why, sizeof why);
             if (!bad) continue;
-            if (launcher == LAUNCH_SBATCH || dry_run) {
+            if (sweep_launchers[launcher].batch || dry_run) {
                 if (!warned)
                     vb_warn("%s %s: %s here; the runs will need it where they run", need[q].key, need[q].path, bad);
                 warned = true;

@@ -250,6 +250,58 @@ static void load_sbatch(const yctx *y, yaml_node_t *map, vb_scenario *s) {
     vb_yaml_pairs_free(&pairs);
 }
 
+/* One scheduler key (sweep_cluster.c) of the cluster: block or the top
+ * level: a list key takes a list of lines (a lone line is a list of one),
+ * the others one value. Set in both places: exit 2. */
+static void load_cluster_key(const yctx *y, const char *section, const char *k, yaml_node_t *v, int line,
+                             vb_scenario *s) {
+    char origin[VB_PATH_MAX + 96];
+    const char *had = vb_sweep_kvs_get(&s->slurm.given, k);
+    if (had) vb_die_input("%s: %s%s (line %d): also set as %s; keep one", y->file, section, k, line, had);
+    if (sweep_cluster_key_find(k)->type == KEY_LINES) {
+        if (v->type == YAML_MAPPING_NODE)
+            vb_die_input("%s: %s%s (line %d): expected a list of lines, found a mapping", y->file, section, k, line);
+        int count;
+        yaml_node_item_t *items = items_of(v, &count);
+        for (int j = 0; j < count; j++) {
+            yaml_node_t *e = item_node(y, v, items, j);
+            snprintf(origin, sizeof origin, "%s: %s%s (line %d)", y->file, section, k, vb_yaml_line(e));
+            vb_sweep_slurm_set(&s->slurm, k, scalar_or_die(y, e, k), origin);
+        }
+        return;
+    }
+    snprintf(origin, sizeof origin, "%s: %s%s (line %d)", y->file, section, k, line);
+    vb_sweep_slurm_set(&s->slurm, k, scalar_or_die(y, v, k), origin);
+}
+
+/* The scheduler keys' names, for messages. */
+static void cluster_key_names(char *out, size_t n) {
+    out[0] = '\0';
+    for (int i = 0; i < sweep_ncluster_keys; i++) {
+        if (i) strncat(out, ", ", n - strlen(out) - 1);
+        strncat(out, sweep_cluster_keys[i].name, n - strlen(out) - 1);
+    }
+}
+
+/* cluster: the scheduler keys of every scheduler the scenario is meant for
+ * (the launcher's scheduler takes its own and refuses the others'). */
+static void load_cluster(const yctx *y, yaml_node_t *map, vb_scenario *s) {
+    char where[VB_PATH_MAX + 64];
+    snprintf(where, sizeof where, "%s: cluster", y->file);
+    vb_yaml_pairs pairs;
+    vb_yaml_mapping_pairs(y->doc, map, where, &pairs);
+    for (int i = 0; i < pairs.n; i++) {
+        const char *k = pairs.pairs[i].key;
+        if (!sweep_cluster_key_find(k)) {
+            char names[1024];
+            cluster_key_names(names, sizeof names);
+            vb_die_input("%s: cluster (line %d): unknown key '%s'; known: %s", y->file, pairs.pairs[i].line, k, names);
+        }
+        load_cluster_key(y, "cluster.", k, pairs.pairs[i].value, pairs.pairs[i].line, s);
+    }
+    vb_yaml_pairs_free(&pairs);
+}
+
 const vb_sweep_axis *sweep_axis_find(const vb_sweep_axis *a, int n, const char *key) {
     for (int i = 0; i < n; i++)
         if (strcmp(a[i].key, key) == 0) return &a[i];
@@ -300,6 +352,27 @@ static void check_name(const char *file, const char *what, const char *v, size_t
     if (!ok)
         vb_die_input("%s: %s: '%s' must be 1..%zu characters of A-Z a-z 0-9 _ . - (not starting with . or -)", file,
                      what, v, max);
+}
+
+/* run_names: literal characters a run name holds (A-Z a-z 0-9 _ . - = +,
+ * the first a letter or digit) and {placeholders} of lowercase letters and _;
+ * what each placeholder names is checked when the points are named. */
+static void check_run_names(const char *file, int line, const char *t) {
+    bool ok = strlen(t) < 100 && (isalnum((unsigned char)t[0]) || t[0] == '{');
+    for (const char *c = t; *c && ok; c++) {
+        if (*c == '{') {
+            const char *close = strchr(c, '}');
+            ok = close && close > c + 1;
+            for (const char *q = c + 1; ok && q < close; q++) ok = islower((unsigned char)*q) || *q == '_';
+            if (ok) c = close;
+        } else {
+            ok = isalnum((unsigned char)*c) || strchr("._=-+", *c);
+        }
+    }
+    if (!ok)
+        vb_die_input("%s: run_names (line %d): '%s' must be a name template of A-Z a-z 0-9 _ . - = + and {index}, "
+                     "{ranks}, {nodes} or {<swept key>} (e.g. weak_scale_{nodes}), under 100 characters",
+                     file, line, t);
 }
 
 bool vb_scenario_shuffled(const vb_scenario *s) { return s->shuffled > 0 || (s->shuffled < 0 && s->repeats > 1); }
@@ -372,6 +445,10 @@ void vb_scenario_load(vb_scenario *s, const char *path) {
             s->shuffled = strcmp(t, "shuffled") == 0;
         } else if (strcmp(k, "order_seed") == 0) {
             s->order_seed = (unsigned long long)int_or_die(&y, v, "order_seed", 0);
+        } else if (strcmp(k, "run_names") == 0) {
+            const char *t = scalar_or_die(&y, v, "run_names");
+            check_run_names(path, line, t);
+            snprintf(s->run_names, sizeof s->run_names, "%s", t);
         } else if (strcmp(k, "threads_per_rank") == 0) {
             s->threads_per_rank = int_or_die(&y, v, "threads_per_rank", 1);
         } else if (strcmp(k, "matrix") == 0) {
@@ -387,31 +464,17 @@ void vb_scenario_load(vb_scenario *s, const char *path) {
         } else if (strcmp(k, "flags") == 0) {
             flags_node = v;
             load_axes(&y, v, "flags", &s->flags, &s->nflags);
-        } else if (strcmp(k, "sbatch_extra") == 0 || strcmp(k, "preamble") == 0) {
-            if (v->type == YAML_MAPPING_NODE)
-                vb_die_input("%s: %s (line %d): expected a list of lines, found a mapping", path, k, line);
-            int count;
-            yaml_node_item_t *items = items_of(v, &count);
-            for (int j = 0; j < count; j++) {
-                yaml_node_t *e = item_node(&y, v, items, j);
-                char origin[VB_PATH_MAX + 64];
-                snprintf(origin, sizeof origin, "%s: %s (line %d)", path, k, vb_yaml_line(e));
-                vb_sweep_slurm_set(&s->slurm, k, scalar_or_die(&y, e, k), origin);
-            }
-        } else if (strcmp(k, "nodes") == 0 || strcmp(k, "gpus_per_node") == 0 || strcmp(k, "cpus_per_task") == 0 ||
-                   strcmp(k, "time") == 0 || strcmp(k, "account") == 0 || strcmp(k, "qos") == 0 ||
-                   strcmp(k, "constraint") == 0 || strcmp(k, "partition") == 0 || strcmp(k, "reservation") == 0 ||
-                   strcmp(k, "gpu_bind") == 0 || strcmp(k, "srun_mpi") == 0 || strcmp(k, "sweep_job") == 0) {
-            char origin[VB_PATH_MAX + 64];
-            snprintf(origin, sizeof origin, "%s: %s (line %d)", path, k, line);
-            vb_sweep_slurm_set(&s->slurm, k, scalar_or_die(&y, v, k), origin);
+        } else if (strcmp(k, "cluster") == 0) {
+            load_cluster(&y, v, s);
+        } else if (sweep_cluster_key_find(k)) { /* older scenarios: the keys at the top level */
+            load_cluster_key(&y, "", k, v, line, s);
         } else {
+            char names[1024];
+            cluster_key_names(names, sizeof names);
             vb_die_input("%s: unknown key '%s' (line %d); known: name, description, command, base, ranks, "
-                         "ranks_per_node, timeout_s, sbatch, repeats, order, order_seed, threads_per_rank, matrix, "
-                         "layouts, world_size, baseline, flags, and for Slurm nodes, gpus_per_node, cpus_per_task, "
-                         "time, account, qos, constraint, partition, reservation, gpu_bind, srun_mpi, sbatch_extra, "
-                         "preamble, sweep_job",
-                         path, k, line);
+                         "ranks_per_node, timeout_s, sbatch, repeats, order, order_seed, threads_per_rank, run_names, "
+                         "matrix, layouts, world_size, baseline, flags, cluster, and the scheduler keys (in cluster: or here) %s",
+                         path, k, line, names);
         }
     }
     vb_yaml_pairs_free(&top);

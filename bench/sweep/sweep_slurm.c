@@ -1,18 +1,23 @@
-/* sweep_slurm.c: what a sweep needs to run on a Slurm cluster as written.
+/* sweep_slurm.c: what a sweep needs to run on a Slurm cluster as written,
+ * and the job scripts' body that every scheduler shares.
  *
- * Contract: vb_sweep_slurm_set checks one key's value (scenario key or flag,
- * same rules) and exits 2 naming its origin; sweep_slurm_check checks the
- * keys against the plan before anything is created. srun lines get the
- * allocation's shape and the binding a benchmark needs (cores per task,
- * one GPU per task: the trainer uses device 0 of the GPUs it sees), and job
- * scripts (one per run, or one sweep job for all) run every run through
- * run_point, which records its exit status in status/<run>.exit and has
- * `vitbench sweep --collect` put it into index.csv.
+ * Contract: sweep_slurm_check checks the scheduler keys against the plan
+ * before anything is created (the shape every scheduler shares, then the
+ * launcher's scheduler's own rules). srun lines get the allocation's shape
+ * and the binding a benchmark needs (cores per task, one GPU per task: the
+ * trainer uses device 0 of the GPUs it sees); #SBATCH values are written
+ * as sbatch reads them back. Job scripts (one per run, or one sweep job for
+ * all; the header is their scheduler's) run every run through run_point,
+ * which records the job's id and hosts and the run's exit status in
+ * status/<run>.{job,hosts,exit} and has `vitbench sweep --collect` put it
+ * into index.csv. sbatch's job ids and squeue / sacct's answers about them
+ * are the Slurm entry of the scheduler table (sweep_sched_slurm).
  */
 #include "bench/sweep/sweep_internal.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -62,23 +67,6 @@ bool vb_sweep_slurm_time_ok(const char *text) {
     return total > 0;
 }
 
-/* One word of an #SBATCH line: printable, no blanks or quotes (sbatch would
- * split or unquote them). */
-static void set_word(char *dst, size_t n, const char *key, const char *value, const char *origin) {
-    bool ok = value[0] != '\0' && strlen(value) < n;
-    for (const char *c = value; *c; c++)
-        if (!isgraph((unsigned char)*c) || strchr("'\"\\#", *c)) ok = false;
-    if (!ok)
-        vb_die_input("%s: %s '%s' must be one word of at most %zu printable characters (no blanks, quotes, #)",
-                     origin, key, value, n - 1);
-    snprintf(dst, n, "%s", value);
-}
-
-static void push_line(char ***v, int *n, const char *line) {
-    *v = sweep_realloc(*v, (size_t)(*n + 1) * sizeof **v);
-    (*v)[(*n)++] = sweep_strdup(line);
-}
-
 /* #SBATCH options the sweep writes itself, and the key that sets each. */
 static const struct {
     const char *opt, *key;
@@ -118,7 +106,7 @@ static void check_not_owned(const char *word, const char *line, const char *orig
  * blank ends the word in Slurm before 24.05 but not after. Every option on
  * the line (not only the first: "--mail-type=END --output=x" is two) is
  * checked against what the keys and the sweep set. */
-static void check_extra_line(const char *line, const char *origin) {
+void sweep_slurm_check_extra(const char *line, const char *origin) {
     if (line[0] != '-' || !isalpha((unsigned char)line[line[1] == '-' ? 2 : 1]))
         vb_die_input("%s: sbatch_extra '%s' must be one sbatch option line such as --mail-type=END", origin, line);
     char *word = sweep_realloc(NULL, strlen(line) + 1);
@@ -160,64 +148,6 @@ static void check_extra_line(const char *line, const char *origin) {
     free(word);
 }
 
-bool vb_sweep_slurm_set(vb_sweep_slurm *sl, const char *key, const char *value, const char *origin) {
-    int v;
-    sweep_refuse_line_break(origin, value); /* every one lands in a job script or an srun line */
-    if (strcmp(key, "nodes") == 0 || strcmp(key, "gpus_per_node") == 0 || strcmp(key, "cpus_per_task") == 0) {
-        int min = strcmp(key, "gpus_per_node") == 0 ? 0 : 1;
-        if (!sweep_parse_int(value, &v) || v < min)
-            vb_die_input("%s: %s '%s' is not an integer >= %d", origin, key, value, min);
-        if (key[0] == 'n') sl->nodes = v;
-        else if (key[0] == 'g') sl->gpus_per_node = v;
-        else sl->cpus_per_task = v;
-    } else if (strcmp(key, "time") == 0) {
-        if (strlen(value) >= sizeof sl->time || !vb_sweep_slurm_time_ok(value))
-            vb_die_input("%s: time '%s' is not a Slurm time limit (minutes, M:S, H:M:S, D-H, D-H:M or D-H:M:S, "
-                         "e.g. 00:30:00 or 30)", origin, value);
-        snprintf(sl->time, sizeof sl->time, "%s", value);
-    } else if (strcmp(key, "account") == 0) {
-        set_word(sl->account, sizeof sl->account, key, value, origin);
-    } else if (strcmp(key, "qos") == 0) {
-        set_word(sl->qos, sizeof sl->qos, key, value, origin);
-    } else if (strcmp(key, "constraint") == 0) {
-        set_word(sl->constraint, sizeof sl->constraint, key, value, origin);
-    } else if (strcmp(key, "partition") == 0) {
-        set_word(sl->partition, sizeof sl->partition, key, value, origin);
-    } else if (strcmp(key, "reservation") == 0) {
-        set_word(sl->reservation, sizeof sl->reservation, key, value, origin);
-    } else if (strcmp(key, "gpu_bind") == 0) {
-        if (strcmp(value, "per_task") != 0 && strcmp(value, "closest") != 0 && strcmp(value, "none") != 0)
-            vb_die_input("%s: gpu_bind '%s' must be per_task (srun --gpus-per-task=1), closest or none "
-                         "(srun --gpu-bind=...)", origin, value);
-        snprintf(sl->gpu_bind, sizeof sl->gpu_bind, "%s", value);
-    } else if (strcmp(key, "srun_mpi") == 0) {
-        bool ok = value[0] != '\0' && strlen(value) < sizeof sl->srun_mpi;
-        for (const char *c = value; *c; c++)
-            if (!isalnum((unsigned char)*c) && *c != '_') ok = false;
-        if (!ok) vb_die_input("%s: srun_mpi '%s' is not an srun --mpi plugin name (e.g. pmix, pmi2, none)", origin, value);
-        snprintf(sl->srun_mpi, sizeof sl->srun_mpi, "%s", value);
-    } else if (strcmp(key, "sweep_job") == 0) {
-        if (!vb_cli_parse_bool(value, &sl->sweep_job))
-            vb_die_input("%s: sweep_job '%s' is not true or false", origin, value);
-    } else if (strcmp(key, "sbatch_extra") == 0) {
-        check_extra_line(value, origin);
-        push_line(&sl->sbatch_extra, &sl->nsbatch_extra, value);
-    } else if (strcmp(key, "preamble") == 0) {
-        push_line(&sl->preamble, &sl->npreamble, value);
-    } else {
-        return false;
-    }
-    return true;
-}
-
-void vb_sweep_slurm_free(vb_sweep_slurm *sl) {
-    for (int i = 0; i < sl->nsbatch_extra; i++) free(sl->sbatch_extra[i]);
-    for (int i = 0; i < sl->npreamble; i++) free(sl->preamble[i]);
-    free(sl->sbatch_extra);
-    free(sl->preamble);
-    memset(sl, 0, sizeof *sl);
-}
-
 void sweep_slurm_fold_sbatch(vb_scenario *s) {
     static const char *folded[] = {"time", "account", "qos", "constraint", "partition", "reservation"};
     vb_sweep_kvs rest = {0};
@@ -238,6 +168,7 @@ void sweep_slurm_fold_sbatch(vb_scenario *s) {
         snprintf(origin, sizeof origin, "%s: sbatch.%s", s->path, k);
         vb_sweep_slurm probe = {0};
         vb_sweep_slurm_set(&probe, k, v, origin);
+        vb_sweep_slurm_free(&probe);
         const char *had = strcmp(k, "time") == 0      ? s->slurm.time
                           : strcmp(k, "account") == 0 ? s->slurm.account
                           : strcmp(k, "qos") == 0     ? s->slurm.qos
@@ -290,9 +221,10 @@ void sweep_slurm_srun_flags(sweep_strvec *a, const vb_scenario *s, const sweep_s
 void sweep_slurm_check(const vb_scenario *s, const vb_sweep_plan *plan, launcher_kind launcher, int per_node) {
     const vb_sweep_slurm *sl = &s->slurm;
     const char *f = s->path;
-    if (sl->sweep_job && launcher != LAUNCH_SBATCH)
-        vb_die_input("%s: sweep_job / --sweep_job: one job for the whole sweep needs --launcher sbatch (launcher is %s)",
-                     f, sweep_launcher_names[launcher]);
+    sweep_cluster_check(s, plan, launcher, per_node); /* keys the scheduler does not take, its time grammar */
+    if (sl->sweep_job && !sweep_launchers[launcher].batch)
+        vb_die_input("%s: sweep_job / --sweep_job: one job for the whole sweep needs a batch launcher: sbatch, bsub, "
+                     "qsub or flux-batch (launcher is %s)", f, sweep_launchers[launcher].name);
     if (sl->nodes > 0 && per_node > 0)
         vb_die_input("%s: nodes %d and ranks_per_node %d (key or flag): give one, nodes fixes the node count of "
                      "every run, ranks_per_node the tasks on each", f, sl->nodes, per_node);
@@ -323,6 +255,25 @@ void sweep_slurm_check(const vb_scenario *s, const vb_sweep_plan *plan, launcher
             vb_die_input("%s: gpus_per_node / --gpus_per_node %d: run %s uses backend %s; set base: {backend: "
                          "cuda} (or --backend cuda)", f, sl->gpus_per_node, r->name, backend ? backend : "cpu (default)");
     }
+    const sweep_scheduler *sc = sweep_sched_of(launcher);
+    if (sc) sc->check(s, plan, launcher, per_node); /* the scheduler's own rules */
+}
+
+/* Slurm's own rules beyond the shared ones above: none (its values were
+ * checked as they were read; #SBATCH quoting is put_slurm_word's). */
+static void slurm_check(const vb_scenario *s, const vb_sweep_plan *plan, launcher_kind k, int per_node) {
+    (void)s, (void)plan, (void)k, (void)per_node;
+}
+
+void sweep_build_srun(sweep_strvec *a, const vb_scenario *s, int ranks, int per_node, const sweep_strvec *extra) {
+    sweep_sv_push(a, "srun");
+    sweep_sv_pushf(a, "--ntasks=%d", ranks);
+    int nodes = sweep_nodes_of(s, per_node, ranks);
+    if (nodes > 0) {
+        sweep_sv_pushf(a, "--nodes=%d", nodes);
+        sweep_sv_pushf(a, "--ntasks-per-node=%d", sweep_tasks_per_node(s, per_node, ranks));
+    }
+    sweep_slurm_srun_flags(a, s, extra);
 }
 
 /* ---- job scripts ---- */
@@ -371,15 +322,15 @@ static void put_sbatch(FILE *f, const char *opt, const char *value) {
 }
 
 /* The #SBATCH block: shape, resources, account..., output, extras. */
-static void write_directives(FILE *f, const sweep_job_ctx *j, const char *job_name, int ntasks, int nodes, int tpn,
-                             const char *log_abs) {
+static void slurm_header(FILE *f, const sweep_job_ctx *j, const char *job_name, const sweep_shape *sh,
+                         const char *log_abs) {
     const vb_sweep_slurm *sl = &j->s->slurm;
     fprintf(f, "#!/bin/bash\n");
     put_sbatch(f, "job-name", job_name);
-    fprintf(f, "#SBATCH --ntasks=%d\n", ntasks);
-    if (nodes > 0) {
-        fprintf(f, "#SBATCH --nodes=%d\n", nodes);
-        fprintf(f, "#SBATCH --ntasks-per-node=%d\n", tpn);
+    fprintf(f, "#SBATCH --ntasks=%d\n", sh->ntasks);
+    if (sh->nodes > 0) {
+        fprintf(f, "#SBATCH --nodes=%d\n", sh->nodes);
+        fprintf(f, "#SBATCH --ntasks-per-node=%d\n", sh->tpn);
     }
     if (sl->cpus_per_task > 0) fprintf(f, "#SBATCH --cpus-per-task=%d\n", sl->cpus_per_task);
     if (sl->gpus_per_node > 0) fprintf(f, "#SBATCH --gpus-per-node=%d\n", sl->gpus_per_node);
@@ -400,7 +351,7 @@ static void write_directives(FILE *f, const sweep_job_ctx *j, const char *job_na
     *p = '\0';
     put_sbatch(f, "output", pattern);
     free(pattern);
-    /* the user's own lines, written as given: check_extra_line read them as sbatch will */
+    /* the user's own lines, written as given: sweep_slurm_check_extra read them as sbatch will */
     for (int i = 0; i < sl->nsbatch_extra; i++) fprintf(f, "#SBATCH %s\n", sl->sbatch_extra[i]);
     for (int i = 0; i < j->s->sbatch.n; i++) { /* the scenario's sbatch: mapping; an empty value is a bare option */
         const vb_sweep_kv *kv = &j->s->sbatch.v[i];
@@ -411,8 +362,10 @@ static void write_directives(FILE *f, const sweep_job_ctx *j, const char *job_na
     }
 }
 
-/* cwd, where the sweep lives, the preamble, and run_point. */
+/* cwd, where the sweep lives, the job as its scheduler names it, the
+ * preamble, and run_point. */
 static void write_prologue(FILE *f, const sweep_job_ctx *j) {
+    const sweep_scheduler *sc = sweep_sched_of(j->launcher);
     char cwd[VB_PATH_MAX];
     if (getcwd(cwd, sizeof cwd)) {
         fprintf(f, "cd ");
@@ -423,7 +376,13 @@ static void write_prologue(FILE *f, const sweep_job_ctx *j) {
     sweep_fput_quoted(f, j->dir_abs);
     fprintf(f, "\nVITBENCH=");
     sweep_fput_quoted(f, j->exe);
-    fputc('\n', f);
+    /* the job's id and hosts as the scheduler set them: status/NAME.job lets
+     * --collect and --cancel follow a job submitted by hand (a dry run's
+     * script), status/NAME.hosts says where each run ran */
+    const char *tag = sweep_job_file_tag(sc);
+    /* status/NAME.job: "<scheduler> <id>" (Slurm's the id alone), as sweep_record_job writes it */
+    fprintf(f, "\nVB_SCHED=%s\nVB_JOB_TAG='%s%s'\nVB_JOB_ID=%s\n", sc->id, tag, tag[0] ? " " : "", sc->job_id_sh);
+    fprintf(f, "vb_hosts() { %s; }\n", sc->hosts_sh);
     if (j->s->slurm.npreamble) fprintf(f, "# preamble (scenario key / --preamble)\n");
     for (int i = 0; i < j->s->slurm.npreamble; i++) fprintf(f, "%s\n", j->s->slurm.preamble[i]);
     fputs("\n"
@@ -448,7 +407,13 @@ static void write_prologue(FILE *f, const sweep_job_ctx *j) {
           "        if [ \"$log\" != - ] && [ -e \"$log\" ]; then mv \"$log\" \"${log%.log}.unfinished-$k.log\"; fi\n"
           "        echo \"vitbench sweep: $name: an earlier submission's unfinished run moved to runs/$name.unfinished-$k\"\n"
           "    fi\n"
+          "    if [ -n \"$VB_JOB_ID\" ]; then\n"
+          "        printf '%s%s\\n' \"$VB_JOB_TAG\" \"$VB_JOB_ID\" >\"$SWEEP_DIR/status/$name.job.tmp\" &&\n"
+          "            mv -f \"$SWEEP_DIR/status/$name.job.tmp\" \"$SWEEP_DIR/status/$name.job\"\n"
+          "    fi\n"
+          "    vb_hosts >\"$SWEEP_DIR/status/$name.hosts\" 2>/dev/null\n"
           "    if [ \"$log\" = - ]; then exec 3>&1; else exec 3>>\"$log\"; fi\n"
+          "    echo \"# job $VB_SCHED ${VB_JOB_ID:-?} on $(paste -sd, \"$SWEEP_DIR/status/$name.hosts\")\" >&3\n"
           "    echo \"# OMP_NUM_THREADS=$OMP_NUM_THREADS $*\" >&3\n"
           "    if [ \"$limit\" -gt 0 ]; then\n"
           "        timeout --kill-after=10 \"$limit\" \"$@\" </dev/null >&3 2>&3\n"
@@ -476,7 +441,7 @@ static void write_prologue(FILE *f, const sweep_job_ctx *j) {
 /* export OMP_NUM_THREADS=T; run_point NAME LOG LIMIT srun ... vitbench ... */
 static void write_point(FILE *f, const sweep_job_ctx *j, const sweep_item *it, const char *log) {
     sweep_strvec cmd = {0};
-    sweep_build_launch(&cmd, LAUNCH_SBATCH, j->s, it->run->ranks, j->per_node, j->launcher_args);
+    sweep_build_launch(&cmd, j->launcher, j->s, it->run->ranks, j->per_node, j->launcher_args);
     char runs_dir[VB_PATH_MAX];
     vb_snprintf(runs_dir, sizeof runs_dir, "%s/runs", j->dir_abs);
     sweep_push_vitbench_args(&cmd, j->exe, j->s, it->run, it->name, runs_dir);
@@ -502,17 +467,18 @@ static void close_script(FILE *f, const char *path) {
 }
 
 void sweep_write_run_script(const char *path, const sweep_job_ctx *j, const sweep_item *it, int index, int nitems) {
+    const sweep_scheduler *sc = sweep_sched_of(j->launcher);
     FILE *f = open_script(path);
-    char job_name[200], log_abs[VB_PATH_MAX];
+    char job_name[200], log_abs[VB_PATH_MAX], job_log[VB_PATH_MAX];
     snprintf(job_name, sizeof job_name, "%s_%03d", j->s->name, index);
     vb_snprintf(log_abs, sizeof log_abs, "%s/logs/%s.log", j->dir_abs, it->name);
-    int R = it->run->ranks;
-    write_directives(f, j, job_name, R, sweep_nodes_of(j->s, j->per_node, R), sweep_tasks_per_node(j->s, j->per_node, R),
-                     log_abs);
+    vb_snprintf(job_log, sizeof job_log, "%s/logs/%s.job.log", j->dir_abs, it->name);
+    sweep_shape sh = sweep_shape_of(j->s, j->per_node, it->run->ranks);
+    sc->header(f, j, job_name, &sh, sc->job_log_is_run_log ? log_abs : job_log);
     fprintf(f, "# vitbench sweep %s (scenario %s): run %d of %d, %s\n", j->sweep_id, j->s->path, index + 1, nitems,
             it->name);
     write_prologue(f, j);
-    write_point(f, j, it, "-");
+    write_point(f, j, it, sc->job_log_is_run_log ? "-" : log_abs);
     fprintf(f, "\nexit $?\n");
     close_script(f, path);
 }
@@ -534,7 +500,8 @@ void sweep_write_sweep_job(const char *path, const sweep_job_ctx *j, const sweep
     snprintf(job_name, sizeof job_name, "%s_sweep", j->s->name);
     /* the allocation holds the largest run: its node count, the most tasks on a node */
     int ntasks = max_nodes > 0 && max_nodes * max_tpn > max_ranks ? max_nodes * max_tpn : max_ranks;
-    write_directives(f, j, job_name, ntasks, max_nodes, max_tpn, log_abs);
+    sweep_shape sh = {ntasks, max_nodes, max_tpn};
+    sweep_sched_of(j->launcher)->header(f, j, job_name, &sh, log_abs);
     fprintf(f, "# vitbench sweep %s (scenario %s): %d runs in one allocation, in the sweep's order; a failed\n"
                "# run does not stop the next; each run's status lands in index.csv as it ends\n",
             j->sweep_id, j->s->path, todo);
@@ -556,3 +523,92 @@ void sweep_write_sweep_job(const char *path, const sweep_job_ctx *j, const sweep
             todo);
     close_script(f, path);
 }
+
+/* ---- sbatch's job ids, squeue and sacct ---- */
+
+/* The job id in a line of sbatch's output: "Submitted batch job 123", or
+ * --parsable's "123[;cluster]". */
+static bool slurm_job_id(const char *line, char *id, size_t n) {
+    const char *p = strstr(line, "Submitted batch job ");
+    p = p ? p + strlen("Submitted batch job ") : line;
+    size_t k = 0;
+    while (isdigit((unsigned char)p[k])) k++;
+    if (k == 0 || k >= n || (p[k] && !strchr(";\r\n ", p[k]))) return false;
+    snprintf(id, n, "%.*s", (int)k, p);
+    return true;
+}
+
+/* A job's state: one squeue of the user's jobs per collect (however many
+ * runs wait), read for every job; a job it no longer lists as pending or
+ * running is over, its final state from sacct where accounting is kept.
+ * Without squeue, or when it cannot reach the controller, nothing is
+ * decided (-1). */
+static int slurm_job_state(sweep_jobq *q, const char *dir, const char *id, char *state, size_t n) {
+    if (!q->asked[SCHED_SLURM]) {
+        q->asked[SCHED_SLURM] = true;
+        char user[64];
+        struct passwd *pw = getpwuid(getuid());
+        snprintf(user, sizeof user, "%s", pw ? pw->pw_name : "");
+        char *sq[] = {"squeue", "-h", "-o", "%i %T", "-u", user, NULL};
+        int rc;
+        char *list = user[0] ? sweep_ask(dir, sq, &rc) : NULL;
+        if (list && rc == 0) q->listing[SCHED_SLURM] = list; /* no word from the controller: decide nothing */
+        else free(list);
+    }
+    const char *list = q->listing[SCHED_SLURM];
+    if (!list) return -1;
+    static const char *const live[] = {"PENDING",  "RUNNING",   "CONFIGURING", "COMPLETING",   "SUSPENDED",
+                                       "REQUEUED", "RESIZING",  "SIGNALING",   "STAGE_OUT",    "STOPPED",
+                                       "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "SPECIAL_EXIT"};
+    char listed[24] = "";
+    size_t idlen = strlen(id);
+    for (const char *l = list; *l;) {
+        /* "ID STATE"; array and het jobs (123_4, 123+1) never match a plain id */
+        if (strncmp(l, id, idlen) == 0 && l[idlen] == ' ') sscanf(l + idlen, " %23s", listed);
+        const char *e = strchr(l, '\n');
+        if (!e) break;
+        l = e + 1;
+    }
+    if (listed[0])
+        for (size_t i = 0; i < sizeof live / sizeof *live; i++)
+            if (strcmp(listed, live[i]) == 0) return 0;
+    snprintf(state, n, "%s", listed);
+    char *sa[] = {"sacct", "-n", "-X", "-P", "-j", (char *)id, "-o", "State", NULL};
+    int rc;
+    char *text = sweep_ask(dir, sa, &rc), word[64] = "";
+    if (text && rc == 0 && sscanf(text, "%63s", word) == 1) snprintf(state, n, "%s", word); /* TIMEOUT, CANCELLED, ... */
+    free(text);
+    return 1;
+}
+
+/* SLURM_JOB_NUM_NODES (SLURM_NNODES before Slurm 2.x). */
+static int slurm_alloc_nodes(void) {
+    const char *v = getenv("SLURM_JOB_NUM_NODES");
+    if (!v) v = getenv("SLURM_NNODES");
+    int k;
+    return v && sweep_parse_int(v, &k) && k > 0 ? k : -1;
+}
+
+static const char *const slurm_submit[] = {"sbatch", NULL};
+static const char *const slurm_cancel[] = {"scancel", NULL};
+
+const sweep_scheduler sweep_sched_slurm = {
+    .name = "Slurm",
+    .id = "slurm",
+    .script_ext = "sbatch",
+    .job_log_is_run_log = true,
+    .time_form = "minutes, M:S, H:M:S, D-H, D-H:M or D-H:M:S, e.g. 00:30:00 or 30",
+    .time_ok = vb_sweep_slurm_time_ok,
+    .check = slurm_check,
+    .check_log_dir = sweep_slurm_check_log_dir,
+    .header = slurm_header,
+    .job_id_sh = "${SLURM_JOB_ID:-}",
+    .hosts_sh = "printf '%s\\n' \"${SLURM_JOB_NODELIST:-$(hostname)}\"",
+    .submit = slurm_submit,
+    .submit_stdin = false,
+    .job_id = slurm_job_id,
+    .job_state = slurm_job_state,
+    .cancel = slurm_cancel,
+    .alloc_env = "SLURM_JOB_ID",
+    .alloc_nodes = slurm_alloc_nodes,
+};
