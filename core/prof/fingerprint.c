@@ -2,6 +2,7 @@
 #include "core/prof/fingerprint.h"
 
 #include <omp.h>
+#include <stdlib.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -23,7 +24,26 @@
 #endif
 
 
+/* With OMP_PROC_BIND set, libgomp binds the initial thread to its first
+ * place as the program starts, so the mask seen from main is that one place
+ * (one core under OMP_PLACES=cores); the team's cores are those of the places
+ * OpenMP built from the mask the process started with. */
+static int bound_team_procs(void) {
+    if (omp_get_proc_bind() == omp_proc_bind_false) return 0;
+    const int n = omp_get_partition_num_places();
+    if (n <= 0) return 0;
+    int *places = malloc((size_t)n * sizeof *places);
+    if (!places) return 0;
+    omp_get_partition_place_nums(places);
+    int procs = 0;
+    for (int i = 0; i < n; i++) procs += omp_get_place_num_procs(places[i]);
+    free(places);
+    return procs;
+}
+
 int vb_affinity_cores(void) {
+    const int bound = bound_team_procs();
+    if (bound > 0) return bound;
     cpu_set_t set;
     CPU_ZERO(&set);
     if (sched_getaffinity(0, sizeof set, &set) != 0) {

@@ -49,7 +49,10 @@ void vb_fingerprint_collect(vb_fingerprint *f, const char *backend, int ranks, c
                             const char *gpu_driver);
 
 
-/* CPUs in the calling thread's affinity mask (at least 1). */
+/* CPUs the rank may run its OpenMP team on (at least 1): those of the
+ * OpenMP places of its partition when OMP_PROC_BIND binds threads (libgomp
+ * has by then bound the calling thread to one place), else the calling
+ * thread's affinity mask. */
 int vb_affinity_cores(void);
 
 #endif
