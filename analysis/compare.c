@@ -1208,7 +1208,8 @@ static void set_run_floor(const char *flag, const char *value, void *ptr) {
 static void positional(void *ctx, const char *arg, const char *next) {
     options *o = ctx;
     (void)next;
-    if (arg[0] == '-' && arg[1]) vb_die_input("compare: unknown flag '%s' (see vitbench compare --help)", arg);
+    if (arg[0] == '-' && arg[1]) vb_die_input("compare: unknown flag '%s'%s", arg,
+                     *vb_cli_hint(arg) ? vb_cli_hint(arg) : " (see vitbench compare --help)");
     if (!o->base)
         o->base = arg;
     else if (!o->new_)

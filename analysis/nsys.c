@@ -796,7 +796,8 @@ static void nsys_other(void *ctx, const char *arg, const char *next) {
     nsys_args *a = ctx;
     if (arg[0] == '-' && arg[1]) {
         size_t n = strcspn(arg, "=");
-        vb_die_input("nsys: unknown flag %.*s (see vitbench nsys --help)", (int)(n < 100 ? n : 100), arg);
+        vb_die_input("nsys: unknown flag %.*s%s", (int)(n < 100 ? n : 100), arg,
+                     *vb_cli_hint(arg) ? vb_cli_hint(arg) : " (see vitbench nsys --help)");
     }
     a->files[a->nfiles++] = arg;
 }

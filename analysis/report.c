@@ -26,7 +26,7 @@ typedef struct args {
 static void report_path(void *ctx, const char *arg, const char *next) {
     (void)next;
     args *a = ctx;
-    if (strncmp(arg, "--", 2) == 0) vb_die_input("report: unknown flag %s (see vitbench report --help)", arg);
+    if (strncmp(arg, "--", 2) == 0) vb_die_input("report: unknown flag %s%s", arg, *vb_cli_hint(arg) ? vb_cli_hint(arg) : " (see vitbench report --help)");
     if (a->path) vb_die_input("report: one PATH only (got %s and %s)", a->path, arg);
     a->path = arg;
 }

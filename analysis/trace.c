@@ -93,7 +93,8 @@ static void trace_other(void *ctx, const char *arg, const char *next) {
     const char **path = ctx;
     if (arg[0] == '-' && arg[1]) {
         size_t n = strcspn(arg, "=");
-        vb_die_input("trace: unknown flag %.*s (see vitbench trace --help)", (int)(n < 100 ? n : 100), arg);
+        vb_die_input("trace: unknown flag %.*s%s", (int)(n < 100 ? n : 100), arg,
+                     *vb_cli_hint(arg) ? vb_cli_hint(arg) : " (see vitbench trace --help)");
     }
     if (*path) vb_die_input("trace: unexpected argument '%s' (one PATH: a run directory or a timeline.csv)", arg);
     *path = arg;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/config/cli.h"
+#include "core/config/flag.h"
 #include "core/util/common.h"
 
 /* ---- one table with every kind ---- */
@@ -235,17 +236,47 @@ static void test_bad_values_exit_2(void **state) {
 
 static void test_bool_text(void **state) {
     (void)state;
-    static const char *const yes[] = {"true", "True", "TRUE", "yes", "on"}, *const no[] = {"false", "False", "FALSE",
-                                                                                      "no", "off"};
-    for (int i = 0; i < 5; i++) {
+    /* the same words as run/train and a YAML config: 1/0 too, any case */
+    static const char *const yes[] = {"true", "True", "TRUE", "yes", "on", "1", "YES", "On"},
+                             *const no[] = {"false", "False", "FALSE", "no", "off", "0", "NO", "Off"};
+    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++) {
         bool b = false;
-        assert_true(vb_cli_parse_bool(yes[i], &b) && b);
-        assert_true(vb_cli_parse_bool(no[i], &b) && !b);
+        assert_true(vb_flag_parse_bool(yes[i], &b) && b);
+        assert_true(vb_flag_parse_bool(no[i], &b) && !b);
     }
     bool b = true;
-    assert_false(vb_cli_parse_bool("1", &b));
-    assert_false(vb_cli_parse_bool("", &b));
+    assert_false(vb_flag_parse_bool("2", &b));
+    assert_false(vb_flag_parse_bool("", &b));
+    assert_false(vb_flag_parse_bool("maybe", &b));
     assert_true(b);
+}
+
+/* one grammar: a bool takes 1/0 and a separate bool word; --name VALUE and
+ * --name=VALUE under either spelling */
+static void test_one_grammar(void **state) {
+    (void)state;
+    parse(&k_closed, ARGS("--dry-run=1", "--flag", "0"));
+    assert_true(g_o.dry_run && !g_o.flag);
+    parse(&k_closed, ARGS("--dry_run", "yes", "--flag", "ON", "--out-dir", "d"));
+    assert_true(g_o.dry_run && g_o.flag);
+    assert_string_equal(g_o.out_dir, "d");
+    /* the word after a bare bool is its value only when it is a bool word */
+    parse(&k_with_other, ARGS("--flag", "FILE"));
+    assert_true(g_o.flag);
+    assert_string_equal(g_o.seen, "<FILE (null)>");
+}
+
+static void test_typo_names_the_nearest(void **state) {
+    (void)state;
+    expect_bad(&k_closed, ARGS("--coun", "1"), L("closed: unknown flag --coun; did you mean --count?"));
+    expect_bad(&k_closed, ARGS("--big-numbr=3"), L("closed: unknown flag --big-numbr; did you mean --big_number?"));
+    expect_bad(&k_closed, ARGS("--dyr_run"), L("closed: unknown flag --dyr_run; did you mean --dry-run?"));
+    /* nothing close: no guess */
+    expect_bad(&k_closed, ARGS("--bogus"), L("closed: unknown flag --bogus (see --help)"));
+    vb_flag_near n;
+    vb_flag_near_init(&n, "xy");
+    vb_flag_near_try(&n, "lr");
+    assert_null(vb_flag_near_best(&n));
 }
 
 int main(void) {
@@ -256,6 +287,8 @@ int main(void) {
         cmocka_unit_test(test_help_from_the_table),
         cmocka_unit_test(test_bad_values_exit_2),
         cmocka_unit_test(test_bool_text),
+        cmocka_unit_test(test_one_grammar),
+        cmocka_unit_test(test_typo_names_the_nearest),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -413,6 +413,29 @@ static void test_overrides(void **state) {
     assert_int_equal(c.img_size[1], 24);
 }
 
+/* ---- run config: the flag grammar every command shares (core/config/flag.h) ---- */
+
+static void test_flag_grammar(void **state) {
+    (void)state;
+    vb_config c;
+    /* '-' for '_', --key=VALUE and --key VALUE, bool words in any case */
+    parse_ok(&c, LIST("--yaml_config", g_vit, "--local-batch-size=4", "--shuffle", "no", "--num-iters", "3",
+                      "--noddp=1", "--enable_jit", "YES", "--tf32", "off", "--run-num", "r7"));
+    assert_int_equal(c.local_batch_size, 4);
+    assert_false(c.shuffle);
+    assert_int_equal(c.num_iters, 3);
+    assert_true(c.noddp && c.enable_jit && !c.tf32);
+    assert_string_equal(c.run_name, "r7");
+    parse_ok(&c, LIST("--yaml_config", g_vit, "--shuffle", "0", "--enable-fused"));
+    assert_false(c.shuffle);
+    assert_true(c.enable_fused);
+    /* a typo names the nearest key, as a flag */
+    args_fail(LIST("--yaml_config", g_vit, "--local_bach_size", "4"),
+              LIST("flag --local_bach_size: unknown option; did you mean --local_batch_size?"));
+    args_fail(LIST("--shufle"), LIST("flag --shufle: unknown option; did you mean --shuffle?"));
+    args_fail(LIST("--foo", "3"), LIST("flag --foo: unknown option\n"));
+}
+
 /* ---- run config: every error class ---- */
 
 static void test_flag_errors(void **state) {
@@ -971,6 +994,7 @@ int main(void) {
         cmocka_unit_test(test_benchy_errors),
         cmocka_unit_test(test_benchy_resolve),
         cmocka_unit_test(test_help_lists_every_key),
+        cmocka_unit_test(test_flag_grammar),
         cmocka_unit_test(test_not_regular_files),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -30,6 +30,7 @@
 #include <time.h>
 
 #include "core/config/cli.h"
+#include "core/config/flag.h"
 #include "core/comm/comm.h"
 #include "core/util/common.h"
 #include "core/config/config.h"
@@ -128,7 +129,7 @@ static void opt_size(const char *flag, const char *value, void *ptr) {
 }
 
 static void opt_check(const char *flag, const char *value, void *ptr) {
-    if (!vb_cli_parse_bool(value, ptr)) vb_die_input("commbench: %s expects true or false, got '%s'", flag, value);
+    if (!vb_flag_parse_bool(value, ptr)) vb_die_input("commbench: %s expects true or false, got '%s'", flag, value);
 }
 
 static void build_cli(cb_opts *o, vb_cli_opt *opts, int *nopts, vb_cli *cli) {

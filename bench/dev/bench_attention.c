@@ -282,7 +282,8 @@ static void add_shape(void *ctx, const char *arg, const char *next) {
     if (!strncmp(arg, "--", 2)) {
         const char *eq = strchr(arg, '=');
         int n = eq ? (int)(eq - arg) : (int)strlen(arg);
-        vb_die_input("bench_attention: unknown flag %.*s (see --help)", n < 100 ? n : 100, arg);
+        vb_die_input("bench_attention: unknown flag %.*s%s", n < 100 ? n : 100, arg,
+                     *vb_cli_hint(arg) ? vb_cli_hint(arg) : " (see --help)");
     }
     if (l->n == MAX_SHAPES)
         vb_die_input("bench_attention: at most %d shapes, got another: '%.200s'", MAX_SHAPES, arg);

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/config/cli.h"
+#include "core/config/flag.h"
 
 #define S (1u << SCHED_SLURM)
 #define L (1u << SCHED_LSF)
@@ -136,7 +136,7 @@ bool vb_sweep_slurm_set(vb_sweep_slurm *sl, const char *key, const char *value, 
         break;
     }
     case KEY_BOOL:
-        if (!vb_cli_parse_bool(value, (bool *)field)) vb_die_input("%s: %s '%s' is not true or false", origin, key, value);
+        if (!vb_flag_parse_bool(value, (bool *)field)) vb_die_input("%s: %s '%s' is not true or false", origin, key, value);
         break;
     case KEY_TIME:
         if (strlen(value) >= k->size || !time_somewhere(value))

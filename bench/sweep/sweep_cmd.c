@@ -23,6 +23,8 @@
 
 #include "analysis/analysis.h"
 #include "core/config/cli.h"
+#include "core/config/config.h"
+#include "core/config/flag.h"
 #include "core/results/results.h"
 
 #ifndef VB_SOURCE_DIR
@@ -102,13 +104,14 @@ static void file_or_override(void *ctx, const char *arg, const char *next) {
         c->file = arg;
         return;
     }
-    const char *name = arg + 2, *eq = strchr(name, '=');
-    size_t len = eq ? (size_t)(eq - name) : strlen(name);
     char key[96];
-    if (len >= sizeof key) vb_die_input("flag '%.100s': not an option", arg);
-    memcpy(key, name, len);
-    key[len] = '\0';
-    const char *value = eq ? eq + 1 : next ? next : "true"; /* a bare boolean flag such as --noddp */
+    const char *eq_value;
+    if (!vb_flag_split(arg, key, sizeof key, &eq_value)) vb_die_input("flag '%.100s': not an option", arg);
+    const char *value = eq_value ? eq_value : next ? next : "true"; /* a bare boolean flag such as --noddp */
+    /* not a config key but close to one of sweep's own options: a typo of that option */
+    bool config_key = false;
+    for (int i = 0; i < vb_config_nkeys() && !config_key; i++) config_key = strcmp(key, vb_config_key_name(i)) == 0;
+    if (!config_key && *vb_cli_hint(arg)) vb_die_input("sweep: unknown flag --%s%s", key, vb_cli_hint(arg));
     char origin[160];
     snprintf(origin, sizeof origin, "flag --%s", key);
     sweep_check_setting(key, value, origin);

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/config/cli.h"
+#include "core/config/flag.h"
 #include "core/config/config.h"
 #include "core/comm/groups.h"
 #include "core/util/yaml_util.h"
@@ -206,7 +206,7 @@ static void load_layouts(const yctx *y, yaml_node_t *map, vb_scenario *s) {
             s->layout_cp = int_list_or_die(y, v, what, &s->nlayout_cp);
         } else if (strcmp(k, "keep_equivalent") == 0) {
             const char *t = scalar_or_die(y, v, what);
-            if (!vb_cli_parse_bool(t, &s->keep_equivalent))
+            if (!vb_flag_parse_bool(t, &s->keep_equivalent))
                 vb_die_input("%s: %s (line %d): '%s' is not true or false", y->file, what, pairs.pairs[i].line, t);
         } else {
             vb_die_input("%s: layouts (line %d): unknown key '%s' (known: orders, tensor_parallel, context_parallel, "

@@ -17,69 +17,61 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/config/flag.h"
 #include "core/util/common.h"
 
-bool vb_cli_parse_bool(const char *text, bool *out) {
-    static const char *const yes[] = {"true", "True", "TRUE", "yes", "on"};
-    static const char *const no[] = {"false", "False", "FALSE", "no", "off"};
-    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++) {
-        if (strcmp(text, yes[i]) == 0) return *out = true, true;
-        if (strcmp(text, no[i]) == 0) return *out = false, true;
-    }
-    return false;
-}
-
-/* name[0..n) against an option's name, '-' and '_' alike */
-static bool same_name(const char *name, size_t n, const char *opt) {
-    if (strlen(opt) != n) return false;
-    for (size_t i = 0; i < n; i++) {
-        char a = name[i] == '-' ? '_' : name[i], b = opt[i] == '-' ? '_' : opt[i];
-        if (a != b) return false;
-    }
-    return true;
-}
-
-static int find_opt(const vb_cli *cli, const char *name, size_t n) {
+/* name: normalised by vb_flag_split ('_' for '-') */
+static int find_opt(const vb_cli *cli, const char *name) {
     for (int k = 0; k < cli->nopts; k++)
-        if (same_name(name, n, cli->opts[k].name)) return k;
+        if (vb_flag_same_name(name, cli->opts[k].name)) return k;
     return -1;
 }
 
 static bool takes_value(const vb_cli_opt *o) { return o->kind != VB_CLI_BOOL; }
 
-/* Copies of flags given with the other spelling (--dry_run for --dry-run),
- * renamed to the table's. Kept for the process's lifetime: a value given as
+/* Flags rewritten for getopt_long: the table's spelling of the name
+ * (--dry_run for --dry-run), and a bool's separate value joined on
+ * (--dry-run yes as --dry-run=yes, as getopt_long takes an optional value
+ * only after '='). Kept for the process's lifetime: a value given as
  * --name=VALUE is stored as a pointer into its token. */
 static char **g_respelled;
 static int g_nrespelled;
 
-static char *respell(char *token, const char *name, size_t n) {
-    if (strncmp(token + 2, name, n) == 0) return token;
-    size_t len = strlen(token);
+/* token: "--<n characters of name>[=value]"; joined: a value to append with
+ * '=' (NULL: none) */
+static char *respell(char *token, const char *name, size_t n, const char *joined) {
+    if (!joined && strncmp(token + 2, name, n) == 0) return token;
+    const char *tail = token + 2 + n; /* "" or "=value" */
+    size_t len = 2 + n + strlen(tail) + (joined ? 1 + strlen(joined) : 0);
     char *copy = malloc(len + 1);
     char **grown = realloc(g_respelled, (size_t)(g_nrespelled + 1) * sizeof *grown);
     if (!copy || !grown) vb_die_internal("out of memory parsing arguments");
-    memcpy(copy, token, len + 1);
-    memcpy(copy + 2, name, n);
+    snprintf(copy, len + 1, "--%s%s%s%s", name, tail, joined ? "=" : "", joined ? joined : "");
     g_respelled = grown;
     g_respelled[g_nrespelled++] = copy;
     return copy;
 }
 
-/* Strict integer: digits with an optional sign, nothing before or after. */
-static bool parse_ll(const char *s, long long *out) {
-    if (!*s || isspace((unsigned char)*s)) return false;
-    errno = 0;
-    char *end;
-    long long v = strtoll(s, &end, 10);
-    if (*end || errno) return false;
-    *out = v;
-    return true;
+/* the table of the vb_cli_parse in progress, for vb_cli_hint */
+static const vb_cli *g_parsing;
+
+const char *vb_cli_hint(const char *arg) {
+    static char hint[160];
+    hint[0] = '\0';
+    char name[128];
+    const char *value;
+    if (!g_parsing || !vb_flag_split(arg, name, sizeof name, &value)) return hint;
+    vb_flag_near near;
+    vb_flag_near_init(&near, name);
+    for (int k = 0; k < g_parsing->nopts; k++) vb_flag_near_try(&near, g_parsing->opts[k].name);
+    const char *best = vb_flag_near_best(&near);
+    if (best) snprintf(hint, sizeof hint, "; did you mean --%s?", best);
+    return hint;
 }
 
 static void store_int(const vb_cli *cli, const vb_cli_opt *o, const char *v, long long tmin, long long tmax) {
     long long lo = o->ilo > tmin ? o->ilo : tmin, hi = o->ihi < tmax ? o->ihi : tmax, x;
-    if (!parse_ll(v, &x) || x < lo || x > hi) {
+    if (!vb_flag_parse_ll(v, &x) || x < lo || x > hi) {
         if (hi == tmax && lo == tmin)
             vb_die_input("%s: --%s expects an integer, got '%.200s'", cli->cmd, o->name, v);
         if (hi == tmax)
@@ -138,7 +130,7 @@ static void store(const vb_cli *cli, const vb_cli_opt *o, const char *v) {
     case VB_CLI_BOOL:
         if (!v) {
             *(bool *)o->ptr = true;
-        } else if (!vb_cli_parse_bool(v, (bool *)o->ptr)) {
+        } else if (!vb_flag_parse_bool(v, (bool *)o->ptr)) {
             vb_die_input("%s: --%s expects true or false, got '%.200s'", cli->cmd, o->name, v);
         }
         break;
@@ -158,6 +150,7 @@ void vb_cli_parse(const vb_cli *cli, int argc, char **argv) {
     if (!own || !longopts) vb_die_internal("out of memory parsing arguments");
     int nown = 0;
     own[nown++] = (char *)cli->cmd;
+    g_parsing = cli;
     for (int i = 1; i < argc; i++) {
         char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
@@ -172,16 +165,27 @@ void vb_cli_parse(const vb_cli *cli, int argc, char **argv) {
         const char *name = a + 2, *eq = strchr(name, '=');
         size_t n = eq ? (size_t)(eq - name) : strlen(name);
         if (n == 0) vb_die_input("%s: unexpected argument '%.200s'", cli->cmd, a);
-        int k = find_opt(cli, name, n);
+        char key[128];
+        const char *value;
+        int k = vb_flag_split(a, key, sizeof key, &value) ? find_opt(cli, key) : -1;
         if (k < 0) {
-            if (!cli->other) vb_die_input("%s: unknown flag --%.*s (see --help)", cli->cmd, (int)(n < 100 ? n : 100), name);
+            if (!cli->other)
+                vb_die_input("%s: unknown flag --%.*s%s", cli->cmd, (int)(n < 100 ? n : 100), name,
+                             *vb_cli_hint(a) ? vb_cli_hint(a) : " (see --help)");
             const char *next = NULL;
             if (!eq && i + 1 < argc && !(strncmp(argv[i + 1], "--", 2) == 0 && argv[i + 1][2])) next = argv[++i];
             cli->other(cli->ctx, a, next);
             continue;
         }
-        own[nown++] = respell(a, cli->opts[k].name, n);
-        if (!eq && takes_value(&cli->opts[k]) && i + 1 < argc) own[nown++] = argv[++i];
+        const vb_cli_opt *o = &cli->opts[k];
+        bool ignored;
+        if (!eq && !takes_value(o) && i + 1 < argc && vb_flag_parse_bool(argv[i + 1], &ignored)) {
+            /* --flag yes: a bool takes the next argument when it is a bool word */
+            own[nown++] = respell(a, o->name, n, argv[++i]);
+            continue;
+        }
+        own[nown++] = respell(a, o->name, n, NULL);
+        if (!eq && takes_value(o) && i + 1 < argc) own[nown++] = argv[++i];
     }
     own[nown] = NULL;
 
@@ -199,6 +203,7 @@ void vb_cli_parse(const vb_cli *cli, int argc, char **argv) {
         store(cli, &cli->opts[c - 256], optarg);
     }
     if (optind != nown) vb_die_internal("%s: argument parser stopped at '%s'", cli->cmd, own[optind]);
+    g_parsing = NULL;
     free(longopts);
     free(own);
 }

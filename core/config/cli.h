@@ -4,9 +4,12 @@
  * A command describes its options once, as an array of vb_cli_opt (name,
  * kind, where the value goes, its range, one line of help); vb_cli_parse
  * checks and stores them and the same table prints --help. What every such
- * command line does alike:
- *   - options are --name VALUE or --name=VALUE; a bool is --name alone (true)
- *     or --name=true|false (also yes/no, on/off; True/TRUE, False/FALSE);
+ * command line does alike, in the grammar every vitbench command shares
+ * (core/config/flag.h):
+ *   - options are --name VALUE or --name=VALUE; a bool is --name alone (true),
+ *     --name=VALUE or --name VALUE where VALUE is 1/0, true/false, yes/no or
+ *     on/off in any case (the argument after a bool is its value only when
+ *     it is one of these words);
  *   - '-' and '_' are the same in a name (--dry-run = --dry_run);
  *   - names match exactly: getopt_long would also take any unambiguous
  *     prefix (--rep for --repeats), so a mistyped config key could silently
@@ -15,7 +18,9 @@
  *   - the last of a repeated option wins (a function option sees each);
  *   - -h / --help prints the help built from the table and exits 0;
  *   - bad input exits 2 with one line naming the command and the flag, e.g.
- *     "sweep: --repeats expects an integer >= 1, got 'x'".
+ *     "sweep: --repeats expects an integer >= 1, got 'x'"; an unknown flag
+ *     names the nearest option when one is close ("closed: unknown flag
+ *     --coun; did you mean --count?").
  * Anything that is not in the table goes to the command's `other` callback
  * (config overrides, a positional FILE), or is refused when it has none.
  * `vitbench run` / `train` parse their config overrides in core/config/config.c.
@@ -75,8 +80,9 @@ void vb_cli_parse(const vb_cli *cli, int argc, char **argv);
 /* The --help text: usage, about, one line per option, other_help. */
 void vb_cli_print_help(const vb_cli *cli, FILE *f);
 
-/* Bool text as the command lines take it: true/True/TRUE/yes/on and
- * false/False/FALSE/no/off. Returns false (and leaves *out) on anything else. */
-bool vb_cli_parse_bool(const char *text, bool *out);
+/* For an `other` callback that refuses the flag arg: "; did you mean
+ * --NAME?" with the table's nearest option when one is close, else "".
+ * Valid only during vb_cli_parse; the text lives until the next call. */
+const char *vb_cli_hint(const char *arg);
 
 #endif

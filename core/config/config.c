@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 
 #include "core/comm/comm.h"
+#include "core/config/flag.h"
 #include "core/prof/cupti_trace.h"
 #include "core/util/yaml_util.h"
 #include "kernels/ops.h"
@@ -140,6 +141,21 @@ static int key_index(const char *name) {
     return k;
 }
 
+/* "; did you mean [--]KEY?" with the nearest key (aliases too) when one is
+ * close to the unknown name, else "" */
+static const char *key_hint(const char *name, bool as_flag, char *out, size_t n) {
+    vb_flag_near near;
+    vb_flag_near_init(&near, name);
+    for (int i = 0; i < NKEYS; i++) vb_flag_near_try(&near, g_keys[i].name);
+    for (size_t a = 0; a < sizeof g_aliases / sizeof g_aliases[0]; a++) vb_flag_near_try(&near, g_aliases[a].alias);
+    const char *best = vb_flag_near_best(&near);
+    if (best)
+        snprintf(out, n, "; did you mean %s%s?", as_flag ? "--" : "", best);
+    else
+        out[0] = '\0';
+    return out;
+}
+
 /* ---- where each value came from ----
  * A side table rather than a field of vb_config so the struct stays plain
  * data (copied, broadcast). It belongs to one config at a time; for any
@@ -187,29 +203,9 @@ static bool is_null_text(const char *s) {
     return false;
 }
 
-/* YAML 1.1's spellings of a boolean (plus 1/0, which a shell user writes). */
-static bool parse_bool_text(const char *s, bool *out) {
-    static const char *yes[] = {"true", "yes", "on", "1"}, *no[] = {"false", "no", "off", "0"};
-    for (size_t i = 0; i < 4; i++) {
-        if (strcasecmp(s, yes[i]) == 0) { *out = true; return true; }
-        if (strcasecmp(s, no[i]) == 0) { *out = false; return true; }
-    }
-    return false;
-}
-
-static bool parse_ll(const char *s, long long *out) {
-    if (!*s || isspace((unsigned char)*s)) return false;
-    errno = 0;
-    char *end;
-    long long v = strtoll(s, &end, 10);
-    if (end == s || *end || errno) return false;
-    *out = v;
-    return true;
-}
-
 static bool parse_int_text(const char *s, int *out) {
     long long v;
-    if (!parse_ll(s, &v) || v < INT_MIN || v > INT_MAX) return false;
+    if (!vb_flag_parse_ll(s, &v) || v < INT_MIN || v > INT_MAX) return false;
     *out = (int)v;
     return true;
 }
@@ -289,7 +285,7 @@ static bool parse_value(key_type t, const char *text, bool is_null, void *dst, s
         return true;
     }
     case KT_BOOL:
-        if (is_null || !parse_bool_text(text, (bool *)dst)) {
+        if (is_null || !vb_flag_parse_bool(text, (bool *)dst)) {
             snprintf(err, errn, "'%s' is not a boolean (true or false)", text);
             return false;
         }
@@ -337,7 +333,8 @@ static void set_key(vb_config *c, int k, const char *text, bool is_null, const c
 
 void vb_config_set(vb_config *c, const char *key, const char *value, const char *origin) {
     int k = find_key(key);
-    if (k < 0) vb_die_input("%s: unknown key '%s'", origin, key);
+    char hint[160];
+    if (k < 0) vb_die_input("%s: unknown key '%s'%s", origin, key, key_hint(key, origin_rank_of(origin) == ORIGIN_FLAG, hint, sizeof hint));
     if (!value) vb_die_input("%s: %s: missing value", origin, key);
     set_key(c, k, value, false, origin, origin_rank_of(origin), "");
 }
@@ -585,21 +582,18 @@ void vb_config_from_args(vb_config *c, int argc, char **argv, int first) {
             vb_die_input("unexpected argument '%s' (settings are given as --key value or --key=value)", arg);
         }
         bare_bool = NULL;
-        const char *name = arg + 2, *eq = strchr(name, '=');
         char key[96];
-        size_t klen = eq ? (size_t)(eq - name) : strlen(name);
-        if (klen >= sizeof key) vb_die_input("flag --%.60s...: unknown option", name);
-        memcpy(key, name, klen);
-        key[klen] = '\0';
-        int k = find_key(key);
-        if (k < 0) vb_die_input("flag --%s: unknown option", key);
         const char *value;
-        if (eq) {
-            value = eq + 1;
+        if (!vb_flag_split(arg, key, sizeof key, &value)) vb_die_input("flag %.60s...: unknown option", arg);
+        int k = find_key(key);
+        char hint[160];
+        if (k < 0) vb_die_input("flag --%s: unknown option%s", key, key_hint(key, true, hint, sizeof hint));
+        if (value) {
+            /* --key=value */
         } else if (g_keys[k].type == KT_BOOL) {
             /* store_true like train.py's flags, but `--shuffle false` also works */
             bool ignored;
-            if (i + 1 < argc && parse_bool_text(argv[i + 1], &ignored)) {
+            if (i + 1 < argc && vb_flag_parse_bool(argv[i + 1], &ignored)) {
                 value = argv[++i];
             } else {
                 value = "true";
