@@ -1,13 +1,8 @@
 /* main.c: the vitbench command line.
  *
- *   vitbench run      benchy's IO / SYNTHETIC / FULL trials (= train --enable_benchy)
- *   vitbench train    the tutorial's training loop with per-epoch validation
- *   vitbench datagen  a synthetic ERA5-like dataset in the tutorial's layout
- *   vitbench sweep    a scenario file as many runs (bench/sweep/sweep.h)
- *   vitbench report | compare | trace | nsys   results to answers (analysis/analysis.h)
- *   vitbench commbench  the data plane's collectives, nccl-tests style (bench/commbench/commbench.h)
- *   vitbench model    alpha-beta scaling model against a sweep (analysis/scaling/scaling_model.h)
- *   vitbench help | version
+ *   vitbench <command> [options]: the commands are one table (g_commands
+ *   below), which dispatch, the usage text and the messages read; every
+ *   command's flags follow one grammar (core/config/flag.h).
  *
  * Bad input of any kind exits 2 with one line naming the flag / key / file.
  */
@@ -32,48 +27,30 @@
 #include "core/comm/comm.h"
 #include "core/util/common.h"
 #include "core/config/config.h"
+#include "core/config/flag.h"
 #include "core/data/data.h"
 #include "core/prof/blas_kernels.h"
 #include "bench/datagen.h"
 #include "kernels/ops.h"
 #include "kernels/cpu/blas.h"
 
+typedef struct {
+    const char *name;
+    const char *help; /* the usage text's lines for it: a summary, then its main options */
+    /* argv[0] is the command's name, as each command's own parser expects */
+    int (*main)(int argc, char **argv);
+} command;
+
+static const command *commands(int *n);
+
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: vitbench <command> [options]\n"
-            "\n"
-            "commands:\n"
-            "  run        benchmark like benchy: IO, SYNTHETIC and FULL trials; writes trials.csv,\n"
-            "             iterations.csv, summary.csv, ops.csv, benchy_output.json, run.json\n"
-            "  train      train (num_iters steps, validation every epoch); writes train_log.csv,\n"
-            "             validation.csv, checkpoint.h5, run.json. --enable_benchy behaves as run\n"
-            "  datagen    write a synthetic dataset: --output_dir DIR [--years N] [--valid_years N]\n"
-            "             [--samples_per_year T] [--channels C] [--img_size H,W] [--seed S]\n"
-            "  sweep      run a scenario file (scenarios/*.yaml) as many runs: FILE [--output_dir DIR]\n"
-            "             [--launcher mpirun|srun|sbatch] [--dry-run] [--ranks 1,2,4] [--world_size N]\n"
-            "             [--repeats N] [--order sequential|shuffled] [--threads_per_rank T] [--no_report]\n"
-            "             [config overrides...]; writes DIR/<sweep_id>/index.csv and its report\n"
-            "  report     tables, plots and report.md / report.html of a run or sweep directory:\n"
-            "             PATH [--output_dir DIR] [--no_plots]\n"
-            "  compare    regression gate between two runs, sweeps or baselines (exit 1 on a regression):\n"
-            "             BASE NEW [--metric FULL,SYNTHETIC,IO,step_time,op:NAME] [--alpha A] [--threshold T]\n"
-            "             [--allow_different KEY,...]\n"
-            "  trace      Chrome trace (Perfetto, chrome://tracing) of a run's timeline.csv: PATH [--output FILE]\n"
-            "  nsys       import `nsys stats --format csv` reports: FILE... [--filter_time START/END]\n"
-            "             [--output_dir DIR]\n"
-            "  commbench  nccl-tests-style bandwidth of the data plane's collectives over the layout's groups\n"
-            "             (under mpirun/srun): [--collectives LIST] [--minbytes SIZE] [--maxbytes SIZE]\n"
-            "             [--stepfactor F] [--warmup_iters N] [--iters N] [--datatype TYPE] [--check true|false]\n"
-            "             [--tensor_parallel N] [--context_parallel N] [--parallel_order O] [--groups LIST]\n"
-            "             [--comm_backend mpi|nccl] [--backend cpu|cuda|auto] [--output_dir DIR] [--run_name NAME];\n"
-            "             writes DIR/<run>/commbench.csv and commbench.json (commbench --help for details)\n"
-            "  model      alpha-beta scaling model: --commbench FILE|DIR --run RUN_DIR [--sweep SWEEP_DIR]\n"
-            "             [--world_sizes N,... --layouts all|dp]; writes model.csv, model.md (see model --help)\n"
-            "  help       this text\n"
-            "  version    build and library versions\n"
-            "\n"
-            "`vitbench COMMAND --help` shows each command's options; run and train take every key of\n"
-            "the config file as a flag (vitbench run --help lists them with their defaults).\n");
+    fprintf(f, "usage: vitbench <command> [options]\n\ncommands:\n");
+    int n;
+    const command *c = commands(&n);
+    for (int i = 0; i < n; i++) fprintf(f, "  %-10s %s\n", c[i].name, c[i].help);
+    fprintf(f, "\n"
+               "`vitbench COMMAND --help` shows each command's options; run and train take every key of\n"
+               "the config file as a flag (vitbench run --help lists them with their defaults).\n");
 }
 
 /* run / train: generated from the config's key table, the one the parser reads */
@@ -134,6 +111,80 @@ static int cmd_run_or_train(int argc, char **argv, vb_run_mode mode) {
     return 0;
 }
 
+/* argv - 1: the program's own argv (vb_blas_choose may execute it again) */
+static int cmd_run(int argc, char **argv) { return cmd_run_or_train(argc + 1, argv - 1, VB_MODE_RUN); }
+static int cmd_train(int argc, char **argv) { return cmd_run_or_train(argc + 1, argv - 1, VB_MODE_TRAIN); }
+
+static int cmd_help(int argc, char **argv) {
+    (void)argc, (void)argv;
+    usage(stdout);
+    return 0;
+}
+
+static int cmd_version(int argc, char **argv) {
+    (void)argc, (void)argv;
+    print_version();
+    return 0;
+}
+
+/* Every command, once: dispatch, the usage text and the messages that list
+ * them read this table. Commands that launch mpirun themselves (sweep) or
+ * never need MPI do not initialise it; run and train do. */
+static const command g_commands[] = {
+    {"run", "benchmark like benchy: IO, SYNTHETIC and FULL trials; writes trials.csv,\n"
+            "             iterations.csv, summary.csv, ops.csv, benchy_output.json, run.json",
+     cmd_run},
+    {"train", "train (num_iters steps, validation every epoch); writes train_log.csv,\n"
+              "             validation.csv, checkpoint.h5, run.json. --enable_benchy behaves as run",
+     cmd_train},
+    {"datagen", "write a synthetic dataset: --output_dir DIR [--years N] [--valid_years N]\n"
+                "             [--samples_per_year T] [--channels C] [--img_size H,W] [--seed S]",
+     vb_datagen_main},
+    {"sweep", "run a scenario file (scenarios/*.yaml) as many runs: FILE [--output_dir DIR]\n"
+              "             [--launcher mpirun|srun|sbatch] [--dry-run] [--ranks 1,2,4] [--world_size N]\n"
+              "             [--repeats N] [--order sequential|shuffled] [--threads_per_rank T] [--no_report]\n"
+              "             [config overrides...]; writes DIR/<sweep_id>/index.csv and its report",
+     vb_sweep_main},
+    {"report", "tables, plots and report.md / report.html of a run or sweep directory:\n"
+               "             PATH [--output_dir DIR] [--no_plots]",
+     vb_report_main},
+    {"compare", "regression gate between two runs, sweeps or baselines (exit 1 on a regression):\n"
+                "             BASE NEW [--metric FULL,SYNTHETIC,IO,step_time,op:NAME] [--alpha A] [--threshold T]\n"
+                "             [--allow_different KEY,...]",
+     vb_compare_main},
+    {"trace", "Chrome trace (Perfetto, chrome://tracing) of a run's timeline.csv: PATH [--output FILE]", vb_trace_main},
+    {"nsys", "import `nsys stats --format csv` reports: FILE... [--filter_time START/END]\n"
+             "             [--output_dir DIR]",
+     vb_nsys_main},
+    {"commbench", "nccl-tests-style bandwidth of the data plane's collectives over the layout's groups\n"
+                  "             (under mpirun/srun): [--collectives LIST] [--minbytes SIZE] [--maxbytes SIZE]\n"
+                  "             [--stepfactor F] [--warmup_iters N] [--iters N] [--datatype TYPE] [--check true|false]\n"
+                  "             [--tensor_parallel N] [--context_parallel N] [--parallel_order O] [--groups LIST]\n"
+                  "             [--comm_backend mpi|nccl] [--backend cpu|cuda|auto] [--output_dir DIR] [--run_name NAME];\n"
+                  "             writes DIR/<run>/commbench.csv and commbench.json (commbench --help for details)",
+     vb_commbench_main},
+    {"model", "alpha-beta scaling model: --commbench FILE|DIR --run RUN_DIR [--sweep SWEEP_DIR]\n"
+              "             [--world_sizes N,... --layouts all|dp]; writes model.csv, model.md (see model --help)",
+     vb_model_main},
+    {"help", "this text", cmd_help},
+    {"version", "build and library versions", cmd_version},
+};
+
+static const command *commands(int *n) {
+    *n = (int)(sizeof g_commands / sizeof g_commands[0]);
+    return g_commands;
+}
+
+/* "run, train, ..., version" */
+static const char *command_list(void) {
+    static char list[256];
+    size_t used = 0;
+    list[0] = '\0';
+    for (size_t i = 0; i < sizeof g_commands / sizeof g_commands[0] && used < sizeof list; i++)
+        used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", g_commands[i].name);
+    return list;
+}
+
 /* Every argument reaches a file as text (run.json's and sweep.json's
  * command line, run and sweep names, index.csv, report pages), all UTF-8:
  * one that is not is refused up front, shown with its bad bytes as \xNN. */
@@ -164,29 +215,16 @@ static void refuse_non_utf8(int argc, char **argv) {
 
 int main(int argc, char **argv) {
     refuse_non_utf8(argc, argv);
-    if (argc < 2) vb_die_input("missing command (run, train, datagen, sweep, report, compare, trace, nsys, commbench, model, help, version; see "
-                     "vitbench help)");
+    if (argc < 2) vb_die_input("missing command (%s; see vitbench help)", command_list());
     const char *cmd = argv[1];
-    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
-        usage(stdout);
-        return 0;
-    }
-    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
-        print_version();
-        return 0;
-    }
-    if (strcmp(cmd, "datagen") == 0) return vb_datagen_main(argc - 1, argv + 1);
-    /* before any MPI init: the sweep launches mpirun itself */
-    if (strcmp(cmd, "sweep") == 0) return vb_sweep_main(argc - 1, argv + 1);
-    if (strcmp(cmd, "report") == 0) return vb_report_main(argc - 1, argv + 1);
-    if (strcmp(cmd, "compare") == 0) return vb_compare_main(argc - 1, argv + 1);
-    if (strcmp(cmd, "trace") == 0) return vb_trace_main(argc - 1, argv + 1);
-    if (strcmp(cmd, "nsys") == 0) return vb_nsys_main(argc - 1, argv + 1);
-    if (strcmp(cmd, "commbench") == 0) return vb_commbench_main(argc - 1, argv + 1);
-    if (strcmp(cmd, "model") == 0) return vb_model_main(argc - 1, argv + 1);
-    if (strcmp(cmd, "run") == 0) return cmd_run_or_train(argc, argv, VB_MODE_RUN);
-    if (strcmp(cmd, "train") == 0) return cmd_run_or_train(argc, argv, VB_MODE_TRAIN);
-    vb_die_input("unknown command '%s' (commands: run, train, datagen, sweep, report, compare, trace, nsys, commbench, "
-                 "model, help, version)",
-                 cmd);
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) cmd = "help";
+    if (strcmp(cmd, "--version") == 0) cmd = "version";
+    for (size_t i = 0; i < sizeof g_commands / sizeof g_commands[0]; i++)
+        if (strcmp(cmd, g_commands[i].name) == 0) return g_commands[i].main(argc - 1, argv + 1);
+    vb_flag_near near;
+    vb_flag_near_init(&near, cmd);
+    for (size_t i = 0; i < sizeof g_commands / sizeof g_commands[0]; i++) vb_flag_near_try(&near, g_commands[i].name);
+    const char *best = vb_flag_near_best(&near);
+    if (best) vb_die_input("unknown command '%s'; did you mean %s? (commands: %s)", cmd, best, command_list());
+    vb_die_input("unknown command '%s' (commands: %s)", cmd, command_list());
 }
