@@ -111,7 +111,7 @@ static void file_or_override(void *ctx, const char *arg, const char *next) {
     /* not a config key but close to one of sweep's own options: a typo of that option */
     bool config_key = false;
     for (int i = 0; i < vb_config_nkeys() && !config_key; i++) config_key = strcmp(key, vb_config_key_name(i)) == 0;
-    if (!config_key && *vb_cli_hint(arg)) vb_die_input("sweep: unknown flag --%s%s", key, vb_cli_hint(arg));
+    if (!config_key && *vb_cli_hint(arg)) vb_die_input("sweep: unknown flag %.*s%s", (int)strcspn(arg, "="), arg, vb_cli_hint(arg));
     char origin[160];
     snprintf(origin, sizeof origin, "flag --%s", key);
     sweep_check_setting(key, value, origin);
