@@ -50,7 +50,9 @@ static void usage(FILE *f) {
     for (int i = 0; i < n; i++) fprintf(f, "  %-10s %s\n", c[i].name, c[i].help);
     fprintf(f, "\n"
                "`vitbench COMMAND --help` shows each command's options; run and train take every key of\n"
-               "the config file as a flag (vitbench run --help lists them with their defaults).\n");
+               "the config file as a flag (vitbench run --help lists them with their defaults). Every\n"
+               "command's flags are --name VALUE or --name=VALUE, '-' and '_' alike, booleans 1|0, true|false,\n"
+               "yes|no or on|off in any case (docs/configs.md, \"Flags\").\n");
 }
 
 /* run / train: generated from the config's key table, the one the parser reads */

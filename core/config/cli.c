@@ -227,4 +227,6 @@ void vb_cli_print_help(const vb_cli *cli, FILE *f) {
     }
     fprintf(f, "  %-*s  %s\n", width, "-h, --help", "this text");
     if (cli->other_help) fprintf(f, "%s\n", cli->other_help);
+    fprintf(f, "Flags are --name VALUE or --name=VALUE, '-' and '_' alike; true|false is also 1|0, yes|no, on|off\n"
+               "(any case); a bare boolean flag means true (docs/configs.md, \"Flags\").\n");
 }

@@ -446,7 +446,8 @@ void vb_config_print_help(FILE *f) {
     vb_config dflt;
     vb_config_defaults(&dflt);
     fputs("Every key of the config file is a flag, as --key VALUE or --key=VALUE (a bare --key sets a true|false\n"
-          "key to true); flags override the named config, which overrides these defaults.\n",
+          "key to true); flags override the named config, which overrides these defaults. '-' and '_' are alike\n"
+          "in a name (--local-batch-size); true|false is also 1|0, yes|no, on|off, in any case.\n",
           f);
     for (int i = 0; i < NKEYS; i++) {
         const key_def *d = &g_keys[i];
