@@ -26,6 +26,7 @@
 #include "bench/trials.h"
 #include "core/comm/comm.h"
 #include "core/util/common.h"
+#include "core/config/cli.h"
 #include "core/config/config.h"
 #include "core/config/flag.h"
 #include "core/data/data.h"
@@ -84,11 +85,10 @@ static void print_version(void) {
 /* ---- run / train ---- */
 
 static int cmd_run_or_train(int argc, char **argv, vb_run_mode mode) {
-    for (int i = 2; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            usage_run(stdout);
-            return 0;
-        }
+    /* help before MPI starts; the config is parsed once it is up */
+    if (vb_cli_asks_help(argc - 1, argv + 1)) {
+        usage_run(stdout);
+        return 0;
     }
     /* before MPI's runtime and OpenBLAS map anything: a limit that leaves
      * them no room is one line here, not a screen of PMIx errors or a hang */

@@ -3,7 +3,8 @@
 # grammar (core/config/flag.h), through the real binary:
 #   1. run takes --key-with-dashes=VALUE and bool words (yes, 1, ON) as
 #      --key WORD; sweep takes --dry-run=1 and config keys with dashes, and
-#      passes them to its runs under the config's spelling;
+#      passes them to its runs under the config's spelling; --sweep-job WORD
+#      overrides the scenario's sweep_job;
 #   2. a mistyped flag or command: exit 2, one line naming the nearest known
 #      name, for run, sweep, report, compare, datagen and the command itself.
 set -u
@@ -44,6 +45,16 @@ grep -q -- "--shuffle no" <<<"$out" || fail "sweep: --shuffle=no not passed to t
 out=$("$VB" sweep "$SRC/scenarios/weak_scaling.yaml" --dry_run yes --no-report ON --ranks 1 --output_dir "$TMP/dry2" \
     --config tiny 2>&1) || fail "sweep --dry_run yes exited $?: $out"
 [ "$(grep -c ' run ' <<<"$out")" = 2 ] || fail "sweep --dry_run yes: not a dry run of 2 runs: $out"
+
+# a bool flag given at all overrides the scenario's key, whichever word it takes
+PM=$SRC/scenarios/cluster/perlmutter_weak_scaling.yaml
+out=$("$VB" sweep "$PM" --launcher sbatch --dry-run --sweep-job yes --output_dir "$TMP/sj1" --backend auto 2>&1) ||
+    fail "sweep --sweep-job yes exited $?: $out"
+ls "$TMP"/sj1/*/jobs/sweep_job.sbatch >/dev/null 2>&1 || fail "--sweep-job yes: no sweep_job.sbatch: $out"
+out=$("$VB" sweep "$PM" --launcher sbatch --dry-run --sweep_job 1 --sweep-job=NO --output_dir "$TMP/sj2" --backend auto 2>&1) ||
+    fail "sweep --sweep-job=NO exited $?: $out"
+ls "$TMP"/sj2/*/jobs/*.sbatch >/dev/null 2>&1 || fail "--sweep-job=NO: no job scripts: $out"
+! ls "$TMP"/sj2/*/jobs/sweep_job.sbatch >/dev/null 2>&1 || fail "--sweep-job=NO (the last) still wrote sweep_job.sbatch"
 
 # ---- 2. typos name the nearest flag ----
 expect_input_error "flag --local_bach_size: unknown option; did you mean --local_batch_size?" run --local_bach_size 4

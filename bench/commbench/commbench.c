@@ -451,13 +451,11 @@ int vb_commbench_main(int argc, char **argv) {
     vb_cli cli;
     build_cli(o, opts, &nopts, &cli);
     /* help before MPI starts: a plain print and exit, also under mpirun */
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            vb_cli_print_help(&cli, stdout);
-            free(b);
-            free(res);
-            return 0;
-        }
+    if (vb_cli_asks_help(argc, argv)) {
+        vb_cli_print_help(&cli, stdout);
+        free(b);
+        free(res);
+        return 0;
     }
 
     vb_iso_time(res->start_time, sizeof res->start_time);

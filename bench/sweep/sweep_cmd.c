@@ -134,7 +134,7 @@ static void parse_cli(int argc, char **argv, sweep_cli *c) {
     static const char *launchers[LAUNCH_COUNT + 1]; /* the table's names */
     for (int k = 0; k < LAUNCH_COUNT; k++) launchers[k] = sweep_launchers[k].name;
     int order_seed = -1; /* as the scenario's order_seed: an int */
-    bool sweep_job = false;
+    bool sweep_job = false, sweep_job_given = false;
     static const char *const orders[] = {"sequential", "shuffled", NULL}; /* index = shuffled */
     static const char *const yes_no[] = {"false", "true", NULL};
     const vb_cli_opt fixed[] = {
@@ -183,7 +183,7 @@ static void parse_cli(int argc, char **argv, sweep_cli *c) {
                  "then the report"},
         {.name = "cancel", .kind = VB_CLI_STRING, .ptr = &c->cancel, .arg = "SWEEP_DIR",
          .help = "cancel the jobs of SWEEP_DIR's runs still submitted (scancel, bkill, qdel, flux cancel), then collect"},
-        {.name = "sweep_job", .kind = VB_CLI_BOOL, .ptr = &sweep_job,
+        {.name = "sweep_job", .kind = VB_CLI_BOOL, .ptr = &sweep_job, .given = &sweep_job_given,
          .help = "batch launchers: one job at the largest node count runs every run in order"},
     };
     /* then one flag per scheduler key (sweep_cluster.c), same name, same rules */
@@ -221,10 +221,8 @@ static void parse_cli(int argc, char **argv, sweep_cli *c) {
     };
     vb_cli_parse(&cli, argc, argv);
     free(opts);
-    /* --sweep_job[=true|false] given at all (a bool cannot say so) overrides the scenario's key */
-    for (int i = 1; i < argc; i++)
-        if (strncmp(argv[i], "--sweep_job", 11) == 0 || strncmp(argv[i], "--sweep-job", 11) == 0)
-            vb_sweep_kvs_set(&c->slurm, "sweep_job", sweep_job ? "true" : "false");
+    /* --sweep_job[=true|false] given at all overrides the scenario's key */
+    if (sweep_job_given) vb_sweep_kvs_set(&c->slurm, "sweep_job", sweep_job ? "true" : "false");
     c->launcher = (launcher_kind)launcher;
     c->order_seed = order_seed;
     /* job scripts name these paths (header, #SBATCH --output, SWEEP_DIR) */

@@ -27,6 +27,8 @@ static int find_opt(const vb_cli *cli, const char *name) {
     return -1;
 }
 
+static bool is_help(const char *a) { return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0; }
+
 static bool takes_value(const vb_cli_opt *o) { return o->kind != VB_CLI_BOOL; }
 
 /* Flags rewritten for getopt_long: the table's spelling of the name
@@ -119,6 +121,7 @@ static void store_choice(const vb_cli *cli, const vb_cli_opt *o, const char *v) 
 
 /* value: the option's argument, NULL for a bool given alone */
 static void store(const vb_cli *cli, const vb_cli_opt *o, const char *v) {
+    if (o->given) *o->given = true;
     switch (o->kind) {
     case VB_CLI_INT: store_int(cli, o, v, INT_MIN, INT_MAX); break;
     case VB_CLI_LONG: store_int(cli, o, v, LLONG_MIN, LLONG_MAX); break;
@@ -153,7 +156,7 @@ void vb_cli_parse(const vb_cli *cli, int argc, char **argv) {
     g_parsing = cli;
     for (int i = 1; i < argc; i++) {
         char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+        if (is_help(a)) {
             vb_cli_print_help(cli, stdout);
             exit(0);
         }
@@ -206,6 +209,12 @@ void vb_cli_parse(const vb_cli *cli, int argc, char **argv) {
     g_parsing = NULL;
     free(longopts);
     free(own);
+}
+
+bool vb_cli_asks_help(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (is_help(argv[i])) return true;
+    return false;
 }
 
 void vb_cli_print_help(const vb_cli *cli, FILE *f) {

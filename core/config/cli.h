@@ -53,6 +53,7 @@ typedef struct vb_cli_opt {
     const char *const *choices; /* NULL-terminated */
     /* flag: "--name" (the table's spelling), for messages */
     void (*fn)(const char *flag, const char *value, void *ptr);
+    bool *given; /* optional: set true when the option is on the command line (a value cannot say so) */
 } vb_cli_opt;
 
 typedef struct vb_cli {
@@ -76,6 +77,11 @@ typedef struct vb_cli {
  * the table is checked and stored, the rest handed to `other`. Exits 2 on bad
  * input, 0 after printing --help. */
 void vb_cli_parse(const vb_cli *cli, int argc, char **argv);
+
+/* Whether argv[1..argc-1] asks for help (-h or --help anywhere), for a
+ * command that must answer it before the parse: before MPI starts, as its
+ * parse runs on every rank once MPI is up. */
+bool vb_cli_asks_help(int argc, char **argv);
 
 /* The --help text: usage, about, one line per option, other_help. */
 void vb_cli_print_help(const vb_cli *cli, FILE *f);
