@@ -2,7 +2,9 @@
  *
  * Sources, later wins: built-in defaults < the named config in --yaml_config
  * (YAML anchors and `<<: *base` merge keys honoured) < command-line overrides
- * `--key value` / `--key=value` (lists as `--img_size 32,64`).
+ * `--key value` / `--key=value` (lists as `--img_size 32,64`), in the flag
+ * grammar every command shares (core/config/flag.h: '-' and '_' alike,
+ * booleans 1/0, true/false, yes/no, on/off; a bare boolean flag is true).
  * Key names are the tutorial's (config/ViT.yaml, train.py flags) plus this
  * project's own (init_checkpoint, shuffle, seed, output_dir, run_name, ...).
  *
