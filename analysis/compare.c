@@ -67,25 +67,11 @@
 
 /* ---- small helpers ---- */
 
-static void *xcalloc(size_t n, size_t size) {
-    void *p = calloc(n ? n : 1, size);
-    if (!p) vb_die_internal("out of memory");
-    return p;
-}
-
-static char *xstrdup(const char *s) {
-    char *d = strdup(s);
-    if (!d) vb_die_internal("out of memory");
-    return d;
-}
-
 #define GROW(arr, n, cap)                                                                    \
     do {                                                                                     \
         if ((n) == (cap)) {                                                                  \
             (cap) = (cap) ? 2 * (cap) : 8;                                                   \
-            void *grown_ = realloc((arr), (size_t)(cap) * sizeof *(arr));                    \
-            if (!grown_) vb_die_internal("out of memory");                                   \
-            (arr) = grown_;                                                                  \
+            (arr) = vb_realloc_check((arr), (size_t)(cap) * sizeof *(arr));                  \
         }                                                                                    \
     } while (0)
 
@@ -162,7 +148,7 @@ static void parse_metric(const char *text, metric *m) {
 }
 
 static metric *parse_metrics(const char *list, int *n) {
-    char *copy = xstrdup(list);
+    char *copy = vb_strdup_check(list);
     metric *ms = NULL;
     int cap = 0;
     *n = 0;
@@ -229,8 +215,8 @@ static void step_time_samples(const char *run, samples *s) {
     int ct = need_col(&t, path, "trial_type"), cw = need_col(&t, path, "warmup");
     int cv = need_col(&t, path, "seconds"), cr = vb_csv_col(&t, "rank");
     int ci = need_col(&t, path, "trial_index");
-    double *sum = xcalloc((size_t)t.nrows + 1, sizeof *sum);
-    int *cnt = xcalloc((size_t)t.nrows + 1, sizeof *cnt), *idx = xcalloc((size_t)t.nrows + 1, sizeof *idx);
+    double *sum = vb_calloc_check((size_t)t.nrows + 1, sizeof *sum);
+    int *cnt = vb_calloc_check((size_t)t.nrows + 1, sizeof *cnt), *idx = vb_calloc_check((size_t)t.nrows + 1, sizeof *idx);
     int ntrials = 0;
     for (int i = 0; i < t.nrows; i++) {
         if (strcmp(vb_csv_get(&t, i, ct), "FULL") != 0) continue;
@@ -323,7 +309,7 @@ static point *point_of(point **pts, int *n, int *cap, char *key, char *label) {
         }
     GROW(*pts, *n, *cap);
     point *p = &(*pts)[(*n)++];
-    *p = (point){key, label[0] ? label : xstrdup("-"), NULL, 0, 0};
+    *p = (point){key, label[0] ? label : vb_strdup_check("-"), NULL, 0, 0};
     if (!label[0]) free(label);
     return p;
 }
@@ -337,7 +323,7 @@ static int find_point(const side *sd, const char *key) {
 
 static void point_add_run(point *p, const char *run) {
     GROW(p->runs, p->nruns, p->cap);
-    p->runs[p->nruns++] = xstrdup(run);
+    p->runs[p->nruns++] = vb_strdup_check(run);
 }
 
 typedef struct {
@@ -350,7 +336,7 @@ static int cmp_kv(const void *a, const void *b) { return strcmp(((const kv *)a)-
 static char *join_pairs(const kv *pairs, int n) {
     size_t len = 1;
     for (int i = 0; i < n; i++) len += strlen(pairs[i].name) + strlen(pairs[i].value) + 2;
-    char *s = xcalloc(len, 1);
+    char *s = vb_calloc_check(len, 1);
     for (int i = 0; i < n; i++) {
         if (i) strcat(s, " ");
         strcat(s, pairs[i].name);
@@ -366,7 +352,7 @@ static void load_sweep(side *sd) {
     vb_csv t;
     read_csv_or_die(path, &t);
     int cdir = need_col(&t, path, "run_dir"), cst = need_col(&t, path, "status");
-    kv *pairs = xcalloc((size_t)t.ncols, sizeof *pairs);
+    kv *pairs = vb_calloc_check((size_t)t.ncols, sizeof *pairs);
     for (int r = 0; r < t.nrows; r++) {
         const bool done = strcmp(vb_csv_get(&t, r, cst), "completed") == 0;
         const char *dir = vb_csv_get(&t, r, cdir);
@@ -412,7 +398,7 @@ static void load_side(side *sd, const char *role, const char *path) {
         vb_die_input("compare: %s %s is neither a run directory (run.json) nor a sweep directory (index.csv)", role,
                      path);
     GROW(sd->pts, sd->npts, sd->cap);
-    sd->pts[sd->npts++] = (point){xstrdup(""), xstrdup("-"), NULL, 0, 0};
+    sd->pts[sd->npts++] = (point){vb_strdup_check(""), vb_strdup_check("-"), NULL, 0, 0};
     point_add_run(&sd->pts[0], path);
 }
 
@@ -461,7 +447,7 @@ typedef struct {
  * cannot pass on what was not measured. NEW's extra points have no baseline
  * and are noted; runs of a matched point that failed are noted too. */
 static pair *match_points(const side *b, const side *n, int *npairs, int *missing, cJSON *json) {
-    pair *ps = xcalloc((size_t)(b->npts > n->npts ? b->npts : n->npts) + 1, sizeof *ps);
+    pair *ps = vb_calloc_check((size_t)(b->npts > n->npts ? b->npts : n->npts) + 1, sizeof *ps);
     *npairs = 0;
     *missing = 0;
     char runs[2048];
@@ -521,11 +507,11 @@ static cJSON *load_run_json(const char *run) {
 
 /* item as compact JSON text ("" when absent), caller frees */
 static char *json_text(const cJSON *item) {
-    if (!item) return xstrdup("");
-    if (cJSON_IsString(item)) return xstrdup(item->valuestring);
+    if (!item) return vb_strdup_check("");
+    if (cJSON_IsString(item)) return vb_strdup_check(item->valuestring);
     char *s = cJSON_PrintUnformatted(item);
     if (!s) vb_die_internal("cannot print JSON");
-    char *d = xstrdup(s);
+    char *d = vb_strdup_check(s);
     cJSON_free(s);
     return d;
 }
@@ -786,7 +772,7 @@ static side_summary summarize(const samples *s) {
 
 /* the load of a point's runs during the metric's trials */
 static void side_load(side_summary *sum, const point *pt, const metric *m) {
-    vb_run_load *l = xcalloc((size_t)pt->nruns, sizeof *l);
+    vb_run_load *l = vb_calloc_check((size_t)pt->nruns, sizeof *l);
     const char *type = m->kind == M_IO ? "IO" : m->kind == M_SYNTHETIC ? "SYNTHETIC" : "FULL";
     for (int i = 0; i < pt->nruns; i++) {
         vb_run_load_read(pt->runs[i], type, "compare", &l[i]);
@@ -868,7 +854,7 @@ static op_growth *op_entry(op_table *t, const char *name) {
     for (int i = 0; i < t->n; i++)
         if (strcmp(t->v[i].name, name) == 0) return &t->v[i];
     GROW(t->v, t->n, t->cap);
-    t->v[t->n] = (op_growth){xstrdup(name), 0, 0, 0, 0};
+    t->v[t->n] = (op_growth){vb_strdup_check(name), 0, 0, 0, 0};
     return &t->v[t->n++];
 }
 
@@ -1142,7 +1128,7 @@ static void write_json(cJSON *root, const char *output, const char *new_dir) {
     char *text = cJSON_Print(root);
     if (!text) vb_die_internal("cannot serialise compare.json");
     size_t len = strlen(text);
-    char *body = xcalloc(len + 2, 1);
+    char *body = vb_calloc_check(len + 2, 1);
     memcpy(body, text, len);
     body[len] = '\n';
     cJSON_free(text);
@@ -1272,10 +1258,10 @@ static char **split_list(const char *list, int *n) {
     int cap = 0;
     *n = 0;
     if (!list) return NULL;
-    char *copy = xstrdup(list), *save = NULL;
+    char *copy = vb_strdup_check(list), *save = NULL;
     for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         GROW(out, *n, cap);
-        out[(*n)++] = xstrdup(tok);
+        out[(*n)++] = vb_strdup_check(tok);
     }
     free(copy);
     if (*n == 0) vb_die_input("compare: --allow_different: empty list");
@@ -1366,7 +1352,7 @@ int vb_compare_main(int argc, char **argv) {
     vopts.threshold = o.threshold;
     vopts.run_floor = o.run_floor;
     int nres = npairs * nmetrics;
-    result *rs = xcalloc((size_t)nres, sizeof *rs);
+    result *rs = vb_calloc_check((size_t)nres, sizeof *rs);
     for (int i = 0; i < npairs; i++)
         for (int k = 0; k < nmetrics; k++) rs[i * nmetrics + k] = compare_one(&pairs[i], &ms[k], &vopts);
     refuse_no_samples(rs, nres);

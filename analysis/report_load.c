@@ -167,9 +167,8 @@ static void load_exposed(rp_run *r) {
     int ct = vb_csv_col(&t, "trial_type"), cw = vb_csv_col(&t, "warmup"), ci = vb_csv_col(&t, "trial_index");
     int cs = vb_csv_col(&t, "step"), ce = vb_csv_col(&t, "comm_exposed_s");
     int cr = vb_csv_col(&t, "rank"), cc = vb_csv_col(&t, "allreduce_calls"), cb = vb_csv_col(&t, "allreduce_bytes");
-    step_val *sv = malloc(((size_t)t.nrows + 1) * sizeof *sv);
-    double *calls = malloc(((size_t)t.nrows + 1) * sizeof *calls), *bytes = malloc(((size_t)t.nrows + 1) * sizeof *bytes);
-    if (!sv || !calls || !bytes) vb_die_internal("out of memory");
+    step_val *sv = vb_malloc_check(((size_t)t.nrows + 1) * sizeof *sv);
+    double *calls = vb_malloc_check(((size_t)t.nrows + 1) * sizeof *calls), *bytes = vb_malloc_check(((size_t)t.nrows + 1) * sizeof *bytes);
     int n = 0, nc = 0;
     /* what DDP did in each of rank 0's timed FULL steps: its bucket count says
      * whether two bucket_cap_mb settings ran the same configuration */

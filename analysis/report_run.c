@@ -123,8 +123,7 @@ static int step_lane(const vb_tl_event *e) {
  * trial and step, clipped to that rank's step, in ms from rank 0's start
  * (the timeline's clocks leave one barrier together). */
 static void step_figure(rp_doc *d, const rp_opts *o, const rp_run *r, const vb_timeline *tl) {
-    int *steps = calloc((size_t)tl->n + 1, sizeof *steps), ns = 0;
-    if (!steps) vb_die_internal("out of memory");
+    int *steps = vb_calloc_check((size_t)tl->n + 1, sizeof *steps), ns = 0;
     for (int i = 0; i < tl->n; i++)
         if (tl->ev[i].rank == 0 && strcmp(tl->ev[i].kind, "step") == 0 && strcmp(tl->ev[i].trial_type, "FULL") == 0)
             steps[ns++] = i;
@@ -234,8 +233,7 @@ static void straggler_section(rp_doc *d, const rp_run *r, const char *prefix, in
         if (vb_csv_num(&t, i, cr, &k) && k >= 0 && k < 65536 && (int)k + 1 > nranks) nranks = (int)k + 1;
     }
     if (cr < 0) nranks = 1;
-    rp_samples *per = calloc((size_t)(nranks > 0 ? nranks : 1), sizeof *per);
-    if (!per) vb_die_internal("out of memory");
+    rp_samples *per = vb_calloc_check((size_t)(nranks > 0 ? nranks : 1), sizeof *per);
     for (int i = 0; i < t.nrows; i++) {
         double k = 0, s;
         if (strcmp(vb_csv_get(&t, i, ct), "FULL") != 0 || rp_is_warmup(vb_csv_get(&t, i, cw))) continue;
@@ -298,8 +296,7 @@ static void ops_section(rp_doc *d, const rp_run *r, const char *prefix, bool com
     }
     int ct = vb_csv_col(&t, "trial_type"), cr = vb_csv_col(&t, "rank"), ctot = vb_csv_col(&t, "total_s");
     int cf = vb_csv_col(&t, "flops"), cg = vb_csv_col(&t, "gflop_per_s"), cgb = vb_csv_col(&t, "gb_per_s");
-    op_row *rows = malloc(((size_t)t.nrows + 1) * sizeof *rows);
-    if (!rows) vb_die_internal("out of memory");
+    op_row *rows = vb_malloc_check(((size_t)t.nrows + 1) * sizeof *rows);
     /* a run's timed FULL steps on rank 0; an nsys import (trial_type nsys,
      * a rank per device) has no FULL rows: its first device's */
     const char *type = "FULL";

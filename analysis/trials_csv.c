@@ -161,9 +161,8 @@ static int check_against_steps(const char *run_dir, const char *path, const tria
               cr = vb_csv_col(&it, "rank"), cs = vb_csv_col(&it, "seconds");
     int rc = 0;
     if (ct >= 0 && ci >= 0 && cw >= 0 && cr >= 0 && cs >= 0) {
-        double *sum = calloc((size_t)nrows + 1, sizeof *sum);
-        int *steps = calloc((size_t)nrows + 1, sizeof *steps);
-        if (!sum || !steps) vb_die_internal("out of memory");
+        double *sum = vb_calloc_check((size_t)nrows + 1, sizeof *sum);
+        int *steps = vb_calloc_check((size_t)nrows + 1, sizeof *steps);
         for (int s = 0; s < it.nrows; s++) {
             trial_row key = {.type = type_of(vb_csv_get(&it, s, ct)), .warmup = warmup_of(vb_csv_get(&it, s, cw))};
             double idx, rank, sec;
@@ -196,8 +195,7 @@ static int check_against_steps(const char *run_dir, const char *path, const tria
 
 static void push(vb_trials *t, int type, double v) {
     if ((t->n[type] & (t->n[type] - 1)) == 0) { /* 0, 1, 2, 4 ...: grow */
-        double *grown = realloc(t->rate[type], (size_t)(t->n[type] ? 2 * t->n[type] : 1) * sizeof *grown);
-        if (!grown) vb_die_internal("out of memory");
+        double *grown = vb_realloc_check(t->rate[type], (size_t)(t->n[type] ? 2 * t->n[type] : 1) * sizeof *grown);
         t->rate[type] = grown;
     }
     t->rate[type][t->n[type]++] = v;
@@ -223,8 +221,7 @@ int vb_trials_read(const char *run_dir, vb_trials *t, char *why, size_t n) {
                     c.nrows + 1);
     if (rc == 0) rc = check_header(&c, path, why, n);
     if (rc == 0) {
-        rows = calloc((size_t)c.nrows + 1, sizeof *rows);
-        if (!rows) vb_die_internal("out of memory");
+        rows = vb_calloc_check((size_t)c.nrows + 1, sizeof *rows);
     }
     char id[256] = "";
     if (rc == 0) run_id_of(run_dir, id, sizeof id);
@@ -242,8 +239,7 @@ int vb_trials_read(const char *run_dir, vb_trials *t, char *why, size_t n) {
     }
     int *order = NULL;
     if (rc == 0) {
-        order = malloc(((size_t)c.nrows + 1) * sizeof *order);
-        if (!order) vb_die_internal("out of memory");
+        order = vb_malloc_check(((size_t)c.nrows + 1) * sizeof *order);
         for (int r = 0; r < c.nrows; r++) order[r] = r;
         g_sort_rows = rows;
         qsort(order, (size_t)c.nrows, sizeof *order, cmp_order);

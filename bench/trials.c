@@ -158,8 +158,7 @@ static void write_iterations_csv(FILE *f, void *ctx) {
  * summary.csv's and the SUMMARY line's mean, population std (np.std, ddof 0,
  * benchy's convention), min and max. n == 0 when there are none. */
 static vb_stats_summary stats_of(const bench_state *s, int type) {
-    double *rates = malloc((size_t)(s->ntrials > 0 ? s->ntrials : 1) * sizeof *rates);
-    if (!rates) vb_die_internal("out of memory");
+    double *rates = vb_malloc_check((size_t)(s->ntrials > 0 ? s->ntrials : 1) * sizeof *rates);
     int n = 0;
     for (int i = 0; i < s->ntrials; i++) {
         const trial_rec *t = &s->trials[i];
@@ -251,8 +250,7 @@ static void write_benchy_json(bench_state *s) {
     cJSON_Delete(root);
     if (!text) vb_die_internal("cannot serialise benchy output");
     size_t len = strlen(text);
-    char *withnl = malloc(len + 2);
-    if (!withnl) vb_die_internal("out of memory");
+    char *withnl = vb_malloc_check(len + 2);
     memcpy(withnl, text, len);
     memcpy(withnl + len, "\n", 2);
     cJSON_free(text);
@@ -292,8 +290,7 @@ static void write_cupti(bench_state *s) {
     if (!s->cupti_here) return;
     const bool gather = s->gather_ops;
     const int nranks = gather ? r->world.size : 1;
-    size_t *lens = r->world.rank == 0 ? calloc((size_t)nranks, sizeof *lens) : NULL;
-    if (r->world.rank == 0 && !lens) vb_die_internal("out of memory");
+    size_t *lens = r->world.rank == 0 ? vb_calloc_check((size_t)nranks, sizeof *lens) : NULL;
     for (int v = 0; v < VB_CUPTI_NVIEWS; v++) {
         char *mine = vb_cupti_csv((vb_cupti_view)v);
         size_t len = strlen(mine);
@@ -612,8 +609,7 @@ int vb_trials_run(vb_run *r) {
     bool rank0 = r->world.rank == 0;
     choose_progress(&s);
     if (rank0) {
-        r->peak_mem = calloc((size_t)r->world.size, sizeof *r->peak_mem);
-        if (!r->peak_mem) vb_die_internal("out of memory");
+        r->peak_mem = vb_calloc_check((size_t)r->world.size, sizeof *r->peak_mem);
     }
 
     if (r->benchy_file[0])
@@ -661,21 +657,20 @@ int vb_trials_run(vb_run *r) {
         s.ntrials += tc->nwarmup + tc->ntrials;
         total_iters += (size_t)(tc->nwarmup + tc->ntrials) * (size_t)nb[type];
     }
-    s.trials = calloc((size_t)(s.ntrials > 0 ? s.ntrials : 1), sizeof *s.trials);
-    s.iters = calloc(total_iters > 0 ? total_iters : 1, sizeof *s.iters);
-    if (!s.trials || !s.iters) vb_die_internal("out of memory for %zu iteration records", total_iters);
+    s.trials = vb_calloc_check((size_t)(s.ntrials > 0 ? s.ntrials : 1), sizeof *s.trials);
+    s.iters = vb_calloc_check(total_iters > 0 ? total_iters : 1, sizeof *s.iters);
     s.niters = total_iters;
     int max_nb = 0;
     for (int type = 0; type < TRIAL_NTYPES; type++) max_nb = nb[type] > max_nb ? nb[type] : max_nb;
     s.nranks = rank0 ? r->world.size : 0;
     size_t per_rank = (size_t)TRIAL_DOUBLES + (size_t)max_nb * ITER_DOUBLES;
-    s.gather_send = calloc(per_rank, sizeof(double));
-    s.gather_recv = rank0 ? calloc(per_rank * (size_t)r->world.size, sizeof(double)) : NULL;
-    s.all_iters = rank0 ? calloc((total_iters > 0 ? total_iters : 1) * (size_t)r->world.size, sizeof(iter_rec)) : NULL;
-    s.all_trials = rank0 ? calloc((size_t)(s.ntrials > 0 ? s.ntrials : 1) * (size_t)r->world.size, sizeof(rank_trial))
-                         : NULL;
-    if (!s.gather_send || (rank0 && (!s.gather_recv || !s.all_iters || !s.all_trials)))
-        vb_die_internal("out of memory for the iteration records of %d ranks", r->world.size);
+    s.gather_send = vb_calloc_check(per_rank, sizeof(double));
+    s.gather_recv = rank0 ? vb_calloc_check(per_rank * (size_t)r->world.size, sizeof(double)) : NULL;
+    s.all_iters = rank0 ? vb_calloc_check((total_iters > 0 ? total_iters : 1) * (size_t)r->world.size, sizeof(iter_rec))
+                        : NULL;
+    s.all_trials =
+        rank0 ? vb_calloc_check((size_t)(s.ntrials > 0 ? s.ntrials : 1) * (size_t)r->world.size, sizeof(rank_trial))
+              : NULL;
     int ti = 0;
     size_t first = 0;
     for (int type = 0; type < TRIAL_NTYPES; type++) {

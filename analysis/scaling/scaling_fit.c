@@ -126,8 +126,7 @@ void vb_ab_load(const char *path_in, vb_ab_table *tab) {
     const int cp = req_col(&t, path, "group_size"), cs = req_col(&t, path, "size_bytes");
     const int ct = req_col(&t, path, "time_us"), cw = vb_csv_col(&t, "wrong");
     const int cng = vb_csv_col(&t, "ngroups");
-    ab_row *rows = calloc((size_t)t.nrows + 1, sizeof *rows);
-    if (!rows) vb_die_internal("out of memory");
+    ab_row *rows = vb_calloc_check((size_t)t.nrows + 1, sizeof *rows);
     int nr = 0;
     for (int i = 0; i < t.nrows; i++) {
         const int coll = vb_coll_of(vb_csv_get(&t, i, cc));
@@ -161,9 +160,8 @@ void vb_ab_load(const char *path_in, vb_ab_table *tab) {
         }
         if (us > rows[k].t_us) rows[k].t_us = us;
     }
-    double *xb = malloc(sizeof(double) * ((size_t)nr + 1)), *yt = malloc(sizeof(double) * ((size_t)nr + 1));
-    bool *done = calloc((size_t)nr + 1, sizeof *done);
-    if (!xb || !yt || !done) vb_die_internal("out of memory");
+    double *xb = vb_malloc_check(sizeof(double) * ((size_t)nr + 1)), *yt = vb_malloc_check(sizeof(double) * ((size_t)nr + 1));
+    bool *done = vb_calloc_check((size_t)nr + 1, sizeof *done);
     int nfit = 0;
     for (int i = 0; i < nr; i++) {
         if (done[i]) continue;
@@ -180,8 +178,7 @@ void vb_ab_load(const char *path_in, vb_ab_table *tab) {
                          rows[i].p, err);
         snprintf(f.group, sizeof f.group, "%s", rows[i].group);
         f.world = rows[i].world;
-        vb_ab_fit *nf = realloc(tab->fits, sizeof *nf * (size_t)(tab->n + 1));
-        if (!nf) vb_die_internal("out of memory");
+        vb_ab_fit *nf = vb_realloc_check(tab->fits, sizeof *nf * (size_t)(tab->n + 1));
         tab->fits = nf;
         tab->fits[tab->n++] = f;
         nfit++;

@@ -268,8 +268,7 @@ static void load_ref_run(vb_mref *r, const char *dir, const char *type, int *cap
     vb_snprintf(path, sizeof path, "%s/" VB_ITERATIONS_CSV, dir);
     const int ct = req_col(&it, path, "trial_type"), cw = req_col(&it, path, "warmup");
     const int cr = req_col(&it, path, "rank"), cs = req_col(&it, path, "seconds");
-    double *steps = malloc(sizeof(double) * ((size_t)it.nrows + 1));
-    if (!steps) vb_die_internal("out of memory");
+    double *steps = vb_malloc_check(sizeof(double) * ((size_t)it.nrows + 1));
     int n = 0;
     for (int i = 0; i < it.nrows; i++) {
         double sec, rk;
@@ -304,8 +303,7 @@ static void load_ref_run(vb_mref *r, const char *dir, const char *type, int *cap
             vb_die_input("model: %s: row %d: calls or total_s is not a number >= 0", path, i + 2);
         if (r->nops == *cap) {
             *cap = *cap ? 2 * *cap : 64;
-            vb_mop *no = realloc(r->ops, sizeof *no * (size_t)*cap);
-            if (!no) vb_die_internal("out of memory");
+            vb_mop *no = vb_realloc_check(r->ops, sizeof *no * (size_t)*cap);
             r->ops = no;
         }
         vb_mop *o = ref_op(r, vb_csv_get(&ops, i, on), *cap);
@@ -338,8 +336,7 @@ static void sort_batches(vb_mref *r) {
 static void load_refs(vb_mref *main_ref, vb_mref **shards, int *nshards, const char *const *dirs, int n,
                       const char *type) {
     memset(main_ref, 0, sizeof *main_ref);
-    *shards = calloc((size_t)n + 1, sizeof **shards);
-    if (!*shards) vb_die_internal("out of memory");
+    *shards = vb_calloc_check((size_t)n + 1, sizeof **shards);
     *nshards = 0;
     int cap = 0, scap[VB_MODEL_MAX_REFS] = {0};
     for (int i = 0; i < n; i++) {
@@ -394,8 +391,7 @@ typedef struct {
 static model_point *point_add(point_list *pl) {
     if (pl->n == pl->cap) {
         pl->cap = pl->cap ? 2 * pl->cap : 16;
-        model_point *nv = realloc(pl->v, sizeof *nv * (size_t)pl->cap);
-        if (!nv) vb_die_internal("out of memory");
+        model_point *nv = vb_realloc_check(pl->v, sizeof *nv * (size_t)pl->cap);
         pl->v = nv;
     }
     model_point *p = &pl->v[pl->n++];
@@ -635,8 +631,7 @@ static void write_fits_csv(FILE *f, void *vx) {
 
 /* median and max |rel_error| over the measured points; false when none */
 static bool error_summary(const point_list *pl, double *med, double *mx, int *n) {
-    double *e = malloc(sizeof(double) * ((size_t)pl->n + 1));
-    if (!e) vb_die_internal("out of memory");
+    double *e = vb_malloc_check(sizeof(double) * ((size_t)pl->n + 1));
     *n = 0;
     for (int i = 0; i < pl->n; i++) {
         const model_point *p = &pl->v[i];
@@ -673,8 +668,7 @@ typedef struct {
  * holds the compute's uncertainty, and what was measured there. md: as a
  * Markdown table, else aligned text. */
 static void write_summary(FILE *f, const out_ctx *x, bool md) {
-    int *best = calloc((size_t)x->pl->n + 1, sizeof *best), nbest = 0;
-    if (!best) vb_die_internal("out of memory");
+    int *best = vb_calloc_check((size_t)x->pl->n + 1, sizeof *best), nbest = 0;
     for (int i = 0; i < x->pl->n; i++) {
         const model_point *p = &x->pl->v[i];
         int at = -1;

@@ -39,8 +39,6 @@
 
 /* ---- sweep_util.c ---- */
 
-char *sweep_strdup(const char *s); /* NULL copies as "" */
-void *sweep_realloc(void *p, size_t bytes);
 bool sweep_kvs_has(const vb_sweep_kvs *l, const char *key);
 /* Sets every key of src in dst, in src's order (vb_sweep_kvs_set's rules). */
 void sweep_kvs_copy(vb_sweep_kvs *dst, const vb_sweep_kvs *src);

@@ -569,8 +569,7 @@ typedef struct {
 
 void vb_config_from_args(vb_config *c, int argc, char **argv, int first) {
     int nflags = argc > first ? argc - first : 0;
-    flag_override *ov = calloc((size_t)nflags + 1, sizeof *ov);
-    if (!ov) vb_die_internal("out of memory parsing arguments");
+    flag_override *ov = vb_calloc_check((size_t)nflags + 1, sizeof *ov);
     int n = 0;
 
     /* pass 1: tokenize and type-check the shape of every flag, so a typo is

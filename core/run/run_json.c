@@ -240,8 +240,7 @@ int vb_run_write_json(const vb_run *r, const char *status) {
     cJSON_Delete(root);
     if (!text) vb_die_internal("cannot serialise run.json");
     size_t len = strlen(text);
-    char *withnl = malloc(len + 2);
-    if (!withnl) vb_die_internal("out of memory");
+    char *withnl = vb_malloc_check(len + 2);
     memcpy(withnl, text, len);
     withnl[len] = '\n';
     withnl[len + 1] = '\0';

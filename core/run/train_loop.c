@@ -166,9 +166,8 @@ int vb_train_loop(vb_run *r) {
     const int nepochs = total > 0 ? (total + spe - 1) / spe : 0;
 
     /* all log rows up front: the loop itself allocates nothing */
-    train_row *rows = calloc((size_t)(total > 0 ? total : 1), sizeof *rows);
-    valid_row *vrows = calloc((size_t)(nepochs > 0 ? nepochs : 1), sizeof *vrows);
-    if (!rows || !vrows) vb_die_internal("out of memory for %d training log rows", total);
+    train_row *rows = vb_calloc_check((size_t)(total > 0 ? total : 1), sizeof *rows);
+    valid_row *vrows = vb_calloc_check((size_t)(nepochs > 0 ? nepochs : 1), sizeof *vrows);
     valid_bufs vbufs = {0};
     if (nepochs > 0 && r->valid_loader) valid_bufs_init(r, &vbufs);
     train_logs logs = {rows, 0, vrows, 0, r->scaler_on};

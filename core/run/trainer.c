@@ -378,8 +378,7 @@ static void setup_comm_backend(vb_run *r) {
 /* Communicators for this rank's tp, cp, dp and gradient-reduction groups.
  * Collective over the world: every rank creates them in the same order. */
 static void setup_groups(vb_run *r) {
-    int *ranks = malloc((size_t)r->world.size * sizeof *ranks);
-    if (!ranks) vb_die_internal("out of memory");
+    int *ranks = vb_malloc_check((size_t)r->world.size * sizeof *ranks);
     const struct {
         vb_group_kind kind;
         vb_comm *out;
@@ -664,8 +663,7 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
     }
     /* every rank's host for run.json, so a slow node can be named */
     if (r->world.rank == 0) {
-        r->hosts = calloc((size_t)r->world.size, VB_HOST_LEN);
-        if (!r->hosts) vb_die_internal("out of memory");
+        r->hosts = vb_calloc_check((size_t)r->world.size, VB_HOST_LEN);
     }
     vb_gather_bytes(&r->world, r->host, VB_HOST_LEN, r->hosts, 0);
     vb_log("vitbench: run directory %s", r->run_dir);
