@@ -23,8 +23,8 @@
  *   - its run_id is not the run's: run.json's run_id, or without a
  *     run.json the first record's (rows of another run pasted in).
  */
-#ifndef VB_TRIALS_CSV_H
-#define VB_TRIALS_CSV_H
+#ifndef VB_ANALYSIS_TRIALS_CSV_H
+#define VB_ANALYSIS_TRIALS_CSV_H
 
 #include <stddef.h>
 

@@ -7,8 +7,8 @@
  * naming the caller's line, and exit 1 (memory is the machine's limit, not
  * bad input).
  */
-#ifndef VB_KERNELS_ALLOC_CHECK_H
-#define VB_KERNELS_ALLOC_CHECK_H
+#ifndef VB_ALLOC_CHECK_H
+#define VB_ALLOC_CHECK_H
 
 #include <stdint.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* model_fit.c: alpha-beta fits of commbench.csv (model.h).
+/* scaling_fit.c: alpha-beta fits of commbench.csv (scaling_model.h).
  *
  * commbench.csv has one row per (collective, group, size, rank) with the
  * rank's mean time per call. A collective finishes when its slowest rank

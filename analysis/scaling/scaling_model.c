@@ -1,4 +1,4 @@
-/* model.c: `vitbench model` (model.h): predicted step time, throughput and
+/* scaling_model.c: `vitbench model` (scaling_model.h): predicted step time, throughput and
  * scaling efficiency of every point of a sweep, or of hypothetical layouts,
  * each with an interval and its sensitivity to every level's bandwidth,
  * beside what the sweep measured.
@@ -6,10 +6,10 @@
  *   vitbench model [--commbench FILE|DIR ...] [--machine FILE]
  *                  --run RUN_DIR [--run ...] | --reference FILE
  *                  [--sweep SWEEP_DIR] [--world_sizes 8,16 --layouts all|dp]
- *   vitbench model --published FILE        (model_published.c)
+ *   vitbench model --published FILE        (scaling_published.c)
  *
  * Inputs and what is taken from each:
- *   commbench.csv   alpha / beta per (collective, group, group size), model_fit.c
+ *   commbench.csv   alpha / beta per (collective, group, group size), scaling_fit.c
  *   --machine       the hierarchy's levels, ranks per node, peaks (machine.h):
  *                   prices every collective commbench did not measure at its size
  *   RUN_DIR         a one-rank run: run.json (model dims, local batch, threads,
@@ -19,7 +19,7 @@
  *                   sizes to interpolate, or with a shard reference
  *                   (bench_step --shard_tp/--shard_cp --reference_dir) whose
  *                   measured ops replace the scaled ones for that tp x cp
- *   --reference     a step time with op shares (model_ref.h), instead of --run
+ *   --reference     a step time with op shares (scaling_ref.h), instead of --run
  *   SWEEP_DIR       index.csv (completed runs, their mean samples/s) and each
  *                   run's run.json (layout, order, local batch, threads, ranks
  *                   on the node, bucket cap, noddp); sweep.json's kind

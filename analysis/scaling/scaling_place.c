@@ -1,5 +1,5 @@
-/* model_place.c: where a layout's groups sit on a machine's levels
- * (model_comm.h, vb_mplace_group). */
+/* scaling_place.c: where a layout's groups sit on a machine's levels
+ * (scaling_comm.h, vb_mplace_group). */
 #include <stdlib.h>
 #include <string.h>
 

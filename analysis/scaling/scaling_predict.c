@@ -1,4 +1,4 @@
-/* model_predict.c: one training step of a tp x cp x dp layout (model.h).
+/* scaling_predict.c: one training step of a tp x cp x dp layout (scaling_model.h).
  *
  * Compute. A reference priced op by op (scaling_price.h: a step measured
  * elsewhere) prices this layout's ops where they run, for the implementation
@@ -29,11 +29,11 @@
  * cores share them: compute x max(1, node_ranks x threads / cores) (on GPU
  * clusters, one rank per GPU, the factor is 1).
  *
- * Knobs (model.h vb_mknobs): the compute times compute_mul and, at an
+ * Knobs (scaling_model.h vb_mknobs): the compute times compute_mul and, at an
  * interval corner, the reference's spread combined with the machine's
  * efficiency uncertainty wherever ops were repriced; every collective at the
  * corner of its own source's uncertainty and with its level's beta multiplier
- * (model_comm.h prices them: commbench where measured, the machine file's
+ * (scaling_comm.h prices them: commbench where measured, the machine file's
  * levels along the group's placement elsewhere).
  *
  * Communication, as the implementation (scaling_price.h) runs it. tp: per

@@ -1,10 +1,10 @@
-/* model_published.c: `vitbench model --published FILE` (model.h): the
+/* scaling_published.c: `vitbench model --published FILE` (scaling_model.h): the
  * tutorials' published scaling results that the model can represent,
  * predicted beside published, one row each with its error.
  *
  * The file (scenarios/published/tutorials.yaml):
- *   models:     named model dims (model_ref.h's keys)
- *   references: named compute references (model_ref.h): published one-GPU
+ *   models:     named model dims (scaling_ref.h's keys)
+ *   references: named compute references (scaling_ref.h): published one-GPU
  *               figures, or published runs of several GPUs whose one-rank
  *               compute is solved for on the machine they ran on
  *   rows:       id, what (where the number is published), reference,
@@ -26,7 +26,7 @@
  * layout, model size and machine are then priced op by op. A reference of
  * FLOP shares (a machine that cannot price) is rescaled by FLOPs and carried
  * across machines by the peaks, as before pricing existed. The interval and
- * the sensitivity are model.c's (every input at either end of its
+ * the sensitivity are scaling_model.c's (every input at either end of its
  * uncertainty, the compute's included; each level's beta x0.75 / x1.25).
  * error = (predicted - published) / published samples/s.
  *

@@ -1,4 +1,4 @@
-/* model_ref.c: references from a step time and op shares (model_ref.h). */
+/* scaling_ref.c: references from a step time and op shares (scaling_ref.h). */
 #include "analysis/scaling/scaling_ref.h"
 
 #include <libgen.h>

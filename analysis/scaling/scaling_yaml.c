@@ -1,4 +1,4 @@
-/* model_yaml.c: typed values of the model's YAML files (model_yaml.h). */
+/* scaling_yaml.c: typed values of the model's YAML files (scaling_yaml.h). */
 #include "analysis/scaling/scaling_yaml.h"
 
 #include <errno.h>

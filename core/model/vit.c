@@ -1,4 +1,4 @@
-/* model.c: the tutorials' ViT (networks/vit.py) forward and backward by hand,
+/* vit.c: the tutorials' ViT (networks/vit.py) forward and backward by hand,
  * every op through the backend table (kernels/ops.h), every op call timed by
  * the profiler (core/prof/profile.h), every collective through core/comm/comm.h.
  *

@@ -1,6 +1,6 @@
 /* common.h: error reporting, checked library calls, aligned memory, clocks.
  *
- * Exit-status contract (DEVELOPERS.md): bad input from the user (a file, a
+ * Exit-status contract (README.md): bad input from the user (a file, a
  * config key, a flag, a rank layout) exits 2 after ONE line on stderr that
  * names the file/key/rank and what is wrong. Internal failures exit 1.
  * Every HDF5 and MPI call goes through VB_H5 / VB_MPI so a failure reports the
