@@ -64,7 +64,7 @@ static void load_json(rp_run *r, rp_doc *d) {
     jstr(root, "backend", r->backend, sizeof r->backend);
     char cl[4096] = "";
     jstr(root, "command_line", cl, sizeof cl);
-    r->command_line = strdup(cl);
+    r->command_line = vb_strdup_check(cl);
     jstr(cJSON_GetObjectItemCaseSensitive(root, "config"), "config", r->config, sizeof r->config);
     const cJSON *par = cJSON_GetObjectItemCaseSensitive(root, "parallel");
     jstr(par, "grad_reduce_group", r->grad_reduce_group, sizeof r->grad_reduce_group);
