@@ -13,7 +13,7 @@
  * points by those keys; a run against a sweep needs a sweep of one point.
  *
  * Metrics (--metric, comma list; default FULL,SYNTHETIC):
- *   IO, FULL, SYNTHETIC  per-trial samples_per_s of timed trials, rank 0
+ *   IO, SYNTHETIC, FULL, VALIDATION  per-trial samples_per_s of timed trials, rank 0
  *                        (higher is better)
  *   step_time            mean seconds of a timed FULL step, one sample per
  *                        trial, rank 0 (iterations.csv): a trial's steps share
@@ -120,10 +120,11 @@ static bool rank0(const vb_csv *t, const char *path, int row, int rank_col) {
 
 /* ---- metrics ---- */
 
-typedef enum { M_IO, M_SYNTHETIC, M_FULL, M_STEP_TIME, M_OP } metric_kind;
+typedef enum { M_THROUGHPUT, M_STEP_TIME, M_OP } metric_kind;
 
 typedef struct {
     metric_kind kind;
+    vb_trial_kind trial; /* M_THROUGHPUT: whose trials */
     char name[160];   /* as the table shows it: FULL, step_time, op:NAME */
     const char *op;   /* M_OP: the op's name (inside name) */
     bool higher_is_better;
@@ -132,14 +133,11 @@ typedef struct {
 
 static void parse_metric(const char *text, metric *m) {
     memset(m, 0, sizeof *m);
-    static const struct {
-        const char *name;
-        metric_kind kind;
-    } tput[] = {{"IO", M_IO}, {"SYNTHETIC", M_SYNTHETIC}, {"FULL", M_FULL}};
-    for (size_t i = 0; i < sizeof tput / sizeof tput[0]; i++) {
-        if (strcasecmp(text, tput[i].name) == 0) {
-            m->kind = tput[i].kind;
-            vb_snprintf(m->name, sizeof m->name, "%s", tput[i].name);
+    for (int k = 0; k < VB_TRIAL_NKINDS; k++) {
+        if (strcasecmp(text, vb_trial_kinds[k].name) == 0) {
+            m->kind = M_THROUGHPUT;
+            m->trial = (vb_trial_kind)k;
+            vb_snprintf(m->name, sizeof m->name, "%s", vb_trial_kinds[k].name);
             m->higher_is_better = true;
             m->unit = "samples/s";
             return;
@@ -158,7 +156,7 @@ static void parse_metric(const char *text, metric *m) {
         m->unit = "s";
         return;
     }
-    vb_die_input("compare: --metric: unknown metric '%s' (IO, FULL, SYNTHETIC, step_time or op:NAME)", text);
+    vb_die_input("compare: --metric: unknown metric '%s' (%s, step_time or op:NAME)", text, vb_trial_kind_list());
 }
 
 static metric *parse_metrics(const char *list, int *n) {
@@ -204,14 +202,13 @@ static void add_sample(samples *s, double v) {
 /* samples_per_s of the timed rank-0 trials of one type, through the one
  * trials.csv reader and its checks (trials_csv.h: a cut record, a swapped
  * header, a repeated trial, rows of another run, numbers that disagree) */
-static void throughput_samples(const char *run, metric_kind k, samples *s) {
+static void throughput_samples(const char *run, vb_trial_kind type, samples *s) {
     vb_trials t;
     char why[VB_PATH_MAX + 512];
     if (vb_trials_read(run, &t, why, sizeof why) != 0) {
         vb_trials_free(&t);
         vb_die_input("compare: %s", why);
     }
-    const int type = k == M_IO ? VB_TRIAL_IO : k == M_SYNTHETIC ? VB_TRIAL_SYNTHETIC : VB_TRIAL_FULL;
     for (int i = 0; i < t.n[type]; i++) add_sample(s, t.rate[type][i]);
     vb_trials_free(&t);
 }
@@ -283,9 +280,7 @@ static void op_samples(const char *run, const char *op, samples *s) {
 static void collect_run(const char *run, const metric *m, samples *s) {
     int before = s->n;
     switch (m->kind) {
-    case M_IO:
-    case M_SYNTHETIC:
-    case M_FULL: throughput_samples(run, m->kind, s); break;
+    case M_THROUGHPUT: throughput_samples(run, m->trial, s); break;
     case M_STEP_TIME: step_time_samples(run, s); break;
     case M_OP: op_samples(run, m->op, s); break;
     }
@@ -787,7 +782,8 @@ static side_summary summarize(const samples *s) {
 /* the load of a point's runs during the metric's trials */
 static void side_load(side_summary *sum, const point *pt, const metric *m) {
     vb_run_load *l = xcalloc((size_t)pt->nruns, sizeof *l);
-    const char *type = m->kind == M_IO ? "IO" : m->kind == M_SYNTHETIC ? "SYNTHETIC" : "FULL";
+    /* step_time and op: FULL's steps */
+    const char *type = vb_trial_kinds[m->kind == M_THROUGHPUT ? m->trial : VB_TRIAL_FULL].name;
     for (int i = 0; i < pt->nruns; i++) {
         vb_run_load_read(pt->runs[i], type, "compare", &l[i]);
         sum->load_runs += l[i].recorded;
@@ -1223,10 +1219,10 @@ static void parse_args(int argc, char **argv, options *o) {
                    VB_VERDICT_RUN_FLOOR};
     const vb_cli_opt opts[] = {
         {.name = "metric", .kind = VB_CLI_STRING, .ptr = &o->metrics, .arg = "M[,M...]",
-         .help = "FULL, SYNTHETIC, IO (samples/s of each timed trial), step_time (mean FULL step of each "
+         .help = "FULL, SYNTHETIC, IO, VALIDATION (samples/s of each timed trial), step_time (mean FULL step of each "
                  "trial), op:NAME (ops.csv avg_s, one per run); default FULL,SYNTHETIC"},
         {.name = "alpha", .kind = VB_CLI_FUNC, .ptr = &o->alpha, .fn = set_alpha, .arg = "A",
-         .help = "significance level of the Mann-Whitney U test, in (0, 1) (default 0.05)"},
+         .help = "significance level of the verdict (its t test's p, and 1 - its interval's level), in (0, 1) (default 0.05)"},
         {.name = "threshold", .kind = VB_CLI_FUNC, .ptr = &o->threshold, .fn = set_threshold, .arg = "T",
          .help = "smallest relative change that counts, in [0, 1) (default 0.05)"},
         {.name = "run_floor", .kind = VB_CLI_FUNC, .ptr = &o->run_floor, .fn = set_run_floor, .arg = "S",

@@ -14,7 +14,6 @@
 #include "core/prof/fingerprint.h"
 #include "core/results/results.h"
 
-const char *const rp_type_name[RP_NTYPES] = {"IO", "SYNTHETIC", "FULL"};
 
 int rp_read_csv(const char *dir, const char *name, vb_csv *t) {
     char err[VB_PATH_MAX + 256];
@@ -141,9 +140,8 @@ static void load_trials(rp_run *r, rp_doc *d) {
         vb_trials_free(&t);
         vb_die_input("report: %s", why);
     } else {
-        static const int k_type[RP_NTYPES] = {VB_TRIAL_IO, VB_TRIAL_SYNTHETIC, VB_TRIAL_FULL};
         for (int k = 0; k < RP_NTYPES; k++)
-            for (int i = 0; i < t.n[k_type[k]]; i++) rp_push(&r->thr[k], t.rate[k_type[k]][i]);
+            for (int i = 0; i < t.n[k]; i++) rp_push(&r->thr[k], t.rate[k][i]);
     }
     vb_trials_free(&t);
 }
@@ -218,7 +216,7 @@ void rp_run_load(rp_run *r, const char *dir, rp_doc *d) {
     load_summary(r, d);
     load_trials(r, d);
     load_exposed(r);
-    for (int k = 0; k < RP_NTYPES; k++) vb_run_load_read(r->dir, rp_type_name[k], "report", &r->load[k]);
+    for (int k = 0; k < RP_NTYPES; k++) vb_run_load_read(r->dir, vb_trial_kinds[k].name, "report", &r->load[k]);
 }
 
 void rp_run_free(rp_run *r) {

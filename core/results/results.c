@@ -13,6 +13,27 @@
 #include "core/util/common.h"
 #include "core/prof/cupti_trace.h"
 
+const vb_trial_kind_names vb_trial_kinds[VB_TRIAL_NKINDS] = {
+    [VB_TRIAL_IO] = {"IO", "IO", "io"},
+    [VB_TRIAL_SYNTHETIC] = {"SYNTHETIC", "synthetic", "synthetic"},
+    [VB_TRIAL_FULL] = {"FULL", "full", "full"},
+    [VB_TRIAL_VALIDATION] = {"VALIDATION", "validation", "validation"},
+};
+
+int vb_trial_kind_by_name(const char *name) {
+    for (int k = 0; k < VB_TRIAL_NKINDS; k++)
+        if (strcmp(name, vb_trial_kinds[k].name) == 0) return k;
+    return -1;
+}
+
+const char *vb_trial_kind_list(void) {
+    static char list[128];
+    if (!list[0])
+        for (int k = 0; k < VB_TRIAL_NKINDS; k++)
+            vb_snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k ? ", " : "", vb_trial_kinds[k].name);
+    return list;
+}
+
 /* every name of the results schema (results.h) */
 static const char *const k_run_files[] = {VB_RESULTS_NAMES};
 

@@ -22,7 +22,8 @@
  *                       max_samples_per_s,ntrials,<key config columns>,
  *                       achieved_tflop_per_s,peak_mem_bytes,<fingerprint columns>
  *   benchy_output.json  benchy's JSON: {"nranks":N,"IO":{"rates":[[..]],"avg_iter_throughput":[..],
- *                       "trial_throughput":[..],"trial_time":[..]},"SYNTHETIC":{..},"FULL":{..}}
+ *                       "trial_throughput":[..],"trial_time":[..]},"SYNTHETIC":{..},"FULL":{..},
+ *                       "VALIDATION":{..}} (a kind once one of its timed trials finished)
  *   iterations.csv      trial,trial_type,trial_index,warmup,step,rank,seconds,data_wait_s,...
  *   ops.csv             (profile.h) rank,trial_type,name,category,calls,bytes,flops,total_s,...
  *   timeline.csv        (timeline.h) every event of the profile_steps window
@@ -45,6 +46,27 @@
 /* vb_atomic_write, vb_atomic_write_or_die, vb_die_env and vb_csv_field: every
  * writer of the run directory uses them, so they come with this header */
 #include "core/util/fileio.h"
+
+/* The trial kinds, in the order a run runs them: benchy's IO (the loader
+ * alone), SYNTHETIC (training steps on one batch) and FULL (training steps on
+ * the loader's batches), and VALIDATION (forward passes over the valid split,
+ * as train.py's validation loop). Every name a kind has outside the trial
+ * runner comes from this table: trial_type in trials.csv, load.csv,
+ * summary.csv, iterations.csv and ops.csv, benchy's JSON key and compare's
+ * --metric (name); its benchy YAML section and run.json key (section, read
+ * without case); index.csv's headline columns <column>_samples_per_s and
+ * <column>_std. What a kind does is bench/trials.c's table. */
+typedef enum { VB_TRIAL_IO, VB_TRIAL_SYNTHETIC, VB_TRIAL_FULL, VB_TRIAL_VALIDATION, VB_TRIAL_NKINDS } vb_trial_kind;
+typedef struct vb_trial_kind_names {
+    const char *name;    /* "FULL" */
+    const char *section; /* "full" */
+    const char *column;  /* "full" */
+} vb_trial_kind_names;
+extern const vb_trial_kind_names vb_trial_kinds[VB_TRIAL_NKINDS];
+/* the kind named `name` (exactly, as the CSVs write it), or -1 */
+int vb_trial_kind_by_name(const char *name);
+/* "IO, SYNTHETIC, FULL, VALIDATION": for messages */
+const char *vb_trial_kind_list(void);
 
 /* A run directory's files (above), and a sweep directory's: every writer and
  * reader names them from here. */
@@ -132,10 +154,15 @@ void vb_run_dir_create(const char *output_dir, const char *run_name, const char 
  * first (then the swept keys, then the headline results), written by
  * bench/sweep and read by analysis/. */
 #define VB_INDEX_LEAD_COLUMNS "run_index,run_dir,status,exit_code,repeat,ranks,threads_per_rank"
-/* its headline results, after the swept keys: FULL, SYNTHETIC and IO
- * samples/s, each mean and standard deviation over the run's trials */
-#define VB_INDEX_HEADLINE_COLUMNS                                                                         \
-    "full_samples_per_s", "full_std", "synthetic_samples_per_s", "synthetic_std", "io_samples_per_s", "io_std"
+/* its headline results, after the swept keys: FULL, SYNTHETIC, IO and
+ * VALIDATION samples/s, each mean and standard deviation over the run's
+ * trials (vb_trial_kinds' columns, in this order) */
+#define VB_INDEX_HEADLINE_COLUMNS                                                                        \
+    "full_samples_per_s", "full_std", "synthetic_samples_per_s", "synthetic_std", "io_samples_per_s", \
+        "io_std", "validation_samples_per_s", "validation_std"
+/* the kinds of those columns, in their order */
+#define VB_INDEX_HEADLINE_KINDS VB_TRIAL_FULL, VB_TRIAL_SYNTHETIC, VB_TRIAL_IO, VB_TRIAL_VALIDATION
+#define VB_INDEX_HEADLINE_NKINDS 4
 /* after them, why a run that did not complete failed: its class,
  * "timeout", "signal N (NAME)" or "exit N" (empty for the others); reports
  * and --max_failures count failures by it, never by log text */

@@ -545,14 +545,16 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
     require_file("global_means_path", c->global_means_path);
     require_file("global_stds_path", c->global_stds_path);
     bool do_train = mode == VB_MODE_TRAIN && !(r->benchy && r->bcfg.exit_after_tests);
-    if (do_train) require_dir("valid_data_path", c->valid_data_path);
+    /* the valid split: train's validation, or benchy's VALIDATION trials */
+    bool do_valid = do_train || (r->benchy && r->bcfg.trial[VB_TRIAL_VALIDATION].run_benchmark);
+    if (do_valid) require_dir("valid_data_path", c->valid_data_path);
     if (c->init_checkpoint[0]) require_file("init_checkpoint", c->init_checkpoint);
 
     r->train_loader = make_loader(r, c->train_data_path, c->limit_nsamples, c->shuffle);
     if (vb_loader_steps_per_epoch(r->train_loader) < 1)
         vb_die_input("train_data_path %s: %lld samples is less than one local batch of %d on %d data-parallel ranks",
                      c->train_data_path, (long long)vb_loader_nsamples(r->train_loader), r->local_batch, r->dp);
-    if (do_train) {
+    if (do_valid) {
         r->valid_loader = make_loader(r, c->valid_data_path, c->limit_nsamples_val, false);
         if (vb_loader_steps_per_epoch(r->valid_loader) < 1)
             vb_die_input("valid_data_path %s: %lld samples (limit_nsamples_val %d) is less than one local batch of %d on %d data-parallel ranks",
@@ -619,11 +621,10 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
 
     /* the timeline window: every op of profile_steps timed FULL steps, all ranks */
     /* memory: buffers for no more steps than the timed FULL trials have */
-    long full_steps = r->bcfg.full.run_benchmark ? (long)r->bcfg.full.ntrials *
-                                                       (r->bcfg.full.nbatches > 0 ? r->bcfg.full.nbatches : 1)
-                                                 : 0;
+    const vb_benchy_trial_cfg *full = &r->bcfg.trial[VB_TRIAL_FULL];
+    long full_steps = full->run_benchmark ? (long)full->ntrials * (full->nbatches > 0 ? full->nbatches : 1) : 0;
     int spe = vb_loader_steps_per_epoch(r->train_loader);
-    if (r->bcfg.full.nbatches <= 0 || r->bcfg.full.nbatches > spe) full_steps = (long)r->bcfg.full.ntrials * spe;
+    if (full->nbatches <= 0 || full->nbatches > spe) full_steps = (long)full->ntrials * spe;
     int window = (long)c->profile_steps < full_steps ? c->profile_steps : (int)full_steps;
     if (r->benchy && window > 0) {
         int events_per_step = 64 * c->depth + 256; /* ~40 ops a block plus comm and the rest */
@@ -711,6 +712,16 @@ void vb_train_step_staged(vb_run *r, float *lr_used) {
     r->last_comm.allreduce_bytes = r->ddp_on ? (double)r->ddp.stats.allreduce_bytes : 0.0;
     r->last_comm.exposed_s = after.blocking_s - before.blocking_s;
     if (lr_used) *lr_used = lr;
+}
+
+void vb_eval_step(vb_run *r, const vb_batch *b) {
+    VB_NVTX_PUSH("eval_step");
+    vb_staging_copy(&r->staging, b);
+    vit_fp8_freeze(r->model->fp8, 1);
+    vit_forward(r->model, r->staging.inp_dev, r->staging.tar_dev, b->B);
+    vit_fp8_freeze(r->model->fp8, 0);
+    r->ops->memcpy_d2h(r->ctx, r->loss_host, r->model->loss_dev, sizeof(float));
+    VB_NVTX_POP();
 }
 
 float vb_run_step_loss(vb_run *r) {

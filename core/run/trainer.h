@@ -91,7 +91,7 @@ typedef struct vb_run {
     float *loss_host;            /* page-locked [1]: the last step's loss, copied out at its end */
 
     vb_loader *train_loader;
-    vb_loader *valid_loader;     /* train mode only */
+    vb_loader *valid_loader;     /* train mode, or benchy VALIDATION trials; else NULL */
 
     int iteration;               /* training steps done so far (lr schedule position) */
 
@@ -152,6 +152,12 @@ void vb_train_step(vb_run *r, const vb_batch *b, float *lr_used);
  * communication. Exits 1 (a bug) when no batch is staged. */
 void vb_train_step_staged(vb_run *r, float *lr_used);
 
+/* One evaluation step on `b`, as train.py's validation loop runs it (and
+ * benchy's VALIDATION trials time it): the batch copied in, the forward pass
+ * and its loss (r->loss_host, vb_run_step_loss); no gradients, no update,
+ * fp8's scales as training left them. Returns once the work is enqueued; b
+ * may go back to its loader then (the copy has completed). */
+void vb_eval_step(vb_run *r, const vb_batch *b);
 
 /* Waits until all of the run's work has finished, the compute context and
  * (dali) the copy context: benchy's torch.cuda.synchronize(), which waits
