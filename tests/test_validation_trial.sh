@@ -22,9 +22,8 @@ fail() { echo "test_validation_trial: FAIL: $*" >&2; exit 1; }
 TMP=$(mktemp -d /tmp/vb_valtrial.XXXXXX) || fail "mktemp"
 trap 'rm -rf "$TMP"' EXIT
 cd "$TMP" || fail "cd $TMP"
-# 16 samples a split: 2 batches of tiny's 8
-"$VB" datagen --output_dir data --years 1 --valid_years 1 --samples_per_year 16 --channels 4 --img_size 32,64 \
-    --seed 3 > datagen.txt 2>&1 || { cat datagen.txt >&2; fail "datagen"; }
+. "$SRC/tests/lib/tiny_run.sh"
+tiny_data 16 || fail "datagen" # 16 samples a split: 2 batches of tiny's 8
 cat > with.yaml <<'YAML'
 global: {report_freq: 1, exit_after_tests: True, profiler_mode: 'single', use_distributed_barrier: False}
 IO: {run_benchmark: False}
@@ -33,9 +32,12 @@ full: {run_benchmark: True, nbatches: 1, ntrials: 2, nwarmup: 0}
 validation: {run_benchmark: True, nbatches: 5, ntrials: 3, nwarmup: 1}
 YAML
 sed '/^validation:/d' with.yaml > without.yaml
-COMMON=(--yaml_config "$SRC/scenarios/vit.yaml" --config tiny --train_data_path data/train
-        --global_means_path data/stats/global_means.npy --global_stds_path data/stats/global_stds.npy
-        --output_dir out --progress none)
+# TINY_ARGS without its --valid_data_path: each run names its own
+COMMON=()
+for ((i = 0; i < ${#TINY_ARGS[@]}; i++)); do
+    [ "${TINY_ARGS[i]}" = --valid_data_path ] && { i=$((i + 1)); continue; }
+    COMMON+=("${TINY_ARGS[i]}")
+done
 
 "$VB" run "${COMMON[@]}" --valid_data_path data/valid --benchy_config with.yaml --run_name val > val.txt 2>&1 ||
     { rc=$?; tail -n 5 val.txt >&2; fail "the run with a validation section exited $rc"; }
