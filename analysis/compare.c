@@ -224,7 +224,7 @@ static void step_time_samples(const char *run, samples *s) {
     vb_csv t;
     read_csv_or_die(path, &t);
     int ct = need_col(&t, path, "trial_type"), cw = need_col(&t, path, "warmup");
-    int cv = need_col(&t, path, "seconds"), cr = vb_csv_col(&t, "rank");
+    int cv = need_col(&t, path, "seconds"), cr = vb_csv_col(&t, VB_COL_RANK);
     int ci = need_col(&t, path, "trial_index");
     double *sum = xcalloc((size_t)t.nrows + 1, sizeof *sum);
     int *cnt = xcalloc((size_t)t.nrows + 1, sizeof *cnt), *idx = xcalloc((size_t)t.nrows + 1, sizeof *idx);
@@ -248,7 +248,7 @@ static void step_time_samples(const char *run, samples *s) {
  * (a trial_type column with FULL rows) only FULL's; else the rows that hold
  * every timed step. Returns the trial type chosen ("FULL" or ""). */
 static const char *ops_trial_type(const vb_csv *t) {
-    int ct = vb_csv_col(t, "trial_type");
+    int ct = vb_csv_col(t, VB_COL_TRIAL_TYPE);
     if (ct < 0) return "";
     for (int i = 0; i < t->nrows; i++)
         if (strcmp(vb_csv_get(t, i, ct), "FULL") == 0) return "FULL";
@@ -256,9 +256,9 @@ static const char *ops_trial_type(const vb_csv *t) {
 }
 
 static bool ops_row_used(const vb_csv *t, const char *path, int row, const char *type) {
-    int ct = vb_csv_col(t, "trial_type");
+    int ct = vb_csv_col(t, VB_COL_TRIAL_TYPE);
     if (ct >= 0 && strcmp(vb_csv_get(t, row, ct), type) != 0) return false;
-    return rank0(t, path, row, vb_csv_col(t, "rank"));
+    return rank0(t, path, row, vb_csv_col(t, VB_COL_RANK));
 }
 
 /* the op's avg_s on rank 0: one sample per run (none if the op is absent) */
@@ -846,7 +846,7 @@ static int timed_steps(const char *run, const char *type) {
     vb_dir_file(path, sizeof path, run, VB_ITERATIONS_CSV);
     vb_csv t;
     if (vb_csv_read(path, &t, err, sizeof err) != 0) return 0;
-    int ct = vb_csv_col(&t, "trial_type"), cw = vb_csv_col(&t, "warmup"), cr = vb_csv_col(&t, "rank");
+    int ct = vb_csv_col(&t, VB_COL_TRIAL_TYPE), cw = vb_csv_col(&t, VB_COL_WARMUP), cr = vb_csv_col(&t, VB_COL_RANK);
     int n = 0;
     for (int i = 0; ct >= 0 && cw >= 0 && i < t.nrows; i++) {
         const char *tt = vb_csv_get(&t, i, ct);
@@ -880,7 +880,7 @@ static bool add_run_ops(op_table *t, const char *run, bool is_new, bool per_call
     int steps = per_call ? 0 : timed_steps(run, type);
     bool ok = cn >= 0 && (per_call ? cavg >= 0 : ctot >= 0 && steps > 0);
     for (int i = 0; ok && i < c.nrows; i++) {
-        int ct = vb_csv_col(&c, "trial_type"), cr = vb_csv_col(&c, "rank");
+        int ct = vb_csv_col(&c, VB_COL_TRIAL_TYPE), cr = vb_csv_col(&c, VB_COL_RANK);
         double rk = 0, v;
         if (ct >= 0 && strcmp(vb_csv_get(&c, i, ct), type) != 0) continue;
         if (cr >= 0 && (!vb_csv_num(&c, i, cr, &rk) || rk != 0)) continue;

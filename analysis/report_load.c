@@ -108,7 +108,7 @@ static void load_summary(rp_run *r, rp_doc *d) {
         rp_problem(d, "%s/summary.csv: missing (batch sizes, layout and memory unknown)", r->dir);
         return;
     }
-    int row = 0, ct = vb_csv_col(&t, "trial_type");
+    int row = 0, ct = vb_csv_col(&t, VB_COL_TRIAL_TYPE);
     for (int i = 0; i < t.nrows; i++)
         if (strcmp(vb_csv_get(&t, i, ct), "FULL") == 0) row = i;
     if (t.nrows > 0) {
@@ -162,9 +162,9 @@ static int cmp_step(const void *a, const void *b) {
 static void load_exposed(rp_run *r) {
     vb_csv t;
     if (rp_read_csv(r->dir, VB_ITERATIONS_CSV, &t) != 0) return;
-    int ct = vb_csv_col(&t, "trial_type"), cw = vb_csv_col(&t, "warmup"), ci = vb_csv_col(&t, "trial_index");
-    int cs = vb_csv_col(&t, "step"), ce = vb_csv_col(&t, "comm_exposed_s");
-    int cr = vb_csv_col(&t, "rank"), cc = vb_csv_col(&t, "allreduce_calls"), cb = vb_csv_col(&t, "allreduce_bytes");
+    int ct = vb_csv_col(&t, VB_COL_TRIAL_TYPE), cw = vb_csv_col(&t, VB_COL_WARMUP), ci = vb_csv_col(&t, VB_COL_TRIAL_INDEX);
+    int cs = vb_csv_col(&t, VB_COL_STEP), ce = vb_csv_col(&t, "comm_exposed_s");
+    int cr = vb_csv_col(&t, VB_COL_RANK), cc = vb_csv_col(&t, "allreduce_calls"), cb = vb_csv_col(&t, "allreduce_bytes");
     step_val *sv = malloc(((size_t)t.nrows + 1) * sizeof *sv);
     double *calls = malloc(((size_t)t.nrows + 1) * sizeof *calls), *bytes = malloc(((size_t)t.nrows + 1) * sizeof *bytes);
     if (!sv || !calls || !bytes) vb_die_internal("out of memory");

@@ -149,8 +149,8 @@ static int check_against_steps(const char *run_dir, const char *path, const tria
     vb_csv it;
     char err[VB_PATH_MAX + 256];
     if (vb_dir_read_csv(run_dir, VB_ITERATIONS_CSV, &it, err, sizeof err) != 0) return 0; /* optional here */
-    const int ct = vb_csv_col(&it, "trial_type"), ci = vb_csv_col(&it, "trial_index"), cw = vb_csv_col(&it, "warmup"),
-              cr = vb_csv_col(&it, "rank"), cs = vb_csv_col(&it, "seconds");
+    const int ct = vb_csv_col(&it, VB_COL_TRIAL_TYPE), ci = vb_csv_col(&it, VB_COL_TRIAL_INDEX), cw = vb_csv_col(&it, VB_COL_WARMUP),
+              cr = vb_csv_col(&it, VB_COL_RANK), cs = vb_csv_col(&it, VB_COL_SECONDS);
     int rc = 0;
     if (ct >= 0 && ci >= 0 && cw >= 0 && cr >= 0 && cs >= 0) {
         double *sum = calloc((size_t)nrows + 1, sizeof *sum);

@@ -245,11 +245,7 @@ static void write_summary_csv(FILE *f, void *ctx) {
     bench_state *s = ctx;
     const vb_run *r = s->r;
     const vb_config *c = &r->cfg;
-    fprintf(f, "trial_type,mean_samples_per_s,std_samples_per_s,min_samples_per_s,max_samples_per_s,ntrials,"
-               "config,backend,ranks,tp,cp,dp,global_batch_size,local_batch_size,embed_dim,depth,num_heads,"
-               "patch_size,img_h,img_w,n_in_channels,n_out_channels,num_data_workers,amp_mode,bucket_cap_mb,noddp,"
-               "achieved_tflop_per_s,peak_mem_bytes,host,cpu_model,affinity_cores,omp_threads,blas,blas_coretype,"
-               "compiler,git_commit,git_dirty,machine_key\n");
+    fputs(VB_SUMMARY_CSV_HEADER "\n", f);
     /* the largest peak over ranks: the one that decides whether a config fits */
     double peak = 0;
     for (int k = 0; r->peak_mem && k < r->world.size; k++) peak = r->peak_mem[k] > peak ? r->peak_mem[k] : peak;

@@ -85,8 +85,8 @@ void sweep_read_headline(const char *runs_dir, sweep_item *it) {
     vb_csv t;
     char err[512];
     if (vb_csv_read(path, &t, err, sizeof err) != 0) return;
-    int ct = vb_csv_col(&t, "trial_type"), cm = vb_csv_col(&t, "mean_samples_per_s"),
-        cs = vb_csv_col(&t, "std_samples_per_s");
+    int ct = vb_csv_col(&t, VB_COL_TRIAL_TYPE), cm = vb_csv_col(&t, VB_COL_MEAN_SAMPLES_PER_S),
+        cs = vb_csv_col(&t, VB_COL_STD_SAMPLES_PER_S);
     for (int row = 0; row < t.nrows; row++)
         for (int k = 0; k < VB_INDEX_HEADLINE_NKINDS; k++)
             if (strcmp(vb_csv_get(&t, row, ct), vb_trial_kinds[k_headline_kinds[k]].name) == 0) {

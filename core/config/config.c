@@ -399,7 +399,7 @@ void vb_config_defaults(vb_config *c) {
     /* this project */
     c->seed = 0;
     c->init_checkpoint[0] = '\0';
-    snprintf(c->output_dir, sizeof c->output_dir, "results");
+    snprintf(c->output_dir, sizeof c->output_dir, VB_RESULTS_DEFAULT_DIR);
     c->run_name[0] = '\0';
     snprintf(c->backend, sizeof c->backend, "cpu");
     snprintf(c->comm_backend, sizeof c->comm_backend, "auto");
@@ -902,7 +902,7 @@ void vb_benchy_defaults(vb_benchy_config *b) {
     b->report_freq = 10;
     b->exit_after_tests = true;
     snprintf(b->profiler_mode, sizeof b->profiler_mode, "single");
-    snprintf(b->output_filename, sizeof b->output_filename, "benchy_output.json");
+    snprintf(b->output_filename, sizeof b->output_filename, VB_BENCHY_JSON);
     b->output_dir[0] = '\0';
     b->use_distributed_barrier = false;
     vb_benchy_trial_cfg t = {.run_benchmark = true, .nbatches = 50, .ntrials = 3, .nwarmup = 1};

@@ -33,7 +33,7 @@ typedef struct {
 
 static void write_train_log(FILE *f, void *ctx) {
     const train_logs *l = ctx;
-    fprintf(f, "step,epoch,loss,lr,seconds%s\n", l->loss_scaling ? ",loss_scale,skipped" : "");
+    fprintf(f, VB_TRAIN_LOG_CSV_HEADER "%s\n", l->loss_scaling ? "," VB_TRAIN_LOG_CSV_SCALING_COLUMNS : "");
     for (int i = 0; i < l->nrows; i++) {
         const train_row *t = &l->rows[i];
         fprintf(f, "%d,%d,%.9g,%.9g,%.9g", t->step, t->epoch, (double)t->loss, (double)t->lr, t->seconds);
