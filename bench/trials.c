@@ -9,8 +9,10 @@
 #include <unistd.h>
 
 #include "core/prof/cupti_trace.h"
+#include "core/run/stop.h"
 #include "core/results/results.h"
 #include "core/util/machine_load.h"
+#include "core/util/pyfloat.h"
 #include "core/util/stats.h"
 
 /* a kind's name in every file, line and range: vb_trial_kinds (results.h) */

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/run/trainer.h"
+#include "core/run/from_config.h" /* vb_layout_check */
 #include "core/config/config.h"
 #include "core/comm/groups.h"
 

@@ -7,6 +7,8 @@
 
 #include "core/model/checkpoint.h"
 #include "core/results/results.h"
+#include "core/run/stop.h"
+#include "core/util/pyfloat.h"
 
 typedef struct {
     int step;       /* updates done including this one (train.py's iters) */
