@@ -13,7 +13,7 @@
  * points by those keys; a run against a sweep needs a sweep of one point.
  *
  * Metrics (--metric, comma list; default FULL,SYNTHETIC):
- *   IO, FULL, SYNTHETIC  per-trial samples_per_s of timed trials, rank 0
+ *   IO, SYNTHETIC, FULL, VALIDATION  per-trial samples_per_s of timed trials, rank 0
  *                        (higher is better)
  *   step_time            mean seconds of a timed FULL step, one sample per
  *                        trial, rank 0 (iterations.csv): a trial's steps share
@@ -106,10 +106,11 @@ static bool rank0(const vb_csv *t, const char *path, int row, int rank_col) {
 
 /* ---- metrics ---- */
 
-typedef enum { M_IO, M_SYNTHETIC, M_FULL, M_STEP_TIME, M_OP } metric_kind;
+typedef enum { M_THROUGHPUT, M_STEP_TIME, M_OP } metric_kind;
 
 typedef struct {
     metric_kind kind;
+    vb_trial_kind trial; /* M_THROUGHPUT: whose trials */
     char name[160];   /* as the table shows it: FULL, step_time, op:NAME */
     const char *op;   /* M_OP: the op's name (inside name) */
     bool higher_is_better;
@@ -118,14 +119,11 @@ typedef struct {
 
 static void parse_metric(const char *text, metric *m) {
     memset(m, 0, sizeof *m);
-    static const struct {
-        const char *name;
-        metric_kind kind;
-    } tput[] = {{"IO", M_IO}, {"SYNTHETIC", M_SYNTHETIC}, {"FULL", M_FULL}};
-    for (size_t i = 0; i < sizeof tput / sizeof tput[0]; i++) {
-        if (strcasecmp(text, tput[i].name) == 0) {
-            m->kind = tput[i].kind;
-            vb_snprintf(m->name, sizeof m->name, "%s", tput[i].name);
+    for (int k = 0; k < VB_TRIAL_NKINDS; k++) {
+        if (strcasecmp(text, vb_trial_kinds[k].name) == 0) {
+            m->kind = M_THROUGHPUT;
+            m->trial = (vb_trial_kind)k;
+            vb_snprintf(m->name, sizeof m->name, "%s", vb_trial_kinds[k].name);
             m->higher_is_better = true;
             m->unit = "samples/s";
             return;
@@ -144,7 +142,7 @@ static void parse_metric(const char *text, metric *m) {
         m->unit = "s";
         return;
     }
-    vb_die_input("compare: --metric: unknown metric '%s' (IO, FULL, SYNTHETIC, step_time or op:NAME)", text);
+    vb_die_input("compare: --metric: unknown metric '%s' (%s, step_time or op:NAME)", text, vb_trial_kind_list());
 }
 
 static metric *parse_metrics(const char *list, int *n) {
@@ -190,14 +188,13 @@ static void add_sample(samples *s, double v) {
 /* samples_per_s of the timed rank-0 trials of one type, through the one
  * trials.csv reader and its checks (trials_csv.h: a cut record, a swapped
  * header, a repeated trial, rows of another run, numbers that disagree) */
-static void throughput_samples(const char *run, metric_kind k, samples *s) {
+static void throughput_samples(const char *run, vb_trial_kind type, samples *s) {
     vb_trials t;
     char why[VB_PATH_MAX + 512];
     if (vb_trials_read(run, &t, why, sizeof why) != 0) {
         vb_trials_free(&t);
         vb_die_input("compare: %s", why);
     }
-    const int type = k == M_IO ? VB_TRIAL_IO : k == M_SYNTHETIC ? VB_TRIAL_SYNTHETIC : VB_TRIAL_FULL;
     for (int i = 0; i < t.n[type]; i++) add_sample(s, t.rate[type][i]);
     vb_trials_free(&t);
 }
@@ -213,7 +210,7 @@ static void step_time_samples(const char *run, samples *s) {
     vb_csv t;
     read_csv_or_die(path, &t);
     int ct = need_col(&t, path, "trial_type"), cw = need_col(&t, path, "warmup");
-    int cv = need_col(&t, path, "seconds"), cr = vb_csv_col(&t, "rank");
+    int cv = need_col(&t, path, "seconds"), cr = vb_csv_col(&t, VB_COL_RANK);
     int ci = need_col(&t, path, "trial_index");
     double *sum = vb_calloc_check((size_t)t.nrows + 1, sizeof *sum);
     int *cnt = vb_calloc_check((size_t)t.nrows + 1, sizeof *cnt), *idx = vb_calloc_check((size_t)t.nrows + 1, sizeof *idx);
@@ -237,7 +234,7 @@ static void step_time_samples(const char *run, samples *s) {
  * (a trial_type column with FULL rows) only FULL's; else the rows that hold
  * every timed step. Returns the trial type chosen ("FULL" or ""). */
 static const char *ops_trial_type(const vb_csv *t) {
-    int ct = vb_csv_col(t, "trial_type");
+    int ct = vb_csv_col(t, VB_COL_TRIAL_TYPE);
     if (ct < 0) return "";
     for (int i = 0; i < t->nrows; i++)
         if (strcmp(vb_csv_get(t, i, ct), "FULL") == 0) return "FULL";
@@ -245,9 +242,9 @@ static const char *ops_trial_type(const vb_csv *t) {
 }
 
 static bool ops_row_used(const vb_csv *t, const char *path, int row, const char *type) {
-    int ct = vb_csv_col(t, "trial_type");
+    int ct = vb_csv_col(t, VB_COL_TRIAL_TYPE);
     if (ct >= 0 && strcmp(vb_csv_get(t, row, ct), type) != 0) return false;
-    return rank0(t, path, row, vb_csv_col(t, "rank"));
+    return rank0(t, path, row, vb_csv_col(t, VB_COL_RANK));
 }
 
 /* the op's avg_s on rank 0: one sample per run (none if the op is absent) */
@@ -269,9 +266,7 @@ static void op_samples(const char *run, const char *op, samples *s) {
 static void collect_run(const char *run, const metric *m, samples *s) {
     int before = s->n;
     switch (m->kind) {
-    case M_IO:
-    case M_SYNTHETIC:
-    case M_FULL: throughput_samples(run, m->kind, s); break;
+    case M_THROUGHPUT: throughput_samples(run, m->trial, s); break;
     case M_STEP_TIME: step_time_samples(run, s); break;
     case M_OP: op_samples(run, m->op, s); break;
     }
@@ -773,7 +768,8 @@ static side_summary summarize(const samples *s) {
 /* the load of a point's runs during the metric's trials */
 static void side_load(side_summary *sum, const point *pt, const metric *m) {
     vb_run_load *l = vb_calloc_check((size_t)pt->nruns, sizeof *l);
-    const char *type = m->kind == M_IO ? "IO" : m->kind == M_SYNTHETIC ? "SYNTHETIC" : "FULL";
+    /* step_time and op: FULL's steps */
+    const char *type = vb_trial_kinds[m->kind == M_THROUGHPUT ? m->trial : VB_TRIAL_FULL].name;
     for (int i = 0; i < pt->nruns; i++) {
         vb_run_load_read(pt->runs[i], type, "compare", &l[i]);
         sum->load_runs += l[i].recorded;
@@ -836,7 +832,7 @@ static int timed_steps(const char *run, const char *type) {
     vb_dir_file(path, sizeof path, run, VB_ITERATIONS_CSV);
     vb_csv t;
     if (vb_csv_read(path, &t, err, sizeof err) != 0) return 0;
-    int ct = vb_csv_col(&t, "trial_type"), cw = vb_csv_col(&t, "warmup"), cr = vb_csv_col(&t, "rank");
+    int ct = vb_csv_col(&t, VB_COL_TRIAL_TYPE), cw = vb_csv_col(&t, VB_COL_WARMUP), cr = vb_csv_col(&t, VB_COL_RANK);
     int n = 0;
     for (int i = 0; ct >= 0 && cw >= 0 && i < t.nrows; i++) {
         const char *tt = vb_csv_get(&t, i, ct);
@@ -870,7 +866,7 @@ static bool add_run_ops(op_table *t, const char *run, bool is_new, bool per_call
     int steps = per_call ? 0 : timed_steps(run, type);
     bool ok = cn >= 0 && (per_call ? cavg >= 0 : ctot >= 0 && steps > 0);
     for (int i = 0; ok && i < c.nrows; i++) {
-        int ct = vb_csv_col(&c, "trial_type"), cr = vb_csv_col(&c, "rank");
+        int ct = vb_csv_col(&c, VB_COL_TRIAL_TYPE), cr = vb_csv_col(&c, VB_COL_RANK);
         double rk = 0, v;
         if (ct >= 0 && strcmp(vb_csv_get(&c, i, ct), type) != 0) continue;
         if (cr >= 0 && (!vb_csv_num(&c, i, cr, &rk) || rk != 0)) continue;
@@ -1209,10 +1205,10 @@ static void parse_args(int argc, char **argv, options *o) {
                    VB_VERDICT_RUN_FLOOR};
     const vb_cli_opt opts[] = {
         {.name = "metric", .kind = VB_CLI_STRING, .ptr = &o->metrics, .arg = "M[,M...]",
-         .help = "FULL, SYNTHETIC, IO (samples/s of each timed trial), step_time (mean FULL step of each "
+         .help = "FULL, SYNTHETIC, IO, VALIDATION (samples/s of each timed trial), step_time (mean FULL step of each "
                  "trial), op:NAME (ops.csv avg_s, one per run); default FULL,SYNTHETIC"},
         {.name = "alpha", .kind = VB_CLI_FUNC, .ptr = &o->alpha, .fn = set_alpha, .arg = "A",
-         .help = "significance level of the Mann-Whitney U test, in (0, 1) (default 0.05)"},
+         .help = "significance level of the verdict (its t test's p, and 1 - its interval's level), in (0, 1) (default 0.05)"},
         {.name = "threshold", .kind = VB_CLI_FUNC, .ptr = &o->threshold, .fn = set_threshold, .arg = "T",
          .help = "smallest relative change that counts, in [0, 1) (default 0.05)"},
         {.name = "run_floor", .kind = VB_CLI_FUNC, .ptr = &o->run_floor, .fn = set_run_floor, .arg = "S",

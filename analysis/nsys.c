@@ -664,9 +664,7 @@ static void put_num(FILE *f, double v) {
 
 static void write_ops(FILE *f, void *ctx) {
     const op_rows *o = ctx;
-    fputs("rank,trial_type,name,category,calls,bytes,flops,total_s,avg_s,min_s,max_s,median_s,share_of_step,"
-          "gflop_per_s,gb_per_s\n",
-          f);
+    fputs(VB_OPS_CSV_HEADER "\n", f);
     for (int i = 0; i < o->n; i++) {
         const op_row *r = &o->v[i];
         fprintf(f, "%d,nsys,", r->rank);
@@ -698,7 +696,7 @@ static int cmp_act_time(const void *pa, const void *pb) {
 
 static void write_timeline(FILE *f, void *ctx) {
     const gpu_acts *acts = ctx;
-    fputs("rank,lane,kind,name,trial_type,trial_index,step,start_s,dur_s,bytes,flops,bucket\n", f);
+    fputs(VB_TIMELINE_CSV_HEADER "\n", f);
     for (int i = 0; i < acts->n; i++) {
         const gpu_act *a = &acts->v[i];
         fprintf(f, "%d,%s,%s,", a->rank, a->lane, k_cat_names[a->cat]);

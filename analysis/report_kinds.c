@@ -60,7 +60,7 @@ static void table_est(rp_table *t, rp_est e) {
 
 static const char *thr_unit(const rp_sweep *s) {
     static char buf[64];
-    snprintf(buf, sizeof buf, "%s throughput (samples/s)", rp_type_name[s->type]);
+    snprintf(buf, sizeof buf, "%s throughput (samples/s)", vb_trial_kinds[s->type].name);
     return buf;
 }
 
@@ -176,7 +176,7 @@ static rp_table *scaling(rp_doc *d, rp_sweep *s, const rp_opts *o, bool strong) 
             rp_summary(d, "%s scaling efficiency at %g ranks%s%s: %.3g [95%% CI %.3g, %.3g] against %g rank%s "
                           "(%s throughput %.4g samples/s).",
                        strong ? "Strong" : "Weak", last->ranks, ns > 1 ? ", " : "", ns > 1 ? v[k].label : "",
-                       r.mean * sc, r.lo * sc, r.hi * sc, n0, n0 == 1 ? "" : "s", rp_type_name[s->type],
+                       r.mean * sc, r.lo * sc, r.hi * sc, n0, n0 == 1 ? "" : "s", vb_trial_kinds[s->type].name,
                        last->est.mean);
         }
     }

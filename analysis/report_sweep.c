@@ -610,11 +610,12 @@ void rp_sweep_report(rp_doc *d, const char *path, const rp_opts *o) {
                    "trials.csv), pooled over the repeats of a point. Means carry a 95%% Student-t interval; "
                    "efficiency, speedup and communication overhead are ratios of means with a 95%% delta-method "
                    "interval (first-order Taylor, Welch-Satterthwaite degrees of freedom); flag and bucket "
-                   "comparisons are ratios of medians with a seeded 95%% percentile-bootstrap interval and a "
-                   "two-sided Mann-Whitney p-value. An empty interval means fewer than two samples.",
-                rp_type_name[s.type]);
+                   "comparisons follow the verdict rule: the ratio of the runs' median throughputs with a 95%% "
+                   "Welch t interval on the log scale, the runs as the unit. An empty interval means fewer than "
+                   "two samples.",
+                vb_trial_kinds[s.type].name);
         if (s.type != RP_FULL)
-            rp_para(d, "WARNING: no FULL trials in these runs; %s trials are used instead.", rp_type_name[s.type]);
+            rp_para(d, "WARNING: no FULL trials in these runs; %s trials are used instead.", vb_trial_kinds[s.type].name);
         sweep_findings(d, &s);
         rp_table *main_table = rp_kind_analysis(d, &s, o);
         if (main_table) rp_table_print(main_table, stdout);

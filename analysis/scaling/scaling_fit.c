@@ -15,6 +15,7 @@
 
 #include "analysis/csv.h"
 #include "analysis/scaling/scaling_model.h"
+#include "core/results/results.h"
 #include "core/util/common.h"
 
 const char *const vb_coll_name[VB_NCOLL] = {"allreduce", "allgather", "reduce_scatter", "broadcast"};
@@ -114,7 +115,7 @@ static int req_col(const vb_csv *t, const char *path, const char *name) {
 void vb_ab_load(const char *path_in, vb_ab_table *tab) {
     char path[VB_PATH_MAX];
     if (vb_dir_exists(path_in))
-        vb_snprintf(path, sizeof path, "%s/commbench.csv", path_in);
+        vb_snprintf(path, sizeof path, "%s/" VB_COMMBENCH_CSV, path_in);
     else
         vb_snprintf(path, sizeof path, "%s", path_in);
     vb_csv t;

@@ -293,7 +293,7 @@ static void load_ref_run(vb_mref *r, const char *dir, const char *type, int *cap
     vb_snprintf(path, sizeof path, "%s/" VB_OPS_CSV, dir);
     const int on = req_col(&ops, path, "name"), oc = req_col(&ops, path, "category");
     const int ocl = req_col(&ops, path, "calls"), otot = req_col(&ops, path, "total_s");
-    const int ott = req_col(&ops, path, "trial_type"), ork = vb_csv_col(&ops, "rank");
+    const int ott = req_col(&ops, path, "trial_type"), ork = vb_csv_col(&ops, VB_COL_RANK);
     int found = 0;
     for (int i = 0; i < ops.nrows; i++) {
         double calls, tot, rk = 0;
@@ -1065,7 +1065,7 @@ int vb_model_main(int argc, char **argv) {
     } else if (o.sweep) {
         vb_snprintf(out, sizeof out, "%s", o.sweep);
     } else {
-        if (vb_results_dir_claim_stamped("results", "model", out, sizeof out, NULL, 0) != 0)
+        if (vb_results_dir_claim_stamped(VB_RESULTS_DEFAULT_DIR, "model", out, sizeof out, NULL, 0) != 0)
             vb_die_env("model: cannot create a model_<stamp> directory in results/ (%s)", strerror(errno));
     }
     vb_outdir od; /* the sweep or --output_dir is the tree: files by rename, no link followed */

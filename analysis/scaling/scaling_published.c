@@ -517,7 +517,7 @@ int vb_model_published(const char *file, const char *out_dir) {
     if (out_dir) {
         vb_snprintf(out, sizeof out, "%s", out_dir);
     } else {
-        if (vb_results_dir_claim_stamped("results", "published", out, sizeof out, NULL, 0) != 0)
+        if (vb_results_dir_claim_stamped(VB_RESULTS_DEFAULT_DIR, "published", out, sizeof out, NULL, 0) != 0)
             vb_die_env("model: cannot create a published_<stamp> directory in results/ (%s)", strerror(errno));
     }
     vb_outdir od; /* --output_dir is the tree: files by rename, no link followed */

@@ -441,7 +441,7 @@ int vb_commbench_main(int argc, char **argv) {
     cb_opts *o = &b->o;
     *o = (cb_opts){.ncoll = VB_CB_NCOLL, .minbytes = 8, .maxbytes = 256LL << 20, .stepfactor = 2, .warmup = 5,
                    .iters = 20, .dtype = 0, .check = true, .tp = 1, .cp = 1, .order = "tp-cp-dp",
-                   .comm_backend = "auto", .backend = 0, .output_dir = "results"};
+                   .comm_backend = "auto", .backend = 0, .output_dir = VB_RESULTS_DEFAULT_DIR};
     for (int i = 0; i < VB_CB_NCOLL; i++) o->coll[i] = i;
     vb_cli_opt opts[32];
     int nopts = 0;

@@ -35,7 +35,8 @@
 #include "bench/dev/fma_peak.h"
 #include "core/run/memcheck.h"
 #include "bench/dev/step_reference.h"
-#include "core/run/trainer.h"
+#include "core/run/from_config.h"
+#include "core/run/trainer.h" /* vb_run_ctx_create, vb_run_model_fp8 */
 #include "core/comm/comm.h"
 #include "core/config/cli.h"
 #include "core/util/common.h"

@@ -36,6 +36,10 @@
 #include "core/util/common.h"
 #include "core/util/fileio.h"
 #include "core/util/outdir.h"
+#include "core/results/results.h"
+
+/* index.csv's headline cells: a mean and a std per kind */
+#define SWEEP_HEADLINES (2 * VB_INDEX_HEADLINE_NKINDS)
 
 /* ---- sweep_util.c ---- */
 
@@ -123,7 +127,7 @@ typedef struct {
     char name[160];       /* run_name: the point's name, + _rep=R when repeats > 1 */
     const char *status;   /* NULL until it ran */
     int exit_code;        /* INT_MIN = none */
-    double headline[6];   /* FULL, SYNTHETIC, IO mean and std samples/s; NAN = none */
+    double headline[SWEEP_HEADLINES]; /* VB_INDEX_HEADLINE_COLUMNS: each kind's mean and std samples/s; NAN = none */
     char failure[48];     /* a failed run's class (sweep_failure_class); "" otherwise */
 } sweep_item;
 

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/run/trainer.h"
+#include "core/run/from_config.h" /* vb_layout_check */
 #include "core/config/config.h"
 #include "core/comm/groups.h"
 
@@ -342,7 +342,7 @@ sweep_item *sweep_plan_items(const vb_scenario *s, const vb_sweep_plan *plan, la
             it->repeat = rep;
             it->threads = sweep_threads_for(s, launcher, it->run->ranks, per_node);
             it->exit_code = INT_MIN;
-            for (int h = 0; h < 6; h++) it->headline[h] = NAN;
+            for (int h = 0; h < SWEEP_HEADLINES; h++) it->headline[h] = NAN;
             if (s->repeats > 1)
                 vb_snprintf(it->name, sizeof it->name, "%s_rep=%d", it->run->name, rep);
             else

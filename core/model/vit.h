@@ -247,6 +247,9 @@ typedef struct vit_footprint {
 } vit_footprint;
 vit_footprint vit_footprint_of(const vit_dims *d, const vit_parallel *par, int max_batch, vb_ctx *ctx);
 
+/* FLOPs of this rank's forward pass on B samples, and of a training step
+ * (forward and backward, 3x the forward); vit.c says what is counted */
+double vit_forward_flops(const vit_model *m, int B);
 double vit_train_flops(const vit_model *m, int B);
 
 /* The tutorial's compute_split_shapes: chunk = ceil(ntok / cp), ranks

@@ -27,6 +27,7 @@
 
 #include "core/util/common.h"
 #include "core/util/fileio.h"
+#include "core/results/results.h" /* VB_OPS_CSV_HEADER */
 #include "core/util/stats.h"
 #include "core/prof/timeline.h"
 
@@ -391,8 +392,7 @@ void vb_prof_add_step_time(vb_profiler *p, double seconds) {
     if (p->enabled) p->cur->step_seconds += seconds;
 }
 
-static const char k_ops_header[] = "rank,trial_type,name,category,calls,bytes,flops,total_s,avg_s,min_s,max_s,"
-                                   "median_s,share_of_step,gflop_per_s,gb_per_s\n";
+static const char k_ops_header[] = VB_OPS_CSV_HEADER "\n";
 
 static void section_rows(FILE *f, const vb_prof_section *sec, int rank) {
     for (int i = 0; i < sec->nops; i++) {

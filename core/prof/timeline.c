@@ -13,6 +13,7 @@
 
 #include "core/util/common.h"
 #include "core/util/fileio.h"
+#include "core/results/results.h" /* VB_TIMELINE_CSV_HEADER */
 
 typedef struct {
     double start, dur, bytes, flops;
@@ -324,7 +325,7 @@ char *vb_tlrec_csv_rows(const vb_tlrec *t, int rank) {
 }
 
 static void write_rows(FILE *f, void *rows) {
-    fputs("rank,lane,kind,name,trial_type,trial_index,step,start_s,dur_s,bytes,flops,bucket\n", f);
+    fputs(VB_TIMELINE_CSV_HEADER "\n", f);
     fputs((const char *)rows, f);
 }
 

@@ -123,11 +123,13 @@ void vb_run_agree(const vb_run *r) {
     cJSON_Delete(cfg);
     if (r->benchy) {
         const vb_benchy_config *b = &r->bcfg;
-        const vb_benchy_trial_cfg *t[3] = {&b->io, &b->synthetic, &b->full};
-        const char *names[3] = {"benchy IO", "benchy synthetic", "benchy full"};
-        for (int i = 0; i < 3; i++)
-            vb_agree_add(&l, names[i], "run %d, nbatches %d, ntrials %d, nwarmup %d", t[i]->run_benchmark,
-                         t[i]->nbatches, t[i]->ntrials, t[i]->nwarmup);
+        for (int k = 0; k < VB_TRIAL_NKINDS; k++) {
+            const vb_benchy_trial_cfg *t = &b->trial[k];
+            char key[64];
+            vb_snprintf(key, sizeof key, "benchy %s", vb_trial_kinds[k].section);
+            vb_agree_add(&l, key, "run %d, nbatches %d, ntrials %d, nwarmup %d", t->run_benchmark, t->nbatches,
+                         t->ntrials, t->nwarmup);
+        }
         vb_agree_add(&l, "benchy use_distributed_barrier", "%d", b->use_distributed_barrier);
         vb_agree_add(&l, "benchy profiler_mode", "%s", b->profiler_mode);
     }

@@ -7,6 +7,8 @@
 
 #include "core/model/checkpoint.h"
 #include "core/results/results.h"
+#include "core/run/stop.h"
+#include "core/util/pyfloat.h"
 
 typedef struct {
     int step;       /* updates done including this one (train.py's iters) */
@@ -33,7 +35,7 @@ typedef struct {
 
 static void write_train_log(FILE *f, void *ctx) {
     const train_logs *l = ctx;
-    fprintf(f, "step,epoch,loss,lr,seconds%s\n", l->loss_scaling ? ",loss_scale,skipped" : "");
+    fprintf(f, VB_TRAIN_LOG_CSV_HEADER "%s\n", l->loss_scaling ? "," VB_TRAIN_LOG_CSV_SCALING_COLUMNS : "");
     for (int i = 0; i < l->nrows; i++) {
         const train_row *t = &l->rows[i];
         fprintf(f, "%d,%d,%.9g,%.9g,%.9g", t->step, t->epoch, (double)t->loss, (double)t->lr, t->seconds);
