@@ -76,8 +76,7 @@ void vb_timeline_add(vb_timeline *t, const vb_tl_event *e) {
     int n = t->n;
     if (n == 0 || (n >= 16 && (n & (n - 1)) == 0)) {
         size_t cap = n < 16 ? 16 : 2 * (size_t)n;
-        vb_tl_event *p = realloc(t->ev, cap * sizeof *p);
-        if (!p) vb_die_internal("out of memory building a timeline of %d events", n);
+        vb_tl_event *p = vb_realloc_check(t->ev, cap * sizeof *p);
         t->ev = p;
     }
     t->ev[t->n++] = *e;
@@ -181,8 +180,7 @@ int vb_timeline_read(const char *path, vb_timeline *t, char *err, size_t errn) {
         }
     }
     if (csv.nrows > 0) {
-        t->ev = malloc((size_t)csv.nrows * sizeof *t->ev);
-        if (!t->ev) vb_die_internal("out of memory reading %s (%d records)", path, csv.nrows);
+        t->ev = vb_malloc_check((size_t)csv.nrows * sizeof *t->ev);
     }
     for (int r = 0; r < csv.nrows; r++) {
         if (!read_row(&rd, r, &t->ev[r])) {
@@ -207,8 +205,7 @@ typedef struct {
 static void ivec_push(ivec *s, double a, double b) {
     if (s->n == s->cap) {
         s->cap = s->cap ? 2 * s->cap : 64;
-        s->v = realloc(s->v, (size_t)s->cap * sizeof *s->v);
-        if (!s->v) vb_die_internal("out of memory computing the breakdown");
+        s->v = vb_realloc_check(s->v, (size_t)s->cap * sizeof *s->v);
     }
     s->v[s->n++] = (vb_interval){a, b};
 }
@@ -216,8 +213,7 @@ static void ivec_push(ivec *s, double a, double b) {
 static void ivec_reserve(ivec *s, int n) {
     if (n <= s->cap) return;
     s->cap = n;
-    s->v = realloc(s->v, (size_t)n * sizeof *s->v);
-    if (!s->v) vb_die_internal("out of memory computing the breakdown");
+    s->v = vb_realloc_check(s->v, (size_t)n * sizeof *s->v);
 }
 
 /* s := union(s) clipped to the windows w (a union). */
@@ -310,9 +306,8 @@ int vb_breakdown_ranks(const vb_timeline *t, vb_breakdown **out) {
     int nr = t->nranks;
     *out = NULL;
     if (nr <= 0) return 0;
-    vb_breakdown *b = calloc((size_t)nr, sizeof *b);
-    rank_sets *sets = calloc((size_t)nr, sizeof *sets);
-    if (!b || !sets) vb_die_internal("out of memory computing the breakdown of %d ranks", nr);
+    vb_breakdown *b = vb_calloc_check((size_t)nr, sizeof *b);
+    rank_sets *sets = vb_calloc_check((size_t)nr, sizeof *sets);
     bool has_steps = false;
     for (int i = 0; i < t->n; i++) {
         const vb_tl_event *e = &t->ev[i];

@@ -13,7 +13,7 @@
  * points by those keys; a run against a sweep needs a sweep of one point.
  *
  * Metrics (--metric, comma list; default FULL,SYNTHETIC):
- *   IO, FULL, SYNTHETIC  per-trial samples_per_s of timed trials, rank 0
+ *   IO, SYNTHETIC, FULL, VALIDATION  per-trial samples_per_s of timed trials, rank 0
  *                        (higher is better)
  *   step_time            mean seconds of a timed FULL step, one sample per
  *                        trial, rank 0 (iterations.csv): a trial's steps share
@@ -67,25 +67,11 @@
 
 /* ---- small helpers ---- */
 
-static void *xcalloc(size_t n, size_t size) {
-    void *p = calloc(n ? n : 1, size);
-    if (!p) vb_die_internal("out of memory");
-    return p;
-}
-
-static char *xstrdup(const char *s) {
-    char *d = strdup(s);
-    if (!d) vb_die_internal("out of memory");
-    return d;
-}
-
 #define GROW(arr, n, cap)                                                                    \
     do {                                                                                     \
         if ((n) == (cap)) {                                                                  \
             (cap) = (cap) ? 2 * (cap) : 8;                                                   \
-            void *grown_ = realloc((arr), (size_t)(cap) * sizeof *(arr));                    \
-            if (!grown_) vb_die_internal("out of memory");                                   \
-            (arr) = grown_;                                                                  \
+            (arr) = vb_realloc_check((arr), (size_t)(cap) * sizeof *(arr));                  \
         }                                                                                    \
     } while (0)
 
@@ -120,10 +106,11 @@ static bool rank0(const vb_csv *t, const char *path, int row, int rank_col) {
 
 /* ---- metrics ---- */
 
-typedef enum { M_IO, M_SYNTHETIC, M_FULL, M_STEP_TIME, M_OP } metric_kind;
+typedef enum { M_THROUGHPUT, M_STEP_TIME, M_OP } metric_kind;
 
 typedef struct {
     metric_kind kind;
+    vb_trial_kind trial; /* M_THROUGHPUT: whose trials */
     char name[160];   /* as the table shows it: FULL, step_time, op:NAME */
     const char *op;   /* M_OP: the op's name (inside name) */
     bool higher_is_better;
@@ -132,14 +119,11 @@ typedef struct {
 
 static void parse_metric(const char *text, metric *m) {
     memset(m, 0, sizeof *m);
-    static const struct {
-        const char *name;
-        metric_kind kind;
-    } tput[] = {{"IO", M_IO}, {"SYNTHETIC", M_SYNTHETIC}, {"FULL", M_FULL}};
-    for (size_t i = 0; i < sizeof tput / sizeof tput[0]; i++) {
-        if (strcasecmp(text, tput[i].name) == 0) {
-            m->kind = tput[i].kind;
-            vb_snprintf(m->name, sizeof m->name, "%s", tput[i].name);
+    for (int k = 0; k < VB_TRIAL_NKINDS; k++) {
+        if (strcasecmp(text, vb_trial_kinds[k].name) == 0) {
+            m->kind = M_THROUGHPUT;
+            m->trial = (vb_trial_kind)k;
+            vb_snprintf(m->name, sizeof m->name, "%s", vb_trial_kinds[k].name);
             m->higher_is_better = true;
             m->unit = "samples/s";
             return;
@@ -158,11 +142,11 @@ static void parse_metric(const char *text, metric *m) {
         m->unit = "s";
         return;
     }
-    vb_die_input("compare: --metric: unknown metric '%s' (IO, FULL, SYNTHETIC, step_time or op:NAME)", text);
+    vb_die_input("compare: --metric: unknown metric '%s' (%s, step_time or op:NAME)", text, vb_trial_kind_list());
 }
 
 static metric *parse_metrics(const char *list, int *n) {
-    char *copy = xstrdup(list);
+    char *copy = vb_strdup_check(list);
     metric *ms = NULL;
     int cap = 0;
     *n = 0;
@@ -204,14 +188,13 @@ static void add_sample(samples *s, double v) {
 /* samples_per_s of the timed rank-0 trials of one type, through the one
  * trials.csv reader and its checks (trials_csv.h: a cut record, a swapped
  * header, a repeated trial, rows of another run, numbers that disagree) */
-static void throughput_samples(const char *run, metric_kind k, samples *s) {
+static void throughput_samples(const char *run, vb_trial_kind type, samples *s) {
     vb_trials t;
     char why[VB_PATH_MAX + 512];
     if (vb_trials_read(run, &t, why, sizeof why) != 0) {
         vb_trials_free(&t);
         vb_die_input("compare: %s", why);
     }
-    const int type = k == M_IO ? VB_TRIAL_IO : k == M_SYNTHETIC ? VB_TRIAL_SYNTHETIC : VB_TRIAL_FULL;
     for (int i = 0; i < t.n[type]; i++) add_sample(s, t.rate[type][i]);
     vb_trials_free(&t);
 }
@@ -227,10 +210,10 @@ static void step_time_samples(const char *run, samples *s) {
     vb_csv t;
     read_csv_or_die(path, &t);
     int ct = need_col(&t, path, "trial_type"), cw = need_col(&t, path, "warmup");
-    int cv = need_col(&t, path, "seconds"), cr = vb_csv_col(&t, "rank");
+    int cv = need_col(&t, path, "seconds"), cr = vb_csv_col(&t, VB_COL_RANK);
     int ci = need_col(&t, path, "trial_index");
-    double *sum = xcalloc((size_t)t.nrows + 1, sizeof *sum);
-    int *cnt = xcalloc((size_t)t.nrows + 1, sizeof *cnt), *idx = xcalloc((size_t)t.nrows + 1, sizeof *idx);
+    double *sum = vb_calloc_check((size_t)t.nrows + 1, sizeof *sum);
+    int *cnt = vb_calloc_check((size_t)t.nrows + 1, sizeof *cnt), *idx = vb_calloc_check((size_t)t.nrows + 1, sizeof *idx);
     int ntrials = 0;
     for (int i = 0; i < t.nrows; i++) {
         if (strcmp(vb_csv_get(&t, i, ct), "FULL") != 0) continue;
@@ -251,7 +234,7 @@ static void step_time_samples(const char *run, samples *s) {
  * (a trial_type column with FULL rows) only FULL's; else the rows that hold
  * every timed step. Returns the trial type chosen ("FULL" or ""). */
 static const char *ops_trial_type(const vb_csv *t) {
-    int ct = vb_csv_col(t, "trial_type");
+    int ct = vb_csv_col(t, VB_COL_TRIAL_TYPE);
     if (ct < 0) return "";
     for (int i = 0; i < t->nrows; i++)
         if (strcmp(vb_csv_get(t, i, ct), "FULL") == 0) return "FULL";
@@ -259,9 +242,9 @@ static const char *ops_trial_type(const vb_csv *t) {
 }
 
 static bool ops_row_used(const vb_csv *t, const char *path, int row, const char *type) {
-    int ct = vb_csv_col(t, "trial_type");
+    int ct = vb_csv_col(t, VB_COL_TRIAL_TYPE);
     if (ct >= 0 && strcmp(vb_csv_get(t, row, ct), type) != 0) return false;
-    return rank0(t, path, row, vb_csv_col(t, "rank"));
+    return rank0(t, path, row, vb_csv_col(t, VB_COL_RANK));
 }
 
 /* the op's avg_s on rank 0: one sample per run (none if the op is absent) */
@@ -283,9 +266,7 @@ static void op_samples(const char *run, const char *op, samples *s) {
 static void collect_run(const char *run, const metric *m, samples *s) {
     int before = s->n;
     switch (m->kind) {
-    case M_IO:
-    case M_SYNTHETIC:
-    case M_FULL: throughput_samples(run, m->kind, s); break;
+    case M_THROUGHPUT: throughput_samples(run, m->trial, s); break;
     case M_STEP_TIME: step_time_samples(run, s); break;
     case M_OP: op_samples(run, m->op, s); break;
     }
@@ -323,7 +304,7 @@ static point *point_of(point **pts, int *n, int *cap, char *key, char *label) {
         }
     GROW(*pts, *n, *cap);
     point *p = &(*pts)[(*n)++];
-    *p = (point){key, label[0] ? label : xstrdup("-"), NULL, 0, 0};
+    *p = (point){key, label[0] ? label : vb_strdup_check("-"), NULL, 0, 0};
     if (!label[0]) free(label);
     return p;
 }
@@ -337,7 +318,7 @@ static int find_point(const side *sd, const char *key) {
 
 static void point_add_run(point *p, const char *run) {
     GROW(p->runs, p->nruns, p->cap);
-    p->runs[p->nruns++] = xstrdup(run);
+    p->runs[p->nruns++] = vb_strdup_check(run);
 }
 
 typedef struct {
@@ -350,7 +331,7 @@ static int cmp_kv(const void *a, const void *b) { return strcmp(((const kv *)a)-
 static char *join_pairs(const kv *pairs, int n) {
     size_t len = 1;
     for (int i = 0; i < n; i++) len += strlen(pairs[i].name) + strlen(pairs[i].value) + 2;
-    char *s = xcalloc(len, 1);
+    char *s = vb_calloc_check(len, 1);
     for (int i = 0; i < n; i++) {
         if (i) strcat(s, " ");
         strcat(s, pairs[i].name);
@@ -366,7 +347,7 @@ static void load_sweep(side *sd) {
     vb_csv t;
     read_csv_or_die(path, &t);
     int cdir = need_col(&t, path, "run_dir"), cst = need_col(&t, path, "status");
-    kv *pairs = xcalloc((size_t)t.ncols, sizeof *pairs);
+    kv *pairs = vb_calloc_check((size_t)t.ncols, sizeof *pairs);
     for (int r = 0; r < t.nrows; r++) {
         const bool done = strcmp(vb_csv_get(&t, r, cst), "completed") == 0;
         const char *dir = vb_csv_get(&t, r, cdir);
@@ -412,7 +393,7 @@ static void load_side(side *sd, const char *role, const char *path) {
         vb_die_input("compare: %s %s is neither a run directory (run.json) nor a sweep directory (index.csv)", role,
                      path);
     GROW(sd->pts, sd->npts, sd->cap);
-    sd->pts[sd->npts++] = (point){xstrdup(""), xstrdup("-"), NULL, 0, 0};
+    sd->pts[sd->npts++] = (point){vb_strdup_check(""), vb_strdup_check("-"), NULL, 0, 0};
     point_add_run(&sd->pts[0], path);
 }
 
@@ -461,7 +442,7 @@ typedef struct {
  * cannot pass on what was not measured. NEW's extra points have no baseline
  * and are noted; runs of a matched point that failed are noted too. */
 static pair *match_points(const side *b, const side *n, int *npairs, int *missing, cJSON *json) {
-    pair *ps = xcalloc((size_t)(b->npts > n->npts ? b->npts : n->npts) + 1, sizeof *ps);
+    pair *ps = vb_calloc_check((size_t)(b->npts > n->npts ? b->npts : n->npts) + 1, sizeof *ps);
     *npairs = 0;
     *missing = 0;
     char runs[2048];
@@ -521,11 +502,11 @@ static cJSON *load_run_json(const char *run) {
 
 /* item as compact JSON text ("" when absent), caller frees */
 static char *json_text(const cJSON *item) {
-    if (!item) return xstrdup("");
-    if (cJSON_IsString(item)) return xstrdup(item->valuestring);
+    if (!item) return vb_strdup_check("");
+    if (cJSON_IsString(item)) return vb_strdup_check(item->valuestring);
     char *s = cJSON_PrintUnformatted(item);
     if (!s) vb_die_internal("cannot print JSON");
-    char *d = xstrdup(s);
+    char *d = vb_strdup_check(s);
     cJSON_free(s);
     return d;
 }
@@ -786,8 +767,9 @@ static side_summary summarize(const samples *s) {
 
 /* the load of a point's runs during the metric's trials */
 static void side_load(side_summary *sum, const point *pt, const metric *m) {
-    vb_run_load *l = xcalloc((size_t)pt->nruns, sizeof *l);
-    const char *type = m->kind == M_IO ? "IO" : m->kind == M_SYNTHETIC ? "SYNTHETIC" : "FULL";
+    vb_run_load *l = vb_calloc_check((size_t)pt->nruns, sizeof *l);
+    /* step_time and op: FULL's steps */
+    const char *type = vb_trial_kinds[m->kind == M_THROUGHPUT ? m->trial : VB_TRIAL_FULL].name;
     for (int i = 0; i < pt->nruns; i++) {
         vb_run_load_read(pt->runs[i], type, "compare", &l[i]);
         sum->load_runs += l[i].recorded;
@@ -850,7 +832,7 @@ static int timed_steps(const char *run, const char *type) {
     vb_dir_file(path, sizeof path, run, VB_ITERATIONS_CSV);
     vb_csv t;
     if (vb_csv_read(path, &t, err, sizeof err) != 0) return 0;
-    int ct = vb_csv_col(&t, "trial_type"), cw = vb_csv_col(&t, "warmup"), cr = vb_csv_col(&t, "rank");
+    int ct = vb_csv_col(&t, VB_COL_TRIAL_TYPE), cw = vb_csv_col(&t, VB_COL_WARMUP), cr = vb_csv_col(&t, VB_COL_RANK);
     int n = 0;
     for (int i = 0; ct >= 0 && cw >= 0 && i < t.nrows; i++) {
         const char *tt = vb_csv_get(&t, i, ct);
@@ -868,7 +850,7 @@ static op_growth *op_entry(op_table *t, const char *name) {
     for (int i = 0; i < t->n; i++)
         if (strcmp(t->v[i].name, name) == 0) return &t->v[i];
     GROW(t->v, t->n, t->cap);
-    t->v[t->n] = (op_growth){xstrdup(name), 0, 0, 0, 0};
+    t->v[t->n] = (op_growth){vb_strdup_check(name), 0, 0, 0, 0};
     return &t->v[t->n++];
 }
 
@@ -884,7 +866,7 @@ static bool add_run_ops(op_table *t, const char *run, bool is_new, bool per_call
     int steps = per_call ? 0 : timed_steps(run, type);
     bool ok = cn >= 0 && (per_call ? cavg >= 0 : ctot >= 0 && steps > 0);
     for (int i = 0; ok && i < c.nrows; i++) {
-        int ct = vb_csv_col(&c, "trial_type"), cr = vb_csv_col(&c, "rank");
+        int ct = vb_csv_col(&c, VB_COL_TRIAL_TYPE), cr = vb_csv_col(&c, VB_COL_RANK);
         double rk = 0, v;
         if (ct >= 0 && strcmp(vb_csv_get(&c, i, ct), type) != 0) continue;
         if (cr >= 0 && (!vb_csv_num(&c, i, cr, &rk) || rk != 0)) continue;
@@ -1142,7 +1124,7 @@ static void write_json(cJSON *root, const char *output, const char *new_dir) {
     char *text = cJSON_Print(root);
     if (!text) vb_die_internal("cannot serialise compare.json");
     size_t len = strlen(text);
-    char *body = xcalloc(len + 2, 1);
+    char *body = vb_calloc_check(len + 2, 1);
     memcpy(body, text, len);
     body[len] = '\n';
     cJSON_free(text);
@@ -1224,10 +1206,10 @@ static void parse_args(int argc, char **argv, options *o) {
                    VB_VERDICT_RUN_FLOOR};
     const vb_cli_opt opts[] = {
         {.name = "metric", .kind = VB_CLI_STRING, .ptr = &o->metrics, .arg = "M[,M...]",
-         .help = "FULL, SYNTHETIC, IO (samples/s of each timed trial), step_time (mean FULL step of each "
+         .help = "FULL, SYNTHETIC, IO, VALIDATION (samples/s of each timed trial), step_time (mean FULL step of each "
                  "trial), op:NAME (ops.csv avg_s, one per run); default FULL,SYNTHETIC"},
         {.name = "alpha", .kind = VB_CLI_FUNC, .ptr = &o->alpha, .fn = set_alpha, .arg = "A",
-         .help = "significance level of the Mann-Whitney U test, in (0, 1) (default 0.05)"},
+         .help = "significance level of the verdict (its t test's p, and 1 - its interval's level), in (0, 1) (default 0.05)"},
         {.name = "threshold", .kind = VB_CLI_FUNC, .ptr = &o->threshold, .fn = set_threshold, .arg = "T",
          .help = "smallest relative change that counts, in [0, 1) (default 0.05)"},
         {.name = "run_floor", .kind = VB_CLI_FUNC, .ptr = &o->run_floor, .fn = set_run_floor, .arg = "S",
@@ -1273,10 +1255,10 @@ static char **split_list(const char *list, int *n) {
     int cap = 0;
     *n = 0;
     if (!list) return NULL;
-    char *copy = xstrdup(list), *save = NULL;
+    char *copy = vb_strdup_check(list), *save = NULL;
     for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         GROW(out, *n, cap);
-        out[(*n)++] = xstrdup(tok);
+        out[(*n)++] = vb_strdup_check(tok);
     }
     free(copy);
     if (*n == 0) vb_die_input("compare: --allow_different: empty list");
@@ -1367,7 +1349,7 @@ int vb_compare_main(int argc, char **argv) {
     vopts.threshold = o.threshold;
     vopts.run_floor = o.run_floor;
     int nres = npairs * nmetrics;
-    result *rs = xcalloc((size_t)nres, sizeof *rs);
+    result *rs = vb_calloc_check((size_t)nres, sizeof *rs);
     for (int i = 0; i < npairs; i++)
         for (int k = 0; k < nmetrics; k++) rs[i * nmetrics + k] = compare_one(&pairs[i], &ms[k], &vopts);
     refuse_no_samples(rs, nres);

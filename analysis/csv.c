@@ -19,16 +19,14 @@ typedef struct {
 static void sb_putc(strbuf *b, char c) {
     if (b->n + 1 >= b->cap) {
         b->cap = b->cap ? 2 * b->cap : 64;
-        b->s = realloc(b->s, b->cap);
-        if (!b->s) vb_die_internal("out of memory reading CSV");
+        b->s = vb_realloc_check(b->s, b->cap);
     }
     b->s[b->n++] = c;
     b->s[b->n] = '\0';
 }
 
 static char *sb_take(strbuf *b) {
-    char *s = b->s ? b->s : strdup("");
-    if (!s) vb_die_internal("out of memory reading CSV");
+    char *s = b->s ? b->s : vb_strdup_check("");
     memset(b, 0, sizeof *b);
     return s;
 }
@@ -41,8 +39,7 @@ typedef struct {
 static void fv_push(fieldvec *f, char *s) {
     if (f->n == f->cap) {
         f->cap = f->cap ? 2 * f->cap : 16;
-        f->v = realloc(f->v, (size_t)f->cap * sizeof *f->v);
-        if (!f->v) vb_die_internal("out of memory reading CSV");
+        f->v = vb_realloc_check(f->v, (size_t)f->cap * sizeof *f->v);
     }
     f->v[f->n++] = s;
 }
@@ -134,8 +131,7 @@ int vb_csv_parse(const char *text, size_t len, vb_csv *t, char *err, size_t errn
         if (!any) {
             any = true;
             t->ncols = rec.n;
-            t->header = malloc((size_t)rec.n * sizeof *t->header);
-            if (!t->header) vb_die_internal("out of memory reading CSV");
+            t->header = vb_malloc_check((size_t)rec.n * sizeof *t->header);
             memcpy(t->header, rec.v, (size_t)rec.n * sizeof *rec.v);
             continue;
         }
@@ -148,16 +144,14 @@ int vb_csv_parse(const char *text, size_t len, vb_csv *t, char *err, size_t errn
         }
         if ((size_t)t->nrows + 1 > rows_cap) {
             rows_cap = rows_cap ? 2 * rows_cap : 64;
-            t->cells = realloc(t->cells, rows_cap * (size_t)t->ncols * sizeof *t->cells);
-            if (!t->cells) vb_die_internal("out of memory reading CSV");
+            t->cells = vb_realloc_check(t->cells, rows_cap * (size_t)t->ncols * sizeof *t->cells);
         }
         char **row = t->cells + (size_t)t->nrows * (size_t)t->ncols;
         for (int k = 0; k < t->ncols; k++) {
             if (k < rec.n) {
                 row[k] = rec.v[k];
             } else {
-                row[k] = strdup("");
-                if (!row[k]) vb_die_internal("out of memory reading CSV");
+                row[k] = vb_strdup_check("");
             }
         }
         t->nrows++;

@@ -222,14 +222,12 @@ static char *slurp(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) vb_die_input("nsys: %s: cannot open (%s)", path, strerror(errno));
     size_t cap = 65536, n = 0, k;
-    char *s = malloc(cap);
-    if (!s) vb_die_internal("out of memory reading %s", path);
+    char *s = vb_malloc_check(cap);
     while ((k = fread(s + n, 1, cap - n, f)) > 0) {
         n += k;
         if (n == cap) {
             cap *= 2;
-            s = realloc(s, cap);
-            if (!s) vb_die_internal("out of memory reading %s", path);
+            s = vb_realloc_check(s, cap);
         }
     }
     bool bad = ferror(f) != 0;
@@ -247,8 +245,7 @@ typedef struct {
 static report *push_report(report_list *l) {
     if (l->n == l->cap) {
         l->cap = l->cap ? 2 * l->cap : 8;
-        l->v = realloc(l->v, (size_t)l->cap * sizeof *l->v);
-        if (!l->v) vb_die_internal("out of memory");
+        l->v = vb_realloc_check(l->v, (size_t)l->cap * sizeof *l->v);
     }
     report *r = &l->v[l->n++];
     memset(r, 0, sizeof *r);
@@ -347,8 +344,7 @@ static void read_reports(const char *path, int file, report_list *out) {
         char where[VB_PATH_MAX + 96];
         snprintf(where, sizeof where, "%s (report %d of %d, %s, header at line %d)", path, i - first + 1, found,
                  k_report_names[out->v[i].kind], out->v[i].first_record);
-        char *copy = strdup(where);
-        if (!copy) vb_die_internal("out of memory");
+        char *copy = vb_strdup_check(where);
         out->v[i].path = copy;
     }
 }
@@ -482,8 +478,7 @@ typedef struct {
 static op_row *push_op(op_rows *o) {
     if (o->n == o->cap) {
         o->cap = o->cap ? 2 * o->cap : 64;
-        o->v = realloc(o->v, (size_t)o->cap * sizeof *o->v);
-        if (!o->v) vb_die_internal("out of memory");
+        o->v = vb_realloc_check(o->v, (size_t)o->cap * sizeof *o->v);
     }
     op_row *r = &o->v[o->n++];
     memset(r, 0, sizeof *r);
@@ -539,8 +534,7 @@ static void trace_rows(const report *r, int file, const time_window *w, gpu_acts
         if (w->on && (start < w->start_s || start + dur > w->end_s)) continue;
         if (out->n == out->cap) {
             out->cap = out->cap ? 2 * out->cap : 1024;
-            out->v = realloc(out->v, (size_t)out->cap * sizeof *out->v);
-            if (!out->v) vb_die_internal("out of memory");
+            out->v = vb_realloc_check(out->v, (size_t)out->cap * sizeof *out->v);
         }
         gpu_act *a = &out->v[out->n++];
         a->rank = r->col[K_DEVICE] >= 0 ? device_id(vb_csv_get(&r->csv, i, r->col[K_DEVICE])) : 0;
@@ -574,8 +568,7 @@ static int cmp_act_name(const void *pa, const void *pb) {
 /* Per (device, name) statistics of the kept trace rows. Sorts acts. */
 static void trace_stats(gpu_acts *acts, op_rows *out) {
     sort_n(acts->v, (size_t)acts->n, sizeof *acts->v, cmp_act_name);
-    double *d = malloc((size_t)(acts->n > 0 ? acts->n : 1) * sizeof *d);
-    if (!d) vb_die_internal("out of memory");
+    double *d = vb_malloc_check((size_t)(acts->n > 0 ? acts->n : 1) * sizeof *d);
     for (int i = 0; i < acts->n;) {
         int j = i;
         while (j < acts->n && cmp_act_name(&acts->v[i], &acts->v[j]) == 0) j++;
@@ -671,9 +664,7 @@ static void put_num(FILE *f, double v) {
 
 static void write_ops(FILE *f, void *ctx) {
     const op_rows *o = ctx;
-    fputs("rank,trial_type,name,category,calls,bytes,flops,total_s,avg_s,min_s,max_s,median_s,share_of_step,"
-          "gflop_per_s,gb_per_s\n",
-          f);
+    fputs(VB_OPS_CSV_HEADER "\n", f);
     for (int i = 0; i < o->n; i++) {
         const op_row *r = &o->v[i];
         fprintf(f, "%d,nsys,", r->rank);
@@ -705,7 +696,7 @@ static int cmp_act_time(const void *pa, const void *pb) {
 
 static void write_timeline(FILE *f, void *ctx) {
     const gpu_acts *acts = ctx;
-    fputs("rank,lane,kind,name,trial_type,trial_index,step,start_s,dur_s,bytes,flops,bucket\n", f);
+    fputs(VB_TIMELINE_CSV_HEADER "\n", f);
     for (int i = 0; i < acts->n; i++) {
         const gpu_act *a = &acts->v[i];
         fprintf(f, "%d,%s,%s,", a->rank, a->lane, k_cat_names[a->cat]);
@@ -734,8 +725,7 @@ static void to_timeline(const gpu_acts *acts, vb_timeline *t) {
 static void print_top(const op_rows *o, int cls, const char *title) {
     int order[TOP_KERNELS], n = 0;
     /* rows are by rank then total: merge into one top list across ranks */
-    bool *used = calloc((size_t)(o->n > 0 ? o->n : 1), sizeof *used);
-    if (!used) vb_die_internal("out of memory");
+    bool *used = vb_calloc_check((size_t)(o->n > 0 ? o->n : 1), sizeof *used);
     while (n < TOP_KERNELS) {
         int best = -1;
         for (int i = 0; i < o->n; i++)
@@ -805,8 +795,7 @@ static void nsys_other(void *ctx, const char *arg, const char *next) {
 /* One table parses the flags and prints --help (core/config/cli.h). */
 static void parse_args(int argc, char **argv, nsys_args *a) {
     memset(a, 0, sizeof *a);
-    a->files = malloc((size_t)(argc > 0 ? argc : 1) * sizeof *a->files);
-    if (!a->files) vb_die_internal("out of memory");
+    a->files = vb_malloc_check((size_t)(argc > 0 ? argc : 1) * sizeof *a->files);
     const char *outdir = NULL;
     const vb_cli_opt opts[] = {
         {.name = "filter_time", .kind = VB_CLI_FUNC, .ptr = &a->win, .fn = filter_time_opt, .arg = "START/END",

@@ -16,12 +16,6 @@
 #include "core/util/fileio.h"
 #include "core/util/outdir.h"
 
-static void *xrealloc(void *p, size_t n) {
-    void *q = realloc(p, n);
-    if (!q) vb_die_internal("out of memory");
-    return q;
-}
-
 void vb_plot_init(vb_plot *p, const char *name, const char *title, const char *xlabel, const char *ylabel) {
     memset(p, 0, sizeof *p);
     snprintf(p->name, sizeof p->name, "%s", name);
@@ -39,7 +33,7 @@ void vb_plot_init(vb_plot *p, const char *name, const char *title, const char *x
 vb_plot_series *vb_plot_series_add(vb_plot *p, const char *title, bool ideal) {
     if (p->ns == p->cap) {
         p->cap = p->cap ? 2 * p->cap : 4;
-        p->s = xrealloc(p->s, (size_t)p->cap * sizeof *p->s);
+        p->s = vb_realloc_check(p->s, (size_t)p->cap * sizeof *p->s);
     }
     vb_plot_series *s = &p->s[p->ns++];
     memset(s, 0, sizeof *s);
@@ -54,26 +48,24 @@ void vb_plot_point(vb_plot_series *s, double x, double y, double lo, double hi, 
 
 void vb_plot_point_rgb(vb_plot_series *s, double x, double y, double lo, double hi, const char *label, unsigned rgb) {
     size_t n = (size_t)s->n + 1;
-    s->x = xrealloc(s->x, n * sizeof *s->x);
-    s->y = xrealloc(s->y, n * sizeof *s->y);
-    s->lo = xrealloc(s->lo, n * sizeof *s->lo);
-    s->hi = xrealloc(s->hi, n * sizeof *s->hi);
-    s->labels = xrealloc(s->labels, n * sizeof *s->labels);
-    s->rgb = xrealloc(s->rgb, n * sizeof *s->rgb);
+    s->x = vb_realloc_check(s->x, n * sizeof *s->x);
+    s->y = vb_realloc_check(s->y, n * sizeof *s->y);
+    s->lo = vb_realloc_check(s->lo, n * sizeof *s->lo);
+    s->hi = vb_realloc_check(s->hi, n * sizeof *s->hi);
+    s->labels = vb_realloc_check(s->labels, n * sizeof *s->labels);
+    s->rgb = vb_realloc_check(s->rgb, n * sizeof *s->rgb);
     s->rgb[s->n] = rgb;
     s->x[s->n] = x;
     s->y[s->n] = y;
     s->lo[s->n] = lo;
     s->hi[s->n] = hi;
-    s->labels[s->n] = strdup(label ? label : "");
-    if (!s->labels[s->n]) vb_die_internal("out of memory");
+    s->labels[s->n] = vb_strdup_check(label ? label : "");
     s->n++;
 }
 
 void vb_plot_row(vb_plot *p, const char *name) {
-    p->rows = xrealloc(p->rows, (size_t)(p->nrows + 1) * sizeof *p->rows);
-    p->rows[p->nrows] = strdup(name);
-    if (!p->rows[p->nrows]) vb_die_internal("out of memory");
+    p->rows = vb_realloc_check(p->rows, (size_t)(p->nrows + 1) * sizeof *p->rows);
+    p->rows[p->nrows] = vb_strdup_check(name);
     p->nrows++;
 }
 
@@ -114,8 +106,7 @@ static unsigned series_color(const vb_plot_series *s) { return vb_plot_color(s->
 bool vb_plot_gnuplot_available(void) {
     const char *path = getenv("PATH");
     if (!path) return false;
-    char *copy = strdup(path);
-    if (!copy) vb_die_internal("out of memory");
+    char *copy = vb_strdup_check(path);
     bool found = false;
     for (char *save = NULL, *dir = strtok_r(copy, ":", &save); dir && !found; dir = strtok_r(NULL, ":", &save)) {
         char exe[VB_PATH_MAX];

@@ -89,14 +89,14 @@ static rp_table *run_throughput(rp_doc *d, const rp_run *r, const rp_opts *o) {
         rp_est e = rp_mean_est(x);
         double var = 0;
         for (int i = 0; i < x->n; i++) var += (x->v[i] - e.mean) * (x->v[i] - e.mean);
-        rp_table_add(t, "%s", rp_type_name[k]);
+        rp_table_add(t, "%s", vb_trial_kinds[k].name);
         rp_table_add(t, "%d", x->n);
         rp_table_num(t, e.mean);
         rp_table_num(t, e.lo);
         rp_table_num(t, e.hi);
         rp_table_num(t, sqrt(var / x->n));
         rp_table_add(t, "%s", x->n == 1 ? "one trial: no CI" : "");
-        vb_plot_point(s, s->n, e.mean, e.lo, e.hi, rp_type_name[k]);
+        vb_plot_point(s, s->n, e.mean, e.lo, e.hi, vb_trial_kinds[k].name);
     }
     rp_para(d, "Mean of the timed trials' samples_per_s with a 95%% Student-t interval on the log scale (never "
                "below 0); std is benchy's population standard deviation.");
@@ -127,13 +127,15 @@ void rp_single_report(rp_doc *d, const char *path, const rp_opts *o) {
         rp_warning(d, "the run's status is %s, not completed: its trials may be partial", r.status);
     rp_run *const one[1] = {&r};
     rp_run_warnings(d, one, 1);
-    for (int k = RP_NTYPES - 1; k >= 0; k--)
-        if (r.thr[k].n) {
+    static const vb_trial_kind headline[VB_INDEX_HEADLINE_NKINDS] = {VB_INDEX_HEADLINE_KINDS};
+    for (int h = 0; h < VB_INDEX_HEADLINE_NKINDS; h++)
+        if (r.thr[headline[h]].n) {
+            const int k = headline[h];
             rp_est e = rp_mean_est(&r.thr[k]);
             rp_summary(d, "%s throughput: %.4g samples/s [95%% CI %.4g, %.4g] over %d timed trial%s of one run (the "
                           "interval holds this run's trial-to-trial spread, not what differs between runs: repeat "
                           "the run for that).",
-                       rp_type_name[k], e.mean, e.lo, e.hi, r.thr[k].n, r.thr[k].n == 1 ? "" : "s");
+                       vb_trial_kinds[k].name, e.mean, e.lo, e.hi, r.thr[k].n, r.thr[k].n == 1 ? "" : "s");
             break;
         }
     rp_bound_finding(d, r.thr, "");

@@ -25,6 +25,7 @@
 #include "analysis/plot.h"
 #include "analysis/run_load.h"
 #include "analysis/verdict.h"
+#include "core/results/results.h"
 #include "core/util/common.h"
 
 /* ---- growable list of doubles, each tagged with the run it came from ---- */
@@ -141,8 +142,14 @@ void rp_doc_free(rp_doc *d);
 void rp_doc_write(const rp_doc *d, const vb_outdir *dir, const char *title);
 
 /* ---- one run directory (report_load.c) ---- */
-enum { RP_IO, RP_SYNTHETIC, RP_FULL, RP_NTYPES };
-extern const char *const rp_type_name[RP_NTYPES];
+/* the trial kinds, numbered as results.h's vb_trial_kind */
+enum {
+    RP_IO = VB_TRIAL_IO,
+    RP_SYNTHETIC = VB_TRIAL_SYNTHETIC,
+    RP_FULL = VB_TRIAL_FULL,
+    RP_VALIDATION = VB_TRIAL_VALIDATION,
+    RP_NTYPES = VB_TRIAL_NKINDS
+};
 
 typedef struct rp_run {
     char dir[VB_PATH_MAX]; /* as found: PATH or SWEEP/runs/<name> */

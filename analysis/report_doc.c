@@ -13,18 +13,6 @@
 #include "analysis/report.h"
 #include "core/results/results.h"
 
-static void *xrealloc(void *p, size_t n) {
-    void *q = realloc(p, n);
-    if (!q) vb_die_internal("out of memory");
-    return q;
-}
-
-static char *xstrdup(const char *s) {
-    char *d = strdup(s ? s : "");
-    if (!d) vb_die_internal("out of memory");
-    return d;
-}
-
 static char *vfmt(const char *fmt, va_list ap) {
     char *s = NULL;
     if (vasprintf(&s, fmt, ap) < 0) vb_die_internal("out of memory");
@@ -46,20 +34,19 @@ static const char *shown(const char *cell, char *buf, size_t n) {
 
 
 rp_table *rp_table_new(const char *csv, const char *title, int ncols, const char *const *cols) {
-    rp_table *t = calloc(1, sizeof *t);
-    if (!t) vb_die_internal("out of memory");
-    t->csv = csv ? xstrdup(csv) : NULL;
-    t->title = xstrdup(title);
+    rp_table *t = vb_calloc_check(1, sizeof *t);
+    t->csv = csv ? vb_strdup_check(csv) : NULL;
+    t->title = vb_strdup_check(title);
     t->ncols = ncols;
-    t->cols = xrealloc(NULL, (size_t)ncols * sizeof *t->cols);
-    for (int i = 0; i < ncols; i++) t->cols[i] = xstrdup(cols[i]);
+    t->cols = vb_realloc_check(NULL, (size_t)ncols * sizeof *t->cols);
+    for (int i = 0; i < ncols; i++) t->cols[i] = vb_strdup_check(cols[i]);
     return t;
 }
 
 void rp_table_add(rp_table *t, const char *fmt, ...) {
     if (t->ncells == t->cap) {
         t->cap = t->cap ? 2 * t->cap : 64;
-        t->cells = xrealloc(t->cells, (size_t)t->cap * sizeof *t->cells);
+        t->cells = vb_realloc_check(t->cells, (size_t)t->cap * sizeof *t->cells);
     }
     va_list ap;
     va_start(ap, fmt);
@@ -94,8 +81,7 @@ void rp_table_free(rp_table *t) {
 
 void rp_table_print(const rp_table *t, FILE *f) {
     int rows = rp_table_rows(t);
-    int *w = calloc((size_t)t->ncols, sizeof *w);
-    if (!w) vb_die_internal("out of memory");
+    int *w = vb_calloc_check((size_t)t->ncols, sizeof *w);
     for (int c = 0; c < t->ncols; c++) {
         w[c] = (int)strlen(t->cols[c]);
         for (int r = 0; r < rows; r++) {
@@ -136,7 +122,7 @@ static void table_csv(FILE *f, void *ctx) {
 static rp_block *push(rp_doc *d, rp_block_kind k) {
     if (d->n == d->cap) {
         d->cap = d->cap ? 2 * d->cap : 32;
-        d->b = xrealloc(d->b, (size_t)d->cap * sizeof *d->b);
+        d->b = vb_realloc_check(d->b, (size_t)d->cap * sizeof *d->b);
     }
     rp_block *b = &d->b[d->n++];
     memset(b, 0, sizeof *b);
@@ -161,25 +147,25 @@ void rp_para(rp_doc *d, const char *fmt, ...) {
     va_end(ap);
 }
 
-void rp_pre(rp_doc *d, const char *text) { push(d, RP_PRE)->text = xstrdup(text); }
+void rp_pre(rp_doc *d, const char *text) { push(d, RP_PRE)->text = vb_strdup_check(text); }
 
 void rp_link(rp_doc *d, const char *text, const char *href) {
     rp_block *b = push(d, RP_LINK);
-    b->text = xstrdup(text);
-    b->ref = xstrdup(href);
+    b->text = vb_strdup_check(text);
+    b->ref = vb_strdup_check(href);
 }
 
 void rp_add_table(rp_doc *d, rp_table *t) { push(d, RP_TABLE)->table = t; }
 
 void rp_add_figure(rp_doc *d, const char *title, const char *base) {
     rp_block *b = push(d, RP_FIGURE);
-    b->text = xstrdup(title);
-    b->ref = xstrdup(base);
-    b->caption = xstrdup(d->caption);
+    b->text = vb_strdup_check(title);
+    b->ref = vb_strdup_check(base);
+    b->caption = vb_strdup_check(d->caption);
 }
 
 void rp_problem(rp_doc *d, const char *fmt, ...) {
-    d->problems = xrealloc(d->problems, (size_t)(d->nproblems + 1) * sizeof *d->problems);
+    d->problems = vb_realloc_check(d->problems, (size_t)(d->nproblems + 1) * sizeof *d->problems);
     va_list ap;
     va_start(ap, fmt);
     d->problems[d->nproblems++] = vfmt(fmt, ap);
@@ -187,7 +173,7 @@ void rp_problem(rp_doc *d, const char *fmt, ...) {
 }
 
 static void push_line(char ***list, int *n, const char *fmt, va_list ap) {
-    *list = xrealloc(*list, (size_t)(*n + 1) * sizeof **list);
+    *list = vb_realloc_check(*list, (size_t)(*n + 1) * sizeof **list);
     (*list)[(*n)++] = vfmt(fmt, ap);
 }
 
@@ -445,11 +431,11 @@ static char *slurp(const vb_outdir *dir, const char *name) {
         return NULL;
     }
     size_t cap = 1 << 16, n = 0;
-    char *buf = xrealloc(NULL, cap);
+    char *buf = vb_realloc_check(NULL, cap);
     size_t k;
     while ((k = fread(buf + n, 1, cap - n - 1, f)) > 0) {
         n += k;
-        if (cap - n < 2) buf = xrealloc(buf, cap *= 2);
+        if (cap - n < 2) buf = vb_realloc_check(buf, cap *= 2);
     }
     fclose(f);
     buf[n] = '\0';
@@ -484,10 +470,11 @@ static void svg_unique_ids(FILE *f, const char *svg, int fig) {
         int i = 0;
         while (i < nseen && !(strlen(seen[i]) == len && strncmp(seen[i], svg, len) == 0)) i++;
         if (i == nseen) {
-            seen = xrealloc(seen, (size_t)(nseen + 1) * sizeof *seen);
-            count = xrealloc(count, (size_t)(nseen + 1) * sizeof *count);
-            seen[nseen] = strndup(svg, len);
-            if (!seen[nseen]) vb_die_internal("out of memory");
+            seen = vb_realloc_check(seen, (size_t)(nseen + 1) * sizeof *seen);
+            count = vb_realloc_check(count, (size_t)(nseen + 1) * sizeof *count);
+            seen[nseen] = vb_malloc_check(len + 1);
+            memcpy(seen[nseen], svg, len);
+            seen[nseen][len] = '\0';
             count[nseen++] = 0;
         }
         fwrite(svg, 1, len, f);

@@ -60,7 +60,7 @@ static void table_est(rp_table *t, rp_est e) {
 
 static const char *thr_unit(const rp_sweep *s) {
     static char buf[64];
-    snprintf(buf, sizeof buf, "%s throughput (samples/s)", rp_type_name[s->type]);
+    snprintf(buf, sizeof buf, "%s throughput (samples/s)", vb_trial_kinds[s->type].name);
     return buf;
 }
 
@@ -74,8 +74,7 @@ typedef struct series {
 } series;
 
 static int collect_series(rp_sweep *s, series **out) {
-    series *v = calloc((size_t)s->npts + 1, sizeof *v);
-    if (!v) vb_die_internal("out of memory");
+    series *v = vb_calloc_check((size_t)s->npts + 1, sizeof *v);
     int ns = 0;
     for (int i = 0; i < s->npts; i++) {
         char lab[256];
@@ -84,8 +83,7 @@ static int collect_series(rp_sweep *s, series **out) {
         while (k < ns && strcmp(v[k].label, lab) != 0) k++;
         if (k == ns) {
             snprintf(v[ns].label, sizeof v[ns].label, "%s", lab);
-            v[ns].p = calloc((size_t)s->npts, sizeof *v[ns].p);
-            if (!v[ns].p) vb_die_internal("out of memory");
+            v[ns].p = vb_calloc_check((size_t)s->npts, sizeof *v[ns].p);
             ns++;
         }
         v[k].p[v[k].n++] = &s->pts[i];
@@ -178,7 +176,7 @@ static rp_table *scaling(rp_doc *d, rp_sweep *s, const rp_opts *o, bool strong) 
             rp_summary(d, "%s scaling efficiency at %g ranks%s%s: %.3g [95%% CI %.3g, %.3g] against %g rank%s "
                           "(%s throughput %.4g samples/s).",
                        strong ? "Strong" : "Weak", last->ranks, ns > 1 ? ", " : "", ns > 1 ? v[k].label : "",
-                       r.mean * sc, r.lo * sc, r.hi * sc, n0, n0 == 1 ? "" : "s", rp_type_name[s->type],
+                       r.mean * sc, r.lo * sc, r.hi * sc, n0, n0 == 1 ? "" : "s", vb_trial_kinds[s->type].name,
                        last->est.mean);
         }
     }
@@ -227,8 +225,7 @@ static void comm_overhead(rp_doc *d, rp_sweep *s, const rp_opts *o) {
     snprintf(pl.hline_title, sizeof pl.hline_title, "ideal (no overhead)");
     vb_plot_series *ps = NULL;
     char last[256] = "";
-    rp_point **order = calloc((size_t)s->npts + 1, sizeof *order);
-    if (!order) vb_die_internal("out of memory");
+    rp_point **order = vb_calloc_check((size_t)s->npts + 1, sizeof *order);
     for (int i = 0; i < s->npts; i++) order[i] = &s->pts[i];
     qsort(order, (size_t)s->npts, sizeof *order, cmp_pt_ranks);
     bool noise_at_dp1 = false, dp1_in_table = false;
@@ -325,8 +322,7 @@ static bool point_noddp(const rp_sweep *s, const rp_point *p) {
 /* A point's DDP buckets per step and their bytes (its runs' medians,
  * iterations.csv): what bucket_cap_mb actually made of the gradients. */
 static void point_buckets(const rp_sweep *s, const rp_point *p, double *buckets, double *bytes) {
-    double *c = calloc((size_t)p->nruns + 1, sizeof *c), *b = calloc((size_t)p->nruns + 1, sizeof *b);
-    if (!c || !b) vb_die_internal("out of memory");
+    double *c = vb_calloc_check((size_t)p->nruns + 1, sizeof *c), *b = vb_calloc_check((size_t)p->nruns + 1, sizeof *b);
     int n = 0;
     for (int k = 0; k < p->nruns; k++) {
         const rp_run *r = &s->runs[p->runs[k]];
@@ -413,10 +409,9 @@ static rp_table *buckets(rp_doc *d, rp_sweep *s, const rp_opts *o) {
     vb_plot_series *st = vb_plot_series_add(&pt, "throughput (mean, 95% CI)", false);
     vb_plot_series *se = vb_plot_series_add(&pe, "exposed comm (mean, 95% CI)", false);
     /* bucket sizes in numeric order, noddp last: the x axis reads as a size axis */
-    rp_point **order = calloc((size_t)s->npts + 1, sizeof *order);
-    int *same = calloc((size_t)s->npts + 1, sizeof *same);
-    rp_cmp *vs = calloc((size_t)s->npts + 1, sizeof *vs);
-    if (!order || !same || !vs) vb_die_internal("out of memory");
+    rp_point **order = vb_calloc_check((size_t)s->npts + 1, sizeof *order);
+    int *same = vb_calloc_check((size_t)s->npts + 1, sizeof *same);
+    rp_cmp *vs = vb_calloc_check((size_t)s->npts + 1, sizeof *vs);
     for (int i = 0; i < s->npts; i++) order[i] = &s->pts[i];
     for (int i = 1; i < s->npts; i++)
         for (int j = i; j > 0; j--) {
@@ -630,8 +625,7 @@ static rp_table *layouts(rp_doc *d, rp_sweep *s, const rp_opts *o) {
  * is the verdict's own statistic. Variants are FLAG=VALUE. */
 static void flag_findings(rp_doc *d, rp_sweep *s, const rp_point *base, const rp_cmp *cmps) {
     if (!base) return;
-    bool *done = calloc((size_t)s->npts + 1, sizeof *done);
-    if (!done) vb_die_internal("out of memory");
+    bool *done = vb_calloc_check((size_t)s->npts + 1, sizeof *done);
     for (int i = 0; i < s->npts; i++) {
         if (done[i] || &s->pts[i] == base) continue;
         const char *var = sw_val(s, &s->pts[i], "variant");
@@ -682,8 +676,7 @@ static rp_table *flags(rp_doc *d, rp_sweep *s, const rp_opts *o) {
     pr.hline = 1;
     snprintf(pr.hline_title, sizeof pr.hline_title, "baseline");
     vb_plot_series *sr = vb_plot_series_add(&pr, "ratio", false);
-    rp_cmp *cmps = calloc((size_t)s->npts + 1, sizeof *cmps);
-    if (!cmps) vb_die_internal("out of memory");
+    rp_cmp *cmps = vb_calloc_check((size_t)s->npts + 1, sizeof *cmps);
     for (int i = 0; i < s->npts; i++) {
         rp_point *p = &s->pts[i];
         const char *var = sw_val(s, p, "variant");
@@ -724,8 +717,7 @@ static rp_table *flags(rp_doc *d, rp_sweep *s, const rp_opts *o) {
 static rp_table *generic(rp_doc *d, rp_sweep *s, const rp_opts *o) {
     rp_heading(d, 1, "Throughput per point");
     int nc = s->nkeys + 6;
-    const char **cols = calloc((size_t)nc, sizeof *cols);
-    if (!cols) vb_die_internal("out of memory");
+    const char **cols = vb_calloc_check((size_t)nc, sizeof *cols);
     for (int k = 0; k < s->nkeys; k++) cols[k] = s->keys[k];
     const char *tail[] = {"repeats", "samples", "thr_mean", "thr_ci_lo", "thr_ci_hi", "notes"};
     for (int k = 0; k < 6; k++) cols[s->nkeys + k] = tail[k];

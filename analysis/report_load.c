@@ -14,7 +14,6 @@
 #include "core/prof/fingerprint.h"
 #include "core/results/results.h"
 
-const char *const rp_type_name[RP_NTYPES] = {"IO", "SYNTHETIC", "FULL"};
 
 int rp_read_csv(const char *dir, const char *name, vb_csv *t) {
     char err[VB_PATH_MAX + 256];
@@ -64,7 +63,7 @@ static void load_json(rp_run *r, rp_doc *d) {
     jstr(root, "backend", r->backend, sizeof r->backend);
     char cl[4096] = "";
     jstr(root, "command_line", cl, sizeof cl);
-    r->command_line = strdup(cl);
+    r->command_line = vb_strdup_check(cl);
     jstr(cJSON_GetObjectItemCaseSensitive(root, "config"), "config", r->config, sizeof r->config);
     const cJSON *par = cJSON_GetObjectItemCaseSensitive(root, "parallel");
     jstr(par, "grad_reduce_group", r->grad_reduce_group, sizeof r->grad_reduce_group);
@@ -109,7 +108,7 @@ static void load_summary(rp_run *r, rp_doc *d) {
         rp_problem(d, "%s/summary.csv: missing (batch sizes, layout and memory unknown)", r->dir);
         return;
     }
-    int row = 0, ct = vb_csv_col(&t, "trial_type");
+    int row = 0, ct = vb_csv_col(&t, VB_COL_TRIAL_TYPE);
     for (int i = 0; i < t.nrows; i++)
         if (strcmp(vb_csv_get(&t, i, ct), "FULL") == 0) row = i;
     if (t.nrows > 0) {
@@ -141,9 +140,8 @@ static void load_trials(rp_run *r, rp_doc *d) {
         vb_trials_free(&t);
         vb_die_input("report: %s", why);
     } else {
-        static const int k_type[RP_NTYPES] = {VB_TRIAL_IO, VB_TRIAL_SYNTHETIC, VB_TRIAL_FULL};
         for (int k = 0; k < RP_NTYPES; k++)
-            for (int i = 0; i < t.n[k_type[k]]; i++) rp_push(&r->thr[k], t.rate[k_type[k]][i]);
+            for (int i = 0; i < t.n[k]; i++) rp_push(&r->thr[k], t.rate[k][i]);
     }
     vb_trials_free(&t);
 }
@@ -164,12 +162,11 @@ static int cmp_step(const void *a, const void *b) {
 static void load_exposed(rp_run *r) {
     vb_csv t;
     if (rp_read_csv(r->dir, VB_ITERATIONS_CSV, &t) != 0) return;
-    int ct = vb_csv_col(&t, "trial_type"), cw = vb_csv_col(&t, "warmup"), ci = vb_csv_col(&t, "trial_index");
-    int cs = vb_csv_col(&t, "step"), ce = vb_csv_col(&t, "comm_exposed_s");
-    int cr = vb_csv_col(&t, "rank"), cc = vb_csv_col(&t, "allreduce_calls"), cb = vb_csv_col(&t, "allreduce_bytes");
-    step_val *sv = malloc(((size_t)t.nrows + 1) * sizeof *sv);
-    double *calls = malloc(((size_t)t.nrows + 1) * sizeof *calls), *bytes = malloc(((size_t)t.nrows + 1) * sizeof *bytes);
-    if (!sv || !calls || !bytes) vb_die_internal("out of memory");
+    int ct = vb_csv_col(&t, VB_COL_TRIAL_TYPE), cw = vb_csv_col(&t, VB_COL_WARMUP), ci = vb_csv_col(&t, VB_COL_TRIAL_INDEX);
+    int cs = vb_csv_col(&t, VB_COL_STEP), ce = vb_csv_col(&t, "comm_exposed_s");
+    int cr = vb_csv_col(&t, VB_COL_RANK), cc = vb_csv_col(&t, "allreduce_calls"), cb = vb_csv_col(&t, "allreduce_bytes");
+    step_val *sv = vb_malloc_check(((size_t)t.nrows + 1) * sizeof *sv);
+    double *calls = vb_malloc_check(((size_t)t.nrows + 1) * sizeof *calls), *bytes = vb_malloc_check(((size_t)t.nrows + 1) * sizeof *bytes);
     int n = 0, nc = 0;
     /* what DDP did in each of rank 0's timed FULL steps: its bucket count says
      * whether two bucket_cap_mb settings ran the same configuration */
@@ -218,7 +215,7 @@ void rp_run_load(rp_run *r, const char *dir, rp_doc *d) {
     load_summary(r, d);
     load_trials(r, d);
     load_exposed(r);
-    for (int k = 0; k < RP_NTYPES; k++) vb_run_load_read(r->dir, rp_type_name[k], "report", &r->load[k]);
+    for (int k = 0; k < RP_NTYPES; k++) vb_run_load_read(r->dir, vb_trial_kinds[k].name, "report", &r->load[k]);
 }
 
 void rp_run_free(rp_run *r) {

@@ -44,7 +44,7 @@ int rp_comm_group_of(const char *name) {
 static int full_steps(const rp_run *r) {
     vb_csv t;
     if (rp_read_csv(r->dir, VB_ITERATIONS_CSV, &t) != 0) return 0;
-    int ct = vb_csv_col(&t, "trial_type"), cw = vb_csv_col(&t, "warmup"), cr = vb_csv_col(&t, "rank");
+    int ct = vb_csv_col(&t, VB_COL_TRIAL_TYPE), cw = vb_csv_col(&t, VB_COL_WARMUP), cr = vb_csv_col(&t, VB_COL_RANK);
     int n = 0;
     for (int i = 0; i < t.nrows; i++)
         if (strcmp(vb_csv_get(&t, i, ct), "FULL") == 0 && !rp_is_warmup(vb_csv_get(&t, i, cw)) &&
@@ -59,8 +59,8 @@ int rp_comm_groups(const rp_run *r, rp_group_comm g[RP_NGROUPS]) {
     for (int k = 0; k < RP_NGROUPS; k++) g[k].bytes_per_step = NAN;
     vb_csv t;
     if (rp_read_csv(r->dir, VB_OPS_CSV, &t) != 0) return -1;
-    int ct = vb_csv_col(&t, "trial_type"), cc = vb_csv_col(&t, "category"), cn = vb_csv_col(&t, "name");
-    int cr = vb_csv_col(&t, "rank"), cb = vb_csv_col(&t, "bytes"), cs = vb_csv_col(&t, "share_of_step");
+    int ct = vb_csv_col(&t, VB_COL_TRIAL_TYPE), cc = vb_csv_col(&t, "category"), cn = vb_csv_col(&t, "name");
+    int cr = vb_csv_col(&t, VB_COL_RANK), cb = vb_csv_col(&t, "bytes"), cs = vb_csv_col(&t, "share_of_step");
     double bytes[RP_NGROUPS] = {0};
     int ranks_seen[1024] = {0}, nranks = 0;
     for (int i = 0; i < t.nrows; i++) {
@@ -123,8 +123,7 @@ static int step_lane(const vb_tl_event *e) {
  * trial and step, clipped to that rank's step, in ms from rank 0's start
  * (the timeline's clocks leave one barrier together). */
 static void step_figure(rp_doc *d, const rp_opts *o, const rp_run *r, const vb_timeline *tl) {
-    int *steps = calloc((size_t)tl->n + 1, sizeof *steps), ns = 0;
-    if (!steps) vb_die_internal("out of memory");
+    int *steps = vb_calloc_check((size_t)tl->n + 1, sizeof *steps), ns = 0;
     for (int i = 0; i < tl->n; i++)
         if (tl->ev[i].rank == 0 && strcmp(tl->ev[i].kind, "step") == 0 && strcmp(tl->ev[i].trial_type, "FULL") == 0)
             steps[ns++] = i;
@@ -200,7 +199,7 @@ static void breakdown_section(rp_doc *d, const rp_run *r, const rp_opts *o, cons
     int n = vb_breakdown_ranks(&tl, &b);
     const char *cols[] = {"rank",         "steps",      "step_ms",      "compute_ms", "comm_hidden_ms",
                           "comm_exposed_ms", "memcpy_ms", "data_wait_ms", "idle_ms",    "overlap_pct"};
-    vb_snprintf(csv, sizeof csv, "%sbreakdown.csv", prefix);
+    vb_snprintf(csv, sizeof csv, "%s" VB_BREAKDOWN_CSV, prefix);
     rp_table *t = rp_table_new(csv, "HTA breakdown, ms per step over the timeline window (overlap = hidden / all comm)",
                                10, cols);
     for (int i = 0; i < n; i++) {
@@ -226,16 +225,15 @@ static void straggler_section(rp_doc *d, const rp_run *r, const char *prefix, in
         rp_para(d, "%s/iterations.csv: missing (no per-step times).", r->dir);
         return;
     }
-    int ct = vb_csv_col(&t, "trial_type"), cw = vb_csv_col(&t, "warmup"), cr = vb_csv_col(&t, "rank");
-    int cs = vb_csv_col(&t, "seconds");
+    int ct = vb_csv_col(&t, VB_COL_TRIAL_TYPE), cw = vb_csv_col(&t, VB_COL_WARMUP), cr = vb_csv_col(&t, VB_COL_RANK);
+    int cs = vb_csv_col(&t, VB_COL_SECONDS);
     int nranks = 0;
     for (int i = 0; i < t.nrows; i++) {
         double k;
         if (vb_csv_num(&t, i, cr, &k) && k >= 0 && k < 65536 && (int)k + 1 > nranks) nranks = (int)k + 1;
     }
     if (cr < 0) nranks = 1;
-    rp_samples *per = calloc((size_t)(nranks > 0 ? nranks : 1), sizeof *per);
-    if (!per) vb_die_internal("out of memory");
+    rp_samples *per = vb_calloc_check((size_t)(nranks > 0 ? nranks : 1), sizeof *per);
     for (int i = 0; i < t.nrows; i++) {
         double k = 0, s;
         if (strcmp(vb_csv_get(&t, i, ct), "FULL") != 0 || rp_is_warmup(vb_csv_get(&t, i, cw))) continue;
@@ -296,10 +294,9 @@ static void ops_section(rp_doc *d, const rp_run *r, const char *prefix, bool com
         rp_para(d, "%s/ops.csv: missing (no per-op profile).", r->dir);
         return;
     }
-    int ct = vb_csv_col(&t, "trial_type"), cr = vb_csv_col(&t, "rank"), ctot = vb_csv_col(&t, "total_s");
+    int ct = vb_csv_col(&t, VB_COL_TRIAL_TYPE), cr = vb_csv_col(&t, VB_COL_RANK), ctot = vb_csv_col(&t, "total_s");
     int cf = vb_csv_col(&t, "flops"), cg = vb_csv_col(&t, "gflop_per_s"), cgb = vb_csv_col(&t, "gb_per_s");
-    op_row *rows = malloc(((size_t)t.nrows + 1) * sizeof *rows);
-    if (!rows) vb_die_internal("out of memory");
+    op_row *rows = vb_malloc_check(((size_t)t.nrows + 1) * sizeof *rows);
     /* a run's timed FULL steps on rank 0; an nsys import (trial_type nsys,
      * a rank per device) has no FULL rows: its first device's */
     const char *type = "FULL";

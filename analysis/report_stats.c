@@ -12,9 +12,8 @@
 void rp_push_run(rp_samples *s, double x, int run) {
     if (s->n == s->cap) {
         s->cap = s->cap ? 2 * s->cap : 16;
-        double *v = realloc(s->v, (size_t)s->cap * sizeof *v);
-        int *r = realloc(s->run, (size_t)s->cap * sizeof *r);
-        if (!v || !r) vb_die_internal("out of memory");
+        double *v = vb_realloc_check(s->v, (size_t)s->cap * sizeof *v);
+        int *r = vb_realloc_check(s->run, (size_t)s->cap * sizeof *r);
         s->v = v;
         s->run = r;
     }

@@ -64,12 +64,10 @@ static void load_index(rp_sweep *s, rp_doc *d) {
     if (rp_read_csv(s->path, VB_INDEX_CSV, &s->idx) != 0) vb_die_input("report: %s/index.csv: cannot read", s->path);
     if (vb_csv_col(&s->idx, "run_dir") < 0 || vb_csv_col(&s->idx, "status") < 0)
         vb_die_input("report: %s/index.csv: no run_dir or status column", s->path);
-    s->keys = calloc((size_t)s->idx.ncols + 1, sizeof *s->keys);
-    if (!s->keys) vb_die_internal("out of memory");
+    s->keys = vb_calloc_check((size_t)s->idx.ncols + 1, sizeof *s->keys);
     for (int c = 0; c < s->idx.ncols; c++)
         if (vb_index_column_is_swept(s->idx.header[c])) s->keys[s->nkeys++] = s->idx.header[c];
-    s->runs = calloc((size_t)s->idx.nrows + 1, sizeof *s->runs);
-    if (!s->runs) vb_die_internal("out of memory");
+    s->runs = vb_calloc_check((size_t)s->idx.nrows + 1, sizeof *s->runs);
     s->nruns = s->idx.nrows;
     int cd = vb_csv_col(&s->idx, "run_dir"), cs = vb_csv_col(&s->idx, "status");
     int ce = vb_csv_col(&s->idx, "exit_code"), cf = vb_csv_col(&s->idx, VB_INDEX_FAILURE_COLUMN);
@@ -126,8 +124,7 @@ static void load_json(rp_sweep *s) {
 
 /* Completed runs with equal swept keys form one point. */
 static void group_points(rp_sweep *s) {
-    s->pts = calloc((size_t)s->nruns + 1, sizeof *s->pts);
-    if (!s->pts) vb_die_internal("out of memory");
+    s->pts = vb_calloc_check((size_t)s->nruns + 1, sizeof *s->pts);
     for (int i = 0; i < s->nruns; i++) {
         if (strcmp(s->runs[i].status, "completed") != 0 || !s->runs[i].dir[0]) continue;
         int p = 0;
@@ -143,8 +140,7 @@ static void group_points(rp_sweep *s) {
         if (p == s->npts) {
             s->npts++;
             pt->row = i;
-            pt->runs = calloc((size_t)s->nruns, sizeof *pt->runs);
-            if (!pt->runs) vb_die_internal("out of memory");
+            pt->runs = vb_calloc_check((size_t)s->nruns, sizeof *pt->runs);
         }
         pt->runs[pt->nruns++] = i;
     }
@@ -157,8 +153,7 @@ static void pool_samples(rp_sweep *s) {
             if (s->runs[i].thr[t].n > 0) s->type = t;
     for (int p = 0; p < s->npts; p++) {
         rp_point *pt = &s->pts[p];
-        vb_run_load *loads = calloc((size_t)pt->nruns + 1, sizeof *loads);
-        if (!loads) vb_die_internal("out of memory");
+        vb_run_load *loads = vb_calloc_check((size_t)pt->nruns + 1, sizeof *loads);
         for (int k = 0; k < pt->nruns; k++) {
             const rp_run *r = &s->runs[pt->runs[k]];
             if (s->type >= 0) rp_samples_append_run(&pt->thr, &r->thr[s->type], k);
@@ -462,8 +457,7 @@ static void model_section(rp_doc *d, const rp_sweep *s, const rp_opts *o) {
         vb_plot_point(sm, x, ms, mlo, mhi, vb_csv_get(&m, i, cpt));
         vb_plot_point(sp, x, ps, plo, phi, vb_csv_get(&m, i, cpt));
     }
-    double *err = calloc((size_t)m.nrows + 1, sizeof *err);
-    if (!err) vb_die_internal("out of memory");
+    double *err = vb_calloc_check((size_t)m.nrows + 1, sizeof *err);
     int nerr = 0;
     for (int i = 0; i < m.nrows; i++) {
         double e;
@@ -491,8 +485,7 @@ static void model_section(rp_doc *d, const rp_sweep *s, const rp_opts *o) {
 /* The summary's findings and warnings about the sweep as a whole, and the
  * caption its figures carry: called before the kind's analysis adds its own. */
 static void sweep_findings(rp_doc *d, rp_sweep *s) {
-    rp_run **done = calloc((size_t)s->nruns + 1, sizeof *done);
-    if (!done) vb_die_internal("out of memory");
+    rp_run **done = vb_calloc_check((size_t)s->nruns + 1, sizeof *done);
     int ndone = 0, nfail = 0;
     bool over = false;
     const rp_run *ref = NULL;
@@ -560,8 +553,7 @@ static void failure_findings(rp_doc *d, const rp_sweep *s) {
     int nfail = 0;
     char classes[512] = "";
     size_t k = 0;
-    bool *done = calloc((size_t)s->nruns + 1, sizeof *done);
-    if (!done) vb_die_internal("out of memory");
+    bool *done = vb_calloc_check((size_t)s->nruns + 1, sizeof *done);
     const rp_run *last = NULL;
     for (int i = 0; i < s->nruns; i++) {
         if (strcmp(s->runs[i].status, "completed") == 0) continue;
@@ -618,11 +610,12 @@ void rp_sweep_report(rp_doc *d, const char *path, const rp_opts *o) {
                    "trials.csv), pooled over the repeats of a point. Means carry a 95%% Student-t interval; "
                    "efficiency, speedup and communication overhead are ratios of means with a 95%% delta-method "
                    "interval (first-order Taylor, Welch-Satterthwaite degrees of freedom); flag and bucket "
-                   "comparisons are ratios of medians with a seeded 95%% percentile-bootstrap interval and a "
-                   "two-sided Mann-Whitney p-value. An empty interval means fewer than two samples.",
-                rp_type_name[s.type]);
+                   "comparisons follow the verdict rule: the ratio of the runs' median throughputs with a 95%% "
+                   "Welch t interval on the log scale, the runs as the unit. An empty interval means fewer than "
+                   "two samples.",
+                vb_trial_kinds[s.type].name);
         if (s.type != RP_FULL)
-            rp_para(d, "WARNING: no FULL trials in these runs; %s trials are used instead.", rp_type_name[s.type]);
+            rp_para(d, "WARNING: no FULL trials in these runs; %s trials are used instead.", vb_trial_kinds[s.type].name);
         sweep_findings(d, &s);
         rp_table *main_table = rp_kind_analysis(d, &s, o);
         if (main_table) rp_table_print(main_table, stdout);

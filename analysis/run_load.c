@@ -16,8 +16,8 @@ void vb_run_load_read(const char *run_dir, const char *trial_type, const char *w
     int rc = vb_dir_read_csv(run_dir, VB_LOAD_CSV, &t, err, sizeof err);
     if (rc == -1) return; /* not recorded */
     if (rc != 0) vb_die_input("%s: %s", who, err);
-    const int ct = vb_csv_col(&t, "trial_type"), ci = vb_csv_col(&t, "trial_index"), cw = vb_csv_col(&t, "warmup");
-    const int cr = vb_csv_col(&t, "rank"), cs = vb_csv_col(&t, "seconds"), cc = vb_csv_col(&t, "online_cpus");
+    const int ct = vb_csv_col(&t, VB_COL_TRIAL_TYPE), ci = vb_csv_col(&t, VB_COL_TRIAL_INDEX), cw = vb_csv_col(&t, VB_COL_WARMUP);
+    const int cr = vb_csv_col(&t, VB_COL_RANK), cs = vb_csv_col(&t, VB_COL_SECONDS), cc = vb_csv_col(&t, "online_cpus");
     const int cl = vb_csv_col(&t, "loadavg_before"), cst = vb_csv_col(&t, "steal_share");
     const int cq = vb_csv_col(&t, "cpu_wait_share"), cn = vb_csv_col(&t, "nivcsw");
     if (ct < 0 || ci < 0 || cw < 0 || cq < 0)

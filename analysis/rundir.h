@@ -4,8 +4,8 @@
  * or JSON. What a missing or malformed file means stays each caller's
  * decision (a report notes it, compare and the model refuse); the reading,
  * and the words for what went wrong, are here. */
-#ifndef VB_RUNDIR_H
-#define VB_RUNDIR_H
+#ifndef VB_ANALYSIS_RUNDIR_H
+#define VB_ANALYSIS_RUNDIR_H
 
 #include <stddef.h>
 

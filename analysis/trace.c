@@ -255,8 +255,7 @@ static void quantize(const vb_timeline *t, int64_t *ts, int64_t *end) {
 /* Within one rank's lane (consecutive in `order`), cut a slice that pokes
  * out of the slice enclosing it by at most 1 ns: rounding, not data. */
 static void clamp_nesting(trace_ctx *c) {
-    int *stack = malloc(slots(c->t->n) * sizeof *stack);
-    if (!stack) vb_die_internal("out of memory");
+    int *stack = vb_malloc_check(slots(c->t->n) * sizeof *stack);
     int sp = 0;
     for (int k = 0; k < c->t->n; k++) {
         int i = c->order[k];
@@ -280,9 +279,8 @@ static void clamp_nesting(trace_ctx *c) {
  * first), so each sub-thread is a stack of open rows, linked via `up`. */
 static void split_overlaps(trace_ctx *c) {
     const vb_timeline *t = c->t;
-    int *up = malloc(slots(t->n) * sizeof *up);
-    int *top = malloc(MAX_SUBLANES * sizeof *top);
-    if (!up || !top) vb_die_internal("out of memory");
+    int *up = vb_malloc_check(slots(t->n) * sizeof *up);
+    int *top = vb_malloc_check(MAX_SUBLANES * sizeof *top);
     int nsub = 0, base = 0;
     for (int k = 0; k < t->n; k++) {
         int i = c->order[k];
@@ -379,8 +377,7 @@ static void put_metadata(emitter *em, const trace_ctx *c) {
         put_meta(em, "process_sort_index", r, 0, "sort_index", NULL, r);
     }
     /* one thread_name per (rank, thread): the first event of each */
-    int *first = malloc(slots(c->t->n) * sizeof *first);
-    if (!first) vb_die_internal("out of memory");
+    int *first = vb_malloc_check(slots(c->t->n) * sizeof *first);
     for (int i = 0; i < c->t->n; i++) first[i] = i;
     g_sort_ctx = c;
     qsort(first, (size_t)c->t->n, sizeof *first, cmp_thread);
@@ -521,8 +518,7 @@ static void put_flow_end(emitter *em, const char *ph, long id, int pid, int tid,
 
 static void put_flows(emitter *em, trace_ctx *c) {
     const vb_timeline *t = c->t;
-    int *comm = malloc(slots(t->n) * sizeof *comm);
-    if (!comm) vb_die_internal("out of memory");
+    int *comm = vb_malloc_check(slots(t->n) * sizeof *comm);
     int nc = 0;
     for (int i = 0; i < t->n; i++)
         if (is_bucket_comm(&t->ev[i])) comm[nc++] = i;
@@ -603,11 +599,10 @@ int vb_trace_main(int argc, char **argv) {
         return 0;
     }
     size_t n = slots(t.n);
-    c.ts = malloc(n * sizeof *c.ts);
-    c.end = malloc(n * sizeof *c.end);
-    c.tid = malloc(n * sizeof *c.tid);
-    c.order = malloc(n * sizeof *c.order);
-    if (!c.ts || !c.end || !c.tid || !c.order) vb_die_internal("out of memory for %d timeline events", t.n);
+    c.ts = vb_malloc_check(n * sizeof *c.ts);
+    c.end = vb_malloc_check(n * sizeof *c.end);
+    c.tid = vb_malloc_check(n * sizeof *c.tid);
+    c.order = vb_malloc_check(n * sizeof *c.order);
     quantize(&t, c.ts, c.end);
     vb_trace_assign_tids(&t, c.tid);
     for (int i = 0; i < t.n; i++) c.order[i] = i;

@@ -273,8 +273,7 @@ static int64_t to_us(double s, int rank) {
 static void add_stream_name(rank_ctx *c, int id, const char *name) {
     for (int i = 0; i < c->nstreams; i++)
         if (c->streams[i].id == id) return;
-    c->streams = realloc(c->streams, (size_t)(c->nstreams + 1) * sizeof *c->streams);
-    if (!c->streams) vb_die_internal("out of memory");
+    c->streams = vb_realloc_check(c->streams, (size_t)(c->nstreams + 1) * sizeof *c->streams);
     c->streams[c->nstreams].id = id;
     snprintf(c->streams[c->nstreams].name, sizeof c->streams[c->nstreams].name, "%s", name);
     c->nstreams++;
@@ -354,8 +353,7 @@ static void classify(rank_ctx *c) {
  * out (the header comment): every time after a gap moves earlier by it, a
  * time inside one moves to its start, an event inside one is dropped. */
 static void close_gaps(rank_ctx *c) {
-    int64_t *w = malloc((size_t)(2 * c->n + 2) * sizeof *w);
-    if (!w) vb_die_internal("out of memory");
+    int64_t *w = vb_malloc_check((size_t)(2 * c->n + 2) * sizeof *w);
     int nw = 0;
     for (int k = 0; k < c->n; k++) { /* c->ev is sorted by start */
         const kev *x = &c->ev[k];
@@ -449,9 +447,8 @@ static void put_metadata(emitter *em, rank_ctx *c) {
         snprintf(name, sizeof name, "rank %d device: CPU ops on pseudo-streams", c->rank);
     meta(em, "process_name", c->rank, 0, "name", name, 0);
     meta(em, "process_sort_index", c->rank, 0, "sort_index", NULL, 1);
-    c->host_tids = malloc((size_t)(c->n + 1) * sizeof *c->host_tids);
-    c->host_first = malloc((size_t)(c->n + 1) * sizeof *c->host_first);
-    if (!c->host_tids || !c->host_first) vb_die_internal("out of memory");
+    c->host_tids = vb_malloc_check((size_t)(c->n + 1) * sizeof *c->host_tids);
+    c->host_first = vb_malloc_check((size_t)(c->n + 1) * sizeof *c->host_first);
     c->nhost = 0;
     if (c->launches) note_host_thread(c, 0, -1);
     for (int k = 0; k < c->n; k++)
@@ -631,18 +628,16 @@ static int remove_stale(const vb_outdir *dir, const bool *written, int nranks) {
 void vb_kineto_write(const vb_timeline *t, const vb_outdir *dir, const vb_kineto_opts *o, vb_kineto_stats *st) {
     memset(st, 0, sizeof *st);
     check_dir(dir);
-    int *lane_tid = malloc((t->n > 0 ? (size_t)t->n : 1) * sizeof *lane_tid);
-    int *count = calloc((size_t)(t->nranks > 0 ? t->nranks : 1), sizeof *count);
-    bool *written = calloc((size_t)(t->nranks > 0 ? t->nranks : 1), sizeof *written);
-    if (!lane_tid || !count || !written) vb_die_internal("out of memory");
+    int *lane_tid = vb_malloc_check((t->n > 0 ? (size_t)t->n : 1) * sizeof *lane_tid);
+    int *count = vb_calloc_check((size_t)(t->nranks > 0 ? t->nranks : 1), sizeof *count);
+    bool *written = vb_calloc_check((size_t)(t->nranks > 0 ? t->nranks : 1), sizeof *written);
     vb_trace_assign_tids(t, lane_tid);
     for (int i = 0; i < t->n; i++) count[t->ev[i].rank]++;
     g_t = t;
     for (int r = 0; r < t->nranks; r++) {
         if (count[r] == 0) continue;
         rank_ctx c = {.t = t, .o = o, .lane_tid = lane_tid, .rank = r};
-        c.ev = malloc((size_t)count[r] * sizeof *c.ev);
-        if (!c.ev) vb_die_internal("out of memory");
+        c.ev = vb_malloc_check((size_t)count[r] * sizeof *c.ev);
         for (int i = 0; i < t->n; i++) {
             const vb_tl_event *e = &t->ev[i];
             if (e->rank != r) continue;

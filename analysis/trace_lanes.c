@@ -34,8 +34,7 @@ static int cmp_str(const void *a, const void *b) {
 }
 
 void vb_trace_assign_tids(const vb_timeline *t, int *tid) {
-    const char **other = malloc((t->n > 0 ? (size_t)t->n : 1) * sizeof *other);
-    if (!other) vb_die_internal("out of memory");
+    const char **other = vb_malloc_check((t->n > 0 ? (size_t)t->n : 1) * sizeof *other);
     int no = 0;
     for (int i = 0; i < t->n; i++) {
         tid[i] = known_tid(t->ev[i].lane);
@@ -56,8 +55,7 @@ void vb_trace_assign_tids(const vb_timeline *t, int *tid) {
 
 char *vb_trace_utf8_clean(const char *s) {
     size_t len = strlen(s);
-    char *out = malloc(3 * len + 1); /* each bad byte grows to 3 */
-    if (!out) vb_die_internal("out of memory");
+    char *out = vb_malloc_check(3 * len + 1); /* each bad byte grows to 3 */
     const unsigned char *p = (const unsigned char *)s;
     size_t k = 0;
     while (*p) {

@@ -13,8 +13,6 @@
 #include "core/results/results.h"
 #include "core/util/common.h"
 
-const char *const vb_trial_type_names[VB_TRIAL_NTYPES] = {"IO", "SYNTHETIC", "FULL"};
-
 /* the schema's columns, in order */
 enum { C_RUN_ID, C_TYPE, C_INDEX, C_WARMUP, C_NBATCHES, C_GBATCH, C_RANKS, C_RANK, C_SECONDS, C_RATE, NCOLS };
 
@@ -37,12 +35,6 @@ static bool whole(const vb_csv *t, int row, int col, double lo, double *out) {
     if (!vb_csv_num(t, row, col, &v) || v < lo || v != floor(v) || v > 2147483647.0) return false;
     *out = v;
     return true;
-}
-
-static int type_of(const char *s) {
-    for (int k = 0; k < VB_TRIAL_NTYPES; k++)
-        if (strcmp(s, vb_trial_type_names[k]) == 0) return k;
-    return -1;
 }
 
 /* warmup: 0/1 as vitbench writes it; true/false as hand-made files do */
@@ -71,10 +63,10 @@ static int check_header(const vb_csv *t, const char *path, char *why, size_t n) 
 
 static int parse_row(const vb_csv *t, int r, const char *path, trial_row *x, char *why, size_t n) {
     const int rec = r + 2; /* the header is record 1 */
-    x->type = type_of(vb_csv_get(t, r, C_TYPE));
+    x->type = vb_trial_kind_by_name(vb_csv_get(t, r, C_TYPE));
     if (x->type < 0)
-        return refuse(why, n, "%s: record %d: trial_type '%s' is not IO, SYNTHETIC or FULL", path, rec,
-                      vb_csv_get(t, r, C_TYPE));
+        return refuse(why, n, "%s: record %d: trial_type '%s' is not one of %s", path, rec,
+                      vb_csv_get(t, r, C_TYPE), vb_trial_kind_list());
     x->warmup = warmup_of(vb_csv_get(t, r, C_WARMUP));
     if (x->warmup < 0)
         return refuse(why, n, "%s: record %d: warmup '%s' is not 0 or 1", path, rec, vb_csv_get(t, r, C_WARMUP));
@@ -157,15 +149,14 @@ static int check_against_steps(const char *run_dir, const char *path, const tria
     vb_csv it;
     char err[VB_PATH_MAX + 256];
     if (vb_dir_read_csv(run_dir, VB_ITERATIONS_CSV, &it, err, sizeof err) != 0) return 0; /* optional here */
-    const int ct = vb_csv_col(&it, "trial_type"), ci = vb_csv_col(&it, "trial_index"), cw = vb_csv_col(&it, "warmup"),
-              cr = vb_csv_col(&it, "rank"), cs = vb_csv_col(&it, "seconds");
+    const int ct = vb_csv_col(&it, VB_COL_TRIAL_TYPE), ci = vb_csv_col(&it, VB_COL_TRIAL_INDEX), cw = vb_csv_col(&it, VB_COL_WARMUP),
+              cr = vb_csv_col(&it, VB_COL_RANK), cs = vb_csv_col(&it, VB_COL_SECONDS);
     int rc = 0;
     if (ct >= 0 && ci >= 0 && cw >= 0 && cr >= 0 && cs >= 0) {
-        double *sum = calloc((size_t)nrows + 1, sizeof *sum);
-        int *steps = calloc((size_t)nrows + 1, sizeof *steps);
-        if (!sum || !steps) vb_die_internal("out of memory");
+        double *sum = vb_calloc_check((size_t)nrows + 1, sizeof *sum);
+        int *steps = vb_calloc_check((size_t)nrows + 1, sizeof *steps);
         for (int s = 0; s < it.nrows; s++) {
-            trial_row key = {.type = type_of(vb_csv_get(&it, s, ct)), .warmup = warmup_of(vb_csv_get(&it, s, cw))};
+            trial_row key = {.type = vb_trial_kind_by_name(vb_csv_get(&it, s, ct)), .warmup = warmup_of(vb_csv_get(&it, s, cw))};
             double idx, rank, sec;
             if (key.type < 0 || key.warmup < 0 || !vb_csv_num(&it, s, ci, &idx) || !vb_csv_num(&it, s, cr, &rank) ||
                 !vb_csv_num(&it, s, cs, &sec) || fabs(idx) > 1e9 || fabs(rank) > 1e9)
@@ -184,7 +175,7 @@ static int check_against_steps(const char *run_dir, const char *path, const tria
                 rc = refuse(why, n,
                             "%s: record %d: seconds %.9g is not the %d steps' %.9g s of %s trial %d (rank %d) in "
                             "iterations.csv (seconds and samples_per_s swapped?)",
-                            path, k + 2, rows[k].seconds, steps[k], sum[k], vb_trial_type_names[rows[k].type],
+                            path, k + 2, rows[k].seconds, steps[k], sum[k], vb_trial_kinds[rows[k].type].name,
                             rows[k].index, rows[k].rank);
         }
         free(sum);
@@ -196,8 +187,7 @@ static int check_against_steps(const char *run_dir, const char *path, const tria
 
 static void push(vb_trials *t, int type, double v) {
     if ((t->n[type] & (t->n[type] - 1)) == 0) { /* 0, 1, 2, 4 ...: grow */
-        double *grown = realloc(t->rate[type], (size_t)(t->n[type] ? 2 * t->n[type] : 1) * sizeof *grown);
-        if (!grown) vb_die_internal("out of memory");
+        double *grown = vb_realloc_check(t->rate[type], (size_t)(t->n[type] ? 2 * t->n[type] : 1) * sizeof *grown);
         t->rate[type] = grown;
     }
     t->rate[type][t->n[type]++] = v;
@@ -223,8 +213,7 @@ int vb_trials_read(const char *run_dir, vb_trials *t, char *why, size_t n) {
                     c.nrows + 1);
     if (rc == 0) rc = check_header(&c, path, why, n);
     if (rc == 0) {
-        rows = calloc((size_t)c.nrows + 1, sizeof *rows);
-        if (!rows) vb_die_internal("out of memory");
+        rows = vb_calloc_check((size_t)c.nrows + 1, sizeof *rows);
     }
     char id[256] = "";
     if (rc == 0) run_id_of(run_dir, id, sizeof id);
@@ -242,8 +231,7 @@ int vb_trials_read(const char *run_dir, vb_trials *t, char *why, size_t n) {
     }
     int *order = NULL;
     if (rc == 0) {
-        order = malloc(((size_t)c.nrows + 1) * sizeof *order);
-        if (!order) vb_die_internal("out of memory");
+        order = vb_malloc_check(((size_t)c.nrows + 1) * sizeof *order);
         for (int r = 0; r < c.nrows; r++) order[r] = r;
         g_sort_rows = rows;
         qsort(order, (size_t)c.nrows, sizeof *order, cmp_order);
@@ -251,7 +239,7 @@ int vb_trials_read(const char *run_dir, vb_trials *t, char *why, size_t n) {
             const trial_row *a = &rows[order[k - 1]], *b = &rows[order[k]];
             if (cmp_key(a, b) == 0)
                 rc = refuse(why, n, "%s: record %d repeats record %d (trial_type %s, trial_index %d, rank %d)", path,
-                            order[k] + 2, order[k - 1] + 2, vb_trial_type_names[b->type], b->index, b->rank);
+                            order[k] + 2, order[k - 1] + 2, vb_trial_kinds[b->type].name, b->index, b->rank);
         }
     }
     if (rc == 0) rc = check_against_steps(run_dir, path, rows, order, c.nrows, why, n);
@@ -264,6 +252,6 @@ int vb_trials_read(const char *run_dir, vb_trials *t, char *why, size_t n) {
 }
 
 void vb_trials_free(vb_trials *t) {
-    for (int k = 0; k < VB_TRIAL_NTYPES; k++) free(t->rate[k]);
+    for (int k = 0; k < VB_TRIAL_NKINDS; k++) free(t->rate[k]);
     memset(t, 0, sizeof *t);
 }

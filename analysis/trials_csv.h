@@ -9,8 +9,8 @@
  *     named, in the schema's order (more columns may follow). Two names
  *     swapped (seconds and samples_per_s) are refused here: the rows'
  *     own check below is symmetric under that swap;
- *   - a field is not what its column holds: trial_type IO, SYNTHETIC or
- *     FULL; warmup 0/1 (true/false); trial_index, nbatches, global_batch,
+ *   - a field is not what its column holds: trial_type one of
+ *     vb_trial_kinds' names (IO, SYNTHETIC, FULL, VALIDATION); warmup 0/1 (true/false); trial_index, nbatches, global_batch,
  *     ranks and rank whole numbers >= 0 (nbatches, global_batch >= 1);
  *     seconds and samples_per_s finite and > 0;
  *   - samples_per_s is not nbatches x global_batch / seconds (to 1e-6;
@@ -23,19 +23,19 @@
  *   - its run_id is not the run's: run.json's run_id, or without a
  *     run.json the first record's (rows of another run pasted in).
  */
-#ifndef VB_TRIALS_CSV_H
-#define VB_TRIALS_CSV_H
+#ifndef VB_ANALYSIS_TRIALS_CSV_H
+#define VB_ANALYSIS_TRIALS_CSV_H
 
 #include <stddef.h>
 
-enum { VB_TRIAL_IO, VB_TRIAL_SYNTHETIC, VB_TRIAL_FULL, VB_TRIAL_NTYPES };
-extern const char *const vb_trial_type_names[VB_TRIAL_NTYPES];
+#include "core/results/results.h" /* vb_trial_kind */
 
-/* The timed (non-warm-up) trials of rank 0, per trial type, in file order:
+
+/* The timed (non-warm-up) trials of rank 0, per trial kind, in file order:
  * benchy's per-trial samples_per_s. */
 typedef struct vb_trials {
-    double *rate[VB_TRIAL_NTYPES];
-    int n[VB_TRIAL_NTYPES];
+    double *rate[VB_TRIAL_NKINDS];
+    int n[VB_TRIAL_NKINDS];
     char path[1024];    /* the file read */
 } vb_trials;
 

@@ -32,9 +32,8 @@ static side_stats side_of(const vb_verdict_side *s) {
         if (!(s->v[i] > 0) || !isfinite(s->v[i])) r.undefined = true;
     if (r.undefined) return r;
     /* runs in order of first appearance; centres and spreads per run */
-    int *ids = malloc((size_t)s->n * sizeof *ids);
-    double *centres = calloc((size_t)s->n, sizeof *centres), *tmp = calloc((size_t)s->n, sizeof *tmp);
-    if (!ids || !centres || !tmp) vb_die_internal("out of memory");
+    int *ids = vb_malloc_check((size_t)s->n * sizeof *ids);
+    double *centres = vb_calloc_check((size_t)s->n, sizeof *centres), *tmp = vb_calloc_check((size_t)s->n, sizeof *tmp);
     for (int i = 0; i < s->n; i++) {
         const int id = s->run ? s->run[i] : 0;
         bool seen = false;

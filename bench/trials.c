@@ -9,16 +9,18 @@
 #include <unistd.h>
 
 #include "core/prof/cupti_trace.h"
+#include "core/run/stop.h"
 #include "core/results/results.h"
 #include "core/util/machine_load.h"
+#include "core/util/pyfloat.h"
 #include "core/util/stats.h"
 
-enum { TRIAL_IO = 0, TRIAL_SYNTHETIC, TRIAL_FULL, TRIAL_NTYPES };
-static const char *const k_type_name[TRIAL_NTYPES] = {"IO", "SYNTHETIC", "FULL"};
+/* a kind's name in every file, line and range: vb_trial_kinds (results.h) */
+#define KIND_NAME(type) (vb_trial_kinds[type].name)
 
 typedef struct {
     char label[48];       /* benchy's: IO_WARMUP_0, IO_0, ... */
-    int type;
+    int type;             /* vb_trial_kind */
     int index;            /* among the warm-ups or among the timed trials */
     bool warmup;
     int nbatches;
@@ -74,9 +76,80 @@ typedef struct {
     bool timeline_written;
 } bench_state;
 
-static const vb_benchy_trial_cfg *type_cfg(const vb_benchy_config *b, int type) {
-    return type == TRIAL_IO ? &b->io : type == TRIAL_SYNTHETIC ? &b->synthetic : &b->full;
+/* ---- the trial kinds ---- */
+
+/* What a trial of each kind does with its batches. A kind is an entry here
+ * (run order is vb_trial_kind's), its names in results.c's vb_trial_kinds,
+ * its benchy section in the config, and its work function below; the loop in
+ * run_trial, the result files and every reader take it from there. */
+typedef struct trial_kind {
+    /* where its batches come from */
+    vb_loader *(*loader)(const vb_run *r);
+    /* one batch's work, enqueued (NULL: the fetch alone, IO's). `reused`: the
+     * trial's first batch handed out again (SYNTHETIC). The step records
+     * (allreduce calls and bytes, exposed communication) are filled here. */
+    void (*work)(vb_run *r, const vb_batch *b, bool reused, iter_rec *it, float *last_lr);
+    /* benchy's SYNTHETIC: the first batch is fetched and stepped on before the
+     * clock starts, and every timed step reuses it */
+    bool first_batch_reused;
+    /* a training step: data_loader_config dali fetches and copies the next
+     * batch while it computes, and a non-finite loss stops the run */
+    bool trains;
+    /* its first timed steps are timeline.csv's window (FULL's) */
+    bool timeline;
+    /* FLOPs of a sample on this rank (summary.csv's achieved_tflop_per_s);
+     * NULL: none counted (IO) */
+    double (*flops_per_sample)(const vb_run *r);
+} trial_kind;
+
+static vb_loader *train_split(const vb_run *r) { return r->train_loader; }
+static vb_loader *valid_split(const vb_run *r) { return r->valid_loader; }
+
+/* every shard's FLOPs of one sample: a training step, a forward pass */
+static double train_flops(const vb_run *r) {
+    return r->model ? vit_train_flops(r->model, 1) * r->layout.tp * r->layout.cp : 0;
 }
+static double forward_flops(const vb_run *r) {
+    return r->model ? vit_forward_flops(r->model, 1) * r->layout.tp * r->layout.cp : 0;
+}
+
+/* SYNTHETIC and FULL: the batch copied (unless it was copied ahead, or stays
+ * on the device under synthetic_resident), then the training step */
+static void train_work(vb_run *r, const vb_batch *b, bool reused, iter_rec *it, float *last_lr) {
+    /* pytorch: every step copies its batch (synchronously), but with
+     * synthetic_resident SYNTHETIC's batch, copied for the untimed step,
+     * stays; dali: only a trial's first step, the others' copies ran ahead */
+    if (!vb_staging_has(&r->staging)) {
+        if (reused && r->cfg.synthetic_resident)
+            vb_staging_reuse(&r->staging); /* the untimed step's copy */
+        else
+            vb_staging_put(&r->staging, b);
+    }
+    vb_train_step_staged(r, last_lr);
+    /* the loss is read after benchy's timing point (which waits for the step
+     * anyway), not here in the middle of the step */
+    it->allreduce_calls = r->last_comm.allreduce_calls;
+    it->allreduce_bytes = r->last_comm.allreduce_bytes;
+    it->comm_exposed = r->last_comm.exposed_s;
+}
+
+/* VALIDATION: train.py's validation step, the batch copied and the forward
+ * pass with its loss */
+static void eval_work(vb_run *r, const vb_batch *b, bool reused, iter_rec *it, float *last_lr) {
+    (void)reused;
+    (void)it;
+    (void)last_lr;
+    vb_eval_step(r, b);
+}
+
+static const trial_kind k_kinds[VB_TRIAL_NKINDS] = {
+    [VB_TRIAL_IO] = {.loader = train_split},
+    [VB_TRIAL_SYNTHETIC] = {.loader = train_split, .work = train_work, .first_batch_reused = true, .trains = true,
+                            .flops_per_sample = train_flops},
+    [VB_TRIAL_FULL] = {.loader = train_split, .work = train_work, .trains = true, .timeline = true,
+                       .flops_per_sample = train_flops},
+    [VB_TRIAL_VALIDATION] = {.loader = valid_split, .work = eval_work, .flops_per_sample = forward_flops},
+};
 
 /* benchy's timing point: device sync (a no-op on CPU), every queue of the
  * run as torch.cuda.synchronize() waits for every stream (under dali the
@@ -106,7 +179,7 @@ static void write_trial_rows(FILE *f, const bench_state *s,
 static void trials_row(FILE *f, const bench_state *s, const trial_rec *t, int k, const rank_trial *rt) {
     const vb_run *r = s->r;
     vb_csv_field(f, r->run_id);
-    fprintf(f, ",%s,%d,%d,%d,%d,%d,%d,%.9g,%.9g\n", k_type_name[t->type], t->index, t->warmup ? 1 : 0, t->nbatches,
+    fprintf(f, ",%s,%d,%d,%d,%d,%d,%d,%.9g,%.9g\n", KIND_NAME(t->type), t->index, t->warmup ? 1 : 0, t->nbatches,
             r->global_batch, r->world.size, k, rt->seconds, rt->trial_rate);
 }
 
@@ -122,7 +195,7 @@ static void write_csv_num(FILE *f, double v) {
 
 static void load_row(FILE *f, const bench_state *s, const trial_rec *t, int k, const rank_trial *rt) {
     vb_csv_field(f, s->r->run_id);
-    fprintf(f, ",%s,%d,%d,%d,%.9g,%d", k_type_name[t->type], t->index, t->warmup ? 1 : 0, k, rt->seconds,
+    fprintf(f, ",%s,%d,%d,%d,%.9g,%d", KIND_NAME(t->type), t->index, t->warmup ? 1 : 0, k, rt->seconds,
             vb_load_online_cpus());
     write_csv_num(f, rt->load.loadavg_before);
     write_csv_num(f, rt->load.loadavg_after);
@@ -146,7 +219,7 @@ static void write_iterations_csv(FILE *f, void *ctx) {
         for (int rk = 0; rk < s->nranks; rk++) {
             for (int k = 0; k < t->nbatches; k++) {
                 const iter_rec *it = &s->all_iters[(size_t)rk * s->niters + t->first_iter + (size_t)k];
-                fprintf(f, "%s,%s,%d,%d,%d,%d,%.9g,%.9g,%.0f,%.0f,%.9g\n", t->label, k_type_name[t->type], t->index,
+                fprintf(f, "%s,%s,%d,%d,%d,%d,%.9g,%.9g,%.0f,%.0f,%.9g\n", t->label, KIND_NAME(t->type), t->index,
                         t->warmup ? 1 : 0, k, rk, it->seconds, it->data_wait, it->allreduce_calls,
                         it->allreduce_bytes, it->comm_exposed);
             }
@@ -158,8 +231,7 @@ static void write_iterations_csv(FILE *f, void *ctx) {
  * summary.csv's and the SUMMARY line's mean, population std (np.std, ddof 0,
  * benchy's convention), min and max. n == 0 when there are none. */
 static vb_stats_summary stats_of(const bench_state *s, int type) {
-    double *rates = malloc((size_t)(s->ntrials > 0 ? s->ntrials : 1) * sizeof *rates);
-    if (!rates) vb_die_internal("out of memory");
+    double *rates = vb_malloc_check((size_t)(s->ntrials > 0 ? s->ntrials : 1) * sizeof *rates);
     int n = 0;
     for (int i = 0; i < s->ntrials; i++) {
         const trial_rec *t = &s->trials[i];
@@ -174,21 +246,15 @@ static void write_summary_csv(FILE *f, void *ctx) {
     bench_state *s = ctx;
     const vb_run *r = s->r;
     const vb_config *c = &r->cfg;
-    fprintf(f, "trial_type,mean_samples_per_s,std_samples_per_s,min_samples_per_s,max_samples_per_s,ntrials,"
-               "config,backend,ranks,tp,cp,dp,global_batch_size,local_batch_size,embed_dim,depth,num_heads,"
-               "patch_size,img_h,img_w,n_in_channels,n_out_channels,num_data_workers,amp_mode,bucket_cap_mb,noddp,"
-               "achieved_tflop_per_s,peak_mem_bytes,host,cpu_model,affinity_cores,omp_threads,blas,blas_coretype,"
-               "compiler,git_commit,git_dirty,machine_key\n");
+    fputs(VB_SUMMARY_CSV_HEADER "\n", f);
     /* the largest peak over ranks: the one that decides whether a config fits */
     double peak = 0;
     for (int k = 0; r->peak_mem && k < r->world.size; k++) peak = r->peak_mem[k] > peak ? r->peak_mem[k] : peak;
     const vb_fingerprint *fp = &r->fp;
-    /* training FLOPs of one sample over every shard of the model */
-    double flops_per_sample = r->model ? vit_train_flops(r->model, 1) * r->layout.tp * r->layout.cp : 0;
-    for (int type = 0; type < TRIAL_NTYPES; type++) {
+    for (int type = 0; type < VB_TRIAL_NKINDS; type++) {
         vb_stats_summary st = stats_of(s, type);
         if (st.n == 0) continue;
-        fprintf(f, "%s,%.9g,%.9g,%.9g,%.9g,%d,", k_type_name[type], st.mean, st.std, st.min, st.max, st.n);
+        fprintf(f, "%s,%.9g,%.9g,%.9g,%.9g,%d,", KIND_NAME(type), st.mean, st.std, st.min, st.max, st.n);
         vb_csv_field(f, c->config);
         fprintf(f, ",%s,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,", r->ops->name, r->world.size, r->layout.tp,
                 r->layout.cp, r->layout.dp, r->global_batch, r->local_batch, c->embed_dim, c->depth, c->num_heads,
@@ -201,7 +267,9 @@ static void write_summary_csv(FILE *f, void *ctx) {
             if (strtof(cap, NULL) == c->bucket_cap_mb) break;
         }
         fprintf(f, ",%s,%s,", cap, c->noddp ? "true" : "false");
-        if (type != TRIAL_IO && flops_per_sample > 0) fprintf(f, "%.6g", flops_per_sample * st.mean * 1e-12);
+        /* the FLOPs of one sample over every shard of the model */
+        double flops_per_sample = k_kinds[type].flops_per_sample ? k_kinds[type].flops_per_sample(r) : 0;
+        if (flops_per_sample > 0) fprintf(f, "%.6g", flops_per_sample * st.mean * 1e-12);
         fprintf(f, ",%.0f,", peak);
         vb_csv_field(f, fp->host);
         fputc(',', f);
@@ -224,13 +292,13 @@ static void write_text(FILE *f, void *ctx) { fputs((const char *)ctx, f); }
 static void write_benchy_json(bench_state *s) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddNumberToObject(root, "nranks", s->r->world.size); /* benchy's: the world size */
-    for (int type = 0; type < TRIAL_NTYPES; type++) {
+    for (int type = 0; type < VB_TRIAL_NKINDS; type++) {
         cJSON *obj = NULL, *rates = NULL, *avg = NULL, *tput = NULL, *ttime = NULL;
         for (int i = 0; i < s->ntrials; i++) {
             const trial_rec *t = &s->trials[i];
             if (t->type != type || t->warmup || !t->done) continue;
             if (!obj) {
-                obj = cJSON_AddObjectToObject(root, k_type_name[type]);
+                obj = cJSON_AddObjectToObject(root, KIND_NAME(type));
                 rates = cJSON_AddArrayToObject(obj, "rates");
                 avg = cJSON_AddArrayToObject(obj, "avg_iter_throughput");
                 tput = cJSON_AddArrayToObject(obj, "trial_throughput");
@@ -251,8 +319,7 @@ static void write_benchy_json(bench_state *s) {
     cJSON_Delete(root);
     if (!text) vb_die_internal("cannot serialise benchy output");
     size_t len = strlen(text);
-    char *withnl = malloc(len + 2);
-    if (!withnl) vb_die_internal("out of memory");
+    char *withnl = vb_malloc_check(len + 2);
     memcpy(withnl, text, len);
     memcpy(withnl + len, "\n", 2);
     cJSON_free(text);
@@ -292,8 +359,7 @@ static void write_cupti(bench_state *s) {
     if (!s->cupti_here) return;
     const bool gather = s->gather_ops;
     const int nranks = gather ? r->world.size : 1;
-    size_t *lens = r->world.rank == 0 ? calloc((size_t)nranks, sizeof *lens) : NULL;
-    if (r->world.rank == 0 && !lens) vb_die_internal("out of memory");
+    size_t *lens = r->world.rank == 0 ? vb_calloc_check((size_t)nranks, sizeof *lens) : NULL;
     for (int v = 0; v < VB_CUPTI_NVIEWS; v++) {
         char *mine = vb_cupti_csv((vb_cupti_view)v);
         size_t len = strlen(mine);
@@ -444,7 +510,8 @@ static void close_profiler(bench_state *s) {
 
 static void run_trial(bench_state *s, trial_rec *t) {
     vb_run *r = s->r;
-    vb_loader *loader = r->train_loader;
+    const trial_kind *kind = &k_kinds[t->type];
+    vb_loader *loader = kind->loader(r);
     bool rank0 = r->world.rank == 0;
     /* benchy's range names: the trial, and in it each step's batch fetch
      * (DATA_<i>) and compute (STEP_<i>), i counting the trial's steps */
@@ -455,7 +522,7 @@ static void run_trial(bench_state *s, trial_rec *t) {
     /* a fresh loader iterator per trial, as benchy calls iter(loader) per trial */
     vb_loader_reset(loader, s->epoch++);
     const vb_batch *cached = NULL;
-    if (t->type == TRIAL_SYNTHETIC) {
+    if (kind->first_batch_reused) {
         /* benchy hands out the first batch before its clock starts; the
          * training step on it is therefore untimed (and unprofiled) too */
         cached = vb_loader_next(loader);
@@ -465,16 +532,16 @@ static void run_trial(bench_state *s, trial_rec *t) {
         if (r->dali && t->nbatches > 0) vb_staging_put(&r->staging, cached);
     }
     /* ops.csv covers exactly the timed steps, so shares add up to <= 1 */
-    bool profiled = s->profile_here && !t->warmup && t->type != TRIAL_IO;
-    vb_prof_set_trial_type(r->prof, k_type_name[t->type]);
+    bool profiled = s->profile_here && !t->warmup && kind->work;
+    vb_prof_set_trial_type(r->prof, KIND_NAME(t->type));
     vb_prof_set_enabled(r->prof, profiled);
     /* the timeline window: the first profile_steps timed FULL steps, every rank */
-    bool windowed = r->timeline && t->type == TRIAL_FULL && !t->warmup &&
+    bool windowed = r->timeline && kind->timeline && !t->warmup &&
                     vb_tlrec_steps_done(r->timeline) < r->cfg.profile_steps;
     /* CUPTI's records: the same timed steps (the untimed first SYNTHETIC step
      * is done); in the window they are the timeline's stream lanes too */
     const bool traced = profiled && s->cupti_here;
-    if (traced) vb_cupti_begin(k_type_name[t->type], windowed);
+    if (traced) vb_cupti_begin(KIND_NAME(t->type), windowed);
 
     const double per_iter = samples_per_iter(r);
     int report = s->b->report_freq;
@@ -498,7 +565,7 @@ static void run_trial(bench_state *s, trial_rec *t) {
             vb_run_exit_interrupted(r);
         }
         iter_rec *it = &s->iters[t->first_iter + (size_t)k];
-        bool in_window = windowed && vb_tlrec_begin_step(r->timeline, k_type_name[t->type], t->index, k);
+        bool in_window = windowed && vb_tlrec_begin_step(r->timeline, KIND_NAME(t->type), t->index, k);
         it->data_wait = 0;
         it->allreduce_calls = it->allreduce_bytes = it->comm_exposed = 0;
         const vb_batch *batch = cached ? cached : ahead;
@@ -509,29 +576,12 @@ static void run_trial(bench_state *s, trial_rec *t) {
         char nv[128];
         vb_snprintf(nv, sizeof nv, "%s::STEP_%d", nvtx, k);
         VB_NVTX_PUSH(nv);
-        if (t->type != TRIAL_IO) {
-            /* pytorch: every step copies its batch (synchronously), but with
-             * synthetic_resident SYNTHETIC's batch, copied for the untimed
-             * step, stays; dali: only a trial's first step, the others'
-             * copies ran ahead */
-            if (!vb_staging_has(&r->staging)) {
-                if (cached && r->cfg.synthetic_resident)
-                    vb_staging_reuse(&r->staging); /* the untimed step's copy */
-                else
-                    vb_staging_put(&r->staging, batch);
-            }
-            vb_train_step_staged(r, &last_lr);
-            /* the loss is read after benchy's timing point below (which waits
-             * for the step anyway), not here in the middle of the step */
-            it->allreduce_calls = r->last_comm.allreduce_calls;
-            it->allreduce_bytes = r->last_comm.allreduce_bytes;
-            it->comm_exposed = r->last_comm.exposed_s;
-        }
+        if (kind->work) kind->work(r, batch, cached != NULL, it, &last_lr);
         if (!cached) vb_staging_release(&r->staging, loader, batch);
         /* dali: the next batch is fetched now and its copy enqueued on the
          * copy queue, where it runs while this step computes; the fetch's wait
          * is this step's data_wait_s. Not past the trial's last step. */
-        if (r->dali && t->type != TRIAL_IO && k + 1 < t->nbatches) {
+        if (r->dali && kind->trains && k + 1 < t->nbatches) {
             if (!cached) ahead = fetch_batch(s, nvtx, k + 1, it, in_window);
             vb_staging_put(&r->staging, cached ? cached : ahead);
         }
@@ -539,7 +589,7 @@ static void run_trial(bench_state *s, trial_rec *t) {
         sync_point(s);
         double t1 = vb_now();
         VB_NVTX_POP();
-        if (t->type != TRIAL_IO) {
+        if (kind->trains) {
             float loss = vb_run_step_loss(r); /* the step has finished: sync_point waited for it */
             /* the trials finished so far are on disk: write_results ran after each */
             if (!isfinite(loss)) {
@@ -573,7 +623,7 @@ static void run_trial(bench_state *s, trial_rec *t) {
     vb_load_sample load_after;
     vb_load_read(&load_after);
     t->load = vb_load_between(&load_before, &load_after);
-    if (windowed) vb_tlrec_add_trial(r->timeline, k_type_name[t->type], t->index, t_start, t->seconds);
+    if (windowed) vb_tlrec_add_trial(r->timeline, KIND_NAME(t->type), t->index, t_start, t->seconds);
     t->avg_iter_rate = rate_sum / t->nbatches;
     t->trial_rate = (double)t->nbatches * per_iter / t->seconds;
     t->done = true;
@@ -612,8 +662,7 @@ int vb_trials_run(vb_run *r) {
     bool rank0 = r->world.rank == 0;
     choose_progress(&s);
     if (rank0) {
-        r->peak_mem = calloc((size_t)r->world.size, sizeof *r->peak_mem);
-        if (!r->peak_mem) vb_die_internal("out of memory");
+        r->peak_mem = vb_calloc_check((size_t)r->world.size, sizeof *r->peak_mem);
     }
 
     if (r->benchy_file[0])
@@ -646,40 +695,39 @@ int vb_trials_run(vb_run *r) {
     }
 
     /* lay out every trial and its iteration rows up front */
-    int spe = vb_loader_steps_per_epoch(r->train_loader);
-    int nb[TRIAL_NTYPES];
+    int nb[VB_TRIAL_NKINDS];
     size_t total_iters = 0;
-    for (int type = 0; type < TRIAL_NTYPES; type++) {
-        const vb_benchy_trial_cfg *tc = type_cfg(b, type);
+    for (int type = 0; type < VB_TRIAL_NKINDS; type++) {
+        const vb_benchy_trial_cfg *tc = &b->trial[type];
         nb[type] = 0;
         if (!tc->run_benchmark) continue;
+        const int spe = vb_loader_steps_per_epoch(k_kinds[type].loader(r));
         /* benchy: nbatches = len(loader) if not nbatches else min(len(loader), nbatches) */
         nb[type] = tc->nbatches > 0 && tc->nbatches < spe ? tc->nbatches : spe;
         if (tc->nbatches > spe)
             vb_warn("benchy %s nbatches %d is more than one epoch (%d batches of %d); trials use %d batches, as benchy does",
-                    k_type_name[type], tc->nbatches, spe, r->local_batch, spe);
+                    KIND_NAME(type), tc->nbatches, spe, r->local_batch, spe);
         s.ntrials += tc->nwarmup + tc->ntrials;
         total_iters += (size_t)(tc->nwarmup + tc->ntrials) * (size_t)nb[type];
     }
-    s.trials = calloc((size_t)(s.ntrials > 0 ? s.ntrials : 1), sizeof *s.trials);
-    s.iters = calloc(total_iters > 0 ? total_iters : 1, sizeof *s.iters);
-    if (!s.trials || !s.iters) vb_die_internal("out of memory for %zu iteration records", total_iters);
+    s.trials = vb_calloc_check((size_t)(s.ntrials > 0 ? s.ntrials : 1), sizeof *s.trials);
+    s.iters = vb_calloc_check(total_iters > 0 ? total_iters : 1, sizeof *s.iters);
     s.niters = total_iters;
     int max_nb = 0;
-    for (int type = 0; type < TRIAL_NTYPES; type++) max_nb = nb[type] > max_nb ? nb[type] : max_nb;
+    for (int type = 0; type < VB_TRIAL_NKINDS; type++) max_nb = nb[type] > max_nb ? nb[type] : max_nb;
     s.nranks = rank0 ? r->world.size : 0;
     size_t per_rank = (size_t)TRIAL_DOUBLES + (size_t)max_nb * ITER_DOUBLES;
-    s.gather_send = calloc(per_rank, sizeof(double));
-    s.gather_recv = rank0 ? calloc(per_rank * (size_t)r->world.size, sizeof(double)) : NULL;
-    s.all_iters = rank0 ? calloc((total_iters > 0 ? total_iters : 1) * (size_t)r->world.size, sizeof(iter_rec)) : NULL;
-    s.all_trials = rank0 ? calloc((size_t)(s.ntrials > 0 ? s.ntrials : 1) * (size_t)r->world.size, sizeof(rank_trial))
-                         : NULL;
-    if (!s.gather_send || (rank0 && (!s.gather_recv || !s.all_iters || !s.all_trials)))
-        vb_die_internal("out of memory for the iteration records of %d ranks", r->world.size);
+    s.gather_send = vb_calloc_check(per_rank, sizeof(double));
+    s.gather_recv = rank0 ? vb_calloc_check(per_rank * (size_t)r->world.size, sizeof(double)) : NULL;
+    s.all_iters = rank0 ? vb_calloc_check((total_iters > 0 ? total_iters : 1) * (size_t)r->world.size, sizeof(iter_rec))
+                        : NULL;
+    s.all_trials =
+        rank0 ? vb_calloc_check((size_t)(s.ntrials > 0 ? s.ntrials : 1) * (size_t)r->world.size, sizeof(rank_trial))
+              : NULL;
     int ti = 0;
     size_t first = 0;
-    for (int type = 0; type < TRIAL_NTYPES; type++) {
-        const vb_benchy_trial_cfg *tc = type_cfg(b, type);
+    for (int type = 0; type < VB_TRIAL_NKINDS; type++) {
+        const vb_benchy_trial_cfg *tc = &b->trial[type];
         if (!tc->run_benchmark) continue;
         for (int n = 0; n < tc->nwarmup + tc->ntrials; n++) {
             trial_rec *t = &s.trials[ti++];
@@ -687,9 +735,9 @@ int vb_trials_run(vb_run *r) {
             t->warmup = n < tc->nwarmup;
             t->index = t->warmup ? n : n - tc->nwarmup;
             if (t->warmup)
-                vb_snprintf(t->label, sizeof t->label, "%s_WARMUP_%d", k_type_name[type], t->index);
+                vb_snprintf(t->label, sizeof t->label, "%s_WARMUP_%d", KIND_NAME(type), t->index);
             else
-                vb_snprintf(t->label, sizeof t->label, "%s_%d", k_type_name[type], t->index);
+                vb_snprintf(t->label, sizeof t->label, "%s_%d", KIND_NAME(type), t->index);
             t->nbatches = nb[type];
             t->first_iter = first;
             first += (size_t)nb[type];
@@ -739,11 +787,11 @@ int vb_trials_run(vb_run *r) {
     }
 
     if (rank0) {
-        for (int type = 0; type < TRIAL_NTYPES; type++) {
+        for (int type = 0; type < VB_TRIAL_NKINDS; type++) {
             vb_stats_summary st = stats_of(&s, type);
             if (st.n == 0) continue;
-            printf("BENCHY::SUMMARY::%s%s average trial throughput: %.3f +/- %.3f\n", type == TRIAL_SYNTHETIC ? " " : "",
-                   k_type_name[type], st.mean, st.std);
+            printf("BENCHY::SUMMARY::%s%s average trial throughput: %.3f +/- %.3f\n", type == VB_TRIAL_SYNTHETIC ? " " : "",
+                   KIND_NAME(type), st.mean, st.std);
         }
         printf("BENCHY::INFO::Message: Writing JSON output to %s.\n", s.json_path);
         if (b->exit_after_tests) printf("BENCHY::INFO::Message: Tests completed.... exiting.\n");

@@ -10,9 +10,10 @@
 #
 #   kernels/      the op table and its CPU backend: nothing of core/
 #   core/util     errors, memory, files, strings, statistics, YAML helpers
+#   core/results  the results schema (every file, header, column and trial
+#                 kind name), the run directory, run.json's end
 #   core/prof     timers, the timeline, CUPTI, the machine fingerprint
 #   core/comm     the communicator: control and data planes, process groups
-#   core/results  the run directory: its names, its files, run.json's end
 #   core/model    the ViT, Adam, mixed precision, checkpoints, DDP buckets
 #   core/data     the ERA5 loader, .npy files, the double buffer
 #   core/config   config keys, YAML configs, benchy's config, the flag parser
@@ -23,9 +24,9 @@ set(VB_LAYERS
   "vitbench_kernels|kernels,kernels/cpu|"
   "-|kernels/cuda,kernels/cuda/emu|vitbench_kernels"
   "vitbench_util|core/util|"
-  "vitbench_prof|core/prof|vitbench_util,vitbench_kernels"
+  "vitbench_results|core/results|vitbench_util"
+  "vitbench_prof|core/prof|vitbench_results,vitbench_kernels"
   "vitbench_comm|core/comm|vitbench_prof"
-  "vitbench_results|core/results|vitbench_prof"
   "vitbench_model|core/model|vitbench_comm"
   "vitbench_data|core/data|vitbench_prof"
   "vitbench_config|core/config|vitbench_results,vitbench_comm"

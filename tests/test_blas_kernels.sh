@@ -40,17 +40,10 @@ fi
 TMP=$(mktemp -d /tmp/vb_blas.XXXXXX) || fail "mktemp"
 trap 'rm -rf "$TMP"' EXIT
 cd "$TMP" || fail "cd $TMP"
-"$VB" datagen --output_dir data --years 1 --valid_years 1 --samples_per_year 8 --channels 4 --img_size 32,64 \
-    --seed 3 > datagen.txt 2>&1 || { cat datagen.txt >&2; fail "datagen"; }
-cat > benchy.yaml <<'EOF'
-global: {report_freq: 1, exit_after_tests: True, profiler_mode: 'single', use_distributed_barrier: False}
-IO: {run_benchmark: False, nbatches: 1, ntrials: 1, nwarmup: 0}
-synthetic: {run_benchmark: True, nbatches: 1, ntrials: 1, nwarmup: 0}
-full: {run_benchmark: False, nbatches: 1, ntrials: 1, nwarmup: 0}
-EOF
-COMMON=(--yaml_config "$SRC/scenarios/vit.yaml" --config tiny --train_data_path data/train
-        --valid_data_path data/valid --global_means_path data/stats/global_means.npy
-        --global_stds_path data/stats/global_stds.npy --output_dir out --progress none --benchy_config benchy.yaml)
+. "$SRC/tests/lib/tiny_run.sh"
+tiny_data 8 || fail "datagen"
+one_step_benchy benchy.yaml
+COMMON=("${TINY_ARGS[@]}" --benchy_config benchy.yaml)
 
 # fingerprint NAME KEY: run.json's fingerprint[KEY]
 fingerprint() {

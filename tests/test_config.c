@@ -725,7 +725,7 @@ static void check_benchy_defaults(const vb_benchy_config *b) {
     assert_string_equal(b->output_filename, "benchy_output.json");
     assert_string_equal(b->output_dir, "");
     assert_false(b->use_distributed_barrier);
-    const vb_benchy_trial_cfg *t[3] = {&b->io, &b->synthetic, &b->full};
+    const vb_benchy_trial_cfg *t[3] = {&b->trial[VB_TRIAL_IO], &b->trial[VB_TRIAL_SYNTHETIC], &b->trial[VB_TRIAL_FULL]};
     for (int i = 0; i < 3; i++) {
         assert_true(t[i]->run_benchmark);
         assert_int_equal(t[i]->nbatches, 50);
@@ -736,7 +736,7 @@ static void check_benchy_defaults(const vb_benchy_config *b) {
 
 static void check_benchy_quick(const vb_benchy_config *b) {
     assert_int_equal(b->report_freq, 5);
-    const vb_benchy_trial_cfg *t[3] = {&b->io, &b->synthetic, &b->full};
+    const vb_benchy_trial_cfg *t[3] = {&b->trial[VB_TRIAL_IO], &b->trial[VB_TRIAL_SYNTHETIC], &b->trial[VB_TRIAL_FULL]};
     for (int i = 0; i < 3; i++) {
         assert_true(t[i]->run_benchmark);
         assert_int_equal(t[i]->nbatches, 5);
@@ -772,11 +772,11 @@ static void test_benchy_load(void **state) {
     assert_string_equal(b.profiler_mode, "none");
     assert_string_equal(b.output_dir, "/tmp/out");
     assert_false(b.exit_after_tests);
-    assert_int_equal(b.io.nbatches, 7);
-    assert_int_equal(b.io.ntrials, 3);
-    assert_false(b.full.run_benchmark);
-    assert_int_equal(b.full.nbatches, 50);
-    assert_true(b.synthetic.run_benchmark);
+    assert_int_equal(b.trial[VB_TRIAL_IO].nbatches, 7);
+    assert_int_equal(b.trial[VB_TRIAL_IO].ntrials, 3);
+    assert_false(b.trial[VB_TRIAL_FULL].run_benchmark);
+    assert_int_equal(b.trial[VB_TRIAL_FULL].nbatches, 50);
+    assert_true(b.trial[VB_TRIAL_SYNTHETIC].run_benchmark);
     assert_int_equal(b.report_freq, 10);
 
     /* names near the run's own are not theirs */
@@ -907,8 +907,8 @@ static void test_benchy_resolve(void **state) {
     /* an explicit path beats the environment; resolve starts from defaults */
     const char *p = tmp_yaml("IO:\n  nbatches: 7\n");
     vb_benchy_resolve(&b, p);
-    assert_int_equal(b.io.nbatches, 7);
-    assert_int_equal(b.synthetic.nbatches, 50);
+    assert_int_equal(b.trial[VB_TRIAL_IO].nbatches, 7);
+    assert_int_equal(b.trial[VB_TRIAL_SYNTHETIC].nbatches, 50);
     assert_int_equal(b.report_freq, 10);
     unsetenv("BENCHY_CONFIG_FILE");
 

@@ -188,7 +188,7 @@ static void test_records_of_huge_trials(void **state) {
     vb_config c = tiny_config();
     vb_benchy_config b;
     vb_benchy_defaults(&b);
-    b.full.ntrials = 2000000000;
+    b.trial[VB_TRIAL_FULL].ntrials = 2000000000;
     vb_mem_estimate e;
     vb_mem_estimate_run(&c, &b, true, false, &DIMS, NULL, 8, 50, 2, tu_ctx(), &e);
     assert_true(e.records > 1e12);

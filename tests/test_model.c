@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "core/util/common.h"
-#include "core/run/trainer.h"
+#include "core/run/from_config.h"
 #include "core/config/config.h"
 #include "core/model/vit.h"
 #include "core/prof/profile.h"

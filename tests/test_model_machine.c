@@ -1,8 +1,8 @@
 /* test_model_machine.c: what the scaling model knows about a machine it never
  * measured: machine files (analysis/scaling/machine.h) and their refusals, where a
- * layout's groups sit (model_place.c), what a collective costs there
- * (model_comm.c, worked by hand), commbench winning where it measured,
- * interval corners, and references from a step time (model_ref.c): FLOP
+ * layout's groups sit (scaling_place.c), what a collective costs there
+ * (scaling_comm.c, worked by hand), commbench winning where it measured,
+ * interval corners, and references from a step time (scaling_ref.c): FLOP
  * shares, rescaling to another model size, the spread, and solving a
  * multi-rank measurement for one rank's compute.
  * Times compare to 1e-12 relative: every expected value below is a short sum

@@ -1,4 +1,5 @@
-/* test_results.c: run directories never overwrite, atomic writes, CSV quoting. */
+/* test_results.c: run directories never overwrite, atomic writes, CSV quoting,
+ * the schema's names agree with its headers. */
 #include "tests/test_util.h"
 
 #include <errno.h>
@@ -268,6 +269,63 @@ static void test_stamped_claim_never_shares(void **state) {
     tu_rm_rf(tmp);
 }
 
+/* header (comma-separated) has column `col` as a whole field */
+static bool has_column(const char *header, const char *col) {
+    size_t n = strlen(col);
+    for (const char *p = header; (p = strstr(p, col)); p += n)
+        if ((p == header || p[-1] == ',') && (p[n] == ',' || p[n] == '\0')) return true;
+    return false;
+}
+
+/* The column names readers look up are the writers' header fields, and the
+ * trial kinds' names are what the readers accept: a renamed column or kind
+ * fails here, not in a reader that quietly finds nothing. */
+static void test_schema_names_agree(void **state) {
+    (void)state;
+    const char *per_trial[] = {VB_TRIALS_CSV_HEADER, VB_LOAD_CSV_HEADER, VB_ITERATIONS_CSV_HEADER};
+    for (size_t i = 0; i < sizeof per_trial / sizeof *per_trial; i++) {
+        assert_true(has_column(per_trial[i], VB_COL_TRIAL_TYPE));
+        assert_true(has_column(per_trial[i], VB_COL_TRIAL_INDEX));
+        assert_true(has_column(per_trial[i], VB_COL_WARMUP));
+        assert_true(has_column(per_trial[i], VB_COL_RANK));
+        assert_true(has_column(per_trial[i], VB_COL_SECONDS));
+    }
+    assert_true(has_column(VB_TRIALS_CSV_HEADER, VB_COL_RUN_ID));
+    assert_true(has_column(VB_LOAD_CSV_HEADER, VB_COL_RUN_ID));
+    assert_true(has_column(VB_TRIALS_CSV_HEADER, VB_COL_SAMPLES_PER_S));
+    assert_true(has_column(VB_ITERATIONS_CSV_HEADER, VB_COL_STEP));
+    assert_true(has_column(VB_SUMMARY_CSV_HEADER, VB_COL_TRIAL_TYPE));
+    assert_true(has_column(VB_SUMMARY_CSV_HEADER, VB_COL_MEAN_SAMPLES_PER_S));
+    assert_true(has_column(VB_SUMMARY_CSV_HEADER, VB_COL_STD_SAMPLES_PER_S));
+    assert_true(has_column(VB_OPS_CSV_HEADER, VB_COL_TRIAL_TYPE));
+    assert_true(has_column(VB_OPS_CSV_HEADER, VB_COL_RANK));
+    assert_true(has_column(VB_TIMELINE_CSV_HEADER, VB_COL_TRIAL_TYPE));
+    assert_true(has_column(VB_TIMELINE_CSV_HEADER, VB_COL_STEP));
+    assert_false(has_column(VB_TRIALS_CSV_HEADER, "trial")); /* whole fields only */
+    /* index.csv's headline columns: <column>_samples_per_s and <column>_std per kind, in order */
+    const char *headline[] = {VB_INDEX_HEADLINE_COLUMNS};
+    const vb_trial_kind kinds[] = {VB_INDEX_HEADLINE_KINDS};
+    assert_int_equal(sizeof headline / sizeof *headline, 2 * VB_INDEX_HEADLINE_NKINDS);
+    assert_int_equal(sizeof kinds / sizeof *kinds, VB_INDEX_HEADLINE_NKINDS);
+    for (int k = 0; k < VB_INDEX_HEADLINE_NKINDS; k++) {
+        char want[64];
+        snprintf(want, sizeof want, "%s_samples_per_s", vb_trial_kinds[kinds[k]].column);
+        assert_string_equal(headline[2 * k], want);
+        snprintf(want, sizeof want, "%s_std", vb_trial_kinds[kinds[k]].column);
+        assert_string_equal(headline[2 * k + 1], want);
+    }
+    /* every kind has a headline, is found by its name, and nothing else is */
+    for (int k = 0; k < VB_TRIAL_NKINDS; k++) {
+        bool listed = false;
+        for (int h = 0; h < VB_INDEX_HEADLINE_NKINDS; h++) listed = listed || kinds[h] == (vb_trial_kind)k;
+        assert_true(listed);
+        assert_int_equal(vb_trial_kind_by_name(vb_trial_kinds[k].name), k);
+        assert_non_null(strstr(vb_trial_kind_list(), vb_trial_kinds[k].name));
+    }
+    assert_int_equal(vb_trial_kind_by_name("full"), -1); /* the CSVs' spelling only */
+    assert_int_equal(vb_trial_kind_by_name(""), -1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_run_dir_never_overwrites),
@@ -278,6 +336,7 @@ int main(void) {
         cmocka_unit_test(test_reserved_write_pads_and_parses),
         cmocka_unit_test(test_csv_formula_cells),
         cmocka_unit_test(test_csv_quoting),
+        cmocka_unit_test(test_schema_names_agree),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

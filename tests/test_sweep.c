@@ -337,7 +337,7 @@ static void test_dry_run_shipped_scenarios(void **state) {
         char *csv = tu_read_file(found);
         assert_non_null(strstr(csv, "run_index,run_dir,status,exit_code,repeat,ranks,threads_per_rank"));
         assert_non_null(strstr(csv, "full_samples_per_s,full_std,synthetic_samples_per_s,synthetic_std,io_samples_per_s,io_std,"
-                                    "failure\n"));
+                                    "validation_samples_per_s,validation_std,failure\n"));
         assert_non_null(strstr(csv, ",dry-run,,"));
         free(csv);
     }
@@ -380,8 +380,10 @@ static void test_launch_records_failures_and_goes_on(void **state) {
     /* run_index,run_dir,status,exit_code,repeat,ranks,threads_per_rank,seed,<headline: empty for the stand-in>,
      * failure (its class) */
     static const char *rows[] = {
-        "0,runs/000_ranks=1_seed=1,completed,0,0,1,1,1,,,,,,,\n", "1,runs/001_ranks=1_seed=13,failed,3,0,1,1,13,,,,,,,exit 3\n",
-        "2,runs/002_ranks=2_seed=1,completed,0,0,2,1,1,,,,,,,\n", "3,runs/003_ranks=2_seed=13,failed,3,0,2,1,13,,,,,,,exit 3\n",
+        "0,runs/000_ranks=1_seed=1,completed,0,0,1,1,1,,,,,,,,,\n",
+        "1,runs/001_ranks=1_seed=13,failed,3,0,1,1,13,,,,,,,,,exit 3\n",
+        "2,runs/002_ranks=2_seed=1,completed,0,0,2,1,1,,,,,,,,,\n",
+        "3,runs/003_ranks=2_seed=13,failed,3,0,2,1,13,,,,,,,,,exit 3\n",
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         if (!strstr(csv, rows[i])) {

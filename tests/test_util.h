@@ -66,7 +66,7 @@ void tu_h5_poke_field(const char *file, int t, int c, int y, int x, float v);
 /* element `at` (row-major, any rank) of a float dataset = v */
 void tu_h5_poke_at(const char *file, const char *dataset, size_t at, float v);
 /* The slice of a full tensor that local tensor t should hold, computed from
- * multi-indices (independently of model.c's block copies): local index ->
+ * multi-indices (independently of vit.c's block copies): local index ->
  * local coordinates -> + shard_offset on shard_dim -> full flat index. */
 void tu_expected_shard(const struct vit_tensor *t, const float *full, float *out);
 

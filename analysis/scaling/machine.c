@@ -11,7 +11,7 @@
 
 const char *const vb_alg_name[VB_NALG] = {"ring", "tree", "nvls"};
 const char *const vb_prec_name[VB_NPREC] = {"fp32", "tf32", "bf16", "fp16"};
-/* model.h's vb_coll order */
+/* scaling_model.h's vb_coll order */
 static const char *const k_coll[VB_MACHINE_NCOLL] = {"allreduce", "allgather", "reduce_scatter", "broadcast"};
 
 int vb_prec_of(const char *name) {

@@ -43,7 +43,7 @@
  * numbers only.
  *
  * Units: alpha in microseconds per algorithm step, beta in GB/s (1e9 B/s) of
- * bus bandwidth as nccl-tests reports it, so that the ring forms of model.h
+ * bus bandwidth as nccl-tests reports it, so that the ring forms of scaling_model.h
  * with beta = busbw give nccl-tests' time back.
  *
  * Efficiency: what scaling_price.h prices ops with. Every key is optional;
@@ -57,9 +57,9 @@
 #include <stdbool.h>
 
 #define VB_MACHINE_MAX_LEVELS 6
-#define VB_MACHINE_NCOLL 4 /* allreduce, allgather, reduce_scatter, broadcast: model.h's vb_coll */
+#define VB_MACHINE_NCOLL 4 /* allreduce, allgather, reduce_scatter, broadcast: scaling_model.h's vb_coll */
 
-/* The collective algorithms whose latency the model counts (model_comm.c). */
+/* The collective algorithms whose latency the model counts (scaling_comm.c). */
 typedef enum { VB_ALG_RING = 0, VB_ALG_TREE, VB_ALG_NVLS, VB_NALG } vb_alg;
 extern const char *const vb_alg_name[VB_NALG];
 

@@ -1,4 +1,4 @@
-/* model_comm.c: the price of one collective (model_comm.h): a commbench fit
+/* scaling_comm.c: the price of one collective (scaling_comm.h): a commbench fit
  * of this exact group size when there is one, else the machine file's
  * levels along the group's placement. */
 #include <math.h>
@@ -7,7 +7,7 @@
 #include "analysis/scaling/scaling_comm.h"
 #include "core/util/common.h"
 
-/* Latency steps and bandwidth share of one stage (model_comm.h's table). */
+/* Latency steps and bandwidth share of one stage (scaling_comm.h's table). */
 static void stage_coeffs(int alg, int coll, int k, double *a, double *b) {
     vb_ab_coeffs(coll, k, a, b);
     if (coll != VB_COLL_ALLREDUCE) return;

@@ -1,7 +1,7 @@
-/* model_comm.h: what one collective of a training step costs on a machine
+/* scaling_comm.h: what one collective of a training step costs on a machine
  * described by a machine file (machine.h), where a group of the layout sits.
  *
- * Placement (model_place.c). Ranks go to nodes as the launchers place them
+ * Placement (scaling_place.c). Ranks go to nodes as the launchers place them
  * by default (srun's block distribution, mpirun --map-by slot): rank r on
  * node r / node_ranks, and into units of every level the same way (unit of
  * level l = r / ranks per unit of l). Groups come from core/comm/groups.h with
@@ -15,22 +15,22 @@
  * alike (tp 3 on nodes of 4); the distinct fan-out vectors are kept and the
  * slowest one prices the collective.
  *
- * Cost (model_comm.c), per stage at level l with k members and n bytes:
+ * Cost (scaling_comm.c), per stage at level l with k members and n bytes:
  *   ring  allreduce 2(k-1) a + 2(k-1)/k n/b, allgather / reduce-scatter
- *         (k-1) a + (k-1)/k n/b, broadcast a + n/b (model.h's forms)
+ *         (k-1) a + (k-1)/k n/b, broadcast a + n/b (scaling_model.h's forms)
  *   tree  allreduce 2 ceil(log2 k) a + 2(k-1)/k n/b
  *   nvls  allreduce 2 a + 2(k-1)/k n/b   (b: the NVLS busbw the file gives)
  * with a, b the level's alpha and beta for that collective; on a level with
  * NICs every rank of a node sends at once, so b is at most the node's NIC
  * bandwidth over its ranks.
  *
- * Measurement first: with commbench fits (model_fit.c) for the collective,
+ * Measurement first: with commbench fits (scaling_fit.c) for the collective,
  * group and this exact group size, the fit is used instead of the file, and
  * the use says so. Without a machine file the fits alone price everything,
  * as before (the nearest measured size standing in for an unmeasured one).
  */
-#ifndef VB_ANALYSIS_MODEL_COMM_H
-#define VB_ANALYSIS_MODEL_COMM_H
+#ifndef VB_ANALYSIS_SCALING_COMM_H
+#define VB_ANALYSIS_SCALING_COMM_H
 
 #include <stdbool.h>
 

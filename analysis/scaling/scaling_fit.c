@@ -1,4 +1,4 @@
-/* model_fit.c: alpha-beta fits of commbench.csv (model.h).
+/* scaling_fit.c: alpha-beta fits of commbench.csv (scaling_model.h).
  *
  * commbench.csv has one row per (collective, group, size, rank) with the
  * rank's mean time per call. A collective finishes when its slowest rank
@@ -15,6 +15,7 @@
 
 #include "analysis/csv.h"
 #include "analysis/scaling/scaling_model.h"
+#include "core/results/results.h"
 #include "core/util/common.h"
 
 const char *const vb_coll_name[VB_NCOLL] = {"allreduce", "allgather", "reduce_scatter", "broadcast"};
@@ -114,7 +115,7 @@ static int req_col(const vb_csv *t, const char *path, const char *name) {
 void vb_ab_load(const char *path_in, vb_ab_table *tab) {
     char path[VB_PATH_MAX];
     if (vb_dir_exists(path_in))
-        vb_snprintf(path, sizeof path, "%s/commbench.csv", path_in);
+        vb_snprintf(path, sizeof path, "%s/" VB_COMMBENCH_CSV, path_in);
     else
         vb_snprintf(path, sizeof path, "%s", path_in);
     vb_csv t;
@@ -126,8 +127,7 @@ void vb_ab_load(const char *path_in, vb_ab_table *tab) {
     const int cp = req_col(&t, path, "group_size"), cs = req_col(&t, path, "size_bytes");
     const int ct = req_col(&t, path, "time_us"), cw = vb_csv_col(&t, "wrong");
     const int cng = vb_csv_col(&t, "ngroups");
-    ab_row *rows = calloc((size_t)t.nrows + 1, sizeof *rows);
-    if (!rows) vb_die_internal("out of memory");
+    ab_row *rows = vb_calloc_check((size_t)t.nrows + 1, sizeof *rows);
     int nr = 0;
     for (int i = 0; i < t.nrows; i++) {
         const int coll = vb_coll_of(vb_csv_get(&t, i, cc));
@@ -161,9 +161,8 @@ void vb_ab_load(const char *path_in, vb_ab_table *tab) {
         }
         if (us > rows[k].t_us) rows[k].t_us = us;
     }
-    double *xb = malloc(sizeof(double) * ((size_t)nr + 1)), *yt = malloc(sizeof(double) * ((size_t)nr + 1));
-    bool *done = calloc((size_t)nr + 1, sizeof *done);
-    if (!xb || !yt || !done) vb_die_internal("out of memory");
+    double *xb = vb_malloc_check(sizeof(double) * ((size_t)nr + 1)), *yt = vb_malloc_check(sizeof(double) * ((size_t)nr + 1));
+    bool *done = vb_calloc_check((size_t)nr + 1, sizeof *done);
     int nfit = 0;
     for (int i = 0; i < nr; i++) {
         if (done[i]) continue;
@@ -180,8 +179,7 @@ void vb_ab_load(const char *path_in, vb_ab_table *tab) {
                          rows[i].p, err);
         snprintf(f.group, sizeof f.group, "%s", rows[i].group);
         f.world = rows[i].world;
-        vb_ab_fit *nf = realloc(tab->fits, sizeof *nf * (size_t)(tab->n + 1));
-        if (!nf) vb_die_internal("out of memory");
+        vb_ab_fit *nf = vb_realloc_check(tab->fits, sizeof *nf * (size_t)(tab->n + 1));
         tab->fits = nf;
         tab->fits[tab->n++] = f;
         nfit++;

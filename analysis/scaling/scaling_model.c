@@ -1,4 +1,4 @@
-/* model.c: `vitbench model` (model.h): predicted step time, throughput and
+/* scaling_model.c: `vitbench model` (scaling_model.h): predicted step time, throughput and
  * scaling efficiency of every point of a sweep, or of hypothetical layouts,
  * each with an interval and its sensitivity to every level's bandwidth,
  * beside what the sweep measured.
@@ -6,10 +6,10 @@
  *   vitbench model [--commbench FILE|DIR ...] [--machine FILE]
  *                  --run RUN_DIR [--run ...] | --reference FILE
  *                  [--sweep SWEEP_DIR] [--world_sizes 8,16 --layouts all|dp]
- *   vitbench model --published FILE        (model_published.c)
+ *   vitbench model --published FILE        (scaling_published.c)
  *
  * Inputs and what is taken from each:
- *   commbench.csv   alpha / beta per (collective, group, group size), model_fit.c
+ *   commbench.csv   alpha / beta per (collective, group, group size), scaling_fit.c
  *   --machine       the hierarchy's levels, ranks per node, peaks (machine.h):
  *                   prices every collective commbench did not measure at its size
  *   RUN_DIR         a one-rank run: run.json (model dims, local batch, threads,
@@ -19,7 +19,7 @@
  *                   sizes to interpolate, or with a shard reference
  *                   (bench_step --shard_tp/--shard_cp --reference_dir) whose
  *                   measured ops replace the scaled ones for that tp x cp
- *   --reference     a step time with op shares (model_ref.h), instead of --run
+ *   --reference     a step time with op shares (scaling_ref.h), instead of --run
  *   SWEEP_DIR       index.csv (completed runs, their mean samples/s) and each
  *                   run's run.json (layout, order, local batch, threads, ranks
  *                   on the node, bucket cap, noddp); sweep.json's kind
@@ -268,8 +268,7 @@ static void load_ref_run(vb_mref *r, const char *dir, const char *type, int *cap
     vb_snprintf(path, sizeof path, "%s/" VB_ITERATIONS_CSV, dir);
     const int ct = req_col(&it, path, "trial_type"), cw = req_col(&it, path, "warmup");
     const int cr = req_col(&it, path, "rank"), cs = req_col(&it, path, "seconds");
-    double *steps = malloc(sizeof(double) * ((size_t)it.nrows + 1));
-    if (!steps) vb_die_internal("out of memory");
+    double *steps = vb_malloc_check(sizeof(double) * ((size_t)it.nrows + 1));
     int n = 0;
     for (int i = 0; i < it.nrows; i++) {
         double sec, rk;
@@ -294,7 +293,7 @@ static void load_ref_run(vb_mref *r, const char *dir, const char *type, int *cap
     vb_snprintf(path, sizeof path, "%s/" VB_OPS_CSV, dir);
     const int on = req_col(&ops, path, "name"), oc = req_col(&ops, path, "category");
     const int ocl = req_col(&ops, path, "calls"), otot = req_col(&ops, path, "total_s");
-    const int ott = req_col(&ops, path, "trial_type"), ork = vb_csv_col(&ops, "rank");
+    const int ott = req_col(&ops, path, "trial_type"), ork = vb_csv_col(&ops, VB_COL_RANK);
     int found = 0;
     for (int i = 0; i < ops.nrows; i++) {
         double calls, tot, rk = 0;
@@ -304,8 +303,7 @@ static void load_ref_run(vb_mref *r, const char *dir, const char *type, int *cap
             vb_die_input("model: %s: row %d: calls or total_s is not a number >= 0", path, i + 2);
         if (r->nops == *cap) {
             *cap = *cap ? 2 * *cap : 64;
-            vb_mop *no = realloc(r->ops, sizeof *no * (size_t)*cap);
-            if (!no) vb_die_internal("out of memory");
+            vb_mop *no = vb_realloc_check(r->ops, sizeof *no * (size_t)*cap);
             r->ops = no;
         }
         vb_mop *o = ref_op(r, vb_csv_get(&ops, i, on), *cap);
@@ -338,8 +336,7 @@ static void sort_batches(vb_mref *r) {
 static void load_refs(vb_mref *main_ref, vb_mref **shards, int *nshards, const char *const *dirs, int n,
                       const char *type) {
     memset(main_ref, 0, sizeof *main_ref);
-    *shards = calloc((size_t)n + 1, sizeof **shards);
-    if (!*shards) vb_die_internal("out of memory");
+    *shards = vb_calloc_check((size_t)n + 1, sizeof **shards);
     *nshards = 0;
     int cap = 0, scap[VB_MODEL_MAX_REFS] = {0};
     for (int i = 0; i < n; i++) {
@@ -394,8 +391,7 @@ typedef struct {
 static model_point *point_add(point_list *pl) {
     if (pl->n == pl->cap) {
         pl->cap = pl->cap ? 2 * pl->cap : 16;
-        model_point *nv = realloc(pl->v, sizeof *nv * (size_t)pl->cap);
-        if (!nv) vb_die_internal("out of memory");
+        model_point *nv = vb_realloc_check(pl->v, sizeof *nv * (size_t)pl->cap);
         pl->v = nv;
     }
     model_point *p = &pl->v[pl->n++];
@@ -635,8 +631,7 @@ static void write_fits_csv(FILE *f, void *vx) {
 
 /* median and max |rel_error| over the measured points; false when none */
 static bool error_summary(const point_list *pl, double *med, double *mx, int *n) {
-    double *e = malloc(sizeof(double) * ((size_t)pl->n + 1));
-    if (!e) vb_die_internal("out of memory");
+    double *e = vb_malloc_check(sizeof(double) * ((size_t)pl->n + 1));
     *n = 0;
     for (int i = 0; i < pl->n; i++) {
         const model_point *p = &pl->v[i];
@@ -673,8 +668,7 @@ typedef struct {
  * holds the compute's uncertainty, and what was measured there. md: as a
  * Markdown table, else aligned text. */
 static void write_summary(FILE *f, const out_ctx *x, bool md) {
-    int *best = calloc((size_t)x->pl->n + 1, sizeof *best), nbest = 0;
-    if (!best) vb_die_internal("out of memory");
+    int *best = vb_calloc_check((size_t)x->pl->n + 1, sizeof *best), nbest = 0;
     for (int i = 0; i < x->pl->n; i++) {
         const model_point *p = &x->pl->v[i];
         int at = -1;
@@ -1071,7 +1065,7 @@ int vb_model_main(int argc, char **argv) {
     } else if (o.sweep) {
         vb_snprintf(out, sizeof out, "%s", o.sweep);
     } else {
-        if (vb_results_dir_claim_stamped("results", "model", out, sizeof out, NULL, 0) != 0)
+        if (vb_results_dir_claim_stamped(VB_RESULTS_DEFAULT_DIR, "model", out, sizeof out, NULL, 0) != 0)
             vb_die_env("model: cannot create a model_<stamp> directory in results/ (%s)", strerror(errno));
     }
     vb_outdir od; /* the sweep or --output_dir is the tree: files by rename, no link followed */

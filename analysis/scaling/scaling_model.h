@@ -1,4 +1,4 @@
-/* model.h: `vitbench model`, an alpha-beta model of a training step under
+/* scaling_model.h: `vitbench model`, an alpha-beta model of a training step under
  * any tp x cp x dp layout, from what is known about a machine:
  *
  *   commbench.csv   (vitbench commbench) collective times per size and group
@@ -7,23 +7,23 @@
  *   a reference     the compute of one rank: a one-rank run (vitbench run, CPU
  *                   or CUDA), one-rank runs of tp x cp shards (bench_step
  *                   --shard_tp/--shard_cp --reference_dir), or a step time with
- *                   op shares from elsewhere (--reference FILE, model_ref.c)
+ *                   op shares from elsewhere (--reference FILE, scaling_ref.c)
  *   a sweep         (vitbench sweep) the layouts to predict and what they measured
  *
  * Pieces (one file each):
- *   model_fit.c       latency / bandwidth fits of the ring cost forms per
- *                     (collective, group, group size), read from commbench.csv
- *   model_place.c,    where a layout's groups sit on the machine's levels and
- *   model_comm.c      what a collective costs there (model_comm.h)
- *   model_ref.c       references from a step time and op shares (YAML)
- *   scaling_price.c   one rank's ops priced by what bounds them on a machine,
- *                     for the implementation that runs them (scaling_price.h)
- *   model_predict.c   a step's compute, exposed tp / cp / DDP communication and
- *                     time for one layout, under knobs (interval corners, beta
- *                     multipliers for the sensitivity)
- *   model_published.c the tutorials' published scaling results beside the model
- *   model.c           the command: inputs, every sweep point or hypothetical
- *                     layout, intervals and sensitivity, model.csv / model.md
+ *   scaling_fit.c       latency / bandwidth fits of the ring cost forms per
+ *                       (collective, group, group size), read from commbench.csv
+ *   scaling_place.c,    where a layout's groups sit on the machine's levels and
+ *   scaling_comm.c      what a collective costs there (scaling_comm.h)
+ *   scaling_ref.c       references from a step time and op shares (YAML)
+ *   scaling_price.c     one rank's ops priced by what bounds them on a machine,
+ *                       for the implementation that runs them (scaling_price.h)
+ *   scaling_predict.c   a step's compute, exposed tp / cp / DDP communication and
+ *                       time for one layout, under knobs (interval corners, beta
+ *                       multipliers for the sensitivity)
+ *   scaling_published.c the tutorials' published scaling results beside the model
+ *   scaling_model.c     the command: inputs, every sweep point or hypothetical
+ *                       layout, intervals and sensitivity, model.csv / model.md
  *
  * Cost forms (p ranks in the group, n bytes as nccl-tests counts them: the
  * whole logical buffer; alpha in microseconds, beta in GB/s = 1e9 bytes/s):
@@ -34,15 +34,15 @@
  *                                                          buffer once over a link)
  * A group of size 1 costs nothing.
  */
-#ifndef VB_ANALYSIS_MODEL_H
-#define VB_ANALYSIS_MODEL_H
+#ifndef VB_ANALYSIS_SCALING_MODEL_H
+#define VB_ANALYSIS_SCALING_MODEL_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
 #include "analysis/scaling/machine.h"
 
-/* ---- alpha-beta fits (model_fit.c) ---- */
+/* ---- alpha-beta fits (scaling_fit.c) ---- */
 typedef enum { VB_COLL_ALLREDUCE, VB_COLL_ALLGATHER, VB_COLL_REDUCE_SCATTER, VB_COLL_BROADCAST, VB_NCOLL } vb_coll;
 extern const char *const vb_coll_name[VB_NCOLL];
 /* "allreduce" ... -> VB_COLL_*, else -1 */
@@ -98,7 +98,7 @@ void vb_ab_free(vb_ab_table *t);
 const vb_ab_fit *vb_ab_lookup(const vb_ab_table *t, int coll, const char *group, int p, int world,
                               bool *extrapolated);
 
-/* ---- the step model (model_predict.c) ---- */
+/* ---- the step model (scaling_predict.c) ---- */
 
 /* Single communication channel overlapped with backward: bucket i is ready
  * at ready_s[i] (seconds from the start of backward), starts at
@@ -237,16 +237,16 @@ typedef struct vb_mctx {
 int vb_model_check_layout(const vb_mdims *d, const vb_mlayout *l, char *err, size_t errn);
 
 /* Predicts one step of layout l (checked) under knobs kn (NULL: nominal).
- * Collectives are priced by model_comm.h (exits 2 naming a collective that
+ * Collectives are priced by scaling_comm.h (exits 2 naming a collective that
  * neither commbench nor a machine file prices; a group the machine's levels
  * cannot hold exits 2 too). A shard reference of l's tp x cp, when m has
  * one, replaces the scaled per-op times of the ops it ran. */
 void vb_model_predict(const vb_mctx *m, const vb_mlayout *l, const vb_mknobs *kn, vb_mpred *out);
 
-/* The command (model.c). */
+/* The command (scaling_model.c). */
 int vb_model_main(int argc, char **argv);
 
-/* `vitbench model --published FILE` (model_published.c): every row of the
+/* `vitbench model --published FILE` (scaling_published.c): every row of the
  * tutorials' published results the model can represent, predicted beside
  * published with the error; published.csv and published.md into out_dir
  * (NULL: results/published_<time>); returns the exit status (0). */

@@ -1,5 +1,5 @@
-/* model_place.c: where a layout's groups sit on a machine's levels
- * (model_comm.h, vb_mplace_group). */
+/* scaling_place.c: where a layout's groups sit on a machine's levels
+ * (scaling_comm.h, vb_mplace_group). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,9 +40,8 @@ int vb_mplace_group(const vb_machine *m, const vb_layout *lay, int node_ranks, v
     if (p <= 1) return 0;
     long long span[VB_MACHINE_MAX_LEVELS];
     for (int l = 0; l < m->nlevels; l++) span[l] = vb_machine_level_ranks(m, l, node_ranks, world);
-    int *members = malloc(sizeof(int) * (size_t)p);
-    unit_pair *buf = malloc(sizeof(unit_pair) * (size_t)p);
-    if (!members || !buf) vb_die_internal("out of memory");
+    int *members = vb_malloc_check(sizeof(int) * (size_t)p);
+    unit_pair *buf = vb_malloc_check(sizeof(unit_pair) * (size_t)p);
     int rc = 0;
     for (int r = 0; r < world && rc == 0; r++) {
         if (vb_layout_group_rank(lay, r, kind) != 0) continue; /* each group once, from its first member */

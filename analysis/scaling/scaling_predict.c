@@ -1,4 +1,4 @@
-/* model_predict.c: one training step of a tp x cp x dp layout (model.h).
+/* scaling_predict.c: one training step of a tp x cp x dp layout (scaling_model.h).
  *
  * Compute. A reference priced op by op (scaling_price.h: a step measured
  * elsewhere) prices this layout's ops where they run, for the implementation
@@ -29,11 +29,11 @@
  * cores share them: compute x max(1, node_ranks x threads / cores) (on GPU
  * clusters, one rank per GPU, the factor is 1).
  *
- * Knobs (model.h vb_mknobs): the compute times compute_mul and, at an
+ * Knobs (scaling_model.h vb_mknobs): the compute times compute_mul and, at an
  * interval corner, the reference's spread combined with the machine's
  * efficiency uncertainty wherever ops were repriced; every collective at the
  * corner of its own source's uncertainty and with its level's beta multiplier
- * (model_comm.h prices them: commbench where measured, the machine file's
+ * (scaling_comm.h prices them: commbench where measured, the machine file's
  * levels along the group's placement elsewhere).
  *
  * Communication, as the implementation (scaling_price.h) runs it. tp: per
@@ -120,8 +120,7 @@ static int build_tensors(const vb_mdims *d, int tp, vit_tensor **out, size_t *np
     const size_t D = (size_t)d->dim, Dl = D / (size_t)tp, D4 = 4 * D, D4l = D4 / (size_t)tp;
     const size_t pp = (size_t)d->patch * (size_t)d->patch, N = (size_t)vb_mdims_ntok(d);
     const int n = 3 + 16 * d->depth + 3;
-    vit_tensor *t = calloc((size_t)n, sizeof *t);
-    if (!t) vb_die_internal("out of memory");
+    vit_tensor *t = vb_calloc_check((size_t)n, sizeof *t);
     int k = 0;
     size_t off = 0, fsum = 0;
 #define PUT(lo, fu)                               \
@@ -282,8 +281,7 @@ static eff_op *eff_add(eff_ops *e, const char *name, double step_s, double calls
 
 static eff_ops layout_ops(const vb_mctx *m, const vb_mlayout *l, const scaler *s, const vb_mref *sh, double sh_f) {
     const vb_mref *ref = m->ref;
-    eff_ops e = {calloc((size_t)(ref->nops + (sh ? sh->nops : 0)) + 1, sizeof(eff_op)), 0};
-    if (!e.v) vb_die_internal("out of memory");
+    eff_ops e = {vb_calloc_check((size_t)(ref->nops + (sh ? sh->nops : 0)) + 1, sizeof(eff_op)), 0};
     for (int i = 0; i < ref->nops; i++) {
         const vb_mop *o = &ref->ops[i];
         const vb_mop *so = sh ? find_op(sh, o->name) : NULL;
@@ -302,8 +300,7 @@ static eff_ops layout_ops(const vb_mctx *m, const vb_mlayout *l, const scaler *s
 static eff_ops priced_ops(const vb_price_in *in, double mul) {
     vb_priced_op po[VB_PRICE_MAX_OPS];
     const int n = vb_price_ops(in, po);
-    eff_ops e = {calloc((size_t)n + 1, sizeof(eff_op)), 0};
-    if (!e.v) vb_die_internal("out of memory");
+    eff_ops e = {vb_calloc_check((size_t)n + 1, sizeof(eff_op)), 0};
     for (int i = 0; i < n; i++) eff_add(&e, po[i].name, po[i].step_s * mul, po[i].calls);
     return e;
 }
@@ -438,8 +435,7 @@ void vb_model_predict(const vb_mctx *m, const vb_mlayout *l, const vb_mknobs *kn
                  ref->price_factor);
     } else {
         if (!sh && can_price && (l->tp > 1 || l->cp > 1)) {
-            pr = calloc(1, sizeof *pr);
-            if (!pr) vb_die_internal("out of memory");
+            pr = vb_calloc_check(1, sizeof *pr);
             pr->n = vb_price_ops(&pin, pr->at);
             vb_price_in one = pin;
             one.tp = one.cp = 1;
@@ -535,8 +531,7 @@ void vb_model_predict(const vb_mctx *m, const vb_mlayout *l, const vb_mknobs *kn
     out->exposed_tp_s = L * (tp_fwd + tp_at_fc1 + tp_at_qkv);
     out->exposed_cp_s = L * (cp_fwd + cp_bwd) + cp_ag_head;
 
-    double *ready = calloc((size_t)nt, sizeof *ready);
-    if (!ready) vb_die_internal("out of memory");
+    double *ready = vb_calloc_check((size_t)nt, sizeof *ready);
     double t = 0, placed = 0;
     const char *const seq_ops[] = {"zero", "rel_l2_loss_backward", "unpatchify_backward", "cp_slice"};
     for (size_t i = 0; i < sizeof seq_ops / sizeof *seq_ops; i++) {
@@ -567,10 +562,9 @@ void vb_model_predict(const vb_mctx *m, const vb_mlayout *l, const vb_mknobs *kn
     const int p_red = l->noddp ? l->cp : l->cp * l->dp;
     if (p_red > 1) {
         const size_t cap = vb_ddp_cap_bytes(l->bucket_cap_mb);
-        vb_ddp_bucket *bk = calloc((size_t)nt, sizeof *bk);
-        int *bucket_of = calloc((size_t)nt, sizeof *bucket_of);
-        double *br = calloc((size_t)nt, sizeof *br), *bd = calloc((size_t)nt, sizeof *bd);
-        if (!bk || !bucket_of || !br || !bd) vb_die_internal("out of memory");
+        vb_ddp_bucket *bk = vb_calloc_check((size_t)nt, sizeof *bk);
+        int *bucket_of = vb_calloc_check((size_t)nt, sizeof *bucket_of);
+        double *br = vb_calloc_check((size_t)nt, sizeof *br), *bd = vb_calloc_check((size_t)nt, sizeof *bd);
         const int nb = vb_ddp_plan(tens, nt, np, cap, bk, bucket_of);
         const char *g = l->noddp ? "cp" : l->cp > 1 ? "cpdp" : "dp";
         for (int k = 0; k < nb; k++) {

@@ -1,10 +1,10 @@
-/* model_published.c: `vitbench model --published FILE` (model.h): the
+/* scaling_published.c: `vitbench model --published FILE` (scaling_model.h): the
  * tutorials' published scaling results that the model can represent,
  * predicted beside published, one row each with its error.
  *
  * The file (scenarios/published/tutorials.yaml):
- *   models:     named model dims (model_ref.h's keys)
- *   references: named compute references (model_ref.h): published one-GPU
+ *   models:     named model dims (scaling_ref.h's keys)
+ *   references: named compute references (scaling_ref.h): published one-GPU
  *               figures, or published runs of several GPUs whose one-rank
  *               compute is solved for on the machine they ran on
  *   rows:       id, what (where the number is published), reference,
@@ -26,7 +26,7 @@
  * layout, model size and machine are then priced op by op. A reference of
  * FLOP shares (a machine that cannot price) is rescaled by FLOPs and carried
  * across machines by the peaks, as before pricing existed. The interval and
- * the sensitivity are model.c's (every input at either end of its
+ * the sensitivity are scaling_model.c's (every input at either end of its
  * uncertainty, the compute's included; each level's beta x0.75 / x1.25).
  * error = (predicted - published) / published samples/s.
  *
@@ -171,8 +171,7 @@ static void parse_row(const vb_my *y, yaml_node_t *row, int i, yaml_node_t *mode
     int n = 0;
     yaml_node_t **it = vb_my_list(y, sn, sw, &n);
     if (n < 1) vb_die_input("%s: %s (line %d): an empty list", y->file, sw, line);
-    double *v = malloc(sizeof(double) * (size_t)n);
-    if (!v) vb_die_internal("out of memory");
+    double *v = vb_malloc_check(sizeof(double) * (size_t)n);
     for (int k = 0; k < n; k++) v[k] = vb_my_node_num(y, it[k], sw, 1e-12, 1e12);
     free(it);
     qsort(v, (size_t)n, sizeof *v, cmp_dbl);
@@ -318,8 +317,7 @@ typedef struct {
  * same-model row). */
 static pub_stat stat_of(const pub_row *r, int n, int h, int c) {
     pub_stat st = {0};
-    const char **chosen = calloc((size_t)n + 1, sizeof *chosen);
-    if (!chosen) vb_die_internal("out of memory");
+    const char **chosen = vb_calloc_check((size_t)n + 1, sizeof *chosen);
     for (int pass = 0; pass < 2; pass++) /* same-model rows first, then rescaled ones */
         for (int i = 0; i < n; i++) {
             const pub_row *a = &r[i];
@@ -485,9 +483,8 @@ int vb_model_published(const char *file, const char *out_dir) {
     int nrow = 0, nn = 0, nr = 0;
     yaml_node_t **ri = vb_my_list(&y, rows, "rows", &nrow);
     if (nrow < 1) vb_die_input("%s: rows: an empty list", file);
-    row_spec *rs = calloc((size_t)nrow, sizeof *rs);
-    pub_row *pr = calloc((size_t)nrow * MAX_ALTS, sizeof *pr);
-    if (!rs || !pr) vb_die_internal("out of memory");
+    row_spec *rs = vb_calloc_check((size_t)nrow, sizeof *rs);
+    pub_row *pr = vb_calloc_check((size_t)nrow * MAX_ALTS, sizeof *pr);
     for (int i = 0; i < nrow; i++) {
         parse_row(&y, ri[i], i, models, dir, &rs[i]);
         for (int k = 0; k < i; k++)
@@ -499,8 +496,7 @@ int vb_model_published(const char *file, const char *out_dir) {
     pub_not *pn = NULL;
     if (nots) {
         yaml_node_t **ni = vb_my_list(&y, nots, "cannot_represent", &nn);
-        pn = calloc((size_t)nn + 1, sizeof *pn);
-        if (!pn) vb_die_internal("out of memory");
+        pn = vb_calloc_check((size_t)nn + 1, sizeof *pn);
         for (int i = 0; i < nn; i++) {
             char w[64];
             snprintf(w, sizeof w, "cannot_represent[%d]", i);
@@ -521,7 +517,7 @@ int vb_model_published(const char *file, const char *out_dir) {
     if (out_dir) {
         vb_snprintf(out, sizeof out, "%s", out_dir);
     } else {
-        if (vb_results_dir_claim_stamped("results", "published", out, sizeof out, NULL, 0) != 0)
+        if (vb_results_dir_claim_stamped(VB_RESULTS_DEFAULT_DIR, "published", out, sizeof out, NULL, 0) != 0)
             vb_die_env("model: cannot create a published_<stamp> directory in results/ (%s)", strerror(errno));
     }
     vb_outdir od; /* --output_dir is the tree: files by rename, no link followed */

@@ -1,4 +1,4 @@
-/* model_ref.c: references from a step time and op shares (model_ref.h). */
+/* scaling_ref.c: references from a step time and op shares (scaling_ref.h). */
 #include "analysis/scaling/scaling_ref.h"
 
 #include <libgen.h>
@@ -118,8 +118,7 @@ static double total_flops(const vb_mdims *d) {
 }
 
 static vb_mop *add_op(vb_mref *r, const char *name, double step_s, double calls) {
-    vb_mop *no = realloc(r->ops, sizeof *no * (size_t)(r->nops + 1));
-    if (!no) vb_die_internal("out of memory");
+    vb_mop *no = vb_realloc_check(r->ops, sizeof *no * (size_t)(r->nops + 1));
     r->ops = no;
     vb_mop *o = &r->ops[r->nops++];
     memset(o, 0, sizeof *o);
@@ -267,8 +266,7 @@ void vb_mref_from_yaml(const vb_my *y, yaml_node_t *node, yaml_node_t *models, c
     snprintf(w, sizeof w, "%s.%s", where, sps ? "samples_per_s" : "step_s");
     yaml_node_t **it = vb_my_list(y, sps ? sps : sts, w, &n);
     if (n < 1) vb_die_input("%s: %s: an empty list", y->file, w);
-    double *steps = malloc(sizeof(double) * (size_t)n);
-    if (!steps) vb_die_internal("out of memory");
+    double *steps = vb_malloc_check(sizeof(double) * (size_t)n);
     for (int i = 0; i < n; i++) {
         const double v = vb_my_node_num(y, it[i], w, 1e-12, 1e12);
         steps[i] = sps ? (double)B * src->layout.dp / v : v;
@@ -338,8 +336,7 @@ void vb_mref_price(vb_mref *ref, const vb_machine *m) {
     for (int i = 0; i < n; i++) sum += po[i].step_s;
     const double c = ref->step_s[0] / sum;
     free(ref->ops);
-    ref->ops = calloc((size_t)VB_PRICE_MAX_OPS, sizeof *ref->ops);
-    if (!ref->ops) vb_die_internal("out of memory");
+    ref->ops = vb_calloc_check((size_t)VB_PRICE_MAX_OPS, sizeof *ref->ops);
     ref->nops = n;
     for (int i = 0; i < n; i++) {
         vb_snprintf(ref->ops[i].name, sizeof ref->ops[i].name, "%s", po[i].name);
@@ -355,8 +352,7 @@ void vb_mref_price(vb_mref *ref, const vb_machine *m) {
 void vb_mref_rescale(const vb_mref *ref, const vb_mdims *to, vb_mref *out) {
     *out = *ref;
     out->d = *to;
-    out->ops = calloc((size_t)ref->nops + 1, sizeof *out->ops);
-    if (!out->ops) vb_die_internal("out of memory");
+    out->ops = vb_calloc_check((size_t)ref->nops + 1, sizeof *out->ops);
     if (ref->price_factor > 0) { /* priced: every prediction prices the new dims itself */
         memcpy(out->ops, ref->ops, sizeof *out->ops * (size_t)ref->nops);
         return;

@@ -1,4 +1,4 @@
-/* model_ref.h: compute references that are not one-rank run directories:
+/* scaling_ref.h: compute references that are not one-rank run directories:
  * a step time measured elsewhere (a published single-GPU figure, a run on
  * another system) with the shares of the step its ops took.
  *
@@ -41,8 +41,8 @@
  * the measured step (vb_mref_calibrate); its communication is then the model's
  * and only the compute speed is taken from the measurement.
  */
-#ifndef VB_ANALYSIS_MODEL_REF_H
-#define VB_ANALYSIS_MODEL_REF_H
+#ifndef VB_ANALYSIS_SCALING_REF_H
+#define VB_ANALYSIS_SCALING_REF_H
 
 #include "analysis/scaling/scaling_model.h"
 #include "analysis/scaling/scaling_yaml.h"

@@ -1,4 +1,4 @@
-/* model_yaml.c: typed values of the model's YAML files (model_yaml.h). */
+/* scaling_yaml.c: typed values of the model's YAML files (scaling_yaml.h). */
 #include "analysis/scaling/scaling_yaml.h"
 
 #include <errno.h>
@@ -111,8 +111,7 @@ yaml_node_t **vb_my_list(const vb_my *y, yaml_node_t *n, const char *what, int *
     if (!n || n->type != YAML_SEQUENCE_NODE)
         vb_die_input("%s: %s (line %d): expected a list, found %s", y->file, what, vb_yaml_line(n), vb_yaml_kind(n));
     const int c = (int)(n->data.sequence.items.top - n->data.sequence.items.start);
-    yaml_node_t **out = calloc((size_t)c + 1, sizeof *out);
-    if (!out) vb_die_internal("out of memory");
+    yaml_node_t **out = vb_calloc_check((size_t)c + 1, sizeof *out);
     for (int i = 0; i < c; i++) out[i] = yaml_document_get_node(y->doc, n->data.sequence.items.start[i]);
     *count = c;
     return out;

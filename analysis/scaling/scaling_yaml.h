@@ -1,4 +1,4 @@
-/* model_yaml.h: typed values out of the scaling model's YAML files (machine
+/* scaling_yaml.h: typed values out of the scaling model's YAML files (machine
  * descriptions, compute references, the tutorials' published results), on
  * top of core/util/yaml_util.h.
  *
@@ -9,8 +9,8 @@
  * caller does not know is refused by vb_my_only_keys, so a misspelt key
  * (`beta_gbps`) is an error instead of a silently ignored default.
  */
-#ifndef VB_ANALYSIS_MODEL_YAML_H
-#define VB_ANALYSIS_MODEL_YAML_H
+#ifndef VB_ANALYSIS_SCALING_YAML_H
+#define VB_ANALYSIS_SCALING_YAML_H
 
 #include <stdbool.h>
 #include <stddef.h>

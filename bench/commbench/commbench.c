@@ -282,8 +282,7 @@ typedef struct cb_results {
 static void add_row(cb_results *r, const cb_row *row) {
     if (r->nrows == r->cap) {
         size_t cap = r->cap ? 2 * r->cap : 256;
-        cb_row *grown = realloc(r->rows, cap * sizeof *grown);
-        if (!grown) vb_die_internal("out of memory");
+        cb_row *grown = vb_realloc_check(r->rows, cap * sizeof *grown);
         r->rows = grown;
         r->cap = cap;
     }
@@ -438,13 +437,12 @@ static int group_list(const cb_opts *o, const vb_layout *l, int *out) {
 }
 
 int vb_commbench_main(int argc, char **argv) {
-    cb_bench *b = calloc(1, sizeof *b);
-    cb_results *res = calloc(1, sizeof *res);
-    if (!b || !res) vb_die_internal("out of memory");
+    cb_bench *b = vb_calloc_check(1, sizeof *b);
+    cb_results *res = vb_calloc_check(1, sizeof *res);
     cb_opts *o = &b->o;
     *o = (cb_opts){.ncoll = VB_CB_NCOLL, .minbytes = 8, .maxbytes = 256LL << 20, .stepfactor = 2, .warmup = 5,
                    .iters = 20, .dtype = 0, .check = true, .tp = 1, .cp = 1, .order = "tp-cp-dp",
-                   .comm_backend = "auto", .backend = 0, .output_dir = "results"};
+                   .comm_backend = "auto", .backend = 0, .output_dir = VB_RESULTS_DEFAULT_DIR};
     for (int i = 0; i < VB_CB_NCOLL; i++) o->coll[i] = i;
     vb_cli_opt opts[32];
     int nopts = 0;
@@ -526,8 +524,7 @@ int vb_commbench_main(int argc, char **argv) {
     char host[CB_HOST_LEN] = "";
     vb_hostname(host, sizeof host);
     if (world->rank == 0) {
-        res->hosts = calloc((size_t)world->size, CB_HOST_LEN);
-        if (!res->hosts) vb_die_internal("out of memory");
+        res->hosts = vb_calloc_check((size_t)world->size, CB_HOST_LEN);
     }
     vb_gather_bytes(world, host, CB_HOST_LEN, res->hosts, 0);
     vb_mpi_version(res->mpi_version, sizeof res->mpi_version);
@@ -537,8 +534,7 @@ int vb_commbench_main(int argc, char **argv) {
     int glist[CB_NGROUPS];
     int ng = group_list(o, &b->layout, glist);
     vb_comm comms[CB_NGROUPS];
-    int *ranks = malloc((size_t)world->size * sizeof *ranks);
-    if (!ranks) vb_die_internal("out of memory");
+    int *ranks = vb_malloc_check((size_t)world->size * sizeof *ranks);
     for (int i = 0; i < ng; i++) {
         vb_group_kind kind = group_kinds[glist[i]];
         int n = vb_layout_group(&b->layout, world->rank, kind, ranks);
@@ -586,8 +582,7 @@ int vb_commbench_main(int argc, char **argv) {
         fflush(stdout);
     }
 
-    cb_meas *all = world->rank == 0 ? malloc((size_t)world->size * sizeof *all) : NULL;
-    if (world->rank == 0 && !all) vb_die_internal("out of memory");
+    cb_meas *all = world->rank == 0 ? vb_malloc_check((size_t)world->size * sizeof *all) : NULL;
     long long my_wrong = 0;
     for (int ci = 0; ci < o->ncoll; ci++) {
         vb_cb_coll c = (vb_cb_coll)o->coll[ci];

@@ -140,14 +140,8 @@ typedef struct {
     int B, Tq, Tk, NH, HD;
 } shape;
 
-static float *falloc(size_t n) {
-    float *p = aligned_alloc(64, ((n ? n : 1) * sizeof(float) + 63) & ~(size_t)63);
-    if (!p) {
-        fprintf(stderr, "bench_attention: out of memory (%zu floats)\n", n);
-        exit(1);
-    }
-    return p;
-}
+/* 64-byte aligned, zero-filled */
+static float *falloc(size_t n) { return vb_malloc(n * sizeof(float)); }
 
 static void fill(float *x, size_t n, float lo, float hi, unsigned seed) {
     unsigned s = seed * 2654435761u + 1u;
@@ -191,7 +185,7 @@ static void bench_shape(const shape *s, int reps, bool new_only) {
     }
     // t[clock][impl*2 + phase][rep]: clock 0 wall, 1 CPU per thread
     const int nt = omp_get_max_threads();
-    double *t = calloc((size_t)8 * reps, sizeof(double));
+    double *t = vb_calloc_check((size_t)8 * reps, sizeof(double));
     for (int r = -1; r < reps; r++) { // r = -1: warm-up
         for (int turn = 0; turn < 2; turn++) {
             int impl = ((r & 1) ? 1 - turn : turn); // 0 new, 1 old; order alternates

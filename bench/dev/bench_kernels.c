@@ -159,9 +159,8 @@ static void run_ln_backward(bufs *u) {
 // of the pair alternates too (A B, B A, ...) so neither always runs second
 static void pair(const char *name, bench_fn fa, const char *la, bench_fn fb, const char *lb, bufs *u,
                  int rounds) {
-    double *ta = malloc((size_t)rounds * sizeof *ta), *tb = malloc((size_t)rounds * sizeof *tb);
-    double *ratio = malloc((size_t)rounds * sizeof *ratio);
-    if (!ta || !tb || !ratio) abort();
+    double *ta = vb_malloc_check((size_t)rounds * sizeof *ta), *tb = vb_malloc_check((size_t)rounds * sizeof *tb);
+    double *ratio = vb_malloc_check((size_t)rounds * sizeof *ratio);
     fa(u), fb(u);
     for (int r = 0; r < rounds; r++) {
         for (int k = 0; k < 2; k++) {
@@ -184,8 +183,7 @@ static void pair(const char *name, bench_fn fa, const char *la, bench_fn fb, con
 
 // one function alone: its median over `rounds` calls after one untimed call
 static void single(const char *name, bench_fn f, const char *label, bufs *u, int rounds) {
-    double *t = malloc((size_t)rounds * sizeof *t);
-    if (!t) abort();
+    double *t = vb_malloc_check((size_t)rounds * sizeof *t);
     f(u);
     for (int r = 0; r < rounds; r++) {
         double t0 = now_s();
@@ -198,15 +196,8 @@ static void single(const char *name, bench_fn f, const char *label, bufs *u, int
     free(t);
 }
 
-static float *buf(size_t n) {
-    float *p = aligned_alloc(64, (n * sizeof(float) + 63) & ~(size_t)63);
-    if (!p) {
-        fprintf(stderr, "bench_kernels: out of memory\n");
-        exit(1);
-    }
-    memset(p, 0, n * sizeof(float));
-    return p;
-}
+/* 64-byte aligned, zero-filled */
+static float *buf(size_t n) { return vb_malloc(n * sizeof(float)); }
 
 // N(mu, sigma) by Box-Muller from splitmix64
 static void fill_normal(float *x, size_t n, float mu, float sigma, uint64_t seed) {

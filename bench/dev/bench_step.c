@@ -35,7 +35,8 @@
 #include "bench/dev/fma_peak.h"
 #include "core/run/memcheck.h"
 #include "bench/dev/step_reference.h"
-#include "core/run/trainer.h"
+#include "core/run/from_config.h"
+#include "core/run/trainer.h" /* vb_run_ctx_create, vb_run_model_fp8 */
 #include "core/comm/comm.h"
 #include "core/config/cli.h"
 #include "core/util/common.h"
@@ -79,8 +80,7 @@ static void pass_to_config(void *ctx, const char *arg, const char *next) {
  * cargv for the config. `--config small` goes first when no --config is
  * given, so the config's own parser still sees a later --config as usual. */
 static int split_args(int argc, char **argv, bench_opts *o, char **cargv) {
-    char **rest = calloc((size_t)argc + 1, sizeof *rest);
-    if (!rest) vb_die_internal("out of memory");
+    char **rest = vb_calloc_check((size_t)argc + 1, sizeof *rest);
     config_args ca = {.v = rest};
     const vb_cli_opt opts[] = {
         {.name = "warmup", .kind = VB_CLI_INT, .ptr = &o->warmup, .ilo = 0, .ihi = 1000000, .arg = "N",
@@ -208,8 +208,7 @@ int main(int argc, char **argv) {
     /* OpenBLAS's kernels as vitbench run picks them (may start again) */
     vb_blas_choose(argv);
     bench_opts o = {.warmup = 2, .steps = 5, .sgemm_seconds = 0.3, .shard_tp = 1, .shard_cp = 1};
-    char **cargv = calloc((size_t)argc + 4, sizeof(char *));
-    if (!cargv) vb_die_internal("out of memory");
+    char **cargv = vb_calloc_check((size_t)argc + 4, sizeof(char *));
     int cargc = split_args(argc, argv, &o, cargv);
 
     vb_config c;
@@ -357,8 +356,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < o.warmup; i++) train_step(&tr, inp, tar, B);
     /* seconds of every timed step (SYNTHETIC, then FULL with its data waits) */
     int most = o.steps > o.full_steps ? o.steps : o.full_steps;
-    double *step_s = calloc((size_t)most, sizeof *step_s), *wait_s = calloc((size_t)most, sizeof *wait_s);
-    if (!step_s || !wait_s) vb_die_internal("out of memory");
+    double *step_s = vb_calloc_check((size_t)most, sizeof *step_s), *wait_s = vb_calloc_check((size_t)most, sizeof *wait_s);
     if (prof) vb_prof_set_enabled(prof, true);
     for (int i = 0; i < o.steps; i++) {
         double t0 = vb_now();

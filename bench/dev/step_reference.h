@@ -15,8 +15,8 @@
  * Files are written atomically; a directory that cannot be made or written
  * exits with one line naming it.
  */
-#ifndef VB_BENCH_STEP_REFERENCE_H
-#define VB_BENCH_STEP_REFERENCE_H
+#ifndef VB_STEP_REFERENCE_H
+#define VB_STEP_REFERENCE_H
 
 #include "core/config/config.h"
 #include "core/prof/profile.h"

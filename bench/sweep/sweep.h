@@ -128,7 +128,7 @@
  * What a sweep writes: DIR/<name>_<YYYYmmdd-HHMMSS>[-N]/ (never reused)
  *   index.csv     run_index,run_dir,status,exit_code,repeat,ranks,threads_per_rank,<swept keys...>,
  *                 full_samples_per_s,full_std,synthetic_samples_per_s,synthetic_std,
- *                 io_samples_per_s,io_std,failure
+ *                 io_samples_per_s,io_std,validation_samples_per_s,validation_std,failure
  *                 failure: a failed run's class, "timeout", "signal N (NAME)" or
  *                 "exit N" (sbatch: "sbatch exit N", "slurm STATE"); --max_failures K
  *                 stops the sweep after K consecutive runs of one class

@@ -102,8 +102,8 @@ const sweep_cluster_key *sweep_cluster_key_find(const char *name) {
 }
 
 static void push_line(char ***v, int *n, const char *line) {
-    *v = sweep_realloc(*v, (size_t)(*n + 1) * sizeof **v);
-    (*v)[(*n)++] = sweep_strdup(line);
+    *v = vb_realloc_check(*v, (size_t)(*n + 1) * sizeof **v);
+    (*v)[(*n)++] = vb_strdup_check(line);
 }
 
 /* A value that goes into a directive or a launcher line as one word: no

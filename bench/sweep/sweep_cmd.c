@@ -53,7 +53,7 @@ static void add_launcher_args(const char *flag, const char *v, void *ptr) {
     (void)flag;
     sweep_strvec *args = ptr;
     sweep_refuse_line_break("flag --launcher_args", v); /* a line break is no word separator here */
-    char *copy = sweep_strdup(v);
+    char *copy = vb_strdup_check(v);
     for (char *tok = strtok(copy, " \t"); tok; tok = strtok(NULL, " \t")) sweep_sv_push(args, tok);
     free(copy);
 }
@@ -188,7 +188,7 @@ static void parse_cli(int argc, char **argv, sweep_cli *c) {
     };
     /* then one flag per scheduler key (sweep_cluster.c), same name, same rules */
     const int nfixed = (int)(sizeof fixed / sizeof fixed[0]);
-    vb_cli_opt *opts = sweep_realloc(NULL, (size_t)(nfixed + sweep_ncluster_keys) * sizeof *opts);
+    vb_cli_opt *opts = vb_realloc_check(NULL, (size_t)(nfixed + sweep_ncluster_keys) * sizeof *opts);
     memcpy(opts, fixed, sizeof fixed);
     int nopts = nfixed;
     for (int i = 0; i < sweep_ncluster_keys; i++) {
@@ -386,11 +386,11 @@ static void reload_cli(const char *dir, sweep_cli *cli, bool collect) {
      * the process's lifetime since the parsed options point into it (held in
      * a static, so leak checkers see it as reachable, not lost) */
     static char **args;
-    args = sweep_realloc(NULL, (size_t)n * sizeof *args);
+    args = vb_realloc_check(NULL, (size_t)n * sizeof *args);
     for (int i = 1; i < n; i++) {
         const cJSON *a = cJSON_GetArrayItem(cl, i);
         if (!cJSON_IsString(a)) vb_die_input("%s: command_line item %d is not a string", path, i);
-        args[i - 1] = sweep_strdup(a->valuestring);
+        args[i - 1] = vb_strdup_check(a->valuestring);
     }
     args[n - 1] = NULL;
     cJSON_Delete(j);
@@ -701,7 +701,7 @@ int vb_sweep_main(int argc, char **argv) {
         /* what the jobs recorded, and jobs their scheduler says are over
          * without a status (cancelled, out of time) failed, before deciding
          * what runs again: a job still queued or running is left alone */
-        sweep_item *scratch = sweep_realloc(NULL, (size_t)nitems * sizeof *scratch);
+        sweep_item *scratch = vb_realloc_check(NULL, (size_t)nitems * sizeof *scratch);
         memcpy(scratch, items, (size_t)nitems * sizeof *scratch);
         int completed, waiting;
         (void)sweep_collect(dir, runs_dir, &plan, scratch, nitems, &completed, &waiting);
@@ -744,7 +744,7 @@ int vb_sweep_main(int argc, char **argv) {
             if (!items[i].status) sweep_clear_status(dir, &items[i]);
         sweep_write_sweep_job(script, &job, items, nitems, log_abs);
         /* the rows say submitted before the job can start and collect them */
-        bool *mine = sweep_realloc(NULL, (size_t)nitems * sizeof *mine);
+        bool *mine = vb_realloc_check(NULL, (size_t)nitems * sizeof *mine);
         int todo = 0;
         for (int i = 0; i < nitems; i++) {
             mine[i] = !items[i].status;

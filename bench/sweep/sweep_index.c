@@ -28,7 +28,8 @@
 #define VB_GIT_COMMIT "unknown"
 #endif
 
-static const char *const k_headline_cols[6] = {VB_INDEX_HEADLINE_COLUMNS};
+static const char *const k_headline_cols[2 * VB_INDEX_HEADLINE_NKINDS] = {VB_INDEX_HEADLINE_COLUMNS};
+static const vb_trial_kind k_headline_kinds[VB_INDEX_HEADLINE_NKINDS] = {VB_INDEX_HEADLINE_KINDS};
 
 typedef struct {
     const vb_sweep_plan *plan;
@@ -43,7 +44,7 @@ static void write_index(FILE *f, void *vctx) {
         fputc(',', f);
         vb_csv_field(f, x->plan->columns[c]);
     }
-    for (int h = 0; h < 6; h++) fprintf(f, ",%s", k_headline_cols[h]);
+    for (int h = 0; h < SWEEP_HEADLINES; h++) fprintf(f, ",%s", k_headline_cols[h]);
     fputs("," VB_INDEX_FAILURE_COLUMN "\n", f);
     for (int i = 0; i < x->n; i++) {
         const sweep_item *it = &x->items[i];
@@ -60,7 +61,7 @@ static void write_index(FILE *f, void *vctx) {
             fputc(',', f);
             vb_csv_field(f, vb_sweep_kvs_get(&r->params, x->plan->columns[c]));
         }
-        for (int h = 0; h < 6; h++) {
+        for (int h = 0; h < SWEEP_HEADLINES; h++) {
             fputc(',', f);
             if (!isnan(it->headline[h])) fprintf(f, "%.9g", it->headline[h]);
         }
@@ -75,20 +76,20 @@ int sweep_write_index(const char *path, const vb_sweep_plan *plan, const sweep_i
     return vb_atomic_write(path, write_index, &ix);
 }
 
-/* A finished run's FULL / SYNTHETIC / IO mean and std from its summary.csv. */
+/* A finished run's headline (FULL, SYNTHETIC, IO, VALIDATION) mean and std
+ * from its summary.csv. */
 void sweep_read_headline(const char *runs_dir, sweep_item *it) {
-    for (int h = 0; h < 6; h++) it->headline[h] = NAN;
+    for (int h = 0; h < SWEEP_HEADLINES; h++) it->headline[h] = NAN;
     char path[VB_PATH_MAX];
     vb_snprintf(path, sizeof path, "%s/%s/" VB_SUMMARY_CSV, runs_dir, it->name);
     vb_csv t;
     char err[512];
     if (vb_csv_read(path, &t, err, sizeof err) != 0) return;
-    static const char *types[3] = {"FULL", "SYNTHETIC", "IO"};
-    int ct = vb_csv_col(&t, "trial_type"), cm = vb_csv_col(&t, "mean_samples_per_s"),
-        cs = vb_csv_col(&t, "std_samples_per_s");
+    int ct = vb_csv_col(&t, VB_COL_TRIAL_TYPE), cm = vb_csv_col(&t, VB_COL_MEAN_SAMPLES_PER_S),
+        cs = vb_csv_col(&t, VB_COL_STD_SAMPLES_PER_S);
     for (int row = 0; row < t.nrows; row++)
-        for (int k = 0; k < 3; k++)
-            if (strcmp(vb_csv_get(&t, row, ct), types[k]) == 0) {
+        for (int k = 0; k < VB_INDEX_HEADLINE_NKINDS; k++)
+            if (strcmp(vb_csv_get(&t, row, ct), vb_trial_kinds[k_headline_kinds[k]].name) == 0) {
                 vb_csv_num(&t, row, cm, &it->headline[2 * k]);
                 vb_csv_num(&t, row, cs, &it->headline[2 * k + 1]);
             }

@@ -36,11 +36,13 @@
 #include "core/util/common.h"
 #include "core/util/fileio.h"
 #include "core/util/outdir.h"
+#include "core/results/results.h"
+
+/* index.csv's headline cells: a mean and a std per kind */
+#define SWEEP_HEADLINES (2 * VB_INDEX_HEADLINE_NKINDS)
 
 /* ---- sweep_util.c ---- */
 
-char *sweep_strdup(const char *s); /* NULL copies as "" */
-void *sweep_realloc(void *p, size_t bytes);
 bool sweep_kvs_has(const vb_sweep_kvs *l, const char *key);
 /* Sets every key of src in dst, in src's order (vb_sweep_kvs_set's rules). */
 void sweep_kvs_copy(vb_sweep_kvs *dst, const vb_sweep_kvs *src);
@@ -125,7 +127,7 @@ typedef struct {
     char name[160];       /* run_name: the point's name, + _rep=R when repeats > 1 */
     const char *status;   /* NULL until it ran */
     int exit_code;        /* INT_MIN = none */
-    double headline[6];   /* FULL, SYNTHETIC, IO mean and std samples/s; NAN = none */
+    double headline[SWEEP_HEADLINES]; /* VB_INDEX_HEADLINE_COLUMNS: each kind's mean and std samples/s; NAN = none */
     char failure[48];     /* a failed run's class (sweep_failure_class); "" otherwise */
 } sweep_item;
 

@@ -103,7 +103,7 @@ char *sweep_ask(const char *dir, char *const *argv, int *rc) {
 
 int sweep_cancel_jobs(const char *dir, const sweep_item *items, int n) {
     int failed = 0, cancelled = 0;
-    char (*done)[160] = sweep_realloc(NULL, (size_t)(n > 0 ? n : 1) * sizeof *done);
+    char (*done)[160] = vb_realloc_check(NULL, (size_t)(n > 0 ? n : 1) * sizeof *done);
     int ndone = 0;
     for (int i = 0; i < n; i++) {
         const char *st = items[i].status;
@@ -154,7 +154,7 @@ void sweep_check_directive_line(const char *line, const char *key, const char *o
     if (line[0] != '-' || !isalpha((unsigned char)line[line[1] == '-' ? 2 : 1]))
         vb_die_input("%s: %s '%s' must be one option line, starting with its option (e.g. -B or --opt=v)", origin, key,
                      line);
-    char *word = sweep_realloc(NULL, strlen(line) + 1), *prev = sweep_realloc(NULL, strlen(line) + 1);
+    char *word = vb_realloc_check(NULL, strlen(line) + 1), *prev = vb_realloc_check(NULL, strlen(line) + 1);
     prev[0] = '\0';
     const char *p = line;
     for (;;) {

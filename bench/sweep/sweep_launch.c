@@ -36,7 +36,7 @@ bool sweep_in_path(const char *prog) {
     if (strchr(prog, '/')) return access(prog, X_OK) == 0;
     const char *path = getenv("PATH");
     if (!path) return false;
-    char *copy = sweep_strdup(path);
+    char *copy = vb_strdup_check(path);
     bool found = false;
     for (char *d = strtok(copy, ":"); d && !found; d = strtok(NULL, ":")) {
         char full[VB_PATH_MAX];

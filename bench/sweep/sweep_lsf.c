@@ -180,7 +180,7 @@ static int lsf_alloc_nodes(void) {
         for (char *l = strtok(text, "\r\n"); l; l = strtok(NULL, "\r\n"))
             sweep_sv_push(&hosts, l);
     } else if (getenv("LSB_MCPU_HOSTS")) {
-        text = sweep_strdup(getenv("LSB_MCPU_HOSTS"));
+        text = vb_strdup_check(getenv("LSB_MCPU_HOSTS"));
         int k = 0;
         for (char *w = strtok(text, " \t"); w; w = strtok(NULL, " \t"), k++)
             if (k % 2 == 0) sweep_sv_push(&hosts, w);

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/run/trainer.h"
+#include "core/run/from_config.h" /* vb_layout_check */
 #include "core/config/config.h"
 #include "core/comm/groups.h"
 
@@ -57,7 +57,7 @@ static layout_choice *layouts_for(const vb_scenario *s, int world, int *count) {
                         dup = true;
                 }
                 if (dup) continue;
-                out = sweep_realloc(out, (size_t)(n + 1) * sizeof *out);
+                out = vb_realloc_check(out, (size_t)(n + 1) * sizeof *out);
                 out[n++] = (layout_choice){tp, cp, s->orders[o]};
             }
         }
@@ -131,8 +131,8 @@ static const char *short_key(const char *key) {
 }
 
 static void add_column(vb_sweep_plan *p, const char *name) {
-    p->columns = sweep_realloc(p->columns, (size_t)(p->ncolumns + 1) * sizeof *p->columns);
-    p->columns[p->ncolumns++] = sweep_strdup(name);
+    p->columns = vb_realloc_check(p->columns, (size_t)(p->ncolumns + 1) * sizeof *p->columns);
+    p->columns[p->ncolumns++] = vb_strdup_check(name);
 }
 
 void vb_sweep_expand(const vb_scenario *s, const vb_sweep_overrides *o, vb_sweep_plan *plan) {
@@ -201,7 +201,7 @@ void vb_sweep_expand(const vb_scenario *s, const vb_sweep_overrides *o, vb_sweep
                 for (int var = 0; var < nvariants; var++) {
                     if (plan->nruns == cap) {
                         cap = cap ? 2 * cap : 16;
-                        plan->runs = sweep_realloc(plan->runs, (size_t)cap * sizeof *plan->runs);
+                        plan->runs = vb_realloc_check(plan->runs, (size_t)cap * sizeof *plan->runs);
                     }
                     vb_sweep_run *r = &plan->runs[plan->nruns];
                     memset(r, 0, sizeof *r);
@@ -221,7 +221,7 @@ void vb_sweep_expand(const vb_scenario *s, const vb_sweep_overrides *o, vb_sweep
                     }
                     /* matrix point pt in mixed radix, the last key fastest */
                     int rest = pt;
-                    const char **mv = sweep_realloc(NULL, (size_t)(s->nmatrix + 1) * sizeof *mv);
+                    const char **mv = vb_realloc_check(NULL, (size_t)(s->nmatrix + 1) * sizeof *mv);
                     for (int m = s->nmatrix - 1; m >= 0; m--) {
                         mv[m] = s->matrix[m].values[rest % s->matrix[m].nvalues];
                         rest /= s->matrix[m].nvalues;
@@ -304,7 +304,7 @@ void sweep_check_named_configs(const vb_sweep_plan *plan) {
         bool done = false;
         for (int j = 0; j < nseen && !done; j++) done = strcmp(seen[j][0], yaml) == 0 && strcmp(seen[j][1], name) == 0;
         if (done) continue;
-        seen = sweep_realloc(seen, (size_t)(nseen + 1) * sizeof *seen);
+        seen = vb_realloc_check(seen, (size_t)(nseen + 1) * sizeof *seen);
         vb_snprintf(seen[nseen][0], VB_PATH_MAX, "%s", yaml);
         vb_snprintf(seen[nseen][1], VB_PATH_MAX, "%s", name);
         nseen++;
@@ -320,8 +320,8 @@ void sweep_check_named_configs(const vb_sweep_plan *plan) {
 sweep_item *sweep_plan_items(const vb_scenario *s, const vb_sweep_plan *plan, launcher_kind launcher, int per_node,
                              int *count) {
     int n = plan->nruns * s->repeats;
-    sweep_item *items = sweep_realloc(NULL, (size_t)n * sizeof *items);
-    int *perm = sweep_realloc(NULL, (size_t)plan->nruns * sizeof *perm);
+    sweep_item *items = vb_realloc_check(NULL, (size_t)n * sizeof *items);
+    int *perm = vb_realloc_check(NULL, (size_t)plan->nruns * sizeof *perm);
     int k = 0;
     for (int rep = 0; rep < s->repeats; rep++) {
         for (int i = 0; i < plan->nruns; i++) perm[i] = i;
@@ -342,7 +342,7 @@ sweep_item *sweep_plan_items(const vb_scenario *s, const vb_sweep_plan *plan, la
             it->repeat = rep;
             it->threads = sweep_threads_for(s, launcher, it->run->ranks, per_node);
             it->exit_code = INT_MIN;
-            for (int h = 0; h < 6; h++) it->headline[h] = NAN;
+            for (int h = 0; h < SWEEP_HEADLINES; h++) it->headline[h] = NAN;
             if (s->repeats > 1)
                 vb_snprintf(it->name, sizeof it->name, "%s_rep=%d", it->run->name, rep);
             else

@@ -56,17 +56,17 @@ typedef struct {
 /* Text of a config value: a scalar, or a flat list joined with commas (how a
  * list such as img_size is written on the command line). */
 static char *value_text(const yctx *y, yaml_node_t *n, const char *where) {
-    if (n->type == YAML_SCALAR_NODE) return sweep_strdup(vb_yaml_scalar(n));
+    if (n->type == YAML_SCALAR_NODE) return vb_strdup_check(vb_yaml_scalar(n));
     if (n->type == YAML_SEQUENCE_NODE) {
         size_t len = 1;
-        char *out = sweep_strdup("");
+        char *out = vb_strdup_check("");
         for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
             yaml_node_t *e = yaml_document_get_node(y->doc, *it);
             const char *t = vb_yaml_scalar(e);
             if (!t) vb_die_input("%s: %s (line %d): list items must be scalars, found %s", y->file, where,
                                  vb_yaml_line(e), vb_yaml_kind(e));
             len += strlen(t) + 1;
-            out = sweep_realloc(out, len);
+            out = vb_realloc_check(out, len);
             if (it != n->data.sequence.items.start) strcat(out, ",");
             strcat(out, t);
         }
@@ -109,7 +109,7 @@ static int *int_list_or_die(const yctx *y, yaml_node_t *n, const char *where, in
         vb_die_input("%s: %s (line %d): expected a list of integers, found a mapping", y->file, where, vb_yaml_line(n));
     yaml_node_item_t *items = items_of(n, count);
     if (*count == 0) vb_die_input("%s: %s (line %d): empty list", y->file, where, vb_yaml_line(n));
-    int *v = sweep_realloc(NULL, (size_t)*count * sizeof *v);
+    int *v = vb_realloc_check(NULL, (size_t)*count * sizeof *v);
     for (int i = 0; i < *count; i++) v[i] = int_or_die(y, item_node(y, n, items, i), where, 1);
     return v;
 }
@@ -139,7 +139,7 @@ static void load_axes(const yctx *y, yaml_node_t *map, const char *section, vb_s
     vb_yaml_pairs pairs;
     vb_yaml_mapping_pairs(y->doc, map, where, &pairs);
     if (pairs.n == 0) vb_die_input("%s: %s (line %d): empty; list at least one key", y->file, section, vb_yaml_line(map));
-    *axes = sweep_realloc(NULL, (size_t)pairs.n * sizeof **axes);
+    *axes = vb_realloc_check(NULL, (size_t)pairs.n * sizeof **axes);
     *naxes = pairs.n;
     for (int i = 0; i < pairs.n; i++) {
         vb_sweep_axis *a = &(*axes)[i];
@@ -151,8 +151,8 @@ static void load_axes(const yctx *y, yaml_node_t *map, const char *section, vb_s
         int count;
         yaml_node_item_t *items = items_of(list, &count);
         if (count == 0) vb_die_input("%s: %s (line %d): empty list of values", y->file, what, pairs.pairs[i].line);
-        a->key = sweep_strdup(pairs.pairs[i].key);
-        a->values = sweep_realloc(NULL, (size_t)count * sizeof *a->values);
+        a->key = vb_strdup_check(pairs.pairs[i].key);
+        a->values = vb_realloc_check(NULL, (size_t)count * sizeof *a->values);
         a->nvalues = count;
         for (int j = 0; j < count; j++) {
             yaml_node_t *e = item_node(y, list, items, j);
@@ -185,7 +185,7 @@ static void load_layouts(const yctx *y, yaml_node_t *map, vb_scenario *s) {
             int count;
             yaml_node_item_t *items = items_of(v, &count);
             if (count == 0) vb_die_input("%s: %s (line %d): empty list", y->file, what, pairs.pairs[i].line);
-            s->orders = sweep_realloc(NULL, (size_t)count * sizeof *s->orders);
+            s->orders = vb_realloc_check(NULL, (size_t)count * sizeof *s->orders);
             s->norders = count;
             for (int j = 0; j < count; j++) {
                 yaml_node_t *e = item_node(y, v, items, j);
@@ -195,7 +195,7 @@ static void load_layouts(const yctx *y, yaml_node_t *map, vb_scenario *s) {
                 if (vb_layout_parse_order(t, ord, err, sizeof err) != 0 || strlen(t) != 8)
                     vb_die_input("%s: %s (line %d): '%s' is not an order of all three of tp, cp, dp (e.g. tp-cp-dp)",
                                  y->file, what, vb_yaml_line(e), t);
-                s->orders[j] = sweep_strdup(t);
+                s->orders[j] = vb_strdup_check(t);
                 for (int q = 0; q < j; q++)
                     if (strcmp(s->orders[q], t) == 0)
                         vb_die_input("%s: %s (line %d): '%s' listed twice", y->file, what, vb_yaml_line(e), t);
@@ -214,8 +214,8 @@ static void load_layouts(const yctx *y, yaml_node_t *map, vb_scenario *s) {
         }
     }
     if (!s->orders) {
-        s->orders = sweep_realloc(NULL, sizeof *s->orders);
-        s->orders[0] = sweep_strdup("tp-cp-dp");
+        s->orders = vb_realloc_check(NULL, sizeof *s->orders);
+        s->orders[0] = vb_strdup_check("tp-cp-dp");
         s->norders = 1;
     }
     vb_yaml_pairs_free(&pairs);
@@ -491,7 +491,7 @@ void vb_scenario_load(vb_scenario *s, const char *path) {
     s->has_flags = flags_node != NULL;
     sweep_slurm_fold_sbatch(s);
     if (!s->ranks) {
-        s->ranks = sweep_realloc(NULL, sizeof *s->ranks);
+        s->ranks = vb_realloc_check(NULL, sizeof *s->ranks);
         s->ranks[0] = 1;
         s->nranks = 1;
     }

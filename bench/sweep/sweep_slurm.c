@@ -109,7 +109,7 @@ static void check_not_owned(const char *word, const char *line, const char *orig
 void sweep_slurm_check_extra(const char *line, const char *origin) {
     if (line[0] != '-' || !isalpha((unsigned char)line[line[1] == '-' ? 2 : 1]))
         vb_die_input("%s: sbatch_extra '%s' must be one sbatch option line such as --mail-type=END", origin, line);
-    char *word = sweep_realloc(NULL, strlen(line) + 1);
+    char *word = vb_realloc_check(NULL, strlen(line) + 1);
     const char *p = line;
     for (;;) {
         while (isspace((unsigned char)*p)) p++;
@@ -343,7 +343,7 @@ static void slurm_header(FILE *f, const sweep_job_ctx *j, const char *job_name, 
     /* Slurm expands %j etc. in --output: a literal % must be doubled (the
      * path holds no backslash, which would turn expansion off) */
     size_t len = strlen(log_abs);
-    char *pattern = sweep_realloc(NULL, 2 * len + 1), *p = pattern;
+    char *pattern = vb_realloc_check(NULL, 2 * len + 1), *p = pattern;
     for (const char *c = log_abs; *c; c++) {
         if (*c == '%') *p++ = '%';
         *p++ = *c;

@@ -16,32 +16,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-char *sweep_strdup(const char *s) {
-    char *d = strdup(s ? s : "");
-    if (!d) vb_die_internal("out of memory copying a string");
-    return d;
-}
-
-void *sweep_realloc(void *p, size_t bytes) {
-    void *q = realloc(p, bytes ? bytes : 1);
-    if (!q) vb_die_internal("out of memory (%zu bytes)", bytes);
-    return q;
-}
-
 void vb_sweep_kvs_set(vb_sweep_kvs *l, const char *key, const char *value) {
     for (int i = 0; i < l->n; i++) {
         if (strcmp(l->v[i].key, key) == 0) {
             free(l->v[i].value);
-            l->v[i].value = sweep_strdup(value);
+            l->v[i].value = vb_strdup_check(value);
             return;
         }
     }
     if (l->n == l->cap) {
         l->cap = l->cap ? 2 * l->cap : 8;
-        l->v = sweep_realloc(l->v, (size_t)l->cap * sizeof *l->v);
+        l->v = vb_realloc_check(l->v, (size_t)l->cap * sizeof *l->v);
     }
-    l->v[l->n].key = sweep_strdup(key);
-    l->v[l->n].value = sweep_strdup(value);
+    l->v[l->n].key = vb_strdup_check(key);
+    l->v[l->n].value = vb_strdup_check(value);
     l->n++;
 }
 
@@ -69,9 +57,9 @@ bool sweep_kvs_has(const vb_sweep_kvs *l, const char *key) { return vb_sweep_kvs
 void sweep_sv_push(sweep_strvec *a, const char *s) {
     if (a->n + 2 > a->cap) {
         a->cap = a->cap ? 2 * a->cap : 32;
-        a->v = sweep_realloc(a->v, (size_t)a->cap * sizeof *a->v);
+        a->v = vb_realloc_check(a->v, (size_t)a->cap * sizeof *a->v);
     }
-    a->v[a->n++] = sweep_strdup(s);
+    a->v[a->n++] = vb_strdup_check(s);
     a->v[a->n] = NULL;
 }
 
@@ -129,7 +117,7 @@ bool sweep_parse_int(const char *s, int *out) {
 
 int *vb_sweep_parse_int_list(const char *text, const char *what, int *n) {
     int cap = 8, count = 0;
-    int *v = sweep_realloc(NULL, (size_t)cap * sizeof *v);
+    int *v = vb_realloc_check(NULL, (size_t)cap * sizeof *v);
     const char *p = text;
     if (!*p) vb_die_input("%s: empty list (expected e.g. 1,2,4)", what);
     for (;;) {
@@ -142,7 +130,7 @@ int *vb_sweep_parse_int_list(const char *text, const char *what, int *n) {
         item[len] = '\0';
         if (!sweep_parse_int(item, &x) || x < 1)
             vb_die_input("%s: '%s' in '%s' is not a positive integer", what, item, text);
-        if (count == cap) v = sweep_realloc(v, (size_t)(cap *= 2) * sizeof *v);
+        if (count == cap) v = vb_realloc_check(v, (size_t)(cap *= 2) * sizeof *v);
         v[count++] = x;
         if (!comma) break;
         p = comma + 1;

@@ -273,8 +273,7 @@ void vb_comm_from_ranks(const vb_comm *parent, const int *ranks, int n, vb_comm 
     out->size = n;
     out->prof = parent ? parent->prof : NULL;
     out->group[0] = '\0'; /* the caller names it */
-    MPI_Comm *h = malloc(sizeof *h);
-    if (!h) vb_die_internal("out of memory");
+    MPI_Comm *h = vb_malloc_check(sizeof *h);
     /* MPI_Comm_split is collective over the parent, so every rank calls it,
      * including those whose group is just themselves: they opt out with
      * MPI_UNDEFINED and use MPI_COMM_SELF, which no collective here reaches
@@ -353,8 +352,7 @@ char *vb_gatherv_bytes(const vb_comm *c, const void *send, size_t bytes, int roo
         vb_die_internal("vb_gatherv_bytes: %zu bytes from one rank exceed MPI's int count", bytes);
     if (trivial(c)) {
         /* a copy, so the caller frees the result the same way for any size */
-        char *out = malloc(bytes + 1);
-        if (!out) vb_die_internal("out of memory gathering %zu bytes", bytes);
+        char *out = vb_malloc_check(bytes + 1);
         if (bytes) memcpy(out, send, bytes);
         out[bytes] = '\0';
         if (total) *total = bytes;
@@ -367,8 +365,7 @@ char *vb_gatherv_bytes(const vb_comm *c, const void *send, size_t bytes, int roo
     }
     const bool is_root = rank == root;
     int stack[2 * 64];
-    int *counts = size <= 64 ? stack : malloc(2 * (size_t)size * sizeof *counts);
-    if (!counts) vb_die_internal("out of memory");
+    int *counts = size <= 64 ? stack : vb_malloc_check(2 * (size_t)size * sizeof *counts);
     int *displs = counts + size;
     vb_comm_timer t = vb_comm_timer_start(c, "gatherv");
     /* root must know every count before it can size the buffer and place the
@@ -379,8 +376,7 @@ char *vb_gatherv_bytes(const vb_comm *c, const void *send, size_t bytes, int roo
     size_t sum = bytes; /* non-root ranks count what they sent: they never learn the total */
     if (is_root) {
         sum = (size_t)displacements(counts, size, displs, "vb_gatherv_bytes");
-        out = malloc(sum + 1);
-        if (!out) vb_die_internal("out of memory gathering %zu bytes", sum);
+        out = vb_malloc_check(sum + 1);
         out[sum] = '\0';
     }
     VB_MPI(MPI_Gatherv(send, mine, MPI_BYTE, out, counts, displs, MPI_BYTE, root, comm_of(c)));

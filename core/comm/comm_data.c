@@ -263,13 +263,12 @@ void vb_data_ibroadcast(const vb_comm *c, void *buf, size_t count, vb_dtype t, i
 static void *g_pad_stage;
 static size_t g_pad_stage_bytes;
 
-static void *pad_staging(vb_ctx *ctx, void *staging, size_t bytes, const char *what) {
+static void *pad_staging(vb_ctx *ctx, void *staging, size_t bytes) {
     if (staging) return staging;
     /* device memory: a scratch buffer of the context's, ordered by its queue */
     if (ctx && !ctx->ops->host_memory) return vb_comm_device_scratch(ctx, bytes);
     if (bytes > g_pad_stage_bytes) {
-        void *grown = calloc(1, bytes);
-        if (!grown) vb_die_internal("%s: out of memory for %zu bytes of staging", what, bytes);
+        void *grown = vb_calloc_check(1, bytes);
         free(g_pad_stage);
         g_pad_stage = grown;
         g_pad_stage_bytes = bytes;
@@ -298,7 +297,7 @@ static void allgatherv_padded(const vb_comm *c, const vb_comm_data_ops *pl, cons
         pl->allgather(c, send, recv, (size_t)maxc, t, ctx, NULL);
         return;
     }
-    char *st = pad_staging(ctx, staging, (size_t)size * slot, "vb_data_allgatherv_padded");
+    char *st = pad_staging(ctx, staging, (size_t)size * slot);
     copy_on(ctx, st + (size_t)rank * slot, send, (size_t)counts[rank] * es);
     order_after(pl, ctx);
     pl->allgather(c, st + (size_t)rank * slot, st, (size_t)maxc, t, ctx, NULL);
@@ -318,7 +317,7 @@ static void reduce_scatterv_padded(const vb_comm *c, const vb_comm_data_ops *pl,
         return;
     }
     /* slots [size][maxc] of input, then one slot of output */
-    char *st = pad_staging(ctx, staging, (size_t)(size + 1) * slot, "vb_data_reduce_scatterv_padded");
+    char *st = pad_staging(ctx, staging, (size_t)(size + 1) * slot);
     const char *in = send;
     for (int r = 0; r < size; r++) {
         copy_on(ctx, st + (size_t)r * slot, in, (size_t)counts[r] * es);

@@ -63,8 +63,7 @@ static size_t g_stage_n;
 
 static float *stage_for(size_t n) {
     if (n > g_stage_n) {
-        float *grown = malloc((n ? n : 1) * sizeof *grown);
-        if (!grown) vb_die_internal("MPI data plane: out of memory staging %zu floats", n);
+        float *grown = vb_malloc_check((n ? n : 1) * sizeof *grown);
         free(g_stage);
         g_stage = grown;
         g_stage_n = n;
@@ -74,8 +73,7 @@ static float *stage_for(size_t n) {
 
 /* A non-blocking call's own staging: completion writes it to dst as t. */
 static float *req_stage(vb_request *req, size_t n, void *dst, vb_dtype t) {
-    float *s = malloc((n ? n : 1) * sizeof *s);
-    if (!s) vb_die_internal("MPI data plane: out of memory staging %zu floats", n);
+    float *s = vb_malloc_check((n ? n : 1) * sizeof *s);
     req->stage = s;
     req->stage_dst = dst;
     req->stage_count = n;
@@ -220,8 +218,7 @@ static void mpi_broadcast(const vb_comm *c, void *buf, size_t count, vb_dtype t,
 
 /* int displacements for MPI's v-collectives (the front-end checked counts) */
 static int *displs_of(const int *counts, int size, int *stack, int nstack, const char *what) {
-    int *d = size <= nstack ? stack : malloc((size_t)size * sizeof *d);
-    if (!d) vb_die_internal("%s: out of memory", what);
+    int *d = size <= nstack ? stack : vb_malloc_check((size_t)size * sizeof *d);
     long long total = 0;
     for (int r = 0; r < size; r++) {
         d[r] = (int)total;

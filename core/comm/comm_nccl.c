@@ -102,8 +102,7 @@ static ncclRedOp_t nccl_op(vb_red_op op) { return op == VB_RED_MAX ? ncclMax : n
 /* ---- attach / detach ---- */
 
 static void nccl_attach(vb_comm *c) {
-    nccl_state *s = calloc(1, sizeof *s);
-    if (!s) vb_die_internal("NCCL data plane: out of memory");
+    nccl_state *s = vb_calloc_check(1, sizeof *s);
     ncclUniqueId id;
     memset(&id, 0, sizeof id);
     if (c->rank == 0) NCCLCHECK(ncclGetUniqueId(&id));
@@ -217,8 +216,7 @@ static bool nccl_usable(const vb_comm *world, vb_ctx *ctx, char *why, size_t n) 
     if (ctx && !ctx->ops->host_memory) CUDARTCHECK(cudaDeviceGetPCIBusId(bus, (int)sizeof bus, ctx->device));
     snprintf(key, sizeof key, "%s gpu %s", host, bus);
     int size = world ? world->size : 1;
-    char *all = world && world->rank == 0 ? malloc((size_t)size * KEY) : NULL;
-    if (world && world->rank == 0 && !all) vb_die_internal("out of memory");
+    char *all = world && world->rank == 0 ? vb_malloc_check((size_t)size * KEY) : NULL;
     int verdict[2] = {1, -1}; /* distinct?, the first rank sharing a GPU with an earlier one */
     if (world && size > 1) {
         vb_gather_bytes(world, key, KEY, all, 0);

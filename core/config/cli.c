@@ -45,9 +45,8 @@ static char *respell(char *token, const char *name, size_t n, const char *joined
     if (!joined && strncmp(token + 2, name, n) == 0) return token;
     const char *tail = token + 2 + n; /* "" or "=value" */
     size_t len = 2 + n + strlen(tail) + (joined ? 1 + strlen(joined) : 0);
-    char *copy = malloc(len + 1);
-    char **grown = realloc(g_respelled, (size_t)(g_nrespelled + 1) * sizeof *grown);
-    if (!copy || !grown) vb_die_internal("out of memory parsing arguments");
+    char *copy = vb_malloc_check(len + 1);
+    char **grown = vb_realloc_check(g_respelled, (size_t)(g_nrespelled + 1) * sizeof *grown);
     snprintf(copy, len + 1, "--%s%s%s%s", name, tail, joined ? "=" : "", joined ? joined : "");
     g_respelled = grown;
     g_respelled[g_nrespelled++] = copy;
@@ -148,9 +147,8 @@ static void store(const vb_cli *cli, const vb_cli_opt *o, const char *v) {
 }
 
 void vb_cli_parse(const vb_cli *cli, int argc, char **argv) {
-    char **own = malloc((size_t)(argc + 1) * sizeof *own);
-    struct option *longopts = calloc((size_t)cli->nopts + 1, sizeof *longopts);
-    if (!own || !longopts) vb_die_internal("out of memory parsing arguments");
+    char **own = vb_malloc_check((size_t)(argc + 1) * sizeof *own);
+    struct option *longopts = vb_calloc_check((size_t)cli->nopts + 1, sizeof *longopts);
     int nown = 0;
     own[nown++] = (char *)cli->cmd;
     g_parsing = cli;

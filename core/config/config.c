@@ -396,7 +396,7 @@ void vb_config_defaults(vb_config *c) {
     /* this project */
     c->seed = 0;
     c->init_checkpoint[0] = '\0';
-    snprintf(c->output_dir, sizeof c->output_dir, "results");
+    snprintf(c->output_dir, sizeof c->output_dir, VB_RESULTS_DEFAULT_DIR);
     c->run_name[0] = '\0';
     snprintf(c->backend, sizeof c->backend, "cpu");
     snprintf(c->comm_backend, sizeof c->comm_backend, "auto");
@@ -567,8 +567,7 @@ typedef struct {
 
 void vb_config_from_args(vb_config *c, int argc, char **argv, int first) {
     int nflags = argc > first ? argc - first : 0;
-    flag_override *ov = calloc((size_t)nflags + 1, sizeof *ov);
-    if (!ov) vb_die_internal("out of memory parsing arguments");
+    flag_override *ov = vb_calloc_check((size_t)nflags + 1, sizeof *ov);
     int n = 0;
 
     /* pass 1: tokenize and type-check the shape of every flag, so a typo is
@@ -897,11 +896,13 @@ void vb_benchy_defaults(vb_benchy_config *b) {
     b->report_freq = 10;
     b->exit_after_tests = true;
     snprintf(b->profiler_mode, sizeof b->profiler_mode, "single");
-    snprintf(b->output_filename, sizeof b->output_filename, "benchy_output.json");
+    snprintf(b->output_filename, sizeof b->output_filename, VB_BENCHY_JSON);
     b->output_dir[0] = '\0';
     b->use_distributed_barrier = false;
     vb_benchy_trial_cfg t = {.run_benchmark = true, .nbatches = 50, .ntrials = 3, .nwarmup = 1};
-    b->io = b->synthetic = b->full = t;
+    for (int k = 0; k < VB_TRIAL_NKINDS; k++) b->trial[k] = t;
+    /* benchy has no validation trials: a run times them only when asked */
+    b->trial[VB_TRIAL_VALIDATION].run_benchmark = false;
 }
 
 /* Parses one benchy value; `where` is "<file> [<section>]". */
@@ -951,12 +952,11 @@ static void benchy_load_labeled(vb_benchy_config *b, const char *path, const cha
         const char *section = NULL;
         /* benchy spells them global, IO, synthetic, full; case is forgiven */
         if (strcasecmp(sp->key, "global") == 0) is_global = true, section = "global";
-        else if (strcasecmp(sp->key, "IO") == 0) trial = &b->io, section = "IO";
-        else if (strcasecmp(sp->key, "synthetic") == 0) trial = &b->synthetic, section = "synthetic";
-        else if (strcasecmp(sp->key, "full") == 0) trial = &b->full, section = "full";
-        else
-            vb_die_input("%s: unknown section '%s' (line %d; sections are global, IO, synthetic, full)", label, sp->key,
-                         sp->line);
+        for (int k = 0; k < VB_TRIAL_NKINDS && !section; k++)
+            if (strcasecmp(sp->key, vb_trial_kinds[k].section) == 0) trial = &b->trial[k], section = vb_trial_kinds[k].section;
+        if (!section)
+            vb_die_input("%s: unknown section '%s' (line %d; sections are global, IO, synthetic, full, validation)",
+                         label, sp->key, sp->line);
         if (vb_yaml_is_null(sp->value)) continue; /* `IO:` with nothing under it */
         char where[VB_PATH_MAX + 64];
         snprintf(where, sizeof where, "%s [%s]", label, section);

@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include "core/results/results.h" /* vb_trial_kind */
 #include "core/util/common.h"
 
 /* DDP's bucket size in MiB when none is given: PyTorch DDP's bucket_cap_mb
@@ -143,9 +144,10 @@ static inline int vb_config_tokens(const vb_config *c) {
     return (c->img_size[0] / c->patch_size) * (c->img_size[1] / c->patch_size);
 }
 
-/* ---- benchy's own options (benchy's YAML: sections global, IO, synthetic, full) ---- */
+/* ---- benchy's own options (benchy's YAML: sections global, IO, synthetic,
+ * full, and validation, which benchy does not have: vb_trial_kinds) ---- */
 typedef struct vb_benchy_trial_cfg {
-    bool run_benchmark; /* default true */
+    bool run_benchmark; /* default true (validation: false, benchy runs none) */
     int nbatches;       /* default 50 (benchy's) */
     int ntrials;        /* default 3 */
     int nwarmup;        /* default 1 */
@@ -158,7 +160,7 @@ typedef struct vb_benchy_config {
     char output_filename[VB_PATH_MAX]; /* default "benchy_output.json" (benchy's json_prefix also accepted) */
     char output_dir[VB_PATH_MAX];      /* default "" -> the run directory */
     bool use_distributed_barrier; /* default false */
-    vb_benchy_trial_cfg io, synthetic, full;
+    vb_benchy_trial_cfg trial[VB_TRIAL_NKINDS]; /* by vb_trial_kind */
 } vb_benchy_config;
 
 void vb_benchy_defaults(vb_benchy_config *b);

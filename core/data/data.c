@@ -120,7 +120,7 @@ void vb_split_scan(vb_split_info *s, const char *dir) {
     DIR *dp = opendir(dir);
     if (!dp) vb_die_input("%s: cannot read data directory: %s", dir, strerror(errno));
     int cap = 16;
-    char **files = malloc(sizeof(char *) * (size_t)cap);
+    char **files = vb_malloc_check(sizeof(char *) * (size_t)cap);
     int n = 0;
     struct dirent *e;
     while ((e = readdir(dp)) != NULL) {
@@ -137,10 +137,9 @@ void vb_split_scan(vb_split_info *s, const char *dir) {
         if (vb_file_problem(path, why, sizeof why)) vb_die_input("%s: %s", path, why);
         if (n == cap) {
             cap *= 2;
-            files = realloc(files, sizeof(char *) * (size_t)cap);
+            files = vb_realloc_check(files, sizeof(char *) * (size_t)cap);
         }
-        if (!files) vb_die_internal("out of memory scanning %s", dir);
-        files[n++] = strdup(path);
+        files[n++] = vb_strdup_check(path);
     }
     closedir(dp);
     if (n == 0) {

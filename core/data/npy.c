@@ -107,8 +107,7 @@ void vb_npy_load_stats(const char *path, int C, float *out) {
     if (vb_file_problem(path, why, sizeof why)) vb_die_input("%s: cannot open stats file: %s", path, why);
     FILE *f = fopen(path, "rb");
     if (!f) vb_die_input("%s: cannot open stats file: %s", path, strerror(errno));
-    unsigned char *buf = malloc(NPY_MAX_FILE + 1);
-    if (!buf) vb_die_internal("out of memory reading %s", path);
+    unsigned char *buf = vb_malloc_check(NPY_MAX_FILE + 1);
     size_t len = fread(buf, 1, NPY_MAX_FILE + 1, f);
     bool rerr = ferror(f);
     fclose(f);

@@ -220,8 +220,7 @@ static void checkpoint_save(const char *path, const vit_model *m, const vb_adam 
     ck_h5(H5Fflush(file, H5F_SCOPE_GLOBAL), path, "flushing");
     ssize_t len = H5Fget_file_image(file, NULL, 0);
     ck_h5(len < 0 ? -1 : 0, path, "sizing the file image");
-    void *bytes = malloc((size_t)len > 0 ? (size_t)len : 1);
-    if (!bytes) vb_die_internal("checkpoint %s: out of memory for its %zd-byte image", path, len);
+    void *bytes = vb_malloc_check((size_t)len > 0 ? (size_t)len : 1);
     ck_h5(H5Fget_file_image(file, bytes, (size_t)len) == len ? 0 : -1, path, "copying the file image");
     ck_h5(H5Fclose(file), path, "closing the file");
     h5_quiet_end(q);

@@ -65,10 +65,9 @@ void vb_ddp_init(vb_ddp *d, const vit_tensor *tensors, int ntensors, size_t npar
     d->cap_bytes = vb_ddp_cap_bytes(cap_mb);
     d->ntensors = ntensors;
     size_t n = (size_t)(ntensors > 0 ? ntensors : 1);
-    d->buckets = calloc(n, sizeof *d->buckets);
-    d->bucket_of = calloc(n, sizeof *d->bucket_of);
-    d->tensor_done = calloc(n, 1);
-    if (!d->buckets || !d->bucket_of || !d->tensor_done) vb_die_internal("out of memory for %d DDP tensors", ntensors);
+    d->buckets = vb_calloc_check(n, sizeof *d->buckets);
+    d->bucket_of = vb_calloc_check(n, sizeof *d->bucket_of);
+    d->tensor_done = vb_calloc_check(n, 1);
     d->nbuckets = vb_ddp_plan(tensors, ntensors, nparams, d->cap_bytes, d->buckets, d->bucket_of);
     vb_ddp_begin_step(d);
 }

@@ -52,9 +52,8 @@ void vb_adam_set_segments(vb_adam *a, int nseg, const size_t *offset, const size
         next += numel[i];
     }
     if (next != a->n) vb_die_internal("adam segments cover %zu values, the buffer has %zu", next, a->n);
-    a->seg_offset = malloc((size_t)nseg * sizeof *a->seg_offset);
-    a->seg_numel = malloc((size_t)nseg * sizeof *a->seg_numel);
-    if (!a->seg_offset || !a->seg_numel) vb_die_internal("out of memory");
+    a->seg_offset = vb_malloc_check((size_t)nseg * sizeof *a->seg_offset);
+    a->seg_numel = vb_malloc_check((size_t)nseg * sizeof *a->seg_numel);
     memcpy(a->seg_offset, offset, (size_t)nseg * sizeof *offset);
     memcpy(a->seg_numel, numel, (size_t)nseg * sizeof *numel);
     a->nseg = nseg;

@@ -1,4 +1,4 @@
-/* model.c: the tutorials' ViT (networks/vit.py) forward and backward by hand,
+/* vit.c: the tutorials' ViT (networks/vit.py) forward and backward by hand,
  * every op through the backend table (kernels/ops.h), every op call timed by
  * the profiler (core/prof/profile.h), every collective through core/comm/comm.h.
  *
@@ -1003,11 +1003,14 @@ void vit_backward(vit_model *m) {
  * This rank's share: its Nl tokens (cp), its 1/tp of every block GEMM and of
  * the heads (Nl queries x N keys each), and 1/tp of the patch embedding and
  * head, which every tp rank computes in full. */
-double vit_train_flops(const vit_model *m, int B) {
+double vit_forward_flops(const vit_model *m, int B) {
     const double N = m->ntok, Nl = m->ntok_local, D = m->d.dim, L = m->d.depth, HD = m->hd;
     const double tp = m->par.tp_size, NHl = m->heads_local;
     const double gemm = 2.0 * B * Nl * (((double)m->patch_in * D + (double)m->head_out * D) / tp +
                                         L * (4.0 * D * D + 8.0 * D * D) / tp);
     const double attn = L * 2.0 * B * NHl * 2.0 * Nl * N * HD;
-    return 3.0 * (gemm + attn);
+    return gemm + attn;
 }
+
+/* backward: twice the forward's GEMM and attention FLOPs */
+double vit_train_flops(const vit_model *m, int B) { return 3.0 * vit_forward_flops(m, B); }

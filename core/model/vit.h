@@ -1,4 +1,4 @@
-/* model.h: the tutorials' ViT (networks/vit.py), forward and backward by hand.
+/* vit.h: the tutorials' ViT (networks/vit.py), forward and backward by hand.
  *
  *   x [B,Cin,H,W] -> patchify -> patch_embed Linear(Cin*p*p, D) (== Conv2d k=s=p) + pos_embed[1,N,D]
  *   depth x pre-norm block:  x += proj(attn(q(LN1 x), k(LN1 x), v(LN1 x)));  x += fc2(gelu(fc1(LN2 x)))
@@ -39,8 +39,8 @@
  * read the weights through params_act, the activation-dtype copy of params,
  * which is params itself when ctx->act is float32 (the CPU).
  */
-#ifndef VB_MODEL_H
-#define VB_MODEL_H
+#ifndef VB_VIT_H
+#define VB_VIT_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -162,7 +162,7 @@ typedef struct vit_model {
     vb_act *pred;        /* [B,Cout,H,W] of the last forward (view into acts) */
     float *loss_dev;     /* backend [1]: the loss of the last forward with a target */
     float *per_sample_dev; /* backend [max_batch]: its per-sample terms */
-    void *priv;          /* activation and scratch views, model.c's business */
+    void *priv;          /* activation and scratch views, vit.c's business */
 
     /* this rank's share under vit_parallel (single rank: the full sizes) */
     int ntok_local;      /* tokens held here (cp) */
@@ -247,6 +247,9 @@ typedef struct vit_footprint {
 } vit_footprint;
 vit_footprint vit_footprint_of(const vit_dims *d, const vit_parallel *par, int max_batch, vb_ctx *ctx);
 
+/* FLOPs of this rank's forward pass on B samples, and of a training step
+ * (forward and backward, 3x the forward); vit.c says what is counted */
+double vit_forward_flops(const vit_model *m, int B);
 double vit_train_flops(const vit_model *m, int B);
 
 /* The tutorial's compute_split_shapes: chunk = ceil(ntok / cp), ranks

@@ -7,13 +7,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "core/results/results.h"
 #include "core/util/common.h"
 
 static const char *const k_files[VB_CUPTI_NVIEWS] = {
-    [VB_CUPTI_KERNELS] = "kernels.csv",
-    [VB_CUPTI_KERNELS_SYNTHETIC] = "kernels_SYNTHETIC.csv",
-    [VB_CUPTI_KERNELS_FULL] = "kernels_FULL.csv",
-    [VB_CUPTI_MEMOPS] = "gpu_mem_time.csv",
+    [VB_CUPTI_KERNELS] = VB_KERNELS_CSV,
+    [VB_CUPTI_KERNELS_SYNTHETIC] = VB_KERNELS_SYNTHETIC_CSV,
+    [VB_CUPTI_KERNELS_FULL] = VB_KERNELS_FULL_CSV,
+    [VB_CUPTI_MEMOPS] = VB_GPU_MEM_TIME_CSV,
 };
 
 const char *vb_cupti_file(vb_cupti_view view) {

@@ -27,6 +27,7 @@
 
 #include "core/util/common.h"
 #include "core/util/fileio.h"
+#include "core/results/results.h" /* VB_OPS_CSV_HEADER */
 #include "core/util/stats.h"
 #include "core/prof/timeline.h"
 
@@ -147,9 +148,8 @@ static void host_destroy(vb_prof_clock *c) {
 
 vb_prof_clock *vb_prof_clock_host(int nslots) {
     if (nslots < 2) vb_die_internal("profiler: a clock needs at least 2 slots (got %d)", nslots);
-    vb_prof_clock *c = calloc(1, sizeof *c);
-    double *t = calloc((size_t)nslots, sizeof *t);
-    if (!c || !t) vb_die_internal("out of memory for a profiler clock of %d slots", nslots);
+    vb_prof_clock *c = vb_calloc_check(1, sizeof *c);
+    double *t = vb_calloc_check((size_t)nslots, sizeof *t);
     *c = (vb_prof_clock){.nslots = nslots, .record = host_record, .sync = host_sync, .elapsed = host_elapsed,
                          .host_time = host_time, .destroy = host_destroy, .impl = t};
     return c;
@@ -159,9 +159,8 @@ vb_prof_clock *vb_prof_clock_host(int nslots) {
 static void install_clock(vb_profiler *p, vb_prof_clock *clock) {
     if (clock->nslots < 2 || !clock->record || !clock->sync || !clock->elapsed || !clock->host_time)
         vb_die_internal("profiler: incomplete clock (%d slots)", clock->nslots);
-    unsigned char *used = calloc((size_t)clock->nslots, 1);
-    vb_prof_pending *pending = calloc((size_t)clock->nslots / 2, sizeof *pending);
-    if (!used || !pending) vb_die_internal("out of memory for a profiler clock of %d slots", clock->nslots);
+    unsigned char *used = vb_calloc_check((size_t)clock->nslots, 1);
+    vb_prof_pending *pending = vb_calloc_check((size_t)clock->nslots / 2, sizeof *pending);
     free(p->slot_used);
     free(p->pending);
     if (p->clock && p->clock->destroy) p->clock->destroy(p->clock);
@@ -172,8 +171,7 @@ static void install_clock(vb_profiler *p, vb_prof_clock *clock) {
 }
 
 vb_profiler *vb_prof_create(void) {
-    vb_profiler *p = calloc(1, sizeof *p);
-    if (!p) vb_die_internal("out of memory creating profiler");
+    vb_profiler *p = vb_calloc_check(1, sizeof *p);
     p->sections[0].trial_type = "";
     p->nsections = 1;
     p->cur = &p->sections[0];
@@ -264,8 +262,7 @@ static void ensure_op(vb_prof_section *p, int id) {
     if (id < p->nops) return;
     int n = registry_count();
     if (id >= n) vb_die_internal("profiler: op id %d was never registered", id);
-    vb_op_stats *grown = realloc(p->stats, (size_t)n * sizeof *grown);
-    if (!grown) vb_die_internal("out of memory growing profiler to %d ops", n);
+    vb_op_stats *grown = vb_realloc_check(p->stats, (size_t)n * sizeof *grown);
     memset(grown + p->nops, 0, (size_t)(n - p->nops) * sizeof *grown);
     p->stats = grown;
     p->nops = n;
@@ -357,8 +354,7 @@ static void add_sample(vb_prof_section *sec, int id, double dt, double bytes, do
     vb_op_stats *s = &sec->stats[id];
     if ((size_t)s->calls == s->cap) {
         size_t cap = s->cap ? 2 * s->cap : 64;
-        double *grown = realloc(s->samples, cap * sizeof *grown);
-        if (!grown) vb_die_internal("out of memory growing profiler samples to %zu", cap);
+        double *grown = vb_realloc_check(s->samples, cap * sizeof *grown);
         s->samples = grown;
         s->cap = cap;
     }
@@ -396,8 +392,7 @@ void vb_prof_add_step_time(vb_profiler *p, double seconds) {
     if (p->enabled) p->cur->step_seconds += seconds;
 }
 
-static const char k_ops_header[] = "rank,trial_type,name,category,calls,bytes,flops,total_s,avg_s,min_s,max_s,"
-                                   "median_s,share_of_step,gflop_per_s,gb_per_s\n";
+static const char k_ops_header[] = VB_OPS_CSV_HEADER "\n";
 
 static void section_rows(FILE *f, const vb_prof_section *sec, int rank) {
     for (int i = 0; i < sec->nops; i++) {

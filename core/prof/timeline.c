@@ -13,6 +13,7 @@
 
 #include "core/util/common.h"
 #include "core/util/fileio.h"
+#include "core/results/results.h" /* VB_TIMELINE_CSV_HEADER */
 
 typedef struct {
     double start, dur, bytes, flops;
@@ -66,23 +67,19 @@ static const char *const k_kind[] = {"trial", "step", "phase", "compute", "comm"
 
 vb_tlrec *vb_tlrec_create(int steps, int nloaders, int events_per_step) {
     if (steps <= 0) return NULL;
-    vb_tlrec *t = calloc(1, sizeof *t);
-    if (!t) vb_die_internal("out of memory for the timeline");
+    vb_tlrec *t = vb_calloc_check(1, sizeof *t);
     t->max_steps = steps;
     t->nlanes = VB_TL_LOADER0 + (nloaders > 0 ? nloaders : 0);
-    t->lanes = calloc((size_t)t->nlanes, sizeof *t->lanes);
-    if (!t->lanes) vb_die_internal("out of memory for the timeline");
+    t->lanes = vb_calloc_check((size_t)t->nlanes, sizeof *t->lanes);
     for (int l = 0; l < t->nlanes; l++) {
         long per_step = l == VB_TL_MAIN ? events_per_step : l == VB_TL_COMM ? 1024 : 64;
         tl_lane *ln = &t->lanes[l];
         ln->cap = per_step * steps + (l == VB_TL_MAIN ? 16 : 0); /* + trial rows */
-        ln->ev = malloc((size_t)ln->cap * sizeof *ln->ev);
-        if (!ln->ev) vb_die_internal("out of memory for %ld timeline events", ln->cap);
+        ln->ev = vb_malloc_check((size_t)ln->cap * sizeof *ln->ev);
         atomic_init(&ln->dropped, 0);
     }
-    t->windows = calloc((size_t)steps, sizeof *t->windows);
-    t->streams = calloc(VB_TL_MAX_STREAMS, sizeof *t->streams);
-    if (!t->windows || !t->streams) vb_die_internal("out of memory for the timeline");
+    t->windows = vb_calloc_check((size_t)steps, sizeof *t->windows);
+    t->streams = vb_calloc_check(VB_TL_MAX_STREAMS, sizeof *t->streams);
     /* a step launches about one kernel per op: twice the main lane's events
      * leaves room for ops of several kernels */
     t->stream_cap = 2 * (long)events_per_step * steps;
@@ -198,8 +195,7 @@ static tl_lane *stream_lane(vb_tlrec *t, unsigned stream) {
         if (t->stream_id[k] == stream) return &t->streams[k];
     if (t->nstreams == VB_TL_MAX_STREAMS) return NULL;
     tl_lane *ln = &t->streams[t->nstreams];
-    ln->ev = malloc((size_t)t->stream_cap * sizeof *ln->ev);
-    if (!ln->ev) vb_die_internal("out of memory for %ld timeline events", t->stream_cap);
+    ln->ev = vb_malloc_check((size_t)t->stream_cap * sizeof *ln->ev);
     ln->cap = t->stream_cap;
     ln->n = 0;
     atomic_init(&ln->dropped, 0);
@@ -329,7 +325,7 @@ char *vb_tlrec_csv_rows(const vb_tlrec *t, int rank) {
 }
 
 static void write_rows(FILE *f, void *rows) {
-    fputs("rank,lane,kind,name,trial_type,trial_index,step,start_s,dur_s,bytes,flops,bucket\n", f);
+    fputs(VB_TIMELINE_CSV_HEADER "\n", f);
     fputs((const char *)rows, f);
 }
 

@@ -11,7 +11,27 @@
 #include <time.h>
 
 #include "core/util/common.h"
-#include "core/prof/cupti_trace.h"
+
+const vb_trial_kind_names vb_trial_kinds[VB_TRIAL_NKINDS] = {
+    [VB_TRIAL_IO] = {"IO", "IO", "io"},
+    [VB_TRIAL_SYNTHETIC] = {"SYNTHETIC", "synthetic", "synthetic"},
+    [VB_TRIAL_FULL] = {"FULL", "full", "full"},
+    [VB_TRIAL_VALIDATION] = {"VALIDATION", "validation", "validation"},
+};
+
+int vb_trial_kind_by_name(const char *name) {
+    for (int k = 0; k < VB_TRIAL_NKINDS; k++)
+        if (strcmp(name, vb_trial_kinds[k].name) == 0) return k;
+    return -1;
+}
+
+const char *vb_trial_kind_list(void) {
+    static char list[128];
+    if (!list[0])
+        for (int k = 0; k < VB_TRIAL_NKINDS; k++)
+            vb_snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k ? ", " : "", vb_trial_kinds[k].name);
+    return list;
+}
 
 /* every name of the results schema (results.h) */
 static const char *const k_run_files[] = {VB_RESULTS_NAMES};
@@ -30,8 +50,9 @@ static bool is_rank_copy(const char *name, const char *file) {
 bool vb_run_file_reserved(const char *name) {
     for (size_t i = 0; i < sizeof k_run_files / sizeof k_run_files[0]; i++)
         if (strcasecmp(name, k_run_files[i]) == 0) return true;
-    for (int v = 0; v < VB_CUPTI_NVIEWS; v++) {
-        const char *file = vb_cupti_file((vb_cupti_view)v);
+    static const char *const cupti_files[] = {VB_CUPTI_FILES};
+    for (size_t v = 0; v < sizeof cupti_files / sizeof *cupti_files; v++) {
+        const char *file = cupti_files[v];
         if (strcasecmp(name, file) == 0 || is_rank_copy(name, file)) return true;
     }
     return false;
@@ -82,7 +103,7 @@ int vb_results_dir_claim_stamped(const char *out, const char *prefix, char *dir,
 
 void vb_run_dir_create(const char *output_dir, const char *run_name, const char *prefix, char *dir, size_t n,
                        char *run_id, size_t idn) {
-    const char *out = output_dir && output_dir[0] ? output_dir : "results";
+    const char *out = output_dir && output_dir[0] ? output_dir : VB_RESULTS_DEFAULT_DIR;
     char base[256];
     if (run_name && run_name[0]) {
         if (strchr(run_name, '/')) vb_die_input("run_name '%s': must not contain '/'", run_name);

@@ -22,13 +22,15 @@
  *                       max_samples_per_s,ntrials,<key config columns>,
  *                       achieved_tflop_per_s,peak_mem_bytes,<fingerprint columns>
  *   benchy_output.json  benchy's JSON: {"nranks":N,"IO":{"rates":[[..]],"avg_iter_throughput":[..],
- *                       "trial_throughput":[..],"trial_time":[..]},"SYNTHETIC":{..},"FULL":{..}}
+ *                       "trial_throughput":[..],"trial_time":[..]},"SYNTHETIC":{..},"FULL":{..},
+ *                       "VALIDATION":{..}} (a kind once one of its timed trials finished)
  *   iterations.csv      trial,trial_type,trial_index,warmup,step,rank,seconds,data_wait_s,...
  *   ops.csv             (profile.h) rank,trial_type,name,category,calls,bytes,flops,total_s,...
  *   timeline.csv        (timeline.h) every event of the profile_steps window
  *   kernels.csv         (cupti: true; gpu_summary.h, cupti_trace.h) nsys stats'
  *                       cuda_gpu_kern_sum of the timed steps' kernels, with
  *                       kernels_SYNTHETIC.csv, kernels_FULL.csv, gpu_mem_time.csv
+ *                       (VALIDATION's kernels are in kernels.csv only)
  *   train_log.csv       step,epoch,loss,lr,seconds          (train runs)
  *   validation.csv      epoch,step,val_loss,rmse_u10m,seconds (train runs)
  * Every CSV is rewritten atomically (tmp file + rename, fileio.h) after every
@@ -45,6 +47,27 @@
 /* vb_atomic_write, vb_atomic_write_or_die, vb_die_env and vb_csv_field: every
  * writer of the run directory uses them, so they come with this header */
 #include "core/util/fileio.h"
+
+/* The trial kinds, in the order a run runs them: benchy's IO (the loader
+ * alone), SYNTHETIC (training steps on one batch) and FULL (training steps on
+ * the loader's batches), and VALIDATION (forward passes over the valid split,
+ * as train.py's validation loop). Every name a kind has outside the trial
+ * runner comes from this table: trial_type in trials.csv, load.csv,
+ * summary.csv, iterations.csv and ops.csv, benchy's JSON key and compare's
+ * --metric (name); its benchy YAML section and run.json key (section, read
+ * without case); index.csv's headline columns <column>_samples_per_s and
+ * <column>_std. What a kind does is bench/trials.c's table. */
+typedef enum { VB_TRIAL_IO, VB_TRIAL_SYNTHETIC, VB_TRIAL_FULL, VB_TRIAL_VALIDATION, VB_TRIAL_NKINDS } vb_trial_kind;
+typedef struct vb_trial_kind_names {
+    const char *name;    /* "FULL" */
+    const char *section; /* "full" */
+    const char *column;  /* "full" */
+} vb_trial_kind_names;
+extern const vb_trial_kind_names vb_trial_kinds[VB_TRIAL_NKINDS];
+/* the kind named `name` (exactly, as the CSVs write it), or -1 */
+int vb_trial_kind_by_name(const char *name);
+/* "IO, SYNTHETIC, FULL, VALIDATION": for messages */
+const char *vb_trial_kind_list(void);
 
 /* A run directory's files (above), and a sweep directory's: every writer and
  * reader names them from here. */
@@ -73,6 +96,15 @@
 #define VB_PUBLISHED_CSV "published.csv" /* vitbench model --published */
 #define VB_PUBLISHED_MD "published.md"
 #define VB_COMMBENCH_CSV "commbench.csv" /* vitbench commbench: its own run directory */
+/* cupti: true (cupti_trace.h): nsys stats' kernel summary of every traced
+ * trial, of the timed SYNTHETIC and of the timed FULL trials, and the
+ * memcpy / memset summary; with profiler_mode all on > 1 rank, rank k's as
+ * <stem>_rank<k>.csv */
+#define VB_KERNELS_CSV "kernels.csv"
+#define VB_KERNELS_SYNTHETIC_CSV "kernels_SYNTHETIC.csv"
+#define VB_KERNELS_FULL_CSV "kernels_FULL.csv"
+#define VB_GPU_MEM_TIME_CSV "gpu_mem_time.csv"
+#define VB_CUPTI_FILES VB_KERNELS_CSV, VB_KERNELS_SYNTHETIC_CSV, VB_KERNELS_FULL_CSV, VB_GPU_MEM_TIME_CSV
 #define VB_COMMBENCH_JSON "commbench.json"
 /* a sweep directory's own files and folders besides index.csv and sweep.json */
 #define VB_SCENARIO_COPY "scenario.yaml"
@@ -85,14 +117,27 @@
  * in a results directory. A name another input chooses for a file there
  * (benchy's output_filename) must be none of them (vb_run_file_reserved),
  * so a name added to this list is refused there from then on. CUPTI's
- * kernels.csv and its siblings are core/prof/cupti_trace.h's (also
- * refused). */
+ * files (VB_CUPTI_FILES) and their per-rank copies are refused too. */
 #define VB_RESULTS_NAMES                                                                                    \
     VB_RUN_JSON, VB_TRIALS_CSV, VB_LOAD_CSV, VB_SUMMARY_CSV, VB_ITERATIONS_CSV, VB_OPS_CSV, VB_TIMELINE_CSV,             \
         VB_TRAIN_LOG_CSV, VB_VALIDATION_CSV, VB_CHECKPOINT_H5, VB_BREAKDOWN_CSV, VB_INDEX_CSV, VB_SWEEP_JSON, \
         VB_TRACE_JSON, VB_KINETO_DIR, VB_REPORT_DIR, VB_COMPARE_JSON, VB_MODEL_CSV, VB_MODEL_FITS_CSV,      \
         VB_MODEL_MD, VB_PUBLISHED_CSV, VB_PUBLISHED_MD, VB_COMMBENCH_CSV, VB_COMMBENCH_JSON,               \
         VB_SCENARIO_COPY, VB_SWEEP_RUNS_DIR, VB_SWEEP_LOGS_DIR, VB_SWEEP_JOBS_DIR, VB_SWEEP_STATUS_DIR
+
+/* Column names that several files share and readers look up: every reader
+ * names them from here (tests/test_results_schema.c checks each is in the
+ * headers below that hold it) */
+#define VB_COL_RUN_ID "run_id"
+#define VB_COL_TRIAL_TYPE "trial_type" /* a vb_trial_kinds name */
+#define VB_COL_TRIAL_INDEX "trial_index"
+#define VB_COL_WARMUP "warmup"
+#define VB_COL_RANK "rank"
+#define VB_COL_STEP "step"
+#define VB_COL_SECONDS "seconds"
+#define VB_COL_SAMPLES_PER_S "samples_per_s"
+#define VB_COL_MEAN_SAMPLES_PER_S "mean_samples_per_s"
+#define VB_COL_STD_SAMPLES_PER_S "std_samples_per_s"
 
 /* The header lines of the files whose columns are fixed (readers find
  * columns by these names; the other files' columns are listed above) */
@@ -104,6 +149,26 @@
     "trial,trial_type,trial_index,warmup,step,rank,seconds,data_wait_s,allreduce_calls,allreduce_bytes,"    \
     "comm_exposed_s"
 #define VB_VALIDATION_CSV_HEADER "epoch,step,val_loss,rmse_u10m,seconds"
+/* train_log.csv; with loss scaling (fp16) VB_TRAIN_LOG_CSV_SCALING_COLUMNS follow */
+#define VB_TRAIN_LOG_CSV_HEADER "step,epoch,loss,lr,seconds"
+#define VB_TRAIN_LOG_CSV_SCALING_COLUMNS "loss_scale,skipped"
+/* ops.csv (profile.h; vitbench nsys writes the same from a profile) */
+#define VB_OPS_CSV_HEADER                                                                                    \
+    "rank,trial_type,name,category,calls,bytes,flops,total_s,avg_s,min_s,max_s,median_s,share_of_step,"      \
+    "gflop_per_s,gb_per_s"
+/* timeline.csv (timeline.h; vitbench nsys writes the same from a trace) */
+#define VB_TIMELINE_CSV_HEADER "rank,lane,kind,name,trial_type,trial_index,step,start_s,dur_s,bytes,flops,bucket"
+/* summary.csv: a row per trial kind that has timed trials, its trials'
+ * samples/s, the key config columns, achieved TFLOP/s, peak memory and the
+ * fingerprint's columns */
+#define VB_SUMMARY_CSV_HEADER                                                                                 \
+    "trial_type,mean_samples_per_s,std_samples_per_s,min_samples_per_s,max_samples_per_s,ntrials,"            \
+    "config,backend,ranks,tp,cp,dp,global_batch_size,local_batch_size,embed_dim,depth,num_heads,"             \
+    "patch_size,img_h,img_w,n_in_channels,n_out_channels,num_data_workers,amp_mode,bucket_cap_mb,noddp,"      \
+    "achieved_tflop_per_s,peak_mem_bytes,host,cpu_model,affinity_cores,omp_threads,blas,blas_coretype,"       \
+    "compiler,git_commit,git_dirty,machine_key"
+/* where a run, sweep, model or commbench goes without --output_dir */
+#define VB_RESULTS_DEFAULT_DIR "results"
 
 /* The time in every directory name vitbench makes itself (runs, sweeps,
  * commbench, model): local time as YYYYmmdd-HHMMSS, which sorts by time. */
@@ -132,10 +197,15 @@ void vb_run_dir_create(const char *output_dir, const char *run_name, const char 
  * first (then the swept keys, then the headline results), written by
  * bench/sweep and read by analysis/. */
 #define VB_INDEX_LEAD_COLUMNS "run_index,run_dir,status,exit_code,repeat,ranks,threads_per_rank"
-/* its headline results, after the swept keys: FULL, SYNTHETIC and IO
- * samples/s, each mean and standard deviation over the run's trials */
-#define VB_INDEX_HEADLINE_COLUMNS                                                                         \
-    "full_samples_per_s", "full_std", "synthetic_samples_per_s", "synthetic_std", "io_samples_per_s", "io_std"
+/* its headline results, after the swept keys: FULL, SYNTHETIC, IO and
+ * VALIDATION samples/s, each mean and standard deviation over the run's
+ * trials (vb_trial_kinds' columns, in this order) */
+#define VB_INDEX_HEADLINE_COLUMNS                                                                        \
+    "full_samples_per_s", "full_std", "synthetic_samples_per_s", "synthetic_std", "io_samples_per_s", \
+        "io_std", "validation_samples_per_s", "validation_std"
+/* the kinds of those columns, in their order */
+#define VB_INDEX_HEADLINE_KINDS VB_TRIAL_FULL, VB_TRIAL_SYNTHETIC, VB_TRIAL_IO, VB_TRIAL_VALIDATION
+#define VB_INDEX_HEADLINE_NKINDS 4
 /* after them, why a run that did not complete failed: its class,
  * "timeout", "signal N (NAME)" or "exit N" (empty for the others); reports
  * and --max_failures count failures by it, never by log text */

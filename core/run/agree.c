@@ -17,8 +17,7 @@
 void vb_agree_add(vb_agree_list *l, const char *key, const char *fmt, ...) {
     if (l->n == l->cap) {
         l->cap = l->cap ? 2 * l->cap : 64;
-        l->v = realloc(l->v, (size_t)l->cap * sizeof *l->v);
-        if (!l->v) vb_die_internal("out of memory");
+        l->v = vb_realloc_check(l->v, (size_t)l->cap * sizeof *l->v);
     }
     vb_agree_item *it = &l->v[l->n++];
     snprintf(it->key, sizeof it->key, "%s", key);
@@ -54,15 +53,14 @@ void vb_agree_check(const vb_comm *world, const vb_agree_list *l) {
     if (world->size <= 1) return;
     /* every rank's digests at rank 0: first the count, then the items */
     int most = l->n;
-    int *counts = world->rank == 0 ? malloc(sizeof(int) * (size_t)world->size) : NULL;
+    int *counts = world->rank == 0 ? vb_malloc_check(sizeof(int) * (size_t)world->size) : NULL;
     vb_gather_bytes(world, &most, sizeof most, counts, 0);
     int width = 0;
     if (world->rank == 0)
         for (int r = 0; r < world->size; r++) width = counts[r] > width ? counts[r] : width;
     vb_broadcast(world, &width, sizeof width, 0);
-    uint64_t *mine = calloc((size_t)width + 1, sizeof *mine);
-    uint64_t *all = world->rank == 0 ? calloc(((size_t)width + 1) * (size_t)world->size, sizeof *all) : NULL;
-    if (!mine || (world->rank == 0 && (!all || !counts))) vb_die_internal("out of memory");
+    uint64_t *mine = vb_calloc_check((size_t)width + 1, sizeof *mine);
+    uint64_t *all = world->rank == 0 ? vb_calloc_check(((size_t)width + 1) * (size_t)world->size, sizeof *all) : NULL;
     for (int i = 0; i < width; i++) mine[i] = digest(l, i);
     vb_gather_bytes(world, mine, ((size_t)width + 1) * sizeof *mine, all, 0);
     /* rank 0 finds the first item where some rank differs from rank 0 */
@@ -125,11 +123,13 @@ void vb_run_agree(const vb_run *r) {
     cJSON_Delete(cfg);
     if (r->benchy) {
         const vb_benchy_config *b = &r->bcfg;
-        const vb_benchy_trial_cfg *t[3] = {&b->io, &b->synthetic, &b->full};
-        const char *names[3] = {"benchy IO", "benchy synthetic", "benchy full"};
-        for (int i = 0; i < 3; i++)
-            vb_agree_add(&l, names[i], "run %d, nbatches %d, ntrials %d, nwarmup %d", t[i]->run_benchmark,
-                         t[i]->nbatches, t[i]->ntrials, t[i]->nwarmup);
+        for (int k = 0; k < VB_TRIAL_NKINDS; k++) {
+            const vb_benchy_trial_cfg *t = &b->trial[k];
+            char key[64];
+            vb_snprintf(key, sizeof key, "benchy %s", vb_trial_kinds[k].section);
+            vb_agree_add(&l, key, "run %d, nbatches %d, ntrials %d, nwarmup %d", t->run_benchmark, t->nbatches,
+                         t->ntrials, t->nwarmup);
+        }
         vb_agree_add(&l, "benchy use_distributed_barrier", "%d", b->use_distributed_barrier);
         vb_agree_add(&l, "benchy profiler_mode", "%s", b->profiler_mode);
     }

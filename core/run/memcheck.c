@@ -58,18 +58,24 @@ void vb_mem_estimate_run(const vb_config *c, const vb_benchy_config *b, bool ben
     e->data = buffers * sample * local_batch;
 
     if (benchy) {
-        double iters = steps_of(&b->io, steps_per_epoch) + steps_of(&b->synthetic, steps_per_epoch) +
-                       steps_of(&b->full, steps_per_epoch);
+        double iters = 0, timed_steps = 0;
+        for (int k = 0; k < VB_TRIAL_NKINDS; k++) {
+            iters += steps_of(&b->trial[k], steps_per_epoch);
+            /* the profiler times every trial kind but IO */
+            const vb_benchy_trial_cfg *t = &b->trial[k];
+            if (k != VB_TRIAL_IO && t->run_benchmark)
+                timed_steps += (double)t->ntrials *
+                               (t->nbatches > 0 && t->nbatches < steps_per_epoch ? t->nbatches : steps_per_epoch);
+        }
         /* rank 0 keeps every rank's copy next to its own */
         e->records = iters * ITER_RECORD_BYTES * (1.0 + world);
-        /* profiler: one sample per op call of every timed SYNTHETIC / FULL step */
+        /* profiler: one sample per op call of every timed step */
         double ops_per_step = 40.0 * d->depth + 64.0;
-        double timed = (double)b->synthetic.ntrials * (b->synthetic.run_benchmark ? 1 : 0) +
-                       (double)b->full.ntrials * (b->full.run_benchmark ? 1 : 0);
-        double nb = b->full.nbatches > 0 && b->full.nbatches < steps_per_epoch ? b->full.nbatches : steps_per_epoch;
-        e->records += timed * nb * ops_per_step * PROFILE_SAMPLE_BYTES;
-        double window = fmin((double)c->profile_steps, (double)b->full.ntrials * nb);
-        if (b->full.run_benchmark && window > 0)
+        e->records += timed_steps * ops_per_step * PROFILE_SAMPLE_BYTES;
+        const vb_benchy_trial_cfg *full = &b->trial[VB_TRIAL_FULL];
+        double nb = full->nbatches > 0 && full->nbatches < steps_per_epoch ? full->nbatches : steps_per_epoch;
+        double window = fmin((double)c->profile_steps, (double)full->ntrials * nb);
+        if (full->run_benchmark && window > 0)
             e->records += window * ((64.0 * d->depth + 256.0) + 1024.0) * TIMELINE_EVENT_BYTES;
     }
     const double model = e->params + e->grads + e->optimizer + e->activations;

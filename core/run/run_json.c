@@ -39,14 +39,13 @@ static void add_benchy(cJSON *root, const vb_run *r) {
     cJSON_AddStringToObject(o, "output_filename", b->output_filename);
     cJSON_AddStringToObject(o, "output_dir", b->output_dir);
     cJSON_AddBoolToObject(o, "use_distributed_barrier", b->use_distributed_barrier);
-    const char *names[3] = {"IO", "synthetic", "full"};
-    const vb_benchy_trial_cfg *t[3] = {&b->io, &b->synthetic, &b->full};
-    for (int i = 0; i < 3; i++) {
-        cJSON *s = cJSON_AddObjectToObject(o, names[i]);
-        cJSON_AddBoolToObject(s, "run_benchmark", t[i]->run_benchmark);
-        cJSON_AddNumberToObject(s, "nbatches", t[i]->nbatches);
-        cJSON_AddNumberToObject(s, "ntrials", t[i]->ntrials);
-        cJSON_AddNumberToObject(s, "nwarmup", t[i]->nwarmup);
+    for (int k = 0; k < VB_TRIAL_NKINDS; k++) {
+        const vb_benchy_trial_cfg *t = &b->trial[k];
+        cJSON *s = cJSON_AddObjectToObject(o, vb_trial_kinds[k].section);
+        cJSON_AddBoolToObject(s, "run_benchmark", t->run_benchmark);
+        cJSON_AddNumberToObject(s, "nbatches", t->nbatches);
+        cJSON_AddNumberToObject(s, "ntrials", t->ntrials);
+        cJSON_AddNumberToObject(s, "nwarmup", t->nwarmup);
     }
 }
 
@@ -240,8 +239,7 @@ int vb_run_write_json(const vb_run *r, const char *status) {
     cJSON_Delete(root);
     if (!text) vb_die_internal("cannot serialise run.json");
     size_t len = strlen(text);
-    char *withnl = malloc(len + 2);
-    if (!withnl) vb_die_internal("out of memory");
+    char *withnl = vb_malloc_check(len + 2);
     memcpy(withnl, text, len);
     withnl[len] = '\n';
     withnl[len + 1] = '\0';

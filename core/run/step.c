@@ -8,8 +8,7 @@
 #include "core/util/common.h"
 
 void vb_adam_per_tensor(vb_adam *a, const vit_model *m) {
-    size_t *off = malloc((size_t)m->ntensors * sizeof *off), *num = malloc((size_t)m->ntensors * sizeof *num);
-    if (!off || !num) vb_die_internal("out of memory");
+    size_t *off = vb_malloc_check((size_t)m->ntensors * sizeof *off), *num = vb_malloc_check((size_t)m->ntensors * sizeof *num);
     for (int i = 0; i < m->ntensors; i++) off[i] = m->tensors[i].offset, num[i] = m->tensors[i].numel;
     vb_adam_set_segments(a, m->ntensors, off, num);
     free(off);

@@ -7,6 +7,8 @@
 
 #include "core/model/checkpoint.h"
 #include "core/results/results.h"
+#include "core/run/stop.h"
+#include "core/util/pyfloat.h"
 
 typedef struct {
     int step;       /* updates done including this one (train.py's iters) */
@@ -33,7 +35,7 @@ typedef struct {
 
 static void write_train_log(FILE *f, void *ctx) {
     const train_logs *l = ctx;
-    fprintf(f, "step,epoch,loss,lr,seconds%s\n", l->loss_scaling ? ",loss_scale,skipped" : "");
+    fprintf(f, VB_TRAIN_LOG_CSV_HEADER "%s\n", l->loss_scaling ? "," VB_TRAIN_LOG_CSV_SCALING_COLUMNS : "");
     for (int i = 0; i < l->nrows; i++) {
         const train_row *t = &l->rows[i];
         fprintf(f, "%d,%d,%.9g,%.9g,%.9g", t->step, t->epoch, (double)t->loss, (double)t->lr, t->seconds);
@@ -166,9 +168,8 @@ int vb_train_loop(vb_run *r) {
     const int nepochs = total > 0 ? (total + spe - 1) / spe : 0;
 
     /* all log rows up front: the loop itself allocates nothing */
-    train_row *rows = calloc((size_t)(total > 0 ? total : 1), sizeof *rows);
-    valid_row *vrows = calloc((size_t)(nepochs > 0 ? nepochs : 1), sizeof *vrows);
-    if (!rows || !vrows) vb_die_internal("out of memory for %d training log rows", total);
+    train_row *rows = vb_calloc_check((size_t)(total > 0 ? total : 1), sizeof *rows);
+    valid_row *vrows = vb_calloc_check((size_t)(nepochs > 0 ? nepochs : 1), sizeof *vrows);
     valid_bufs vbufs = {0};
     if (nepochs > 0 && r->valid_loader) valid_bufs_init(r, &vbufs);
     train_logs logs = {rows, 0, vrows, 0, r->scaler_on};

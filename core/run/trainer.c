@@ -1,185 +1,27 @@
 /* trainer.c: a run's setup (inputs validated before anything is written),
- * its stop on a signal or a diverged loss, the training step on the run's
- * staged batch, and its end. The step's compute is step.c, batches reach it
- * through staging.c, run.json is written by run_json.c. */
+ * the training and evaluation steps on the run's batches, and its end (and
+ * run.json's "failed" at an exit before it). The step's compute is step.c,
+ * batches reach it through staging.c, run.json is written by run_json.c,
+ * stopping on a signal or a diverged loss is stop.c, what a config makes
+ * (the model's dims, a loader, whether its layout fits) from_config.c. */
 #include "core/run/trainer.h"
 
 #include <errno.h>
-#include <math.h>
 #include <omp.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "core/run/agree.h"
+#include "core/run/from_config.h"
+#include "core/run/stop.h"
 #include "core/model/checkpoint.h"
 #include "core/results/results.h"
 #include "core/util/proc_watch.h"
 
 /* The run whose run.json the atexit handler marks "failed". One per process. */
 static vb_run *g_active_run = NULL;
-
-static volatile sig_atomic_t g_stop_signal = 0;
-
-/* The stop watchdog: the handler only sets a flag, and the training thread
- * acts on it between steps. A thread blocked in a collective whose peer died
- * never gets there, and the launcher's SIGKILL follows the SIGTERM within
- * about a second (Open MPI), which would leave run.json at "running" forever.
- * So the handler also wakes a watchdog thread through a pipe; if the process
- * is still alive half a second later, the watchdog marks run.json "failed"
- * (if it still says "running"). A training thread that does reach its stop
- * point writes "interrupted" over it. Every rank has one, so the run is
- * marked even when rank 0 is the one that died. */
-static int g_stop_pipe[2] = {-1, -1};
-static char g_watch_json[VB_PATH_MAX];
-
-static void on_stop_signal(int sig) {
-    g_stop_signal = sig;
-    signal(sig, SIG_DFL); /* a second Ctrl-C does not wait for the step to end */
-    if (g_stop_pipe[1] >= 0) {
-        unsigned char b = (unsigned char)sig;
-        ssize_t k = write(g_stop_pipe[1], &b, 1); /* async-signal-safe */
-        (void)k;
-    }
-}
-
-/* The sweep that started this run is gone (proc_watch.h): the run stops as
- * on SIGTERM, recording what it finished, instead of running on unrecorded
- * beside the point a resumed sweep would start again. */
-static void on_sweep_gone(const char *token) {
-    vb_warn("the sweep that started this run (process %s) is gone: stopping the run", token);
-    kill(getpid(), SIGTERM);
-}
-
-static void *stop_watchdog(void *arg) {
-    (void)arg;
-    unsigned char sig = 0;
-    while (read(g_stop_pipe[0], &sig, 1) < 0 && errno == EINTR) {
-    }
-    struct timespec grace = {0, 500 * 1000 * 1000};
-    nanosleep(&grace, NULL);
-    char why[160];
-    snprintf(why, sizeof why,
-             "stopped by signal %d while the training thread could not finish its step (blocked in a collective: "
-             "did another rank die?)",
-             (int)sig);
-    vb_run_json_mark_failed(g_watch_json, why);
-    return NULL;
-}
-
-static void start_stop_watchdog(const vb_run *r) {
-    if (g_stop_pipe[0] >= 0) return; /* one per process */
-    vb_run_path(r, g_watch_json, sizeof g_watch_json, VB_RUN_JSON);
-    if (pipe2(g_stop_pipe, O_CLOEXEC) != 0) {
-        g_stop_pipe[0] = g_stop_pipe[1] = -1;
-        return; /* no watchdog: runs still stop, only a blocked one stays "running" */
-    }
-    pthread_t t;
-    pthread_attr_t a;
-    pthread_attr_init(&a);
-    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &a, stop_watchdog, NULL) != 0) {
-        close(g_stop_pipe[0]);
-        close(g_stop_pipe[1]);
-        g_stop_pipe[0] = g_stop_pipe[1] = -1;
-    }
-    pthread_attr_destroy(&a);
-}
-
-/* A closed stdout (`vitbench run | head -1`) is a stop like SIGTERM: SIGPIPE
- * is ignored, so the write fails with EPIPE instead of killing the process
- * with run.json still "running", and the next poll sees the stream's error
- * flag. A stdout that cannot take output any more (EPIPE, or a full disk
- * under a redirect) would otherwise lose every line after it silently. */
-bool vb_run_interrupted(void) {
-    if (g_stop_signal == 0 && (ferror(stdout) || fflush(stdout) != 0)) g_stop_signal = SIGPIPE;
-    return g_stop_signal != 0;
-}
-
-void vb_run_exit_interrupted(vb_run *r) {
-    int sig = g_stop_signal ? g_stop_signal : SIGINT;
-    fflush(stdout);
-    vb_iso_time(r->end_time, sizeof r->end_time);
-    if (r->world.rank == 0 && vb_run_write_json(r, "interrupted") != 0) {
-        char path[VB_PATH_MAX];
-        vb_run_path(r, path, sizeof path, VB_RUN_JSON);
-        vb_warn("cannot write %s: %s", path, strerror(errno));
-    }
-    r->finished = true;
-    vb_warn("interrupted by signal %d after %d training steps; finished results are in %s", sig, r->iteration,
-            r->run_dir);
-    exit(128 + sig);
-}
-
-void vb_run_die_diverged(const vb_run *r, float loss, float lr, int step) {
-    char lr_str[64];
-    vb_pyfloat(lr_str, sizeof lr_str, lr);
-    vb_die_env("training diverged: loss is %s at step %d with lr %s (the data is finite: it is checked as it is "
-               "loaded); lower --lr or the warm-up; results so far are in %s",
-               isnan(loss) ? "nan" : (loss > 0 ? "inf" : "-inf"), step, lr_str, r->run_dir);
-}
-
-void vb_pyfloat(char *buf, size_t n, double x) {
-    if (isnan(x)) {
-        vb_snprintf(buf, n, "nan");
-        return;
-    }
-    if (isinf(x)) {
-        vb_snprintf(buf, n, x > 0 ? "inf" : "-inf");
-        return;
-    }
-    /* shortest mantissa that reads back as the same double: what repr() uses */
-    char e[64];
-    for (int p = 1; p <= 17; p++) {
-        snprintf(e, sizeof e, "%.*e", p - 1, x);
-        if (strtod(e, NULL) == x) break;
-    }
-    const char *s = e;
-    bool neg = false;
-    if (*s == '-') {
-        neg = true;
-        s++;
-    }
-    char digits[32];
-    int nd = 0;
-    for (; *s && *s != 'e'; s++)
-        if (*s >= '0' && *s <= '9') digits[nd++] = *s;
-    digits[nd] = '\0';
-    int exp10 = atoi(s + 1);
-    while (nd > 1 && digits[nd - 1] == '0') digits[--nd] = '\0';
-
-    char out[96];
-    int k = 0;
-    if (neg) out[k++] = '-';
-    if (exp10 >= -4 && exp10 < 16) {
-        if (exp10 >= 0) {
-            for (int i = 0; i <= exp10; i++) out[k++] = i < nd ? digits[i] : '0';
-            out[k++] = '.';
-            if (nd > exp10 + 1)
-                for (int i = exp10 + 1; i < nd; i++) out[k++] = digits[i];
-            else
-                out[k++] = '0';
-        } else {
-            out[k++] = '0';
-            out[k++] = '.';
-            for (int i = 0; i < -exp10 - 1; i++) out[k++] = '0';
-            for (int i = 0; i < nd; i++) out[k++] = digits[i];
-        }
-        out[k] = '\0';
-    } else {
-        out[k++] = digits[0];
-        if (nd > 1) {
-            out[k++] = '.';
-            for (int i = 1; i < nd; i++) out[k++] = digits[i];
-        }
-        snprintf(out + k, sizeof out - (size_t)k, "e%c%02d", exp10 < 0 ? '-' : '+', abs(exp10));
-    }
-    vb_snprintf(buf, n, "%s", out);
-}
 
 void vb_run_path(const vb_run *r, char *buf, size_t n, const char *name) {
     vb_snprintf(buf, n, "%s/%s", r->run_dir, name);
@@ -219,62 +61,6 @@ static void mark_failed_at_exit(void) {
     (void)vb_run_write_json(r, "failed");
 }
 
-vit_dims vb_config_vit_dims(const vb_config *c) {
-    return (vit_dims){
-        .img_h = c->img_size[0],
-        .img_w = c->img_size[1],
-        .patch = c->patch_size,
-        .cin = c->n_in_channels,
-        .cout = c->n_out_channels,
-        .dim = c->embed_dim,
-        .depth = c->depth,
-        .heads = c->num_heads,
-        .ln_eps = 1e-6f,
-    };
-}
-
-static void *pinned_alloc(void *arg, size_t bytes) {
-    vb_ctx *ctx = arg;
-    return ctx->ops->alloc_host(ctx, bytes);
-}
-
-static void pinned_free(void *arg, void *p) {
-    vb_ctx *ctx = arg;
-    ctx->ops->free_host(ctx, p);
-}
-
-vb_loader *vb_config_loader(const vb_config *c, const char *dir, int local_batch, int64_t limit, bool shuffle,
-                            int dp_rank, int dp_size, vb_ctx *ctx) {
-    vb_loader_opts o = {
-        .data_dir = dir,
-        .means_path = c->global_means_path,
-        .stds_path = c->global_stds_path,
-        .img_h = c->img_size[0],
-        .img_w = c->img_size[1],
-        .n_in_channels = c->n_in_channels,
-        .n_out_channels = c->n_out_channels,
-        .dt = c->dt,
-        .local_batch = local_batch,
-        .limit_nsamples = limit,
-        .shuffle = shuffle,
-        .seed = c->seed,
-        .num_workers = c->num_data_workers,
-        .pread = strcmp(c->data_read, "pread") == 0,
-        .raw = c->normalize_on_device,
-        .dp_rank = dp_rank,
-        .dp_size = dp_size,
-    };
-    /* a device backend copies every batch to the device: page-locked buffers
-     * make that copy run at the bus's speed (and asynchronous under dali);
-     * on the CPU alloc_host is plain memory, so nothing changes there */
-    if (ctx && !ctx->ops->host_memory) {
-        o.host_alloc = pinned_alloc;
-        o.host_free = pinned_free;
-        o.host_alloc_arg = ctx;
-    }
-    return vb_loader_create(&o);
-}
-
 /* tp and cp peers share a replica and so read the same samples: shard over dp only */
 static vb_loader *make_loader(const vb_run *r, const char *dir, int64_t limit, bool shuffle) {
     return vb_config_loader(&r->cfg, dir, r->local_batch, limit, shuffle, r->dp_rank, r->dp, r->ctx);
@@ -286,45 +72,6 @@ static const vb_comm *g_setup_world;
 static void setup_error_sync(void) {
     if (g_setup_world && g_setup_world->size > 1) vb_barrier(g_setup_world);
     vb_world_finalize();
-}
-
-int vb_layout_check(const vb_config *c, int world, char *err, size_t n) {
-    const long long tpcp = (long long)c->tensor_parallel * c->context_parallel;
-    if (world % tpcp != 0) {
-        snprintf(err, n,
-                 "world size %d is not divisible by tensor_parallel %d x context_parallel %d = %lld: start a "
-                 "multiple of %lld ranks or change --tensor_parallel / --context_parallel",
-                 world, c->tensor_parallel, c->context_parallel, tpcp, tpcp);
-        return -1;
-    }
-    vb_layout l;
-    if (vb_layout_init(&l, world, c->tensor_parallel, c->context_parallel, c->parallel_order, err, n) != 0) return -1;
-    if (c->num_heads % c->tensor_parallel != 0) {
-        snprintf(err, n,
-                 "num_heads %d is not divisible by tensor_parallel %d (--tensor_parallel splits the attention "
-                 "heads; use a divisor of %d)",
-                 c->num_heads, c->tensor_parallel, c->num_heads);
-        return -1;
-    }
-    int ntok = vb_config_tokens(c);
-    if (c->context_parallel > ntok) {
-        snprintf(err, n,
-                 "context_parallel %d is larger than the %d tokens per sample (img_size %dx%d / patch_size %d): "
-                 "each cp rank needs at least one token",
-                 c->context_parallel, ntok, c->img_size[0], c->img_size[1], c->patch_size);
-        return -1;
-    }
-    /* the tutorial's batch rule: --local_batch_size fixes the global batch
-     * as local x dp; otherwise the global batch must split evenly */
-    if (c->local_batch_size <= 0 && c->global_batch_size % l.dp != 0) {
-        snprintf(err, n,
-                 "global_batch_size %d is not divisible by the %d data-parallel ranks (%d ranks / "
-                 "(tensor_parallel %d x context_parallel %d)); set --global_batch_size to a multiple of %d "
-                 "or give --local_batch_size",
-                 c->global_batch_size, l.dp, world, c->tensor_parallel, c->context_parallel, l.dp);
-        return -1;
-    }
-    return 0;
 }
 
 /* world = tp x cp x dp, the model's split constraints and the batch split.
@@ -378,8 +125,7 @@ static void setup_comm_backend(vb_run *r) {
 /* Communicators for this rank's tp, cp, dp and gradient-reduction groups.
  * Collective over the world: every rank creates them in the same order. */
 static void setup_groups(vb_run *r) {
-    int *ranks = malloc((size_t)r->world.size * sizeof *ranks);
-    if (!ranks) vb_die_internal("out of memory");
+    int *ranks = vb_malloc_check((size_t)r->world.size * sizeof *ranks);
     const struct {
         vb_group_kind kind;
         vb_comm *out;
@@ -431,12 +177,6 @@ static void setup_threads(vb_run *r) {
                        r->fp.blas_library_core);
         if (why[0]) vb_warn("%s", why);
     }
-}
-
-double vb_peak_rss_bytes(void) {
-    struct rusage u;
-    if (getrusage(RUSAGE_SELF, &u) != 0) return 0;
-    return (double)u.ru_maxrss * 1024.0; /* Linux reports kilobytes */
 }
 
 void vb_run_timeline_phase(vb_run *r, const char *phase, double t0, double t1) {
@@ -545,14 +285,16 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
     require_file("global_means_path", c->global_means_path);
     require_file("global_stds_path", c->global_stds_path);
     bool do_train = mode == VB_MODE_TRAIN && !(r->benchy && r->bcfg.exit_after_tests);
-    if (do_train) require_dir("valid_data_path", c->valid_data_path);
+    /* the valid split: train's validation, or benchy's VALIDATION trials */
+    bool do_valid = do_train || (r->benchy && r->bcfg.trial[VB_TRIAL_VALIDATION].run_benchmark);
+    if (do_valid) require_dir("valid_data_path", c->valid_data_path);
     if (c->init_checkpoint[0]) require_file("init_checkpoint", c->init_checkpoint);
 
     r->train_loader = make_loader(r, c->train_data_path, c->limit_nsamples, c->shuffle);
     if (vb_loader_steps_per_epoch(r->train_loader) < 1)
         vb_die_input("train_data_path %s: %lld samples is less than one local batch of %d on %d data-parallel ranks",
                      c->train_data_path, (long long)vb_loader_nsamples(r->train_loader), r->local_batch, r->dp);
-    if (do_train) {
+    if (do_valid) {
         r->valid_loader = make_loader(r, c->valid_data_path, c->limit_nsamples_val, false);
         if (vb_loader_steps_per_epoch(r->valid_loader) < 1)
             vb_die_input("valid_data_path %s: %lld samples (limit_nsamples_val %d) is less than one local batch of %d on %d data-parallel ranks",
@@ -619,11 +361,10 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
 
     /* the timeline window: every op of profile_steps timed FULL steps, all ranks */
     /* memory: buffers for no more steps than the timed FULL trials have */
-    long full_steps = r->bcfg.full.run_benchmark ? (long)r->bcfg.full.ntrials *
-                                                       (r->bcfg.full.nbatches > 0 ? r->bcfg.full.nbatches : 1)
-                                                 : 0;
+    const vb_benchy_trial_cfg *full = &r->bcfg.trial[VB_TRIAL_FULL];
+    long full_steps = full->run_benchmark ? (long)full->ntrials * (full->nbatches > 0 ? full->nbatches : 1) : 0;
     int spe = vb_loader_steps_per_epoch(r->train_loader);
-    if (r->bcfg.full.nbatches <= 0 || r->bcfg.full.nbatches > spe) full_steps = (long)r->bcfg.full.ntrials * spe;
+    if (full->nbatches <= 0 || full->nbatches > spe) full_steps = (long)full->ntrials * spe;
     int window = (long)c->profile_steps < full_steps ? c->profile_steps : (int)full_steps;
     if (r->benchy && window > 0) {
         int events_per_step = 64 * c->depth + 256; /* ~40 ops a block plus comm and the rest */
@@ -664,18 +405,12 @@ void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first,
     }
     /* every rank's host for run.json, so a slow node can be named */
     if (r->world.rank == 0) {
-        r->hosts = calloc((size_t)r->world.size, VB_HOST_LEN);
-        if (!r->hosts) vb_die_internal("out of memory");
+        r->hosts = vb_calloc_check((size_t)r->world.size, VB_HOST_LEN);
     }
     vb_gather_bytes(&r->world, r->host, VB_HOST_LEN, r->hosts, 0);
     vb_log("vitbench: run directory %s", r->run_dir);
 
-    start_stop_watchdog(r);
-    vb_on_stop_signals(on_stop_signal);
-    /* started by a sweep: stop with it, even when it was killed with SIGKILL
-     * and its launcher keeps going (proc_watch.h) */
-    vb_proc_watch_env(VB_SWEEP_PROCESS_ENV, on_sweep_gone);
-    signal(SIGPIPE, SIG_IGN); /* EPIPE on stdout ends the run cleanly (vb_run_interrupted) */
+    vb_run_stop_init(r);
 
     g_active_run = r;
     static bool registered = false;
@@ -711,6 +446,16 @@ void vb_train_step_staged(vb_run *r, float *lr_used) {
     r->last_comm.allreduce_bytes = r->ddp_on ? (double)r->ddp.stats.allreduce_bytes : 0.0;
     r->last_comm.exposed_s = after.blocking_s - before.blocking_s;
     if (lr_used) *lr_used = lr;
+}
+
+void vb_eval_step(vb_run *r, const vb_batch *b) {
+    VB_NVTX_PUSH("eval_step");
+    vb_staging_copy(&r->staging, b);
+    vit_fp8_freeze(r->model->fp8, 1);
+    vit_forward(r->model, r->staging.inp_dev, r->staging.tar_dev, b->B);
+    vit_fp8_freeze(r->model->fp8, 0);
+    r->ops->memcpy_d2h(r->ctx, r->loss_host, r->model->loss_dev, sizeof(float));
+    VB_NVTX_POP();
 }
 
 float vb_run_step_loss(vb_run *r) {

@@ -91,7 +91,7 @@ typedef struct vb_run {
     float *loss_host;            /* page-locked [1]: the last step's loss, copied out at its end */
 
     vb_loader *train_loader;
-    vb_loader *valid_loader;     /* train mode only */
+    vb_loader *valid_loader;     /* train mode, or benchy VALIDATION trials; else NULL */
 
     int iteration;               /* training steps done so far (lr schedule position) */
 
@@ -110,16 +110,6 @@ typedef struct vb_run {
  * tokens) is one line from rank 0 and exit 2 on every rank. Collective over
  * the world: builds the tp / cp / dp / gradient communicators, broadcasts the
  * initial parameters over each replica group and gathers every rank's host. */
-/* The model dims a config describes (LayerNorm eps 1e-6, the tutorial's). */
-vit_dims vb_config_vit_dims(const vb_config *c);
-/* A loader for split directory `dir` with the config's crop, channels, dt,
- * stats, seed and data workers; this rank reads shard dp_rank of dp_size.
- * With a context of a device backend (ctx non-NULL, !host_memory) the batch
- * buffers are its page-locked host memory (ops->alloc_host), and the loader
- * must be destroyed before the context; otherwise plain host memory. */
-vb_loader *vb_config_loader(const vb_config *c, const char *dir, int local_batch, int64_t limit, bool shuffle,
-                            int dp_rank, int dp_size, vb_ctx *ctx);
-
 void vb_run_setup(vb_run *r, vb_run_mode mode, int argc, char **argv, int first, const vb_comm *world);
 
 /* A context of config c's backend (vb_ops_by_name: auto is cuda when a
@@ -134,13 +124,6 @@ vb_ctx *vb_run_ctx_create(const vb_config *c, const vb_comm *world);
  * otherwise. */
 void vb_run_model_fp8(vit_model *m, const vb_config *c, const vb_comm *agree_a, const vb_comm *agree_b);
 
-/* Whether config `c` can run on `world` ranks: world divisible by tp x cp, a
- * valid parallel_order, num_heads divisible by tp, cp no larger than the
- * token count, the global batch divisible by dp (unless local_batch_size is
- * set). 0, or -1 with the one-line reason in err. Used by run setup and by
- * the sweep's preflight alike. */
-int vb_layout_check(const vb_config *c, int world, char *err, size_t n);
-
 /* One training step on `b`: vb_staging_put, then vb_train_step_staged.
  * Returns once the work is enqueued; b goes back to its loader through
  * vb_staging_release (under pytorch the copy has completed already). */
@@ -152,6 +135,12 @@ void vb_train_step(vb_run *r, const vb_batch *b, float *lr_used);
  * communication. Exits 1 (a bug) when no batch is staged. */
 void vb_train_step_staged(vb_run *r, float *lr_used);
 
+/* One evaluation step on `b`, as train.py's validation loop runs it (and
+ * benchy's VALIDATION trials time it): the batch copied in, the forward pass
+ * and its loss (r->loss_host, vb_run_step_loss); no gradients, no update,
+ * fp8's scales as training left them. Returns once the work is enqueued; b
+ * may go back to its loader then (the copy has completed). */
+void vb_eval_step(vb_run *r, const vb_batch *b);
 
 /* Waits until all of the run's work has finished, the compute context and
  * (dali) the copy context: benchy's torch.cuda.synchronize(), which waits
@@ -177,29 +166,6 @@ int vb_run_write_json(const vb_run *r, const char *status);
 
 /* Marks the run completed (run.json), prints the run directory, frees everything. */
 void vb_run_finish(vb_run *r);
-
-/* SIGINT / SIGTERM / SIGHUP: the handler only sets a flag (a second signal
- * kills at once). A stdout that can no longer be written (its reader gone:
- * `vitbench run | head -1`) counts as SIGPIPE, which is ignored so the write
- * fails with EPIPE instead of killing the process. Loops poll
- * vb_run_interrupted() between steps, write what they have finished, then
- * call vb_run_exit_interrupted: run.json says "interrupted" and the process
- * exits 128 + signal, like a shell reports it. */
-bool vb_run_interrupted(void);
-void vb_run_exit_interrupted(vb_run *r) __attribute__((noreturn));
-
-/* A non-finite loss from data the loader has checked to be finite: the
- * training diverged (too large an lr), a failure of the run, not bad input
- * nor a bug. One line with the step and the lr, exit 1; run.json becomes
- * "failed" (atexit). Call after writing what the run has finished. */
-void vb_run_die_diverged(const vb_run *r, float loss, float lr, int step) __attribute__((noreturn));
-
-/* Python's repr() of a float (shortest round-trip form, ".0" on integers),
- * so the BENCHY:: lines read exactly as benchy prints them. */
-void vb_pyfloat(char *buf, size_t n, double x);
-
-/* This process's peak resident memory in bytes (getrusage's max RSS). */
-double vb_peak_rss_bytes(void);
 
 /* Records a phase (forward, backward, optimizer, data) of the current step
  * on the timeline's main lane. */

@@ -143,6 +143,47 @@ void *vb_malloc(size_t bytes) {
 
 void vb_free(void *p) { free(p); }
 
+/* The caller's file without its directories: __FILE__ is the path the build
+ * gave the compiler, often absolute. */
+static const char *source_name(const char *file) {
+    const char *slash = strrchr(file, '/');
+    return slash ? slash + 1 : file;
+}
+
+static void die_out_of_memory(size_t bytes, const char *file, int line) __attribute__((noreturn));
+static void die_out_of_memory(size_t bytes, const char *file, int line) {
+    vb_die_internal("out of memory allocating %zu bytes at %s:%d", bytes, source_name(file), line);
+}
+
+void *vb_malloc_check_at(size_t bytes, const char *file, int line) {
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) die_out_of_memory(bytes, file, line);
+    return p;
+}
+
+void *vb_calloc_check_at(size_t n, size_t size, const char *file, int line) {
+    if (size && n > SIZE_MAX / size) vb_die_internal("out of memory allocating %zu x %zu bytes (more than the address space) at %s:%d",
+                                                     n, size, source_name(file), line);
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) die_out_of_memory(n * size, file, line);
+    return p;
+}
+
+void *vb_realloc_check_at(void *p, size_t bytes, const char *file, int line) {
+    void *q = realloc(p, bytes ? bytes : 1);
+    if (!q) die_out_of_memory(bytes, file, line);
+    return q;
+}
+
+char *vb_strdup_check_at(const char *s, const char *file, int line) {
+    if (!s) s = "";
+    size_t bytes = strlen(s) + 1;
+    char *d = malloc(bytes);
+    if (!d) die_out_of_memory(bytes, file, line);
+    memcpy(d, s, bytes);
+    return d;
+}
+
 double vb_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -344,8 +385,7 @@ char *vb_read_file(const char *path, size_t *len) {
 char *vb_shell_join(int argc, char **argv) {
     size_t len = 1;
     for (int i = 0; i < argc; i++) len += 4 * strlen(argv[i]) + 3;
-    char *s = malloc(len);
-    if (!s) vb_die_internal("out of memory");
+    char *s = vb_malloc_check(len);
     size_t k = 0;
     for (int i = 0; i < argc; i++) {
         if (i) s[k++] = ' ';

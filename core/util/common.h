@@ -1,6 +1,6 @@
 /* common.h: error reporting, checked library calls, aligned memory, clocks.
  *
- * Exit-status contract (DEVELOPERS.md): bad input from the user (a file, a
+ * Exit-status contract (README.md): bad input from the user (a file, a
  * config key, a flag, a rank layout) exits 2 after ONE line on stderr that
  * names the file/key/rank and what is wrong. Internal failures exit 1.
  * Every HDF5 and MPI call goes through VB_H5 / VB_MPI so a failure reports the
@@ -72,6 +72,24 @@ void vb_set_input_errors_collective(void (*sync)(void));
 /* 64-byte aligned allocation; dies (exit 1) on failure. Zero-filled. */
 void *vb_malloc(size_t bytes);
 void vb_free(void *p);
+
+/* Checked allocation: the C library's malloc, calloc, realloc and strdup
+ * (freed with free), except that out of memory is not returned: it prints
+ * one line "vitbench: internal error: out of memory allocating N bytes at
+ * file.c:LINE", naming the caller's line, and exits 1 (memory is the
+ * machine's limit, not bad input). calloc zero-fills as calloc does, and its
+ * n * size is checked for overflow (an overflow is out of memory). A request
+ * for 0 bytes is made as 1, and calloc's for 0 elements as 1 element, so the
+ * result is never NULL. strdup copies NULL as "" (an absent string reads as
+ * empty). */
+#define vb_malloc_check(bytes) vb_malloc_check_at((bytes), __FILE__, __LINE__)
+#define vb_calloc_check(n, size) vb_calloc_check_at((n), (size), __FILE__, __LINE__)
+#define vb_realloc_check(p, bytes) vb_realloc_check_at((p), (bytes), __FILE__, __LINE__)
+#define vb_strdup_check(s) vb_strdup_check_at((s), __FILE__, __LINE__)
+void *vb_malloc_check_at(size_t bytes, const char *file, int line);
+void *vb_calloc_check_at(size_t n, size_t size, const char *file, int line);
+void *vb_realloc_check_at(void *p, size_t bytes, const char *file, int line);
+char *vb_strdup_check_at(const char *s, const char *file, int line);
 
 /* Monotonic wall clock in seconds. */
 double vb_now(void);

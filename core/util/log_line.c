@@ -29,9 +29,8 @@ void vb_log_last_line(const char *path, const char *skip, char *buf, size_t n) {
     if (!text) return;
     int nl = 0;
     for (const char *c = text; *c; c++) nl += *c == '\n';
-    const char **ls = calloc((size_t)nl + 2, sizeof *ls);
-    size_t *len = calloc((size_t)nl + 2, sizeof *len);
-    if (!ls || !len) vb_die_internal("out of memory");
+    const char **ls = vb_calloc_check((size_t)nl + 2, sizeof *ls);
+    size_t *len = vb_calloc_check((size_t)nl + 2, sizeof *len);
     int k = 0;
     for (char *c = text; *c;) {
         char *e = strchr(c, '\n');

@@ -88,3 +88,9 @@ int vb_load_online_cpus(void) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 0;
 }
+
+double vb_peak_rss_bytes(void) {
+    struct rusage u;
+    if (getrusage(RUSAGE_SELF, &u) != 0) return 0;
+    return (double)u.ru_maxrss * 1024.0; /* Linux reports kilobytes */
+}

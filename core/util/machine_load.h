@@ -34,4 +34,7 @@ vb_load_delta vb_load_between(const vb_load_sample *before, const vb_load_sample
 /* CPUs online (sysconf); 0 when unknown */
 int vb_load_online_cpus(void);
 
+/* This process's peak resident memory in bytes (getrusage's max RSS). */
+double vb_peak_rss_bytes(void);
+
 #endif

@@ -44,8 +44,7 @@ static double percentile_sorted(const double *s, int n, double q) {
 }
 
 static double *sorted_copy(const double *x, int n) {
-    double *s = malloc((size_t)n * sizeof *s);
-    if (!s) vb_die_internal("out of memory sorting %d values", n);
+    double *s = vb_malloc_check((size_t)n * sizeof *s);
     memcpy(s, x, (size_t)n * sizeof *s);
     qsort(s, (size_t)n, sizeof *s, cmp_double);
     return s;
@@ -265,8 +264,7 @@ static int cmp_rank_item(const void *a, const void *b) {
  * rankdata(method="average"); *tie_term gets sum(t^3 - t) over tie groups. */
 static double rank_sum_x(const double *x, int nx, const double *y, int ny, double *tie_term) {
     int n = nx + ny;
-    rank_item *it = malloc((size_t)n * sizeof *it);
-    if (!it) vb_die_internal("out of memory ranking %d values", n);
+    rank_item *it = vb_malloc_check((size_t)n * sizeof *it);
     for (int i = 0; i < nx; i++) it[i] = (rank_item){x[i], 1};
     for (int i = 0; i < ny; i++) it[nx + i] = (rank_item){y[i], 0};
     /* tied values share their average rank, so their order does not matter */
@@ -297,11 +295,9 @@ static double exact_sf(int n, int m, int k) {
         m = t;
     }
     /* row[i] = distribution of U for sizes (i, j) at the current j; length i*j+1 */
-    double **row = calloc((size_t)n + 1, sizeof *row);
-    if (!row) vb_die_internal("out of memory");
+    double **row = vb_calloc_check((size_t)n + 1, sizeof *row);
     for (int i = 0; i <= n; i++) {
-        row[i] = calloc((size_t)i * (size_t)m + 1, sizeof **row);
-        if (!row[i]) vb_die_internal("out of memory");
+        row[i] = vb_calloc_check((size_t)i * (size_t)m + 1, sizeof **row);
     }
     /* j = 0: U = 0 for every i */
     for (int i = 0; i <= n; i++) row[i][0] = 1;
@@ -368,9 +364,8 @@ vb_ci vb_stats_bootstrap_median_ratio(const double *base, int nbase, const doubl
                                       uint64_t seed, double level) {
     vb_ci ci = {NAN, NAN};
     if (nbase <= 0 || nnew <= 0 || iters <= 0 || !(level > 0 && level < 1)) return ci;
-    double *ratios = malloc((size_t)iters * sizeof *ratios);
-    double *scratch = malloc((size_t)(nbase > nnew ? nbase : nnew) * sizeof *scratch);
-    if (!ratios || !scratch) vb_die_internal("out of memory for %d bootstrap resamples", iters);
+    double *ratios = vb_malloc_check((size_t)iters * sizeof *ratios);
+    double *scratch = vb_malloc_check((size_t)(nbase > nnew ? nbase : nnew) * sizeof *scratch);
     vb_rng rng;
     vb_rng_seed(&rng, seed);
     bool finite = true;

@@ -112,8 +112,7 @@ static int pairs_find(const vb_yaml_pairs *p, const char *key) {
 static void pairs_push(vb_yaml_pairs *p, const char *key, yaml_node_t *value, int line) {
     if (p->n == p->cap) {
         p->cap = p->cap ? 2 * p->cap : 16;
-        p->pairs = realloc(p->pairs, (size_t)p->cap * sizeof *p->pairs);
-        if (!p->pairs) vb_die_internal("out of memory growing a YAML key list");
+        p->pairs = vb_realloc_check(p->pairs, (size_t)p->cap * sizeof *p->pairs);
     }
     p->pairs[p->n++] = (vb_yaml_pair){key, value, line};
 }

@@ -4,33 +4,27 @@
  * memcpy, every op has finished when it returns and synchronize has nothing
  * to wait for. The context only records the activation dtype, which must be
  * float32. Nothing here includes core/: allocation failures are reported
- * here, in the harness's words.
+ * through kernels/alloc_check.h, in the harness's words.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "kernels/alloc_check.h"
 #include "kernels/ops.h"
 #include "kernels/cpu/cpu_kernels.h"
 
 static const vb_ops cpu_ops;
 
-/* Out of memory is the environment's limit, not bad input: exit 1 with one
- * line in the harness's format for internal errors. */
-static void cpu_die_oom(const char *what, size_t bytes) {
-    fflush(stdout);
-    fprintf(stderr, "vitbench: internal error: cpu backend: out of memory allocating %zu bytes (%s)\n", bytes,
-            what);
-    exit(1);
-}
-
-/* 64-byte aligned (whole cache lines, widest vector loads), zero-filled */
-static void *cpu_aligned_zalloc(size_t bytes, const char *what) {
+/* 64-byte aligned (whole cache lines, widest vector loads), zero-filled; out
+ * of memory names the caller's line (which says what the memory is for) */
+#define cpu_aligned_zalloc(bytes) cpu_aligned_zalloc_at((bytes), __FILE__, __LINE__)
+static void *cpu_aligned_zalloc_at(size_t bytes, const char *file, int line) {
     size_t rounded = ((bytes ? bytes : 1) + 63) & ~(size_t)63;
-    if (rounded < bytes) cpu_die_oom(what, bytes); /* the rounding wrapped */
+    if (rounded < bytes) vb_kernels_die_oom_at(bytes, file, line); /* the rounding wrapped */
     void *p = aligned_alloc(64, rounded);
-    if (!p) cpu_die_oom(what, bytes);
+    if (!p) vb_kernels_die_oom_at(bytes, file, line);
     memset(p, 0, rounded);
     return p;
 }
@@ -45,7 +39,7 @@ vb_ctx *cpu_ctx_create(const vb_ctx_opts *opts, char *err, size_t errlen) {
                      vb_dtype_name(act));
         return NULL;
     }
-    vb_ctx *ctx = cpu_aligned_zalloc(sizeof *ctx, "context");
+    vb_ctx *ctx = cpu_aligned_zalloc(sizeof *ctx);
     ctx->ops = &cpu_ops;
     ctx->act = VB_DTYPE_F32;
     ctx->device = 0;
@@ -61,7 +55,7 @@ void cpu_synchronize(vb_ctx *ctx) { (void)ctx; }
 
 void *cpu_alloc(vb_ctx *ctx, size_t bytes) {
     (void)ctx;
-    return cpu_aligned_zalloc(bytes, "backend buffer");
+    return cpu_aligned_zalloc(bytes);
 }
 
 void cpu_free(vb_ctx *ctx, void *p) {
@@ -71,7 +65,7 @@ void cpu_free(vb_ctx *ctx, void *p) {
 
 static void *cpu_alloc_host(vb_ctx *ctx, size_t bytes) {
     (void)ctx;
-    return cpu_aligned_zalloc(bytes, "host buffer");
+    return cpu_aligned_zalloc(bytes);
 }
 
 void cpu_memcpy(vb_ctx *ctx, void *dst, const void *src, size_t bytes) {
@@ -98,7 +92,7 @@ static double cpu_now(void) {
 
 static vb_event *cpu_event_create(vb_ctx *ctx) {
     (void)ctx;
-    vb_event *ev = cpu_aligned_zalloc(sizeof *ev, "event");
+    vb_event *ev = cpu_aligned_zalloc(sizeof *ev);
     ev->t = -1.0;
     return ev;
 }

@@ -144,7 +144,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
     const int D = NH * HD;
     const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
     const int q0 = blockIdx.x * ATT_BQ;
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
     const int cg = lane % 8, rg = warp * 4 + lane / 8;
     const T *qb = q + (size_t)b * Tq * D + (size_t)h * HD;
     const T *kb = k + (size_t)b * Tk * D + (size_t)h * HD;
@@ -223,15 +223,15 @@ template <typename T>
 __global__ void attention_dd_kernel(float *Dd, const T *dout, const T *out, int B, int Tq, int NH,
                                     int HD) {
     const size_t rows = (size_t)B * NH * Tq;
-    const size_t row = (size_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    const int lane = threadIdx.x % 32;
+    const size_t row = (size_t)blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
+    const int lane = threadIdx.x % WARP_SIZE;
     if (row >= rows) return;
     const int t = (int)(row % Tq);
     const size_t bh = row / Tq;
     const int h = (int)(bh % NH), b = (int)(bh / NH);
     const size_t off = ((size_t)b * Tq + t) * NH * HD + (size_t)h * HD;
     float s = 0.0f;
-    for (int c = lane; c < HD; c += 32) s += to_f(dout[off + c]) * to_f(out[off + c]);
+    for (int c = lane; c < HD; c += WARP_SIZE) s += to_f(dout[off + c]) * to_f(out[off + c]);
     s = warp_sum(s);
     if (lane == 0) Dd[row] = s;
 }
@@ -257,7 +257,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
     const int D = NH * HD;
     const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
     const int k0 = blockIdx.x * ATT_BK;
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
     const int cg = lane % 8, rg = warp * 4 + lane / 8;
     const T *qb = q + (size_t)b * Tq * D + (size_t)h * HD;
     const T *dob = dout + (size_t)b * Tq * D + (size_t)h * HD;
@@ -351,7 +351,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
     const int D = NH * HD;
     const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
     const int q0 = blockIdx.x * ATT_BQ;
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
     const int cg = lane % 8, rg = warp * 4 + lane / 8;
     const T *qb = q + (size_t)b * Tq * D + (size_t)h * HD;
     const T *dob = dout + (size_t)b * Tq * D + (size_t)h * HD;
@@ -431,8 +431,8 @@ template <typename F> static void dispatch_hdp(int HD, F f) {
 static void attention_check_shape(vb_ctx *ctx, const char *op, int B, int NH, int HD, size_t smem) {
     if (HD > 64)
         vb_cuda_die("CUDA %s: head dimension %d is not supported (at most 64)", op, HD);
-    if ((long)B * NH > 65535)
-        vb_cuda_die("CUDA %s: B*NH = %ld exceeds the grid limit 65535", op, (long)B * NH);
+    if ((long)B * NH > CUDA_MAX_GRID_YZ)
+        vb_cuda_die("CUDA %s: B*NH = %ld exceeds the grid limit %d", op, (long)B * NH, CUDA_MAX_GRID_YZ);
     if (smem > cuda_impl_of(ctx)->max_smem_optin)
         vb_cuda_die("CUDA %s needs %zu bytes of shared memory per block, device %d allows %zu",
                         op, smem, ctx->device, cuda_impl_of(ctx)->max_smem_optin);
@@ -450,7 +450,7 @@ size_t cuda_attention_workspace_bytes(vb_ctx *ctx, int B, int Tq, int Tk, int NH
     (void)HD;
     if (B <= 0 || Tq <= 0 || NH <= 0) return 256;
     // backward's Dd[B,NH,Tq]; forward needs none
-    return ((size_t)B * NH * Tq * sizeof(float) + 255) / 256 * 256;
+    return CEIL_DIV((size_t)B * NH * Tq * sizeof(float), 256) * 256;
 }
 
 void cuda_attention_forward(vb_ctx *ctx, vb_act *out, float *lse, void *workspace, const vb_act *q,
@@ -484,7 +484,7 @@ void cuda_attention_forward(vb_ctx *ctx, vb_act *out, float *lse, void *workspac
             const size_t smem = att_fwd_smem_floats<HDP>() * sizeof(float);
             attention_check_shape(ctx, "attention_forward", B, NH, HD, smem);
             smem_optin(attention_forward_kernel<T, HDP>, smem);
-            dim3 grid((Tq + ATT_BQ - 1) / ATT_BQ, B * NH);
+            dim3 grid(CEIL_DIV(Tq, ATT_BQ), B * NH);
             attention_forward_kernel<T, HDP><<<grid, ATT_THREADS, smem, st>>>(
                 (T *)out, lse, (const T *)q, (const T *)k, (const T *)v, Tq, Tk, NH, HD, scale);
             CUDA_LAUNCH_CHECK();
@@ -533,14 +533,14 @@ void cuda_attention_backward(vb_ctx *ctx, vb_act *dq, vb_act *dk, vb_act *dv, vo
             smem_optin(attention_dkdv_kernel<T, HDP>, smem);
             smem_optin(attention_dq_kernel<T, HDP>, smem);
             if (dk || dv) {
-                dim3 grid((Tk + ATT_BK - 1) / ATT_BK, B * NH);
+                dim3 grid(CEIL_DIV(Tk, ATT_BK), B * NH);
                 attention_dkdv_kernel<T, HDP><<<grid, ATT_THREADS, smem, st>>>(
                     (T *)dk, (T *)dv, (const T *)q, (const T *)k, (const T *)v, (const T *)dout, lse,
                     Dd, Tq, Tk, NH, HD, scale);
                 CUDA_LAUNCH_CHECK();
             }
             if (dq) {
-                dim3 grid((Tq + ATT_BQ - 1) / ATT_BQ, B * NH);
+                dim3 grid(CEIL_DIV(Tq, ATT_BQ), B * NH);
                 attention_dq_kernel<T, HDP><<<grid, ATT_THREADS, smem, st>>>(
                     (T *)dq, (const T *)q, (const T *)k, (const T *)v, (const T *)dout, lse, Dd, Tq,
                     Tk, NH, HD, scale);

@@ -353,7 +353,7 @@ static void execute(cuda_cudnn_state *s, const sdpa_plan &p, const std::vector<i
     CUDNNCHECK(cudnnBackendDestroyDescriptor(pack));
 }
 
-static size_t round256(size_t n) { return (n + 255) / 256 * 256; }
+static size_t round256(size_t n) { return CEIL_DIV(n, 256) * 256; }
 
 bool cuda_attention_cudnn_available(void) { return true; }
 

@@ -28,7 +28,7 @@ void cuda_attention_tc_forward(vb_ctx *ctx, vb_act *out, float *lse, const vb_ac
                                int HD) {
     cudaStream_t st = cuda_stream(ctx);
     const float scale_log2 = tc::LOG2E / sqrtf((float)HD);
-    dim3 grid((Tq + tc::FWD_ROWS - 1) / tc::FWD_ROWS, B * NH);
+    dim3 grid(CEIL_DIV(Tq, tc::FWD_ROWS), B * NH);
     dispatch_ops(ctx, [&](auto tag) {
         typedef typename decltype(tag)::type OP;
         typedef typename OP::in_t In;
@@ -61,14 +61,14 @@ void cuda_attention_tc_backward(vb_ctx *ctx, vb_act *dq, vb_act *dk, vb_act *dv,
             constexpr int HDP = decltype(hdp)::value;
             constexpr bool VEC = decltype(vc)::value;
             if (dk || dv) {
-                dim3 grid((Tk + tc::COLS - 1) / tc::COLS, B * NH);
+                dim3 grid(CEIL_DIV(Tk, tc::COLS), B * NH);
                 tc::dkdv_kernel<OP, HDP, VEC><<<grid, tc::THREADS, 0, st>>>(
                     (Out *)dk, (Out *)dv, (const In *)q, (const In *)k, (const In *)v,
                     (const In *)dout, lse, Dd, Tq, Tk, NH, HD, scale, scale_log2);
                 CUDA_LAUNCH_CHECK();
             }
             if (dq) {
-                dim3 grid((Tq + tc::ROWS - 1) / tc::ROWS, B * NH);
+                dim3 grid(CEIL_DIV(Tq, tc::ROWS), B * NH);
                 tc::dq_kernel<OP, HDP, VEC><<<grid, tc::THREADS, 0, st>>>(
                     (Out *)dq, (const In *)q, (const In *)k, (const In *)v, (const In *)dout, lse,
                     Dd, Tq, Tk, NH, HD, scale, scale_log2);

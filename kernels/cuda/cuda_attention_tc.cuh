@@ -44,6 +44,8 @@
 #include <stdint.h>
 #include <type_traits>
 
+#include "kernels/cuda/cuda_launch.cuh"
+
 namespace tc {
 
 // backward blocks: 4 warps, 64 rows; forward blocks: 8 warps, 128 query rows
@@ -308,9 +310,9 @@ __global__ void __launch_bounds__(FWD_THREADS, HDP <= 48 ? 2 : 1)
     const int D = NH * HD;
     const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
     const int q0 = blockIdx.x * FWD_ROWS;
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
     const int g = lane >> 2, t = lane & 3, r0 = warp * 16;
-    const int ntiles = (Tk + COLS - 1) / COLS;
+    const int ntiles = CEIL_DIV(Tk, COLS);
     const typename OP::in_t *qb = q + (size_t)b * Tq * D + (size_t)h * HD;
     const typename OP::in_t *kb = k + (size_t)b * Tk * D + (size_t)h * HD;
     const typename OP::in_t *vb = v + (size_t)b * Tk * D + (size_t)h * HD;
@@ -426,9 +428,9 @@ __global__ void __launch_bounds__(THREADS)
     const int D = NH * HD;
     const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
     const int k0 = blockIdx.x * COLS;
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
     const int g = lane >> 2, t = lane & 3, r0 = warp * 16;
-    const int ntiles = (Tq + ROWS - 1) / ROWS;
+    const int ntiles = CEIL_DIV(Tq, ROWS);
     const typename OP::in_t *qb = q + (size_t)b * Tq * D + (size_t)h * HD;
     const typename OP::in_t *dob = dout + (size_t)b * Tq * D + (size_t)h * HD;
     const typename OP::in_t *kb = k + (size_t)b * Tk * D + (size_t)h * HD;
@@ -533,9 +535,9 @@ __global__ void __launch_bounds__(THREADS)
     const int D = NH * HD;
     const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
     const int q0 = blockIdx.x * ROWS;
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
     const int g = lane >> 2, t = lane & 3, r0 = warp * 16;
-    const int ntiles = (Tk + COLS - 1) / COLS;
+    const int ntiles = CEIL_DIV(Tk, COLS);
     const typename OP::in_t *qb = q + (size_t)b * Tq * D + (size_t)h * HD;
     const typename OP::in_t *dob = dout + (size_t)b * Tq * D + (size_t)h * HD;
     const typename OP::in_t *kb = k + (size_t)b * Tk * D + (size_t)h * HD;

@@ -31,6 +31,7 @@
 extern "C" {
 #include "kernels/ops.h"
 }
+#include "kernels/cuda/cuda_launch.cuh"
 
 // ---------------------------------------------------------------------------
 // error checking
@@ -157,8 +158,8 @@ struct NvtxRange {
     NvtxRange &operator=(const NvtxRange &) = delete;
 };
 
-static inline unsigned cuda_blocks(size_t n, unsigned threads, unsigned cap = 65535u * 8u) {
-    size_t b = (n + threads - 1) / threads;
+static inline unsigned cuda_blocks(size_t n, unsigned threads, unsigned cap = CUDA_MAX_GRID_YZ * 8u) {
+    size_t b = CEIL_DIV(n, threads);
     if (b < 1) b = 1;
     return b > cap ? cap : (unsigned)b;
 }
@@ -168,16 +169,16 @@ static inline unsigned cuda_blocks(size_t n, unsigned threads, unsigned cap = 65
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);    \
          i += (size_t)gridDim.x * blockDim.x)
 
-// Block-wide sum (blockDim.x a multiple of 32, at most 1024); the result is
+// Block-wide sum (blockDim.x a multiple of WARP_SIZE, at most 1024); the result is
 // valid in every thread. The order of the additions depends only on the block
 // shape, so repeated runs give identical bits.
 template <typename V> __device__ __forceinline__ V warp_sum(V v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    for (int o = WARP_SIZE / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }
 template <typename V> __device__ V block_sum(V v) {
-    __shared__ V part[32];
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+    __shared__ V part[WARP_SIZE]; // one per warp, read back one per lane
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, nwarps = blockDim.x / WARP_SIZE;
     v = warp_sum(v);
     __syncthreads(); // part[] may still be read by a previous call
     if (lane == 0) part[warp] = v;

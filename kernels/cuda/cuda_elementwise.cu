@@ -206,7 +206,7 @@ void cuda_sum_squares(vb_ctx *ctx, double *out, const float *x, size_t n) {
 template <typename T>
 __global__ void colsum_partial_kernel(float *partial, const T *x, int N, int OC, int rows_per) {
     __shared__ float sh[8][33];
-    const int col = blockIdx.x * 32 + threadIdx.x;
+    const int col = blockIdx.x * WARP_SIZE + threadIdx.x;
     const int r0 = blockIdx.y * rows_per;
     const int r1 = min(N, r0 + rows_per);
     float acc = 0.0f;
@@ -233,25 +233,25 @@ void cuda_bias_backward(vb_ctx *ctx, float *dbias, const vb_act *dout, int N, in
     NvtxRange r("bias_backward");
     if (N <= 0 || OC <= 0) return;
     cuda_impl *c = cuda_impl_of(ctx);
-    const int col_blocks = (OC + 31) / 32;
+    const int col_blocks = CEIL_DIV(OC, WARP_SIZE);
     // about four blocks per SM, at least 8 rows each, partials within scratch
-    long R = ((long)c->num_sms * 4 + col_blocks - 1) / col_blocks;
-    long max_r = ((long)N + 7) / 8;
+    long R = CEIL_DIV((long)c->num_sms * 4, col_blocks);
+    long max_r = CEIL_DIV((long)N, 8);
     long fit = (long)(c->scratch_bytes / ((size_t)OC * sizeof(float)));
     if (R > max_r) R = max_r;
     if (R > fit) R = fit;
-    if (R > 65535) R = 65535;
+    if (R > CUDA_MAX_GRID_YZ) R = CUDA_MAX_GRID_YZ;
     if (R < 1) R = 1;
-    const int rows_per = (int)((N + R - 1) / R);
-    R = (N + rows_per - 1) / rows_per;
+    const int rows_per = (int)CEIL_DIV(N, R);
+    R = CEIL_DIV(N, rows_per);
     float *partial = (float *)cuda_scratch(ctx, (size_t)R * OC * sizeof(float), "bias_backward");
     dispatch_act(ctx->act, [&](auto tag) {
         typedef typename decltype(tag)::type T;
-        colsum_partial_kernel<T><<<dim3(col_blocks, (unsigned)R), dim3(32, 8), 0, c->stream>>>(
+        colsum_partial_kernel<T><<<dim3(col_blocks, (unsigned)R), dim3(WARP_SIZE, 8), 0, c->stream>>>(
             partial, (const T *)dout, N, OC, rows_per);
         CUDA_LAUNCH_CHECK();
     });
-    colsum_final_kernel<<<(OC + 255) / 256, 256, 0, c->stream>>>(dbias, partial, (int)R, OC);
+    colsum_final_kernel<<<CEIL_DIV(OC, 256), 256, 0, c->stream>>>(dbias, partial, (int)R, OC);
     CUDA_LAUNCH_CHECK();
 }
 

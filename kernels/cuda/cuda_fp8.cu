@@ -18,7 +18,7 @@ static size_t round256(size_t b) { return (b + 255) & ~(size_t)255; }
 
 cuda_fp8_layout cuda_fp8_layout_of(int N, int C, int OC) {
     cuda_fp8_layout L;
-    L.n_pad = (N + 15) / 16 * 16;
+    L.n_pad = CEIL_DIV(N, 16) * 16;
     const size_t n = (size_t)N, np = (size_t)L.n_pad, c = (size_t)C, oc = (size_t)OC;
     size_t o = 256; // the inverse scales' slots (3 x CUDA_FP8_INV_SLOT bytes)
     L.x = o, o += round256(n * c);
@@ -70,10 +70,10 @@ __device__ __forceinline__ unsigned char fp8_quantise(float x, float s, vb_fp8_f
 // the block's max of m into *amax (non-negative floats, +inf included,
 // order as their bit patterns); every thread of the block calls it
 __device__ __forceinline__ void fp8_block_amax(float m, float *amax) {
-    __shared__ float warp_max[32];
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    const int t = threadIdx.x + threadIdx.y * blockDim.x, nw = (blockDim.x * blockDim.y + 31) / 32;
-    if ((t & 31) == 0) warp_max[t >> 5] = m;
+    __shared__ float warp_max[1024 / WARP_SIZE]; // one per warp of a block of at most 1024 threads
+    for (int o = WARP_SIZE / 2; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    const int t = threadIdx.x + threadIdx.y * blockDim.x, nw = CEIL_DIV(blockDim.x * blockDim.y, WARP_SIZE);
+    if (t % WARP_SIZE == 0) warp_max[t / WARP_SIZE] = m;
     __syncthreads();
     if (t == 0) {
         float b = warp_max[0];
@@ -212,17 +212,17 @@ void cuda_fp8_cast(vb_ctx *ctx, unsigned char *out, unsigned char *out_t, int ld
         if (vec && !out_t) {
             // a grid of 8 blocks an SM walks the tensor (one amax atomic a block)
             const size_t n8 = (size_t)R * (size_t)Cc / 8, threads = 256, cap = (size_t)cuda_impl_of(ctx)->num_sms * 8;
-            const size_t want = (n8 + threads - 1) / threads;
+            const size_t want = CEIL_DIV(n8, threads);
             const unsigned blocks = (unsigned)(want < cap ? want : cap);
             fp8_cast_vec_kernel<T><<<blocks, threads, 0, st>>>(out, (const T *)in, n8, scale, inv, amax, fmt);
         } else if (vec) {
-            const dim3 grid((unsigned)((Cc + FP8_VT - 1) / FP8_VT), (unsigned)((rows + FP8_VT - 1) / FP8_VT));
-            if (grid.y > 65535u) vb_cuda_die("fp8_cast: %d rows is more than one launch covers", rows);
+            const dim3 grid((unsigned)CEIL_DIV(Cc, FP8_VT), (unsigned)CEIL_DIV(rows, FP8_VT));
+            if (grid.y > (unsigned)CUDA_MAX_GRID_YZ) vb_cuda_die("fp8_cast: %d rows is more than one launch covers", rows);
             fp8_cast_t_vec_kernel<T><<<grid, FP8_VTHREADS, 0, st>>>(out, out_t, ld_t, (const T *)in, R, Cc, scale,
                                                                      inv, amax, fmt);
         } else {
-            const dim3 grid((unsigned)((Cc + FP8_TILE - 1) / FP8_TILE), (unsigned)((rows + FP8_TILE - 1) / FP8_TILE));
-            if (grid.y > 65535u) vb_cuda_die("fp8_cast: %d rows is more than one launch covers", rows);
+            const dim3 grid((unsigned)CEIL_DIV(Cc, FP8_TILE), (unsigned)CEIL_DIV(rows, FP8_TILE));
+            if (grid.y > (unsigned)CUDA_MAX_GRID_YZ) vb_cuda_die("fp8_cast: %d rows is more than one launch covers", rows);
             fp8_cast_kernel<T><<<grid, dim3(FP8_TILE, FP8_ROWS), 0, st>>>(out, out_t, ld_t, (const T *)in, R, Cc,
                                                                           scale, inv, amax, fmt);
         }
@@ -248,7 +248,7 @@ void cuda_fp8_scale_update(vb_ctx *ctx, float *scale, float *history, int n, int
                            vb_fp8_amax_algo algo, int margin) {
     NvtxRange r("fp8_scale_update");
     if (n <= 0) return;
-    fp8_scale_update_kernel<<<(unsigned)((n + 127) / 128), 128, 0, cuda_stream(ctx)>>>(scale, history, n, stride,
+    fp8_scale_update_kernel<<<(unsigned)CEIL_DIV(n, 128), 128, 0, cuda_stream(ctx)>>>(scale, history, n, stride,
                                                                                       len, fmt, algo, margin);
     CUDA_LAUNCH_CHECK();
 }

@@ -13,7 +13,7 @@
  */
 #include "kernels/cuda/cuda_common.cuh"
 
-enum { LN_THREADS = 256, LN_ROWS_PER_BLOCK = LN_THREADS / 32 };
+enum { LN_THREADS = 256, LN_ROWS_PER_BLOCK = LN_THREADS / WARP_SIZE };
 
 // RESID: res[row] = a + b (rounded to T, what the backward will see as inp), then
 // out = (res - mean) * rstd * weight + bias. Otherwise a is the input.
@@ -22,30 +22,30 @@ template <typename T, bool RESID>
 __global__ void layernorm_forward_kernel(T *res, T *out, float *mean, float *rstd, const T *a,
                                          const T *b, const T *weight, const T *bias, int N, int C,
                                          float eps) {
-    const int lane = threadIdx.x % 32;
-    const int row = blockIdx.x * LN_ROWS_PER_BLOCK + threadIdx.x / 32;
+    const int lane = threadIdx.x % WARP_SIZE;
+    const int row = blockIdx.x * LN_ROWS_PER_BLOCK + threadIdx.x / WARP_SIZE;
     if (row >= N) return;
     const size_t off = (size_t)row * C;
     const T *x = RESID ? res + off : a + off;
     float sum = 0.0f;
     if (RESID) {
-        for (int i = lane; i < C; i += 32) {
+        for (int i = lane; i < C; i += WARP_SIZE) {
             T r = from_f<T>(to_f(a[off + i]) + to_f(b[off + i]));
             res[off + i] = r;
             sum += to_f(r);
         }
     } else {
-        for (int i = lane; i < C; i += 32) sum += to_f(x[i]);
+        for (int i = lane; i < C; i += WARP_SIZE) sum += to_f(x[i]);
     }
     const float m = warp_sum(sum) / C;
     float sq = 0.0f;
-    for (int i = lane; i < C; i += 32) {
+    for (int i = lane; i < C; i += WARP_SIZE) {
         float d = to_f(x[i]) - m;
         sq += d * d;
     }
     const float s = 1.0f / sqrtf(warp_sum(sq) / C + eps);
     T *y = out + off;
-    for (int i = lane; i < C; i += 32)
+    for (int i = lane; i < C; i += WARP_SIZE)
         y[i] = from_f<T>((to_f(x[i]) - m) * s * to_f(weight[i]) + to_f(bias[i]));
     if (lane == 0) {
         if (mean) mean[row] = m;
@@ -57,19 +57,19 @@ __global__ void layernorm_forward_kernel(T *res, T *out, float *mean, float *rst
 template <typename T>
 __global__ void layernorm_backward_dinp_kernel(T *dinp, const T *dout, const T *inp, const T *weight,
                                                const float *mean, const float *rstd, int N, int C) {
-    const int lane = threadIdx.x % 32;
-    const int row = blockIdx.x * LN_ROWS_PER_BLOCK + threadIdx.x / 32;
+    const int lane = threadIdx.x % WARP_SIZE;
+    const int row = blockIdx.x * LN_ROWS_PER_BLOCK + threadIdx.x / WARP_SIZE;
     if (row >= N) return;
     const size_t off = (size_t)row * C;
     const float m = mean[row], s = rstd[row];
     float dn_sum = 0.0f, dn_xhat_sum = 0.0f;
-    for (int i = lane; i < C; i += 32) {
+    for (int i = lane; i < C; i += WARP_SIZE) {
         float dn = to_f(weight[i]) * to_f(dout[off + i]);
         dn_sum += dn;
         dn_xhat_sum += dn * (to_f(inp[off + i]) - m) * s;
     }
     const float dn_mean = warp_sum(dn_sum) / C, dn_xhat_mean = warp_sum(dn_xhat_sum) / C;
-    for (int i = lane; i < C; i += 32) {
+    for (int i = lane; i < C; i += WARP_SIZE) {
         float xhat = (to_f(inp[off + i]) - m) * s;
         float g = (to_f(weight[i]) * to_f(dout[off + i]) - dn_mean - xhat * dn_xhat_mean) * s;
         dinp[off + i] = from_f<T>(to_f(dinp[off + i]) + g);
@@ -83,7 +83,7 @@ __global__ void layernorm_param_partial_kernel(float *pw, float *pb, const T *do
                                                const float *mean, const float *rstd, int N, int C,
                                                int rows_per) {
     __shared__ float shw[8][33], shb[8][33];
-    const int col = blockIdx.x * 32 + threadIdx.x;
+    const int col = blockIdx.x * WARP_SIZE + threadIdx.x;
     const int r0 = blockIdx.y * rows_per, r1 = min(N, r0 + rows_per);
     float aw = 0.0f, ab = 0.0f;
     if (col < C) {
@@ -130,7 +130,7 @@ __global__ void layernorm_param_final_kernel(float *dweight, float *dbias, const
 // 8 warps then add their partials in a fixed order (shared memory, warp by
 // warp) into pw/pb[blockIdx.x][C]; layernorm_param_sum_kernel sums the block
 // rows in a fixed order too: no atomics, bitwise reproducible on one device.
-enum { LN_FUSED_MAX_C = 1024, LN_FUSED_CPL = LN_FUSED_MAX_C / 32 };
+enum { LN_FUSED_MAX_C = 1024, LN_FUSED_CPL = LN_FUSED_MAX_C / WARP_SIZE };
 
 // E elements a lane per access: 2 (one 4-byte bf16/f16 pair, 8-byte float
 // pair) when C is even, else 1; lane l's k-th access covers columns
@@ -147,7 +147,7 @@ __global__ void __launch_bounds__(LN_THREADS)
     extern __shared__ float ln_smem[]; // [2][C]
     typedef ln_elems<T, E> V;
     constexpr int K = LN_FUSED_CPL / E; // accesses a lane makes per row
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
     const int CV = C / E; // accesses per row
     const V *wv = reinterpret_cast<const V *>(weight);
     float aw[LN_FUSED_CPL], ab[LN_FUSED_CPL];
@@ -161,7 +161,7 @@ __global__ void __launch_bounds__(LN_THREADS)
         float dn_sum = 0.0f, dn_xhat_sum = 0.0f;
 #pragma unroll
         for (int k = 0; k < K; k++) {
-            const int a = lane + 32 * k;
+            const int a = lane + WARP_SIZE * k;
             if (a < CV) {
                 const V dy = dov[a], x = inv[a], w = wv[a];
 #pragma unroll
@@ -176,7 +176,7 @@ __global__ void __launch_bounds__(LN_THREADS)
         V *dv = dinp ? reinterpret_cast<V *>(dinp + (size_t)row * C) : nullptr;
 #pragma unroll
         for (int k = 0; k < K; k++) {
-            const int a = lane + 32 * k;
+            const int a = lane + WARP_SIZE * k;
             if (a < CV) {
                 const V dy = dov[a], x = inv[a], w = wv[a];
                 V acc;
@@ -198,7 +198,7 @@ __global__ void __launch_bounds__(LN_THREADS)
         if (warp == w) {
 #pragma unroll
             for (int j = 0; j < LN_FUSED_CPL; j++) {
-                const int i = (lane + 32 * (j / E)) * E + j % E;
+                const int i = (lane + WARP_SIZE * (j / E)) * E + j % E;
                 if (i < C) {
                     sw[i] = w == 0 ? aw[j] : sw[i] + aw[j];
                     sb[i] = w == 0 ? ab[j] : sb[i] + ab[j];
@@ -219,7 +219,7 @@ __global__ void __launch_bounds__(LN_THREADS)
 __global__ void layernorm_param_sum_kernel(float *dweight, float *dbias, const float *pw,
                                            const float *pb, int R, int C) {
     __shared__ float shw[8][33], shb[8][33];
-    const int col = blockIdx.x * 32 + threadIdx.x;
+    const int col = blockIdx.x * WARP_SIZE + threadIdx.x;
     float sw = 0.0f, sb = 0.0f;
     if (col < C)
         for (int r = threadIdx.y; r < R; r += 8) {
@@ -245,7 +245,7 @@ void cuda_layernorm_forward(vb_ctx *ctx, vb_act *out, float *mean, float *rstd, 
                             const vb_act *weight, const vb_act *bias, int N, int C, float eps) {
     NvtxRange r("layernorm_forward");
     if (N <= 0 || C <= 0) return;
-    const unsigned blocks = (unsigned)((N + LN_ROWS_PER_BLOCK - 1) / LN_ROWS_PER_BLOCK);
+    const unsigned blocks = (unsigned)CEIL_DIV(N, LN_ROWS_PER_BLOCK);
     dispatch_act(ctx->act, [&](auto tag) {
         typedef typename decltype(tag)::type T;
         layernorm_forward_kernel<T, false><<<blocks, LN_THREADS, 0, cuda_stream(ctx)>>>(
@@ -262,7 +262,7 @@ void cuda_residual_layernorm_forward(vb_ctx *ctx, vb_act *res, vb_act *out, floa
                                      float eps) {
     NvtxRange r("residual_layernorm_forward");
     if (N <= 0 || C <= 0) return;
-    const unsigned blocks = (unsigned)((N + LN_ROWS_PER_BLOCK - 1) / LN_ROWS_PER_BLOCK);
+    const unsigned blocks = (unsigned)CEIL_DIV(N, LN_ROWS_PER_BLOCK);
     dispatch_act(ctx->act, [&](auto tag) {
         typedef typename decltype(tag)::type T;
         layernorm_forward_kernel<T, true><<<blocks, LN_THREADS, 0, cuda_stream(ctx)>>>(
@@ -282,7 +282,7 @@ void cuda_layernorm_backward(vb_ctx *ctx, vb_act *dinp_acc, float *dweight, floa
     if (C <= LN_FUSED_MAX_C && (dweight || dbias)) {
         // two rows of partials per block within scratch; about two blocks per SM
         long R = (long)c->num_sms * 2;
-        const long max_r = ((long)N + LN_ROWS_PER_BLOCK - 1) / LN_ROWS_PER_BLOCK;
+        const long max_r = CEIL_DIV((long)N, LN_ROWS_PER_BLOCK);
         const long fit = (long)(c->scratch_bytes / (2 * (size_t)C * sizeof(float)));
         if (R > max_r) R = max_r;
         if (R > fit) R = fit;
@@ -301,13 +301,13 @@ void cuda_layernorm_backward(vb_ctx *ctx, vb_act *dinp_acc, float *dweight, floa
                     (T *)dinp_acc, pw, pb, (const T *)dout, (const T *)inp, (const T *)weight, mean, rstd, N, C);
             CUDA_LAUNCH_CHECK();
         });
-        layernorm_param_sum_kernel<<<(C + 31) / 32, dim3(32, 8), 0, c->stream>>>(dweight, dbias, pw, pb,
+        layernorm_param_sum_kernel<<<CEIL_DIV(C, WARP_SIZE), dim3(WARP_SIZE, 8), 0, c->stream>>>(dweight, dbias, pw, pb,
                                                                                  (int)R, C);
         CUDA_LAUNCH_CHECK();
         return;
     }
     if (dinp_acc) {
-        const unsigned blocks = (unsigned)((N + LN_ROWS_PER_BLOCK - 1) / LN_ROWS_PER_BLOCK);
+        const unsigned blocks = (unsigned)CEIL_DIV(N, LN_ROWS_PER_BLOCK);
         dispatch_act(ctx->act, [&](auto tag) {
             typedef typename decltype(tag)::type T;
             layernorm_backward_dinp_kernel<T><<<blocks, LN_THREADS, 0, c->stream>>>(
@@ -316,25 +316,25 @@ void cuda_layernorm_backward(vb_ctx *ctx, vb_act *dinp_acc, float *dweight, floa
         });
     }
     if (!dweight && !dbias) return;
-    const int col_blocks = (C + 31) / 32;
-    long R = ((long)c->num_sms * 4 + col_blocks - 1) / col_blocks;
-    long max_r = ((long)N + 7) / 8;
+    const int col_blocks = CEIL_DIV(C, WARP_SIZE);
+    long R = CEIL_DIV((long)c->num_sms * 4, col_blocks);
+    long max_r = CEIL_DIV((long)N, 8);
     long fit = (long)(c->scratch_bytes / (2 * (size_t)C * sizeof(float)));
     if (R > max_r) R = max_r;
     if (R > fit) R = fit;
-    if (R > 65535) R = 65535;
+    if (R > CUDA_MAX_GRID_YZ) R = CUDA_MAX_GRID_YZ;
     if (R < 1) R = 1;
-    const int rows_per = (int)((N + R - 1) / R);
-    R = (N + rows_per - 1) / rows_per;
+    const int rows_per = (int)CEIL_DIV(N, R);
+    R = CEIL_DIV(N, rows_per);
     float *pw = (float *)cuda_scratch(ctx, 2 * (size_t)R * C * sizeof(float), "layernorm_backward");
     float *pb = pw + (size_t)R * C;
     dispatch_act(ctx->act, [&](auto tag) {
         typedef typename decltype(tag)::type T;
-        layernorm_param_partial_kernel<T><<<dim3(col_blocks, (unsigned)R), dim3(32, 8), 0, c->stream>>>(
+        layernorm_param_partial_kernel<T><<<dim3(col_blocks, (unsigned)R), dim3(WARP_SIZE, 8), 0, c->stream>>>(
             pw, pb, (const T *)dout, (const T *)inp, mean, rstd, N, C, rows_per);
         CUDA_LAUNCH_CHECK();
     });
-    layernorm_param_final_kernel<<<(C + 255) / 256, 256, 0, c->stream>>>(dweight, dbias, pw, pb,
+    layernorm_param_final_kernel<<<CEIL_DIV(C, 256), 256, 0, c->stream>>>(dweight, dbias, pw, pb,
                                                                          (int)R, C);
     CUDA_LAUNCH_CHECK();
 }

@@ -73,10 +73,10 @@ __global__ void rel_l2_backward_kernel(T *dpred, const T *pred, const float *tar
 // blocks per sample: about four blocks per SM over the batch, and at least
 // 1024 elements per block
 static int rel_l2_blocks(vb_ctx *ctx, int B, size_t n) {
-    long per = ((long)cuda_impl_of(ctx)->num_sms * 4 + B - 1) / B;
-    long max_by_n = (long)((n + 1023) / 1024);
+    long per = CEIL_DIV((long)cuda_impl_of(ctx)->num_sms * 4, B);
+    long max_by_n = (long)CEIL_DIV(n, 1024);
     if (per > max_by_n) per = max_by_n;
-    if (per > 65535) per = 65535;
+    if (per > CUDA_MAX_GRID_YZ) per = CUDA_MAX_GRID_YZ;
     return per < 1 ? 1 : (int)per;
 }
 
@@ -183,12 +183,12 @@ void cuda_weighted_rmse_accumulate(vb_ctx *ctx, double *rmse_sum, const vb_act *
     double cos_sum = 0.0;
     for (int j = 0; j < H; j++) cos_sum += H > 1 ? cos(deg * (90.0 - j * 180.0 / (H - 1))) : 1.0;
     const long planes = (long)B * C;
-    long chunks = ((long)c->num_sms * 4 + planes - 1) / planes;
+    long chunks = CEIL_DIV((long)c->num_sms * 4, planes);
     if (chunks > H) chunks = H;
-    if (chunks > 65535) chunks = 65535;
+    if (chunks > CUDA_MAX_GRID_YZ) chunks = CUDA_MAX_GRID_YZ;
     if (chunks < 1) chunks = 1;
-    const int rows_per = (int)((H + chunks - 1) / chunks);
-    chunks = (H + rows_per - 1) / rows_per;
+    const int rows_per = (int)CEIL_DIV(H, chunks);
+    chunks = CEIL_DIV(H, rows_per);
     double *w = (double *)cuda_scratch(ctx, ((size_t)H + (size_t)planes * chunks) * sizeof(double),
                                        "weighted_rmse_accumulate");
     double *partial = w + H;
@@ -200,7 +200,7 @@ void cuda_weighted_rmse_accumulate(vb_ctx *ctx, double *rmse_sum, const vb_act *
             partial, w, (const T *)pred, tar, H, W, rows_per);
         CUDA_LAUNCH_CHECK();
     });
-    rmse_final_kernel<<<(C + 127) / 128, 128, 0, c->stream>>>(rmse_sum, partial, B, C, (int)chunks,
+    rmse_final_kernel<<<CEIL_DIV(C, 128), 128, 0, c->stream>>>(rmse_sum, partial, B, C, (int)chunks,
                                                              (double)H * W);
     CUDA_LAUNCH_CHECK();
 }

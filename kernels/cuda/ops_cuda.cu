@@ -15,6 +15,7 @@
 
 #include <cuda_profiler_api.h>
 
+#include "kernels/alloc_check.h"
 #include "kernels/cuda/cuda_common.cuh"
 
 
@@ -122,9 +123,8 @@ static vb_ctx *cuda_ctx_create(const vb_ctx_opts *opts, char *err, size_t errlen
         if (err) snprintf(err, errlen, "attention = cudnn: this build has no cuDNN (cudnn.h and libcudnn were not found at configure time; set CUDNN_ROOT)");
         return NULL;
     }
-    vb_ctx *ctx = (vb_ctx *)calloc(1, sizeof(vb_ctx));
-    cuda_impl *c = (cuda_impl *)calloc(1, sizeof(cuda_impl));
-    if (!ctx || !c) vb_cuda_die("out of host memory creating a CUDA context");
+    vb_ctx *ctx = (vb_ctx *)vb_kernels_calloc_check(1, sizeof(vb_ctx));
+    cuda_impl *c = (cuda_impl *)vb_kernels_calloc_check(1, sizeof(cuda_impl));
     ctx->ops = vb_ops_cuda();
     ctx->act = opts->act;
     ctx->device = opts->device;
@@ -281,8 +281,7 @@ struct vb_event {
 
 static vb_event *cuda_event_create(vb_ctx *ctx) {
     (void)ctx;
-    vb_event *e = (vb_event *)calloc(1, sizeof(vb_event));
-    if (!e) vb_cuda_die("out of host memory creating a CUDA event");
+    vb_event *e = (vb_event *)vb_kernels_calloc_check(1, sizeof(vb_event));
     CUDACHECK(cudaEventCreateWithFlags(&e->ev, cudaEventDefault)); // timing enabled
     return e;
 }

@@ -39,7 +39,7 @@ static void load(const char *path, const uint8_t *data, size_t size) {
     vb_trials t;
     char why[2048];
     if (vb_trials_read(dir, &t, why, sizeof why) == 0)
-        for (int k = 0; k < VB_TRIAL_NTYPES; k++)
+        for (int k = 0; k < VB_TRIAL_NKINDS; k++)
             for (int i = 0; i < t.n[k]; i++)
                 if (!isfinite(t.rate[k][i]) || !(t.rate[k][i] > 0)) abort();
     vb_trials_free(&t);
