@@ -384,7 +384,7 @@ got=$(sed 's/.* --run_name //' srun.log)
 003_ranks=2_seed=2' ] || fail "srun saw the runs: $got"
 grep -q -- '^--ntasks=2 --nodes=1 --ntasks-per-node=2 --cpu-bind=cores ' srun.log || fail "2-rank step flags: $(cat srun.log)"
 want_rows='0,runs/000_ranks=1_seed=1,completed,0,0,1,1,1
-1,runs/001_ranks=1_seed=2,failed,3,0,1,1,2,,,,,,,exit 3
+1,runs/001_ranks=1_seed=2,failed,3,0,1,1,2,,,,,,,,,exit 3
 2,runs/002_ranks=2_seed=1,completed,0,0,2,1,1
 3,runs/003_ranks=2_seed=2,completed,0,0,2,1,2'
 got=$(tail -n +2 "$d/index.csv" | awk -F, -v OFS=, '$3 == "completed" { NF = 8 } 1')

@@ -162,9 +162,9 @@ d=$(sweep_dir sweeps e2e)
 idx=$d/index.csv
 [ "$(wc -l <"$idx")" = 5 ] || fail "index.csv: want 4 rows: $(cat "$idx")"
 want_rows='0,runs/000_ranks=1_limit_nsamples=16,completed,0,0,1,1,16
-1,runs/001_ranks=1_limit_nsamples=2,failed,2,0,1,1,2,,,,,,,exit 2
+1,runs/001_ranks=1_limit_nsamples=2,failed,2,0,1,1,2,,,,,,,,,exit 2
 2,runs/002_ranks=2_limit_nsamples=16,completed,0,0,2,1,16
-3,runs/003_ranks=2_limit_nsamples=2,failed,2,0,2,1,2,,,,,,,exit 2'
+3,runs/003_ranks=2_limit_nsamples=2,failed,2,0,2,1,2,,,,,,,,,exit 2'
 got=$(tail -n +2 "$idx" | awk -F, -v OFS=, '$3 == "completed" { NF = 8 } 1')
 [ "$got" = "$want_rows" ] || fail "index.csv rows: $(cat "$idx"); sweep output: $out"
 # completed rows carry their headline: FULL, SYNTHETIC, IO mean (> 0) and std
