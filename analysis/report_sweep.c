@@ -111,7 +111,7 @@ static void load_json(rp_sweep *s) {
     cJSON *root = vb_read_json_object(path, &why);
     if (!root) vb_die_input("report: %s: %s", path, strcmp(why, "not a JSON object") ? why : "not valid JSON");
     const cJSON *kind = cJSON_GetObjectItemCaseSensitive(root, "kind");
-    const char *known[] = {"weak_scaling", "strong_scaling", "ddp_buckets", "layouts", "flags", "matrix", "single"};
+    const char *known[] = {VB_SWEEP_KINDS};
     for (size_t i = 0; cJSON_IsString(kind) && i < sizeof known / sizeof *known; i++)
         if (strcmp(kind->valuestring, known[i]) == 0) {
             snprintf(s->kind, sizeof s->kind, "%s", known[i]);
@@ -260,26 +260,20 @@ static bool variants_are_buckets(const rp_sweep *s) {
 
 static void infer_kind(rp_sweep *s) {
     if (s->kind[0]) return;
-    const char *k = "matrix", *why = "inferred: other swept keys";
-    if (vb_csv_col(&s->idx, "tensor_parallel") >= 0) {
-        k = "layouts";
-        why = "inferred: a tensor_parallel column";
-    } else if (vb_csv_col(&s->idx, "variant") >= 0) {
-        bool b = variants_are_buckets(s);
-        k = b ? "ddp_buckets" : "flags";
-        why = b ? "inferred: variants only change bucket_cap_mb / noddp" : "inferred: a variant column";
-    } else if (sw_key_varies(s, "ranks") && batch_constant(s, true)) {
-        k = "weak_scaling";
-        why = "inferred: ranks vary, local_batch_size constant (summary.csv)";
-    } else if (sw_key_varies(s, "ranks") && batch_constant(s, false)) {
-        k = "strong_scaling";
-        why = "inferred: ranks vary, global_batch_size constant (summary.csv)";
-    } else if (s->npts <= 1) {
-        k = "single";
-        why = "inferred: one point";
-    }
+    /* index.csv's facts (and the runs' summary.csv for the batch), judged
+     * by the rule the sweep itself uses (results.h) */
+    vb_sweep_facts f = {
+        .layouts = vb_csv_col(&s->idx, "tensor_parallel") >= 0,
+        .variants = vb_csv_col(&s->idx, "variant") >= 0,
+        .ranks_vary = sw_key_varies(s, "ranks"),
+        .npoints = s->npts,
+    };
+    f.variants_ddp_only = f.variants && variants_are_buckets(s);
+    if (f.ranks_vary) f.fixed_batch = batch_constant(s, true) ? 1 : batch_constant(s, false) ? 2 : 0;
+    const char *why;
+    const char *k = vb_sweep_kind(&f, &why);
     snprintf(s->kind, sizeof s->kind, "%s", k);
-    snprintf(s->kind_why, sizeof s->kind_why, "%s", why);
+    snprintf(s->kind_why, sizeof s->kind_why, "inferred: %s", why);
 }
 
 static void free_sweep(rp_sweep *s) {

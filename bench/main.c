@@ -59,7 +59,8 @@ static void usage(FILE *f) {
 /* run / train: generated from the config's key table, the one the parser reads */
 static void usage_run(FILE *f) {
     fprintf(f, "usage: vitbench run|train [--key VALUE ...]\n"
-               "  run    benchy's IO, SYNTHETIC and FULL trials (benchy_config): trials.csv, iterations.csv,\n"
+               "  run    benchy's IO, SYNTHETIC and FULL trials, and VALIDATION (benchy_config's validation\n"
+               "         section: forward passes over the valid split): trials.csv, iterations.csv,\n"
                "         summary.csv, ops.csv, benchy_output.json, run.json\n"
                "  train  the training loop (num_iters steps, validation every epoch): train_log.csv,\n"
                "         validation.csv, checkpoint.h5, run.json\n"
@@ -133,7 +134,7 @@ static int cmd_version(int argc, char **argv) {
  * them read this table. Commands that launch mpirun themselves (sweep) or
  * never need MPI do not initialise it; run and train do. */
 static const command g_commands[] = {
-    {"run", "benchmark like benchy: IO, SYNTHETIC and FULL trials; writes trials.csv,\n"
+    {"run", "benchmark like benchy: IO, SYNTHETIC and FULL trials (and VALIDATION); writes trials.csv,\n"
             "             iterations.csv, summary.csv, ops.csv, benchy_output.json, run.json",
      cmd_run},
     {"train", "train (num_iters steps, validation every epoch); writes train_log.csv,\n"
@@ -151,7 +152,7 @@ static const command g_commands[] = {
                "             PATH [--output_dir DIR] [--no_plots]",
      vb_report_main},
     {"compare", "regression gate between two runs, sweeps or baselines (exit 1 on a regression):\n"
-                "             BASE NEW [--metric FULL,SYNTHETIC,IO,step_time,op:NAME] [--alpha A] [--threshold T]\n"
+                "             BASE NEW [--metric FULL,SYNTHETIC,IO,VALIDATION,step_time,op:NAME] [--alpha A] [--threshold T]\n"
                 "             [--allow_different KEY,...]",
      vb_compare_main},
     {"trace", "Chrome trace (Perfetto, chrome://tracing) of a run's timeline.csv: PATH [--output FILE]", vb_trace_main},

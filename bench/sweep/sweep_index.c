@@ -161,25 +161,20 @@ static void write_json(FILE *f, void *vctx) {
     free(s);
 }
 
-/* What the sweep varies, for `vitbench report`: scaling kinds by the batch
- * that stays fixed while ranks vary (local: weak; global: strong). */
+/* What the sweep varies, for `vitbench report` (results.h's one rule): the
+ * scenario's facts. While ranks vary the batch a run fixes is the local one
+ * when local_batch_size is given, else the global one. */
 static const char *sweep_kind(const vb_scenario *s, const vb_sweep_plan *p, const sweep_cli *c) {
-    if (s->has_layouts) return "layouts";
-    if (s->has_flags) {
-        bool ddp_only = true;
-        for (int i = 0; i < s->nflags; i++)
-            if (strcmp(s->flags[i].key, "bucket_cap_mb") != 0 && strcmp(s->flags[i].key, "noddp") != 0)
-                ddp_only = false;
-        return ddp_only ? "ddp_buckets" : "flags";
-    }
-    bool ranks_vary = false;
+    vb_sweep_facts f = {.layouts = s->has_layouts, .variants = s->has_flags, .variants_ddp_only = true};
+    for (int i = 0; i < s->nflags; i++)
+        if (strcmp(s->flags[i].key, "bucket_cap_mb") != 0 && strcmp(s->flags[i].key, "noddp") != 0)
+            f.variants_ddp_only = false;
     for (int i = 1; i < p->nruns; i++)
-        if (p->runs[i].ranks != p->runs[0].ranks) ranks_vary = true;
-    if (ranks_vary) {
-        bool local = sweep_kvs_has(&s->base, "local_batch_size") || sweep_kvs_has(&c->ov.config, "local_batch_size");
-        return local ? "weak_scaling" : "strong_scaling";
-    }
-    return s->nmatrix > 0 ? "matrix" : "single";
+        if (p->runs[i].ranks != p->runs[0].ranks) f.ranks_vary = true;
+    f.fixed_batch =
+        sweep_kvs_has(&s->base, "local_batch_size") || sweep_kvs_has(&c->ov.config, "local_batch_size") ? 1 : 2;
+    f.npoints = s->nmatrix > 0 ? 2 : 1; /* a matrix has points to tell apart */
+    return vb_sweep_kind(&f, NULL);
 }
 
 void sweep_write_sweep_json(const char *dir, const char *id, const vb_scenario *s, const sweep_cli *c,

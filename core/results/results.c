@@ -33,6 +33,26 @@ const char *vb_trial_kind_list(void) {
     return list;
 }
 
+const char *vb_sweep_kind(const vb_sweep_facts *f, const char **why) {
+    const char *k, *w;
+    if (f->layouts)
+        k = "layouts", w = "layouts are swept";
+    else if (f->variants && f->variants_ddp_only)
+        k = "ddp_buckets", w = "variants change only bucket_cap_mb / noddp";
+    else if (f->variants)
+        k = "flags", w = "variants of a baseline";
+    else if (f->ranks_vary && f->fixed_batch == 1)
+        k = "weak_scaling", w = "ranks vary at a fixed local batch";
+    else if (f->ranks_vary && f->fixed_batch == 2)
+        k = "strong_scaling", w = "ranks vary at a fixed global batch";
+    else if (f->npoints > 1)
+        k = "matrix", w = "other keys are swept";
+    else
+        k = "single", w = "one point";
+    if (why) *why = w;
+    return k;
+}
+
 /* every name of the results schema (results.h) */
 static const char *const k_run_files[] = {VB_RESULTS_NAMES};
 

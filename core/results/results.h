@@ -215,6 +215,23 @@ void vb_run_dir_create(const char *output_dir, const char *run_name, const char 
 #define VB_INDEX_NOT_SWEPT                                                                                  \
     "run_index", "run_dir", "status", "exit_code", "repeat", "threads_per_rank", VB_INDEX_HEADLINE_COLUMNS, \
         VB_INDEX_FAILURE_COLUMN
+/* A sweep's kind: what `vitbench report` reads it as (sweep.json's "kind").
+ * Decided by one rule from what the sweep varies; the sweep states the
+ * facts from its scenario when it starts, the report from index.csv and
+ * the runs' summaries when a sweep directory has no sweep.json. */
+#define VB_SWEEP_KINDS "weak_scaling", "strong_scaling", "ddp_buckets", "layouts", "flags", "matrix", "single"
+typedef struct vb_sweep_facts {
+    bool layouts;           /* tensor / context-parallel layouts are swept */
+    bool variants;          /* a baseline and variants of it (flags, --ab) */
+    bool variants_ddp_only; /* every variant changes only bucket_cap_mb or noddp */
+    bool ranks_vary;
+    int fixed_batch;        /* while ranks vary: 1 local_batch_size, 2 global_batch_size, 0 neither */
+    int npoints;            /* distinct points (repeats of one point count once) */
+} vb_sweep_facts;
+/* The kind (one of VB_SWEEP_KINDS); *why, when not NULL, says which fact
+ * decided it ("ranks vary at a fixed local batch"). */
+const char *vb_sweep_kind(const vb_sweep_facts *f, const char **why);
+
 /* The line a sweep appends to a run's log when it stopped the run itself
  * (timeout, interrupt): "vitbench sweep: run stopped (timeout) after 12.3 s".
  * Bookkeeping, never a run's last word (log_line.h skips it). */
