@@ -48,7 +48,7 @@ static void load_versions(rp_run *r, const cJSON *v) {
 
 static void load_json(rp_run *r, rp_doc *d) {
     char path[VB_PATH_MAX];
-    vb_snprintf(path, sizeof path, "%s/" VB_RUN_JSON, r->dir);
+    vb_dir_file(path, sizeof path, r->dir, VB_RUN_JSON);
     const char *why;
     cJSON *root = vb_read_json_object(path, &why);
     if (!root && !vb_file_exists(path)) {

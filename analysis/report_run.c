@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "analysis/breakdown.h"
+#include "analysis/rundir.h"
 #include "analysis/report.h"
 #include "analysis/verdict.h"
 #include "core/prof/fingerprint.h"
@@ -186,7 +187,7 @@ static void step_figure(rp_doc *d, const rp_opts *o, const rp_run *r, const vb_t
 static void breakdown_section(rp_doc *d, const rp_run *r, const rp_opts *o, const char *prefix, int level,
                               bool figure) {
     char path[VB_PATH_MAX], err[512], csv[VB_PATH_MAX];
-    vb_snprintf(path, sizeof path, "%s/" VB_TIMELINE_CSV, r->dir);
+    vb_dir_file(path, sizeof path, r->dir, VB_TIMELINE_CSV);
     vb_timeline tl;
     int rc = vb_timeline_read(path, &tl, err, sizeof err);
     if (rc == -2) vb_die_input("report: %s", err);

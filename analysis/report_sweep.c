@@ -105,7 +105,7 @@ static void load_index(rp_sweep *s, rp_doc *d) {
 
 static void load_json(rp_sweep *s) {
     char path[VB_PATH_MAX];
-    vb_snprintf(path, sizeof path, "%s/" VB_SWEEP_JSON, s->path);
+    vb_dir_file(path, sizeof path, s->path, VB_SWEEP_JSON);
     if (!vb_file_exists(path)) return;
     const char *why;
     cJSON *root = vb_read_json_object(path, &why);

@@ -131,7 +131,7 @@ static void parse_args(int argc, char **argv, trace_paths *p) {
     char dir[VB_PATH_MAX];
     if (vb_dir_exists(path)) {
         vb_snprintf(dir, sizeof dir, "%s", path);
-        vb_snprintf(p->timeline, sizeof p->timeline, "%s/" VB_TIMELINE_CSV, path);
+        vb_dir_file(p->timeline, sizeof p->timeline, path, VB_TIMELINE_CSV);
         if (!vb_file_exists(p->timeline))
             vb_die_input("trace: %s: no timeline.csv in this run directory (runs write it when profile_steps > 0)",
                          path);
@@ -145,7 +145,7 @@ static void parse_args(int argc, char **argv, trace_paths *p) {
         vb_die_input("trace: %s: %s (give a run directory or a timeline.csv)", path,
                      w ? w : "replaced while being checked");
     }
-    vb_snprintf(p->runjson, sizeof p->runjson, "%s/" VB_RUN_JSON, dir);
+    vb_dir_file(p->runjson, sizeof p->runjson, dir, VB_RUN_JSON);
     if (output) {
         vb_snprintf(p->output, sizeof p->output, "%s", output);
         if (p->kineto) { /* the directory named is the tree */

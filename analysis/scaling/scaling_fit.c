@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "analysis/csv.h"
+#include "analysis/rundir.h"
 #include "analysis/scaling/scaling_model.h"
 #include "core/results/results.h"
 #include "core/util/common.h"
@@ -115,7 +116,7 @@ static int req_col(const vb_csv *t, const char *path, const char *name) {
 void vb_ab_load(const char *path_in, vb_ab_table *tab) {
     char path[VB_PATH_MAX];
     if (vb_dir_exists(path_in))
-        vb_snprintf(path, sizeof path, "%s/" VB_COMMBENCH_CSV, path_in);
+        vb_dir_file(path, sizeof path, path_in, VB_COMMBENCH_CSV);
     else
         vb_snprintf(path, sizeof path, "%s", path_in);
     vb_csv t;

@@ -229,7 +229,7 @@ static void load_ref_run(vb_mref *r, const char *dir, const char *type, int *cap
     const int k = r->nref;
     if (!vb_dir_exists(dir)) vb_die_input("model: --run %s: not a directory", dir);
     char path[VB_PATH_MAX];
-    vb_snprintf(path, sizeof path, "%s/" VB_RUN_JSON, dir);
+    vb_dir_file(path, sizeof path, dir, VB_RUN_JSON);
     cJSON *j = read_json(path, "--run");
     const vb_mdims d = dims_of(j, path);
     const double ranks = jnum(j, "ranks", NULL);
@@ -265,7 +265,7 @@ static void load_ref_run(vb_mref *r, const char *dir, const char *type, int *cap
 
     vb_csv it;
     read_csv_or_die(dir, VB_ITERATIONS_CSV, &it, "--run");
-    vb_snprintf(path, sizeof path, "%s/" VB_ITERATIONS_CSV, dir);
+    vb_dir_file(path, sizeof path, dir, VB_ITERATIONS_CSV);
     const int ct = req_col(&it, path, "trial_type"), cw = req_col(&it, path, "warmup");
     const int cr = req_col(&it, path, "rank"), cs = req_col(&it, path, "seconds");
     double *steps = vb_malloc_check(sizeof(double) * ((size_t)it.nrows + 1));
@@ -290,7 +290,7 @@ static void load_ref_run(vb_mref *r, const char *dir, const char *type, int *cap
 
     vb_csv ops;
     read_csv_or_die(dir, VB_OPS_CSV, &ops, "--run");
-    vb_snprintf(path, sizeof path, "%s/" VB_OPS_CSV, dir);
+    vb_dir_file(path, sizeof path, dir, VB_OPS_CSV);
     const int on = req_col(&ops, path, "name"), oc = req_col(&ops, path, "category");
     const int ocl = req_col(&ops, path, "calls"), otot = req_col(&ops, path, "total_s");
     const int ott = req_col(&ops, path, "trial_type"), ork = vb_csv_col(&ops, VB_COL_RANK);
@@ -341,7 +341,7 @@ static void load_refs(vb_mref *main_ref, vb_mref **shards, int *nshards, const c
     int cap = 0, scap[VB_MODEL_MAX_REFS] = {0};
     for (int i = 0; i < n; i++) {
         char path[VB_PATH_MAX];
-        vb_snprintf(path, sizeof path, "%s/" VB_RUN_JSON, dirs[i]);
+        vb_dir_file(path, sizeof path, dirs[i], VB_RUN_JSON);
         int tp = 1, cp = 1;
         if (vb_dir_exists(dirs[i]) && vb_file_exists(path)) {
             cJSON *j = read_json(path, "--run");
@@ -406,7 +406,7 @@ static int load_sweep(const char *dir, const vb_mref *ref, const char *type, poi
     vb_csv idx;
     read_csv_or_die(dir, VB_INDEX_CSV, &idx, "--sweep");
     char path[VB_PATH_MAX];
-    vb_snprintf(path, sizeof path, "%s/" VB_INDEX_CSV, dir);
+    vb_dir_file(path, sizeof path, dir, VB_INDEX_CSV);
     const int cd = req_col(&idx, path, "run_dir"), cs = req_col(&idx, path, "status");
     const int cthr = req_col(&idx, path, strcmp(type, "FULL") == 0 ? "full_samples_per_s" : "synthetic_samples_per_s");
     bool local_const = true, tp_col = vb_csv_col(&idx, "tensor_parallel") >= 0;
@@ -417,7 +417,7 @@ static int load_sweep(const char *dir, const vb_mref *ref, const char *type, poi
         char rdir[VB_PATH_MAX], jpath[VB_PATH_MAX], why[VB_PATH_MAX + 128];
         if (vb_sweep_run_path(rdir, sizeof rdir, dir, rd, why, sizeof why) != 0)
             vb_die_input("model: %s: record %d: %s", path, i + 2, why);
-        vb_snprintf(jpath, sizeof jpath, "%s/" VB_RUN_JSON, rdir);
+        vb_dir_file(jpath, sizeof jpath, rdir, VB_RUN_JSON);
         cJSON *j = read_json(jpath, "--sweep");
         vb_mdims d = dims_of(j, jpath);
         if (!vb_mdims_equal(&d, &ref->d))
@@ -452,7 +452,7 @@ static int load_sweep(const char *dir, const vb_mref *ref, const char *type, poi
     if (pl->n == 0) vb_die_input("model: --sweep %s: index.csv has no completed run", dir);
     /* sweep.json's kind, else what varied (as vitbench report infers it) */
     snprintf(kind, kn, "%s", tp_col ? "layouts" : local_const ? "weak_scaling" : "strong_scaling");
-    vb_snprintf(path, sizeof path, "%s/" VB_SWEEP_JSON, dir);
+    vb_dir_file(path, sizeof path, dir, VB_SWEEP_JSON);
     if (vb_file_exists(path)) {
         cJSON *j = read_json(path, "--sweep");
         const cJSON *k = cJSON_GetObjectItemCaseSensitive(j, "kind");
