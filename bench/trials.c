@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/prof/cupti_trace.h"
+#include "core/run/feed.h"
 #include "core/run/stop.h"
 #include "core/results/results.h"
 #include "core/util/machine_load.h"
@@ -479,23 +480,32 @@ static void gather_trial(bench_state *s, const trial_rec *t) {
 
 /* ---- one trial ---- */
 
-/* The next batch from the loader, its wait timed into step record `it`
- * (data_wait_s, the data_wait op and the timeline's data phase), in NVTX range
- * <nvtx>::DATA_<k>. */
-static const vb_batch *fetch_batch(bench_state *s, const char *nvtx, int k, iter_rec *it,
-                                   bool in_window) {
-    vb_run *r = s->r;
+/* The feed's fetch of step k's batch (feed.h), its wait timed into the
+ * step record of the step running now (data_wait_s, the data_wait op and the
+ * timeline's data phase; a prefetch for step k is its step's before), in NVTX
+ * range <nvtx>::DATA_<k>. */
+typedef struct trial_fetch {
+    bench_state *s;
+    vb_loader *loader; /* the trial's split */
+    const char *nvtx;
+    iter_rec *it;   /* the step running now */
+    bool in_window; /* it is in the timeline's window */
+} trial_fetch;
+
+static const vb_batch *fetch_batch(void *arg, int k) {
+    trial_fetch *tf = arg;
+    vb_run *r = tf->s->r;
     char nv[128];
-    vb_snprintf(nv, sizeof nv, "%s::DATA_%d", nvtx, k);
+    vb_snprintf(nv, sizeof nv, "%s::DATA_%d", tf->nvtx, k);
     VB_NVTX_PUSH(nv);
     vb_prof_token tp = vb_prof_begin(r->prof, VB_OP_ID(r->prof, "data_wait", VB_CAT_IO));
     double tw = vb_now();
-    const vb_batch *b = vb_loader_next(r->train_loader);
+    const vb_batch *b = vb_loader_next(tf->loader);
     double wait = vb_now() - tw;
-    it->data_wait += wait;
+    tf->it->data_wait += wait;
     vb_prof_end(r->prof, tp, 0);
     VB_NVTX_POP();
-    if (in_window) vb_run_timeline_phase(r, "data", tw, tw + wait);
+    if (tf->in_window) vb_run_timeline_phase(r, "data", tw, tw + wait);
     return b;
 }
 
@@ -521,15 +531,15 @@ static void run_trial(bench_state *s, trial_rec *t) {
 
     /* a fresh loader iterator per trial, as benchy calls iter(loader) per trial */
     vb_loader_reset(loader, s->epoch++);
-    const vb_batch *cached = NULL;
+    trial_fetch tf = {.s = s, .loader = loader, .nvtx = nvtx};
+    vb_feed feed;
+    vb_feed_begin(&feed, &r->staging, loader, t->nbatches, r->dali && kind->trains, fetch_batch, &tf);
     if (kind->first_batch_reused) {
         /* benchy hands out the first batch before its clock starts; the
          * training step on it is therefore untimed (and unprofiled) too */
-        cached = vb_loader_next(loader);
-        vb_train_step(r, cached, NULL);
-        /* dali copies the batch again for every step, each copy overlapping
-         * the step before: the first timed step's overlaps this one */
-        if (r->dali && t->nbatches > 0) vb_staging_put(&r->staging, cached);
+        const vb_batch *first = vb_loader_next(loader);
+        vb_train_step(r, first, NULL);
+        vb_feed_hold(&feed, first); /* under dali the first timed step's copy overlaps that step */
     }
     /* ops.csv covers exactly the timed steps, so shares add up to <= 1 */
     bool profiled = s->profile_here && !t->warmup && kind->work;
@@ -552,14 +562,11 @@ static void run_trial(bench_state *s, trial_rec *t) {
     vb_load_read(&load_before);
     double t0 = vb_now();
     const double t_start = t0;
-    /* dali: the batch fetched during the step before, its copy under way */
-    const vb_batch *ahead = NULL;
     for (int k = 0; k < t->nbatches; k++) {
         if (vb_run_interrupted()) {
             /* the unfinished trial is dropped; every finished one is on disk */
             if (rank0 && s->bar) printf("\n");
-            if (cached) vb_staging_release(&r->staging, loader, cached);
-            if (ahead) vb_staging_release(&r->staging, loader, ahead);
+            vb_feed_end(&feed);
             vb_prof_set_enabled(r->prof, false);
             close_profiler(s);
             vb_run_exit_interrupted(r);
@@ -568,23 +575,16 @@ static void run_trial(bench_state *s, trial_rec *t) {
         bool in_window = windowed && vb_tlrec_begin_step(r->timeline, KIND_NAME(t->type), t->index, k);
         it->data_wait = 0;
         it->allreduce_calls = it->allreduce_bytes = it->comm_exposed = 0;
-        const vb_batch *batch = cached ? cached : ahead;
-        ahead = NULL;
-        if (!batch) batch = fetch_batch(s, nvtx, k, it, in_window);
+        tf.it = it;
+        tf.in_window = in_window;
+        const vb_batch *batch = vb_feed_next(&feed, k);
         /* the step's range ends at benchy's timing point, when its GPU work has
          * finished (under dali the next batch's DATA range nests in it) */
         char nv[128];
         vb_snprintf(nv, sizeof nv, "%s::STEP_%d", nvtx, k);
         VB_NVTX_PUSH(nv);
-        if (kind->work) kind->work(r, batch, cached != NULL, it, &last_lr);
-        if (!cached) vb_staging_release(&r->staging, loader, batch);
-        /* dali: the next batch is fetched now and its copy enqueued on the
-         * copy queue, where it runs while this step computes; the fetch's wait
-         * is this step's data_wait_s. Not past the trial's last step. */
-        if (r->dali && kind->trains && k + 1 < t->nbatches) {
-            if (!cached) ahead = fetch_batch(s, nvtx, k + 1, it, in_window);
-            vb_staging_put(&r->staging, cached ? cached : ahead);
-        }
+        if (kind->work) kind->work(r, batch, feed.held != NULL, it, &last_lr);
+        vb_feed_done(&feed, batch, k); /* dali: the next batch's copy runs under this step */
 
         sync_point(s);
         double t1 = vb_now();
@@ -613,7 +613,7 @@ static void run_trial(bench_state *s, trial_rec *t) {
                 print_rate_line(t->label, "Iteration Throughput", rate);
         }
     }
-    if (cached) vb_staging_release(&r->staging, loader, cached);
+    vb_feed_end(&feed);
     /* after the last timing point: the flush waits for the device */
     if (traced) vb_cupti_end();
     if (traced && windowed) vb_cupti_to_timeline(r->timeline);

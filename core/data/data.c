@@ -829,8 +829,13 @@ static void release_held_locked(vb_loader *l) {
 
 void vb_loader_release(vb_loader *l, const vb_batch *b) {
     /* Releasing anything but the held batch (NULL, or a batch a reset already
-     * took back) is a no-op, so callers can release unconditionally. */
-    if (!b || !l->held || b != &l->held->b) return;
+     * took back) is a no-op, so callers can release unconditionally; a batch
+     * this loader never handed out is a caller's bug (another split's loader) */
+    if (!b) return;
+    bool ours = false;
+    for (int i = 0; i < l->nslots && !ours; i++) ours = b == &l->slots[i].b;
+    if (!ours) vb_die_internal("vb_loader_release: a batch another loader handed out");
+    if (!l->held || b != &l->held->b) return;
     if (l->nworkers == 0) {
         release_held_locked(l);
         return;

@@ -116,7 +116,7 @@ void vb_loader_reset(vb_loader *l, int epoch);
 /* Next batch (blocks until ready). Valid until vb_loader_release. At most
  * one batch is held by the caller at a time: calling next again (or reset)
  * releases the held one implicitly; releasing a batch that is no longer held
- * (or NULL) is a no-op. Any HDF5 read failure exits 2 naming the file, and
+ * (or NULL) is a no-op, one another loader handed out exits 1 (a bug). Any HDF5 read failure exits 2 naming the file, and
  * so does a NaN or Inf in a sample after normalisation (naming the file,
  * the fields[t, c, y, x] element, the sample index and the channel). */
 const vb_batch *vb_loader_next(vb_loader *l);

@@ -7,6 +7,7 @@
 
 #include "core/model/checkpoint.h"
 #include "core/results/results.h"
+#include "core/run/feed.h"
 #include "core/run/stop.h"
 #include "core/util/pyfloat.h"
 
@@ -184,27 +185,21 @@ int vb_train_loop(vb_run *r) {
         const double start = vb_now();
         int steps = total - done < spe ? total - done : spe;
         double loss_sum = 0;
-        const vb_batch *ahead = NULL; /* dali: fetched during the step before, its copy under way */
+        vb_feed feed;
+        vb_feed_begin(&feed, &r->staging, tl, steps, r->dali, NULL, NULL);
         for (int i = 0; i < steps; i++) {
             if (vb_run_interrupted()) {
-                if (ahead) vb_staging_release(&r->staging, tl, ahead);
+                vb_feed_end(&feed);
                 write_logs(r, &logs); /* the steps done so far, without this epoch's validation */
                 save_interrupted_checkpoint(r);
                 vb_run_exit_interrupted(r);
             }
             double ts = vb_now();
-            const vb_batch *b = ahead ? ahead : vb_loader_next(tl);
-            ahead = NULL;
+            const vb_batch *b = vb_feed_next(&feed, i);
             float lr = 0;
             if (!vb_staging_has(&r->staging)) vb_staging_put(&r->staging, b);
             vb_train_step_staged(r, &lr);
-            vb_staging_release(&r->staging, tl, b);
-            /* dali: the next batch's copy runs while this step computes (not
-             * past the epoch: validation and the loader's reset come next) */
-            if (r->dali && i + 1 < steps) {
-                ahead = vb_loader_next(tl);
-                vb_staging_put(&r->staging, ahead);
-            }
+            vb_feed_done(&feed, b, i); /* dali: the next batch's copy runs under this step */
             /* each row needs its step's loss: wait for the step and read it */
             float loss = vb_run_step_loss(r);
             if (r->dp > 1) {
