@@ -338,7 +338,7 @@ typedef struct {
 
 static void write_breakdown(FILE *f, void *ctx) {
     const bd_rows *r = ctx;
-    fputs("rank,steps,step_s,compute_s,comm_s,comm_hidden_s,comm_exposed_s,memcpy_s,data_wait_s,idle_s,overlap_pct\n", f);
+    fputs(VB_BREAKDOWN_CSV_HEADER "\n", f);
     for (int i = 0; i < r->n; i++) {
         const vb_breakdown *b = &r->b[i];
         fprintf(f, "%d,%d,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,", b->rank, b->steps, b->step_s, b->compute_s,

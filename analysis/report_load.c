@@ -163,8 +163,8 @@ static void load_exposed(rp_run *r) {
     vb_csv t;
     if (rp_read_csv(r->dir, VB_ITERATIONS_CSV, &t) != 0) return;
     int ct = vb_csv_col(&t, VB_COL_TRIAL_TYPE), cw = vb_csv_col(&t, VB_COL_WARMUP), ci = vb_csv_col(&t, VB_COL_TRIAL_INDEX);
-    int cs = vb_csv_col(&t, VB_COL_STEP), ce = vb_csv_col(&t, "comm_exposed_s");
-    int cr = vb_csv_col(&t, VB_COL_RANK), cc = vb_csv_col(&t, "allreduce_calls"), cb = vb_csv_col(&t, "allreduce_bytes");
+    int cs = vb_csv_col(&t, VB_COL_STEP), ce = vb_csv_col(&t, VB_COL_COMM_EXPOSED_S);
+    int cr = vb_csv_col(&t, VB_COL_RANK), cc = vb_csv_col(&t, VB_COL_ALLREDUCE_CALLS), cb = vb_csv_col(&t, VB_COL_ALLREDUCE_BYTES);
     step_val *sv = vb_malloc_check(((size_t)t.nrows + 1) * sizeof *sv);
     double *calls = vb_malloc_check(((size_t)t.nrows + 1) * sizeof *calls), *bytes = vb_malloc_check(((size_t)t.nrows + 1) * sizeof *bytes);
     int n = 0, nc = 0;

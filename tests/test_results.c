@@ -301,6 +301,18 @@ static void test_schema_names_agree(void **state) {
     assert_true(has_column(VB_OPS_CSV_HEADER, VB_COL_RANK));
     assert_true(has_column(VB_TIMELINE_CSV_HEADER, VB_COL_TRIAL_TYPE));
     assert_true(has_column(VB_TIMELINE_CSV_HEADER, VB_COL_STEP));
+    assert_true(has_column(VB_ITERATIONS_CSV_HEADER, VB_COL_COMM_EXPOSED_S));
+    assert_true(has_column(VB_ITERATIONS_CSV_HEADER, VB_COL_ALLREDUCE_CALLS));
+    assert_true(has_column(VB_ITERATIONS_CSV_HEADER, VB_COL_ALLREDUCE_BYTES));
+    assert_true(has_column(VB_BREAKDOWN_CSV_HEADER, VB_COL_COMM_EXPOSED_S));
+    assert_true(has_column(VB_BREAKDOWN_CSV_HEADER, VB_COL_RANK));
+    const char *commbench[] = {VB_COL_COLLECTIVE, VB_COL_GROUP, VB_COL_GROUP_SIZE, VB_COL_SIZE_BYTES,
+                               VB_COL_TIME_US,    VB_COL_WRONG, VB_COL_RANK};
+    for (size_t i = 0; i < sizeof commbench / sizeof *commbench; i++)
+        assert_true(has_column(VB_COMMBENCH_CSV_HEADER, commbench[i]));
+    /* a bench_step reference's iterations.csv: the leading step columns */
+    assert_int_equal(strncmp(VB_ITERATIONS_CSV_HEADER, VB_ITERATIONS_CSV_STEP_COLUMNS ",",
+                             strlen(VB_ITERATIONS_CSV_STEP_COLUMNS ",")), 0);
     assert_false(has_column(VB_TRIALS_CSV_HEADER, "trial")); /* whole fields only */
     /* index.csv's headline columns: <column>_samples_per_s and <column>_std per kind, in order */
     const char *headline[] = {VB_INDEX_HEADLINE_COLUMNS};

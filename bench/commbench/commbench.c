@@ -298,8 +298,7 @@ static const char *nccl_type_name(vb_dtype t) {
 static void write_csv(FILE *f, void *ctx) {
     const cb_results *r = ctx;
     const cb_bench *b = r->b;
-    fprintf(f, "collective,plane,group,group_size,ngroups,dtype,size_bytes,count,warmup_iters,iters,rank,group_rank,"
-               "time_us,algbw_GBps,busbw_GBps,wrong\n");
+    fputs(VB_COMMBENCH_CSV_HEADER "\n", f);
     for (size_t i = 0; i < r->nrows; i++) {
         const cb_row *w = &r->rows[i];
         double alg = algbw_gbps(w->size_bytes, w->time_us);
@@ -643,14 +642,14 @@ int vb_commbench_main(int argc, char **argv) {
     if (world->rank == 0) {
         vb_iso_time(res->end_time, sizeof res->end_time);
         char path[VB_PATH_MAX + 32];
-        snprintf(path, sizeof path, "%s/commbench.csv", run_dir);
+        snprintf(path, sizeof path, "%s/" VB_COMMBENCH_CSV, run_dir);
         vb_atomic_write_or_die(path, write_csv, res);
-        snprintf(path, sizeof path, "%s/commbench.json", run_dir);
+        snprintf(path, sizeof path, "%s/" VB_COMMBENCH_JSON, run_dir);
         vb_atomic_write_or_die(path, write_json, res);
-        printf("# results: %s/commbench.csv\n", run_dir);
+        printf("# results: %s/" VB_COMMBENCH_CSV "\n", run_dir);
         fflush(stdout);
         if (wrong_all > 0)
-            fprintf(stderr, "vitbench: error: commbench: %.0f wrong elements (column wrong of %s/commbench.csv)\n",
+            fprintf(stderr, "vitbench: error: commbench: %.0f wrong elements (column " VB_COL_WRONG " of %s/" VB_COMMBENCH_CSV ")\n",
                     wrong_all, run_dir);
     }
 

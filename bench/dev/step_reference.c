@@ -23,7 +23,7 @@ typedef struct {
 
 static void write_iterations(FILE *f, void *vc) {
     const iter_ctx *c = vc;
-    fputs("trial,trial_type,trial_index,warmup,step,rank,seconds\n", f);
+    fputs(VB_ITERATIONS_CSV_STEP_COLUMNS "\n", f);
     for (int i = 0; i < c->r->nsteps; i++) fprintf(f, "SYNTHETIC_0,SYNTHETIC,0,0,%d,0,%.9g\n", i, c->r->step_s[i]);
 }
 

@@ -138,6 +138,16 @@ const char *vb_trial_kind_list(void);
 #define VB_COL_SAMPLES_PER_S "samples_per_s"
 #define VB_COL_MEAN_SAMPLES_PER_S "mean_samples_per_s"
 #define VB_COL_STD_SAMPLES_PER_S "std_samples_per_s"
+#define VB_COL_COMM_EXPOSED_S "comm_exposed_s"   /* iterations.csv, breakdown.csv */
+#define VB_COL_ALLREDUCE_CALLS "allreduce_calls" /* iterations.csv */
+#define VB_COL_ALLREDUCE_BYTES "allreduce_bytes"
+/* commbench.csv's, which the model's fits read */
+#define VB_COL_COLLECTIVE "collective"
+#define VB_COL_GROUP "group"
+#define VB_COL_GROUP_SIZE "group_size"
+#define VB_COL_SIZE_BYTES "size_bytes"
+#define VB_COL_TIME_US "time_us"
+#define VB_COL_WRONG "wrong"
 
 /* The header lines of the files whose columns are fixed (readers find
  * columns by these names; the other files' columns are listed above) */
@@ -145,9 +155,11 @@ const char *vb_trial_kind_list(void);
 #define VB_LOAD_CSV_HEADER                                                                                  \
     "run_id,trial_type,trial_index,warmup,rank,seconds,online_cpus,loadavg_before,loadavg_after,steal_share,"  \
     "cpu_wait_share,nivcsw"
+/* iterations.csv: a step's time, then what a run records of it (a bench_step
+ * reference holds the step columns alone: it measures nothing else) */
+#define VB_ITERATIONS_CSV_STEP_COLUMNS "trial,trial_type,trial_index,warmup,step,rank,seconds"
 #define VB_ITERATIONS_CSV_HEADER                                                                            \
-    "trial,trial_type,trial_index,warmup,step,rank,seconds,data_wait_s,allreduce_calls,allreduce_bytes,"    \
-    "comm_exposed_s"
+    VB_ITERATIONS_CSV_STEP_COLUMNS ",data_wait_s,allreduce_calls,allreduce_bytes,comm_exposed_s"
 #define VB_VALIDATION_CSV_HEADER "epoch,step,val_loss,rmse_u10m,seconds"
 /* train_log.csv; with loss scaling (fp16) VB_TRAIN_LOG_CSV_SCALING_COLUMNS follow */
 #define VB_TRAIN_LOG_CSV_HEADER "step,epoch,loss,lr,seconds"
@@ -158,6 +170,13 @@ const char *vb_trial_kind_list(void);
     "gflop_per_s,gb_per_s"
 /* timeline.csv (timeline.h; vitbench nsys writes the same from a trace) */
 #define VB_TIMELINE_CSV_HEADER "rank,lane,kind,name,trial_type,trial_index,step,start_s,dur_s,bytes,flops,bucket"
+/* breakdown.csv: HTA's temporal breakdown per rank */
+#define VB_BREAKDOWN_CSV_HEADER                                                                              \
+    "rank,steps,step_s,compute_s,comm_s,comm_hidden_s,comm_exposed_s,memcpy_s,data_wait_s,idle_s,overlap_pct"
+/* commbench.csv: a row per (collective, group, size, rank), nccl-tests' figures */
+#define VB_COMMBENCH_CSV_HEADER                                                                             \
+    "collective,plane,group,group_size,ngroups,dtype,size_bytes,count,warmup_iters,iters,rank,group_rank,"   \
+    "time_us,algbw_GBps,busbw_GBps,wrong"
 /* summary.csv: a row per trial kind that has timed trials, its trials'
  * samples/s, the key config columns, achieved TFLOP/s, peak memory and the
  * fingerprint's columns */
