@@ -169,10 +169,12 @@ int vb_csv_parse(const char *text, size_t len, vb_csv *t, char *err, size_t errn
 
 int vb_csv_read(const char *path, vb_csv *t, char *err, size_t errn) {
     memset(t, 0, sizeof *t);
-    FILE *f = fopen(path, "rb");
+    char why[VB_PATH_MAX + 64];
+    errno = 0;
+    FILE *f = vb_fopen_regular(path, why, sizeof why);
     if (!f) {
-        int e = errno;
-        vb_errf(err, errn, "%s: cannot open (%s)", path, strerror(e));
+        int e = errno ? errno : EINVAL; /* EINVAL: there, but not a regular file */
+        vb_errf(err, errn, "%s: cannot open (%s)", path, why);
         errno = e;
         return -1;
     }
@@ -188,7 +190,6 @@ int vb_csv_read(const char *path, vb_csv *t, char *err, size_t errn) {
         vb_errf(err, errn, "%s: read error", path);
         return -1;
     }
-    char why[256];
     int rc = vb_csv_parse(b.s ? b.s : "", b.n, t, why, sizeof why);
     free(b.s);
     if (rc != 0) {

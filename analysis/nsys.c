@@ -219,8 +219,9 @@ static bool classify_header(report *r, const vb_csv *h) {
 /* ------------------------------------------------------------ reading */
 
 static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) vb_die_input("nsys: %s: cannot open (%s)", path, strerror(errno));
+    char label[VB_PATH_MAX + 16];
+    vb_snprintf(label, sizeof label, "nsys: %s", path);
+    FILE *f = vb_fopen_input(path, label);
     size_t cap = 65536, n = 0, k;
     char *s = vb_malloc_check(cap);
     while ((k = fread(s + n, 1, cap - n, f)) > 0) {

@@ -14,6 +14,8 @@
 #      compare's op: metric still finds it by its name
 #   6. a run named javascript:alert(1), reported into its parent: every link
 #      in report.html and report.md is a relative path starting with ./
+#  10. a FIFO (named pipe) in place of a run's CSV: report and compare name it
+#      instead of waiting forever for a writer in the open
 #   9. under an address-space limit (ulimit -v) just above what the program
 #      maps to start: report and compare work (they never load OpenBLAS,
 #      whose constructor retried its buffer forever), run stops with one line
@@ -164,4 +166,16 @@ rc=$?
 [ "$(wc -l <<<"$out")" = 1 ] || fail "run under a low ulimit -v printed more than one line: $out"
 grep -q "^vitbench: error: the address-space limit (ulimit -v [0-9]* MiB) leaves [0-9]* MiB of it free, and MPI's runtime and OpenBLAS" <<<"$out" ||
     fail "run does not say the limit is too low: $out"
+# 10. FIFOs where a run's CSVs belong
+cp -r ra rfifo && rm rfifo/trials.csv && mkfifo rfifo/trials.csv rfifo/iterations.csv rfifo/summary.csv ||
+    fail "cannot make rfifo"
+timeout 60 "$VB" report rfifo --no_plots >fifo_report.log 2>&1
+rc=$?
+[ "$rc" != 124 ] || fail "report on a run whose trials.csv is a FIFO hung"
+[ "$rc" = 0 ] || fail "report on a run whose trials.csv is a FIFO exited $rc: $(tail -3 fifo_report.log)"
+out=$(timeout 60 "$VB" compare ra rfifo --metric FULL 2>&1 >/dev/null)
+rc=$?
+[ "$rc" = 2 ] || fail "compare with a FIFO trials.csv exited $rc, want 2: $out"
+grep -q "^vitbench: error: .*rfifo/trials.csv: cannot open (a FIFO (named pipe), not a regular file)" <<<"$out" ||
+    fail "compare does not name the FIFO: $out"
 echo "test_hostile: OK"

@@ -138,7 +138,8 @@ void sweep_make_subdir(const char *dir, const char *sub) {
 }
 
 void sweep_copy_file(const char *from, const char *to) {
-    FILE *in = fopen(from, "rb");
+    char why[VB_PATH_MAX + 64];
+    FILE *in = vb_fopen_regular(from, why, sizeof why);
     FILE *out = in ? vb_fopen_nofollow(to, "w") : NULL;
     if (in && out) {
         char buf[8192];

@@ -102,11 +102,9 @@ static int npy_shape(npy_parser *ps, long *dims) {
 }
 
 void vb_npy_load_stats(const char *path, int C, float *out) {
-    /* checked before fopen, which would wait forever on a FIFO */
-    char why[VB_PATH_MAX + 64];
-    if (vb_file_problem(path, why, sizeof why)) vb_die_input("%s: cannot open stats file: %s", path, why);
-    FILE *f = fopen(path, "rb");
-    if (!f) vb_die_input("%s: cannot open stats file: %s", path, strerror(errno));
+    char label[VB_PATH_MAX + 16];
+    vb_snprintf(label, sizeof label, "stats file %s", path);
+    FILE *f = vb_fopen_input(path, label);
     unsigned char *buf = vb_malloc_check(NPY_MAX_FILE + 1);
     size_t len = fread(buf, 1, NPY_MAX_FILE + 1, f);
     bool rerr = ferror(f);

@@ -290,6 +290,20 @@ const char *vb_file_problem(const char *path, char *buf, size_t n) { return path
 
 const char *vb_dir_problem(const char *path, char *buf, size_t n) { return path_problem(path, true, buf, n); }
 
+FILE *vb_fopen_regular(const char *path, char *why, size_t n) {
+    if (vb_file_problem(path, why, n)) return NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) snprintf(why, n, "%s", strerror(errno));
+    return f;
+}
+
+FILE *vb_fopen_input(const char *path, const char *label) {
+    char why[VB_PATH_MAX + 64];
+    FILE *f = vb_fopen_regular(path, why, sizeof why);
+    if (!f) vb_die_input("%s: cannot open: %s", label ? label : path, why);
+    return f;
+}
+
 int vb_utf8_len(const unsigned char *s) {
     if (s[0] < 0x80) return 1;
     int n = (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3 : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
@@ -358,8 +372,13 @@ double vb_rng_trunc_normal(vb_rng *r, double mean, double std, double a, double 
 }
 
 char *vb_read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
+    char why[VB_PATH_MAX + 64];
+    errno = 0;
+    FILE *f = vb_fopen_regular(path, why, sizeof why);
+    if (!f) {
+        if (errno == 0) errno = EINVAL; /* there, but not a regular file */
+        return NULL;
+    }
     char *text = NULL;
     size_t n = 0;
     FILE *mem = open_memstream(&text, &n);

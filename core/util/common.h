@@ -141,6 +141,13 @@ bool vb_dir_exists(const char *path);
  * file: opening a FIFO for reading blocks until a writer comes, and opening
  * a device can act on it. */
 const char *vb_file_problem(const char *path, char *buf, size_t n);
+/* The checked fopen for reading: path opened "rb" when vb_file_problem finds
+ * a regular file (so a FIFO never blocks the open), else NULL with what it
+ * is, or the open's strerror, in why (n bytes). */
+FILE *vb_fopen_regular(const char *path, char *why, size_t n);
+/* vb_fopen_regular for a file that cannot be done without: exits 2 with
+ * "<label>: cannot open: <why>" (label NULL: the path). */
+FILE *vb_fopen_input(const char *path, const char *label);
 /* The same for a directory: NULL when path is one (or a symlink to one),
  * else "no such directory", "a regular file, not a directory", ... */
 const char *vb_dir_problem(const char *path, char *buf, size_t n);

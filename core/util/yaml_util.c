@@ -53,11 +53,7 @@ static void check_depth(FILE *f, const char *label) {
 }
 
 bool vb_yaml_load(yaml_document_t *doc, const char *path, const char *label) {
-    /* checked before fopen, which would wait forever on a FIFO */
-    char why[VB_PATH_MAX + 64];
-    if (vb_file_problem(path, why, sizeof why)) vb_die_input("%s: cannot open: %s", label, why);
-    FILE *f = fopen(path, "rb");
-    if (!f) vb_die_input("%s: cannot open: %s", label, strerror(errno));
+    FILE *f = vb_fopen_input(path, label);
 
     check_depth(f, label);
     rewind(f);
