@@ -67,7 +67,25 @@ bool vb_sweep_slurm_time_ok(const char *text) {
     return total > 0;
 }
 
-/* #SBATCH options the sweep writes itself, and the key that sets each. */
+/* The string keys that become the #SBATCH options of their own names, in
+ * the order the job script writes them, with sbatch's one-letter form (NULL:
+ * none). Their type and check are sweep_cluster.c's. */
+static const struct {
+    const char *key, *letter;
+} k_sbatch_keys[] = {{"time", "t"},       {"account", "A"},   {"qos", "q"},
+                     {"constraint", "C"}, {"partition", "p"}, {"reservation", NULL}};
+enum { NSBATCH_KEYS = sizeof k_sbatch_keys / sizeof k_sbatch_keys[0] };
+
+/* A k_sbatch_keys key's value in sl ("" when unset). */
+static const char *sbatch_key_value(const vb_sweep_slurm *sl, const char *key) {
+    const sweep_cluster_key *k = sweep_cluster_key_find(key);
+    if (!k || k->type == KEY_LINES || k->type == KEY_INT || k->type == KEY_BOOL)
+        vb_die_internal("sweep_slurm: '%s' is not a string key", key);
+    return (const char *)sl + k->off;
+}
+
+/* The other #SBATCH options the sweep writes itself, and the key that sets
+ * each (NULL: the sweep alone). */
 static const struct {
     const char *opt, *key;
 } k_owned[] = {{"job-name", NULL},      {"J", NULL},
@@ -76,13 +94,7 @@ static const struct {
                {"ntasks", "ranks"},     {"n", "ranks"},
                {"nodes", "nodes / ranks_per_node"}, {"N", "nodes / ranks_per_node"},
                {"ntasks-per-node", "ranks_per_node"}, {"cpus-per-task", "cpus_per_task"},
-               {"c", "cpus_per_task"},  {"gpus-per-node", "gpus_per_node"},
-               {"time", "time"},        {"t", "time"},
-               {"account", "account"},  {"A", "account"},
-               {"qos", "qos"},          {"q", "qos"},
-               {"constraint", "constraint"}, {"C", "constraint"},
-               {"partition", "partition"}, {"p", "partition"},
-               {"reservation", "reservation"}};
+               {"c", "cpus_per_task"},  {"gpus-per-node", "gpus_per_node"}};
 
 /* Refuses the option `word` (an sbatch argument such as --time=10, -t, -t10)
  * when a key or the sweep itself sets it. */
@@ -91,12 +103,17 @@ static void check_not_owned(const char *word, const char *line, const char *orig
     const char *name = word + (dashes ? 2 : 1);
     /* -t10 is -t with 10: a short option is one letter */
     size_t len = dashes ? strcspn(name, "=") : 1;
+#define IS(opt) ((opt) && strlen(opt) == len && strncmp(name, (opt), len) == 0)
+    for (size_t i = 0; i < NSBATCH_KEYS; i++)
+        if (IS(k_sbatch_keys[i].key) || IS(k_sbatch_keys[i].letter))
+            vb_die_input("%s: sbatch_extra '%s': set by the key / flag %s instead", origin, line, k_sbatch_keys[i].key);
     for (size_t i = 0; i < sizeof k_owned / sizeof k_owned[0]; i++) {
-        if (strlen(k_owned[i].opt) != len || strncmp(name, k_owned[i].opt, len) != 0) continue;
+        if (!IS(k_owned[i].opt)) continue;
         if (k_owned[i].key)
             vb_die_input("%s: sbatch_extra '%s': set by the key / flag %s instead", origin, line, k_owned[i].key);
         vb_die_input("%s: sbatch_extra '%s': set by the sweep (job name and log of every job)", origin, line);
     }
+#undef IS
 }
 
 /* An sbatch_extra line goes into the job scripts as written, so it is read
@@ -149,12 +166,11 @@ void sweep_slurm_check_extra(const char *line, const char *origin) {
 }
 
 void sweep_slurm_fold_sbatch(vb_scenario *s) {
-    static const char *folded[] = {"time", "account", "qos", "constraint", "partition", "reservation"};
     vb_sweep_kvs rest = {0};
     for (int i = 0; i < s->sbatch.n; i++) {
         const char *k = s->sbatch.v[i].key, *v = s->sbatch.v[i].value;
         bool fold = false;
-        for (size_t f = 0; f < sizeof folded / sizeof folded[0]; f++) fold |= strcmp(k, folded[f]) == 0;
+        for (size_t f = 0; f < NSBATCH_KEYS; f++) fold |= strcmp(k, k_sbatch_keys[f].key) == 0;
         if (!fold) {
             char opt[160];
             snprintf(opt, sizeof opt, "--%s", k);
@@ -169,13 +185,7 @@ void sweep_slurm_fold_sbatch(vb_scenario *s) {
         vb_sweep_slurm probe = {0};
         vb_sweep_slurm_set(&probe, k, v, origin);
         vb_sweep_slurm_free(&probe);
-        const char *had = strcmp(k, "time") == 0      ? s->slurm.time
-                          : strcmp(k, "account") == 0 ? s->slurm.account
-                          : strcmp(k, "qos") == 0     ? s->slurm.qos
-                          : strcmp(k, "constraint") == 0 ? s->slurm.constraint
-                          : strcmp(k, "partition") == 0  ? s->slurm.partition
-                                                         : s->slurm.reservation;
-        if (had[0]) vb_die_input("%s: also set as the top-level key %s; keep one", origin, k);
+        if (sbatch_key_value(&s->slurm, k)[0]) vb_die_input("%s: also set as the top-level key %s; keep one", origin, k);
         vb_sweep_slurm_set(&s->slurm, k, v, origin);
     }
     vb_sweep_kvs_free(&s->sbatch);
@@ -334,12 +344,7 @@ static void slurm_header(FILE *f, const sweep_job_ctx *j, const char *job_name, 
     }
     if (sl->cpus_per_task > 0) fprintf(f, "#SBATCH --cpus-per-task=%d\n", sl->cpus_per_task);
     if (sl->gpus_per_node > 0) fprintf(f, "#SBATCH --gpus-per-node=%d\n", sl->gpus_per_node);
-    put_sbatch(f, "time", sl->time);
-    put_sbatch(f, "account", sl->account);
-    put_sbatch(f, "qos", sl->qos);
-    put_sbatch(f, "constraint", sl->constraint);
-    put_sbatch(f, "partition", sl->partition);
-    put_sbatch(f, "reservation", sl->reservation);
+    for (size_t i = 0; i < NSBATCH_KEYS; i++) put_sbatch(f, k_sbatch_keys[i].key, sbatch_key_value(sl, k_sbatch_keys[i].key));
     /* Slurm expands %j etc. in --output: a literal % must be doubled (the
      * path holds no backslash, which would turn expansion off) */
     size_t len = strlen(log_abs);
