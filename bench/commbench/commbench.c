@@ -213,15 +213,7 @@ typedef struct cb_meas {
 } cb_meas;
 
 static void run_once(const cb_bench *b, const vb_comm *g, vb_cb_coll c, size_t count) {
-    size_t per = count / (size_t)g->size;
-    switch (c) {
-    case VB_CB_ALLREDUCE: vb_data_allreduce(g, b->sendbuf, count, b->t, VB_RED_SUM, b->ctx); break;
-    case VB_CB_ALLGATHER: vb_data_allgather(g, b->sendbuf, b->recvbuf, per, b->t, b->ctx); break;
-    case VB_CB_REDUCE_SCATTER:
-        vb_data_reduce_scatter(g, b->sendbuf, b->recvbuf, per, b->t, VB_RED_SUM, b->ctx);
-        break;
-    default: vb_data_broadcast(g, b->sendbuf, count, b->t, 0, b->ctx); break;
-    }
+    vb_cb_run(c, g, b->sendbuf, b->recvbuf, count, b->t, b->ctx);
 }
 
 /* Fresh inputs for the group's collective, in backend memory. */

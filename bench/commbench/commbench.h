@@ -3,9 +3,10 @@
  * world groups of a rank layout.
  *
  * commbench.c is the command (flags, groups, timed loops, table, files);
- * commbench_check.c is the arithmetic it shares with its unit test: how a
- * size becomes an element count, nccl-tests' bus-bandwidth factors, and the
- * rank-dependent fill whose exact result the check compares against.
+ * commbench_check.c holds the collectives, one table entry each (name, how a
+ * size becomes an element count, nccl-tests' bus-bandwidth factor, the
+ * rank-dependent fill and the check against its exact result, the call),
+ * the part its unit test shares.
  *
  * Sizes follow nccl-tests: size_bytes is the whole logical buffer (allreduce
  * and broadcast: the buffer every rank holds; allgather: the gathered output;
@@ -27,6 +28,7 @@
 
 #include <stddef.h>
 
+#include "core/comm/comm.h"
 #include "kernels/ops.h"
 
 typedef enum vb_cb_coll {
@@ -64,6 +66,12 @@ void vb_cb_fill(vb_cb_coll c, vb_dtype t, int n, int rank, size_t count, void *i
  * differ from the exact result of the collective over inputs made by
  * vb_cb_fill on every rank of the group. */
 long long vb_cb_count_wrong(vb_cb_coll c, vb_dtype t, int n, int rank, size_t count, const void *out);
+
+/* Runs collective c once over group g (enqueued on ctx): send is the input
+ * of vb_cb_in_count elements, recv the output of vb_cb_out_count (the same
+ * buffer for allreduce and broadcast, which work in place). */
+void vb_cb_run(vb_cb_coll c, const vb_comm *g, void *send, void *recv, size_t count, vb_dtype t,
+               vb_ctx *ctx);
 
 /* The command: argv[0] is "commbench". Returns the exit status: 0, or 1 when
  * some element was wrong (after the files are written). Bad input exits 2. */

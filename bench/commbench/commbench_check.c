@@ -1,44 +1,13 @@
-/* commbench_check.c: sizes, bus-bandwidth factors and the exact-result
- * fill and check of `vitbench commbench` (commbench.h). */
+/* commbench_check.c: the collectives of `vitbench commbench` as a table,
+ * one entry each (nccl-tests' testColl): name, sizes, bus-bandwidth factor,
+ * the exact-result fill and check, the call (commbench.h). */
 #include "bench/commbench/commbench.h"
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
-static const char *const coll_names[VB_CB_NCOLL] = {"allreduce", "allgather", "reduce_scatter", "broadcast"};
-
-const char *vb_cb_coll_name(vb_cb_coll c) { return (unsigned)c < VB_CB_NCOLL ? coll_names[c] : "?"; }
-
-int vb_cb_coll_parse(const char *name) {
-    for (int i = 0; i < VB_CB_NCOLL; i++)
-        if (strcmp(name, coll_names[i]) == 0) return i;
-    return -1;
-}
-
-size_t vb_cb_count(vb_cb_coll c, size_t size_bytes, vb_dtype t, int n) {
-    size_t count = size_bytes / vb_dtype_size(t);
-    if ((c == VB_CB_ALLGATHER || c == VB_CB_REDUCE_SCATTER) && n > 0) count = count / (size_t)n * (size_t)n;
-    return count;
-}
-
-double vb_cb_busbw_factor(vb_cb_coll c, int n) {
-    if (n < 1) return 0.0;
-    switch (c) {
-    case VB_CB_ALLREDUCE: return 2.0 * (double)(n - 1) / (double)n;
-    case VB_CB_ALLGATHER:
-    case VB_CB_REDUCE_SCATTER: return (double)(n - 1) / (double)n;
-    default: return 1.0;
-    }
-}
-
-size_t vb_cb_in_count(vb_cb_coll c, size_t count, int n) {
-    return c == VB_CB_ALLGATHER ? count / (size_t)n : count;
-}
-
-size_t vb_cb_out_count(vb_cb_coll c, size_t count, int n) {
-    return c == VB_CB_REDUCE_SCATTER ? count / (size_t)n : count;
-}
+#include "core/util/common.h"
 
 /* ---- the values ---- */
 
@@ -131,39 +100,140 @@ static bool matches(vb_dtype t, const void *buf, size_t i, long long v) {
     return got == (uint16_t)want;
 }
 
+/* ---- one collective ---- */
+
+/* What commbench does with a collective. `per` is count / n, a rank's block
+ * of the logical buffer. */
+typedef struct coll {
+    const char *name;
+    /* the logical buffer is n blocks (count rounded down to a multiple of n),
+     * of which each rank's input / output holds one */
+    bool blocks, in_block, out_block;
+    double (*busbw_factor)(int n);
+    /* rank's input (in) and the number of elements of its output that differ
+     * from the exact result */
+    void (*fill)(const pattern *p, vb_dtype t, int rank, size_t count, size_t per, void *in);
+    long long (*count_wrong)(const pattern *p, vb_dtype t, int rank, size_t count, size_t per, const void *out);
+    /* once on group g: send is the input, recv the output (the same buffer
+     * when the collective is in place) */
+    void (*run)(const vb_comm *g, void *send, void *recv, size_t count, size_t per, vb_dtype t, vb_ctx *ctx);
+} coll;
+
+static double busbw_twice_ring(int n) { return 2.0 * (double)(n - 1) / (double)n; }
+static double busbw_ring(int n) { return (double)(n - 1) / (double)n; }
+static double busbw_one(int n) { return (void)n, 1.0; }
+
+/* allreduce, reduce_scatter: my contribution to every element */
+static void fill_every(const pattern *p, vb_dtype t, int rank, size_t count, size_t per, void *in) {
+    (void)per;
+    for (size_t j = 0; j < count; j++) store(t, in, j, value(p, rank, j));
+}
+/* allgather: my block of the gathered vector */
+static void fill_my_block(const pattern *p, vb_dtype t, int rank, size_t count, size_t per, void *in) {
+    (void)count;
+    for (size_t i = 0; i < per; i++) store(t, in, i, value(p, rank, (size_t)rank * per + i));
+}
+/* broadcast: the root's values; the others' are overwritten */
+static void fill_root(const pattern *p, vb_dtype t, int rank, size_t count, size_t per, void *in) {
+    (void)per;
+    for (size_t j = 0; j < count; j++) store(t, in, j, rank == 0 ? value(p, 0, j) : -1);
+}
+
+static long long wrong_sum(const pattern *p, vb_dtype t, int rank, size_t count, size_t per, const void *out) {
+    (void)rank, (void)per;
+    long long wrong = 0;
+    for (size_t j = 0; j < count; j++) wrong += !matches(t, out, j, sum_value(p, j));
+    return wrong;
+}
+/* element j came from rank j / per */
+static long long wrong_gathered(const pattern *p, vb_dtype t, int rank, size_t count, size_t per,
+                                const void *out) {
+    (void)rank;
+    long long wrong = 0;
+    for (size_t j = 0; j < count; j++) wrong += !matches(t, out, j, value(p, (int)(j / per), j));
+    return wrong;
+}
+/* my block of the summed vector */
+static long long wrong_my_sum(const pattern *p, vb_dtype t, int rank, size_t count, size_t per, const void *out) {
+    (void)count;
+    long long wrong = 0;
+    for (size_t i = 0; i < per; i++) wrong += !matches(t, out, i, sum_value(p, (size_t)rank * per + i));
+    return wrong;
+}
+static long long wrong_root(const pattern *p, vb_dtype t, int rank, size_t count, size_t per, const void *out) {
+    (void)rank, (void)per;
+    long long wrong = 0;
+    for (size_t j = 0; j < count; j++) wrong += !matches(t, out, j, value(p, 0, j));
+    return wrong;
+}
+
+static void run_allreduce(const vb_comm *g, void *send, void *recv, size_t count, size_t per, vb_dtype t,
+                          vb_ctx *ctx) {
+    (void)recv, (void)per;
+    vb_data_allreduce(g, send, count, t, VB_RED_SUM, ctx);
+}
+static void run_allgather(const vb_comm *g, void *send, void *recv, size_t count, size_t per, vb_dtype t,
+                          vb_ctx *ctx) {
+    (void)count;
+    vb_data_allgather(g, send, recv, per, t, ctx);
+}
+static void run_reduce_scatter(const vb_comm *g, void *send, void *recv, size_t count, size_t per, vb_dtype t,
+                               vb_ctx *ctx) {
+    (void)count;
+    vb_data_reduce_scatter(g, send, recv, per, t, VB_RED_SUM, ctx);
+}
+static void run_broadcast(const vb_comm *g, void *send, void *recv, size_t count, size_t per, vb_dtype t,
+                          vb_ctx *ctx) {
+    (void)recv, (void)per;
+    vb_data_broadcast(g, send, count, t, 0, ctx);
+}
+
+/* Adding a collective: its vb_cb_coll value, an entry here, its functions above. */
+static const coll k_colls[VB_CB_NCOLL] = {
+    [VB_CB_ALLREDUCE] = {"allreduce", false, false, false, busbw_twice_ring, fill_every, wrong_sum, run_allreduce},
+    [VB_CB_ALLGATHER] = {"allgather", true, true, false, busbw_ring, fill_my_block, wrong_gathered, run_allgather},
+    [VB_CB_REDUCE_SCATTER] = {"reduce_scatter", true, false, true, busbw_ring, fill_every, wrong_my_sum,
+                              run_reduce_scatter},
+    [VB_CB_BROADCAST] = {"broadcast", false, false, false, busbw_one, fill_root, wrong_root, run_broadcast},
+};
+
+static const coll *coll_of(vb_cb_coll c) {
+    if ((unsigned)c >= VB_CB_NCOLL) vb_die_internal("commbench: collective %d is not in the table", (int)c);
+    return &k_colls[c];
+}
+
+const char *vb_cb_coll_name(vb_cb_coll c) { return (unsigned)c < VB_CB_NCOLL ? k_colls[c].name : "?"; }
+
+int vb_cb_coll_parse(const char *name) {
+    for (int i = 0; i < VB_CB_NCOLL; i++)
+        if (strcmp(name, k_colls[i].name) == 0) return i;
+    return -1;
+}
+
+size_t vb_cb_count(vb_cb_coll c, size_t size_bytes, vb_dtype t, int n) {
+    size_t count = size_bytes / vb_dtype_size(t);
+    if (coll_of(c)->blocks && n > 0) count = count / (size_t)n * (size_t)n;
+    return count;
+}
+
+double vb_cb_busbw_factor(vb_cb_coll c, int n) { return n < 1 ? 0.0 : coll_of(c)->busbw_factor(n); }
+
+size_t vb_cb_in_count(vb_cb_coll c, size_t count, int n) { return coll_of(c)->in_block ? count / (size_t)n : count; }
+
+size_t vb_cb_out_count(vb_cb_coll c, size_t count, int n) {
+    return coll_of(c)->out_block ? count / (size_t)n : count;
+}
+
 void vb_cb_fill(vb_cb_coll c, vb_dtype t, int n, int rank, size_t count, void *in) {
     pattern p = pattern_for(t, n);
-    size_t per = count / (size_t)n;
-    switch (c) {
-    case VB_CB_ALLGATHER: /* my block of the gathered vector */
-        for (size_t i = 0; i < per; i++) store(t, in, i, value(&p, rank, (size_t)rank * per + i));
-        break;
-    case VB_CB_BROADCAST: /* the root's values; the others' are overwritten */
-        for (size_t j = 0; j < count; j++) store(t, in, j, rank == 0 ? value(&p, 0, j) : -1);
-        break;
-    default: /* allreduce and reduce_scatter: my contribution to every element */
-        for (size_t j = 0; j < count; j++) store(t, in, j, value(&p, rank, j));
-        break;
-    }
+    coll_of(c)->fill(&p, t, rank, count, count / (size_t)n, in);
 }
 
 long long vb_cb_count_wrong(vb_cb_coll c, vb_dtype t, int n, int rank, size_t count, const void *out) {
     pattern p = pattern_for(t, n);
-    size_t per = count / (size_t)n;
-    long long wrong = 0;
-    switch (c) {
-    case VB_CB_ALLREDUCE:
-        for (size_t j = 0; j < count; j++) wrong += !matches(t, out, j, sum_value(&p, j));
-        break;
-    case VB_CB_ALLGATHER: /* element j came from rank j / per */
-        for (size_t j = 0; j < count; j++) wrong += !matches(t, out, j, value(&p, (int)(j / per), j));
-        break;
-    case VB_CB_REDUCE_SCATTER: /* my block of the summed vector */
-        for (size_t i = 0; i < per; i++) wrong += !matches(t, out, i, sum_value(&p, (size_t)rank * per + i));
-        break;
-    default:
-        for (size_t j = 0; j < count; j++) wrong += !matches(t, out, j, value(&p, 0, j));
-        break;
-    }
-    return wrong;
+    return coll_of(c)->count_wrong(&p, t, rank, count, count / (size_t)n, out);
+}
+
+void vb_cb_run(vb_cb_coll c, const vb_comm *g, void *send, void *recv, size_t count, vb_dtype t, vb_ctx *ctx) {
+    coll_of(c)->run(g, send, recv, count, count / (size_t)g->size, t, ctx);
 }
