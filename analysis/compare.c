@@ -861,7 +861,7 @@ static bool add_run_ops(op_table *t, const char *run, bool is_new, bool per_call
     vb_dir_file(path, sizeof path, run, VB_OPS_CSV);
     vb_csv c;
     if (vb_csv_read(path, &c, err, sizeof err) != 0) return false;
-    int cn = vb_csv_col(&c, "name"), ctot = vb_csv_col(&c, "total_s"), cavg = vb_csv_col(&c, "avg_s");
+    int cn = vb_csv_col(&c, VB_COL_NAME), ctot = vb_csv_col(&c, VB_COL_TOTAL_S), cavg = vb_csv_col(&c, VB_COL_AVG_S);
     const char *type = ops_trial_type(&c);
     int steps = per_call ? 0 : timed_steps(run, type);
     bool ok = cn >= 0 && (per_call ? cavg >= 0 : ctot >= 0 && steps > 0);

@@ -194,7 +194,7 @@ static rp_table *scaling(rp_doc *d, rp_sweep *s, const rp_opts *o, bool strong) 
 static rp_point *noddp_partner(rp_sweep *s, const rp_point *p) {
     for (int i = 0; i < s->npts; i++) {
         rp_point *q = &s->pts[i];
-        if (strcmp(sw_val(s, q, "noddp"), "true") != 0) continue;
+        if (strcmp(sw_val(s, q, VB_COL_NODDP), "true") != 0) continue;
         bool same = true;
         for (int k = 0; k < s->nkeys && same; k++)
             if (strcmp(s->keys[k], "noddp") != 0) same = strcmp(sw_val(s, p, s->keys[k]), sw_val(s, q, s->keys[k])) == 0;
@@ -213,7 +213,7 @@ static double point_dp(const rp_sweep *s, const rp_point *p) {
 
 /* The SC21 tutorial's measure: overhead(N) = 1 - thr_ddp(N) / thr_noddp(N). */
 static void comm_overhead(rp_doc *d, rp_sweep *s, const rp_opts *o) {
-    if (vb_csv_col(&s->idx, "noddp") < 0) return;
+    if (vb_csv_col(&s->idx, VB_COL_NODDP) < 0) return;
     const char *cols[] = {"series", "ranks", "dp", "thr_ddp", "thr_noddp", "overhead", "overhead_ci_lo",
                           "overhead_ci_hi", "notes"};
     rp_table *t = rp_table_new("comm_overhead.csv", "Communication overhead 1 - thr_ddp / thr_noddp", 9, cols);
@@ -232,7 +232,7 @@ static void comm_overhead(rp_doc *d, rp_sweep *s, const rp_opts *o) {
     double big[4] = {NAN, NAN, NAN, NAN}; /* ranks, overhead, CI of the largest rank count */
     for (int i = 0; i < s->npts; i++) {
         rp_point *p = order[i];
-        if (strcmp(sw_val(s, p, "noddp"), "false") != 0) continue;
+        if (strcmp(sw_val(s, p, VB_COL_NODDP), "false") != 0) continue;
         rp_point *q = noddp_partner(s, p);
         if (!q) continue;
         rp_est r = rp_ratio_of_means(&p->thr, &q->thr);
@@ -315,7 +315,7 @@ static double point_bucket(const rp_sweep *s, const rp_point *p) {
 }
 
 static bool point_noddp(const rp_sweep *s, const rp_point *p) {
-    const char *v = sw_val(s, p, "noddp");
+    const char *v = sw_val(s, p, VB_COL_NODDP);
     return is_true(v && *v ? v : s->runs[p->runs[0]].noddp);
 }
 
@@ -437,7 +437,7 @@ static rp_table *buckets(rp_doc *d, rp_sweep *s, const rp_opts *o) {
     for (int i = 0; i < s->npts; i++) {
         rp_point *p = order[i];
         char lab[256], notes[256], vtext[320] = "";
-        const char *var = sw_val(s, p, "variant");
+        const char *var = sw_val(s, p, VB_COL_VARIANT);
         if (point_noddp(s, p))
             snprintf(lab, sizeof lab, "noddp");
         else
@@ -487,7 +487,7 @@ static rp_table *buckets(rp_doc *d, rp_sweep *s, const rp_opts *o) {
         const bool same_as_default = ngroups > 0 && di >= 0 && same[best] >= 0 && same[best] == same[di];
         rp_para(d, "Highest ratio to the default: %s (%g MB), %.4g x the default 25 MB [95%% CI %.4g, %.4g], p = %.3g: "
                    "%s%s.",
-                sw_val(s, bp, "variant"), point_bucket(s, bp), c->ratio, c->lo, c->hi, c->p, vtext,
+                sw_val(s, bp, VB_COL_VARIANT), point_bucket(s, bp), c->ratio, c->lo, c->hi, c->p, vtext,
                 same_as_default ? " (it ran the same configuration as the default: noise)" : "");
         if (same_as_default)
             rp_summary(d, "DDP bucket size: no setting differs from the default 25 MB in effect (the highest ratio, "
@@ -506,7 +506,7 @@ static rp_table *buckets(rp_doc *d, rp_sweep *s, const rp_opts *o) {
             if (!point_noddp(s, &s->pts[i]) && (!bm || s->pts[i].est.mean > bm->est.mean)) bm = &s->pts[i];
         if (bm)
             rp_para(d, "Highest mean throughput: %s (%g MB, %.4g samples/s); no 25 MB point to test it against.",
-                    sw_val(s, bm, "variant"), point_bucket(s, bm), bm->est.mean);
+                    sw_val(s, bm, VB_COL_VARIANT), point_bucket(s, bm), bm->est.mean);
     }
     free(order);
     free(same);
@@ -628,12 +628,12 @@ static void flag_findings(rp_doc *d, rp_sweep *s, const rp_point *base, const rp
     bool *done = vb_calloc_check((size_t)s->npts + 1, sizeof *done);
     for (int i = 0; i < s->npts; i++) {
         if (done[i] || &s->pts[i] == base) continue;
-        const char *var = sw_val(s, &s->pts[i], "variant");
+        const char *var = sw_val(s, &s->pts[i], VB_COL_VARIANT);
         const char *eq = strchr(var, '=');
         const size_t nlen = eq ? (size_t)(eq - var) : strlen(var);
         int best = -1, nset = 0, ntold = 0;
         for (int j = i; j < s->npts; j++) {
-            const char *vj = sw_val(s, &s->pts[j], "variant");
+            const char *vj = sw_val(s, &s->pts[j], VB_COL_VARIANT);
             if (&s->pts[j] == base || strncmp(vj, var, nlen) != 0 || (vj[nlen] != '=' && vj[nlen] != '\0')) continue;
             done[j] = true;
             nset++;
@@ -651,7 +651,7 @@ static void flag_findings(rp_doc *d, rp_sweep *s, const rp_point *base, const rp
         rp_verdict_text(c, vtext, sizeof vtext);
         rp_summary(d, "%.*s: no setting is faster or slower than the baseline; %s%s: throughput ratio %.3g [95%% CI %.3g, "
                       "%.3g], p = %.2g: %s.",
-                   (int)nlen, var, nset > 1 ? "the highest ratio, " : "", sw_val(s, &s->pts[best], "variant"), c->ratio,
+                   (int)nlen, var, nset > 1 ? "the highest ratio, " : "", sw_val(s, &s->pts[best], VB_COL_VARIANT), c->ratio,
                    c->lo, c->hi, c->p, vtext);
     }
     free(done);
@@ -661,7 +661,7 @@ static rp_table *flags(rp_doc *d, rp_sweep *s, const rp_opts *o) {
     rp_heading(d, 1, "Flags against the baseline");
     rp_point *base = NULL;
     for (int i = 0; i < s->npts; i++)
-        if (strcmp(sw_val(s, &s->pts[i], "variant"), "baseline") == 0) base = &s->pts[i];
+        if (strcmp(sw_val(s, &s->pts[i], VB_COL_VARIANT), "baseline") == 0) base = &s->pts[i];
     const char *cols[] = {"variant", "samples", "thr_mean", "thr_ci_lo", "thr_ci_hi", "ratio", "ratio_ci_lo",
                           "ratio_ci_hi", "p_value", "verdict", "notes"};
     rp_table *t = rp_table_new("flags.csv", "Each variant against the baseline (the verdict rule's ratio)", 11, cols);
@@ -679,7 +679,7 @@ static rp_table *flags(rp_doc *d, rp_sweep *s, const rp_opts *o) {
     rp_cmp *cmps = vb_calloc_check((size_t)s->npts + 1, sizeof *cmps);
     for (int i = 0; i < s->npts; i++) {
         rp_point *p = &s->pts[i];
-        const char *var = sw_val(s, p, "variant");
+        const char *var = sw_val(s, p, VB_COL_VARIANT);
         char notes[256];
         point_notes(s, p, notes, sizeof notes);
         rp_cmp c = {.ratio = NAN, .lo = NAN, .hi = NAN, .p = NAN, .verdict = VB_VERDICT_NO_SAMPLES};
@@ -770,12 +770,12 @@ rp_table *rp_kind_analysis(rp_doc *d, rp_sweep *s, const rp_opts *o) {
         return t;
     }
     if (strcmp(s->kind, "strong_scaling") == 0 && multi_ranks) return scaling(d, s, o, true);
-    if (strcmp(s->kind, "ddp_buckets") == 0 && vb_csv_col(&s->idx, "variant") >= 0) return buckets(d, s, o);
-    if (strcmp(s->kind, "flags") == 0 && vb_csv_col(&s->idx, "variant") >= 0) return flags(d, s, o);
-    if (strcmp(s->kind, "layouts") == 0 && vb_csv_col(&s->idx, "tensor_parallel") >= 0) return layouts(d, s, o);
+    if (strcmp(s->kind, "ddp_buckets") == 0 && vb_csv_col(&s->idx, VB_COL_VARIANT) >= 0) return buckets(d, s, o);
+    if (strcmp(s->kind, "flags") == 0 && vb_csv_col(&s->idx, VB_COL_VARIANT) >= 0) return flags(d, s, o);
+    if (strcmp(s->kind, "layouts") == 0 && vb_csv_col(&s->idx, VB_COL_TENSOR_PARALLEL) >= 0) return layouts(d, s, o);
     if (strcmp(s->kind, "weak_scaling") == 0 || strcmp(s->kind, "strong_scaling") == 0)
         rp_para(d, "Only one rank count completed: no scaling to compute.");
     rp_table *t = generic(d, s, o);
-    if (vb_csv_col(&s->idx, "noddp") >= 0) comm_overhead(d, s, o);
+    if (vb_csv_col(&s->idx, VB_COL_NODDP) >= 0) comm_overhead(d, s, o);
     return t;
 }

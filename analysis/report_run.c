@@ -60,8 +60,8 @@ int rp_comm_groups(const rp_run *r, rp_group_comm g[RP_NGROUPS]) {
     for (int k = 0; k < RP_NGROUPS; k++) g[k].bytes_per_step = NAN;
     vb_csv t;
     if (rp_read_csv(r->dir, VB_OPS_CSV, &t) != 0) return -1;
-    int ct = vb_csv_col(&t, VB_COL_TRIAL_TYPE), cc = vb_csv_col(&t, "category"), cn = vb_csv_col(&t, "name");
-    int cr = vb_csv_col(&t, VB_COL_RANK), cb = vb_csv_col(&t, "bytes"), cs = vb_csv_col(&t, "share_of_step");
+    int ct = vb_csv_col(&t, VB_COL_TRIAL_TYPE), cc = vb_csv_col(&t, VB_COL_CATEGORY), cn = vb_csv_col(&t, VB_COL_NAME);
+    int cr = vb_csv_col(&t, VB_COL_RANK), cb = vb_csv_col(&t, VB_COL_BYTES), cs = vb_csv_col(&t, VB_COL_SHARE_OF_STEP);
     double bytes[RP_NGROUPS] = {0};
     int ranks_seen[1024] = {0}, nranks = 0;
     for (int i = 0; i < t.nrows; i++) {
@@ -295,8 +295,8 @@ static void ops_section(rp_doc *d, const rp_run *r, const char *prefix, bool com
         rp_para(d, "%s/ops.csv: missing (no per-op profile).", r->dir);
         return;
     }
-    int ct = vb_csv_col(&t, VB_COL_TRIAL_TYPE), cr = vb_csv_col(&t, VB_COL_RANK), ctot = vb_csv_col(&t, "total_s");
-    int cf = vb_csv_col(&t, "flops"), cg = vb_csv_col(&t, "gflop_per_s"), cgb = vb_csv_col(&t, "gb_per_s");
+    int ct = vb_csv_col(&t, VB_COL_TRIAL_TYPE), cr = vb_csv_col(&t, VB_COL_RANK), ctot = vb_csv_col(&t, VB_COL_TOTAL_S);
+    int cf = vb_csv_col(&t, VB_COL_FLOPS), cg = vb_csv_col(&t, VB_COL_GFLOP_PER_S), cgb = vb_csv_col(&t, VB_COL_GB_PER_S);
     op_row *rows = vb_malloc_check(((size_t)t.nrows + 1) * sizeof *rows);
     /* a run's timed FULL steps on rank 0; an nsys import (trial_type nsys,
      * a rank per device) has no FULL rows: its first device's */
@@ -336,13 +336,13 @@ static void ops_section(rp_doc *d, const rp_run *r, const char *prefix, bool com
     for (int k = 0; k < n && k < limit; k++) {
         int i = rows[k].row;
         double share = NAN, g = NAN, gb = NAN, fl;
-        vb_csv_num(&t, i, vb_csv_col(&t, "share_of_step"), &share);
+        vb_csv_num(&t, i, vb_csv_col(&t, VB_COL_SHARE_OF_STEP), &share);
         if (!vb_csv_num(&t, i, cg, &g) && vb_csv_num(&t, i, cf, &fl) && fl > 0 && rows[k].total > 0)
             g = fl / rows[k].total / 1e9; /* older ops.csv: flops without the rate */
         vb_csv_num(&t, i, cgb, &gb);
-        rp_table_add(tab, "%s", vb_csv_get(&t, i, vb_csv_col(&t, "name")));
-        rp_table_add(tab, "%s", vb_csv_get(&t, i, vb_csv_col(&t, "category")));
-        rp_table_add(tab, "%s", vb_csv_get(&t, i, vb_csv_col(&t, "calls")));
+        rp_table_add(tab, "%s", vb_csv_get(&t, i, vb_csv_col(&t, VB_COL_NAME)));
+        rp_table_add(tab, "%s", vb_csv_get(&t, i, vb_csv_col(&t, VB_COL_CATEGORY)));
+        rp_table_add(tab, "%s", vb_csv_get(&t, i, vb_csv_col(&t, VB_COL_CALLS)));
         rp_table_num(tab, rows[k].total);
         rp_table_num(tab, share * 100);
         rp_table_num(tab, g);

@@ -62,15 +62,15 @@ static void failure_of(rp_run *r, const char *recorded) {
 
 static void load_index(rp_sweep *s, rp_doc *d) {
     if (rp_read_csv(s->path, VB_INDEX_CSV, &s->idx) != 0) vb_die_input("report: %s/index.csv: cannot read", s->path);
-    if (vb_csv_col(&s->idx, "run_dir") < 0 || vb_csv_col(&s->idx, "status") < 0)
+    if (vb_csv_col(&s->idx, VB_COL_RUN_DIR) < 0 || vb_csv_col(&s->idx, VB_COL_STATUS) < 0)
         vb_die_input("report: %s/index.csv: no run_dir or status column", s->path);
     s->keys = vb_calloc_check((size_t)s->idx.ncols + 1, sizeof *s->keys);
     for (int c = 0; c < s->idx.ncols; c++)
         if (vb_index_column_is_swept(s->idx.header[c])) s->keys[s->nkeys++] = s->idx.header[c];
     s->runs = vb_calloc_check((size_t)s->idx.nrows + 1, sizeof *s->runs);
     s->nruns = s->idx.nrows;
-    int cd = vb_csv_col(&s->idx, "run_dir"), cs = vb_csv_col(&s->idx, "status");
-    int ce = vb_csv_col(&s->idx, "exit_code"), cf = vb_csv_col(&s->idx, VB_INDEX_FAILURE_COLUMN);
+    int cd = vb_csv_col(&s->idx, VB_COL_RUN_DIR), cs = vb_csv_col(&s->idx, VB_COL_STATUS);
+    int ce = vb_csv_col(&s->idx, VB_COL_EXIT_CODE), cf = vb_csv_col(&s->idx, VB_INDEX_FAILURE_COLUMN);
     for (int i = 0; i < s->nruns; i++) {
         rp_run *r = &s->runs[i];
         snprintf(r->status, sizeof r->status, "%s", vb_csv_get(&s->idx, i, cs));
@@ -249,7 +249,7 @@ static bool batch_constant(const rp_sweep *s, bool local) {
 
 /* Only bucket_cap_mb / noddp variants: the DDP bucket scenario. */
 static bool variants_are_buckets(const rp_sweep *s) {
-    int c = vb_csv_col(&s->idx, "variant");
+    int c = vb_csv_col(&s->idx, VB_COL_VARIANT);
     for (int i = 0; i < s->idx.nrows; i++) {
         const char *v = vb_csv_get(&s->idx, i, c);
         if (strcmp(v, "baseline") != 0 && strncmp(v, "bucket_cap_mb=", 14) != 0 && strncmp(v, "noddp=", 6) != 0)
@@ -263,8 +263,8 @@ static void infer_kind(rp_sweep *s) {
     /* index.csv's facts (and the runs' summary.csv for the batch), judged
      * by the rule the sweep itself uses (results.h) */
     vb_sweep_facts f = {
-        .layouts = vb_csv_col(&s->idx, "tensor_parallel") >= 0,
-        .variants = vb_csv_col(&s->idx, "variant") >= 0,
+        .layouts = vb_csv_col(&s->idx, VB_COL_TENSOR_PARALLEL) >= 0,
+        .variants = vb_csv_col(&s->idx, VB_COL_VARIANT) >= 0,
         .ranks_vary = sw_key_varies(s, "ranks"),
         .npoints = s->npts,
     };
@@ -294,7 +294,7 @@ static void provenance_section(rp_doc *d, rp_sweep *s) {
     rp_heading(d, 1, "Runs and provenance");
     const char *cols[] = {"run", "status", "repeat", "ranks", "config", "git_commit", "machine_key", "host", "samples"};
     rp_table *t = rp_table_new("runs.csv", "Every run of the sweep", 9, cols);
-    int crep = vb_csv_col(&s->idx, "repeat"), crk = vb_csv_col(&s->idx, "ranks");
+    int crep = vb_csv_col(&s->idx, VB_COL_REPEAT), crk = vb_csv_col(&s->idx, VB_COL_RANKS);
     bool commits_differ = false, versions_differ = false;
     const rp_run *ref = NULL;
     for (int i = 0; i < s->nruns; i++) {
@@ -344,7 +344,7 @@ static void failed_section(rp_doc *d, const rp_sweep *s, const char *out_dir) {
             rp_relpath(out_dir, log, rel, sizeof rel);
         else
             snprintf(rel, sizeof rel, "(no log)");
-        rp_table_add(t, "%s", vb_csv_get(&s->idx, i, vb_csv_col(&s->idx, "run_index")));
+        rp_table_add(t, "%s", vb_csv_get(&s->idx, i, vb_csv_col(&s->idx, VB_COL_RUN_INDEX)));
         rp_table_add(t, "%s", r->name);
         rp_table_add(t, "%s", r->status);
         rp_table_add(t, "%s", r->exit_code);
@@ -390,7 +390,7 @@ static const rp_point *point_of_run(const rp_sweep *s, const char *name) {
 static void model_section(rp_doc *d, const rp_sweep *s, const rp_opts *o) {
     vb_csv m;
     if (rp_read_csv(s->path, "model.csv", &m) != 0) return;
-    const int cpt = vb_csv_col(&m, "point"), crk = vb_csv_col(&m, "ranks");
+    const int cpt = vb_csv_col(&m, "point"), crk = vb_csv_col(&m, VB_COL_RANKS);
     const int cms = vb_csv_col(&m, "measured_samples_per_s"), cps = vb_csv_col(&m, "samples_per_s");
     const int cme = vb_csv_col(&m, "measured_efficiency"), cpe = vb_csv_col(&m, "efficiency");
     const int cer = vb_csv_col(&m, "rel_error");
@@ -520,7 +520,7 @@ static void sweep_findings(rp_doc *d, rp_sweep *s) {
     const rp_point *big = NULL;
     for (int i = 0; i < s->npts; i++) {
         const rp_point *p = &s->pts[i];
-        const char *var = sw_val(s, p, "variant"); /* NULL without a variant column */
+        const char *var = sw_val(s, p, VB_COL_VARIANT); /* NULL without a variant column */
         if (!big || p->ranks > big->ranks || (p->ranks == big->ranks && var && strcmp(var, "baseline") == 0))
             big = p;
     }

@@ -17,9 +17,9 @@ void vb_run_load_read(const char *run_dir, const char *trial_type, const char *w
     if (rc == -1) return; /* not recorded */
     if (rc != 0) vb_die_input("%s: %s", who, err);
     const int ct = vb_csv_col(&t, VB_COL_TRIAL_TYPE), ci = vb_csv_col(&t, VB_COL_TRIAL_INDEX), cw = vb_csv_col(&t, VB_COL_WARMUP);
-    const int cr = vb_csv_col(&t, VB_COL_RANK), cs = vb_csv_col(&t, VB_COL_SECONDS), cc = vb_csv_col(&t, "online_cpus");
-    const int cl = vb_csv_col(&t, "loadavg_before"), cst = vb_csv_col(&t, "steal_share");
-    const int cq = vb_csv_col(&t, "cpu_wait_share"), cn = vb_csv_col(&t, "nivcsw");
+    const int cr = vb_csv_col(&t, VB_COL_RANK), cs = vb_csv_col(&t, VB_COL_SECONDS), cc = vb_csv_col(&t, VB_COL_ONLINE_CPUS);
+    const int cl = vb_csv_col(&t, VB_COL_LOADAVG_BEFORE), cst = vb_csv_col(&t, VB_COL_STEAL_SHARE);
+    const int cq = vb_csv_col(&t, VB_COL_CPU_WAIT_SHARE), cn = vb_csv_col(&t, VB_COL_NIVCSW);
     if (ct < 0 || ci < 0 || cw < 0 || cq < 0)
         vb_die_input("%s: %s/%s: no trial_type, trial_index, warmup or cpu_wait_share column", who, run_dir,
                      VB_LOAD_CSV);

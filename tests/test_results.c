@@ -310,6 +310,16 @@ static void test_schema_names_agree(void **state) {
                                VB_COL_TIME_US,    VB_COL_WRONG, VB_COL_RANK};
     for (size_t i = 0; i < sizeof commbench / sizeof *commbench; i++)
         assert_true(has_column(VB_COMMBENCH_CSV_HEADER, commbench[i]));
+    const char *ops[] = {VB_COL_NAME,    VB_COL_CATEGORY,      VB_COL_CALLS,       VB_COL_BYTES,
+                         VB_COL_FLOPS,   VB_COL_TOTAL_S,       VB_COL_AVG_S,       VB_COL_SHARE_OF_STEP,
+                         VB_COL_GFLOP_PER_S, VB_COL_GB_PER_S};
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) assert_true(has_column(VB_OPS_CSV_HEADER, ops[i]));
+    const char *load[] = {VB_COL_ONLINE_CPUS, VB_COL_LOADAVG_BEFORE, VB_COL_STEAL_SHARE, VB_COL_CPU_WAIT_SHARE,
+                          VB_COL_NIVCSW};
+    for (size_t i = 0; i < sizeof load / sizeof *load; i++) assert_true(has_column(VB_LOAD_CSV_HEADER, load[i]));
+    const char *lead[] = {VB_COL_RUN_INDEX, VB_COL_RUN_DIR, VB_COL_STATUS,          VB_COL_EXIT_CODE,
+                          VB_COL_REPEAT,    VB_COL_RANKS,   VB_COL_THREADS_PER_RANK};
+    for (size_t i = 0; i < sizeof lead / sizeof *lead; i++) assert_true(has_column(VB_INDEX_LEAD_COLUMNS, lead[i]));
     /* a bench_step reference's iterations.csv: the leading step columns */
     assert_int_equal(strncmp(VB_ITERATIONS_CSV_HEADER, VB_ITERATIONS_CSV_STEP_COLUMNS ",",
                              strlen(VB_ITERATIONS_CSV_STEP_COLUMNS ",")), 0);

@@ -106,8 +106,8 @@ int sweep_collect(const char *dir, const char *runs_dir, const vb_sweep_plan *pl
     vb_snprintf(path, sizeof path, "%s/" VB_INDEX_CSV, dir);
     vb_csv t;
     if (vb_csv_read(path, &t, err, sizeof err) != 0) vb_die_input("flag --collect: %s", err);
-    int cdir = vb_csv_col(&t, "run_dir"), cst = vb_csv_col(&t, "status"), ccode = vb_csv_col(&t, "exit_code"),
-        cthr = vb_csv_col(&t, "threads_per_rank"), cfail = vb_csv_col(&t, VB_INDEX_FAILURE_COLUMN);
+    int cdir = vb_csv_col(&t, VB_COL_RUN_DIR), cst = vb_csv_col(&t, VB_COL_STATUS), ccode = vb_csv_col(&t, VB_COL_EXIT_CODE),
+        cthr = vb_csv_col(&t, VB_COL_THREADS_PER_RANK), cfail = vb_csv_col(&t, VB_INDEX_FAILURE_COLUMN);
     if (cdir < 0 || cst < 0) vb_die_input("flag --collect: %s has no run_dir / status columns", path);
     for (int i = 0; i < n; i++) {
         sweep_item *it = &items[i];

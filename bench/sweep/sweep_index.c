@@ -248,7 +248,7 @@ int sweep_keep_finished(const char *dir, const char *runs_dir, sweep_item *items
     vb_snprintf(path, sizeof path, "%s/" VB_INDEX_CSV, dir);
     vb_csv t;
     if (vb_csv_read(path, &t, err, sizeof err) != 0) vb_die_input("flag --resume: %s", err);
-    int cdir = vb_csv_col(&t, "run_dir"), cst = vb_csv_col(&t, "status"), ccode = vb_csv_col(&t, "exit_code");
+    int cdir = vb_csv_col(&t, VB_COL_RUN_DIR), cst = vb_csv_col(&t, VB_COL_STATUS), ccode = vb_csv_col(&t, VB_COL_EXIT_CODE);
     int cfail = vb_csv_col(&t, VB_INDEX_FAILURE_COLUMN);
     if (cdir < 0 || cst < 0) vb_die_input("flag --resume: %s has no run_dir / status columns", path);
     int kept = 0;

@@ -175,7 +175,7 @@ void vb_sweep_expand(const vb_scenario *s, const vb_sweep_overrides *o, vb_sweep
     }
     for (int i = 0; i < s->nmatrix; i++) add_column(plan, s->matrix[i].key);
     if (s->has_flags) {
-        add_column(plan, "variant");
+        add_column(plan, VB_COL_VARIANT);
         for (int i = 0; i < s->baseline.n; i++) add_column(plan, s->baseline.v[i].key);
     }
 
@@ -244,7 +244,7 @@ void vb_sweep_expand(const vb_scenario *s, const vb_sweep_overrides *o, vb_sweep
                             snprintf(variant, sizeof variant, "%s=%s", flag_key, flag_value);
                         else
                             snprintf(variant, sizeof variant, "baseline");
-                        vb_sweep_kvs_set(&r->params, "variant", variant);
+                        vb_sweep_kvs_set(&r->params, VB_COL_VARIANT, variant);
                         for (int b = 0; b < s->baseline.n; b++) {
                             const char *k2 = s->baseline.v[b].key;
                             bool flagged = flag_key && strcmp(flag_key, k2) == 0;
@@ -253,7 +253,7 @@ void vb_sweep_expand(const vb_scenario *s, const vb_sweep_overrides *o, vb_sweep
                     }
                     for (int c = 0; c < r->params.n; c++) {
                         const char *k2 = r->params.v[c].key;
-                        if (strcmp(k2, "variant") == 0) {
+                        if (strcmp(k2, VB_COL_VARIANT) == 0) {
                             append_name_part(r->name, sizeof r->name, flag_key ? flag_key : "baseline", flag_value);
                             continue;
                         }

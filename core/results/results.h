@@ -141,6 +141,23 @@ const char *vb_trial_kind_list(void);
 #define VB_COL_COMM_EXPOSED_S "comm_exposed_s"   /* iterations.csv, breakdown.csv */
 #define VB_COL_ALLREDUCE_CALLS "allreduce_calls" /* iterations.csv */
 #define VB_COL_ALLREDUCE_BYTES "allreduce_bytes"
+/* ops.csv's */
+#define VB_COL_NAME "name"
+#define VB_COL_CATEGORY "category"
+#define VB_COL_CALLS "calls"
+#define VB_COL_BYTES "bytes"
+#define VB_COL_FLOPS "flops"
+#define VB_COL_TOTAL_S "total_s"
+#define VB_COL_AVG_S "avg_s"
+#define VB_COL_SHARE_OF_STEP "share_of_step"
+#define VB_COL_GFLOP_PER_S "gflop_per_s"
+#define VB_COL_GB_PER_S "gb_per_s"
+/* load.csv's */
+#define VB_COL_ONLINE_CPUS "online_cpus"
+#define VB_COL_LOADAVG_BEFORE "loadavg_before"
+#define VB_COL_STEAL_SHARE "steal_share"
+#define VB_COL_CPU_WAIT_SHARE "cpu_wait_share"
+#define VB_COL_NIVCSW "nivcsw"
 /* commbench.csv's, which the model's fits read */
 #define VB_COL_COLLECTIVE "collective"
 #define VB_COL_GROUP "group"
@@ -216,6 +233,18 @@ void vb_run_dir_create(const char *output_dir, const char *run_name, const char 
  * first (then the swept keys, then the headline results), written by
  * bench/sweep and read by analysis/. */
 #define VB_INDEX_LEAD_COLUMNS "run_index,run_dir,status,exit_code,repeat,ranks,threads_per_rank"
+#define VB_COL_RUN_INDEX "run_index"
+#define VB_COL_RUN_DIR "run_dir"
+#define VB_COL_STATUS "status"
+#define VB_COL_EXIT_CODE "exit_code"
+#define VB_COL_REPEAT "repeat"
+#define VB_COL_RANKS "ranks"
+#define VB_COL_THREADS_PER_RANK "threads_per_rank"
+/* among the swept keys: a flags or ddp_buckets sweep's variant name, and the
+ * config keys whose columns the report looks for */
+#define VB_COL_VARIANT "variant"
+#define VB_COL_TENSOR_PARALLEL "tensor_parallel"
+#define VB_COL_NODDP "noddp"
 /* its headline results, after the swept keys: FULL, SYNTHETIC, IO and
  * VALIDATION samples/s, each mean and standard deviation over the run's
  * trials (vb_trial_kinds' columns, in this order) */
