@@ -37,13 +37,8 @@ else
     exit 77
 fi
 
-TMP=$(mktemp -d /tmp/vb_blas.XXXXXX) || fail "mktemp"
-trap 'rm -rf "$TMP"' EXIT
-cd "$TMP" || fail "cd $TMP"
 . "$SRC/tests/lib/tiny_run.sh"
-tiny_data 8 || fail "datagen"
-one_step_benchy benchy.yaml
-COMMON=("${TINY_ARGS[@]}" --benchy_config benchy.yaml)
+tiny_scratch vb_blas || fail "scratch run directory"
 
 # fingerprint NAME KEY: run.json's fingerprint[KEY]
 fingerprint() {

@@ -20,13 +20,8 @@ first=$(taskset -pc $$ | sed 's/.*: //' | cut -d, -f1 | cut -d- -f1)
 cpus=$(python3 -c 'import os; print(len(os.sched_getaffinity(0)))')
 [ "$cpus" -ge 2 ] || { echo "test_thread_binding: skipped (one CPU in this process's mask)"; exit 77; }
 
-TMP=$(mktemp -d /tmp/vb_bind.XXXXXX) || fail "mktemp"
-trap 'rm -rf "$TMP"' EXIT
-cd "$TMP" || fail "cd $TMP"
 . "$SRC/tests/lib/tiny_run.sh"
-tiny_data 8 || fail "datagen"
-one_step_benchy benchy.yaml
-COMMON=("${TINY_ARGS[@]}" --benchy_config benchy.yaml)
+tiny_scratch vb_bind || fail "scratch run directory"
 
 # run NAME ENV... -- PREFIX...: a run with those variables under that prefix; prints threads.per_rank
 run() {

@@ -1,7 +1,11 @@
 # tiny_run.sh: what shell tests of one small `vitbench run` share. Sourced
-# by a test after it has cd'ed into its scratch directory and set VB (the
-# binary) and SRC (the source tree).
+# by a test that has set VB (the binary) and SRC (the source tree).
 #
+#   tiny_scratch NAME      a scratch directory /tmp/NAME.XXXXXX, removed at
+#                          exit; cd's into it and sets TMP; then tiny_data 8,
+#                          one_step_benchy benchy.yaml, and COMMON: TINY_ARGS
+#                          with that benchy config. 1 (with a line) on failure
+
 #   tiny_data SAMPLES      datagen into ./data: one train and one valid year
 #                          of SAMPLES samples, 4 channels of 32 x 64 (the
 #                          tiny config's); datagen's output on failure, 1
@@ -10,6 +14,16 @@
 #   TINY_ARGS              run's flags for that data: the tiny config, the
 #                          data and stats paths, --output_dir out,
 #                          --progress none (add --benchy_config, --run_name)
+
+tiny_scratch() {
+    TMP=$(mktemp -d "/tmp/$1.XXXXXX") || { echo "tiny_scratch: mktemp" >&2; return 1; }
+    # shellcheck disable=SC2064 # TMP is fixed now
+    trap "rm -rf '$TMP'" EXIT
+    cd "$TMP" || return 1
+    tiny_data 8 || { echo "tiny_scratch: datagen" >&2; return 1; }
+    one_step_benchy benchy.yaml
+    COMMON=("${TINY_ARGS[@]}" --benchy_config benchy.yaml)
+}
 
 tiny_data() {
     "$VB" datagen --output_dir data --years 1 --valid_years 1 --samples_per_year "$1" --channels 4 \
