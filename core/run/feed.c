@@ -9,7 +9,7 @@ void vb_feed_begin(vb_feed *f, vb_staging *st, vb_loader *l, int nsteps, bool pr
                    .fetch_arg = arg};
 }
 
-static const vb_batch *fetch(vb_feed *f, int k) {
+static const vb_batch *feed_fetch(vb_feed *f, int k) {
     return f->fetch ? f->fetch(f->fetch_arg, k) : vb_loader_next(f->loader);
 }
 
@@ -24,14 +24,14 @@ const vb_batch *vb_feed_next(vb_feed *f, int k) {
     if (f->held) return f->held;
     const vb_batch *b = f->ahead;
     f->ahead = NULL;
-    return b ? b : fetch(f, k);
+    return b ? b : feed_fetch(f, k);
 }
 
 void vb_feed_done(vb_feed *f, const vb_batch *b, int k) {
     if (b != f->held) vb_staging_release(f->staging, f->loader, b);
     /* the fetch's wait is step k's (the timed fetch records it there) */
     if (f->prefetch && k + 1 < f->nsteps) {
-        if (!f->held) f->ahead = fetch(f, k + 1);
+        if (!f->held) f->ahead = feed_fetch(f, k + 1);
         vb_staging_put(f->staging, f->held ? f->held : f->ahead);
     }
 }

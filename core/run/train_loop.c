@@ -228,6 +228,7 @@ int vb_train_loop(vb_run *r) {
                 vb_run_die_diverged(r, loss, lr, done);
             }
         }
+        vb_feed_end(&feed); /* holds nothing now: no prefetch runs past the epoch */
         r->ops->synchronize(r->ctx);
         const double end = vb_now();
         char t_str[64], rate_str[64];
