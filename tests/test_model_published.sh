@@ -10,7 +10,9 @@
 #  - the summary comes first: per choice of the open machines and per class
 #    (same model, rescaled, all), the distinct measurements it counts (rows
 #    naming one measurement count once) and their mean and largest |error|,
-#    recomputed here from published.csv;
+#    recomputed here from published.csv; and per choice its test: how many
+#    measurements on the open machines lie outside their interval there (one
+#    contradicts the choice), recomputed from published_in_interval;
 #  - docs/model.md carries exactly the summary and tables this run writes
 #    (published.md), so the errors it states are the program's;
 #  - bad files and flags exit 2 with one line naming what is wrong.
@@ -68,6 +70,20 @@ for k in 0 1; do
         awk -v k=$k '/^if the open machines are/ { h++ } h == k + 1' "$TMP/out.txt" | grep -q "^  $label: $want" ||
             fail "summary $k / $label: want '$want' in: $(sed -n '2,10p' "$TMP/out.txt")"
     done
+done
+# each choice of the open machines is tested: the open rows (one per measurement) whose published
+# value lies outside the interval on that choice's machine contradict it; recomputed from published_in_interval
+for k in 0 1; do
+    want=$(awk -F, -v k=$k 'NR > 1 { id = $1; n[id]++; inn[id, n[id]] = $(NF - 1); meas[id] = $2; order[++no] = id }
+        END { for (i = 1; i <= no; i++) { id = order[i]; if (done[id]++ || n[id] < 2 || got[meas[id]]++) continue
+                  j = n[id] > k ? k + 1 : n[id]; c++; if (inn[id, j] == "false") { out++; ids = ids (ids ? "; " : "") id } }
+              printf "%d of %d measurements on the open machines published outside their interval", out, c }' "$C")
+    line=$(awk -v k=$k '/^if the open machines are/ { h++ } h == k + 1' "$TMP/out.txt" | grep '^  test of this choice: ')
+    echo "$line" | grep -q "^  test of this choice: $want" || fail "test of choice $k: want '$want' in: '$line'"
+    case "$want" in
+    "0 of"*) echo "$line" | grep -q ': not contradicted$' || fail "test of choice $k: $line" ;;
+    *) echo "$line" | grep -q ': contradicted$' || fail "test of choice $k: $line" ;;
+    esac
 done
 grep -q 'distinct measurements' "$TMP/p/published.md" || fail "published.md has no summary"
 

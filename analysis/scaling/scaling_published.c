@@ -354,6 +354,36 @@ static void hyp_label(const pub_row *r, int n, int h, char *buf, size_t len) {
     }
 }
 
+/* The test of hypothesis h: the rows it leaves open (one per measurement)
+ * whose published value lies outside the interval predicted on h's machine.
+ * One such row contradicts the choice as far as the model's inputs are
+ * stated; none leaves it standing, which is weaker than confirming it. */
+static void write_test(FILE *f, const pub_row *r, int n, int h, bool md) {
+    int nopen = 0, nout = 0;
+    const char **chosen = vb_calloc_check((size_t)n + 1, sizeof *chosen);
+    char outs[1024] = "";
+    size_t at = 0;
+    for (int i = 0; i < n; i++) {
+        const pub_row *a = &r[i];
+        if (a->nalt < 2 || a->alt != (h < a->nalt ? h : a->nalt - 1)) continue;
+        bool seen = false;
+        for (int k = 0; k < nopen && !seen; k++) seen = strcmp(chosen[k], a->measurement) == 0;
+        if (seen) continue;
+        chosen[nopen++] = a->measurement;
+        if (a->pub >= a->lo && a->pub <= a->hi) continue;
+        nout++;
+        if (at < sizeof outs)
+            at += (size_t)snprintf(outs + at, sizeof outs - at, "%s%s %.4g vs [%.4g, %.4g]", nout > 1 ? "; " : "",
+                                   a->id, a->pub, a->lo, a->hi);
+    }
+    free(chosen);
+    if (!nopen) return;
+    fprintf(f, "%stest of this choice: %d of %d measurements on the open machines published outside their interval%s%s%s: "
+               "%s\n",
+            md ? "- " : "  ", nout, nopen, nout ? " (" : "", outs, nout ? ")" : "",
+            nout ? "contradicted" : "not contradicted");
+}
+
 /* The summary lines (printed first, and at the top of published.md). */
 static void write_summary(FILE *f, const pub_row *r, int n, bool md) {
     const int H = nhyp(r, n);
@@ -371,6 +401,7 @@ static void write_summary(FILE *f, const pub_row *r, int n, bool md) {
                     md ? "- " : "  ", k_class[c], st.n, st.n == 1 ? "" : "s", 100 * st.mean, 100 * st.max, st.worst,
                     within ? "within" : "outside");
         }
+        if (H > 1) write_test(f, r, n, h, md);
     }
 }
 
