@@ -136,6 +136,36 @@ static void test_price_tp_and_tile(void **state) {
     tu_assert_rel(vb_price_attn_fwd_flops(&d48, vb_impl_find("te"), 2, 2, 2), 4.0 * 2 * 1 * 4 * 8 * 32, 1e-15);
 }
 
+/* cp 2 with the SC25 tutorial's layers: its copies around the k, v gathers
+ * are priced by their bytes, and the ends (patch embedding, pos_embed, head)
+ * stay whole on every cp rank; vitbench's own step shards the ends and has
+ * no such copies. */
+static void test_price_cp_tutorial(void **state) {
+    (void)state;
+    const vb_machine m = toy(k_toy);
+    vb_price_in in = {.d = &k_d, .impl = vb_impl_find("tutorial-sc25"), .m = &m, .prec = VB_PREC_BF16, .act_bytes = 2,
+                      .tp = 1, .cp = 2, .batch = 2};
+    vb_priced_op tut[VB_PRICE_MAX_OPS], tut1[VB_PRICE_MAX_OPS], own[VB_PRICE_MAX_OPS];
+    const int nt = vb_price_ops(&in, tut);
+    /* a rank's k and v: 2 x 4 tokens x 64 features; forward contiguous 8 + concatenation 8 x cp bytes per
+     * element, backward the chunks' copies 8 x cp + the reshape 8 */
+    tu_assert_rel(op(tut, nt, "cp_gather_copy_forward")->step_s, (8.0 + 16) * 512 / 5e13, 1e-12);
+    tu_assert_rel(op(tut, nt, "cp_gather_copy_backward")->step_s, (8.0 + 16) * 512 / 5e13, 1e-12);
+    /* the ends on all 8 tokens: as at cp 1, where vitbench's run on the rank's 4 */
+    in.cp = 1;
+    const int n1 = vb_price_ops(&in, tut1);
+    in.cp = 2, in.impl = vb_impl_find("vitbench");
+    const int no = vb_price_ops(&in, own);
+    static const char *const ends[] = {"matmul_forward_patch_embed", "add_pos_embed", "matmul_forward_head",
+                                       "matmul_backward_head", "add_pos_embed_backward", "matmul_backward_patch_embed"};
+    for (size_t i = 0; i < sizeof ends / sizeof *ends; i++) {
+        tu_assert_rel(op(tut, nt, ends[i])->step_s, op(tut1, n1, ends[i])->step_s, 1e-12);
+        tu_assert_rel(op(tut, nt, ends[i])->step_s, 2 * op(own, no, ends[i])->step_s, 1e-12);
+    }
+    for (int i = 0; i < no; i++) assert_null(strstr(own[i].name, "cp_gather_copy"));
+    for (int i = 0; i < n1; i++) assert_null(strstr(tut1[i].name, "cp_gather_copy"));
+}
+
 /* A reference of FLOP shares on a machine that prices: its ops become the
  * priced ones scaled to the measured step, a prediction of its own point
  * gives that step back, a wider model is priced (not FLOP-scaled), and the
@@ -326,7 +356,7 @@ int main(void) {
         cmocka_unit_test(test_price_one_rank),       cmocka_unit_test(test_price_tp_and_tile),
         cmocka_unit_test(test_priced_reference),     cmocka_unit_test(test_tp_overlap_modes),
         cmocka_unit_test(test_cp_ring),              cmocka_unit_test(test_overlap_slowdown),
-        cmocka_unit_test(test_residual_add_scaling),
+        cmocka_unit_test(test_residual_add_scaling), cmocka_unit_test(test_price_cp_tutorial),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -512,7 +512,8 @@ void vb_model_predict(const vb_mctx *m, const vb_mlayout *l, const vb_mknobs *kn
     const double fc2 = block_s(&e, "matmul_backward_fc2", L);
     const double gelu = block_s(&e, "gelu_backward", L) + block_s(&e, "elementwise_backward_sharded", L);
     const double fc1 = block_s(&e, "matmul_backward_fc1", L), proj = block_s(&e, "matmul_backward_proj", L);
-    const double att = block_s(&e, "attention_backward", L), qkv = block_s(&e, "matmul_backward_qkv", L);
+    const double att = block_s(&e, "attention_backward", L), cp_copy = block_s(&e, "cp_gather_copy_backward", L);
+    const double qkv = block_s(&e, "matmul_backward_qkv", L);
     const double att_f = block_s(&e, "attention_forward", L);
     const double pos = block_s(&e, "add_pos_embed_backward", 1), pe = block_s(&e, "matmul_backward_patch_embed", 1);
 
@@ -538,7 +539,7 @@ void vb_model_predict(const vb_mctx *m, const vb_mlayout *l, const vb_mknobs *kn
         const eff_op *o = find_eff(&e, seq_ops[i]);
         if (o) t += o->step_s;
     }
-    placed = t + head + ln_final + L * (fc2 + gelu + fc1 + proj + att + qkv + 2 * ln_blk) + pos + pe;
+    placed = t + head + ln_final + L * (fc2 + gelu + fc1 + proj + att + cp_copy + qkv + 2 * ln_blk) + pos + pe;
     /* backward work not in the sequence (an op this model does not know) goes first */
     t += fmax(0.0, out->backward_s - placed);
     step_to(&t, head, ready, nt - 1, nt - 1);
@@ -549,7 +550,7 @@ void vb_model_predict(const vb_mctx *m, const vb_mlayout *l, const vb_mknobs *kn
         step_to(&t, gelu + fc1, ready, base + 13, base + 12);
         step_to(&t, tp_at_fc1 + ln_blk, ready, base + 11, base + 10);
         step_to(&t, proj, ready, base + 9, base + 8);
-        step_to(&t, att + cp_bwd + qkv / 3, ready, base + 7, base + 6);
+        step_to(&t, att + cp_copy + cp_bwd + qkv / 3, ready, base + 7, base + 6);
         step_to(&t, qkv / 3, ready, base + 5, base + 4);
         step_to(&t, qkv / 3, ready, base + 3, base + 2);
         step_to(&t, tp_at_qkv + ln_blk, ready, base + 1, base);

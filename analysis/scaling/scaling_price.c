@@ -45,6 +45,23 @@
  * float32: the cast's backward hands back the LayerNorm output's dtype),
  * reduce_from after proj and fc2 allreduces the 16-bit output in forward
  * (two); all blocking (dist.all_reduce on the compute stream's order).
+ * Context parallelism in the same code: networks/vit.py embeds the whole
+ * image (patch embedding, pos_embed) on every rank, scatters the sequence
+ * after it and gathers it back before the head, so the ends run on all N
+ * tokens on each cp rank. DistributedAttention allgathers k and v over cp
+ * (distributed/helpers.py _gather): k and v are permuted views of their
+ * Linear's output, made contiguous (read and write: 4 bytes per element,
+ * 8 for the two), then the gathered list is concatenated (read cp x Nl,
+ * write N: 4 cp per local element, 8 cp for the two). Backward
+ * (_reduce_scatter) splits the gathered gradients along the sequence and
+ * makes each chunk contiguous (8 cp for the two), and the reduced (B, H, Nl,
+ * hd) gradient, contiguous, is permuted back and reshaped to the Linear's
+ * (B, Nl, D): a copy (8 for the two). The comm hook's extra cp allreduce of
+ * the shared weights' gradients is DDP's allreduce over cp x dp already;
+ * the float32 residual stream's one scatter and one gather a step (and
+ * their copies) are not priced. torch.compile leaves all of these alone
+ * (@torch.compiler.disable on the mappings): the compiled variant has them
+ * too.
  * SC23 (NERSC/sc23-dl-tutorial 134b013): q, k, v are one Linear (one cast,
  * one input gradient: 48 / 20 forward, 64 / 42 backward), copy_to before qkv
  * and fc1 (two backward allreduces), proj without bias in the tp path (4
@@ -78,10 +95,12 @@ static const vb_impl k_impls[] = {
     {.name = "tutorial-sc25", .what = "the SC25 tutorial's train_mp.py without torch.compile (custom tp/cp layers)",
      .tp_fwd_ar = 2, .tp_bwd_ar = 4, .tp_bwd_bytes = 4, .tp_overlap = VB_TP_BLOCKING, .cp_mode = VB_CP_ALLGATHER,
      .ew_fwd_repl = 60, .ew_fwd_shard = 20, .ew_bwd_repl = 100, .ew_bwd_shard = 42, .ew_tp_fwd_repl = 8,
-     .ew_tp_fwd_shard = 28, .adam_bytes = 28, .attn_head_tile = 32},
+     .ew_tp_fwd_shard = 28, .cp_copy_fwd = 8, .cp_copy_fwd_per_cp = 8, .cp_copy_bwd = 8, .cp_copy_bwd_per_cp = 8,
+     .cp_ends_whole = true, .adam_bytes = 28, .attn_head_tile = 32},
     {.name = "tutorial-sc25-compiled", .what = "the SC25 tutorial's train.py with torch.compile and fused Adam",
      .tp_fwd_ar = 2, .tp_bwd_ar = 4, .tp_bwd_bytes = 4, .tp_overlap = VB_TP_BLOCKING, .cp_mode = VB_CP_ALLGATHER,
-     .ew_fwd_repl = 24, .ew_fwd_shard = 20, .ew_bwd_repl = 36, .ew_bwd_shard = 42, .adam_bytes = 28,
+     .ew_fwd_repl = 24, .ew_fwd_shard = 20, .ew_bwd_repl = 36, .ew_bwd_shard = 42, .cp_copy_fwd = 8,
+     .cp_copy_fwd_per_cp = 8, .cp_copy_bwd = 8, .cp_copy_bwd_per_cp = 8, .cp_ends_whole = true, .adam_bytes = 28,
      .attn_head_tile = 32},
     {.name = "tutorial-sc23", .what = "the SC23 tutorial's train_mp.py as its README runs it (no compile, foreach Adam)",
      .tp_fwd_ar = 2, .tp_bwd_ar = 2, .tp_bwd_bytes = 4, .tp_overlap = VB_TP_BLOCKING, .cp_mode = VB_CP_ALLGATHER,
@@ -182,7 +201,7 @@ int vb_price_ops(const vb_price_in *in, vb_priced_op *out) {
     const vb_mdims *d = in->d;
     const vb_impl *im = in->impl;
     const double B = in->batch, L = d->depth, D = d->dim, tp = in->tp, Nl = vb_tokens_local(vb_mdims_ntok(d), in->cp);
-    const double M = B * Nl;
+    const double M = B * Nl, M_ends = im->cp_ends_whole ? B * vb_mdims_ntok(d) : M;
     const double pp = (double)d->patch * d->patch, img = (double)d->img_h * d->img_w;
     const double act = in->act_bytes / 2.0; /* the table's bytes are for 16-bit activations */
     const double tok = M * D * act, sp = im->seq_parallel ? 1.0 / tp : 1.0, tpx = in->tp > 1 ? 1.0 : 0.0;
@@ -193,10 +212,14 @@ int vb_price_ops(const vb_price_in *in, vb_priced_op *out) {
 
     /* forward: the image in float32 (read, written as patches), every block, the head and loss */
     put(&p, "patchify", mem_s(&p, 8.0 * B * d->cin * img), 1, 0);
-    gemm(&p, "matmul_forward_patch_embed", 1, M, d->cin * pp, D, 1);
-    put(&p, "add_pos_embed", mem_s(&p, 3.0 * tok), 1, 0);
+    gemm(&p, "matmul_forward_patch_embed", 1, M_ends, d->cin * pp, D, 1);
+    put(&p, "add_pos_embed", mem_s(&p, 3.0 * tok * M_ends / M), 1, 0);
     gemm(&p, "matmul_forward_qkv", nq * L, M, D, qkv_n, 1);
     put(&p, "attention_forward", L * att_f / attn_peak, L, L * att_f);
+    const double cpx = in->cp > 1 ? 1.0 : 0.0, kv_tok = tok / tp; /* a cp rank's k (or v) elements, x act */
+    if (cpx > 0 && im->cp_copy_fwd + im->cp_copy_fwd_per_cp > 0)
+        put(&p, "cp_gather_copy_forward", L * mem_s(&p, (im->cp_copy_fwd + im->cp_copy_fwd_per_cp * in->cp) * kv_tok), L,
+            0);
     gemm(&p, "matmul_forward_proj", L, M, D / tp, D, 1);
     gemm(&p, "matmul_forward_fc1", L, M, D, 4 * D / tp, 1);
     gemm(&p, "matmul_forward_fc2", L, M, 4 * D / tp, D, 1);
@@ -204,14 +227,14 @@ int vb_price_ops(const vb_price_in *in, vb_priced_op *out) {
     put(&p, "elementwise_forward_sharded",
         L * mem_s(&p, (im->ew_fwd_shard + im->ew_tp_fwd_shard * tpx) * tok / tp), L, 0);
     put(&p, "layernorm_forward", mem_s(&p, 8.0 * tok * sp), 1, 0); /* the final norm */
-    gemm(&p, "matmul_forward_head", 1, M, D, d->cout * pp, 1);
+    gemm(&p, "matmul_forward_head", 1, M_ends, D, d->cout * pp, 1);
     put(&p, "unpatchify", mem_s(&p, 8.0 * B * d->cout * img), 1, 0);
     put(&p, "rel_l2_loss_forward", mem_s(&p, 8.0 * B * d->cout * img), 1, 0);
     /* backward, in core/model/vit.c's order */
     if (im->zero_bytes > 0) put(&p, "zero", mem_s(&p, im->zero_bytes * np), 1, 0);
     put(&p, "rel_l2_loss_backward", mem_s(&p, 12.0 * B * d->cout * img), 1, 0);
     put(&p, "unpatchify_backward", mem_s(&p, 8.0 * B * d->cout * img), 1, 0);
-    gemm(&p, "matmul_backward_head", 1, M, D, d->cout * pp, 2);
+    gemm(&p, "matmul_backward_head", 1, M_ends, D, d->cout * pp, 2);
     put(&p, "layernorm_backward", mem_s(&p, 12.0 * tok * sp), 1, 0);
     gemm(&p, "matmul_backward_fc2", L, M, 4 * D / tp, D, 2);
     put(&p, "elementwise_backward_sharded", L * mem_s(&p, im->ew_bwd_shard * tok / tp), L, 0);
@@ -219,9 +242,12 @@ int vb_price_ops(const vb_price_in *in, vb_priced_op *out) {
     put(&p, "elementwise_backward", L * mem_s(&p, im->ew_bwd_repl * sp * tok), L, 0);
     gemm(&p, "matmul_backward_proj", L, M, D / tp, D, 2);
     put(&p, "attention_backward", L * 2.5 * att_f / attn_peak, L, L * 2.5 * att_f);
+    if (cpx > 0 && im->cp_copy_bwd + im->cp_copy_bwd_per_cp > 0)
+        put(&p, "cp_gather_copy_backward", L * mem_s(&p, (im->cp_copy_bwd + im->cp_copy_bwd_per_cp * in->cp) * kv_tok),
+            L, 0);
     gemm(&p, "matmul_backward_qkv", nq * L, M, D, qkv_n, 2);
-    put(&p, "add_pos_embed_backward", mem_s(&p, tok), 1, 0);
-    gemm(&p, "matmul_backward_patch_embed", 1, M, d->cin * pp, D, 1); /* the weight gradient only */
+    put(&p, "add_pos_embed_backward", mem_s(&p, tok * M_ends / M), 1, 0);
+    gemm(&p, "matmul_backward_patch_embed", 1, M_ends, d->cin * pp, D, 1); /* the weight gradient only */
     put(&p, "adam_update", mem_s(&p, im->adam_bytes * np), 1, 0);
     return p.n;
 }

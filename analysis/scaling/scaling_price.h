@@ -23,7 +23,11 @@
  * attention_backward, adam_update, ...); the implementation's element-wise
  * work of a block is four ops: elementwise_forward, elementwise_backward
  * (replicated over tp) and elementwise_forward_sharded,
- * elementwise_backward_sharded (1/tp).
+ * elementwise_backward_sharded (1/tp). Under context parallelism the
+ * implementation's copies around its k, v gathers are cp_gather_copy_forward
+ * and cp_gather_copy_backward, and code that embeds and decodes the whole
+ * sequence on every cp rank prices patch embedding, pos_embed and head at N
+ * tokens, not Nl.
  *
  * Implementations (vb_impl) describe the code that runs the step: its
  * tensor-parallel collectives per block (how many, in which dtype, how they
@@ -69,6 +73,11 @@ typedef struct vb_impl {
      * over tp, and what only the tp > 1 code path adds */
     double ew_fwd_repl, ew_fwd_shard, ew_bwd_repl, ew_bwd_shard;
     double ew_tp_fwd_repl, ew_tp_fwd_shard;
+    /* context parallelism's copies around the k, v gathers, bytes per
+     * token-feature of this rank's k and v (B Nl D/tp elements, 16-bit
+     * activations): fixed + per_cp x cp, forward and backward */
+    double cp_copy_fwd, cp_copy_fwd_per_cp, cp_copy_bwd, cp_copy_bwd_per_cp;
+    bool cp_ends_whole;        /* patch embedding, pos_embed and head run on the whole sequence on every cp rank */
     double adam_bytes;         /* optimizer bytes per parameter */
     double zero_bytes;         /* gradient zeroing bytes per parameter */
     int attn_head_tile;        /* head dims run rounded up to a multiple of this (1: as they are) */
