@@ -13,7 +13,10 @@
 #  2. no reference file (scenarios/references/*.yaml) holds a row's value, and
 #     no row's own reference in tutorials.yaml holds that row's value: a
 #     reference is another measurement, never the one it predicts;
-#  3. it compared something: the counts of values and numbers are printed
+#  3. every number in a machine file says where it comes from: its line
+#     carries a comment, or a comment block sits above it with at most four
+#     lines of data in between (one comment may source a few keys together);
+#  4. it compared something: the counts of values and numbers are printed
 #     and must be non-zero.
 # Usage: test_model_no_fit.sh [vitbench] (the binary is not needed; ctest passes it).
 set -u
@@ -122,6 +125,26 @@ for path in sorted(glob.glob(os.path.join(src, "scenarios/machines/*.yaml"))):
 if checked < 50:
     fail(f"only {checked} numbers in the machine files")
 
+# 3. every machine-file number carries its source: a comment on its line or just above it
+sourced = 0
+for path in sorted(glob.glob(os.path.join(src, "scenarios/machines/*.yaml"))):
+    with open(path) as f:
+        lines = f.read().split("\n")
+    for i, line in enumerate(lines):
+        data = re.sub(r'"[^"]*"', '""', line).split("#", 1)[0]
+        if not NUM.search(data) or re.match(r"^\s*(name|description|device):", data):
+            continue
+        sourced += 1
+        if "#" in line:
+            continue
+        j, gap = i - 1, 0
+        while j >= 0 and lines[j].strip() and not lines[j].strip().startswith("#"):
+            gap, j = gap + 1, j - 1
+        if j < 0 or not lines[j].strip().startswith("#") or gap > 4:
+            fail(f"{os.path.relpath(path, src)}:{i + 1}: '{line.strip()}' has no source comment on or just above it")
+if sourced < 50:
+    fail(f"only {sourced} numbered lines in the machine files")
+
 # 2. reference files and each row's own reference
 rchecked = 0
 for path in sorted(glob.glob(os.path.join(src, "scenarios/references/*.yaml"))):
@@ -141,5 +164,6 @@ for r in rows:
             if same(x, p):
                 fail(f"row {r['id']}: its reference {r['ref']} holds its own published value {p:.6g}")
 print(f"test_model_no_fit: OK ({len(published)} published values and the steps they imply; "
-      f"{checked} machine-file numbers, {rchecked} reference numbers compared)")
+      f"{checked} machine-file numbers, {rchecked} reference numbers compared; {sourced} machine-file lines "
+      f"with numbers, each with its source comment)")
 EOF
