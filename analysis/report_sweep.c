@@ -390,12 +390,12 @@ static const rp_point *point_of_run(const rp_sweep *s, const char *name) {
 static void model_section(rp_doc *d, const rp_sweep *s, const rp_opts *o) {
     vb_csv m;
     if (rp_read_csv(s->path, "model.csv", &m) != 0) return;
-    const int cpt = vb_csv_col(&m, "point"), crk = vb_csv_col(&m, VB_COL_RANKS);
-    const int cms = vb_csv_col(&m, "measured_samples_per_s"), cps = vb_csv_col(&m, "samples_per_s");
-    const int cme = vb_csv_col(&m, "measured_efficiency"), cpe = vb_csv_col(&m, "efficiency");
-    const int cer = vb_csv_col(&m, "rel_error");
+    const int cpt = vb_csv_col(&m, VB_COL_POINT), crk = vb_csv_col(&m, VB_COL_RANKS);
+    const int cms = vb_csv_col(&m, VB_COL_MEASURED_SAMPLES_PER_S), cps = vb_csv_col(&m, VB_COL_SAMPLES_PER_S);
+    const int cme = vb_csv_col(&m, VB_COL_MEASURED_EFFICIENCY), cpe = vb_csv_col(&m, VB_COL_EFFICIENCY);
+    const int cer = vb_csv_col(&m, VB_COL_REL_ERROR);
     /* the interval columns came with machine files; older model.csv files have none */
-    const int clo = vb_csv_col(&m, "samples_per_s_lo"), chi = vb_csv_col(&m, "samples_per_s_hi");
+    const int clo = vb_csv_col(&m, VB_COL_SAMPLES_PER_S_LO), chi = vb_csv_col(&m, VB_COL_SAMPLES_PER_S_HI);
     if (cpt < 0 || crk < 0 || cms < 0 || cps < 0 || cme < 0 || cpe < 0 || cer < 0) {
         rp_problem(d, "%s/model.csv: not vitbench model's columns; no model section", s->path);
         vb_csv_free(&m);

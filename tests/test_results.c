@@ -320,6 +320,29 @@ static void test_schema_names_agree(void **state) {
     const char *lead[] = {VB_COL_RUN_INDEX, VB_COL_RUN_DIR, VB_COL_STATUS,          VB_COL_EXIT_CODE,
                           VB_COL_REPEAT,    VB_COL_RANKS,   VB_COL_THREADS_PER_RANK};
     for (size_t i = 0; i < sizeof lead / sizeof *lead; i++) assert_true(has_column(VB_INDEX_LEAD_COLUMNS, lead[i]));
+    /* model.csv's columns, read back by the sweep's report */
+    const char *model_cols[] = {VB_MODEL_CSV_COLUMNS};
+    const char *model_read[] = {VB_COL_POINT,           VB_COL_RANKS,         VB_COL_SAMPLES_PER_S,
+                                VB_COL_EFFICIENCY,      VB_COL_MEASURED_SAMPLES_PER_S, VB_COL_MEASURED_EFFICIENCY,
+                                VB_COL_REL_ERROR,       VB_COL_SAMPLES_PER_S_LO, VB_COL_SAMPLES_PER_S_HI};
+    for (size_t i = 0; i < sizeof model_read / sizeof *model_read; i++) {
+        bool found = false;
+        for (size_t j = 0; j < sizeof model_cols / sizeof *model_cols; j++)
+            found = found || strcmp(model_cols[j], model_read[i]) == 0;
+        assert_true(found);
+    }
+    assert_true(has_column(VB_MODEL_FITS_CSV_HEADER, VB_COL_COLLECTIVE));
+    assert_true(has_column(VB_MODEL_FITS_CSV_HEADER, VB_COL_GROUP_SIZE));
+    assert_true(has_column(VB_PUBLISHED_CSV_HEADER, VB_COL_REL_ERROR));
+    assert_true(has_column(VB_COMMBENCH_CSV_HEADER, VB_COL_NGROUPS));
+    const char *headline_all[] = {VB_INDEX_HEADLINE_COLUMNS};
+    const char *headline_read[] = {VB_COL_FULL_SAMPLES_PER_S, VB_COL_SYNTHETIC_SAMPLES_PER_S};
+    for (size_t i = 0; i < 2; i++) {
+        bool found = false;
+        for (size_t j = 0; j < sizeof headline_all / sizeof *headline_all; j++)
+            found = found || strcmp(headline_all[j], headline_read[i]) == 0;
+        assert_true(found);
+    }
     /* a bench_step reference's iterations.csv: the leading step columns */
     assert_int_equal(strncmp(VB_ITERATIONS_CSV_HEADER, VB_ITERATIONS_CSV_STEP_COLUMNS ",",
                              strlen(VB_ITERATIONS_CSV_STEP_COLUMNS ",")), 0);

@@ -124,10 +124,10 @@ void vb_ab_load(const char *path_in, vb_ab_table *tab) {
     int rc = vb_csv_read(path, &t, err, sizeof err);
     if (rc == -1) vb_die_input("model: --commbench %s: cannot read (%s)", path, err);
     if (rc != 0) vb_die_input("model: %s: malformed CSV (%s)", path, err);
-    const int cc = req_col(&t, path, "collective"), cg = req_col(&t, path, "group");
-    const int cp = req_col(&t, path, "group_size"), cs = req_col(&t, path, "size_bytes");
-    const int ct = req_col(&t, path, "time_us"), cw = vb_csv_col(&t, "wrong");
-    const int cng = vb_csv_col(&t, "ngroups");
+    const int cc = req_col(&t, path, VB_COL_COLLECTIVE), cg = req_col(&t, path, VB_COL_GROUP);
+    const int cp = req_col(&t, path, VB_COL_GROUP_SIZE), cs = req_col(&t, path, VB_COL_SIZE_BYTES);
+    const int ct = req_col(&t, path, VB_COL_TIME_US), cw = vb_csv_col(&t, VB_COL_WRONG);
+    const int cng = vb_csv_col(&t, VB_COL_NGROUPS);
     ab_row *rows = vb_calloc_check((size_t)t.nrows + 1, sizeof *rows);
     int nr = 0;
     for (int i = 0; i < t.nrows; i++) {

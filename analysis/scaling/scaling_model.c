@@ -266,8 +266,8 @@ static void load_ref_run(vb_mref *r, const char *dir, const char *type, int *cap
     vb_csv it;
     read_csv_or_die(dir, VB_ITERATIONS_CSV, &it, "--run");
     vb_dir_file(path, sizeof path, dir, VB_ITERATIONS_CSV);
-    const int ct = req_col(&it, path, "trial_type"), cw = req_col(&it, path, "warmup");
-    const int cr = req_col(&it, path, "rank"), cs = req_col(&it, path, "seconds");
+    const int ct = req_col(&it, path, VB_COL_TRIAL_TYPE), cw = req_col(&it, path, VB_COL_WARMUP);
+    const int cr = req_col(&it, path, VB_COL_RANK), cs = req_col(&it, path, VB_COL_SECONDS);
     double *steps = vb_malloc_check(sizeof(double) * ((size_t)it.nrows + 1));
     int n = 0;
     for (int i = 0; i < it.nrows; i++) {
@@ -291,9 +291,9 @@ static void load_ref_run(vb_mref *r, const char *dir, const char *type, int *cap
     vb_csv ops;
     read_csv_or_die(dir, VB_OPS_CSV, &ops, "--run");
     vb_dir_file(path, sizeof path, dir, VB_OPS_CSV);
-    const int on = req_col(&ops, path, "name"), oc = req_col(&ops, path, "category");
-    const int ocl = req_col(&ops, path, "calls"), otot = req_col(&ops, path, "total_s");
-    const int ott = req_col(&ops, path, "trial_type"), ork = vb_csv_col(&ops, VB_COL_RANK);
+    const int on = req_col(&ops, path, VB_COL_NAME), oc = req_col(&ops, path, VB_COL_CATEGORY);
+    const int ocl = req_col(&ops, path, VB_COL_CALLS), otot = req_col(&ops, path, VB_COL_TOTAL_S);
+    const int ott = req_col(&ops, path, VB_COL_TRIAL_TYPE), ork = vb_csv_col(&ops, VB_COL_RANK);
     int found = 0;
     for (int i = 0; i < ops.nrows; i++) {
         double calls, tot, rk = 0;
@@ -407,9 +407,9 @@ static int load_sweep(const char *dir, const vb_mref *ref, const char *type, poi
     read_csv_or_die(dir, VB_INDEX_CSV, &idx, "--sweep");
     char path[VB_PATH_MAX];
     vb_dir_file(path, sizeof path, dir, VB_INDEX_CSV);
-    const int cd = req_col(&idx, path, "run_dir"), cs = req_col(&idx, path, "status");
-    const int cthr = req_col(&idx, path, strcmp(type, "FULL") == 0 ? "full_samples_per_s" : "synthetic_samples_per_s");
-    bool local_const = true, tp_col = vb_csv_col(&idx, "tensor_parallel") >= 0;
+    const int cd = req_col(&idx, path, VB_COL_RUN_DIR), cs = req_col(&idx, path, VB_COL_STATUS);
+    const int cthr = req_col(&idx, path, strcmp(type, "FULL") == 0 ? VB_COL_FULL_SAMPLES_PER_S : VB_COL_SYNTHETIC_SAMPLES_PER_S);
+    bool local_const = true, tp_col = vb_csv_col(&idx, VB_COL_TENSOR_PARALLEL) >= 0;
     int first_local = -1;
     for (int i = 0; i < idx.nrows; i++) {
         if (strcmp(vb_csv_get(&idx, i, cs), "completed") != 0) continue;
@@ -507,12 +507,7 @@ static void hypothetical(const model_opts *o, const vb_mref *ref, const vb_machi
 
 /* ---- outputs ---- */
 
-static const char *const k_cols[] = {
-    "point", "ranks", "tp", "cp", "dp", "local_batch", "threads_per_rank", "node_ranks", "cpu_factor", "nbuckets",
-    "forward_s", "backward_s", "other_s", "compute_s", "ddp_comm_s", "comm_exposed_ddp_s", "comm_exposed_tp_s",
-    "comm_exposed_cp_s", "step_s", "samples_per_s", "efficiency", "measured_step_s", "measured_samples_per_s",
-    "measured_efficiency", "rel_error", "extrapolated", "step_lo_s", "step_hi_s", "samples_per_s_lo",
-    "samples_per_s_hi", "efficiency_lo", "efficiency_hi", "nodes", "compute_ref", "comm_sources"};
+static const char *const k_cols[] = {VB_MODEL_CSV_COLUMNS};
 #define NCOLS ((int)(sizeof k_cols / sizeof *k_cols))
 
 typedef struct {
@@ -620,7 +615,7 @@ static void write_model_csv(FILE *f, void *vx) {
 
 static void write_fits_csv(FILE *f, void *vx) {
     const out_ctx *x = vx;
-    fputs("collective,group,group_size,world,alpha_us,beta_GBps,rel_rms,nsizes\n", f);
+    fputs(VB_MODEL_FITS_CSV_HEADER "\n", f);
     for (int i = 0; i < x->fits->n; i++) {
         const vb_ab_fit *a = &x->fits->fits[i];
         fprintf(f, "%s,", vb_coll_name[a->coll]);

@@ -419,10 +419,7 @@ static void layout_text(const vb_mlayout *l, char *buf, size_t n) {
 
 static void write_csv(FILE *f, void *vo) {
     const pub_out *o = vo;
-    fputs("id,measurement,class,machine,tp,cp,dp,order,local_batch,implementation,reference,published_samples_per_s,"
-          "published_spread,predicted_samples_per_s,predicted_lo,predicted_hi,rel_error,published_in_interval,"
-          "most_sensitive\n",
-          f);
+    fputs(VB_PUBLISHED_CSV_HEADER "\n", f);
     for (int i = 0; i < o->nrows; i++) {
         const pub_row *r = &o->rows[i];
         vb_csv_field(f, r->id);

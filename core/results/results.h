@@ -165,6 +165,7 @@ const char *vb_trial_kind_list(void);
 #define VB_COL_SIZE_BYTES "size_bytes"
 #define VB_COL_TIME_US "time_us"
 #define VB_COL_WRONG "wrong"
+#define VB_COL_NGROUPS "ngroups"
 
 /* The header lines of the files whose columns are fixed (readers find
  * columns by these names; the other files' columns are listed above) */
@@ -203,6 +204,28 @@ const char *vb_trial_kind_list(void);
     "patch_size,img_h,img_w,n_in_channels,n_out_channels,num_data_workers,amp_mode,bucket_cap_mb,noddp,"      \
     "achieved_tflop_per_s,peak_mem_bytes,host,cpu_model,affinity_cores,omp_threads,blas,blas_coretype,"       \
     "compiler,git_commit,git_dirty,machine_key"
+/* vitbench model's files: model.csv's fixed columns (the sensitivity
+ * columns sens_<level>_beta_m25 / _p25 follow them), model_fits.csv's and
+ * published.csv's headers */
+#define VB_MODEL_CSV_COLUMNS                                                                                 \
+    "point", "ranks", "tp", "cp", "dp", "local_batch", "threads_per_rank", "node_ranks", "cpu_factor",       \
+        "nbuckets", "forward_s", "backward_s", "other_s", "compute_s", "ddp_comm_s", "comm_exposed_ddp_s",   \
+        "comm_exposed_tp_s", "comm_exposed_cp_s", "step_s", "samples_per_s", "efficiency", "measured_step_s", \
+        "measured_samples_per_s", "measured_efficiency", "rel_error", "extrapolated", "step_lo_s",          \
+        "step_hi_s", "samples_per_s_lo", "samples_per_s_hi", "efficiency_lo", "efficiency_hi", "nodes",      \
+        "compute_ref", "comm_sources"
+#define VB_COL_POINT "point"
+#define VB_COL_EFFICIENCY "efficiency"
+#define VB_COL_MEASURED_SAMPLES_PER_S "measured_samples_per_s"
+#define VB_COL_MEASURED_EFFICIENCY "measured_efficiency"
+#define VB_COL_REL_ERROR "rel_error"
+#define VB_COL_SAMPLES_PER_S_LO "samples_per_s_lo"
+#define VB_COL_SAMPLES_PER_S_HI "samples_per_s_hi"
+#define VB_MODEL_FITS_CSV_HEADER "collective,group,group_size,world,alpha_us,beta_GBps,rel_rms,nsizes"
+#define VB_PUBLISHED_CSV_HEADER                                                                              \
+    "id,measurement,class,machine,tp,cp,dp,order,local_batch,implementation,reference,published_samples_per_s," \
+    "published_spread,predicted_samples_per_s,predicted_lo,predicted_hi,rel_error,published_in_interval,"     \
+    "most_sensitive"
 /* where a run, sweep, model or commbench goes without --output_dir */
 #define VB_RESULTS_DEFAULT_DIR "results"
 
@@ -243,6 +266,9 @@ void vb_run_dir_create(const char *output_dir, const char *run_name, const char 
 /* among the swept keys: a flags or ddp_buckets sweep's variant name, and the
  * config keys whose columns the report looks for */
 #define VB_COL_VARIANT "variant"
+/* headline columns read by name (VB_INDEX_HEADLINE_COLUMNS has them all) */
+#define VB_COL_FULL_SAMPLES_PER_S "full_samples_per_s"
+#define VB_COL_SYNTHETIC_SAMPLES_PER_S "synthetic_samples_per_s"
 #define VB_COL_TENSOR_PARALLEL "tensor_parallel"
 #define VB_COL_NODDP "noddp"
 /* its headline results, after the swept keys: FULL, SYNTHETIC, IO and
