@@ -134,8 +134,10 @@ static void load_trials(rp_run *r, rp_doc *d) {
     vb_trials t;
     char why[VB_PATH_MAX + 512];
     int rc = vb_trials_read(r->dir, &t, why, sizeof why);
-    if (rc == -1) {
+    if (rc == -1 && errno == ENOENT) {
         rp_problem(d, "%s/trials.csv: missing (this run contributes no throughput samples)", r->dir);
+    } else if (rc == -1) {
+        rp_problem(d, "%s (this run contributes no throughput samples)", why); /* a FIFO, unreadable ... */
     } else if (rc != 0) {
         vb_trials_free(&t);
         vb_die_input("report: %s", why);

@@ -173,6 +173,8 @@ timeout 60 "$VB" report rfifo --no_plots >fifo_report.log 2>&1
 rc=$?
 [ "$rc" != 124 ] || fail "report on a run whose trials.csv is a FIFO hung"
 [ "$rc" = 0 ] || fail "report on a run whose trials.csv is a FIFO exited $rc: $(tail -3 fifo_report.log)"
+grep -q "rfifo/trials.csv: cannot open (a FIFO (named pipe), not a regular file)" rfifo/report/report.md ||
+    fail "report.md does not name the FIFO: $(grep -i fifo rfifo/report/report.md)"
 out=$(timeout 60 "$VB" compare ra rfifo --metric FULL 2>&1 >/dev/null)
 rc=$?
 [ "$rc" = 2 ] || fail "compare with a FIFO trials.csv exited $rc, want 2: $out"
