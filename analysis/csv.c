@@ -170,10 +170,9 @@ int vb_csv_parse(const char *text, size_t len, vb_csv *t, char *err, size_t errn
 int vb_csv_read(const char *path, vb_csv *t, char *err, size_t errn) {
     memset(t, 0, sizeof *t);
     char why[VB_PATH_MAX + 64];
-    errno = 0;
     FILE *f = vb_fopen_regular(path, why, sizeof why);
     if (!f) {
-        int e = errno ? errno : EINVAL; /* EINVAL: there, but not a regular file */
+        int e = errno;
         vb_errf(err, errn, "%s: cannot open (%s)", path, why);
         errno = e;
         return -1;

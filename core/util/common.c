@@ -291,7 +291,11 @@ const char *vb_file_problem(const char *path, char *buf, size_t n) { return path
 const char *vb_dir_problem(const char *path, char *buf, size_t n) { return path_problem(path, true, buf, n); }
 
 FILE *vb_fopen_regular(const char *path, char *why, size_t n) {
-    if (vb_file_problem(path, why, n)) return NULL;
+    errno = 0;
+    if (vb_file_problem(path, why, n)) {
+        if (errno == 0) errno = EINVAL; /* there, but not a regular file */
+        return NULL;
+    }
     FILE *f = fopen(path, "rb");
     if (!f) snprintf(why, n, "%s", strerror(errno));
     return f;
@@ -373,12 +377,8 @@ double vb_rng_trunc_normal(vb_rng *r, double mean, double std, double a, double 
 
 char *vb_read_file(const char *path, size_t *len) {
     char why[VB_PATH_MAX + 64];
-    errno = 0;
     FILE *f = vb_fopen_regular(path, why, sizeof why);
-    if (!f) {
-        if (errno == 0) errno = EINVAL; /* there, but not a regular file */
-        return NULL;
-    }
+    if (!f) return NULL;
     char *text = NULL;
     size_t n = 0;
     FILE *mem = open_memstream(&text, &n);

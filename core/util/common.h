@@ -143,7 +143,8 @@ bool vb_dir_exists(const char *path);
 const char *vb_file_problem(const char *path, char *buf, size_t n);
 /* The checked fopen for reading: path opened "rb" when vb_file_problem finds
  * a regular file (so a FIFO never blocks the open), else NULL with what it
- * is, or the open's strerror, in why (n bytes). */
+ * is, or the open's strerror, in why (n bytes), and errno set (ENOENT when
+ * it does not exist, EINVAL when it is there but not a regular file). */
 FILE *vb_fopen_regular(const char *path, char *why, size_t n);
 /* vb_fopen_regular for a file that cannot be done without: exits 2 with
  * "<label>: cannot open: <why>" (label NULL: the path). */
