@@ -110,7 +110,15 @@ pack() {
     # PMIx library the pmix component links; the other components' own
     # dependencies (verbs, UCX, libfabric) are not carried: those components
     # then fail to load, and a single-node run needs none of them
-    local objs=("$build/vitbench" "$build/test_cuda_ops" "$ompi_mca"/mca_pmix_*.so)
+    # OpenBLAS is not linked but loaded with dlopen from the path configured
+    # here (kernels/cpu/blas.h), which the node lacks: it is carried, and run
+    # names it in VB_OPENBLAS_LIBRARY
+    local blas
+    blas=$(sed -n 's/^OPENBLAS_LIBRARY:FILEPATH=//p' "$build/CMakeCache.txt")
+    blas=$(readlink -f "$blas")
+    [ -f "$blas" ] || die "pack: the configured OpenBLAS library ($blas) is not there"
+    cp -L "$blas" "$stage/lib/"
+    local objs=("$build/vitbench" "$build/test_cuda_ops" "$blas" "$ompi_mca"/mca_pmix_*.so)
     [ -d "$pmix_mca" ] && objs+=("$pmix_mca"/*.so)
     ldd "${objs[@]}" 2> /dev/null | awk 'NF >= 3 && $2 == "=>" && $3 ~ /^\// { print $1, $3 }' | sort -u |
         while read -r name path; do
@@ -201,6 +209,10 @@ run() {
     xz -dc "$PACK" | tar -C "$root" -xf - || die "run: cannot unpack $PACK"
     mkdir -p "$OUTDIR" || die "run: cannot create $OUTDIR"
     find_cuda_libs "$root/bin/vitbench"
+    local blas
+    blas=$(find "$root/lib" -maxdepth 1 -name 'libopenblas*.so*' -print -quit)
+    [ -n "$blas" ] || die "run: the pack carries no OpenBLAS library (pack it again)"
+    export VB_OPENBLAS_LIBRARY=$blas
     # Open MPI from the pack: its components, no orted for a singleton, quiet
     # about the components whose network libraries this node lacks
     export OMPI_MCA_mca_base_component_path=$root/mca PMIX_MCA_mca_base_component_path=$root/pmix
