@@ -5,6 +5,7 @@
 #    ratio of the two printed rates (not held below 100%: two timings taken
 #    apart on a shared machine are not ordered; it failed once under
 #    ctest -j2 with the peak measured at 0.2 GFLOP/s);
+#  - the rounds' mean (peak_mean_gflops) above 0 and not above the fastest;
 #  - step_gflop is the model's FLOPs per step, as the header states it;
 #  - a bad flag exits 2 with one line naming it.
 set -u
@@ -28,6 +29,10 @@ peak=$(val peak_gflops) frac=$(val peak_fraction) gflop=$(val step_gflop) sg=$(v
 # ratio anything; the fraction printed must be the ratio of the two printed
 awk -v p="$peak" -v f="$frac" -v s="$sg" 'BEGIN { exit !(p > 0 && f > 0 && s > 0 && (s / p - f) ^ 2 < 1e-6) }' ||
     fail "peak_gflops=$peak peak_fraction=$frac step_gflops=$sg: expected positive figures and peak_fraction = step/peak"
+# the rounds' mean can be anything up to the fastest round, never above it
+pmean=$(val peak_mean_gflops)
+awk -v p="$peak" -v m="$pmean" 'BEGIN { exit !(m > 0 && m <= p * (1 + 1e-9)) }' ||
+    fail "peak_mean_gflops=$pmean peak_gflops=$peak: expected 0 < mean <= fastest round"
 header=$(sed -n 's/.*train step = \([0-9.]*\) GFLOP.*/\1/p' "$TMP/out.txt")
 [ "$header" = "$gflop" ] || fail "step_gflop=$gflop but the header says $header GFLOP"
 
