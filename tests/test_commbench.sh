@@ -14,7 +14,10 @@
 # 3. --check false: every wrong is -1 and the table says N/A.
 # 4. One rank without mpirun: every group has one rank, so nothing is
 #    measured: exit 0, a note, a CSV with the header only.
-# 5. Bad input exits 2 with exactly one error line and no run directory; an
+# 5. --beside_gemm 48 on 2 ranks: every row's GEMM columns filled, the
+#    slowdown their ratio less one, the table's extra columns, and the
+#    summary's count and median those of the sizes that lasted a GEMM.
+# 6. Bad input exits 2 with exactly one error line and no run directory; an
 #    existing run name is never overwritten.
 # The check itself (that wrong results are counted) is unit-tested in
 # test_commbench.c, where wrong results can be made on purpose.
@@ -36,15 +39,15 @@ export OMP_NUM_THREADS=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 MPIRUN=(timeout -k 10 "$TIMEOUT" mpirun --oversubscribe --mca mpi_yield_when_idle 1)
 SMALL=(--maxbytes 64K --iters 3 --warmup_iters 1 --output_dir "$TMP/out")
-HEADER='collective,plane,group,group_size,ngroups,dtype,size_bytes,count,warmup_iters,iters,rank,group_rank,time_us,algbw_GBps,busbw_GBps,wrong'
+HEADER='collective,plane,group,group_size,ngroups,dtype,size_bytes,count,warmup_iters,iters,rank,group_rank,time_us,algbw_GBps,busbw_GBps,wrong,gemm_n,gemm_us,gemm_beside_us,gemm_slowdown'
 
 # check_rows CSV DTYPE_BYTES WORLD: the per-row invariants of every CSV
 check_rows() {
-    local csv=$1 es=$2 world=$3
+    local csv=$1 es=$2 world=$3 gemm=${4:-0}
     [ "$(head -n 1 "$csv")" = "$HEADER" ] || fail "$csv: header is '$(head -n 1 "$csv")'"
-    awk -F, -v es="$es" -v world="$world" '
+    awk -F, -v es="$es" -v world="$world" -v gemm="$gemm" '
         NR == 1 { next }
-        NF != 16 { print "line " NR ": " NF " fields"; bad = 1; next }
+        NF != 20 { print "line " NR ": " NF " fields"; bad = 1; next }
         {
             coll = $1; n = $4; alg = $14; bus = $15
             if ($5 * n != world) { print "line " NR ": ngroups " $5 " x group_size " n " != " world; bad = 1 }
@@ -58,6 +61,9 @@ check_rows() {
             if (d > 1e-5 * want + 1e-12) { print "line " NR ": busbw " bus " != " f " x algbw " alg; bad = 1 }
             # the check must run: -1 only with --check false (tested apart)
             if ($16 != 0) { print "line " NR ": wrong = " $16; bad = 1 }
+            # the GEMM columns are empty unless --beside_gemm asks for them
+            if (!gemm && ($17 != "" || $18 != "" || $19 != "" || $20 != "")) {
+                print "line " NR ": GEMM columns without --beside_gemm"; bad = 1 }
             # rows grouped by (collective, group, size), one per rank in order
             key = coll "," $3 "," $7
             if (key != prev) { if (prev != "" && nr != world) { print "block " prev ": " nr " rows"; bad = 1 } nr = 0; prev = key }
@@ -115,6 +121,7 @@ assert len(j["hosts"]) == 4 and all(j["hosts"]), j["hosts"]
 assert j["git_commit"] and j["mpi_version"] and "commbench" in j["command_line"]
 assert j["wrong"] == 0 and j["groups_skipped_size_1"] == ["cp"]
 assert [g["group"] for g in j["groups"]] == ["tp", "dp", "world"]
+assert j["beside_gemm"] is None, j["beside_gemm"]
 EOF
 echo "test_commbench: tp 2 x dp 2 float32: OK"
 
@@ -154,7 +161,50 @@ timeout -k 10 "$TIMEOUT" "$VB" commbench "${SMALL[@]}" --run_name single > singl
 [ -f out/single-1/commbench.csv ] || fail "an existing run name was not kept apart (no out/single-1)"
 echo "test_commbench: single rank: OK"
 
-# ---- 5. bad input: exit 2, one line, no run directory ----
+# ---- 5. --beside_gemm: a GEMM alone and beside each collective ----
+"${MPIRUN[@]}" -np 2 "$VB" commbench --collectives allreduce,allgather --minbytes 64K --maxbytes 1M \
+    --stepfactor 4 --iters 2 --warmup_iters 1 --beside_gemm 48 --output_dir "$TMP/out" --run_name beside \
+    > beside.txt 2> beside.err || { cat beside.txt beside.err >&2; fail "--beside_gemm run failed"; }
+CSV=out/beside/commbench.csv
+check_rows "$CSV" 4 2 1
+# every row: N, both times positive, the slowdown their ratio less one
+awk -F, 'NR > 1 {
+        if ($17 != 48 || $18 <= 0 || $19 <= 0) { print "line " NR ": gemm_n " $17 ", gemm_us " $18 ", beside " $19; bad = 1 }
+        d = $20 - ($19 / $18 - 1); if (d < 0) d = -d
+        if (d > 1e-4 * ($19 / $18) + 1e-6) { print "line " NR ": slowdown " $20 " != " $19 " / " $18 " - 1"; bad = 1 }
+    } END { exit bad }' "$CSV" >&2 || fail "--beside_gemm: GEMM columns (above)"
+grep -q '^#       size .*  #wrong     gemm   beside  slowdown$' beside.txt || fail "--beside_gemm: no GEMM columns in the table"
+grep -q '^# beside_gemm 48: a 48x48x48 float GEMM takes ' beside.txt || fail "--beside_gemm: no header line"
+# the summary counts the sizes whose collective lasted a GEMM or more (both
+# means over the ranks), and its median is theirs
+python3 - "$CSV" out/beside/commbench.json beside.txt << 'EOF' || fail "--beside_gemm: summary (above)"
+import csv, json, statistics, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+sizes = {}
+for r in rows:
+    sizes.setdefault((r["collective"], r["group"], r["size_bytes"]), []).append(r)
+slow = []
+for rs in sizes.values():
+    t = sum(float(r["time_us"]) for r in rs) / len(rs)
+    g = sum(float(r["gemm_us"]) for r in rs) / len(rs)
+    b = sum(float(r["gemm_beside_us"]) for r in rs) / len(rs)
+    if t >= g:
+        slow.append(b / g - 1)
+bg = json.load(open(sys.argv[2]))["beside_gemm"]
+assert bg["n"] == 48, bg
+# the CSV keeps times to 3 decimals: a mean at the boundary may fall either way
+assert abs(bg["sizes_counted"] - len(slow)) <= 1, (bg, len(slow))
+text = open(sys.argv[3]).read()
+if bg["sizes_counted"] == 0:
+    assert bg["median_slowdown"] is None and "no size lasted one GEMM" in text, bg
+else:
+    if bg["sizes_counted"] == len(slow):
+        assert abs(bg["median_slowdown"] - statistics.median(slow)) < 1e-3, (bg, statistics.median(slow))
+    assert "# GEMM beside the collectives: median slowdown" in text
+EOF
+echo "test_commbench: --beside_gemm: OK"
+
+# ---- 6. bad input: exit 2, one line, no run directory ----
 bad() {
     local want=$1
     shift
@@ -173,6 +223,7 @@ bad "comm_backend gloo: unknown data plane" --comm_backend gloo
 bad "datatype expects one of" --datatype float64
 bad "unknown group 'pp'" --groups tp,pp
 bad "minbytes expects a size" --minbytes 8X
+bad "beside_gemm" --beside_gemm -1
 bad "run_name .a/b.: must be a plain name" --run_name a/b
 # without NCCL in the build: "not in this build"; with it, CPU buffers are refused
 bad "comm_backend nccl(: not in this build| needs device buffers)" --comm_backend nccl

@@ -35,6 +35,7 @@
 #include "core/util/common.h"
 #include "core/config/config.h"
 #include "core/util/fileio.h"
+#include "core/util/stats.h"
 #include "core/comm/groups.h"
 #include "core/results/results.h"
 
@@ -60,6 +61,7 @@ typedef struct cb_opts {
     const char *comm_backend;
     int backend; /* index in backend_choices */
     const char *output_dir, *run_name;
+    int beside_gemm; /* N of an N x N x N GEMM timed alone and beside each collective; 0: off */
 } cb_opts;
 
 static const char *const dtype_choices[] = {"float32", "bfloat16", "float16", NULL};
@@ -162,6 +164,9 @@ static void build_cli(cb_opts *o, vb_cli_opt *opts, int *nopts, vb_cli *cli) {
          .help = "data plane: auto, mpi or nccl (default auto: nccl for cuda buffers when built, else mpi)"},
         {.name = "backend", .kind = VB_CLI_CHOICE, .ptr = &o->backend, .choices = backend_choices, .arg = "B",
          .help = "where the buffers live: cpu, cuda or auto (default cpu)"},
+        {.name = "beside_gemm", .kind = VB_CLI_INT, .ptr = &o->beside_gemm, .ilo = 0, .ihi = 8192, .arg = "N",
+         .help = "also time an N x N x N float GEMM on every rank alone and while each collective runs: compute's "
+                 "slowdown beside communication, a machine file's overlap_slowdown (default 0: off)"},
         {.name = "output_dir", .kind = VB_CLI_STRING, .ptr = &o->output_dir, .arg = "DIR",
          .help = "where the run directory goes (default results)"},
         {.name = "run_name", .kind = VB_CLI_STRING, .ptr = &o->run_name, .arg = "NAME",
@@ -174,7 +179,8 @@ static void build_cli(cb_opts *o, vb_cli_opt *opts, int *nopts, vb_cli *cli) {
         .usage = "mpirun -np N vitbench commbench [--collectives LIST] [--minbytes SIZE] [--maxbytes SIZE]\n"
                  "       [--stepfactor F] [--warmup_iters N] [--iters N] [--datatype TYPE] [--check true|false]\n"
                  "       [--tensor_parallel N] [--context_parallel N] [--parallel_order O] [--groups LIST]\n"
-                 "       [--comm_backend auto|mpi|nccl] [--backend cpu|cuda|auto] [--output_dir DIR] [--run_name NAME]",
+                 "       [--comm_backend auto|mpi|nccl] [--backend cpu|cuda|auto] [--beside_gemm N] [--output_dir DIR]\n"
+                 "       [--run_name NAME]",
         .about = "nccl-tests-style bandwidth of the data plane's collectives over the layout's groups;\n"
                  "writes DIR/NAME/commbench.csv and commbench.json, exits 1 when a result is wrong.",
         .opts = opts,
@@ -204,12 +210,17 @@ typedef struct cb_bench {
     void *host;              /* host staging for fill and check, max_bytes */
     size_t max_bytes;
     vb_event *ev_start, *ev_end;
+    /* --beside_gemm: out = a @ w^T, N x N each, and one GEMM's time alone
+     * on this rank (what sets how many run beside a collective) */
+    void *gemm_a, *gemm_w, *gemm_out;
+    double gemm_us;
 } cb_bench;
 
 /* What each rank sends rank 0 after a size: doubles so one gather carries both. */
 typedef struct cb_meas {
     double time_us;
     double wrong; /* -1: not checked */
+    double gemm_us, gemm_beside_us; /* --beside_gemm: a GEMM's time alone and beside the collective; 0: off */
 } cb_meas;
 
 static void run_once(const cb_bench *b, const vb_comm *g, vb_cb_coll c, size_t count) {
@@ -224,8 +235,47 @@ static void fill_inputs(cb_bench *b, const vb_comm *g, vb_cb_coll c, size_t coun
     b->ops->synchronize(b->ctx);
 }
 
+/* k GEMMs on the context, timed by its events: microseconds per GEMM. With
+ * req, the collective it holds runs meanwhile and is tested after each GEMM,
+ * as DDP tests its buckets between layers (MPI progresses only when called). */
+static double gemm_loop(cb_bench *b, int k, vb_request *req) {
+    const int n = b->o.beside_gemm;
+    b->ops->event_record(b->ctx, b->ev_start);
+    for (int i = 0; i < k; i++) {
+        b->ops->matmul_forward(b->ctx, b->gemm_out, b->gemm_a, b->gemm_w, NULL, n, n, n);
+        if (req) vb_test(req);
+    }
+    b->ops->event_record(b->ctx, b->ev_end);
+    b->ops->event_synchronize(b->ctx, b->ev_end);
+    return b->ops->event_elapsed_ms(b->ctx, b->ev_start, b->ev_end) * 1e3 / k;
+}
+
+enum { CB_BESIDE_ROUNDS = 3 };
+
+/* Compute beside communication: as many GEMMs as the collective lasts alone
+ * (at least one), timed alone and while one collective runs, alternated
+ * CB_BESIDE_ROUNDS times; the medians go to m. Every round starts at a
+ * barrier of the group, so that the collective meets its peers at once. */
+static void measure_beside(cb_bench *b, const vb_comm *g, vb_cb_coll c, size_t count, cb_meas *m) {
+    double k_real = b->gemm_us > 0 ? m->time_us / b->gemm_us : 1.0;
+    int k = k_real < 1.0 ? 1 : k_real > 10000.0 ? 10000 : (int)(k_real + 0.5);
+    double alone[CB_BESIDE_ROUNDS], beside[CB_BESIDE_ROUNDS];
+    for (int r = 0; r < CB_BESIDE_ROUNDS; r++) {
+        vb_barrier(g);
+        alone[r] = gemm_loop(b, k, NULL);
+        vb_request req = {0};
+        vb_barrier(g);
+        vb_cb_start(c, g, b->sendbuf, b->recvbuf, count, b->t, b->ctx, &req);
+        beside[r] = gemm_loop(b, k, &req);
+        vb_wait(&req);
+        b->ops->synchronize(b->ctx);
+    }
+    m->gemm_us = vb_stats_median(alone, CB_BESIDE_ROUNDS);
+    m->gemm_beside_us = vb_stats_median(beside, CB_BESIDE_ROUNDS);
+}
+
 static cb_meas measure(cb_bench *b, const vb_comm *g, vb_cb_coll c, size_t count) {
-    cb_meas m = {0.0, -1.0};
+    cb_meas m = {0.0, -1.0, 0.0, 0.0};
     fill_inputs(b, g, c, count);
     for (int i = 0; i < b->o.warmup; i++) run_once(b, g, c, count);
     vb_barrier(g);
@@ -234,6 +284,7 @@ static cb_meas measure(cb_bench *b, const vb_comm *g, vb_cb_coll c, size_t count
     b->ops->event_record(b->ctx, b->ev_end);
     b->ops->event_synchronize(b->ctx, b->ev_end);
     m.time_us = b->ops->event_elapsed_ms(b->ctx, b->ev_start, b->ev_end) * 1e3 / b->o.iters;
+    if (b->o.beside_gemm > 0) measure_beside(b, g, c, count, &m);
     if (b->o.check) {
         /* the timed loop left its sums of sums behind: start over for one call */
         fill_inputs(b, g, c, count);
@@ -256,6 +307,7 @@ typedef struct cb_row {
     int rank, group_rank;
     double time_us;
     long long wrong; /* -1: not checked */
+    double gemm_us, gemm_beside_us; /* 0: --beside_gemm off */
 } cb_row;
 
 typedef struct cb_results {
@@ -269,6 +321,10 @@ typedef struct cb_results {
     int run_groups[CB_NGROUPS], nrun; /* groups measured */
     int skipped[CB_NGROUPS], nskipped;
     long long wrong_total;
+    /* --beside_gemm: each size's slowdown (mean over ranks) where the
+     * collective lasted at least one GEMM, for the summary */
+    double *slowdowns;
+    int nslow, capslow;
 } cb_results;
 
 static void add_row(cb_results *r, const cb_row *row) {
@@ -279,6 +335,19 @@ static void add_row(cb_results *r, const cb_row *row) {
         r->cap = cap;
     }
     r->rows[r->nrows++] = *row;
+}
+
+/* The median of the sizes' slowdowns; -1 when no size lasted a GEMM. */
+static double median_slowdown(const cb_results *r) {
+    return r->nslow ? vb_stats_median(r->slowdowns, r->nslow) : -1.0;
+}
+
+static void add_slowdown(cb_results *r, double s) {
+    if (r->nslow == r->capslow) {
+        r->capslow = r->capslow ? 2 * r->capslow : 64;
+        r->slowdowns = vb_realloc_check(r->slowdowns, (size_t)r->capslow * sizeof *r->slowdowns);
+    }
+    r->slowdowns[r->nslow++] = s;
 }
 
 static double algbw_gbps(size_t bytes, double time_us) { return (double)bytes / (time_us * 1e-6) / 1e9; }
@@ -295,10 +364,16 @@ static void write_csv(FILE *f, void *ctx) {
         const cb_row *w = &r->rows[i];
         double alg = algbw_gbps(w->size_bytes, w->time_us);
         double bus = alg * vb_cb_busbw_factor((vb_cb_coll)w->coll, w->group_size);
-        fprintf(f, "%s,%s,%s,%d,%d,%s,%zu,%zu,%d,%d,%d,%d,%.3f,%.6g,%.6g,%lld\n", vb_cb_coll_name((vb_cb_coll)w->coll),
+        fprintf(f, "%s,%s,%s,%d,%d,%s,%zu,%zu,%d,%d,%d,%d,%.3f,%.6g,%.6g,%lld", vb_cb_coll_name((vb_cb_coll)w->coll),
                 b->plane->name, group_names[w->group], w->group_size, b->world.size / w->group_size,
                 vb_dtype_name(b->t), w->size_bytes, w->count, b->o.warmup, b->o.iters, w->rank, w->group_rank,
                 w->time_us, alg, bus, w->wrong);
+        /* the GEMM columns stay empty without --beside_gemm */
+        if (w->gemm_us > 0)
+            fprintf(f, ",%d,%.6g,%.6g,%.6g\n", b->o.beside_gemm, w->gemm_us, w->gemm_beside_us,
+                    w->gemm_beside_us / w->gemm_us - 1.0);
+        else
+            fputs(",,,,\n", f);
     }
 }
 
@@ -349,6 +424,18 @@ static void write_json(FILE *f, void *ctx) {
     cJSON *hosts = cJSON_AddArrayToObject(root, "hosts");
     for (int k = 0; k < b->world.size; k++)
         cJSON_AddItemToArray(hosts, cJSON_CreateString(r->hosts + (size_t)k * CB_HOST_LEN));
+    if (b->o.beside_gemm > 0) {
+        cJSON *bg = cJSON_AddObjectToObject(root, "beside_gemm");
+        cJSON_AddNumberToObject(bg, "n", b->o.beside_gemm);
+        cJSON_AddNumberToObject(bg, "sizes_counted", r->nslow);
+        double med = median_slowdown(r);
+        if (med >= -0.5)
+            cJSON_AddNumberToObject(bg, "median_slowdown", med);
+        else
+            cJSON_AddNullToObject(bg, "median_slowdown");
+    } else {
+        cJSON_AddNullToObject(root, "beside_gemm");
+    }
     cJSON_AddStringToObject(root, "mpi_version", r->mpi_version);
     cJSON_AddStringToObject(root, "git_commit", VB_GIT_COMMIT);
     char *text = cJSON_Print(root);
@@ -365,13 +452,16 @@ static void print_block_header(const cb_bench *b, vb_cb_coll c, int gi, int n) {
     printf("# commbench %s  group %s (%d ranks, %d group%s)  plane %s  %s  warmup %d  iters %d\n",
            vb_cb_coll_name(c), group_names[gi], n, ngroups, ngroups == 1 ? "" : "s", b->plane->name,
            vb_dtype_name(b->t), b->o.warmup, b->o.iters);
-    printf("#       size       count    type   redop    root     time   algbw   busbw  #wrong\n");
-    printf("#        (B)  (elements)                             (us)  (GB/s)  (GB/s)\n");
+    const bool gemm = b->o.beside_gemm > 0;
+    printf("#       size       count    type   redop    root     time   algbw   busbw  #wrong%s\n",
+           gemm ? "     gemm   beside  slowdown" : "");
+    printf("#        (B)  (elements)                             (us)  (GB/s)  (GB/s)%s\n",
+           gemm ? "          (us)     (us)" : "");
     fflush(stdout);
 }
 
 static void print_row(const cb_bench *b, vb_cb_coll c, size_t bytes, size_t count, double time_us, double alg,
-                      double bus, long long wrong) {
+                      double bus, long long wrong, double gemm_us, double beside_us) {
     const char *redop = (c == VB_CB_ALLREDUCE || c == VB_CB_REDUCE_SCATTER) ? "sum" : "none";
     int root = c == VB_CB_BROADCAST ? 0 : -1;
     /* nccl-tests' precision: fewer decimals as the time grows */
@@ -380,9 +470,11 @@ static void print_row(const cb_bench *b, vb_cb_coll c, size_t bytes, size_t coun
     printf(tfmt, time_us);
     printf("%8.2f%8.2f", alg, bus);
     if (wrong < 0)
-        printf("%8s\n", "N/A");
+        printf("%8s", "N/A");
     else
-        printf("%8lld\n", wrong);
+        printf("%8lld", wrong);
+    if (gemm_us > 0) printf("%9.1f%9.1f%+9.1f%%", gemm_us, beside_us, 100.0 * (beside_us / gemm_us - 1.0));
+    printf("\n");
     fflush(stdout);
 }
 
@@ -396,6 +488,33 @@ static void print_block_footer(const cb_bench *b, long long wrong, double busbw_
 }
 
 /* ---- setup ---- */
+
+/* --beside_gemm's operands (small values: the products stay finite) and one
+ * GEMM's time alone on this rank: the median of three loops of five, after
+ * two untimed calls */
+static void gemm_setup(cb_bench *b) {
+    const size_t n = (size_t)b->o.beside_gemm, bytes = n * n * sizeof(float);
+    float *h = b->ops->alloc_host(b->ctx, bytes);
+    for (size_t i = 0; i < n * n; i++) h[i] = 0.01f * (float)((int)(i % 13) - 6);
+    b->gemm_a = b->ops->alloc(b->ctx, bytes);
+    b->gemm_w = b->ops->alloc(b->ctx, bytes);
+    b->gemm_out = b->ops->alloc(b->ctx, bytes);
+    b->ops->memcpy_h2d(b->ctx, b->gemm_a, h, bytes);
+    b->ops->memcpy_h2d(b->ctx, b->gemm_w, h, bytes);
+    b->ops->synchronize(b->ctx);
+    b->ops->free_host(b->ctx, h);
+    gemm_loop(b, 2, NULL);
+    double t[3];
+    for (int r = 0; r < 3; r++) t[r] = gemm_loop(b, 5, NULL);
+    b->gemm_us = vb_stats_median(t, 3);
+}
+
+static void gemm_free(cb_bench *b) {
+    if (!b->gemm_a) return;
+    b->ops->free(b->ctx, b->gemm_a);
+    b->ops->free(b->ctx, b->gemm_w);
+    b->ops->free(b->ctx, b->gemm_out);
+}
 
 /* "vitbench ARGS", quoted as run.json quotes its command line (cut at n) */
 static void join_command_line(char *buf, size_t n, int argc, char **argv) {
@@ -550,6 +669,7 @@ int vb_commbench_main(int argc, char **argv) {
         b->ev_start = b->ops->event_create(b->ctx);
         b->ev_end = b->ops->event_create(b->ctx);
     }
+    if (any && o->beside_gemm > 0) gemm_setup(b);
 
     if (world->rank == 0) {
         char order[32];
@@ -559,6 +679,10 @@ int vb_commbench_main(int argc, char **argv) {
                vb_dtype_name(b->t));
         printf("# sizes %lld to %lld bytes, x%d; warmup %d, iters %d, check %s\n", o->minbytes, o->maxbytes,
                o->stepfactor, o->warmup, o->iters, o->check ? "on" : "off");
+        if (o->beside_gemm > 0 && any)
+            printf("# beside_gemm %d: a %dx%dx%d float GEMM takes %.1f us alone on rank 0; each size runs as many "
+                   "as the collective lasts (at least one), alone and beside it, %d rounds, medians\n",
+                   o->beside_gemm, o->beside_gemm, o->beside_gemm, o->beside_gemm, b->gemm_us, CB_BESIDE_ROUNDS);
         for (int k = 0; k < world->size; k++) {
             int tp, cp, dp;
             vb_layout_coords(&b->layout, k, &tp, &cp, &dp);
@@ -596,21 +720,27 @@ int vb_commbench_main(int argc, char **argv) {
                     if (m.wrong > 0) my_wrong += (long long)m.wrong;
                     vb_gather_bytes(world, &m, sizeof m, all, 0);
                     if (world->rank == 0) {
-                        double tsum = 0.0;
+                        double tsum = 0.0, gsum = 0.0, bsum = 0.0;
                         long long wsum = 0;
                         for (int k = 0; k < world->size; k++) {
                             cb_row row = {.coll = c, .group = gi, .group_size = n, .size_bytes = bytes,
                                           .count = count, .rank = k,
                                           .group_rank = vb_layout_group_rank(&b->layout, k, group_kinds[gi]),
-                                          .time_us = all[k].time_us, .wrong = (long long)all[k].wrong};
+                                          .time_us = all[k].time_us, .wrong = (long long)all[k].wrong,
+                                          .gemm_us = all[k].gemm_us, .gemm_beside_us = all[k].gemm_beside_us};
                             add_row(res, &row);
                             tsum += all[k].time_us;
+                            gsum += all[k].gemm_us;
+                            bsum += all[k].gemm_beside_us;
                             if (all[k].wrong > 0) wsum += (long long)all[k].wrong;
                         }
                         double t = tsum / world->size;
                         double alg = algbw_gbps(bytes, t);
                         double bus = alg * vb_cb_busbw_factor(c, n);
-                        print_row(b, c, bytes, count, t, alg, bus, o->check ? wsum : -1);
+                        double gemm = gsum / world->size, beside = bsum / world->size;
+                        print_row(b, c, bytes, count, t, alg, bus, o->check ? wsum : -1, gemm, beside);
+                        /* a size counts when the collective lasted a GEMM or more */
+                        if (gemm > 0 && t >= gemm) add_slowdown(res, beside / gemm - 1.0);
                         block_wrong += wsum;
                         busbw_sum += bus;
                         nsizes++;
@@ -638,6 +768,16 @@ int vb_commbench_main(int argc, char **argv) {
         vb_atomic_write_or_die(path, write_csv, res);
         snprintf(path, sizeof path, "%s/" VB_COMMBENCH_JSON, run_dir);
         vb_atomic_write_or_die(path, write_json, res);
+        if (o->beside_gemm > 0 && any) {
+            double med = median_slowdown(res);
+            if (med >= -0.5)
+                printf("# GEMM beside the collectives: median slowdown %+.1f%% over the %d sizes that lasted a GEMM "
+                       "or more (a machine file's efficiency: {overlap_slowdown: %.3f}; negative: none seen)\n",
+                       100.0 * med, res->nslow, med > 0 ? med : 0.0);
+            else
+                printf("# GEMM beside the collectives: no size lasted one GEMM (raise --maxbytes or lower "
+                       "--beside_gemm)\n");
+        }
         printf("# results: %s/" VB_COMMBENCH_CSV "\n", run_dir);
         fflush(stdout);
         if (wrong_all > 0)
@@ -646,6 +786,7 @@ int vb_commbench_main(int argc, char **argv) {
     }
 
     if (any) {
+        gemm_free(b);
         b->ops->event_destroy(b->ctx, b->ev_start);
         b->ops->event_destroy(b->ctx, b->ev_end);
         b->ops->free(b->ctx, b->sendbuf);
@@ -659,6 +800,7 @@ int vb_commbench_main(int argc, char **argv) {
     int rc = wrong_all > 0 ? 1 : 0;
     free(res->rows);
     free(res->hosts);
+    free(res->slowdowns);
     free(res);
     free(b);
     return rc;

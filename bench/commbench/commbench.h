@@ -73,6 +73,11 @@ long long vb_cb_count_wrong(vb_cb_coll c, vb_dtype t, int n, int rank, size_t co
 void vb_cb_run(vb_cb_coll c, const vb_comm *g, void *send, void *recv, size_t count, vb_dtype t,
                vb_ctx *ctx);
 
+/* The same, started non-blocking into req: vb_test drives it, vb_wait
+ * completes it (commbench's --beside_gemm runs GEMMs meanwhile). */
+void vb_cb_start(vb_cb_coll c, const vb_comm *g, void *send, void *recv, size_t count, vb_dtype t, vb_ctx *ctx,
+                 vb_request *req);
+
 /* The command: argv[0] is "commbench". Returns the exit status: 0, or 1 when
  * some element was wrong (after the files are written). Bad input exits 2. */
 int vb_commbench_main(int argc, char **argv);

@@ -117,6 +117,9 @@ typedef struct coll {
     /* once on group g: send is the input, recv the output (the same buffer
      * when the collective is in place) */
     void (*run)(const vb_comm *g, void *send, void *recv, size_t count, size_t per, vb_dtype t, vb_ctx *ctx);
+    /* the same, started non-blocking into req (vb_test / vb_wait finish it) */
+    void (*start)(const vb_comm *g, void *send, void *recv, size_t count, size_t per, vb_dtype t, vb_ctx *ctx,
+                  vb_request *req);
 } coll;
 
 static double busbw_twice_ring(int n) { return 2.0 * (double)(n - 1) / (double)n; }
@@ -188,13 +191,37 @@ static void run_broadcast(const vb_comm *g, void *send, void *recv, size_t count
     vb_data_broadcast(g, send, count, t, 0, ctx);
 }
 
+static void start_allreduce(const vb_comm *g, void *send, void *recv, size_t count, size_t per, vb_dtype t,
+                            vb_ctx *ctx, vb_request *req) {
+    (void)recv, (void)per;
+    vb_data_iallreduce(g, send, count, t, VB_RED_SUM, ctx, req);
+}
+static void start_allgather(const vb_comm *g, void *send, void *recv, size_t count, size_t per, vb_dtype t,
+                            vb_ctx *ctx, vb_request *req) {
+    (void)count;
+    vb_data_iallgather(g, send, recv, per, t, ctx, req);
+}
+static void start_reduce_scatter(const vb_comm *g, void *send, void *recv, size_t count, size_t per, vb_dtype t,
+                                 vb_ctx *ctx, vb_request *req) {
+    (void)count;
+    vb_data_ireduce_scatter(g, send, recv, per, t, VB_RED_SUM, ctx, req);
+}
+static void start_broadcast(const vb_comm *g, void *send, void *recv, size_t count, size_t per, vb_dtype t,
+                            vb_ctx *ctx, vb_request *req) {
+    (void)recv, (void)per;
+    vb_data_ibroadcast(g, send, count, t, 0, ctx, req);
+}
+
 /* Adding a collective: its vb_cb_coll value, an entry here, its functions above. */
 static const coll k_colls[VB_CB_NCOLL] = {
-    [VB_CB_ALLREDUCE] = {"allreduce", false, false, false, busbw_twice_ring, fill_every, wrong_sum, run_allreduce},
-    [VB_CB_ALLGATHER] = {"allgather", true, true, false, busbw_ring, fill_my_block, wrong_gathered, run_allgather},
+    [VB_CB_ALLREDUCE] = {"allreduce", false, false, false, busbw_twice_ring, fill_every, wrong_sum, run_allreduce,
+                         start_allreduce},
+    [VB_CB_ALLGATHER] = {"allgather", true, true, false, busbw_ring, fill_my_block, wrong_gathered, run_allgather,
+                         start_allgather},
     [VB_CB_REDUCE_SCATTER] = {"reduce_scatter", true, false, true, busbw_ring, fill_every, wrong_my_sum,
-                              run_reduce_scatter},
-    [VB_CB_BROADCAST] = {"broadcast", false, false, false, busbw_one, fill_root, wrong_root, run_broadcast},
+                              run_reduce_scatter, start_reduce_scatter},
+    [VB_CB_BROADCAST] = {"broadcast", false, false, false, busbw_one, fill_root, wrong_root, run_broadcast,
+                         start_broadcast},
 };
 
 static const coll *coll_of(vb_cb_coll c) {
@@ -236,4 +263,9 @@ long long vb_cb_count_wrong(vb_cb_coll c, vb_dtype t, int n, int rank, size_t co
 
 void vb_cb_run(vb_cb_coll c, const vb_comm *g, void *send, void *recv, size_t count, vb_dtype t, vb_ctx *ctx) {
     coll_of(c)->run(g, send, recv, count, count / (size_t)g->size, t, ctx);
+}
+
+void vb_cb_start(vb_cb_coll c, const vb_comm *g, void *send, void *recv, size_t count, vb_dtype t, vb_ctx *ctx,
+                 vb_request *req) {
+    coll_of(c)->start(g, send, recv, count, count / (size_t)g->size, t, ctx, req);
 }

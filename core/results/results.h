@@ -166,6 +166,9 @@ const char *vb_trial_kind_list(void);
 #define VB_COL_TIME_US "time_us"
 #define VB_COL_WRONG "wrong"
 #define VB_COL_NGROUPS "ngroups"
+/* commbench --beside_gemm's, from which the model takes its overlap slowdown */
+#define VB_COL_GEMM_US "gemm_us"
+#define VB_COL_GEMM_BESIDE_US "gemm_beside_us"
 
 /* The header lines of the files whose columns are fixed (readers find
  * columns by these names; the other files' columns are listed above) */
@@ -191,10 +194,12 @@ const char *vb_trial_kind_list(void);
 /* breakdown.csv: HTA's temporal breakdown per rank */
 #define VB_BREAKDOWN_CSV_HEADER                                                                              \
     "rank,steps,step_s,compute_s,comm_s,comm_hidden_s,comm_exposed_s,memcpy_s,data_wait_s,idle_s,overlap_pct"
-/* commbench.csv: a row per (collective, group, size, rank), nccl-tests' figures */
+/* commbench.csv: a row per (collective, group, size, rank), nccl-tests' figures;
+ * with --beside_gemm N the GEMM's N, its time alone and beside the collective
+ * and the slowdown (beside / alone - 1), else those four empty */
 #define VB_COMMBENCH_CSV_HEADER                                                                             \
     "collective,plane,group,group_size,ngroups,dtype,size_bytes,count,warmup_iters,iters,rank,group_rank,"   \
-    "time_us,algbw_GBps,busbw_GBps,wrong"
+    "time_us,algbw_GBps,busbw_GBps,wrong,gemm_n,gemm_us,gemm_beside_us,gemm_slowdown"
 /* summary.csv: a row per trial kind that has timed trials, its trials'
  * samples/s, the key config columns, achieved TFLOP/s, peak memory and the
  * fingerprint's columns */
