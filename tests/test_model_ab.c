@@ -81,7 +81,7 @@ static void test_lookup(void **state) {
         {.coll = VB_COLL_ALLREDUCE, .group = "tp", .p = 2, .world = 4, .alpha_us = 3, .beta_GBps = 1},
         {.coll = VB_COLL_ALLREDUCE, .group = "dp", .p = 2, .world = 2, .alpha_us = 4, .beta_GBps = 1},
     };
-    vb_ab_table t = {fits, 4};
+    vb_ab_table t = {.fits = fits, .n = 4};
     bool ex = false;
     assert_ptr_equal(vb_ab_lookup(&t, VB_COLL_ALLREDUCE, "dp", 4, 8, &ex), &fits[1]);   /* group, size, world */
     assert_ptr_equal(vb_ab_lookup(&t, VB_COLL_ALLREDUCE, "cpdp", 4, 4, &ex), &fits[0]); /* size, world */
@@ -159,7 +159,7 @@ static void test_predict_parts(void **state) {
         {.coll = VB_COLL_ALLGATHER, .group = "cp", .p = 2, .alpha_us = 10, .beta_GBps = 1},
         {.coll = VB_COLL_REDUCE_SCATTER, .group = "cp", .p = 2, .alpha_us = 10, .beta_GBps = 1},
     };
-    vb_ab_table t = {fits, 3};
+    vb_ab_table t = {.fits = fits, .n = 3};
     const vb_mctx m = {.ref = &ref, .fits = &t, .mode = VB_DDP_OVERLAP, .compute_scale = 1};
     vb_mpred q;
     /* tp 2 on 2 ranks with 1 thread each on 2 cores: cpu factor (2 / 1) x 1 = 2.

@@ -67,6 +67,17 @@ grep -q '^broadcast,world,4,4,10,4,' "$TMP/sweep/model_fits.csv" || fail "broadc
 echo "$out" | grep -q 'step-time error over 3 measured points: median |rel. error| 0.000615, max 0.2' ||
     fail "error summary: $out"
 
+# 1b. commbench --beside_gemm's columns: model.md states the interference the
+# predictions carry (the median of the sizes' slowdowns: 0.2 on every one here)
+awk -F, 'NR == 1 { print $0 ",gemm_n,gemm_us,gemm_beside_us,gemm_slowdown"; next }
+    { g = $13 / 2; printf "%s,64,%.6g,%.6g,0.2\n", $0, g, g * 1.2 }' "$FIX/commbench.csv" > "$TMP/beside.csv"
+"$VB" model --commbench "$TMP/beside.csv" --run "$FIX/run1" --sweep "$TMP/sweep" --output_dir "$TMP/beside" \
+    > /dev/null 2>&1 || fail "model with --beside_gemm columns exited $?"
+grep -Eq '^Compute beside a collective: x 1\.2, measured by commbench --beside_gemm \(the median over [1-9][0-9]* sizes' \
+    "$TMP/beside/model.md" || fail "model.md does not state the measured slowdown: $(grep -i 'beside' "$TMP/beside/model.md")"
+grep -q '^Compute beside a collective: as fast as alone' "$TMP/sweep/model.md" ||
+    fail "model.md without a measurement: $(grep -i 'beside' "$TMP/sweep/model.md")"
+
 # 2. after_backward gives the same here (one bucket, ready at the end)
 "$VB" model --commbench "$FIX" --run "$FIX/run1" --sweep "$TMP/sweep" --ddp_overlap after_backward \
     --output_dir "$TMP/ab" > /dev/null 2>&1 || fail "--ddp_overlap after_backward"
@@ -231,6 +242,8 @@ bad "--parallel_order" --machine "$MF" --run "$FIX/run1" --world_sizes 4 --paral
 bad "nothing to predict" --commbench "$FIX/commbench.csv" --run "$FIX/run1"
 grep -v '^allreduce' "$FIX/commbench.csv" | cut -d, -f1-12,14- > "$TMP/nocol.csv"
 bad "no column 'time_us'" --commbench "$TMP/nocol.csv" --run "$FIX/run1" --sweep "$TMP/sweep"
+awk -F, 'NR == 2 { sub(/,[^,]*,[^,]*,[^,]*$/, ",x,1,0") } { print }' "$TMP/beside.csv" > "$TMP/badgemm.csv"
+bad "row 2: gemm_us or gemm_beside_us is not a positive number" --commbench "$TMP/badgemm.csv" --run "$FIX/run1" --sweep "$TMP/sweep"
 awk -F, 'NR == 1 || $7 == 1024' "$FIX/commbench.csv" > "$TMP/onesize.csv"
 bad "1 distinct message size" --commbench "$TMP/onesize.csv" --run "$FIX/run1" --sweep "$TMP/sweep"
 grep -v '^allreduce' "$FIX/commbench.csv" > "$TMP/noar.csv"

@@ -3,7 +3,8 @@
 # scaling model, predicted beside measured on the machine the test runs on.
 #
 # Measures, with the tiny config and one OpenMP thread per rank: commbench on
-# 2 ranks (8 B to 4 MiB), one-rank references at local batch 2 and 4, a
+# 2 ranks (8 B to 4 MiB, with a 128-wide GEMM beside each collective: the
+# compute slowdown the predictions then carry), one-rank references at local batch 2 and 4, a
 # weak-scaling sweep (1 and 2 ranks, DDP and noddp, local batch 4) and a
 # layouts sweep of 2 ranks (tp 2, cp 2, dp 2 at global batch 4); then
 # `vitbench model --sweep` for each, and prints every point's predicted and
@@ -34,7 +35,7 @@ TIMEOUT=${VB_MPI_TIMEOUT:-300}
 "$VB" datagen --output_dir data/tiny --years 1 --valid_years 1 --samples_per_year 32 --channels 4 --img_size 32,64 \
     > datagen.log 2>&1 || fail "datagen: $(tail -3 datagen.log)"
 timeout -k 10 "$TIMEOUT" mpirun --oversubscribe --mca mpi_yield_when_idle 1 -np 2 "$VB" commbench --maxbytes 4M \
-    --iters 5 --warmup_iters 2 --output_dir "$TMP" --run_name cb2 > cb2.log 2>&1 || fail "commbench: $(tail -3 cb2.log)"
+    --iters 5 --warmup_iters 2 --beside_gemm 128 --output_dir "$TMP" --run_name cb2 > cb2.log 2>&1 || fail "commbench: $(tail -3 cb2.log)"
 for b in 2 4; do
     "$VB" run --config tiny --local_batch_size $b --benchy_config "$QUICK" --output_dir "$TMP" --run_name ref$b \
         > ref$b.log 2>&1 || fail "reference at batch $b: $(tail -3 ref$b.log)"
@@ -74,6 +75,7 @@ check() {
             med = n % 2 ? v[int(n / 2)] : (v[n / 2 - 1] + v[n / 2]) / 2
             printf "test_model_cpu_check: %s sweep: %d points, median |rel. error| %.3f, max %.3f (printed, not bounded)\n",
                    name, n, med, v[n - 1] }' "$TMP/m_$name/model.csv" || fail "$name: nothing compared"
+    grep '^Compute beside a collective' "$TMP/m_$name/model.md" | sed "s/^/test_model_cpu_check: $name: /"
 }
 check weak
 check layouts

@@ -259,7 +259,7 @@ static void test_costs(void **state) {
     /* commbench measured 16 ranks: its fit wins; it did not measure 8: the file prices that */
     vb_ab_fit fits[1] = {{.coll = VB_COLL_ALLREDUCE, .group = "dp", .p = 16, .world = 16, .alpha_us = 7,
                           .beta_GBps = 2, .rel_rms = 0.1}};
-    vb_ab_table tab = {fits, 1};
+    vb_ab_table tab = {.fits = fits, .n = 1};
     const vb_mctx both = {.ref = &ref, .fits = &tab, .machine = &m};
     const double fit = vb_mcomm_seconds(&both, &p, VB_COLL_ALLREDUCE, "dp", 16, 16, 4, n, &kn, &u);
     tu_assert_rel(fit, (30 * 7 + 30.0 / 16 * n / 2e3) * 1e-6, 1e-12);

@@ -246,7 +246,7 @@ static void test_tp_overlap_modes(void **state) {
     vb_mref ref;
     run_ref(&ref, ops, 2);
     vb_ab_fit fits[] = {{.coll = VB_COLL_ALLREDUCE, .group = "tp", .p = 2, .alpha_us = 10, .beta_GBps = 1e-3}};
-    vb_ab_table t = {fits, 1};
+    vb_ab_table t = {.fits = fits, .n = 1};
     vb_mctx m = {.ref = &ref, .fits = &t, .mode = VB_DDP_OVERLAP, .compute_scale = 1};
     vb_mlayout l = {.tp = 2, .cp = 1, .dp = 1, .local_batch = 2, .threads = 1, .node_ranks = 1, .cores = 1,
                     .bucket_cap_mb = 25};
@@ -288,7 +288,7 @@ static void test_cp_ring(void **state) {
     vb_ab_fit fits[] = {{.coll = VB_COLL_ALLGATHER, .group = "cp", .p = 2, .alpha_us = 10, .beta_GBps = 1e-3},
                         {.coll = VB_COLL_REDUCE_SCATTER, .group = "cp", .p = 2, .alpha_us = 10, .beta_GBps = 1e-3},
                         {.coll = VB_COLL_ALLREDUCE, .group = "cp", .p = 2, .alpha_us = 10, .beta_GBps = 1e-3}};
-    vb_ab_table t = {fits, 3};
+    vb_ab_table t = {.fits = fits, .n = 3};
     vb_mctx m = {.ref = &ref, .fits = &t, .mode = VB_DDP_OVERLAP, .compute_scale = 1, .impl = vb_impl_find("megatron")};
     vb_mlayout l = {.tp = 1, .cp = 2, .dp = 1, .local_batch = 2, .threads = 1, .node_ranks = 1, .cores = 1,
                     .bucket_cap_mb = 25, .noddp = true};
@@ -304,7 +304,8 @@ static void test_cp_ring(void **state) {
     tu_assert_rel(q.exposed_cp_s, 2 * 2 * ag + head, 1e-12);
 }
 
-/* Compute beside a collective runs slower by the machine's overlap_slowdown:
+/* Compute beside a collective runs slower by the machine's overlap_slowdown,
+ * or by commbench's measured one when there is one:
  * with Megatron's wgrad overlap on the toy machine's link (tree allreduce of
  * 2 ranks: 2 x 1 us + 512 B / 100 GB/s), that allreduce hides whole behind
  * each weight gradient, and half of it comes back as slower compute. */
@@ -327,6 +328,22 @@ static void test_overlap_slowdown(void **state) {
     const double ar = 2e-6 + 512 / 100e9;
     tu_assert_rel(a.exposed_tp_s, 2 * 2 * ar, 1e-12); /* the forward ones */
     tu_assert_rel(b.backward_s - a.backward_s, 0.5 * 2 * 2 * ar, 1e-9);
+    /* commbench's --beside_gemm wins over the file: the median of its sizes,
+     * 0.25 here, on the same machine that says 0.5 */
+    double measured[] = {0.1, 0.25, 0.9};
+    vb_ab_table beside = {.slowdowns = measured, .nslowdowns = 3};
+    m.fits = &beside;
+    vb_mpred c;
+    vb_model_predict(&m, &l, NULL, &c);
+    tu_assert_rel(c.backward_s - a.backward_s, 0.25 * 2 * 2 * ar, 1e-9);
+    /* a median below zero (GEMMs beside ran faster: noise) is no slowdown, and
+     * still overrides the file */
+    double faster[] = {-0.2, -0.1};
+    beside = (vb_ab_table){.slowdowns = faster, .nslowdowns = 2};
+    vb_model_predict(&m, &l, NULL, &c);
+    tu_assert_rel(c.backward_s, a.backward_s, 1e-12);
+    assert_true(vb_ab_overlap_slowdown(&beside) == 0.0);
+    assert_true(vb_ab_overlap_slowdown(&none) == -1.0);
 }
 
 /* Residual adds are per-token work every tp rank does whole: cp halves them, tp does not. */
@@ -338,7 +355,7 @@ static void test_residual_add_scaling(void **state) {
     vb_ab_fit fits[] = {{.coll = VB_COLL_ALLREDUCE, .group = "tp", .p = 2, .alpha_us = 0, .beta_GBps = 1e9},
                         {.coll = VB_COLL_ALLGATHER, .group = "cp", .p = 2, .alpha_us = 0, .beta_GBps = 1e9},
                         {.coll = VB_COLL_REDUCE_SCATTER, .group = "cp", .p = 2, .alpha_us = 0, .beta_GBps = 1e9}};
-    vb_ab_table t = {fits, 3};
+    vb_ab_table t = {.fits = fits, .n = 3};
     const vb_mctx m = {.ref = &ref, .fits = &t, .mode = VB_DDP_OVERLAP, .compute_scale = 1};
     vb_mlayout l = {.tp = 1, .cp = 2, .dp = 1, .local_batch = 2, .threads = 1, .node_ranks = 1, .cores = 1,
                     .bucket_cap_mb = 25, .noddp = true};

@@ -18,7 +18,8 @@
  *     memory: 0.6                  # element-wise ops: bytes over memory_GBps
  *     uncertainty: 0.2             # relative: how far a repriced compute may be off
  *     overlap_slowdown: 0          # compute running beside a collective is this much
- *                                  #   slower (measured with commbench beside a GEMM)
+ *                                  #   slower (commbench --beside_gemm; a --commbench
+ *                                  #   run that measured it wins over this)
  *   levels:                        # innermost first
  *     - name: nvlink3
  *       ranks: node                # ranks per unit of this level: an integer, `node`

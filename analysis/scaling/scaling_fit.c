@@ -18,6 +18,7 @@
 #include "analysis/scaling/scaling_model.h"
 #include "core/results/results.h"
 #include "core/util/common.h"
+#include "core/util/stats.h"
 
 const char *const vb_coll_name[VB_NCOLL] = {"allreduce", "allgather", "reduce_scatter", "broadcast"};
 
@@ -105,7 +106,28 @@ typedef struct {
     int coll, p, world;
     char group[16];
     double bytes, t_us; /* max over ranks */
+    /* sums over ranks of time_us and of --beside_gemm's GEMM times */
+    double sum_t, sum_gemm, sum_beside;
+    int nranks, ngemm;
 } ab_row;
+
+/* commbench --beside_gemm: a size counts when its collective lasted at least
+ * one GEMM (both means over the ranks), as commbench's own summary counts
+ * it; its slowdown is the mean GEMM time beside over alone, less one */
+static void add_beside(vb_ab_table *tab, const ab_row *r) {
+    if (r->ngemm != r->nranks || r->nranks == 0) return;
+    const double t = r->sum_t / r->nranks, g = r->sum_gemm / r->nranks, b = r->sum_beside / r->nranks;
+    if (!(g > 0) || t < g) return;
+    double *grown = vb_realloc_check(tab->slowdowns, sizeof *grown * (size_t)(tab->nslowdowns + 1));
+    tab->slowdowns = grown;
+    tab->slowdowns[tab->nslowdowns++] = b / g - 1.0;
+}
+
+double vb_ab_overlap_slowdown(const vb_ab_table *t) {
+    if (t->nslowdowns == 0) return -1.0;
+    const double med = vb_stats_median(t->slowdowns, t->nslowdowns);
+    return med > 0 ? med : 0.0;
+}
 
 static int req_col(const vb_csv *t, const char *path, const char *name) {
     int c = vb_csv_col(t, name);
@@ -128,6 +150,8 @@ void vb_ab_load(const char *path_in, vb_ab_table *tab) {
     const int cp = req_col(&t, path, VB_COL_GROUP_SIZE), cs = req_col(&t, path, VB_COL_SIZE_BYTES);
     const int ct = req_col(&t, path, VB_COL_TIME_US), cw = vb_csv_col(&t, VB_COL_WRONG);
     const int cng = vb_csv_col(&t, VB_COL_NGROUPS);
+    /* optional: files from before --beside_gemm, or runs without it, lack them or leave them empty */
+    const int cgu = vb_csv_col(&t, VB_COL_GEMM_US), cgb = vb_csv_col(&t, VB_COL_GEMM_BESIDE_US);
     ab_row *rows = vb_calloc_check((size_t)t.nrows + 1, sizeof *rows);
     int nr = 0;
     for (int i = 0; i < t.nrows; i++) {
@@ -161,7 +185,15 @@ void vb_ab_load(const char *path_in, vb_ab_table *tab) {
             nr++;
         }
         if (us > rows[k].t_us) rows[k].t_us = us;
+        rows[k].sum_t += us, rows[k].nranks++;
+        double gu, gb;
+        if (cgu >= 0 && cgb >= 0 && vb_csv_get(&t, i, cgu)[0]) {
+            if (!vb_csv_num(&t, i, cgu, &gu) || !(gu > 0) || !vb_csv_num(&t, i, cgb, &gb) || !(gb > 0))
+                vb_die_input("model: %s: row %d: gemm_us or gemm_beside_us is not a positive number", path, i + 2);
+            rows[k].sum_gemm += gu, rows[k].sum_beside += gb, rows[k].ngemm++;
+        }
     }
+    for (int k = 0; k < nr; k++) add_beside(tab, &rows[k]);
     double *xb = vb_malloc_check(sizeof(double) * ((size_t)nr + 1)), *yt = vb_malloc_check(sizeof(double) * ((size_t)nr + 1));
     bool *done = vb_calloc_check((size_t)nr + 1, sizeof *done);
     int nfit = 0;
@@ -192,8 +224,10 @@ void vb_ab_load(const char *path_in, vb_ab_table *tab) {
 
 void vb_ab_free(vb_ab_table *t) {
     free(t->fits);
+    free(t->slowdowns);
     t->fits = NULL;
-    t->n = 0;
+    t->slowdowns = NULL;
+    t->n = t->nslowdowns = 0;
 }
 
 const vb_ab_fit *vb_ab_lookup(const vb_ab_table *t, int coll, const char *group, int p, int world,

@@ -762,6 +762,20 @@ static void write_md(FILE *f, void *vm) {
         fprintf(f, ". Collectives commbench measured at their group size use the measurement (comm_sources says "
                    "which priced each group).\n\n");
     }
+    {
+        /* which interference the predictions carry, and from where */
+        const double s = vb_ab_overlap_slowdown(x->fits);
+        if (s >= 0)
+            fprintf(f, "Compute beside a collective: x %.4g, measured by commbench --beside_gemm (the median over "
+                       "%d sizes that lasted a GEMM or more).\n\n",
+                    1.0 + s, x->fits->nslowdowns);
+        else if (m->machine && m->machine->overlap_slowdown > 0)
+            fprintf(f, "Compute beside a collective: x %.4g, the machine file's overlap_slowdown.\n\n",
+                    1.0 + m->machine->overlap_slowdown);
+        else
+            fprintf(f, "Compute beside a collective: as fast as alone (no commbench --beside_gemm measurement, "
+                       "no overlap_slowdown in a machine file).\n\n");
+    }
     fprintf(f, "Assumptions: ring cost forms fitted per collective and group (1/t^2-weighted least squares, slowest "
                "rank per size); with a machine file, groups placed on its levels as the launcher places ranks (block "
                "by node) and priced hierarchically (inner levels reduce-scatter / all-gather, the outermost spanned "

@@ -77,6 +77,10 @@ double vb_ab_seconds(const vb_ab_fit *f, int p, double bytes);
 typedef struct vb_ab_table {
     vb_ab_fit *fits;
     int n;
+    /* commbench --beside_gemm: the slowdown of a GEMM beside each size's
+     * collective, for the sizes whose collective lasted a GEMM or more */
+    double *slowdowns;
+    int nslowdowns;
 } vb_ab_table;
 
 /* Reads commbench.csv (a file, or a directory holding it) rows, takes per
@@ -85,6 +89,9 @@ typedef struct vb_ab_table {
  * group_size); appends to t. Rows with wrong != 0 are refused. Bad input
  * (missing file or column, too few sizes) exits 2 naming the file. */
 void vb_ab_load(const char *path, vb_ab_table *t);
+/* The median of t's measured overlap slowdowns (0 when the median is below
+ * 0: no slowdown seen), or -1 when no file measured one. */
+double vb_ab_overlap_slowdown(const vb_ab_table *t);
 void vb_ab_free(vb_ab_table *t);
 
 /* The fit for collective `coll` over a group of p ranks in a world of

@@ -582,9 +582,12 @@ void vb_model_predict(const vb_mctx *m, const vb_mlayout *l, const vb_mknobs *kn
         out->nbuckets = nb;
         free(bk), free(bucket_of), free(br), free(bd);
     }
-    /* compute that ran beside a collective is slower by the machine's measured interference */
-    if (m->machine && m->machine->overlap_slowdown > 0) {
-        const double slow = m->machine->overlap_slowdown * hidden;
+    /* compute that ran beside a collective is slower by the interference
+     * commbench measured, else by the machine file's */
+    const double measured = m->fits ? vb_ab_overlap_slowdown(m->fits) : -1.0;
+    const double slowdown = measured >= 0 ? measured : m->machine ? m->machine->overlap_slowdown : 0.0;
+    if (slowdown > 0) {
+        const double slow = slowdown * hidden;
         out->backward_s += slow, out->compute_s += slow;
     }
     out->extrapolated = u_tp.extrapolated || u_ag.extrapolated || u_rs.extrapolated || u_dd.extrapolated;
