@@ -116,10 +116,15 @@ static void test_price_tp_and_tile(void **state) {
                       .tp = 2, .cp = 1, .batch = 2};
     vb_priced_op ops[VB_PRICE_MAX_OPS];
     int n = vb_price_ops(&in, ops);
-    /* (60 + 8) bytes x 16 x 64 replicated, (20 + 28) x 16 x 64 / 2 sharded */
-    tu_assert_rel(op(ops, n, "elementwise_forward")->step_s, 68.0 * 1024 / 5e13, 1e-12);
-    tu_assert_rel(op(ops, n, "elementwise_forward_sharded")->step_s, 48.0 * 1024 / 2 / 5e13, 1e-12);
-    tu_assert_rel(op(ops, n, "elementwise_backward")->step_s, 100.0 * 1024 / 5e13, 1e-12);
+    /* the distributed layers' float32 bias adds and casts on top of the fused path: (60 + 16) bytes x 16 x 64
+     * replicated, (20 + 82) x 16 x 64 / 2 sharded forward; (112 + 4) and (42 + 104) / 2 backward */
+    tu_assert_rel(op(ops, n, "elementwise_forward")->step_s, 76.0 * 1024 / 5e13, 1e-12);
+    tu_assert_rel(op(ops, n, "elementwise_forward_sharded")->step_s, 102.0 * 1024 / 2 / 5e13, 1e-12);
+    tu_assert_rel(op(ops, n, "elementwise_backward")->step_s, 116.0 * 1024 / 5e13, 1e-12);
+    tu_assert_rel(op(ops, n, "elementwise_backward_sharded")->step_s, 146.0 * 1024 / 2 / 5e13, 1e-12);
+    /* the attention casts the float32 q, k and v: 6 bytes per element of each, the rank's 16 x 32 */
+    tu_assert_rel(op(ops, n, "sdpa_cast_forward")->step_s, 6.0 * 3 * 512 / 5e13, 1e-12);
+    tu_assert_rel(op(ops, n, "sdpa_cast_backward")->step_s, 6.0 * 3 * 512 / 5e13, 1e-12);
     /* q, k, v: 32 outputs each, narrow side 32: 32 / 96 of the peak */
     tu_assert_rel(op(ops, n, "matmul_forward_qkv")->step_s, 3 * (2.0 * 16 * 64 * 32) / (1e14 / 3), 1e-12);
     /* fc1 keeps its narrow side 64 (128 outputs): half the FLOPs at the same efficiency */
@@ -147,10 +152,14 @@ static void test_price_cp_tutorial(void **state) {
                       .tp = 1, .cp = 2, .batch = 2};
     vb_priced_op tut[VB_PRICE_MAX_OPS], tut1[VB_PRICE_MAX_OPS], own[VB_PRICE_MAX_OPS];
     const int nt = vb_price_ops(&in, tut);
-    /* a rank's k and v: 2 x 4 tokens x 64 features; forward contiguous 8 + concatenation 8 x cp bytes per
-     * element, backward the chunks' copies 8 x cp + the reshape 8 */
-    tu_assert_rel(op(tut, nt, "cp_gather_copy_forward")->step_s, (8.0 + 16) * 512 / 5e13, 1e-12);
-    tu_assert_rel(op(tut, nt, "cp_gather_copy_backward")->step_s, (8.0 + 16) * 512 / 5e13, 1e-12);
+    /* a rank's k and v, float32 from their bias adds: 2 x 4 tokens x 64 features; forward contiguous 16 + the
+     * gathered list's copy and concatenation 32 x cp bytes per element, backward the chunks' copies and the
+     * flattened list 32 x cp + the reshape 16 */
+    tu_assert_rel(op(tut, nt, "cp_gather_copy_forward")->step_s, (16.0 + 64) * 512 / 5e13, 1e-12);
+    tu_assert_rel(op(tut, nt, "cp_gather_copy_backward")->step_s, (16.0 + 64) * 512 / 5e13, 1e-12);
+    /* cp alone takes the distributed layers' path too; the attention casts q (4 tokens) and the gathered k, v (8) */
+    tu_assert_rel(op(tut, nt, "elementwise_forward")->step_s, 76.0 * 512 / 5e13, 1e-12);
+    tu_assert_rel(op(tut, nt, "sdpa_cast_forward")->step_s, 6.0 * (1 + 2 * 2) * 512 / 5e13, 1e-12);
     /* the ends on all 8 tokens: as at cp 1, where vitbench's run on the rank's 4 */
     in.cp = 1;
     const int n1 = vb_price_ops(&in, tut1);
@@ -163,7 +172,11 @@ static void test_price_cp_tutorial(void **state) {
         tu_assert_rel(op(tut, nt, ends[i])->step_s, 2 * op(own, no, ends[i])->step_s, 1e-12);
     }
     for (int i = 0; i < no; i++) assert_null(strstr(own[i].name, "cp_gather_copy"));
+    for (int i = 0; i < no; i++) assert_null(strstr(own[i].name, "sdpa_cast"));
+    /* one rank runs the fused-bias path: no gathers, no casts before the attention */
     for (int i = 0; i < n1; i++) assert_null(strstr(tut1[i].name, "cp_gather_copy"));
+    for (int i = 0; i < n1; i++) assert_null(strstr(tut1[i].name, "sdpa_cast"));
+    tu_assert_rel(op(tut1, n1, "elementwise_forward")->step_s, 60.0 * 1024 / 5e13, 1e-12);
 }
 
 /* A reference of FLOP shares on a machine that prices: its ops become the
@@ -302,6 +315,16 @@ static void test_cp_ring(void **state) {
     m.impl = vb_impl_find("vitbench");
     vb_model_predict(&m, &l, NULL, &q);
     tu_assert_rel(q.exposed_cp_s, 2 * 2 * ag + head, 1e-12);
+    /* 16-bit activations: vitbench gathers 16-bit k, v (512 B) and the head's output (128 B); the SC25
+     * tutorial's k, v are float32 from their bias adds (1024 B) and it gathers the float32 (B, N, D) stream
+     * before the head and its gradient after backward (512 B, twice) */
+    ref.act_bytes = 2;
+    vb_model_predict(&m, &l, NULL, &q);
+    const double ag16 = 10e-6 + 0.5 * 512 / 1e6, head16 = 10e-6 + 0.5 * 128 / 1e6;
+    tu_assert_rel(q.exposed_cp_s, 2 * 2 * ag16 + head16, 1e-12);
+    m.impl = vb_impl_find("tutorial-sc25");
+    vb_model_predict(&m, &l, NULL, &q);
+    tu_assert_rel(q.exposed_cp_s, 2 * 2 * ag + 2 * (10e-6 + 0.5 * 512 / 1e6), 1e-12);
 }
 
 /* Compute beside a collective runs slower by the machine's overlap_slowdown,
@@ -367,6 +390,35 @@ static void test_residual_add_scaling(void **state) {
     tu_assert_rel(q.forward_s, 0.004, 1e-12);
 }
 
+/* A measured GEMM carried to a layout by its price ratio: matched by name in
+ * both price lists, though the layout's list has ops of its own (the SC25
+ * code's copies around the k, v gathers and the attention's casts) ahead of
+ * it. */
+static void test_repriced_by_name(void **state) {
+    (void)state;
+    const vb_machine mach = toy(k_toy);
+    vb_mop ops[] = {{"matmul_forward_fc1", {0.001}, 2}};
+    vb_mref ref;
+    run_ref(&ref, ops, 1);
+    ref.gpu = true, ref.act_bytes = 2, ref.prec = VB_PREC_BF16;
+    vb_ab_table none = {0};
+    const vb_mctx m = {.ref = &ref, .fits = &none, .machine = &mach, .mode = VB_DDP_OVERLAP, .compute_scale = 1,
+                       .impl = vb_impl_find("tutorial-sc25")};
+    vb_mlayout l = {.tp = 1, .cp = 2, .dp = 1, .local_batch = 2, .threads = 1, .node_ranks = 2, .cores = 2,
+                    .bucket_cap_mb = 25, .noddp = true};
+    vb_mpred q;
+    vb_model_predict(&m, &l, NULL, &q);
+    vb_price_in in = {.d = &k_small, .impl = m.impl, .m = &mach, .prec = VB_PREC_BF16, .act_bytes = 2, .tp = 1,
+                      .cp = 2, .batch = 2};
+    vb_priced_op at[VB_PRICE_MAX_OPS], one[VB_PRICE_MAX_OPS];
+    const int na = vb_price_ops(&in, at);
+    in.cp = 1;
+    const int n1 = vb_price_ops(&in, one);
+    assert_true(na > n1);
+    tu_assert_rel(q.forward_s, 0.001 * op(at, na, "matmul_forward_fc1")->step_s / op(one, n1, "matmul_forward_fc1")->step_s,
+                  1e-12);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_efficiency_keys),
@@ -374,6 +426,7 @@ int main(void) {
         cmocka_unit_test(test_priced_reference),     cmocka_unit_test(test_tp_overlap_modes),
         cmocka_unit_test(test_cp_ring),              cmocka_unit_test(test_overlap_slowdown),
         cmocka_unit_test(test_residual_add_scaling), cmocka_unit_test(test_price_cp_tutorial),
+        cmocka_unit_test(test_repriced_by_name),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -189,13 +189,17 @@ double vb_mref_at_batch(const vb_mref *r, const double *v, double b, bool propor
  * measured op. n == 0: no machine to price with (the ratio is the work's). */
 typedef struct {
     vb_priced_op at[VB_PRICE_MAX_OPS], one[VB_PRICE_MAX_OPS];
-    int n;
+    int n, n_one;
 } price_ratio;
 
 static double ratio_of(const price_ratio *r, const char *name) {
     if (strncmp(name, "matmul_", 7) != 0 && strncmp(name, "attention_", 10) != 0) return -1;
-    for (int i = 0; i < r->n; i++)
-        if (strcmp(r->at[i].name, name) == 0 && r->one[i].step_s > 0) return r->at[i].step_s / r->one[i].step_s;
+    /* by name in both lists: a layout's own ops (cp copies, casts) shift the indices */
+    for (int i = 0; i < r->n; i++) {
+        if (strcmp(r->at[i].name, name) != 0) continue;
+        for (int j = 0; j < r->n_one; j++)
+            if (strcmp(r->one[j].name, name) == 0 && r->one[j].step_s > 0) return r->at[i].step_s / r->one[j].step_s;
+    }
     return -1;
 }
 
@@ -439,7 +443,7 @@ void vb_model_predict(const vb_mctx *m, const vb_mlayout *l, const vb_mknobs *kn
             pr->n = vb_price_ops(&pin, pr->at);
             vb_price_in one = pin;
             one.tp = one.cp = 1;
-            vb_price_ops(&one, pr->one);
+            pr->n_one = vb_price_ops(&one, pr->one);
             s.pr = pr;
         }
         e = layout_ops(m, l, &s, sh, sh_f);
@@ -496,9 +500,14 @@ void vb_model_predict(const vb_mctx *m, const vb_mlayout *l, const vb_mknobs *kn
         tp_ar_b = vb_mcomm_seconds(m, pl_tp, VB_COLL_ALLREDUCE, "tp", l->tp, world, l->node_ranks, bwd, kn, NULL);
     }
     if (l->cp > 1) {
-        const double kv = 2.0 * B * N * Dl * esz, head = B * N * (double)d->cout * d->patch * d->patch * esz;
+        /* k and v at the code's dtype; the ends: the (B, N, D) stream before
+         * the head and its gradient after backward, or the head's output */
+        const double kv = 2.0 * B * N * Dl * (im->cp_kv_bytes ? im->cp_kv_bytes : esz);
+        const bool stream = im->cp_ends_whole && im->cp_ends_bytes > 0;
+        const double head = stream ? B * N * D * im->cp_ends_bytes : B * N * (double)d->cout * d->patch * d->patch * esz;
         cp_ag_kv = vb_mcomm_seconds(m, pl_cp, VB_COLL_ALLGATHER, "cp", l->cp, world, l->node_ranks, kv, kn, &u_ag);
-        cp_ag_head = vb_mcomm_seconds(m, pl_cp, VB_COLL_ALLGATHER, "cp", l->cp, world, l->node_ranks, head, kn, NULL);
+        cp_ag_head = (stream ? 2 : 1) *
+                     vb_mcomm_seconds(m, pl_cp, VB_COLL_ALLGATHER, "cp", l->cp, world, l->node_ranks, head, kn, NULL);
         cp_rs_kv = vb_mcomm_seconds(m, pl_cp, VB_COLL_REDUCE_SCATTER, "cp", l->cp, world, l->node_ranks, kv, kn, &u_rs);
     }
 
@@ -512,7 +521,8 @@ void vb_model_predict(const vb_mctx *m, const vb_mlayout *l, const vb_mknobs *kn
     const double fc2 = block_s(&e, "matmul_backward_fc2", L);
     const double gelu = block_s(&e, "gelu_backward", L) + block_s(&e, "elementwise_backward_sharded", L);
     const double fc1 = block_s(&e, "matmul_backward_fc1", L), proj = block_s(&e, "matmul_backward_proj", L);
-    const double att = block_s(&e, "attention_backward", L), cp_copy = block_s(&e, "cp_gather_copy_backward", L);
+    const double att = block_s(&e, "attention_backward", L) + block_s(&e, "sdpa_cast_backward", L);
+    const double cp_copy = block_s(&e, "cp_gather_copy_backward", L);
     const double qkv = block_s(&e, "matmul_backward_qkv", L);
     const double att_f = block_s(&e, "attention_forward", L);
     const double pos = block_s(&e, "add_pos_embed_backward", 1), pe = block_s(&e, "matmul_backward_patch_embed", 1);

@@ -25,47 +25,73 @@
  * stream and writes float32 (8). Backward mirrors it: a LayerNorm backward
  * reads x and dy and writes dx (12), the residual gradient sum reads two
  * float32 gradients and writes one (12), a cast's backward reads 2 and
- * writes 4 (6), a bias gradient reads dy (2 per output feature), GELU
- * backward reads x and dy and writes dx (3 x 2 x 4 per feature of D: 24),
- * GELU forward reads and writes 4D (16), the SDPA output's transpose copies
- * it (4), forward and backward.
- *
+ * writes 4 (6), the float32 gradient handed to a 16-bit branch (proj's and
+ * fc2's outputs) is cast to it (autograd casts a gradient to its input's
+ * dtype: read 4, write 2, 6 each), a bias gradient reads dy (2 per output
+ * feature), GELU backward reads x and dy and writes dx (3 x 2 x 4 per
+ * feature of D: 24), GELU forward reads and writes 4D (16), the SDPA
+ * output's transpose copies it (4), forward and backward.
  * SC25 (networks/vit.py, distributed/layers.py at NERSC/sc25-dl-tutorial
  * 8c6ccde): q, k and v are three Linears, so the LayerNorm output is cast
  * three times (18 forward, 18 backward) and their three input gradients are
  * summed (two float32 adds, 24). Per block forward: LN 8 + casts 18 +
  * residual 10 + LN 8 + fc1 cast 6 + residual 10 = 60 replicated, transpose 4
- * + GELU 16 = 20 sharded; backward: residual sums 12 + 12, fc1 cast 6, LN 12
- * + 12, q/k/v casts 18, their sum 24, proj and fc2 bias gradients 2 + 2 =
- * 100 replicated, GELU 24 + transpose 4 + fc1 bias 8 + q/k/v biases 6 = 42
- * sharded. With tp > 1 DistributedMatmul adds each bias in a separate kernel
- * (x_out + self.bias): proj and fc2 on the whole D (4 + 4 replicated), q, k,
- * v and fc1 on their shards (12 + 16). Tensor parallelism: copy_to before q,
- * k, v and fc1 allreduces their input gradient in backward (four per block,
- * float32: the cast's backward hands back the LayerNorm output's dtype),
- * reduce_from after proj and fc2 allreduces the 16-bit output in forward
- * (two); all blocking (dist.all_reduce on the compute stream's order).
+ * + GELU 16 = 20 sharded; backward: residual sums 12 + 12, branch casts 6 +
+ * 6, fc1 cast 6, LN 12 + 12, q/k/v casts 18, their sum 24, proj and fc2 bias
+ * gradients 2 + 2 = 112 replicated, GELU 24 + transpose 4 + fc1 bias 8 +
+ * q/k/v biases 6 = 42 sharded.
+ * The distributed layers (networks/vit.py Block: whenever tp x cp > 1, so
+ * under context parallelism too) add each bias in its own kernel after the
+ * GEMM (DistributedMatmul: x_out + self.bias), and the bias is a float32
+ * parameter: a 16-bit tensor plus a float32 one promotes, so every biased
+ * Linear's output is float32 (ViT() sets qkv_bias=True: q, k, v, proj, fc1,
+ * fc2). Forward, over the fused-bias path: proj and fc2 bias adds read 2 and
+ * write 4 (6 + 6), the two residual adds read a float32 branch (+2 + 2):
+ * 16 replicated; q, k, v bias adds 18, fc1's on 4D 24, GELU on float32 4D
+ * (+16), fc2's input cast to 16 bits (4D, 24): 82 sharded. The attention
+ * casts q, k and v back to 16 bits (autocast's list: read 4 write 2 per
+ * element of q, and of k and v at the length it sees them). Backward: the
+ * float32 gradient of proj's and fc2's outputs is cast at the bias add
+ * instead of the residual (0) and the two bias gradients read float32 (+2 +
+ * 2): 4 replicated; fc2's input cast backward 24, GELU on float32 (+24),
+ * fc1's bias add cast 24 and its gradient (+8), the q, k, v bias adds'
+ * casts 18 and gradients (+6): 104 sharded; the attention's casts backward
+ * (read 2 write 4). Tensor parallelism: copy_to before q, k, v and fc1
+ * allreduces their input gradient in backward (four per block, float32: the
+ * cast's backward hands back the LayerNorm output's dtype), reduce_from
+ * after proj and fc2 allreduces the 16-bit GEMM output in forward (two,
+ * before the bias add); all blocking (dist.all_reduce on the compute
+ * stream's order).
  * Context parallelism in the same code: networks/vit.py embeds the whole
  * image (patch embedding, pos_embed) on every rank, scatters the sequence
- * after it and gathers it back before the head, so the ends run on all N
- * tokens on each cp rank. DistributedAttention allgathers k and v over cp
- * (distributed/helpers.py _gather): k and v are permuted views of their
- * Linear's output, made contiguous (read and write: 4 bytes per element,
- * 8 for the two), then the gathered list is concatenated (read cp x Nl,
- * write N: 4 cp per local element, 8 cp for the two). Backward
- * (_reduce_scatter) splits the gathered gradients along the sequence and
- * makes each chunk contiguous (8 cp for the two), and the reduced (B, H, Nl,
- * hd) gradient, contiguous, is permuted back and reshaped to the Linear's
- * (B, Nl, D): a copy (8 for the two). The comm hook's extra cp allreduce of
- * the shared weights' gradients is DDP's allreduce over cp x dp already;
- * the float32 residual stream's one scatter and one gather a step (and
- * their copies) are not priced. torch.compile leaves all of these alone
- * (@torch.compiler.disable on the mappings): the compiled variant has them
- * too.
+ * after it and gathers the final LayerNorm's float32 output back before the
+ * head (the scatter's backward gathers the stream's float32 gradient), so
+ * the ends run on all N tokens on each cp rank. DistributedAttention
+ * allgathers k and v over cp (distributed/helpers.py _gather), float32 from
+ * their bias adds: each is a permuted view of its Linear's output, made
+ * contiguous (read and write 4: 16 for the two), gathered into one flat
+ * buffer that ProcessGroupNCCL copies into the output list, then the list is
+ * concatenated (two copies of cp x Nl elements read and written: 32 cp per
+ * local element for the two); the attention casts the gathered k and v.
+ * Backward (_reduce_scatter) splits the gathered float32 gradients along the
+ * sequence and makes each chunk contiguous, and ProcessGroupNCCL flattens
+ * the list into one buffer (32 cp for the two), and the reduced (B, H, Nl, hd)
+ * gradient, contiguous, is permuted back and reshaped to the Linear's (B,
+ * Nl, D): a copy (16 for the two). The comm hook's extra cp allreduce of the
+ * shared weights' gradients is DDP's allreduce over cp x dp already; the
+ * copies around the two gathers of the stream (once a step, a few
+ * milliseconds) are not priced. torch.compile leaves all of these alone
+ * (@torch.compiler.disable on the mappings): the compiled variant has the
+ * float32 k, v and their copies too; what Inductor makes of the bias adds
+ * and casts between the GEMMs is not priced (its tp path has no row).
  * SC23 (NERSC/sc23-dl-tutorial 134b013): q, k, v are one Linear (one cast,
- * one input gradient: 48 / 20 forward, 64 / 42 backward), copy_to before qkv
- * and fc1 (two backward allreduces), proj without bias in the tp path (4
- * replicated bias bytes), qkv and fc1 bias adds sharded (12 + 16).
+ * one input gradient: 48 / 20 forward, 76 / 42 backward), copy_to before qkv
+ * and fc1 (two backward allreduces). Its distributed layers (tp > 1; no
+ * context parallelism) promote the same way, but proj has no bias there:
+ * fc2's bias add 6 and its residual add +2 (8 replicated), the qkv, fc1,
+ * GELU and fc2-cast work as SC25's (82 sharded) forward; backward, fc2's
+ * bias gradient reads float32 (+2) and proj has none (-2): 0 replicated,
+ * 104 sharded.
  * torch.compile (train.py --enable_jit): Inductor fuses each chain of
  * pointwise ops between GEMMs, so a block keeps two residual + LayerNorm
  * kernels forward (read the float32 stream and the 16-bit branch, write the
@@ -94,25 +120,28 @@ static const vb_impl k_impls[] = {
      .attn_head_tile = 1},
     {.name = "tutorial-sc25", .what = "the SC25 tutorial's train_mp.py without torch.compile (custom tp/cp layers)",
      .tp_fwd_ar = 2, .tp_bwd_ar = 4, .tp_bwd_bytes = 4, .tp_overlap = VB_TP_BLOCKING, .cp_mode = VB_CP_ALLGATHER,
-     .ew_fwd_repl = 60, .ew_fwd_shard = 20, .ew_bwd_repl = 100, .ew_bwd_shard = 42, .ew_tp_fwd_repl = 8,
-     .ew_tp_fwd_shard = 28, .cp_copy_fwd = 8, .cp_copy_fwd_per_cp = 8, .cp_copy_bwd = 8, .cp_copy_bwd_per_cp = 8,
-     .cp_ends_whole = true, .adam_bytes = 28, .attn_head_tile = 32},
+     .ew_fwd_repl = 60, .ew_fwd_shard = 20, .ew_bwd_repl = 112, .ew_bwd_shard = 42, .ew_tp_fwd_repl = 16,
+     .ew_tp_fwd_shard = 82, .ew_tp_bwd_repl = 4, .ew_tp_bwd_shard = 104, .dist_with_cp = true, .attn_cast_fwd = 6,
+     .attn_cast_bwd = 6, .cp_copy_fwd = 16, .cp_copy_fwd_per_cp = 32, .cp_copy_bwd = 16, .cp_copy_bwd_per_cp = 32,
+     .cp_kv_bytes = 4, .cp_ends_whole = true, .cp_ends_bytes = 4, .adam_bytes = 28, .attn_head_tile = 32},
     {.name = "tutorial-sc25-compiled", .what = "the SC25 tutorial's train.py with torch.compile and fused Adam",
      .tp_fwd_ar = 2, .tp_bwd_ar = 4, .tp_bwd_bytes = 4, .tp_overlap = VB_TP_BLOCKING, .cp_mode = VB_CP_ALLGATHER,
-     .ew_fwd_repl = 24, .ew_fwd_shard = 20, .ew_bwd_repl = 36, .ew_bwd_shard = 42, .cp_copy_fwd = 8,
-     .cp_copy_fwd_per_cp = 8, .cp_copy_bwd = 8, .cp_copy_bwd_per_cp = 8, .cp_ends_whole = true, .adam_bytes = 28,
+     .ew_fwd_repl = 24, .ew_fwd_shard = 20, .ew_bwd_repl = 36, .ew_bwd_shard = 42, .dist_with_cp = true,
+     .attn_cast_fwd = 6, .attn_cast_bwd = 6, .cp_copy_fwd = 16, .cp_copy_fwd_per_cp = 32, .cp_copy_bwd = 16,
+     .cp_copy_bwd_per_cp = 32, .cp_kv_bytes = 4, .cp_ends_whole = true, .cp_ends_bytes = 4, .adam_bytes = 28,
      .attn_head_tile = 32},
     {.name = "tutorial-sc23", .what = "the SC23 tutorial's train_mp.py as its README runs it (no compile, foreach Adam)",
      .tp_fwd_ar = 2, .tp_bwd_ar = 2, .tp_bwd_bytes = 4, .tp_overlap = VB_TP_BLOCKING, .cp_mode = VB_CP_ALLGATHER,
-     .qkv_fused = true, .ew_fwd_repl = 48, .ew_fwd_shard = 20, .ew_bwd_repl = 64, .ew_bwd_shard = 42,
-     .ew_tp_fwd_repl = 4, .ew_tp_fwd_shard = 28, .adam_bytes = 72, .attn_head_tile = 32},
+     .qkv_fused = true, .ew_fwd_repl = 48, .ew_fwd_shard = 20, .ew_bwd_repl = 76, .ew_bwd_shard = 42,
+     .ew_tp_fwd_repl = 8, .ew_tp_fwd_shard = 82, .ew_tp_bwd_shard = 104, .attn_cast_fwd = 6, .attn_cast_bwd = 6,
+     .adam_bytes = 72, .attn_head_tile = 32},
     {.name = "tutorial-sc23-compiled", .what = "the SC23 tutorial's train.py with torch.compile and fused Adam",
      .tp_fwd_ar = 2, .tp_bwd_ar = 2, .tp_bwd_bytes = 4, .tp_overlap = VB_TP_BLOCKING, .cp_mode = VB_CP_ALLGATHER,
      .qkv_fused = true, .ew_fwd_repl = 24, .ew_fwd_shard = 20, .ew_bwd_repl = 36, .ew_bwd_shard = 42,
      .adam_bytes = 28, .attn_head_tile = 32},
     {.name = "te", .what = "the SC25 tutorial's Transformer Engine model (networks/vit_te.py), no sequence parallelism",
      .tp_fwd_ar = 2, .tp_bwd_ar = 4, .tp_overlap = VB_TP_WGRAD, .cp_mode = VB_CP_RING, .ew_fwd_repl = 60,
-     .ew_fwd_shard = 20, .ew_bwd_repl = 100, .ew_bwd_shard = 42, .adam_bytes = 28, .attn_head_tile = 32},
+     .ew_fwd_shard = 20, .ew_bwd_repl = 112, .ew_bwd_shard = 42, .adam_bytes = 28, .attn_head_tile = 32},
     {.name = "megatron", .what = "Megatron-LM / TE fused layers without sequence parallelism (wgrad overlap)",
      .tp_fwd_ar = 2, .tp_bwd_ar = 2, .tp_overlap = VB_TP_WGRAD, .cp_mode = VB_CP_RING, .qkv_fused = true,
      .ew_fwd_repl = 24, .ew_fwd_shard = 20, .ew_bwd_repl = 36, .ew_bwd_shard = 42, .adam_bytes = 28,
@@ -204,7 +233,9 @@ int vb_price_ops(const vb_price_in *in, vb_priced_op *out) {
     const double M = B * Nl, M_ends = im->cp_ends_whole ? B * vb_mdims_ntok(d) : M;
     const double pp = (double)d->patch * d->patch, img = (double)d->img_h * d->img_w;
     const double act = in->act_bytes / 2.0; /* the table's bytes are for 16-bit activations */
-    const double tok = M * D * act, sp = im->seq_parallel ? 1.0 / tp : 1.0, tpx = in->tp > 1 ? 1.0 : 0.0;
+    const double tok = M * D * act, sp = im->seq_parallel ? 1.0 / tp : 1.0;
+    /* the distributed layers' path: its separate bias adds, casts and promotions */
+    const double tpx = in->tp > 1 || (im->dist_with_cp && in->cp > 1) ? 1.0 : 0.0;
     const double attn_peak = p.peak * (m->attn_eff > 0 ? m->attn_eff : 1);
     const double att_f = vb_price_attn_fwd_flops(d, im, in->tp, in->cp, B);
     const double np = vb_price_nparams(d, in->tp);
@@ -217,6 +248,9 @@ int vb_price_ops(const vb_price_in *in, vb_priced_op *out) {
     gemm(&p, "matmul_forward_qkv", nq * L, M, D, qkv_n, 1);
     put(&p, "attention_forward", L * att_f / attn_peak, L, L * att_f);
     const double cpx = in->cp > 1 ? 1.0 : 0.0, kv_tok = tok / tp; /* a cp rank's k (or v) elements, x act */
+    /* q over this rank's Nl tokens, k and v over the N the attention sees */
+    const double cast_tok = kv_tok * (1.0 + 2.0 * in->cp);
+    if (tpx > 0 && im->attn_cast_fwd > 0) put(&p, "sdpa_cast_forward", L * mem_s(&p, im->attn_cast_fwd * cast_tok), L, 0);
     if (cpx > 0 && im->cp_copy_fwd + im->cp_copy_fwd_per_cp > 0)
         put(&p, "cp_gather_copy_forward", L * mem_s(&p, (im->cp_copy_fwd + im->cp_copy_fwd_per_cp * in->cp) * kv_tok), L,
             0);
@@ -237,11 +271,14 @@ int vb_price_ops(const vb_price_in *in, vb_priced_op *out) {
     gemm(&p, "matmul_backward_head", 1, M_ends, D, d->cout * pp, 2);
     put(&p, "layernorm_backward", mem_s(&p, 12.0 * tok * sp), 1, 0);
     gemm(&p, "matmul_backward_fc2", L, M, 4 * D / tp, D, 2);
-    put(&p, "elementwise_backward_sharded", L * mem_s(&p, im->ew_bwd_shard * tok / tp), L, 0);
+    put(&p, "elementwise_backward_sharded",
+        L * mem_s(&p, (im->ew_bwd_shard + im->ew_tp_bwd_shard * tpx) * tok / tp), L, 0);
     gemm(&p, "matmul_backward_fc1", L, M, D, 4 * D / tp, 2);
-    put(&p, "elementwise_backward", L * mem_s(&p, im->ew_bwd_repl * sp * tok), L, 0);
+    put(&p, "elementwise_backward", L * mem_s(&p, (im->ew_bwd_repl * sp + im->ew_tp_bwd_repl * tpx) * tok), L, 0);
     gemm(&p, "matmul_backward_proj", L, M, D / tp, D, 2);
     put(&p, "attention_backward", L * 2.5 * att_f / attn_peak, L, L * 2.5 * att_f);
+    if (tpx > 0 && im->attn_cast_bwd > 0)
+        put(&p, "sdpa_cast_backward", L * mem_s(&p, im->attn_cast_bwd * cast_tok), L, 0);
     if (cpx > 0 && im->cp_copy_bwd + im->cp_copy_bwd_per_cp > 0)
         put(&p, "cp_gather_copy_backward", L * mem_s(&p, (im->cp_copy_bwd + im->cp_copy_bwd_per_cp * in->cp) * kv_tok),
             L, 0);

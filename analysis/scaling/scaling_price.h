@@ -25,7 +25,9 @@
  * (replicated over tp) and elementwise_forward_sharded,
  * elementwise_backward_sharded (1/tp). Under context parallelism the
  * implementation's copies around its k, v gathers are cp_gather_copy_forward
- * and cp_gather_copy_backward, and code that embeds and decodes the whole
+ * and cp_gather_copy_backward; where the implementation's distributed layers
+ * hand the attention float32 q, k and v, its casts to 16 bits are
+ * sdpa_cast_forward and sdpa_cast_backward; and code that embeds and decodes the whole
  * sequence on every cp rank prices patch embedding, pos_embed and head at N
  * tokens, not Nl.
  *
@@ -70,14 +72,24 @@ typedef struct vb_impl {
     bool seq_parallel;         /* replicated element-wise work split over tp (sequence parallelism) */
     /* element-wise bytes per block per token and feature (B Nl D elements) with
      * 16-bit activations (twice with float32 ones): replicated over tp, sharded
-     * over tp, and what only the tp > 1 code path adds */
+     * over tp, and what only the distributed layers' code path adds */
     double ew_fwd_repl, ew_fwd_shard, ew_bwd_repl, ew_bwd_shard;
-    double ew_tp_fwd_repl, ew_tp_fwd_shard;
+    double ew_tp_fwd_repl, ew_tp_fwd_shard, ew_tp_bwd_repl, ew_tp_bwd_shard;
+    bool dist_with_cp;         /* the distributed layers run when tp x cp > 1 (else when tp > 1) */
+    /* on the distributed layers' path, the attention's own casts of q, k and v
+     * to 16 bits: bytes per element of q (B Nl D/tp) and of k and v as the
+     * attention sees them (B N D/tp once gathered), forward and backward */
+    double attn_cast_fwd, attn_cast_bwd;
     /* context parallelism's copies around the k, v gathers, bytes per
      * token-feature of this rank's k and v (B Nl D/tp elements, 16-bit
      * activations): fixed + per_cp x cp, forward and backward */
     double cp_copy_fwd, cp_copy_fwd_per_cp, cp_copy_bwd, cp_copy_bwd_per_cp;
+    int cp_kv_bytes;           /* bytes per element of the gathered k, v (0: the activations') */
     bool cp_ends_whole;        /* patch embedding, pos_embed and head run on the whole sequence on every cp rank */
+    /* with cp_ends_whole: the sequence is gathered as the (B, N, D) stream at
+     * this many bytes per element, before the head and (the scatter's
+     * gradient) at the end of backward; 0: the head's output, once */
+    int cp_ends_bytes;
     double adam_bytes;         /* optimizer bytes per parameter */
     double zero_bytes;         /* gradient zeroing bytes per parameter */
     int attn_head_tile;        /* head dims run rounded up to a multiple of this (1: as they are) */

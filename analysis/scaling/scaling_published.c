@@ -219,6 +219,8 @@ static void predict_row(const vb_my *y, const row_spec *rs, int i, int k, yaml_n
     snprintf(r->machine_name, sizeof r->machine_name, "%s", mach.name);
     vb_mref_price(&ref, &rmach);
     const bool priced = ref.price_factor > 0;
+    /* how the machine file prices the reference's own step: measured / priced */
+    const double own_price = ref.price_factor;
     vb_ab_table none = {0};
     const int rworld = src.layout.tp * src.layout.cp * src.layout.dp;
     double calib = 1;
@@ -288,7 +290,8 @@ static void predict_row(const vb_my *y, const row_spec *rs, int i, int k, yaml_n
         snprintf(r->sens, sizeof r->sens, "no communication");
     int len = snprintf(r->compute, sizeof r->compute, "%s", rs->ref_name);
     if (priced && len < (int)sizeof r->compute)
-        len += snprintf(r->compute + len, sizeof r->compute - (size_t)len, ", priced on %s", rmach.name);
+        len += snprintf(r->compute + len, sizeof r->compute - (size_t)len, ", priced on %s (ran x%.3g its price)",
+                        rmach.name, own_price);
     if (rworld > 1 && len < (int)sizeof r->compute)
         len += snprintf(r->compute + len, sizeof r->compute - (size_t)len, ", compute solved on its %d ranks (x%.4g)",
                         rworld, calib);
