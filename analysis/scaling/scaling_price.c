@@ -69,7 +69,7 @@
  * the ends run on all N tokens on each cp rank. DistributedAttention
  * allgathers k and v over cp (distributed/helpers.py _gather), float32 from
  * their bias adds: each is a permuted view of its Linear's output, made
- * contiguous (read and write 4: 16 for the two), gathered into one flat
+ * contiguous (read 4, write 4: 16 for the two), gathered into one flat
  * buffer that ProcessGroupNCCL copies into the output list, then the list is
  * concatenated (two copies of cp x Nl elements read and written: 32 cp per
  * local element for the two); the attention casts the gathered k and v.
@@ -85,13 +85,18 @@
  * float32 k, v and their copies too; what Inductor makes of the bias adds
  * and casts between the GEMMs is not priced (its tp path has no row).
  * SC23 (NERSC/sc23-dl-tutorial 134b013): q, k, v are one Linear (one cast,
- * one input gradient: 48 / 20 forward, 76 / 42 backward), copy_to before qkv
- * and fc1 (two backward allreduces). Its distributed layers (tp > 1; no
- * context parallelism) promote the same way, but proj has no bias there:
- * fc2's bias add 6 and its residual add +2 (8 replicated), the qkv, fc1,
- * GELU and fc2-cast work as SC25's (82 sharded) forward; backward, fc2's
- * bias gradient reads float32 (+2) and proj has none (-2): 0 replicated,
- * 104 sharded.
+ * one input gradient: 48 / 20 forward, 76 / 42 backward before the copies
+ * below), copy_to before qkv
+ * and fc1 (two backward allreduces). q, k and v are unbind()s of the
+ * permuted qkv output, so backward stacks their three gradients into a new
+ * tensor and reshapes the permuted stack back to the Linear's layout, a
+ * second copy (2 + 2 each on 3D: +24 sharded backward, 66). Its distributed
+ * layers (tp > 1; no context parallelism) promote the same way, but proj has
+ * no bias there: fc2's bias add 6 and its residual add +2 (8 replicated),
+ * the qkv, fc1, GELU and fc2-cast work as SC25's (82 sharded) forward;
+ * backward, fc2's bias gradient reads float32 (+2) and proj has none (-2):
+ * 0 replicated, SC25's 104 sharded and the stack and reshape on float32
+ * gradients (+24): 128.
  * torch.compile (train.py --enable_jit): Inductor fuses each chain of
  * pointwise ops between GEMMs, so a block keeps two residual + LayerNorm
  * kernels forward (read the float32 stream and the 16-bit branch, write the
@@ -132,8 +137,8 @@ static const vb_impl k_impls[] = {
      .attn_head_tile = 32},
     {.name = "tutorial-sc23", .what = "the SC23 tutorial's train_mp.py as its README runs it (no compile, foreach Adam)",
      .tp_fwd_ar = 2, .tp_bwd_ar = 2, .tp_bwd_bytes = 4, .tp_overlap = VB_TP_BLOCKING, .cp_mode = VB_CP_ALLGATHER,
-     .qkv_fused = true, .ew_fwd_repl = 48, .ew_fwd_shard = 20, .ew_bwd_repl = 76, .ew_bwd_shard = 42,
-     .ew_tp_fwd_repl = 8, .ew_tp_fwd_shard = 82, .ew_tp_bwd_shard = 104, .attn_cast_fwd = 6, .attn_cast_bwd = 6,
+     .qkv_fused = true, .ew_fwd_repl = 48, .ew_fwd_shard = 20, .ew_bwd_repl = 76, .ew_bwd_shard = 66,
+     .ew_tp_fwd_repl = 8, .ew_tp_fwd_shard = 82, .ew_tp_bwd_shard = 128, .attn_cast_fwd = 6, .attn_cast_bwd = 6,
      .adam_bytes = 72, .attn_head_tile = 32},
     {.name = "tutorial-sc23-compiled", .what = "the SC23 tutorial's train.py with torch.compile and fused Adam",
      .tp_fwd_ar = 2, .tp_bwd_ar = 2, .tp_bwd_bytes = 4, .tp_overlap = VB_TP_BLOCKING, .cp_mode = VB_CP_ALLGATHER,
