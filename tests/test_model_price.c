@@ -125,6 +125,16 @@ static void test_price_tp_and_tile(void **state) {
     /* the attention casts the float32 q, k and v: 6 bytes per element of each, the rank's 16 x 32 */
     tu_assert_rel(op(ops, n, "sdpa_cast_forward")->step_s, 6.0 * 3 * 512 / 5e13, 1e-12);
     tu_assert_rel(op(ops, n, "sdpa_cast_backward")->step_s, 6.0 * 3 * 512 / 5e13, 1e-12);
+    /* SC23's unbind of q, k, v: backward stacks and reshapes their gradients, 16-bit on one rank (66 sharded),
+     * float32 on the distributed path (+128 with its bias adds and casts) */
+    in.impl = vb_impl_find("tutorial-sc23");
+    n = vb_price_ops(&in, ops);
+    tu_assert_rel(op(ops, n, "elementwise_backward_sharded")->step_s, (66.0 + 128) * 1024 / 2 / 5e13, 1e-12);
+    in.tp = 1;
+    n = vb_price_ops(&in, ops);
+    tu_assert_rel(op(ops, n, "elementwise_backward_sharded")->step_s, 66.0 * 1024 / 5e13, 1e-12);
+    in.impl = vb_impl_find("tutorial-sc25"), in.tp = 2;
+    n = vb_price_ops(&in, ops);
     /* q, k, v: 32 outputs each, narrow side 32: 32 / 96 of the peak */
     tu_assert_rel(op(ops, n, "matmul_forward_qkv")->step_s, 3 * (2.0 * 16 * 64 * 32) / (1e14 / 3), 1e-12);
     /* fc1 keeps its narrow side 64 (128 outputs): half the FLOPs at the same efficiency */
