@@ -13,6 +13,7 @@
 #    recomputed here from published.csv; and per choice its test: how many
 #    measurements on the open machines lie outside their interval there (one
 #    contradicts the choice), recomputed from published_in_interval;
+#  - published_ops.csv holds each prediction's compute op by op, inside its step;
 #  - docs/model.md carries exactly the summary and tables this run writes
 #    (published.md), so the errors it states are the program's;
 #  - bad files and flags exit 2 with one line naming what is wrong.
@@ -87,6 +88,25 @@ for k in 0 1; do
     esac
 done
 grep -q 'distinct measurements' "$TMP/p/published.md" || fail "published.md has no summary"
+
+# published_ops.csv: each prediction's compute op by op. Every (row, machine) of published.csv has its ops,
+# their shares add to 1, and their seconds fit inside the predicted step (global batch / samples/s):
+# equal to it within 1% where nothing is exposed (sc25-base-dp2: DDP hidden behind backward); the
+# cp row has the tutorial's copies around its gathers and the attention's casts, one rank's layout neither
+O="$TMP/p/published_ops.csv"
+head -1 "$O" | grep -q '^id,machine,name,calls,flops,step_s,share_of_step$' || fail "published_ops.csv header: $(head -1 "$O")"
+awk -F, 'NR == FNR { if (FNR > 1) { n = NF; want[$1 "," $4] = $9 * $7 / $(n - 5); order[++no] = $1 "," $4 }; next }
+    FNR > 1 { k = $1 "," $2; s[k] += $6; sh[k] += $7; if ($6 <= 0) { print k ": " $3 " takes " $6 " s"; bad = 1 } }
+    END { for (i = 1; i <= no; i++) { k = order[i]
+              if (!(k in s)) { print k ": no ops"; bad = 1; continue }
+              if (sh[k] < 0.9999 || sh[k] > 1.0001) { print k ": shares add to " sh[k]; bad = 1 }
+              if (s[k] > want[k] * 1.00001) { print k ": ops " s[k] " s beyond the step " want[k]; bad = 1 }
+              if (k ~ /^sc25-base-dp2,/ && s[k] < 0.99 * want[k]) { print k ": ops " s[k] " s, step " want[k]; bad = 1 } }
+          exit bad }' "$C" "$O" > "$TMP/ops.txt" || fail "published_ops.csv: $(cat "$TMP/ops.txt")"
+for op in cp_gather_copy_forward cp_gather_copy_backward sdpa_cast_forward sdpa_cast_backward; do
+    grep -q "^sc25-mp-cp2,h100-nvl-pair,$op," "$O" || fail "sc25-mp-cp2 has no $op"
+    ! grep -q "^sc25-base-dp2,h100-nvl-pair,$op," "$O" || fail "sc25-base-dp2 (tp 1, cp 1) has $op"
+done
 
 # docs/model.md holds this table between its markers, byte for byte
 DOC="$SRC/docs/model.md"

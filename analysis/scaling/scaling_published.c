@@ -69,6 +69,8 @@ typedef struct {
     double err;
     char compute[200];      /* the reference and how it became this row's compute */
     char sens[160];         /* the level whose beta moves the answer most */
+    vb_priced_op ops[VB_PRICE_MAX_OPS]; /* the compute op by op (a priced reference), scaled to its step */
+    int nops;
 } pub_row;
 
 typedef struct {
@@ -272,6 +274,13 @@ static void predict_row(const vb_my *y, const row_spec *rs, int i, int k, yaml_n
     vb_model_predict(&m, l, &kn, &qhi);
     kn.corner = 0;
     r->pred = q.samples_per_s, r->hi = qlo.samples_per_s, r->lo = qhi.samples_per_s;
+    if (used.price_factor > 0) { /* the ops vb_model_predict priced for this layout */
+        const vb_impl *pim = im ? im : used.impl ? used.impl : vb_impl_default();
+        const vb_price_in pin = {.d = &used.d, .impl = pim, .m = &mach, .prec = used.prec, .act_bytes = used.act_bytes,
+                                 .tp = l->tp, .cp = l->cp, .batch = l->local_batch};
+        r->nops = vb_price_ops(&pin, r->ops);
+        for (int i = 0; i < r->nops; i++) r->ops[i].step_s *= used.price_factor;
+    }
     r->err = (r->pred - r->pub) / r->pub;
     /* the level whose beta moves the answer most, at -25% */
     double big = 0;
@@ -443,6 +452,25 @@ static void write_csv(FILE *f, void *vo) {
     }
 }
 
+static void write_ops_csv(FILE *f, void *vo) {
+    const pub_out *o = vo;
+    fputs(VB_PUBLISHED_OPS_CSV_HEADER "\n", f);
+    for (int i = 0; i < o->nrows; i++) {
+        const pub_row *r = &o->rows[i];
+        double sum = 0;
+        for (int k = 0; k < r->nops; k++) sum += r->ops[k].step_s;
+        for (int k = 0; k < r->nops; k++) {
+            vb_csv_field(f, r->id);
+            fputc(',', f);
+            vb_csv_field(f, r->machine_name);
+            fputc(',', f);
+            vb_csv_field(f, r->ops[k].name);
+            fprintf(f, ",%.6g,%.6g,%.6g,%.6g\n", r->ops[k].calls, r->ops[k].flops, r->ops[k].step_s,
+                    sum > 0 ? r->ops[k].step_s / sum : 0.0);
+        }
+    }
+}
+
 static void md_rows(FILE *f, const pub_out *o, bool rescaled) {
     fputs("| id | machine | layout | local batch | code | compute reference | published samples/s | predicted samples/s "
           "[interval] | error | most sensitive to |\n|---|---|---|---|---|---|---|---|---|---|\n",
@@ -556,6 +584,7 @@ int vb_model_published(const char *file, const char *out_dir) {
     pub_out o = {.rows = pr, .nrows = nr, .nots = pn, .nnots = nn, .file = file};
     vb_outdir_write_or_die(&od, VB_PUBLISHED_CSV, write_csv, &o, "model");
     vb_outdir_write_or_die(&od, VB_PUBLISHED_MD, write_md, &o, "model");
+    vb_outdir_write_or_die(&od, VB_PUBLISHED_OPS_CSV, write_ops_csv, &o, "model");
     vb_outdir_close(&od);
 
     printf("Published scaling results beside the model (%s); error = (predicted - published) / published "
@@ -573,8 +602,8 @@ int vb_model_published(const char *file, const char *out_dir) {
                r->l.local_batch, r->impl, r->pub, r->pred, iv, 100 * r->err, r->rescaled ? "  (rescaled)" : "");
     }
     for (int i = 0; i < nn; i++) printf("not representable: %s: %s\n", pn[i].what, pn[i].why);
-    printf("vitbench model: %d published rows (%d predictions); the compute reference of each in published.csv; wrote "
-           "%s/published.csv, published.md\n",
+    printf("vitbench model: %d published rows (%d predictions); the compute reference of each in published.csv, its "
+           "ops in published_ops.csv; wrote %s/published.csv, published.md, published_ops.csv\n",
            nrow, nr, out);
     free(pr);
     free(pn);

@@ -95,6 +95,7 @@ const char *vb_trial_kind_list(void);
 #define VB_MODEL_MD "model.md"
 #define VB_PUBLISHED_CSV "published.csv" /* vitbench model --published */
 #define VB_PUBLISHED_MD "published.md"
+#define VB_PUBLISHED_OPS_CSV "published_ops.csv"
 #define VB_COMMBENCH_CSV "commbench.csv" /* vitbench commbench: its own run directory */
 /* cupti: true (cupti_trace.h): nsys stats' kernel summary of every traced
  * trial, of the timed SYNTHETIC and of the timed FULL trials, and the
@@ -122,7 +123,8 @@ const char *vb_trial_kind_list(void);
     VB_RUN_JSON, VB_TRIALS_CSV, VB_LOAD_CSV, VB_SUMMARY_CSV, VB_ITERATIONS_CSV, VB_OPS_CSV, VB_TIMELINE_CSV,             \
         VB_TRAIN_LOG_CSV, VB_VALIDATION_CSV, VB_CHECKPOINT_H5, VB_BREAKDOWN_CSV, VB_INDEX_CSV, VB_SWEEP_JSON, \
         VB_TRACE_JSON, VB_KINETO_DIR, VB_REPORT_DIR, VB_COMPARE_JSON, VB_MODEL_CSV, VB_MODEL_FITS_CSV,      \
-        VB_MODEL_MD, VB_PUBLISHED_CSV, VB_PUBLISHED_MD, VB_COMMBENCH_CSV, VB_COMMBENCH_JSON,               \
+        VB_MODEL_MD, VB_PUBLISHED_CSV, VB_PUBLISHED_MD, VB_PUBLISHED_OPS_CSV, VB_COMMBENCH_CSV,             \
+        VB_COMMBENCH_JSON,                                                                                  \
         VB_SCENARIO_COPY, VB_SWEEP_RUNS_DIR, VB_SWEEP_LOGS_DIR, VB_SWEEP_JOBS_DIR, VB_SWEEP_STATUS_DIR
 
 /* Column names that several files share and readers look up: every reader
@@ -231,6 +233,9 @@ const char *vb_trial_kind_list(void);
     "id,measurement,class,machine,tp,cp,dp,order,local_batch,implementation,reference,published_samples_per_s," \
     "published_spread,predicted_samples_per_s,predicted_lo,predicted_hi,rel_error,published_in_interval,"     \
     "most_sensitive"
+/* published_ops.csv: each prediction's compute, op by op as priced on its
+ * machine and scaled to its reference's measured step (ops.csv's names) */
+#define VB_PUBLISHED_OPS_CSV_HEADER "id,machine,name,calls,flops,step_s,share_of_step"
 /* where a run, sweep, model or commbench goes without --output_dir */
 #define VB_RESULTS_DEFAULT_DIR "results"
 
