@@ -28,6 +28,7 @@ void vb_plot_init(vb_plot *p, const char *name, const char *title, const char *x
     snprintf(p->xlabel, sizeof p->xlabel, "%s", xlabel);
     snprintf(p->ylabel, sizeof p->ylabel, "%s", ylabel);
     p->hline = NAN;
+    p->ymin = p->ymax = NAN;
 }
 
 vb_plot_series *vb_plot_series_add(vb_plot *p, const char *title, bool ideal) {
@@ -39,6 +40,7 @@ vb_plot_series *vb_plot_series_add(vb_plot *p, const char *title, bool ideal) {
     memset(s, 0, sizeof *s);
     snprintf(s->title, sizeof s->title, "%s", title);
     s->ideal = ideal;
+    s->color = VB_PLOT_SERIES_COLOR;
     return s;
 }
 
@@ -91,7 +93,21 @@ void vb_plot_free(vb_plot *p) {
 static const unsigned k_palette[] = {0x0072B2, 0xD55E00, 0x009E73, 0xCC79A7, 0xE69F00, 0x56B4E9, 0x000000};
 #define NPALETTE (sizeof k_palette / sizeof *k_palette)
 
+/* The timeline's kinds (HTA's categories, as the trace viewer colours them
+ * too): one colour each in every figure, whatever else the report drew
+ * first, and none of them the palette's first, which the first series of
+ * most figures takes. */
+static const struct {
+    const char *key;
+    unsigned rgb;
+} k_lane_colors[] = {
+    {"compute", 0xCC79A7}, {"communication", 0xE69F00}, {"memcpy", 0x56B4E9}, {"data wait", 0x000000},
+    {"idle", 0x999999},
+};
+
 unsigned vb_plot_color(const char *key) {
+    for (size_t i = 0; i < sizeof k_lane_colors / sizeof *k_lane_colors; i++)
+        if (strcmp(k_lane_colors[i].key, key) == 0) return k_lane_colors[i].rgb;
     static char keys[64][128];
     static int nkeys;
     for (int i = 0; i < nkeys; i++)
@@ -101,7 +117,10 @@ unsigned vb_plot_color(const char *key) {
     return k_palette[nkeys++ % NPALETTE];
 }
 
-static unsigned series_color(const vb_plot_series *s) { return vb_plot_color(s->color_key[0] ? s->color_key : s->title); }
+static unsigned series_color(const vb_plot_series *s) {
+    if (s->color != VB_PLOT_SERIES_COLOR) return s->color;
+    return vb_plot_color(s->color_key[0] ? s->color_key : s->title);
+}
 
 bool vb_plot_gnuplot_available(void) {
     const char *path = getenv("PATH");
@@ -159,7 +178,7 @@ static void write_dat(FILE *f, void *ctx) {
          * series' index */
         if (s->n == 0) fputs(" NaN NaN NaN NaN \"\" 0\n", f);
         for (int k = 0; k < s->n; k++) {
-            dat_num(f, p->categorical ? (double)k : s->x[k]);
+            dat_num(f, s->x[k]);
             dat_num(f, s->y[k]);
             dat_num(f, s->lo ? s->lo[k] : NAN);
             dat_num(f, s->hi ? s->hi[k] : NAN);
@@ -193,7 +212,8 @@ static void write_plot_cmd(FILE *f, const vb_plot *p, const char *dat) {
         if (s->n == 0) continue;
         if (!first) fputs(", \\\n     ", f);
         first = false;
-        const char *tic = p->categorical && i == 0 ? ":xtic(5)" : "";
+        /* every series names its own categories: together they label the axis */
+        const char *tic = p->categorical ? ":xtic(5)" : "";
         char lc[32];
         snprintf(lc, sizeof lc, "lc rgb '#%06X'", series_color(s));
         fprintf(f, "'%s' index %d ", dat, i);
@@ -226,6 +246,27 @@ static void write_plot_cmd(FILE *f, const vb_plot *p, const char *dat) {
     fputc('\n', f);
 }
 
+/* The bottom margin, in character heights: the x tics (a categorical
+ * axis's rotated labels take half their length), the x label, and the
+ * legend's rows under them. gnuplot's own margin leaves the x label under
+ * a legend placed below, so the figure sets it. A row of the legend holds
+ * about 110 characters at the figures' width and font; an entry takes its
+ * title and its sample. */
+static double bottom_margin(const vb_plot *p) {
+    size_t chars = 0, longest = 0;
+    for (int i = 0; i < p->ns; i++) {
+        const vb_plot_series *s = &p->s[i];
+        if (s->n == 0) continue;
+        chars += strlen(s->title) + 12;
+        for (int k = 0; p->categorical && k < s->n; k++)
+            if (strlen(s->labels[k]) > longest) longest = strlen(s->labels[k]);
+    }
+    if (isfinite(p->hline)) chars += strlen(p->hline_title) + 12;
+    const double rows = chars ? ceil((double)chars / 110) : 0;
+    const double tics = p->categorical ? 1 + 0.5 * (double)(longest > 40 ? 40 : longest) : 1;
+    return 2.5 + tics + 1.3 * rows;
+}
+
 /* one panel's settings and plot, from a clean state (panels share an image) */
 static void write_panel(FILE *f, const vb_plot *p, const char *dat) {
     fputs("reset\nset encoding utf8\nset title ", f);
@@ -237,6 +278,14 @@ static void write_panel(FILE *f, const vb_plot *p, const char *dat) {
     /* the legend under the plot area, where it covers no point or whisker */
     fputs(" noenhanced\nset key outside below center horizontal box noenhanced\nset grid\nset datafile missing 'NaN'\n",
           f);
+    fprintf(f, "set bmargin %.1f\n", bottom_margin(p));
+    if (isfinite(p->ymin) || isfinite(p->ymax)) {
+        fputs("set yrange [", f);
+        if (isfinite(p->ymin)) fprintf(f, "%.9g", p->ymin);
+        fputs(":", f);
+        if (isfinite(p->ymax)) fprintf(f, "%.9g", p->ymax);
+        fputs("]\n", f);
+    }
     if (p->logx2) fputs("set logscale x 2\nset offsets graph 0.05, graph 0.05, graph 0.06, graph 0.06\n", f);
     if (p->logy) fputs("set logscale y 2\n", f);
     if (p->logy10) fputs("set logscale y 10\n", f);

@@ -119,10 +119,35 @@ static int step_lane(const vb_tl_event *e) {
     return -1;
 }
 
-/* One timed FULL step of every rank as lanes: the step of rank 0 whose
- * length is the median of its window's, and every rank's rows of that
- * trial and step, clipped to that rank's step, in ms from rank 0's start
- * (the timeline's clocks leave one barrier together). */
+/* Rank 0's timed FULL step times from iterations.csv (seconds, n of them);
+ * NULL when the file or its rows are missing. */
+static double *full_step_seconds(const rp_run *r, int *n) {
+    *n = 0;
+    vb_csv t;
+    if (rp_read_csv(r->dir, VB_ITERATIONS_CSV, &t) != 0) return NULL;
+    const int ct = vb_csv_col(&t, VB_COL_TRIAL_TYPE), cw = vb_csv_col(&t, VB_COL_WARMUP);
+    const int cr = vb_csv_col(&t, VB_COL_RANK), cs = vb_csv_col(&t, VB_COL_SECONDS);
+    double *v = NULL;
+    if (ct >= 0 && cw >= 0 && cs >= 0) {
+        v = vb_calloc_check((size_t)t.nrows + 1, sizeof *v);
+        for (int i = 0; i < t.nrows; i++) {
+            double x;
+            if (strcmp(vb_csv_get(&t, i, ct), "FULL") == 0 && !rp_is_warmup(vb_csv_get(&t, i, cw)) &&
+                (cr < 0 || strcmp(vb_csv_get(&t, i, cr), "0") == 0) && vb_csv_num(&t, i, cs, &x) && x > 0)
+                v[(*n)++] = x;
+        }
+    }
+    vb_csv_free(&t);
+    if (*n == 0) free(v), v = NULL;
+    return v;
+}
+
+/* One timed FULL step of every rank as lanes: of the steps timeline.csv
+ * recorded, rank 0's nearest in length to the median of all its timed FULL
+ * steps (iterations.csv; the window's own median without it), and every
+ * rank's rows of that trial and step, clipped to that rank's step, in ms
+ * from rank 0's start (the timeline's clocks leave one barrier together).
+ * The title names the step and its length beside the median. */
 static void step_figure(rp_doc *d, const rp_opts *o, const rp_run *r, const vb_timeline *tl) {
     int *steps = vb_calloc_check((size_t)tl->n + 1, sizeof *steps), ns = 0;
     for (int i = 0; i < tl->n; i++)
@@ -132,19 +157,33 @@ static void step_figure(rp_doc *d, const rp_opts *o, const rp_run *r, const vb_t
         free(steps);
         return;
     }
-    for (int i = 1; i < ns; i++) /* by length, for the median */
-        for (int j = i; j > 0 && tl->ev[steps[j]].dur_s < tl->ev[steps[j - 1]].dur_s; j--) {
-            const int t = steps[j];
-            steps[j] = steps[j - 1], steps[j - 1] = t;
-        }
-    const vb_tl_event *pick = &tl->ev[steps[ns / 2]];
+    int nall = 0;
+    double *all = full_step_seconds(r, &nall);
+    double median = NAN;
+    if (all) {
+        median = vb_stats_median(all, nall);
+    } else {
+        double *w = vb_calloc_check((size_t)ns, sizeof *w);
+        for (int i = 0; i < ns; i++) w[i] = tl->ev[steps[i]].dur_s;
+        median = vb_stats_median(w, ns);
+        free(w);
+    }
+    free(all);
+    const vb_tl_event *pick = &tl->ev[steps[0]];
+    for (int i = 1; i < ns; i++)
+        if (fabs(tl->ev[steps[i]].dur_s - median) < fabs(pick->dur_s - median)) pick = &tl->ev[steps[i]];
     free(steps);
     const double t0 = pick->start_s;
     static const char *const lane_name[4] = {"compute", "communication", "memcpy", "data wait"};
     char base[128], title[256];
     snprintf(base, sizeof base, "step_timeline_%.80s", r->name); /* vb_plot_init keeps it to [A-Za-z0-9_.-] */
-    snprintf(title, sizeof title, "One FULL step per rank (trial %d, step %d: the median step of rank 0)",
-             pick->trial_index, pick->step);
+    if (nall > 0)
+        snprintf(title, sizeof title,
+                 "One FULL step per rank: trial %d, step %d, %.4g ms (rank 0's median of %d timed steps: %.4g ms)",
+                 pick->trial_index, pick->step, 1e3 * pick->dur_s, nall, 1e3 * median);
+    else
+        snprintf(title, sizeof title, "One FULL step per rank: trial %d, step %d, %.4g ms (the recorded steps' median)",
+                 pick->trial_index, pick->step, 1e3 * pick->dur_s);
     vb_plot p;
     vb_plot_init(&p, base, title, "ms from rank 0's step start", "rank and lane");
     p.lanes = true;

@@ -333,16 +333,39 @@ elif which == "flags":
         sys.exit("flags report does not state the verdict rule")
     png_ok("flags/report/flags_ratio.png")
     svg_ok("flags/report/flags_ratio.svg", "Flags: throughput ratio to the baseline")
-    # each point in the colour its verdict has in the title, the legend under the plot area
+    # each point in its verdict's series and colour, a legend entry per verdict, on a log axis,
+    # the baseline first and the variants by name
     title_colours = {"faster": 0x009E73, "slower": 0xD55E00, "equivalent": 0x0072B2, "inconclusive": 0x999999,
                      "baseline": 0}
-    svg_ok("flags/report/flags_ratio.svg", "green faster, orange slower, blue equivalent, grey inconclusive")
+    svg_ok("flags/report/flags_ratio.svg", "Flags: throughput ratio to the baseline (95% CI, log scale)")
+    gp = open("flags/report/flags_ratio.gp").read()
+    if "set logscale y" not in gp:
+        sys.exit("flags_ratio: the ratio axis is not logarithmic")
+    for name in ("faster", "slower", "equivalent", "baseline"):
+        if "title '%s'" % name not in gp:
+            sys.exit("flags_ratio: no legend entry %s" % name)
+    series, xs = None, {}
     for line in open("flags/report/flags_ratio.dat"):
-        if line.startswith("#") or not line.strip():
+        if line.startswith("# series"):
+            series = line.split(": ", 1)[1].strip()
+            continue
+        if line.startswith("#") or not line.strip() or line.startswith(" NaN"):
             continue
         label, rgb = line.split('"')[1], int(line.split('"')[2])
-        if rgb != title_colours[want[label]]:
-            sys.exit("%s drawn in #%06X, not its verdict's colour" % (label, rgb))
+        xs[label] = float(line.split()[0])
+        if rgb != title_colours[want[label]] or series != want[label]:
+            sys.exit("%s drawn in #%06X in series %s, not its verdict's" % (label, rgb, series))
+    if sorted(xs, key=xs.get) != ["baseline"] + sorted(v for v in xs if v != "baseline"):
+        sys.exit("flags_ratio order: %s" % sorted(xs, key=xs.get))
+    # the numbers the ratio is made of, and no column pointing the other way
+    for v, r in t.items():
+        meds = [float(x) for x in r["run_medians"].split()]
+        if sorted(meds) != sorted(float("%.4g" % median(x)) for x in runs[v]):
+            sys.exit("run_medians of %s: %s, want the medians of %s" % (v, meds, runs[v]))
+        near(r["centre"], math.exp(log_centre(runs[v])), "centre %s" % v)
+        near(r["ratio"], float(r["centre"]) / float(t["baseline"]["centre"]), "ratio = centre / baseline's %s" % v)
+    if "thr_mean" in t["baseline"]:
+        sys.exit("flags.csv still has thr_mean, which can point the other way from the ratio")
     if "set key outside below" not in open("flags/report/flags_ratio.gp").read():
         sys.exit("the flags legend is inside the plot area, over the data")
 elif which == "buckets":
