@@ -36,8 +36,9 @@ vb_plot_series *vb_plot_series_add(vb_plot *p, const char *title, bool ideal) {
         p->cap = p->cap ? 2 * p->cap : 4;
         p->s = vb_realloc_check(p->s, (size_t)p->cap * sizeof *p->s);
     }
-    vb_plot_series *s = &p->s[p->ns++];
-    memset(s, 0, sizeof *s);
+    /* each series a block of its own: the pointer returned stays valid as
+     * more series are added */
+    vb_plot_series *s = p->s[p->ns++] = vb_calloc_check(1, sizeof *s);
     snprintf(s->title, sizeof s->title, "%s", title);
     s->ideal = ideal;
     s->color = VB_PLOT_SERIES_COLOR;
@@ -75,7 +76,7 @@ void vb_plot_free(vb_plot *p) {
     for (int i = 0; i < p->nrows; i++) free(p->rows[i]);
     free(p->rows);
     for (int i = 0; i < p->ns; i++) {
-        vb_plot_series *s = &p->s[i];
+        vb_plot_series *s = p->s[i];
         for (int k = 0; k < s->n; k++) free(s->labels[k]);
         free(s->labels);
         free(s->rgb);
@@ -83,6 +84,7 @@ void vb_plot_free(vb_plot *p) {
         free(s->y);
         free(s->lo);
         free(s->hi);
+        free(s);
     }
     free(p->s);
     memset(p, 0, sizeof *p);
@@ -168,7 +170,7 @@ static void write_dat(FILE *f, void *ctx) {
     dat_comment(f, p->title);
     fputs("\n# x y y_lo y_hi label rgb; one block per series (gnuplot index)\n", f);
     for (int i = 0; i < p->ns; i++) {
-        const vb_plot_series *s = &p->s[i];
+        const vb_plot_series *s = p->s[i];
         if (i) fputs("\n\n", f);
         fprintf(f, "# series %d: ", i);
         dat_comment(f, s->title);
@@ -208,7 +210,7 @@ static void write_plot_cmd(FILE *f, const vb_plot *p, const char *dat) {
     fputs("plot ", f);
     bool first = true;
     for (int i = 0; i < p->ns; i++) {
-        const vb_plot_series *s = &p->s[i];
+        const vb_plot_series *s = p->s[i];
         if (s->n == 0) continue;
         if (!first) fputs(", \\\n     ", f);
         first = false;
@@ -255,7 +257,7 @@ static void write_plot_cmd(FILE *f, const vb_plot *p, const char *dat) {
 static double bottom_margin(const vb_plot *p) {
     size_t chars = 0, longest = 0;
     for (int i = 0; i < p->ns; i++) {
-        const vb_plot_series *s = &p->s[i];
+        const vb_plot_series *s = p->s[i];
         if (s->n == 0) continue;
         chars += strlen(s->title) + 12;
         for (int k = 0; p->categorical && k < s->n; k++)

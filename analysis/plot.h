@@ -66,7 +66,7 @@ typedef struct vb_plot {
     double ymin, ymax; /* the y range's ends; NaN = gnuplot's choice */
     double hline;    /* NaN = none */
     char hline_title[96];
-    vb_plot_series *s;
+    vb_plot_series **s; /* each series allocated on its own: vb_plot_series_add's pointer stays valid */
     int ns, cap;
     struct vb_plot *below; /* a second panel under this one in the same image, or NULL */
 } vb_plot;

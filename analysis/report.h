@@ -169,6 +169,9 @@ typedef struct rp_run {
     char *command_line;
     char grad_reduce_group[16];
     bool oversubscribed;   /* run.json threads.oversubscribed: more threads than cores on a node */
+    int threads_team;      /* run.json threads.team: OpenMP threads a rank was given (0: not recorded) */
+    int threads_used;      /* threads.per_rank: what it ran (fewer under thread_policy adapt on a busy node) */
+    double probe_wait;     /* threads.probe_wait_share: the start's probe; NaN when none */
     /* summary.csv (NaN / "" when absent) */
     double ranks, tp, cp, dp, local_batch, global_batch, peak_mem, tflops;
     char noddp[8], bucket_cap_mb[32], parallel_order[32];
@@ -198,16 +201,43 @@ void rp_relpath(const char *from, const char *to, char *out, size_t n);
 /* ---- the summary's findings about runs (report_run.c) ---- */
 /* What bounds FULL, benchy's reasoning on the three trial types of one run
  * or one point (`where` names it): the step (FULL near SYNTHETIC), the
- * loader (IO no faster than SYNTHETIC), or their overlap. */
-void rp_bound_finding(rp_doc *d, const rp_samples thr[RP_NTYPES], const char *where);
+ * loader (IO no faster than SYNTHETIC), or their overlap; no answer when
+ * FULL beats SYNTHETIC or IO beyond its interval (an anomaly, with what
+ * `cause`, when not NULL, shows of the runs and what to rerun with). */
+struct rp_cause;
+void rp_bound_finding(rp_doc *d, const rp_samples thr[RP_NTYPES], const char *where, const struct rp_cause *cause);
 /* Warnings about the runs behind the numbers: oversubscribed, busy (trials
- * spread more than compare's noise limit). */
-void rp_run_warnings(rp_doc *d, rp_run *const *runs, int n);
+ * spread more than compare's noise limit, or load), fewer threads than
+ * given, and what to rerun with (phrased for a sweep or for one run). */
+void rp_run_warnings(rp_doc *d, rp_run *const *runs, int n, bool sweep);
 /* A figure caption: config and machine of the first run that has them, and
  * the threads and cores a rank of every run had (one phrase when they all
  * agree, else one per rank count: "1 rank: 2 threads on 2 cores; 2 ranks: 1
  * thread on 1 core"), and whether any was oversubscribed. */
 void rp_caption(rp_doc *d, rp_run *const *runs, int n, bool any_oversubscribed);
+
+/* ---- what stands behind a result the report cannot trust (report_advice.c) ---- */
+typedef struct rp_cause {
+    int runs;           /* runs looked at */
+    double load;        /* the largest run's share of thread time lost to other work (load.csv); NaN: none recorded */
+    double spread;      /* the largest max / min of one run's trials; NaN with fewer than two a run */
+    int team, used;     /* OpenMP threads a rank was given and ran, the most of any run; 0: not recorded */
+    bool gave_way;      /* a run ran fewer threads than it was given (thread_policy adapt on a busy node) */
+    bool oversubscribed;
+} rp_cause;
+/* What runs[0..n) show for trial kind `type`. */
+void rp_cause_of(rp_run *const *runs, int n, int type, rp_cause *c);
+/* busy by verdict.h's rule (load or trial spread) */
+bool rp_cause_busy(const rp_cause *c);
+/* what the runs show, as a clause: their load and its cost, their trials'
+ * spread, their threads; "nothing recorded says ..." without any of it */
+void rp_cause_describe(const rp_cause *c, char *buf, size_t n);
+/* What to rerun with, as sentences ("" when nothing recorded explains the
+ * result): one thread a rank when busy runs ran teams, the same team
+ * when runs gave up threads (adapt), a quieter node or more runs
+ * interleaved when busy, with the busiest run's cost. `sweep`: phrased with
+ * the sweep's flags, else a single run's. */
+void rp_advice(const rp_cause *const *c, int n, bool sweep, char *buf, size_t bn);
 
 /* ---- per-run sections (report_run.c) ---- */
 /* Communication per parallel group from ops.csv (FULL rows when the file has

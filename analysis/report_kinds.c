@@ -52,6 +52,38 @@ static void point_notes(const rp_sweep *s, const rp_point *p, char *notes, size_
         note_add(notes, n, "wide CI (> +-10%)");
 }
 
+/* What a point's runs show (report_advice.c). */
+static void point_cause(const rp_sweep *s, const rp_point *p, rp_cause *c) {
+    rp_run **runs = vb_calloc_check((size_t)p->nruns + 1, sizeof *runs);
+    for (int a = 0; a < p->nruns; a++) runs[a] = &s->runs[p->runs[a]];
+    rp_cause_of(runs, p->nruns, s->type >= 0 ? s->type : RP_FULL, c);
+    free(runs);
+}
+
+/* An efficiency above the ideal beyond its interval: no measurement of a
+ * correct program gives it (weak scaling adds ranks and work alike; strong
+ * scaling beyond N/N0 needs the smaller share of each rank to reach a
+ * faster memory, which the report cannot see). One line for the summary:
+ * no answer, what the two points' runs show, what to rerun with. */
+static void scaling_anomaly(rp_doc *d, const rp_sweep *s, const rp_point *ref, const rp_point *p, rp_est eff,
+                            bool strong, const char *series) {
+    rp_cause cr, cp;
+    point_cause(s, ref, &cr);
+    point_cause(s, p, &cp);
+    char a[600], b[600], adv[900];
+    rp_cause_describe(&cr, a, sizeof a);
+    rp_cause_describe(&cp, b, sizeof b);
+    const rp_cause *both[2] = {&cr, &cp};
+    rp_advice(both, 2, true, adv, sizeof adv);
+    rp_summary(d, "%s scaling efficiency at %g ranks%s%s: no answer. The measured %.3g [95%% CI %.3g, %.3g] lies "
+                  "above the ideal (1) beyond its interval, which %s: a measurement anomaly. The %g-rank point: %s. "
+                  "The %g-rank point: %s.%s%s",
+               strong ? "Strong" : "Weak", p->ranks, series[0] ? ", " : "", series, eff.mean, eff.lo, eff.hi,
+               strong ? "a correct measurement reaches only when each rank's smaller share fits a faster memory"
+                      : "weak scaling cannot reach (more ranks, and as much more work)",
+               ref->ranks, a, p->ranks, b, adv[0] ? " " : "", adv);
+}
+
 static void table_est(rp_table *t, rp_est e) {
     rp_table_num(t, e.mean);
     rp_table_num(t, e.lo);
@@ -131,6 +163,7 @@ static rp_table *scaling(rp_doc *d, rp_sweep *s, const rp_opts *o, bool strong) 
      * an interval that reaches further is cut at the axis (the table has it) */
     pe.ymin = 0;
     pe.ymax = 1.2;
+    int nanomalies = 0;
     for (int k = 0; k < ns; k++) {
         rp_point *ref = v[k].p[0];
         double n0 = ref->ranks;
@@ -153,6 +186,11 @@ static rp_table *scaling(rp_doc *d, rp_sweep *s, const rp_opts *o, bool strong) 
             if (ref->fp_differs && p != ref) note_add(notes, sizeof notes, "reference point's fingerprint differs");
             if (p != ref && isfinite(eff.lo) && eff.lo <= 1 && eff.hi >= 1)
                 note_add(notes, sizeof notes, "CI includes 1: not distinguishable from ideal");
+            const bool anomaly = p != ref && isfinite(eff.lo) && eff.lo > 1;
+            if (anomaly) {
+                note_add(notes, sizeof notes, "measurement anomaly: above the ideal beyond its interval");
+                nanomalies++;
+            }
             rp_table_add(t, "%s", v[k].label);
             rp_table_add(t, "%g", p->ranks);
             rp_table_add(t, "%d", p->nruns);
@@ -178,6 +216,11 @@ static rp_table *scaling(rp_doc *d, rp_sweep *s, const rp_opts *o, bool strong) 
             rp_point *last = v[k].p[v[k].n - 1];
             rp_est r = rp_ratio_of_means(&last->thr, &ref->thr);
             const double sc = n0 / last->ranks;
+            const rp_est eff = {r.mean * sc, r.lo * sc, r.hi * sc, r.n, r.runs};
+            if (isfinite(eff.lo) && eff.lo > 1) {
+                scaling_anomaly(d, s, ref, last, eff, strong, ns > 1 ? v[k].label : "");
+                continue;
+            }
             rp_summary(d, "%s scaling efficiency at %g ranks%s%s: %.3g [95%% CI %.3g, %.3g] against %g rank%s "
                           "(%s throughput %.4g samples/s).",
                        strong ? "Strong" : "Weak", last->ranks, ns > 1 ? ", " : "", ns > 1 ? v[k].label : "",
@@ -185,6 +228,10 @@ static rp_table *scaling(rp_doc *d, rp_sweep *s, const rp_opts *o, bool strong) 
                        last->est.mean);
         }
     }
+    if (nanomalies)
+        rp_warning(d, "%d point%s an efficiency above the ideal beyond %s interval (scaling.csv's notes): a "
+                      "measurement anomaly, not a result",
+                   nanomalies, nanomalies == 1 ? " has" : "s have", nanomalies == 1 ? "its" : "their");
     rp_add_table(d, t);
     rp_figure(d, o, &pt);
     if (strong) rp_figure(d, o, &psp);
@@ -276,7 +323,7 @@ static void comm_overhead(rp_doc *d, rp_sweep *s, const rp_opts *o) {
         if (!ps || strcmp(last, lab) != 0) {
             ps = NULL;
             for (int k = 0; k < pl.ns; k++)
-                if (strcmp(pl.s[k].title, lab) == 0) ps = &pl.s[k];
+                if (strcmp(pl.s[k]->title, lab) == 0) ps = pl.s[k];
             if (!ps) ps = vb_plot_series_add(&pl, lab, false);
             snprintf(last, sizeof last, "%s", lab);
         }
@@ -311,8 +358,8 @@ static void comm_overhead(rp_doc *d, rp_sweep *s, const rp_opts *o) {
     int nx = 0;
     double xs[2] = {NAN, NAN};
     for (int k = 0; k < pl.ns; k++)
-        for (int i = 0; i < pl.s[k].n && nx < 2; i++)
-            if (nx == 0 || pl.s[k].x[i] != xs[0]) xs[nx++] = pl.s[k].x[i];
+        for (int i = 0; i < pl.s[k]->n && nx < 2; i++)
+            if (nx == 0 || pl.s[k]->x[i] != xs[0]) xs[nx++] = pl.s[k]->x[i];
     if (nx < 2) {
         rp_para(d, "One rank count with gradient communication (dp > 1): no overhead curve to draw; the table "
                    "has the number.");
@@ -829,7 +876,7 @@ static rp_table *generic(rp_doc *d, rp_sweep *s, const rp_opts *o) {
         const char *series_title = numeric ? lab : "throughput";
         vb_plot_series *ps = NULL;
         for (int k = 0; k < pl.ns; k++)
-            if (strcmp(pl.s[k].title, series_title) == 0) ps = &pl.s[k];
+            if (strcmp(pl.s[k]->title, series_title) == 0) ps = pl.s[k];
         if (!ps) ps = vb_plot_series_add(&pl, series_title, false);
         snprintf(xl, sizeof xl, "%s", lab);
         vb_plot_point(ps, numeric ? sw_num(s, p, xkey) : i, p->est.mean, p->est.lo, p->est.hi, xl);

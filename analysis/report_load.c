@@ -85,8 +85,16 @@ static void load_json(rp_run *r, rp_doc *d) {
         snprintf(r->blas_vector, sizeof r->blas_vector, "%s", vb_blas_core_vector(r->blas_coretype));
     jstr(fp, "git_dirty", r->git_dirty, sizeof r->git_dirty);
     if (!r->omp_threads[0]) jstr(root, "omp_max_threads", r->omp_threads, sizeof r->omp_threads);
-    r->oversubscribed =
-        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "threads"), "oversubscribed"));
+    const cJSON *th = cJSON_GetObjectItemCaseSensitive(root, "threads");
+    r->oversubscribed = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(th, "oversubscribed"));
+    /* the team a rank was given and the one it ran (runs from before the
+     * choice recorded per_rank alone) */
+    const cJSON *team = cJSON_GetObjectItemCaseSensitive(th, "team"), *used = cJSON_GetObjectItemCaseSensitive(th, "per_rank");
+    const cJSON *wait = cJSON_GetObjectItemCaseSensitive(th, "probe_wait_share");
+    if (cJSON_IsNumber(used) && used->valuedouble >= 1 && used->valuedouble < 1e6) r->threads_used = (int)used->valuedouble;
+    r->threads_team = cJSON_IsNumber(team) && team->valuedouble >= 1 && team->valuedouble < 1e6 ? (int)team->valuedouble
+                                                                                               : r->threads_used;
+    if (cJSON_IsNumber(wait) && wait->valuedouble >= 0 && wait->valuedouble < 1) r->probe_wait = wait->valuedouble;
     load_versions(r, cJSON_GetObjectItemCaseSensitive(root, "versions"));
     cJSON_Delete(root);
 }
@@ -213,6 +221,7 @@ void rp_run_load(rp_run *r, const char *dir, rp_doc *d) {
     snprintf(r->name, sizeof r->name, "%s", base && base[1] ? base + 1 : dir);
     r->ranks = r->tp = r->cp = r->dp = r->local_batch = r->global_batch = r->peak_mem = r->tflops = NAN;
     r->buckets_per_step = r->allreduce_bytes_per_step = NAN;
+    r->probe_wait = NAN;
     load_json(r, d);
     load_summary(r, d);
     load_trials(r, d);

@@ -428,12 +428,12 @@ void rp_run_sections(rp_doc *d, const rp_run *r, const rp_opts *o, const char *p
 
 /* ---- findings for the summary ---- */
 
-void rp_bound_finding(rp_doc *d, const rp_samples thr[RP_NTYPES], const char *where) {
+void rp_bound_finding(rp_doc *d, const rp_samples thr[RP_NTYPES], const char *where, const rp_cause *cause) {
     const rp_samples *io = &thr[RP_IO], *syn = &thr[RP_SYNTHETIC], *full = &thr[RP_FULL];
     if (full->n == 0 || syn->n == 0) return;
     const rp_est fs = rp_ratio_of_means(full, syn);
     const double m_io = io->n ? rp_mean_est(io).mean : NAN, m_syn = rp_mean_est(syn).mean;
-    char ratio[200], loader[160];
+    char ratio[200], loader[160], seen[700] = "", adv[900] = "";
     snprintf(ratio, sizeof ratio, "FULL runs at %.3g%% of SYNTHETIC [95%% CI %.3g%%, %.3g%%]%s", 100 * fs.mean,
              100 * fs.lo, 100 * fs.hi, fs.runs < 2 ? " (one run: the interval holds its trials' spread only)" : "");
     if (isfinite(m_io))
@@ -441,23 +441,43 @@ void rp_bound_finding(rp_doc *d, const rp_samples thr[RP_NTYPES], const char *wh
                  "%.4g samples/s)", m_io, m_io / m_syn, m_syn);
     else
         snprintf(loader, sizeof loader, "no IO trials measured the loader alone");
+    if (cause) {
+        char what[600];
+        rp_cause_describe(cause, what, sizeof what);
+        snprintf(seen, sizeof seen, " What the runs show: %s.", what);
+        rp_advice(&cause, 1, false, adv, sizeof adv);
+    }
     if (!isfinite(fs.lo)) {
         rp_summary(d, "What bounds FULL%s cannot be told: %s, and one trial a side gives no interval.", where, ratio);
         return;
     }
     /* FULL trains on the loader's batches, SYNTHETIC on one cached batch: FULL
-     * cannot be faster than the step itself. Beyond its interval it is an
-     * anomaly of the measurement, not a finding. */
+     * cannot be faster than the step itself, nor than the loader alone (IO
+     * reads the same batches with the same workers and nothing else). Beyond
+     * its interval either is an anomaly of the measurement, not a finding. */
     if (fs.lo > 1) {
-        rp_summary(d, "Anomaly%s: %s, above the training step's own rate, which FULL cannot beat. Likely causes: the "
-                      "SYNTHETIC trials ran while the machine was busier (see the load in load.csv and the busy "
-                      "warnings), clock or thermal drift between the trial kinds, or too few trials; rerun before "
-                      "reading what bounds FULL.",
-                   where, ratio);
+        rp_summary(d, "What bounds FULL%s: no answer. %s, above the training step's own rate, which FULL cannot beat: a "
+                      "measurement anomaly (the SYNTHETIC trials ran while the machine was busier, clock or thermal "
+                      "drift between the trial kinds, or too few trials).%s%s%s",
+                   where, ratio, seen, adv[0] ? " " : "", adv);
         rp_warning(d, "FULL above SYNTHETIC beyond its interval%s: a measurement anomaly (load or clock drift between "
                       "trial kinds), not a property of the code",
                    where);
         return;
+    }
+    if (io->n >= 2) {
+        const rp_est fi = rp_ratio_of_means(full, io);
+        if (isfinite(fi.lo) && fi.lo > 1) {
+            rp_summary(d, "What bounds FULL%s: no answer. FULL runs at %.3gx the loader alone [95%% CI %.3g, %.3g] "
+                          "(IO, %.4g samples/s), which reads the same batches and does nothing else: a measurement "
+                          "anomaly (the IO trials ran while the machine was busier, or the files' pages were not yet "
+                          "cached).%s%s%s",
+                       where, fi.mean, fi.lo, fi.hi, m_io, seen, adv[0] ? " " : "", adv);
+            rp_warning(d, "FULL above the loader's own rate (IO) beyond its interval%s: a measurement anomaly, not a "
+                          "property of the code",
+                       where);
+            return;
+        }
     }
     /* a statement only when the interval excludes the alternative: the step
      * bounds FULL when the whole interval lies within 5% of SYNTHETIC (or
@@ -479,7 +499,7 @@ void rp_bound_finding(rp_doc *d, const rp_samples thr[RP_NTYPES], const char *wh
                    where, ratio, loader);
 }
 
-void rp_run_warnings(rp_doc *d, rp_run *const *runs, int n) {
+void rp_run_warnings(rp_doc *d, rp_run *const *runs, int n, bool sweep) {
     int over = 0, busy = 0, loaded = 0;
     const char *first_over = NULL, *first_busy = NULL, *first_loaded = NULL;
     double worst = 0;
@@ -535,6 +555,29 @@ void rp_run_warnings(rp_doc *d, rp_run *const *runs, int n) {
                       "that load and are inconclusive unless the effect clears it",
                    loaded, loaded == 1 ? " ran" : "s ran", 100 * VB_VERDICT_BUSY_LOAD, 100 * worst, first_loaded,
                    loaded == 1 ? "it" : "them");
+    /* the team a run gave up as it started, and what to rerun with when the
+     * load or the threads explain the numbers (report_advice.c) */
+    int gave = 0;
+    const rp_run *first_gave = NULL;
+    rp_cause *causes = vb_calloc_check((size_t)n + 1, sizeof *causes);
+    const rp_cause **cp = vb_calloc_check((size_t)n + 1, sizeof *cp);
+    for (int i = 0; i < n; i++) {
+        int type = RP_FULL;
+        while (type > 0 && runs[i]->thr[type].n == 0) type--;
+        rp_cause_of(&runs[i], 1, type, &causes[i]);
+        cp[i] = &causes[i];
+        if (causes[i].gave_way && !gave++) first_gave = runs[i];
+    }
+    if (gave)
+        rp_warning(d, "%d run%s fewer OpenMP threads than %s given (e.g. %s: %d of %d, thread_policy adapt): the "
+                      "cores were busy with other work as %s started",
+                   gave, gave == 1 ? " ran" : "s ran", gave == 1 ? "it was" : "they were", first_gave->name,
+                   first_gave->threads_used, first_gave->threads_team, gave == 1 ? "it" : "they");
+    char adv[900];
+    rp_advice(cp, n, sweep, adv, sizeof adv);
+    if (adv[0]) rp_warning(d, "what to rerun with: %s", adv);
+    free(cp);
+    free(causes);
 }
 
 /* "2 threads a rank on 2 cores", or per rank count when the runs differ */

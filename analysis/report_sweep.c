@@ -495,7 +495,7 @@ static void sweep_findings(rp_doc *d, rp_sweep *s) {
     }
     rp_caption(d, done, ndone, over);
     (void)nfail; /* failure_findings said how many, and why */
-    rp_run_warnings(d, done, ndone);
+    rp_run_warnings(d, done, ndone, true);
     free(done);
     if (s->fp_differs)
         rp_warning(d, "fingerprints differ: some points ran on another CPU model, backend, BLAS kernel or thread "
@@ -535,7 +535,12 @@ static void sweep_findings(rp_doc *d, rp_sweep *s) {
         char lab[256], where[300];
         sw_label(s, big, NULL, lab, sizeof lab);
         snprintf(where, sizeof where, " at %s", lab[0] ? lab : "the sweep's point");
-        rp_bound_finding(d, pooled, where);
+        rp_run **big_runs = vb_calloc_check((size_t)big->nruns + 1, sizeof *big_runs);
+        for (int a = 0; a < big->nruns; a++) big_runs[a] = &s->runs[big->runs[a]];
+        rp_cause c;
+        rp_cause_of(big_runs, big->nruns, RP_FULL, &c);
+        free(big_runs);
+        rp_bound_finding(d, pooled, where, &c);
         for (int k = 0; k < RP_NTYPES; k++) rp_samples_free(&pooled[k]);
     }
 }

@@ -79,6 +79,16 @@ static double load_factor(double load) {
     return load < 0.99 ? 1 / (1 - (load > 0 ? load : 0)) : 100;
 }
 
+/* The run-to-run sd (log scale) a side that lost a share s of its thread
+ * time has at least: VB_VERDICT_LOAD_SD per unit of the slowdown the load
+ * explains beyond none, s / (1 - s); 0 for a side that was not busy or did
+ * not record its load. */
+static double busy_sd(double load) {
+    if (!(load > VB_VERDICT_BUSY_LOAD)) return 0;
+    const double s = load < 0.95 ? load : 0.95;
+    return VB_VERDICT_LOAD_SD * s / (1 - s);
+}
+
 /* A busy side's whole noise as a relative change: the slowdown its load
  * explains, or the spread of its trials; 0 for a quiet side. */
 static double side_noise(double spread, double load) {
@@ -95,8 +105,10 @@ static double side_noise(double spread, double load) {
 static double load_noise(const vb_verdict *v) {
     double nb = 0, nn = 0;
     if (v->run_sd_source == VB_RUNSD_FLOOR) {
-        nb = side_noise(v->spread_base, v->load_base);
-        nn = side_noise(v->spread_new, v->load_new);
+        /* a recorded load already set the sd its side's interval assumes
+         * (busy_sd): only its trials' spread is left to widen by */
+        nb = side_noise(v->spread_base, busy_sd(v->load_base) > 0 ? NAN : v->load_base);
+        nn = side_noise(v->spread_new, busy_sd(v->load_new) > 0 ? NAN : v->load_new);
         return nb > nn ? nb : nn;
     }
     const double fb = load_factor(v->load_base), fn = load_factor(v->load_new);
@@ -128,6 +140,71 @@ static double quantile(double q, double df) {
     return vb_stats_t_quantile(q, df < 1 ? 1 : (int)floor(df)); /* floor: the wider interval */
 }
 
+/* The variance of the difference of the two sides' centres and its df
+ * (*df); the run-to-run sd behind it and where it came from when wanted.
+ * A side's run-to-run variance is at least its busy floor squared (fb, fn;
+ * 0 for none): a few runs of a busy machine can agree by chance, and
+ * identical runs under load spread that much. */
+static double centre_variance(const side_stats *b, const side_stats *n, double floor_sd, double fb, double fn,
+                              double *df, vb_runsd_source *src, double *run_sd) {
+    const double vb = fmax(b->var_centres, fb * fb), vn = fmax(n->var_centres, fn * fn);
+    double se2, sd;
+    vb_runsd_source from;
+    if (b->runs >= 2 && n->runs >= 2) {
+        const double vv[2] = {vb / b->runs, vn / n->runs};
+        const double dd[2] = {b->runs - 1.0, n->runs - 1.0};
+        se2 = vv[0] + vv[1];
+        *df = satterthwaite(vv, dd, 2);
+        sd = sqrt(((b->runs - 1) * vb + (n->runs - 1) * vn) / (b->runs + n->runs - 2));
+        from = VB_RUNSD_MEASURED;
+    } else if (b->runs >= 2 || n->runs >= 2) {
+        /* one side ran once: one run's centre varies as the other side's do
+         * (or as its own load says, if more), unless its own trials say its
+         * median is less certain still */
+        const bool many_is_base = b->runs >= 2;
+        const side_stats *many = many_is_base ? b : n, *one = many_is_base ? n : b;
+        const double many_var = many_is_base ? vb : vn, one_floor = many_is_base ? fn : fb;
+        const double one_var = fmax(many_var, one_floor * one_floor), mean_var = many_var / many->runs;
+        if (!(one->within > one_var)) {
+            se2 = one_var + mean_var;
+            *df = many->runs - 1.0;
+        } else {
+            const double vv[2] = {one->within, mean_var}, dd[2] = {one->n - 1.0, many->runs - 1.0};
+            se2 = vv[0] + vv[1];
+            *df = satterthwaite(vv, dd, 2);
+        }
+        sd = sqrt(many_var);
+        from = VB_RUNSD_OTHER;
+    } else {
+        /* one run a side: the run-to-run spread is unknown; the floor stands
+         * in (or a busy side's, if more) */
+        const double wb = isnan(b->within) ? 0 : b->within, wn = isnan(n->within) ? 0 : n->within;
+        const double f = fmax(floor_sd, fmax(fb, fn));
+        const double vv[3] = {wb, wn, 2 * f * f};
+        const double dd[3] = {b->n - 1.0, n->n - 1.0, INFINITY};
+        se2 = vv[0] + vv[1] + vv[2];
+        *df = satterthwaite(vv, dd, 3);
+        sd = f;
+        from = VB_RUNSD_FLOOR;
+    }
+    if (src) *src = from;
+    if (run_sd) *run_sd = sd;
+    return se2;
+}
+
+/* exp(d +- t se) at level 1 - alpha, and the p of the same t (p may be NULL) */
+static void interval(double d, double se2, double df, double alpha, vb_ci *ci, double *p) {
+    const double se = sqrt(se2);
+    if (se > 0) {
+        const double h = quantile(1 - alpha / 2, df) * se;
+        *ci = (vb_ci){exp(d - h), exp(d + h)};
+        if (p) *p = fmin(1, 2 * vb_stats_t_sf(fabs(d) / se, df));
+    } else {
+        *ci = (vb_ci){exp(d), exp(d)};
+        if (p) *p = d == 0 ? 1 : 0;
+    }
+}
+
 vb_verdict vb_verdict_judge(const vb_verdict_side *base, const vb_verdict_side *new_, const vb_verdict_opts *o) {
     const double floor_sd = o->run_floor > 0 ? o->run_floor : VB_VERDICT_RUN_FLOOR;
     vb_verdict v = {.ratio = NAN, .ci = {NAN, NAN}, .p = NAN, .df = NAN, .level = 1 - o->alpha, .nbase = base->n,
@@ -145,54 +222,22 @@ vb_verdict vb_verdict_judge(const vb_verdict_side *base, const vb_verdict_side *
         return v;
     }
 
-    /* the variance of each side's centre, and the df of their sum */
-    double se2 = NAN;
-    if (b.runs >= 2 && n.runs >= 2) {
-        const double vv[2] = {b.var_centres / b.runs, n.var_centres / n.runs};
-        const double dd[2] = {b.runs - 1.0, n.runs - 1.0};
-        se2 = vv[0] + vv[1];
-        v.df = satterthwaite(vv, dd, 2);
-        v.run_sd = sqrt(((b.runs - 1) * b.var_centres + (n.runs - 1) * n.var_centres) / (b.runs + n.runs - 2));
-        v.run_sd_source = VB_RUNSD_MEASURED;
-    } else if (b.runs >= 2 || n.runs >= 2) {
-        /* one side ran once: one run's centre varies as the other side's do,
-         * unless its own trials say its median is less certain still */
-        const side_stats *many = b.runs >= 2 ? &b : &n, *one = b.runs >= 2 ? &n : &b;
-        const double mean_var = many->var_centres / many->runs;
-        if (!(one->within > many->var_centres)) {
-            se2 = many->var_centres + mean_var;
-            v.df = many->runs - 1.0;
-        } else {
-            const double vv[2] = {one->within, mean_var}, dd[2] = {one->n - 1.0, many->runs - 1.0};
-            se2 = vv[0] + vv[1];
-            v.df = satterthwaite(vv, dd, 2);
-        }
-        v.run_sd = sqrt(many->var_centres);
-        v.run_sd_source = VB_RUNSD_OTHER;
-    } else {
-        /* one run a side: the run-to-run spread is unknown; the floor stands in */
-        const double wb = isnan(b.within) ? 0 : b.within, wn = isnan(n.within) ? 0 : n.within;
-        const double vv[3] = {wb, wn, 2 * floor_sd * floor_sd};
-        const double dd[3] = {b.n - 1.0, n.n - 1.0, INFINITY};
-        se2 = vv[0] + vv[1] + vv[2];
-        v.df = satterthwaite(vv, dd, 3);
-        v.run_sd = floor_sd;
-        v.run_sd_source = VB_RUNSD_FLOOR;
-    }
-    const double d = n.centre - b.centre, se = sqrt(se2);
+    /* the variance of each side's centre and the df of their sum, from the
+     * runs alone (ci_runs), then with a busy side's run-to-run spread taken
+     * as at least what its load gives identical runs (the interval used) */
+    const double fb = busy_sd(base->load), fn = busy_sd(new_->load);
+    double df_raw = NAN, p_raw = NAN;
+    const double se2_raw = centre_variance(&b, &n, floor_sd, 0, 0, &df_raw, NULL, NULL);
+    vb_runsd_source src;
+    double run_sd;
+    const double se2 = centre_variance(&b, &n, floor_sd, fb, fn, &v.df, &src, &run_sd);
+    v.run_sd = run_sd, v.run_sd_source = src;
+    v.load_sd = fmax(fb, fn);
+    const double d = n.centre - b.centre;
     v.centre_base = exp(b.centre), v.centre_new = exp(n.centre);
     v.ratio = exp(d);
-    if (se > 0) {
-        const double h = quantile(1 - o->alpha / 2, v.df) * se;
-        v.ci = (vb_ci){exp(d - h), exp(d + h)};
-        v.p = 2 * vb_stats_t_sf(fabs(d) / se, v.df);
-        if (v.p > 1) v.p = 1;
-    } else {
-        v.ci = (vb_ci){v.ratio, v.ratio};
-        v.p = d == 0 ? 1 : 0;
-    }
-
-    v.ci_runs = v.ci;
+    interval(d, se2_raw, df_raw, o->alpha, &v.ci_runs, &p_raw);
+    interval(d, se2, v.df, o->alpha, &v.ci, &v.p);
 
     /* the load each side ran under widens the interval */
     v.busy_base = vb_verdict_busy(b.spread, base->load);
@@ -219,9 +264,10 @@ vb_verdict vb_verdict_judge(const vb_verdict_side *base, const vb_verdict_side *
         return v;
     }
     /* what the runs alone would have said, had the load not widened it */
-    const bool raw_decided = v.noise > 0 && ((sig && (v.ci_runs.lo > up || v.ci_runs.hi < down)) ||
-                                             (v.ci_runs.lo >= down && v.ci_runs.hi <= up &&
-                                              v.run_sd_source != VB_RUNSD_FLOOR));
+    const bool widened = v.noise > 0 || se2 > se2_raw;
+    const bool raw_decided = widened && ((p_raw < o->alpha && (v.ci_runs.lo > up || v.ci_runs.hi < down)) ||
+                                         (v.ci_runs.lo >= down && v.ci_runs.hi <= up &&
+                                          v.run_sd_source != VB_RUNSD_FLOOR));
     if (raw_decided)
         v.why = VB_WHY_BUSY;
     else if (v.run_sd_source == VB_RUNSD_FLOOR)
@@ -261,10 +307,22 @@ const char *vb_verdict_reason(const vb_verdict *v, char *buf, size_t n) {
                      v->ci.lo, v->ci.hi, 100 * v->run_sd);
         break;
     case VB_WHY_BUSY:
-        snprintf(buf, n, "%s ran on a busy machine: the load widened the interval to [%.4g, %.4g] (by %.3g%%)%s, and "
-                 "the effect does not clear it",
-                 who, v->ci.lo, v->ci.hi, 100 * v->noise,
-                 v->load_differs ? "; the two sides ran under very different load" : "");
+        if (v->load_sd > 0 && v->noise > 0)
+            snprintf(buf, n, "%s ran on a busy machine: the load widened the interval to [%.4g, %.4g] (runs under it "
+                     "spread by %.3g%% or more, and the sides' loads differ by %.3g%%)%s, and the effect does not "
+                     "clear it",
+                     who, v->ci.lo, v->ci.hi, 100 * v->load_sd, 100 * v->noise,
+                     v->load_differs ? "; the two sides ran under very different load" : "");
+        else if (v->load_sd > 0)
+            snprintf(buf, n, "%s ran on a busy machine: identical runs under that load spread by %.3g%% or more, "
+                     "which widens the interval to [%.4g, %.4g] (from [%.4g, %.4g] by the runs alone), and the effect "
+                     "does not clear it",
+                     who, 100 * v->load_sd, v->ci.lo, v->ci.hi, v->ci_runs.lo, v->ci_runs.hi);
+        else
+            snprintf(buf, n, "%s ran on a busy machine: the load widened the interval to [%.4g, %.4g] (by %.3g%%)%s, "
+                     "and the effect does not clear it",
+                     who, v->ci.lo, v->ci.hi, 100 * v->noise,
+                     v->load_differs ? "; the two sides ran under very different load" : "");
         return buf;
     case VB_WHY_STRADDLES:
     case VB_WHY_NONE:

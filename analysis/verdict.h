@@ -29,7 +29,10 @@
  * geometric means of run medians otherwise.
  *
  * The load each side ran under widens that interval (the interval printed is
- * the one the verdict used). A side is busy when its trials spread more than
+ * the one the verdict used). First, a busy side's run-to-run sd is taken as
+ * at least VB_VERDICT_LOAD_SD x s / (1 - s) for a load share s: a few runs
+ * on a busy machine can agree by chance, and identical runs under load
+ * spread that much, so equal load on both sides is never read as none. A side is busy when its trials spread more than
  * VB_VERDICT_NOISY_SPREAD (max / min within one run) or the load recorded
  * during its trials (load.csv: the share of the run's thread time spent
  * waiting for a CPU or stolen by the hypervisor) exceeds VB_VERDICT_BUSY_LOAD;
@@ -61,6 +64,13 @@
 /* share of a run's thread time lost to other work (waiting for a CPU, or
  * stolen) above which its trials ran on a busy machine */
 #define VB_VERDICT_BUSY_LOAD 0.10
+/* The run-to-run sd (log scale) of identical runs that lost a share s of
+ * their thread time, per unit of s / (1 - s), the slowdown the load explains
+ * beyond none: identical tiny runs under one busy loop per core on the
+ * 2-core Xeon (s 0.49, 1 thread a rank under thread_policy adapt) spread by
+ * an sd of 0.40 in log of their medians (bench/dev/verdict_bench.sh,
+ * docs/analysis.md). */
+#define VB_VERDICT_LOAD_SD 0.40
 /* The machine's run-to-run floor: the standard deviation of log(median
  * throughput of one run) between identical runs. On the shared 2-core
  * development machine, 20 pairs of identical quiet runs differed by up to
@@ -122,8 +132,9 @@ typedef struct vb_verdict {
     int runs_base, runs_new;
     double run_sd;    /* log-scale run-to-run sd behind the interval (pooled when measured) */
     vb_runsd_source run_sd_source;
-    vb_ci ci_runs;    /* the interval before the load widened it */
-    double noise;     /* the load's widening: ci = ci_runs / (1 + noise) .. * (1 + noise); 0 for none */
+    vb_ci ci_runs;    /* the interval of the runs alone, before the load widened it */
+    double load_sd;   /* the busiest side's run-to-run sd floor from its load (VB_VERDICT_LOAD_SD); 0 for none */
+    double noise;     /* the load's widening on top: ci = ci_floored / (1 + noise) .. * (1 + noise); 0 for none */
     bool busy_base, busy_new;
     double spread_base, spread_new; /* largest max / min of one run's samples; NaN with < 2 in every run */
     double load_base, load_new;     /* as given */

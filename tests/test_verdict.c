@@ -8,8 +8,12 @@
  *   - the interval never reaches 0, and it and p agree: the interval lies
  *     beyond 1 only when p < alpha
  *   - fewer than 5 samples a side: inconclusive, however large the effect
- *   - load: the difference of the sides' recorded load widens the interval
- *     (equal load does not); a busy single run widens it by its whole noise
+ *   - load: equal load on both sides is not read as none (a busy side's
+ *     run-to-run sd is at least VB_VERDICT_LOAD_SD x s / (1 - s), so three
+ *     runs a side that agree by chance under load decide nothing, while an
+ *     effect beyond that spread still does); the difference of the sides'
+ *     recorded load widens the interval further; a busy single run widens
+ *     it by its trials' spread on top of its load's sd
  *   - an interval that reaches across the threshold is inconclusive
  */
 #include "tests/test_util.h"
@@ -18,6 +22,7 @@
 #include <string.h>
 
 #include "analysis/verdict.h"
+#include "core/util/stats.h"
 
 /* n runs of m trials: run r's trials are base * drift[r] * (1 + 0.002 (k - m/2)) */
 static void make_runs(double *v, int *run, int nruns, int m, double base, const double *drift) {
@@ -152,29 +157,59 @@ static void test_load(void **state) {
     make_two_sides(&t);
     const double *a = t.a;
     vb_verdict_opts o = vb_verdict_defaults(true);
-    /* the same load on both sides: the runs' spread holds it */
+    /* the same load on both sides: identical runs agreeing within 2% are no
+     * evidence of equivalence when runs under a 40% load spread by
+     * 0.4 x 0.4 / 0.6 in log */
     vb_verdict_side sa = {t.a, t.ra, 40, 0.4}, sb = {t.b, t.rb, 40, 0.4};
     vb_verdict v = vb_verdict_judge(&sa, &sb, &o);
-    assert_int_equal(v.kind, VB_VERDICT_EQUIVALENT);
+    assert_int_equal(v.kind, VB_VERDICT_INCONCLUSIVE);
+    assert_int_equal(v.why, VB_WHY_BUSY);
     assert_true(v.noise == 0);
+    assert_true(fabs(v.load_sd - VB_VERDICT_LOAD_SD * 0.4 / 0.6) < 1e-12);
     assert_true(v.busy_base && v.busy_new);
-    /* a busy BASE (40%) against a quiet NEW (2%): 1/0.6 against 1/0.98 */
-    sb.load = 0.02;
+    assert_true(v.ci_runs.lo >= 0.95 && v.ci_runs.hi <= 1.05); /* the runs alone: equivalent */
+    /* the interval by hand: each side's run variance floored, Welch t */
+    const double f2 = pow(VB_VERDICT_LOAD_SD * 0.4 / 0.6, 2), se = sqrt(f2 / 5 + f2 / 5);
+    const double h = vb_stats_t_quantile(0.975, (int)floor(v.df)) * se;
+    assert_true(fabs(v.df - 8) < 1e-9);
+    assert_true(fabs(log(v.ci.hi / v.ratio) - h) < 1e-9);
+    /* under a quiet machine's load the same runs are equivalent */
+    sa.load = sb.load = 0.02;
+    assert_int_equal(vb_verdict_judge(&sa, &sb, &o).kind, VB_VERDICT_EQUIVALENT);
+
+    /* three runs a side that agree by chance under a 50% load, 25% apart:
+     * the runs alone would say slower (p < 0.05); under that load nothing */
+    double x[24], y[24];
+    int rx[24], ry[24];
+    make_runs(x, rx, 3, 8, 100, k_drift);
+    make_runs(y, ry, 3, 8, 75, k_drift + 1);
+    vb_verdict_side bx = {x, rx, 24, 0.5}, by = {y, ry, 24, 0.5};
+    v = vb_verdict_judge(&bx, &by, &o);
+    assert_int_equal(v.kind, VB_VERDICT_INCONCLUSIVE);
+    assert_int_equal(v.why, VB_WHY_BUSY);
+    assert_true(v.ci_runs.hi < 0.95 && v.ci.hi > 1);
+    /* ... while five times slower clears even that */
+    for (int i = 0; i < 24; i++) y[i] /= 3.75; /* 100 -> 20 */
+    assert_int_equal(vb_verdict_judge(&bx, &by, &o).kind, VB_VERDICT_WORSE);
+
+    /* a busy BASE (40%) against a quiet NEW (2%): BASE's floor, and 1/0.6
+     * against 1/0.98 on top */
+    sa.load = 0.4, sb.load = 0.02;
     v = vb_verdict_judge(&sa, &sb, &o);
     assert_int_equal(v.kind, VB_VERDICT_INCONCLUSIVE);
     assert_int_equal(v.why, VB_WHY_BUSY);
     assert_true(v.load_differs);
     assert_true(fabs(v.noise - (1 / 0.6 - 1 / 0.98) / (1 / 0.98)) < 1e-12);
-    assert_true(fabs(v.ci.lo - v.ci_runs.lo / (1 + v.noise)) < 1e-12);
-    /* a single busy run: widened by its whole noise; a 30% drop no longer
-     * clears a 50% load */
+    /* a single busy run against a quiet one: its load's sd (0.4 at 50%)
+     * stands for the unknown run-to-run spread; a 30% drop does not clear
+     * it, and on a quiet machine it does */
     double c[8];
     for (int i = 0; i < 8; i++) c[i] = a[i] * 0.7;
     vb_verdict_side s1 = {a, NULL, 8, 0.5}, s3 = {c, NULL, 8, 0.01};
     v = vb_verdict_judge(&s1, &s3, &o);
     assert_int_equal(v.kind, VB_VERDICT_INCONCLUSIVE);
     assert_int_equal(v.why, VB_WHY_BUSY);
-    assert_true(fabs(v.noise - 1) < 1e-12); /* 1 / (1 - 0.5) - 1 */
+    assert_true(fabs(v.run_sd - VB_VERDICT_LOAD_SD) < 1e-12); /* 0.4 x 0.5 / 0.5 */
     s1.load = 0.01;
     assert_int_equal(vb_verdict_judge(&s1, &s3, &o).kind, VB_VERDICT_WORSE);
 }
