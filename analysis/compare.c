@@ -50,6 +50,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "analysis/advice.h"
 #include "analysis/csv.h"
 #include "analysis/rundir.h"
 #include "analysis/trials_csv.h"
@@ -719,6 +720,7 @@ typedef struct {
     double load;       /* mean load share over its runs that recorded one (run_load.h); NaN: none */
     int load_runs;     /* runs with load.csv */
     vb_run_load load0; /* the first run's, for the notes */
+    vb_cause cause;    /* what its runs show (advice.h): load, spread, threads given and run */
 } side_summary;
 
 typedef struct {
@@ -754,7 +756,7 @@ static double run_spread(const samples *s) {
 }
 
 static side_summary summarize(const samples *s) {
-    side_summary r = {s->n, s->nruns, s->min_per_run, NAN, NAN, NAN, NAN, NAN, NAN, NAN, 0, {0}};
+    side_summary r = {s->n, s->nruns, s->min_per_run, NAN, NAN, NAN, NAN, NAN, NAN, NAN, 0, {0}, {0}};
     if (s->n == 0) return r;
     r.median = vb_stats_median(s->v, s->n);
     r.mean = vb_stats_mean(s->v, s->n);
@@ -776,6 +778,28 @@ static void side_load(side_summary *sum, const point *pt, const metric *m) {
     }
     sum->load = vb_run_load_mean(l, pt->nruns);
     sum->load0 = l[0];
+    /* what the advice needs: the busiest run's load, the trials' spread, the
+     * threads each run was given and ran (run.json's threads) */
+    vb_cause *c = &sum->cause;
+    *c = (vb_cause){.runs = pt->nruns, .load = NAN, .spread = sum->spread};
+    for (int i = 0; i < pt->nruns; i++) {
+        if (l[i].recorded && !(l[i].share <= c->load)) c->load = l[i].share;
+        char path[VB_PATH_MAX];
+        vb_dir_file(path, sizeof path, pt->runs[i], VB_RUN_JSON);
+        const char *why;
+        cJSON *j = vb_read_json_object(path, &why);
+        const cJSON *th = cJSON_GetObjectItemCaseSensitive(j, "threads");
+        const cJSON *team = cJSON_GetObjectItemCaseSensitive(th, "team"), *used = cJSON_GetObjectItemCaseSensitive(th, "per_rank");
+        if (cJSON_IsNumber(used) && used->valuedouble >= 1 && used->valuedouble < 1e6) {
+            const int u = (int)used->valuedouble;
+            const int t = cJSON_IsNumber(team) && team->valuedouble >= u && team->valuedouble < 1e6 ? (int)team->valuedouble : u;
+            if (u > c->used) c->used = u;
+            if (t > c->team) c->team = t;
+            c->gave_way = c->gave_way || t > u;
+        }
+        c->oversubscribed = c->oversubscribed || cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(th, "oversubscribed"));
+        cJSON_Delete(j);
+    }
     free(l);
 }
 
@@ -1022,6 +1046,23 @@ static void print_table(const result *rs, int n) {
         printf("%.3g | %d (%d) / %d (%d) | ", r->vv.p, r->base.n, r->base.nruns, r->new_.n, r->new_.nruns);
         print_verdict_cell(r);
     }
+}
+
+/* One line after the notes when the load or the threads explain what the
+ * table could not decide: what to rerun with (advice.h), from every side. */
+static void print_advice(const result *rs, int n, bool sweeps, cJSON *root) {
+    const vb_cause **c = vb_calloc_check(2 * (size_t)n + 1, sizeof *c);
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        if (rs[i].v == V_NO_SAMPLES) continue;
+        c[k++] = &rs[i].base.cause;
+        c[k++] = &rs[i].new_.cause;
+    }
+    char adv[900];
+    vb_advice(c, k, sweeps, adv, sizeof adv);
+    if (adv[0]) printf("advice: %s\n", adv);
+    cJSON_AddStringToObject(root, "advice", adv);
+    free(c);
 }
 
 /* a line per busy side, after the table: its trials' spread and its load */
@@ -1381,6 +1422,7 @@ int vb_compare_main(int argc, char **argv) {
            trial_metric ? "timed trials" : "", trial_metric && op_metric ? "; for op: metrics, " : "",
            op_metric ? "runs" : "");
     print_noise_notes(rs, nres);
+    print_advice(rs, nres, base.sweep || neu.sweep, root);
     cJSON *suspects = cJSON_AddArrayToObject(root, "op_growth");
     for (int i = 0; i < npairs; i++) {
         bool here = false;

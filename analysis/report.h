@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "analysis/advice.h"
 #include "analysis/csv.h"
 #include "analysis/plot.h"
 #include "analysis/run_load.h"
@@ -204,8 +205,7 @@ void rp_relpath(const char *from, const char *to, char *out, size_t n);
  * loader (IO no faster than SYNTHETIC), or their overlap; no answer when
  * FULL beats SYNTHETIC or IO beyond its interval (an anomaly, with what
  * `cause`, when not NULL, shows of the runs and what to rerun with). */
-struct rp_cause;
-void rp_bound_finding(rp_doc *d, const rp_samples thr[RP_NTYPES], const char *where, const struct rp_cause *cause);
+void rp_bound_finding(rp_doc *d, const rp_samples thr[RP_NTYPES], const char *where, const vb_cause *cause);
 /* Warnings about the runs behind the numbers: oversubscribed, busy (trials
  * spread more than compare's noise limit, or load), fewer threads than
  * given, and what to rerun with (phrased for a sweep or for one run). */
@@ -216,28 +216,10 @@ void rp_run_warnings(rp_doc *d, rp_run *const *runs, int n, bool sweep);
  * thread on 1 core"), and whether any was oversubscribed. */
 void rp_caption(rp_doc *d, rp_run *const *runs, int n, bool any_oversubscribed);
 
-/* ---- what stands behind a result the report cannot trust (report_advice.c) ---- */
-typedef struct rp_cause {
-    int runs;           /* runs looked at */
-    double load;        /* the largest run's share of thread time lost to other work (load.csv); NaN: none recorded */
-    double spread;      /* the largest max / min of one run's trials; NaN with fewer than two a run */
-    int team, used;     /* OpenMP threads a rank was given and ran, the most of any run; 0: not recorded */
-    bool gave_way;      /* a run ran fewer threads than it was given (thread_policy adapt on a busy node) */
-    bool oversubscribed;
-} rp_cause;
-/* What runs[0..n) show for trial kind `type`. */
+/* ---- what stands behind a result the report cannot trust (advice.h) ---- */
+typedef vb_cause rp_cause;
+/* What runs[0..n) show for trial kind `type` (report_run.c). */
 void rp_cause_of(rp_run *const *runs, int n, int type, rp_cause *c);
-/* busy by verdict.h's rule (load or trial spread) */
-bool rp_cause_busy(const rp_cause *c);
-/* what the runs show, as a clause: their load and its cost, their trials'
- * spread, their threads; "nothing recorded says ..." without any of it */
-void rp_cause_describe(const rp_cause *c, char *buf, size_t n);
-/* What to rerun with, as sentences ("" when nothing recorded explains the
- * result): one thread a rank when busy runs ran teams, the same team
- * when runs gave up threads (adapt), a quieter node or more runs
- * interleaved when busy, with the busiest run's cost. `sweep`: phrased with
- * the sweep's flags, else a single run's. */
-void rp_advice(const rp_cause *const *c, int n, bool sweep, char *buf, size_t bn);
 
 /* ---- per-run sections (report_run.c) ---- */
 /* Communication per parallel group from ops.csv (FULL rows when the file has

@@ -64,24 +64,23 @@ static void point_cause(const rp_sweep *s, const rp_point *p, rp_cause *c) {
  * correct program gives it (weak scaling adds ranks and work alike; strong
  * scaling beyond N/N0 needs the smaller share of each rank to reach a
  * faster memory, which the report cannot see). One line for the summary:
- * no answer, what the two points' runs show, what to rerun with. */
+ * no answer and what the two points' runs show (rp_run_warnings says what
+ * to rerun with). */
 static void scaling_anomaly(rp_doc *d, const rp_sweep *s, const rp_point *ref, const rp_point *p, rp_est eff,
                             bool strong, const char *series) {
     rp_cause cr, cp;
     point_cause(s, ref, &cr);
     point_cause(s, p, &cp);
-    char a[600], b[600], adv[900];
-    rp_cause_describe(&cr, a, sizeof a);
-    rp_cause_describe(&cp, b, sizeof b);
-    const rp_cause *both[2] = {&cr, &cp};
-    rp_advice(both, 2, true, adv, sizeof adv);
+    char a[600], b[600];
+    vb_cause_describe(&cr, a, sizeof a);
+    vb_cause_describe(&cp, b, sizeof b);
     rp_summary(d, "%s scaling efficiency at %g ranks%s%s: no answer. The measured %.3g [95%% CI %.3g, %.3g] lies "
                   "above the ideal (1) beyond its interval, which %s: a measurement anomaly. The %g-rank point: %s. "
-                  "The %g-rank point: %s.%s%s",
+                  "The %g-rank point: %s.",
                strong ? "Strong" : "Weak", p->ranks, series[0] ? ", " : "", series, eff.mean, eff.lo, eff.hi,
                strong ? "a correct measurement reaches only when each rank's smaller share fits a faster memory"
                       : "weak scaling cannot reach (more ranks, and as much more work)",
-               ref->ranks, a, p->ranks, b, adv[0] ? " " : "", adv);
+               ref->ranks, a, p->ranks, b);
 }
 
 static void table_est(rp_table *t, rp_est e) {

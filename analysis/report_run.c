@@ -428,12 +428,32 @@ void rp_run_sections(rp_doc *d, const rp_run *r, const rp_opts *o, const char *p
 
 /* ---- findings for the summary ---- */
 
-void rp_bound_finding(rp_doc *d, const rp_samples thr[RP_NTYPES], const char *where, const rp_cause *cause) {
+void rp_cause_of(rp_run *const *runs, int n, int type, rp_cause *c) {
+    memset(c, 0, sizeof *c);
+    c->load = c->spread = NAN;
+    for (int i = 0; i < n; i++) {
+        const rp_run *r = runs[i];
+        c->runs++;
+        const double l = r->load[type].share;
+        if (isfinite(l) && !(l <= c->load)) c->load = l;
+        const rp_samples *x = &r->thr[type];
+        if (x->n > 1) {
+            const double lo = vb_stats_min(x->v, x->n), hi = vb_stats_max(x->v, x->n);
+            if (lo > 0 && !(hi / lo <= c->spread)) c->spread = hi / lo;
+        }
+        if (r->threads_team > c->team) c->team = r->threads_team;
+        if (r->threads_used > c->used) c->used = r->threads_used;
+        if (r->threads_used > 0 && r->threads_team > r->threads_used) c->gave_way = true;
+        c->oversubscribed = c->oversubscribed || r->oversubscribed;
+    }
+}
+
+void rp_bound_finding(rp_doc *d, const rp_samples thr[RP_NTYPES], const char *where, const vb_cause *cause) {
     const rp_samples *io = &thr[RP_IO], *syn = &thr[RP_SYNTHETIC], *full = &thr[RP_FULL];
     if (full->n == 0 || syn->n == 0) return;
     const rp_est fs = rp_ratio_of_means(full, syn);
     const double m_io = io->n ? rp_mean_est(io).mean : NAN, m_syn = rp_mean_est(syn).mean;
-    char ratio[200], loader[160], seen[700] = "", adv[900] = "";
+    char ratio[200], loader[160], seen[700] = "";
     snprintf(ratio, sizeof ratio, "FULL runs at %.3g%% of SYNTHETIC [95%% CI %.3g%%, %.3g%%]%s", 100 * fs.mean,
              100 * fs.lo, 100 * fs.hi, fs.runs < 2 ? " (one run: the interval holds its trials' spread only)" : "");
     if (isfinite(m_io))
@@ -443,9 +463,8 @@ void rp_bound_finding(rp_doc *d, const rp_samples thr[RP_NTYPES], const char *wh
         snprintf(loader, sizeof loader, "no IO trials measured the loader alone");
     if (cause) {
         char what[600];
-        rp_cause_describe(cause, what, sizeof what);
+        vb_cause_describe(cause, what, sizeof what);
         snprintf(seen, sizeof seen, " What the runs show: %s.", what);
-        rp_advice(&cause, 1, false, adv, sizeof adv);
     }
     if (!isfinite(fs.lo)) {
         rp_summary(d, "What bounds FULL%s cannot be told: %s, and one trial a side gives no interval.", where, ratio);
@@ -458,8 +477,8 @@ void rp_bound_finding(rp_doc *d, const rp_samples thr[RP_NTYPES], const char *wh
     if (fs.lo > 1) {
         rp_summary(d, "What bounds FULL%s: no answer. %s, above the training step's own rate, which FULL cannot beat: a "
                       "measurement anomaly (the SYNTHETIC trials ran while the machine was busier, clock or thermal "
-                      "drift between the trial kinds, or too few trials).%s%s%s",
-                   where, ratio, seen, adv[0] ? " " : "", adv);
+                      "drift between the trial kinds, or too few trials).%s",
+                   where, ratio, seen);
         rp_warning(d, "FULL above SYNTHETIC beyond its interval%s: a measurement anomaly (load or clock drift between "
                       "trial kinds), not a property of the code",
                    where);
@@ -471,8 +490,8 @@ void rp_bound_finding(rp_doc *d, const rp_samples thr[RP_NTYPES], const char *wh
             rp_summary(d, "What bounds FULL%s: no answer. FULL runs at %.3gx the loader alone [95%% CI %.3g, %.3g] "
                           "(IO, %.4g samples/s), which reads the same batches and does nothing else: a measurement "
                           "anomaly (the IO trials ran while the machine was busier, or the files' pages were not yet "
-                          "cached).%s%s%s",
-                       where, fi.mean, fi.lo, fi.hi, m_io, seen, adv[0] ? " " : "", adv);
+                          "cached).%s",
+                       where, fi.mean, fi.lo, fi.hi, m_io, seen);
             rp_warning(d, "FULL above the loader's own rate (IO) beyond its interval%s: a measurement anomaly, not a "
                           "property of the code",
                        where);
@@ -556,7 +575,7 @@ void rp_run_warnings(rp_doc *d, rp_run *const *runs, int n, bool sweep) {
                    loaded, loaded == 1 ? " ran" : "s ran", 100 * VB_VERDICT_BUSY_LOAD, 100 * worst, first_loaded,
                    loaded == 1 ? "it" : "them");
     /* the team a run gave up as it started, and what to rerun with when the
-     * load or the threads explain the numbers (report_advice.c) */
+     * load or the threads explain the numbers (advice.h) */
     int gave = 0;
     const rp_run *first_gave = NULL;
     rp_cause *causes = vb_calloc_check((size_t)n + 1, sizeof *causes);
@@ -574,7 +593,7 @@ void rp_run_warnings(rp_doc *d, rp_run *const *runs, int n, bool sweep) {
                    gave, gave == 1 ? " ran" : "s ran", gave == 1 ? "it was" : "they were", first_gave->name,
                    first_gave->threads_used, first_gave->threads_team, gave == 1 ? "it" : "they");
     char adv[900];
-    rp_advice(cp, n, sweep, adv, sizeof adv);
+    vb_advice(cp, n, sweep, adv, sizeof adv);
     if (adv[0]) rp_warning(d, "what to rerun with: %s", adv);
     free(cp);
     free(causes);

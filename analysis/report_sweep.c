@@ -119,6 +119,8 @@ static void load_json(rp_sweep *s) {
         }
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(root, "name");
     if (cJSON_IsString(name)) snprintf(s->name, sizeof s->name, "%s", name->valuestring);
+    const cJSON *nruns = cJSON_GetObjectItemCaseSensitive(root, "nruns");
+    if (cJSON_IsNumber(nruns) && nruns->valuedouble >= 1 && nruns->valuedouble <= 1e7) s->planned = (int)nruns->valuedouble;
     cJSON_Delete(root);
 }
 
@@ -601,6 +603,12 @@ void rp_sweep_report(rp_doc *d, const char *path, const rp_opts *o) {
     for (int i = 0; i < s.nruns; i++) ncomp += strcmp(s.runs[i].status, "completed") == 0;
     rp_para(d, "Sweep directory %s: kind %s (%s); %d runs, %d completed, %d points.", path, s.kind, s.kind_why,
             s.nruns, ncomp, s.npts);
+    /* a sweep stopped before its plan ran out (Ctrl-C, a killed job): the
+     * runs it never started are no part of any number here */
+    if (s.planned > s.nruns)
+        rp_warning(d, "%d of the %d runs the sweep planned never ran (it stopped after %d): every number here comes "
+                      "from the %d that did; vitbench sweep --resume %s runs the rest",
+                   s.planned - s.nruns, s.planned, s.nruns, s.nruns, path);
     failure_findings(d, &s);
     if (s.type < 0) {
         rp_para(d, "No completed run has timed trials in trials.csv: nothing to measure.");

@@ -1,12 +1,12 @@
-/* report_advice.c: what the report can see behind a result it cannot
- * trust, and what to rerun with (report.h). */
+/* advice.c: what the runs behind a result show, and what to rerun with (advice.h). */
+#include "analysis/advice.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "analysis/report.h"
-#include "core/util/stats.h"
+#include "analysis/verdict.h"
 
 /* appends to buf[n] at *k; what does not fit is left out */
 __attribute__((format(printf, 4, 5))) static void add(char *buf, size_t n, size_t *k, const char *fmt, ...) {
@@ -17,29 +17,9 @@ __attribute__((format(printf, 4, 5))) static void add(char *buf, size_t n, size_
     if (w > 0 && (size_t)w < n - *k) *k += (size_t)w;
 }
 
-void rp_cause_of(rp_run *const *runs, int n, int type, rp_cause *c) {
-    memset(c, 0, sizeof *c);
-    c->load = c->spread = NAN;
-    for (int i = 0; i < n; i++) {
-        const rp_run *r = runs[i];
-        c->runs++;
-        const double l = r->load[type].share;
-        if (isfinite(l) && !(l <= c->load)) c->load = l;
-        const rp_samples *x = &r->thr[type];
-        if (x->n > 1) {
-            const double lo = vb_stats_min(x->v, x->n), hi = vb_stats_max(x->v, x->n);
-            if (lo > 0 && !(hi / lo <= c->spread)) c->spread = hi / lo;
-        }
-        if (r->threads_team > c->team) c->team = r->threads_team;
-        if (r->threads_used > c->used) c->used = r->threads_used;
-        if (r->threads_used > 0 && r->threads_team > r->threads_used) c->gave_way = true;
-        c->oversubscribed = c->oversubscribed || r->oversubscribed;
-    }
-}
+bool vb_cause_busy(const vb_cause *c) { return vb_verdict_busy(c->spread, c->load); }
 
-bool rp_cause_busy(const rp_cause *c) { return vb_verdict_busy(c->spread, c->load); }
-
-void rp_cause_describe(const rp_cause *c, char *buf, size_t n) {
+void vb_cause_describe(const vb_cause *c, char *buf, size_t n) {
     size_t k = 0;
     buf[0] = '\0';
     if (isfinite(c->load) && c->load > VB_VERDICT_BUSY_LOAD)
@@ -59,13 +39,13 @@ void rp_cause_describe(const rp_cause *c, char *buf, size_t n) {
     if (!k) add(buf, n, &k, "nothing recorded says what went wrong (no load.csv, thread counts or busy trials)");
 }
 
-void rp_advice(const rp_cause *const *c, int n, bool sweep, char *buf, size_t bn) {
+void vb_advice(const vb_cause *const *c, int n, bool sweep, char *buf, size_t bn) {
     bool busy = false, busy_teams = false;
     int gave_way = 0;
     double worst = NAN;
     for (int i = 0; i < n; i++) {
-        busy = busy || rp_cause_busy(c[i]);
-        busy_teams = busy_teams || (rp_cause_busy(c[i]) && c[i]->used > 1);
+        busy = busy || vb_cause_busy(c[i]);
+        busy_teams = busy_teams || (vb_cause_busy(c[i]) && c[i]->used > 1);
         gave_way += c[i]->gave_way;
         if (isfinite(c[i]->load) && !(c[i]->load <= worst)) worst = c[i]->load;
     }
