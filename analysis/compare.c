@@ -282,7 +282,8 @@ typedef struct {
     char *key;     /* swept key=value pairs sorted by key: what matches points */
     char *label;   /* the same pairs in index.csv's order: what the table shows */
     char **runs;   /* run directories of its completed rows (repeats pool) */
-    int nruns, cap;
+    int *rounds;   /* each run's round (index.csv's repeat); -1 when it has none */
+    int nruns, cap, rcap;
 } point;
 
 typedef struct {
@@ -305,7 +306,7 @@ static point *point_of(point **pts, int *n, int *cap, char *key, char *label) {
         }
     GROW(*pts, *n, *cap);
     point *p = &(*pts)[(*n)++];
-    *p = (point){key, label[0] ? label : vb_strdup_check("-"), NULL, 0, 0};
+    *p = (point){key, label[0] ? label : vb_strdup_check("-"), NULL, NULL, 0, 0, 0};
     if (!label[0]) free(label);
     return p;
 }
@@ -317,9 +318,19 @@ static int find_point(const side *sd, const char *key) {
     return -1;
 }
 
-static void point_add_run(point *p, const char *run) {
+static void point_add_run(point *p, const char *run, int round) {
+    GROW(p->rounds, p->nruns, p->rcap);
     GROW(p->runs, p->nruns, p->cap);
+    p->rounds[p->nruns] = round;
     p->runs[p->nruns++] = vb_strdup_check(run);
+}
+
+/* index.csv's repeat of a record as a round, -1 without one */
+static int round_of(const vb_csv *t, int row, int col) {
+    const char *v = col >= 0 ? vb_csv_get(t, row, col) : "";
+    char *end;
+    const long r = strtol(v, &end, 10);
+    return *v && !*end && r >= 0 && r < 1000000 ? (int)r : -1;
 }
 
 typedef struct {
@@ -348,6 +359,7 @@ static void load_sweep(side *sd) {
     vb_csv t;
     read_csv_or_die(path, &t);
     int cdir = need_col(&t, path, "run_dir"), cst = need_col(&t, path, "status");
+    const int crep = vb_csv_col(&t, VB_COL_REPEAT);
     kv *pairs = vb_calloc_check((size_t)t.ncols, sizeof *pairs);
     for (int r = 0; r < t.nrows; r++) {
         const bool done = strcmp(vb_csv_get(&t, r, cst), "completed") == 0;
@@ -365,12 +377,12 @@ static void load_sweep(side *sd) {
             point *f = point_of(&sd->failed, &sd->nfailed, &sd->fcap, key, label);
             char what[VB_PATH_MAX + 64];
             vb_snprintf(what, sizeof what, "%s (%s)", *dir ? dir : "?", vb_csv_get(&t, r, cst));
-            point_add_run(f, what);
+            point_add_run(f, what, -1);
             continue;
         }
         point *p = point_of(&sd->pts, &sd->npts, &sd->cap, key, label);
         if (!vb_dir_exists(run)) vb_die_input("compare: %s: record %d: run directory %s does not exist", path, r + 2, run);
-        point_add_run(p, run);
+        point_add_run(p, run, round_of(&t, r, crep));
     }
     free(pairs);
     vb_csv_free(&t);
@@ -394,15 +406,15 @@ static void load_side(side *sd, const char *role, const char *path) {
         vb_die_input("compare: %s %s is neither a run directory (run.json) nor a sweep directory (index.csv)", role,
                      path);
     GROW(sd->pts, sd->npts, sd->cap);
-    sd->pts[sd->npts++] = (point){vb_strdup_check(""), vb_strdup_check("-"), NULL, 0, 0};
-    point_add_run(&sd->pts[0], path);
+    sd->pts[sd->npts++] = (point){vb_strdup_check(""), vb_strdup_check("-"), NULL, NULL, 0, 0, 0};
+    point_add_run(&sd->pts[0], path, -1);
 }
 
 static void free_points(point *pts, int n) {
     for (int i = 0; i < n; i++) {
         point *p = &pts[i];
         for (int r = 0; r < p->nruns; r++) free(p->runs[r]);
-        free(p->runs), free(p->key), free(p->label);
+        free(p->runs), free(p->rounds), free(p->key), free(p->label);
     }
     free(pts);
 }
@@ -820,8 +832,22 @@ static result compare_one(const pair *pr, const metric *m, const vb_verdict_opts
     side_load(&r.new_, pr->new_, m);
     vb_verdict_opts o = *opts;
     o.higher_is_better = m->higher_is_better;
-    const vb_verdict_side b = {sb.v, sb.run, sb.n, r.base.load}, n = {sn.v, sn.run, sn.n, r.new_.load};
+    /* paired: every run of both points in a round (index.csv's repeat) */
+    int *rb = NULL, *rn = NULL;
+    if (o.paired) {
+        rb = vb_calloc_check((size_t)sb.n + 1, sizeof *rb), rn = vb_calloc_check((size_t)sn.n + 1, sizeof *rn);
+        for (int i = 0; i < sb.n; i++) rb[i] = pr->base->rounds[sb.run[i]];
+        for (int i = 0; i < sn.n; i++) rn[i] = pr->new_->rounds[sn.run[i]];
+        for (int i = 0; i < sb.n && o.paired; i++) o.paired = rb[i] >= 0;
+        for (int i = 0; i < sn.n && o.paired; i++) o.paired = rn[i] >= 0;
+        if (!o.paired)
+            vb_die_input("compare: --paired: a run of point %s has no round (index.csv's repeat column); pair two "
+                         "sweeps whose runs alternated in rounds (vitbench sweep --ab, perf_ci.sh --base)",
+                         pr->label);
+    }
+    const vb_verdict_side b = {sb.v, sb.run, sb.n, r.base.load, rb}, n = {sn.v, sn.run, sn.n, r.new_.load, rn};
     r.vv = vb_verdict_judge(&b, &n, &o);
+    free(rb), free(rn);
     r.ratio = r.vv.ratio;
     r.ci = r.vv.ci;
     r.v = r.vv.kind;
@@ -1138,6 +1164,7 @@ static cJSON *result_json(const result *r) {
     cJSON_AddItemToObject(o, "p", num_or_null(r->vv.p));
     cJSON_AddItemToObject(o, "df", num_or_null(r->vv.df));
     cJSON_AddItemToObject(o, "run_sd", num_or_null(r->vv.run_sd));
+    cJSON_AddNumberToObject(o, "paired_rounds", r->vv.pairs);
     cJSON_AddStringToObject(o, "run_sd_from", k_runsd_source[r->vv.run_sd_source]);
     cJSON_AddStringToObject(o, "verdict", vb_verdict_word(r->v));
     if (r->v == V_INCONCLUSIVE) {
@@ -1204,6 +1231,7 @@ typedef struct {
     const char *allow;
     const char *output;
     double run_floor;
+    bool paired;
 } options;
 
 static double parse_fraction(const char *flag, const char *text, double lo, double hi, bool lo_open) {
@@ -1244,7 +1272,7 @@ static void positional(void *ctx, const char *arg, const char *next) {
 /* One table parses the flags and prints --help (core/config/cli.h). */
 static void parse_args(int argc, char **argv, options *o) {
     *o = (options){NULL, NULL, "FULL,SYNTHETIC", VB_VERDICT_ALPHA, VB_VERDICT_THRESHOLD, NULL, NULL,
-                   VB_VERDICT_RUN_FLOOR};
+                   VB_VERDICT_RUN_FLOOR, false};
     const vb_cli_opt opts[] = {
         {.name = "metric", .kind = VB_CLI_STRING, .ptr = &o->metrics, .arg = "M[,M...]",
          .help = "FULL, SYNTHETIC, IO, VALIDATION (samples/s of each timed trial), step_time (mean FULL step of each "
@@ -1261,11 +1289,14 @@ static void parse_args(int argc, char **argv, options *o) {
                  "fingerprint field)"},
         {.name = "output", .kind = VB_CLI_STRING, .ptr = &o->output, .arg = "FILE",
          .help = "compare.json path (default: NEW's directory, else .)"},
+        {.name = "paired", .kind = VB_CLI_BOOL, .ptr = &o->paired,
+         .help = "two sweeps whose runs alternated in rounds (index.csv's repeat): the unit is the round, the "
+                 "difference of its two runs (at least 5 rounds)"},
     };
     const vb_cli cli = {
         .cmd = "compare",
         .usage = "vitbench compare BASE NEW [--metric M[,M...]] [--alpha A] [--threshold T]\n"
-                 "                        [--run_floor S] [--allow_different KEY[,KEY...]] [--output FILE]",
+                 "                        [--run_floor S] [--allow_different KEY[,KEY...]] [--output FILE] [--paired]",
         .about = "The regression gate between two runs, two sweeps (repeats) or baselines.\n"
                  "verdict per metric, one rule (also the report's and perf_ci.sh's): on the log scale,\n"
                  "each run's median is one sample of what differs between runs; NEW / BASE with a\n"
@@ -1389,6 +1420,7 @@ int vb_compare_main(int argc, char **argv) {
     vopts.alpha = o.alpha;
     vopts.threshold = o.threshold;
     vopts.run_floor = o.run_floor;
+    vopts.paired = o.paired;
     int nres = npairs * nmetrics;
     result *rs = vb_calloc_check((size_t)nres, sizeof *rs);
     for (int i = 0; i < npairs; i++)

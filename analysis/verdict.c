@@ -66,7 +66,7 @@ static side_stats side_of(const vb_verdict_side *s) {
 }
 
 vb_verdict_opts vb_verdict_defaults(bool higher_is_better) {
-    return (vb_verdict_opts){higher_is_better, VB_VERDICT_ALPHA, VB_VERDICT_THRESHOLD, VB_VERDICT_RUN_FLOOR};
+    return (vb_verdict_opts){higher_is_better, VB_VERDICT_ALPHA, VB_VERDICT_THRESHOLD, VB_VERDICT_RUN_FLOOR, false};
 }
 
 bool vb_verdict_busy(double spread, double load) {
@@ -205,6 +205,50 @@ static void interval(double d, double se2, double df, double alpha, vb_ci *ci, d
     }
 }
 
+/* Each run's centre (log median) and its round, runs in order of first
+ * appearance; returns how many. */
+static int run_centres(const vb_verdict_side *s, double *centre, int *round) {
+    int *ids = vb_malloc_check((size_t)s->n * sizeof *ids), runs = 0;
+    double *tmp = vb_malloc_check((size_t)s->n * sizeof *tmp);
+    for (int i = 0; i < s->n; i++) {
+        const int id = s->run ? s->run[i] : 0;
+        int k = 0;
+        while (k < runs && ids[k] != id) k++;
+        if (k < runs) continue;
+        ids[runs] = id;
+        round[runs] = s->round[i];
+        int m = 0;
+        for (int j = i; j < s->n; j++)
+            if ((s->run ? s->run[j] : 0) == id) tmp[m++] = s->v[j];
+        centre[runs++] = log(vb_stats_median(tmp, m));
+    }
+    free(ids), free(tmp);
+    return runs;
+}
+
+/* The paired differences: for each round both sides ran, NEW's centre less
+ * BASE's (a side with two runs in a round: their mean). Returns how many. */
+static int round_differences(const vb_verdict_side *b, const vb_verdict_side *n, double *diff) {
+    double *cb = vb_malloc_check((size_t)b->n * sizeof *cb), *cn = vb_malloc_check((size_t)n->n * sizeof *cn);
+    int *rb = vb_malloc_check((size_t)b->n * sizeof *rb), *rn = vb_malloc_check((size_t)n->n * sizeof *rn);
+    const int nb = run_centres(b, cb, rb), nn = run_centres(n, cn, rn);
+    int pairs = 0;
+    for (int i = 0; i < nb; i++) {
+        bool seen = false;
+        for (int j = 0; j < i && !seen; j++) seen = rb[j] == rb[i];
+        if (seen) continue;
+        double sb = 0, sn = 0;
+        int kb = 0, kn = 0;
+        for (int j = i; j < nb; j++)
+            if (rb[j] == rb[i]) sb += cb[j], kb++;
+        for (int j = 0; j < nn; j++)
+            if (rn[j] == rb[i]) sn += cn[j], kn++;
+        if (kn) diff[pairs++] = sn / kn - sb / kb;
+    }
+    free(cb), free(cn), free(rb), free(rn);
+    return pairs;
+}
+
 vb_verdict vb_verdict_judge(const vb_verdict_side *base, const vb_verdict_side *new_, const vb_verdict_opts *o) {
     const double floor_sd = o->run_floor > 0 ? o->run_floor : VB_VERDICT_RUN_FLOOR;
     vb_verdict v = {.ratio = NAN, .ci = {NAN, NAN}, .p = NAN, .df = NAN, .level = 1 - o->alpha, .nbase = base->n,
@@ -226,14 +270,34 @@ vb_verdict vb_verdict_judge(const vb_verdict_side *base, const vb_verdict_side *
      * runs alone (ci_runs), then with a busy side's run-to-run spread taken
      * as at least what its load gives identical runs (the interval used) */
     const double fb = busy_sd(base->load), fn = busy_sd(new_->load);
-    double df_raw = NAN, p_raw = NAN;
-    const double se2_raw = centre_variance(&b, &n, floor_sd, 0, 0, &df_raw, NULL, NULL);
-    vb_runsd_source src;
-    double run_sd;
-    const double se2 = centre_variance(&b, &n, floor_sd, fb, fn, &v.df, &src, &run_sd);
-    v.run_sd = run_sd, v.run_sd_source = src;
-    v.load_sd = fmax(fb, fn);
-    const double d = n.centre - b.centre;
+    double df_raw = NAN, p_raw = NAN, se2_raw, se2, d = n.centre - b.centre;
+    if (o->paired && base->round && new_->round) {
+        /* the rounds: each one's difference, its mean and spread over them */
+        double *diff = vb_malloc_check((size_t)(base->n + 1) * sizeof *diff);
+        v.pairs = round_differences(base, new_, diff);
+        if (v.pairs < VB_VERDICT_MIN_PAIRS) {
+            free(diff);
+            v.why = VB_WHY_FEW_SAMPLES;
+            return v;
+        }
+        d = vb_stats_mean(diff, v.pairs);
+        const double sd = vb_stats_std(diff, v.pairs, 1);
+        free(diff);
+        const double floor_d = VB_VERDICT_LOAD_SD_PAIRED / VB_VERDICT_LOAD_SD * fmax(fb, fn);
+        se2_raw = sd * sd / v.pairs;
+        se2 = fmax(sd, floor_d) * fmax(sd, floor_d) / v.pairs;
+        df_raw = v.df = v.pairs - 1;
+        v.run_sd = fmax(sd, floor_d) / sqrt(2); /* a run's share of the difference's spread */
+        v.run_sd_source = VB_RUNSD_MEASURED;
+        v.load_sd = floor_d;
+    } else {
+        se2_raw = centre_variance(&b, &n, floor_sd, 0, 0, &df_raw, NULL, NULL);
+        vb_runsd_source src;
+        double run_sd;
+        se2 = centre_variance(&b, &n, floor_sd, fb, fn, &v.df, &src, &run_sd);
+        v.run_sd = run_sd, v.run_sd_source = src;
+        v.load_sd = fmax(fb, fn);
+    }
     v.centre_base = exp(b.centre), v.centre_new = exp(n.centre);
     v.ratio = exp(d);
     interval(d, se2_raw, df_raw, o->alpha, &v.ci_runs, &p_raw);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/prof/count_region.h"
 #include "core/prof/cupti_trace.h"
 #include "core/run/feed.h"
 #include "core/run/stop.h"
@@ -564,6 +565,9 @@ static void run_trial(bench_state *s, trial_rec *t) {
     sync_point(s);
     vb_load_sample load_before;
     vb_load_read(&load_before);
+    /* a counting run measures the timed training steps (count_region.h) */
+    const bool counted = kind->trains && !t->warmup;
+    if (counted) VB_COUNT_BEGIN();
     double t0 = vb_now();
     const double t_start = t0;
     for (int k = 0; k < t->nbatches; k++) {
@@ -617,6 +621,7 @@ static void run_trial(bench_state *s, trial_rec *t) {
                 print_rate_line(t->label, "Iteration Throughput", rate);
         }
     }
+    if (counted) VB_COUNT_END();
     vb_feed_end(&feed);
     /* after the last timing point: the flush waits for the device */
     if (traced) vb_cupti_end();

@@ -52,7 +52,7 @@ static void test_four_outcomes(void **state) {
     make_two_sides(&t);
     const double *a = t.a;
     vb_verdict_opts o = vb_verdict_defaults(true);
-    vb_verdict_side sa = {t.a, t.ra, 40, NAN}, sb = {t.b, t.rb, 40, NAN};
+    vb_verdict_side sa = {t.a, t.ra, 40, NAN, NULL}, sb = {t.b, t.rb, 40, NAN, NULL};
     vb_verdict v = vb_verdict_judge(&sa, &sb, &o);
     assert_int_equal(v.kind, VB_VERDICT_EQUIVALENT);
     assert_int_equal(v.runs_base, 5);
@@ -60,7 +60,7 @@ static void test_four_outcomes(void **state) {
     assert_true(v.ci.lo >= 0.95 && v.ci.hi <= 1.05);
 
     /* one run a side, identical: no spread between runs to go on */
-    vb_verdict_side s1 = {a, NULL, 8, NAN}, s2 = {a, NULL, 8, NAN};
+    vb_verdict_side s1 = {a, NULL, 8, NAN, NULL}, s2 = {a, NULL, 8, NAN, NULL};
     v = vb_verdict_judge(&s1, &s2, &o);
     assert_int_equal(v.kind, VB_VERDICT_INCONCLUSIVE);
     assert_int_equal(v.why, VB_WHY_ONE_RUN);
@@ -70,7 +70,7 @@ static void test_four_outcomes(void **state) {
     /* a 30% drop on single runs: beyond the floor's interval */
     double c[8];
     for (int i = 0; i < 8; i++) c[i] = a[i] * 0.7;
-    vb_verdict_side s3 = {c, NULL, 8, NAN};
+    vb_verdict_side s3 = {c, NULL, 8, NAN, NULL};
     v = vb_verdict_judge(&s1, &s3, &o);
     assert_int_equal(v.kind, VB_VERDICT_WORSE);
     assert_true(v.ci.hi < 0.95 && v.p < 0.05);
@@ -94,7 +94,7 @@ static void test_interval_by_hand(void **state) {
     int ra5[] = {0, 0, 1, 1, 2}, rb5[] = {0, 0, 1, 1, 2};
     (void)ra, (void)rb;
     vb_verdict_opts o = vb_verdict_defaults(true);
-    vb_verdict_side sa = {a5, ra5, 5, NAN}, sb = {b5, rb5, 5, NAN};
+    vb_verdict_side sa = {a5, ra5, 5, NAN, NULL}, sb = {b5, rb5, 5, NAN, NULL};
     vb_verdict v = vb_verdict_judge(&sa, &sb, &o);
     double la[3], lb[3];
     for (int i = 0; i < 3; i++) la[i] = log(a[i]), lb[i] = log(b[i]);
@@ -129,7 +129,7 @@ static void test_interval_positive_and_agrees_with_p(void **state) {
             b[i] = 100 * shift * exp(spread * (uni(&seed) - 0.5));
             ra[i] = rb[i] = i / m;
         }
-        vb_verdict_side sa = {a, ra, nruns * m, NAN}, sb = {b, rb, nruns * m, NAN};
+        vb_verdict_side sa = {a, ra, nruns * m, NAN, NULL}, sb = {b, rb, nruns * m, NAN, NULL};
         const vb_verdict v = vb_verdict_judge(&sa, &sb, &o);
         assert_true(v.ci.lo > 0 && v.ci.lo <= v.ratio && v.ratio <= v.ci.hi);
         if (v.ci.lo > 1 || v.ci.hi < 1) assert_true(v.p < o.alpha);
@@ -143,11 +143,11 @@ static void test_few_samples(void **state) {
     (void)state;
     const double a[] = {100, 101, 99, 100}, b[] = {50, 51, 49, 50};
     vb_verdict_opts o = vb_verdict_defaults(true);
-    vb_verdict_side sa = {a, NULL, 4, NAN}, sb = {b, NULL, 4, NAN};
+    vb_verdict_side sa = {a, NULL, 4, NAN, NULL}, sb = {b, NULL, 4, NAN, NULL};
     vb_verdict v = vb_verdict_judge(&sa, &sb, &o);
     assert_int_equal(v.kind, VB_VERDICT_INCONCLUSIVE);
     assert_int_equal(v.why, VB_WHY_FEW_SAMPLES);
-    vb_verdict_side none = {a, NULL, 0, NAN};
+    vb_verdict_side none = {a, NULL, 0, NAN, NULL};
     assert_int_equal(vb_verdict_judge(&none, &sb, &o).kind, VB_VERDICT_NO_SAMPLES);
 }
 
@@ -160,7 +160,7 @@ static void test_load(void **state) {
     /* the same load on both sides: identical runs agreeing within 2% are no
      * evidence of equivalence when runs under a 40% load spread by
      * 0.4 x 0.4 / 0.6 in log */
-    vb_verdict_side sa = {t.a, t.ra, 40, 0.4}, sb = {t.b, t.rb, 40, 0.4};
+    vb_verdict_side sa = {t.a, t.ra, 40, 0.4, NULL}, sb = {t.b, t.rb, 40, 0.4, NULL};
     vb_verdict v = vb_verdict_judge(&sa, &sb, &o);
     assert_int_equal(v.kind, VB_VERDICT_INCONCLUSIVE);
     assert_int_equal(v.why, VB_WHY_BUSY);
@@ -183,7 +183,7 @@ static void test_load(void **state) {
     int rx[24], ry[24];
     make_runs(x, rx, 3, 8, 100, k_drift);
     make_runs(y, ry, 3, 8, 75, k_drift + 1);
-    vb_verdict_side bx = {x, rx, 24, 0.5}, by = {y, ry, 24, 0.5};
+    vb_verdict_side bx = {x, rx, 24, 0.5, NULL}, by = {y, ry, 24, 0.5, NULL};
     v = vb_verdict_judge(&bx, &by, &o);
     assert_int_equal(v.kind, VB_VERDICT_INCONCLUSIVE);
     assert_int_equal(v.why, VB_WHY_BUSY);
@@ -205,13 +205,58 @@ static void test_load(void **state) {
      * it, and on a quiet machine it does */
     double c[8];
     for (int i = 0; i < 8; i++) c[i] = a[i] * 0.7;
-    vb_verdict_side s1 = {a, NULL, 8, 0.5}, s3 = {c, NULL, 8, 0.01};
+    vb_verdict_side s1 = {a, NULL, 8, 0.5, NULL}, s3 = {c, NULL, 8, 0.01, NULL};
     v = vb_verdict_judge(&s1, &s3, &o);
     assert_int_equal(v.kind, VB_VERDICT_INCONCLUSIVE);
     assert_int_equal(v.why, VB_WHY_BUSY);
     assert_true(fabs(v.run_sd - VB_VERDICT_LOAD_SD) < 1e-12); /* 0.4 x 0.5 / 0.5 */
     s1.load = 0.01;
     assert_int_equal(vb_verdict_judge(&s1, &s3, &o).kind, VB_VERDICT_WORSE);
+}
+
+/* Paired rounds: runs that drift 10% from round to round, both sides alike
+ * in each round (the neighbours' load, the host's speed), are equivalent
+ * paired and cannot be told unpaired; a 20% drop paired is slower; fewer
+ * than VB_VERDICT_MIN_PAIRS rounds decide nothing; a busy round's
+ * difference sd is floored. */
+static void test_paired(void **state) {
+    (void)state;
+    static const double drift[] = {1, 1.1, 0.9, 1.05, 0.95, 1.12, 0.88, 1.0};
+    static const double jitter[] = {1.002, 0.998, 1.001, 0.999, 1.0, 1.003, 0.997, 1.001};
+    double a[64], b[64];
+    int ra[64], rb[64], rda[64], rdb[64];
+    for (int r = 0; r < 8; r++)
+        for (int k = 0; k < 8; k++) {
+            const int i = r * 8 + k;
+            a[i] = 100 * drift[r] * (1 + 0.001 * k);
+            b[i] = 100 * drift[r] * jitter[r] * (1 + 0.001 * k);
+            ra[i] = rb[i] = r;
+            rda[i] = rdb[i] = r; /* run r ran in round r on both sides */
+        }
+    vb_verdict_opts o = vb_verdict_defaults(true);
+    vb_verdict_side sa = {a, ra, 64, NAN, rda}, sb = {b, rb, 64, NAN, rdb};
+    vb_verdict v = vb_verdict_judge(&sa, &sb, &o);
+    assert_int_equal(v.kind, VB_VERDICT_INCONCLUSIVE); /* unpaired: the drift hides everything */
+    assert_int_equal(v.pairs, 0);
+    o.paired = true;
+    v = vb_verdict_judge(&sa, &sb, &o);
+    assert_int_equal(v.kind, VB_VERDICT_EQUIVALENT);
+    assert_int_equal(v.pairs, 8);
+    assert_true(fabs(v.df - 7) < 1e-12);
+    for (int i = 0; i < 64; i++) b[i] *= 0.8;
+    assert_int_equal(vb_verdict_judge(&sa, &sb, &o).kind, VB_VERDICT_WORSE);
+    /* four rounds: nothing */
+    vb_verdict_side s4a = {a, ra, 32, NAN, rda}, s4b = {b, rb, 32, NAN, rdb};
+    v = vb_verdict_judge(&s4a, &s4b, &o);
+    assert_int_equal(v.kind, VB_VERDICT_INCONCLUSIVE);
+    assert_int_equal(v.why, VB_WHY_FEW_SAMPLES);
+    /* under a 50% load the rounds' difference spread is at least the floor */
+    for (int i = 0; i < 64; i++) b[i] /= 0.8;
+    sa.load = sb.load = 0.5;
+    v = vb_verdict_judge(&sa, &sb, &o);
+    assert_true(fabs(v.load_sd - VB_VERDICT_LOAD_SD_PAIRED) < 1e-12);
+    assert_int_equal(v.kind, VB_VERDICT_INCONCLUSIVE);
+    assert_int_equal(v.why, VB_WHY_BUSY);
 }
 
 static void test_straddles(void **state) {
@@ -223,7 +268,7 @@ static void test_straddles(void **state) {
     make_runs(a, ra, 5, 8, 100, k_drift);
     make_runs(b, rb, 5, 8, 96, wide);
     vb_verdict_opts o = vb_verdict_defaults(true);
-    vb_verdict_side sa = {a, ra, 40, NAN}, sb = {b, rb, 40, NAN};
+    vb_verdict_side sa = {a, ra, 40, NAN, NULL}, sb = {b, rb, 40, NAN, NULL};
     vb_verdict v = vb_verdict_judge(&sa, &sb, &o);
     assert_int_equal(v.kind, VB_VERDICT_INCONCLUSIVE);
     assert_int_equal(v.why, VB_WHY_STRADDLES);
@@ -238,6 +283,7 @@ int main(void) {
         cmocka_unit_test(test_few_samples),
         cmocka_unit_test(test_load),
         cmocka_unit_test(test_straddles),
+        cmocka_unit_test(test_paired),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -112,7 +112,7 @@ static const key_def g_keys[] = {
     {"benchy_config", KT_STR, FIELD(benchy_config), false, NULL, "FILE", "benchy's YAML (default $BENCHY_CONFIG_FILE, else benchy's defaults)"},
     {"save_checkpoint", KT_BOOL, FIELD(save_checkpoint), false, NULL, "true|false", "train: write checkpoint.h5"},
     {"progress", KT_STR, FIELD(progress), false, NULL, "auto|bar|lines|none", "progress output (auto: a bar on a terminal, lines under mpirun/srun)"},
-    {"profile_steps", KT_INT, FIELD(profile_steps), false, NULL, "N", "timed FULL steps recorded in timeline.csv (0 = none)"},
+    {"profile_steps", KT_INT, FIELD(profile_steps), false, NULL, "N", "timed FULL steps recorded in timeline.csv, from the last timed FULL trials (0 = none)"},
     {"cupti", KT_BOOL, FIELD(cupti), false, NULL, "true|false", "per-kernel GPU times from CUPTI into kernels.csv (run, cuda)"},
     {"tensor_parallel", KT_INT, FIELD(tensor_parallel), false, "distributed (under mpirun -np N or srun; a plain ./vitbench is one rank)", "N", "split heads / MLP over N ranks"},
     {"context_parallel", KT_INT, FIELD(context_parallel), false, NULL, "N", "split the tokens over N ranks"},
