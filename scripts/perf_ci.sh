@@ -1,14 +1,59 @@
 #!/usr/bin/env bash
-# The performance gate: run the quickstart's tiny config RUNS times (default
-# 3; scenarios/benchy/perf_ci.yaml: 10 timed SYNTHETIC and FULL trials a
-# run), then compare those runs with the baseline kept for this machine by
-# `vitbench compare`'s rule: the runs are the unit, so what differs between
-# runs is in the interval, and the load each run recorded (load.csv) widens
-# it. The gate fails closed: it passes only when every compared metric is
-# equivalent (the whole interval inside +-THRESHOLD) or faster.
+# The performance gate, in three modes. Each fails closed: it passes only
+# when what it measured shows no regression, and says why on every exit.
 #
-#   ./scripts/perf_ci.sh [--create_baseline [--noisy_baseline]] [compare flags...]
+#   ./scripts/perf_ci.sh [--create_baseline [--noisy_baseline]] [compare flags...]   stored baseline
+#   ./scripts/perf_ci.sh --counts [--create_baseline] [--counts_threshold T]          counted work
+#   ./scripts/perf_ci.sh --base REV [--budget S] [compare flags...]                   base A/B
 #   ./scripts/perf_ci.sh --help
+#
+# Flags follow vitbench's grammar ('-' and '_' alike, --flag=value); a flag
+# the gate does not know, or a --metric it cannot compare, is refused with
+# the nearest flag before anything runs.
+#
+# --counts: counted work, one run a side, on any runner. The tiny config's
+# timed SYNTHETIC steps (scenarios/benchy/counts.yaml: 4 steps, one
+# thread) run under valgrind's callgrind with its cache simulation; only
+# those steps are instrumented (core/prof/count_region.h), so the counts
+# are the step's work whatever else the machine does (identical runs agree
+# within 0.02%). It counts instructions and an estimated cycle count,
+# est_cycles = Ir + 10 x (I1mr + D1mr + D1mw) + 100 x (ILmr + DLmr + DLmw)
+# (KCachegrind's cycle estimation: an L1 miss that hits the last level costs
+# 10, a miss there 100), per step, and the work a run records on every
+# backend: samples, op calls, bytes copied to the device and DDP allreduce
+# calls and bytes per step (ops.csv, iterations.csv). valgrind has no
+# AVX-512 and emulates FMA a hundred times slower than the rest, so the
+# counting binary is built apart (COUNTS_BUILD, default build-counts:
+# -march=x86-64-v3 -mno-fma, the CPU backend alone) with OpenBLAS's
+# Sandybridge kernels (AVX, no FMA): the counts describe the same C code and
+# GEMM shapes, not the fastest kernels. The baseline is
+# results/baselines/counts_<machine_key>/counts.csv; every count is held to
+# it within --counts_threshold (default 0.01, fifty times the run-to-run
+# difference): more is a regression (exit 1), less is an improvement the
+# baseline must record (exit 6: refresh it with --counts --create_baseline).
+#
+# --base REV: A/B against the base commit on this runner. REV is built in a
+# worktree beside the checkout (RESULTS/base_<sha>/), and base and head run
+# interleaved in rounds (A B, then B A, ...) in the same minutes, one thread
+# a rank (OMP_NUM_THREADS=1, thread_policy fixed: a busy runner slows one
+# thread, not every barrier of a team; THREADS= sets another); the verdict is
+# compare --paired's, the round the unit, so drift and a neighbour's load
+# that fall on both runs of a round leave it. After 5 rounds, and at rounds
+# 8, 12, 18, 27 and 40, it judges (each look at alpha / 6, so that looking
+# often does not raise the false verdicts), and stops when decided or when
+# the next round would not fit the time budget (--budget S, default 300
+# seconds). Undecided, it says the largest regression the rounds can still
+# not rule out ("no regression larger than 14% in 12 rounds"), exit 5.
+# The two commits' configs may differ: what changed is shown, not refused
+# (a commit that widens the tiny config is a regression to catch).
+#
+# Stored baseline (no mode flag): the tiny config RUNS times (default 3;
+# scenarios/benchy/perf_ci.yaml: 10 timed SYNTHETIC and FULL trials a run),
+# compared with the baseline kept for this machine by `vitbench compare`'s
+# rule: the runs are the unit, and the load each run recorded (load.csv)
+# widens the interval. For a dedicated quiet runner. Runs use
+# OMP_NUM_THREADS (default all cores) with thread_policy fixed, so the
+# baseline's machine key does not depend on the load.
 #
 # The baseline is the directory under results/baselines/ whose runs have the
 # new runs' fingerprint.machine_key (same CPU model, cores, threads, ranks,
@@ -20,8 +65,8 @@
 # it reaches perf.md):
 #   0  pass: every metric equivalent or faster against this machine's
 #      baseline (or, with --create_baseline, the runs were kept as the
-#      new baseline)
-#   1  regression: a metric slower
+#      new baseline); --counts: every count within its threshold
+#   1  regression: a metric slower (a count higher)
 #   2  bad input, incomparable runs, or the benchmark itself failed
 #   3  no baseline for this machine: nothing was compared, and the gate does
 #      not pass blind. The nearest baseline and the fingerprint fields that
@@ -36,6 +81,8 @@
 #   5  inconclusive: nothing slower, but a metric could not be told (too few
 #      trials, e.g. a baseline of fewer than 5, an interval across the
 #      threshold, load that hides the effect): the gate does not pass
+#   6  --counts: a count fell beyond its threshold: an improvement the
+#      baseline does not record; refresh it (--counts --create_baseline)
 #
 # --noisy_baseline (with --create_baseline): keep the runs although they
 # were busy, with the noise stamped in the baseline (baseline.json: the load
@@ -54,22 +101,25 @@
 # RESULTS (where the runs go; default results/perf_ci), BASELINES (default
 # results/baselines), DATA (the tiny dataset; default data/tiny, made if
 # missing), RUNS (runs a side, default 3, at least 2), THRESHOLD (default
-# 0.10), OMP_NUM_THREADS (default: all cores, as the quickstart). Flags given
-# to the script go to compare last, so they win (--threshold 0.2, --metric FULL).
+# 0.10), OMP_NUM_THREADS (stored baseline; default all cores), THREADS
+# (--base; default 1), COUNTS_BUILD and VITBENCH_COUNTS (--counts: the build
+# directory, or a counting binary made elsewhere), VALGRIND (default
+# valgrind). Compare flags given to the script go to compare last, so they
+# win (--threshold 0.2, --metric FULL).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 CREATE=0
 NOISY=0
+MODE=stored
+BASE_REV=
+BUDGET=300
+COUNTS_T=0.01
 CMP_FLAGS=()
-for a in "$@"; do
-  case "$a" in
-    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
-    --create_baseline) CREATE=1 ;;
-    --noisy_baseline) NOISY=1 ;;
-    *) CMP_FLAGS+=("$a") ;;
-  esac
-done
+METRICS=FULL,SYNTHETIC
+# the gate's own flags and the compare flags it passes on (VALUE: takes one)
+KNOWN="help create_baseline noisy_baseline counts base:VALUE budget:VALUE counts_threshold:VALUE metric:VALUE
+threshold:VALUE alpha:VALUE allow_different:VALUE run_floor:VALUE"
 
 # every exit says why, on stdout (perf.md) and on stderr (the CI log)
 finish() { # code reason
@@ -79,7 +129,80 @@ finish() { # code reason
 }
 die() { finish 2 "error: $*"; }
 
+# the flag nearest to a misspelt one (difflib's), "" when none is close
+nearest_flag() {
+  python3 - "$1" $KNOWN <<'PY'
+import difflib, sys
+names = [k.split(":")[0] for k in sys.argv[2:]]
+m = difflib.get_close_matches(sys.argv[1], names, n=1, cutoff=0.6)
+print("--" + m[0] if m else "")
+PY
+}
+
+args=("$@")
+i=0
+while [ $i -lt ${#args[@]} ]; do
+  a=${args[$i]}
+  i=$((i + 1))
+  case $a in
+    --*) ;;
+    *) die "unexpected argument '$a' (the gate takes flags only; see --help)" ;;
+  esac
+  name=${a#--}
+  value=
+  has_value=0
+  case $name in *=*) value=${name#*=}; name=${name%%=*}; has_value=1 ;; esac
+  name=${name//-/_}
+  spec=
+  for k in $KNOWN; do [ "${k%%:*}" = "$name" ] && spec=$k; done
+  if [ -z "$spec" ]; then
+    near=$(nearest_flag "$name")
+    die "unknown flag --$name${near:+ (did you mean $near?)}; see --help"
+  fi
+  if [ "$spec" != "${spec%:VALUE}" ] && [ $has_value = 0 ]; then
+    [ $i -lt ${#args[@]} ] || die "flag --$name: missing value"
+    value=${args[$i]}
+    i=$((i + 1))
+  elif [ "$spec" = "$name" ] && [ $has_value = 1 ]; then
+    die "flag --$name takes no value (got '$value')"
+  fi
+  case $name in
+    help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+    create_baseline) CREATE=1 ;;
+    noisy_baseline) NOISY=1 ;;
+    counts) [ "$MODE" = stored ] || die "--counts and --base are two modes: give one"; MODE=counts ;;
+    base) [ "$MODE" = stored ] || die "--counts and --base are two modes: give one"; MODE=base; BASE_REV=$value ;;
+    budget) BUDGET=$value ;;
+    counts_threshold) COUNTS_T=$value ;;
+    metric) METRICS=$value; CMP_FLAGS+=("--metric" "$value") ;;
+    alpha) ALPHA=$value ;;
+    *) CMP_FLAGS+=("--$name" "$value") ;;
+  esac
+done
+
+# the input, checked before any benchmark runs
+case $BUDGET in '' | *[!0-9]* | 0) die "--budget $BUDGET: a whole number of seconds above 0" ;; esac
+python3 -c 'import sys; v = float(sys.argv[1]); sys.exit(0 if 0 < v < 1 else 1)' "$COUNTS_T" 2>/dev/null ||
+  die "--counts_threshold $COUNTS_T: a fraction in (0, 1)"
+IFS=, read -r -a mlist <<<"$METRICS"
+[ ${#mlist[@]} -gt 0 ] || die "--metric is empty"
+for m in "${mlist[@]}"; do
+  case $m in
+    FULL | SYNTHETIC | IO | VALIDATION | step_time) ;;
+    op:?*) ;;
+    *) near=$(python3 -c 'import difflib, sys; m = difflib.get_close_matches(sys.argv[1].upper(), ["FULL", "SYNTHETIC", "IO", "VALIDATION", "STEP_TIME"], 1, 0.6); print(m[0] if m else "")' "$m")
+       [ "$near" = STEP_TIME ] && near=step_time
+       die "--metric $m: not a metric the gate compares (FULL, SYNTHETIC, IO, VALIDATION, step_time, op:NAME)${near:+; did you mean $near?}" ;;
+  esac
+done
 [ "$NOISY" = 0 ] || [ "$CREATE" = 1 ] || die "--noisy_baseline only goes with --create_baseline"
+[ "$MODE" != base ] || [ "$CREATE" = 0 ] || die "--base compares two commits: it keeps no baseline (--create_baseline)"
+[ "$MODE" != counts ] || [ "$NOISY" = 0 ] || die "--noisy_baseline: counted work does not depend on the load"
+if [ "$MODE" = base ]; then
+  [ -n "$BASE_REV" ] || die "--base: give a commit (a sha, a branch, HEAD~1)"
+  BASE_SHA=$(git rev-parse --verify --quiet "$BASE_REV^{commit}") || die "--base $BASE_REV: not a commit of this repository"
+fi
+
 VB=${VITBENCH:-build/vitbench}
 RESULTS=${RESULTS:-results/perf_ci}
 BASELINES=${BASELINES:-results/baselines}
@@ -128,7 +251,9 @@ if [ ! -f "$DATA/stats/global_stds.npy" ]; then
     --samples_per_year 256 --seed 0
 fi
 
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
+# the stored baseline's team: as given, never changed by the load, so its
+# machine key is the same busy or quiet (the other modes set their own)
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)} VB_THREAD_POLICY=fixed
 log=$(mktemp)
 cmp_out=$(mktemp)
 trap 'rm -f "$log" "$cmp_out"' EXIT
@@ -162,7 +287,7 @@ run_bench() {
 compare() {
   echo "perf_ci: comparing $new ($RUNS runs) with baseline $base (machine $key)"
   set +e
-  "$VB" compare "$base" "$new" --threshold "${THRESHOLD:-0.10}" "${CMP_FLAGS[@]}" | tee "$cmp_out"
+  "$VB" compare "$base" "$new" --threshold "${THRESHOLD:-0.10}" ${ALPHA:+--alpha "$ALPHA"} "${CMP_FLAGS[@]}" | tee "$cmp_out"
   rc=${PIPESTATUS[0]}
   set -e
 }
@@ -176,6 +301,230 @@ some_run_json() {
   for f in "$1"/runs/*/run.json; do [ -f "$f" ] && { echo "$f"; return; }; done
   echo ""
 }
+
+# ---- --counts: counted work ----
+
+# one counting run into a new set directory ($new): its run under
+# callgrind, callgrind.out, and counts.csv (metric,value: per step)
+run_counts() {
+  local valgrind=${VALGRIND:-valgrind} cvb=${VITBENCH_COUNTS:-} cb dir steps
+  command -v "$valgrind" >/dev/null || die "--counts needs valgrind (Debian's valgrind package; scripts/setup.sh --test installs it)"
+  if [ -z "$cvb" ]; then
+    cb=${COUNTS_BUILD:-build-counts}
+    local march=() cflags=
+    if [ "$(uname -m)" = x86_64 ]; then march=(-DVB_MARCH=x86-64-v3); cflags=-mno-fma; fi
+    echo "perf_ci: building the counting binary in $cb (${march[*]:-native} $cflags, no CUDA)"
+    { cmake -S . -B "$cb" -DCMAKE_BUILD_TYPE=Release -DVB_CUDA=OFF "${march[@]}" -DCMAKE_C_FLAGS="$cflags" &&
+      cmake --build "$cb" -j"$(nproc)" --target vitbench; } >"$log" 2>&1 ||
+      { tail -n 20 "$log" >&2; die "building the counting binary in $cb failed (above)"; }
+    cvb=$cb/vitbench
+  fi
+  [ -x "$cvb" ] || die "VITBENCH_COUNTS=$cvb is not an executable"
+  mkdir -p "$RESULTS"
+  new=$(mktemp -d "$RESULTS/counts_$(date +%Y%m%d-%H%M%S)_XXXX")
+  mkdir -p "$new/runs"
+  echo "perf_ci: counting the tiny config's timed SYNTHETIC steps under callgrind (about a minute)"
+  if ! OMP_NUM_THREADS=1 VB_THREAD_POLICY=fixed OPENBLAS_CORETYPE=Sandybridge \
+      "$valgrind" --tool=callgrind --cache-sim=yes --instr-atstart=no --callgrind-out-file="$new/callgrind.out" \
+      "$cvb" run --config tiny --benchy_config scenarios/benchy/counts.yaml --output_dir "$new/runs" --progress none \
+      --train_data_path "$DATA/train" --valid_data_path "$DATA/valid" \
+      --global_means_path "$DATA/stats/global_means.npy" --global_stds_path "$DATA/stats/global_stds.npy" \
+      >"$log" 2>&1; then
+    tail -n 30 "$log" >&2
+    die "the counting run failed (its output is above on stderr)"
+  fi
+  dir=$(sed -n 's/^vitbench: run directory //p' "$log" | tail -n 1)
+  [ -n "$dir" ] && [ -f "$dir/run.json" ] || { cat "$log" >&2; die "no run directory in the counting run's output"; }
+  python3 - "$new/callgrind.out" "$dir" "$new/counts.csv" <<'PY' || die "the counting run measured nothing (above)"
+import csv, os, sys
+cg, run, out = sys.argv[1:4]
+events = totals = None
+for line in open(cg):
+    if line.startswith("events:"):
+        events = line.split()[1:]
+    elif line.startswith("totals:"):
+        totals = [int(x) for x in line.split()[1:]]
+if not events or not totals:
+    sys.exit("perf_ci: %s has no events or totals line" % cg)
+c = dict(zip(events, totals + [0] * (len(events) - len(totals))))
+steps = [r for r in csv.DictReader(open(os.path.join(run, "iterations.csv")))
+         if r["trial_type"] == "SYNTHETIC" and r["warmup"] == "0" and r["rank"] == "0"]
+n = len(steps)
+if n == 0 or c.get("Ir", 0) == 0:
+    sys.exit("perf_ci: %d timed steps and %d instructions counted: nothing measured" % (n, c.get("Ir", 0)))
+est = c["Ir"] + 10 * (c["I1mr"] + c["D1mr"] + c["D1mw"]) + 100 * (c["ILmr"] + c["DLmr"] + c["DLmw"])
+trials = [r for r in csv.DictReader(open(os.path.join(run, "trials.csv")))
+          if r["trial_type"] == "SYNTHETIC" and r["warmup"] == "0" and r["rank"] == "0"]
+ops = [r for r in csv.DictReader(open(os.path.join(run, "ops.csv"))) if r["trial_type"] == "SYNTHETIC"]
+rows = [("instructions", c["Ir"] / n), ("est_cycles", est / n),
+        ("l1_misses", (c["I1mr"] + c["D1mr"] + c["D1mw"]) / n), ("ll_misses", (c["ILmr"] + c["DLmr"] + c["DLmw"]) / n),
+        ("samples", float(trials[0]["global_batch"]) if trials else 0),
+        ("op_calls", sum(float(r["calls"]) for r in ops) / n),
+        ("h2d_bytes", sum(float(r["bytes"]) for r in ops if r["name"] == "h2d") / n),
+        ("allreduce_calls", sum(float(r["allreduce_calls"]) for r in steps) / n),
+        ("allreduce_bytes", sum(float(r["allreduce_bytes"]) for r in steps) / n)]
+with open(out, "w") as f:
+    f.write("metric,value\n")
+    for k, v in rows:
+        f.write("%s,%.6g\n" % (k, v) if k not in ("instructions", "est_cycles") else "%s,%.0f\n" % (k, v))
+print("perf_ci: %d steps counted: %.4g instructions, %.4g est_cycles a step" % (n, c["Ir"] / n, est / n))
+PY
+  cp "$dir/run.json" "$new/run.json"
+}
+
+counts_mode() {
+  run_counts
+  key=$(machine_key "$new/run.json")
+  [ -n "$key" ] || die "$new: no fingerprint.machine_key in run.json"
+  local base=$BASELINES/counts_$key
+  if [ "$CREATE" = 1 ]; then
+    keep_into "$new" "$base" counts.csv run.json
+    finish 0 "kept these counts as the counted-work baseline of machine $key: $base (commit it)"
+  fi
+  if [ ! -f "$base/counts.csv" ]; then
+    echo "perf_ci: ./scripts/perf_ci.sh --counts --create_baseline keeps this run's counts as this machine's baseline"
+    finish 3 "no counted-work baseline for machine $key under $BASELINES (counts_$key/counts.csv): nothing compared, the gate does not pass"
+  fi
+  set +e
+  python3 - "$base/counts.csv" "$new/counts.csv" "$COUNTS_T" <<'PY'
+import csv, sys
+base = {r["metric"]: float(r["value"]) for r in csv.DictReader(open(sys.argv[1]))}
+new = {r["metric"]: float(r["value"]) for r in csv.DictReader(open(sys.argv[2]))}
+t = float(sys.argv[3])
+print("\n| count (per step) | baseline | new | ratio | verdict |\n|---|---|---|---|---|")
+worse, better = [], []
+for k, b in base.items():
+    if k not in new:
+        print("| %s | %.6g | - | - | not counted now |" % (k, b))
+        worse.append(k)
+        continue
+    v = new[k]
+    r = v / b if b else (1.0 if v == 0 else float("inf"))
+    verdict = "equal" if abs(r - 1) <= t else ("higher: a regression" if r > 1 else "lower: refresh the baseline")
+    (worse if r > 1 + t else better if r < 1 - t else []).append(k)
+    print("| %s | %.6g | %.6g | %.4f | %s |" % (k, b, v, r, verdict))
+print()
+if worse:
+    print("perf_ci: counts above the baseline by more than %g%%: %s" % (100 * t, ", ".join(worse)))
+    sys.exit(1)
+if better:
+    print("perf_ci: counts below the baseline by more than %g%%: %s" % (100 * t, ", ".join(better)))
+    sys.exit(6)
+PY
+  local rc=$?
+  set -e
+  case $rc in
+    0) finish 0 "pass: every count within ${COUNTS_T} of the counted-work baseline ($base)" ;;
+    1) finish 1 "regression: the step does more work than the baseline (table above)" ;;
+    6) finish 6 "improvement beyond ${COUNTS_T} that the baseline does not record: refresh it with --counts --create_baseline and commit it" ;;
+    *) die "comparing the counts failed" ;;
+  esac
+}
+
+# ---- --base REV: A/B against the base commit on this runner ----
+
+# the base commit's vitbench, built once in RESULTS/base_<sha>/
+build_base() {
+  local wt=$RESULTS/base_${BASE_SHA:0:12}
+  base_vb=$wt/build/vitbench
+  [ -x "$base_vb" ] && return 0
+  mkdir -p "$RESULTS"
+  if [ ! -d "$wt/src" ]; then
+    git worktree add --detach "$wt/src" "$BASE_SHA" >"$log" 2>&1 || { cat "$log" >&2; die "cannot check out $BASE_REV in $wt/src"; }
+  fi
+  echo "perf_ci: building the base commit ${BASE_SHA:0:12} in $wt"
+  { cmake -S "$wt/src" -B "$wt/build" -DCMAKE_BUILD_TYPE=Release -DVB_CUDA=OFF &&
+    cmake --build "$wt/build" -j"$(nproc)" --target vitbench; } >"$log" 2>&1 ||
+    { tail -n 20 "$log" >&2; die "building the base commit $BASE_REV failed (above)"; }
+}
+
+# one run of binary $1 into set $2 as round $3
+ab_run() {
+  local vb=$1 set=$2 round=$3 dir
+  if ! OMP_NUM_THREADS=${THREADS:-1} VB_THREAD_POLICY=fixed "$vb" run --config tiny --benchy_config "$BENCHY" \
+      --output_dir "$set/runs" --train_data_path "$DATA/train" --valid_data_path "$DATA/valid" \
+      --global_means_path "$DATA/stats/global_means.npy" --global_stds_path "$DATA/stats/global_stds.npy" \
+      --progress none >"$log" 2>&1; then
+    cat "$log" >&2
+    die "a run of $vb failed in round $((round + 1)) (its output is above on stderr)"
+  fi
+  dir=$(sed -n 's/^vitbench: run directory //p' "$log" | tail -n 1)
+  [ -n "$dir" ] && [ -f "$dir/run.json" ] || { cat "$log" >&2; die "no run directory in the output of $vb"; }
+  echo "$round,${dir#"$set"/},completed,0,$round,1" >>"$set/index.csv"
+}
+
+base_mode() {
+  build_base
+  local ab=$RESULTS/ab_${BASE_SHA:0:12}_$(date +%Y%m%d-%H%M%S) start now round=0 looks=(5 8 12 18 27 40) look=0 rc=5
+  local alpha_look allow
+  alpha_look=$(python3 -c 'import sys; print("%.6g" % (float(sys.argv[1]) / 6))' "${ALPHA:-0.05}")
+  mkdir -p "$ab/base/runs" "$ab/head/runs"
+  for s in base head; do echo "run_index,run_dir,status,exit_code,repeat,ranks" >"$ab/$s/index.csv"; done
+  echo "perf_ci: base ${BASE_SHA:0:12} ($base_vb) against head ($VB), ${THREADS:-1} thread a run, rounds until decided or ${BUDGET} s"
+  start=$(date +%s)
+  while :; do
+    # A B in even rounds, B A in odd: neither side always runs first
+    if [ $((round % 2)) = 0 ]; then ab_run "$base_vb" "$ab/base" $round; ab_run "$VB" "$ab/head" $round
+    else ab_run "$VB" "$ab/head" $round; ab_run "$base_vb" "$ab/base" $round; fi
+    round=$((round + 1))
+    now=$(date +%s)
+    if [ $round = 1 ]; then
+      # what differs between the commits' configs is shown and allowed, not refused
+      allow=$(python3 - "$ab/base" "$ab/head" <<'PY'
+import glob, json, os, sys
+cfg = lambda d: json.load(open(glob.glob(os.path.join(d, "runs", "*", "run.json"))[0])).get("config", {})
+a, b = cfg(sys.argv[1]), cfg(sys.argv[2])
+print(",".join(sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k) and k not in ("run_name", "output_dir"))))
+PY
+)
+      [ -z "$allow" ] || echo "perf_ci: the two commits' configs differ in: $allow (shown, compared anyway)"
+    fi
+    if [ $look -lt ${#looks[@]} ] && [ $round -ge "${looks[$look]}" ]; then
+      look=$((look + 1))
+      set +e
+      "$VB" compare "$ab/base" "$ab/head" --paired --threshold "${THRESHOLD:-0.10}" --alpha "$alpha_look" \
+        --allow_different "run_name,output_dir${allow:+,$allow}" "${CMP_FLAGS[@]}" --output "$ab/compare.json" >"$cmp_out" 2>&1
+      rc=$?
+      set -e
+      case $rc in 0 | 1) break ;; 5) ;; *) cat "$cmp_out"; finish "$rc" "compare could not compare base and head (exit $rc, above)" ;; esac
+    fi
+    # stop when the next round would not fit the budget, or after the last look
+    if [ $look -ge ${#looks[@]} ] || [ $((now - start + (now - start) / round)) -gt "$BUDGET" ]; then
+      [ $look -gt 0 ] && [ "${looks[$((look - 1))]}" = $round ] && break
+      set +e
+      "$VB" compare "$ab/base" "$ab/head" --paired --threshold "${THRESHOLD:-0.10}" --alpha "$alpha_look" \
+        --allow_different "run_name,output_dir${allow:+,$allow}" "${CMP_FLAGS[@]}" --output "$ab/compare.json" >"$cmp_out" 2>&1
+      rc=$?
+      set -e
+      break
+    fi
+  done
+  cat "$cmp_out"
+  echo "perf_ci: $round rounds in $(( $(date +%s) - start )) s ($ab)"
+  case $rc in
+    0) finish 0 "pass: head is equivalent to or faster than base ${BASE_SHA:0:12} in $round paired rounds" ;;
+    1) finish 1 "regression: head is slower than base ${BASE_SHA:0:12} in $round paired rounds (table above)" ;;
+    5) local floor
+       floor=$(python3 - "$ab/compare.json" <<'PY'
+import json, sys
+rs = json.load(open(sys.argv[1]))["results"]
+out = []
+for r in rs:
+    lo, hi = (r.get("ci") or [None, None])[:2]
+    if lo is None:
+        continue
+    worst = (1 - lo) if r.get("higher_is_better", True) else (hi - 1)
+    out.append("%s %.3g%%" % (r["metric"], 100 * max(worst, 0)))
+print(", ".join(out))
+PY
+)
+       finish 5 "inconclusive: no regression larger than ${floor:-?} in $round rounds could be ruled out within the ${BUDGET} s budget (table above); the gate does not pass" ;;
+    *) finish "$rc" "compare could not compare base and head (exit $rc)" ;;
+  esac
+}
+
+[ "$MODE" != counts ] || counts_mode
+[ "$MODE" != base ] || base_mode
 
 run_bench
 key=$(machine_key "$(some_run_json "$new")")
