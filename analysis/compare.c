@@ -1080,7 +1080,8 @@ static void print_advice(const result *rs, int n, bool sweeps, cJSON *root) {
     const vb_cause **c = vb_calloc_check(2 * (size_t)n + 1, sizeof *c);
     int k = 0;
     for (int i = 0; i < n; i++) {
-        if (rs[i].v == V_NO_SAMPLES) continue;
+        /* a decided verdict needs no rerun */
+        if (rs[i].v != V_INCONCLUSIVE) continue;
         c[k++] = &rs[i].base.cause;
         c[k++] = &rs[i].new_.cause;
     }
@@ -1107,7 +1108,11 @@ static void print_noise_notes(const result *rs, int n) {
             if (rs[i].vv.noise > 0) printf("; the interval is widened by %.3g%% for it", 100 * rs[i].vv.noise);
             printf("\n");
         }
-        if (rs[i].vv.load_differs && isfinite(rs[i].base.load) && isfinite(rs[i].new_.load))
+        if (rs[i].vv.pairs > 0 && (i == 0 || rs[i - 1].pr != rs[i].pr))
+            printf("note: %s%spaired over %d rounds: the unit is the round, the difference of its two runs\n",
+                   at ? rs[i].pr->label : "", at ? ": " : "", rs[i].vv.pairs);
+        if (isfinite(rs[i].base.load) && isfinite(rs[i].new_.load) &&
+            fabs(rs[i].base.load - rs[i].new_.load) > rs[i].vv.threshold)
             printf("note: %s%s%s: BASE and NEW ran under very different load (%.3g%% and %.3g%% of thread time lost "
                    "to other work)\n",
                    at ? rs[i].pr->label : "", at ? " " : "", rs[i].m->name, 100 * rs[i].base.load,
