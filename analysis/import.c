@@ -167,7 +167,13 @@ static kind_guess guess(const char *path, char *why) {
     kind_guess k = K_NONE;
     size_t i = 0;
     while (i < len && isspace((unsigned char)t[i])) i++;
-    if (memchr(t, '\0', len)) {
+    /* torch's names for its traces: <worker>.<stamp>.pt.trace.json, or a
+     * name with "trace" in it: read as one, whatever the text is */
+    const char *b = strrchr(path, '/');
+    b = b ? b + 1 : path;
+    if (strstr(b, ".pt.trace.json") || (strcasestr(b, "trace") && strcasestr(b, ".json"))) {
+        k = K_TRACE;
+    } else if (memchr(t, '\0', len)) {
         vb_errf(why, VB_IMP_WHY, "%s: binary data, not benchy's JSON, a job log or a trace", path);
     } else if (i < len && (t[i] == '{' || t[i] == '[')) {
         k = t[i] == '[' || strstr(t + i, "\"traceEvents\"") ? K_TRACE : K_JSON;

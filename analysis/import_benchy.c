@@ -73,6 +73,26 @@ static char *python_literals(const char *s, size_t n, size_t *out_n) {
     return o;
 }
 
+/* true when the text ends inside an object, a list or a string: written
+ * part of the way (a job killed while benchy wrote it, a copy cut short) */
+static bool json_open_at_end(const char *s, size_t n) {
+    long depth = 0;
+    bool in_str = false;
+    for (size_t i = 0; i < n; i++) {
+        if (in_str) {
+            if (s[i] == '\\') i++;
+            else if (s[i] == '"') in_str = false;
+        } else if (s[i] == '"') {
+            in_str = true;
+        } else if (s[i] == '{' || s[i] == '[') {
+            depth++;
+        } else if (s[i] == '}' || s[i] == ']') {
+            depth--;
+        }
+    }
+    return in_str || depth > 0;
+}
+
 /* item as a finite number > 0: 0, or -1 with why naming `what` */
 static int rate_of(const cJSON *item, const char *path, const char *what, double *out, char *why) {
     if (cJSON_IsString(item) && (!strcmp(item->valuestring, "NaN") || strstr(item->valuestring, "Infinity"))) {
@@ -198,10 +218,9 @@ int vb_imp_read_benchy_json(const char *path, vb_imp_file *f, char *why) {
     if (!j) {
         const char *at = cJSON_GetErrorPtr();
         const size_t off = at && at >= fixed && at <= fixed + flen ? (size_t)(at - fixed) : flen;
-        size_t rest = off;
-        while (rest < flen && isspace((unsigned char)fixed[rest])) rest++;
-        if (rest >= flen)
-            vb_errf(why, VB_IMP_WHY, "%s: the JSON ends at byte %zu before it is complete (a file cut short)", path, len);
+        if (json_open_at_end(fixed, flen))
+            vb_errf(why, VB_IMP_WHY, "%s: the JSON ends at byte %zu with its objects still open (a file cut short)",
+                    path, len);
         else
             vb_errf(why, VB_IMP_WHY, "%s: not valid JSON (near byte %zu)", path, off);
         goto out;

@@ -169,6 +169,10 @@ typedef struct rp_run {
     char *command_line;
     char grad_reduce_group[16];
     bool oversubscribed;   /* run.json threads.oversubscribed: more threads than cores on a node */
+    /* run.json "imported" (vitbench import): the program and files it came
+     * from, and what they do not say; "" for vitbench's own runs */
+    char imported[160];
+    char *imported_from, *imported_unknown;
     /* summary.csv (NaN / "" when absent) */
     double ranks, tp, cp, dp, local_batch, global_batch, peak_mem, tflops;
     char noddp[8], bucket_cap_mb[32], parallel_order[32];
