@@ -762,7 +762,10 @@ static void import_path(void *ctx, const char *arg, const char *next) {
         vb_die_input("import: unknown flag %s%s", arg, *vb_cli_hint(arg) ? vb_cli_hint(arg) : " (see vitbench import --help)");
     char why[VB_PATH_MAX + 64];
     if (vb_dir_exists(arg)) {
-        walk(a, arg, 0);
+        char dir[VB_PATH_MAX];
+        vb_snprintf(dir, sizeof dir, "%s", arg);
+        for (size_t n = strlen(dir); n > 1 && dir[n - 1] == '/'; n--) dir[n - 1] = '\0';
+        walk(a, dir, 0);
         return;
     }
     if (vb_file_problem(arg, why, sizeof why)) vb_die_input("import: %s: %s", arg, why);
@@ -827,7 +830,7 @@ static void print_run(const vb_imp_run *r, const char *where) {
     printf("  %s: point %s", where, r->point);
     if (r->repeat) printf(" (repeat %d)", r->repeat);
     if (r->nranks)
-        printf(", %d ranks", r->nranks);
+        printf(", %d rank%s", r->nranks, r->nranks == 1 ? "" : "s");
     else
         printf(", ranks unknown");
     for (int k = 0; k < VB_TRIAL_NKINDS; k++) {
