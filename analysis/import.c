@@ -930,6 +930,14 @@ int vb_import_main(int argc, char **argv) {
     for (int i = 0; i < a.nin; i++)
         if (a.in[i].read) vb_imp_file_free(&a.in[i].f);
     free(a.in);
+    for (int i = 0; i < a.nranks; i++) free(a.ranks[i].file);
+    free(a.ranks);
+    for (int p = 0; p < a.npoints; p++) {
+        for (int k = 0; k < a.points[p].nfiles; k++) free(a.points[p].files[k]);
+        free(a.points[p].files);
+        free(a.points[p].name);
+    }
+    free(a.points);
     free(cmdline);
     if (a.nrefused) {
         fprintf(stderr, "vitbench: error: import: %d file%s refused (each named above); the other %d run%s imported\n",
