@@ -251,7 +251,12 @@ static void read_input(args *a, input *x) {
         refuse(a, x, why);
         return;
     }
-    if (given && k != K_JSON) x->f.nranks = given;
+    if (given && k == K_LOG) {
+        x->f.nranks = given;
+        x->f.ranks_named = ranks_named(a, x->path);
+    } else if (given && k == K_TRACE && (ranks_named(a, x->path) || !x->f.trace.world)) {
+        x->f.nranks = given;
+    }
     x->read = true;
 }
 

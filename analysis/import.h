@@ -101,6 +101,7 @@ typedef struct vb_imp_file {
     char label[256];          /* the run's name from the file's (import.c's rules) */
     /* benchy (JSON or log) */
     int nranks;               /* JSON's nranks or --ranks; 0 unknown */
+    bool ranks_named;         /* --ranks FILE=N named this file (a plain --ranks N is for files that do not say) */
     vb_imp_trial *trials;
     int ntrials;
     vb_imp_summary summary[VB_TRIAL_NKINDS];

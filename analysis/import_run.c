@@ -211,7 +211,9 @@ static int cmp_epoch(const void *a, const void *b) {
 int vb_imp_merge(vb_imp_run *r, char *why) {
     const vb_imp_file *js = r->json, *lg = r->log;
     r->nranks = js ? js->nranks : lg ? lg->nranks : 0;
-    if (js && lg && lg->nranks && lg->nranks != js->nranks) {
+    /* a plain --ranks N is for files that do not say: a trace's
+     * distributedInfo, like a JSON's nranks, says */
+    if (js && lg && lg->ranks_named && lg->nranks != js->nranks) {
         vb_errf(why, VB_IMP_WHY, "%s: --ranks %d for it, but %s says nranks %d", lg->path, lg->nranks, js->path,
                 js->nranks);
         return -1;

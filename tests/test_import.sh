@@ -153,6 +153,14 @@ done
 "$VB" report ep_sc21_epochs --no_plots >rep2.txt 2>&1 || { cat rep2.txt; fail "report of an epochs-only run"; }
 grep -q "FULL throughput: " ep_sc21_epochs/report/report.md || fail "the epochs' FULL throughput in the summary"
 
+# a plain --ranks is for the files that do not say: a log beside its JSON takes the JSON's nranks
+"$VB" import "$FX/sc22_weak/weak_scale_4.json" "$FX/sc22_weak/sc22.tut.o1003" --ranks 2 --output_dir r4 >r4.txt 2>&1 ||
+  { cat r4.txt; fail "--ranks N beside a JSON that says its nranks"; }
+grep -q '"ranks":[[:space:]]*4,' r4/run.json || fail "the JSON's nranks, not --ranks"
+"$VB" import "$FX/sc22_weak/weak_scale_4.json" "$FX/sc22_weak/sc22.tut.o1003" --ranks "$FX/sc22_weak/sc22.tut.o1003=2" \
+  --output_dir r4b >r4.txt 2>&1 && fail "--ranks FILE=N against the JSON's nranks"
+grep -q "sc22.tut.o1003: --ranks 2 for it, but .*weak_scale_4.json says nranks 4" r4.txt || { cat r4.txt; fail "no line for it"; }
+
 # --point: files of any names as the repeats of one point, a trace with them
 "$VB" import --point base=sc22a.json,sc22b.json --output_dir pointed >out3.txt 2>&1 && fail "--point with missing files"
 cp "$FX/sc22_weak/weak_scale_2.json" a.json && cp "$FX/sc22_weak/weak_scale_2_r2.json" b.json
