@@ -4,6 +4,7 @@
  *   vitbench compare BASE NEW        noise-aware comparison and regression gate (compare.c)
  *   vitbench trace PATH              Chrome trace (trace.json) from timeline.csv (trace.c)
  *   vitbench nsys FILE...            import `nsys stats --format csv` reports (nsys.c)
+ *   vitbench import PATH...          the tutorials' PyTorch runs (benchy JSON, logs, traces) as runs and sweeps (import.c)
  *
  * Each takes argv with argv[0] = the command's name and returns the process
  * exit status; bad input exits 2 with one line naming the file or flag.
@@ -22,5 +23,6 @@ int vb_report_main(int argc, char **argv);
 int vb_compare_main(int argc, char **argv);
 int vb_trace_main(int argc, char **argv);
 int vb_nsys_main(int argc, char **argv);
+int vb_import_main(int argc, char **argv);
 
 #endif

@@ -612,11 +612,13 @@ static void check_config(diffs *d, const cJSON *a, const cJSON *b) {
     }
 }
 
-static void check_layout(diffs *d, const cJSON *a, const cJSON *b) {
+/* cross: one side is an imported run of another program, whose files do
+ * not say its tp x cp x dp layout or backend: its ranks are compared */
+static void check_layout(diffs *d, const cJSON *a, const cJSON *b, bool cross) {
     const cJSON *pa = cJSON_GetObjectItemCaseSensitive(a, "parallel");
     const cJSON *pb = cJSON_GetObjectItemCaseSensitive(b, "parallel");
     static const char *const dims[] = {"tp", "cp", "dp"};
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 3 && !cross; i++) {
         char what[32];
         vb_snprintf(what, sizeof what, "layout %s", dims[i]);
         check_item(d, cJSON_GetObjectItemCaseSensitive(pa, dims[i]), cJSON_GetObjectItemCaseSensitive(pb, dims[i]),
@@ -624,8 +626,18 @@ static void check_layout(diffs *d, const cJSON *a, const cJSON *b) {
     }
     check_item(d, cJSON_GetObjectItemCaseSensitive(a, "ranks"), cJSON_GetObjectItemCaseSensitive(b, "ranks"), "ranks",
                "layout", "layout ranks");
-    check_item(d, cJSON_GetObjectItemCaseSensitive(a, "backend"), cJSON_GetObjectItemCaseSensitive(b, "backend"),
-               "backend", NULL, "backend");
+    if (!cross)
+        check_item(d, cJSON_GetObjectItemCaseSensitive(a, "backend"), cJSON_GetObjectItemCaseSensitive(b, "backend"),
+                   "backend", NULL, "backend");
+}
+
+/* The program an imported run (vitbench import) came from, or NULL for
+ * vitbench's own run. */
+static const char *imported_program(const cJSON *run_json) {
+    const cJSON *im = cJSON_GetObjectItemCaseSensitive(run_json, "imported");
+    if (!cJSON_IsObject(im)) return NULL;
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(im, "program");
+    return cJSON_IsString(p) ? p->valuestring : "another program";
 }
 
 /* The machine: equal machine_keys pass. Different ones are explained by the
@@ -634,6 +646,16 @@ static void check_layout(diffs *d, const cJSON *a, const cJSON *b) {
  * difference. Without machine_key (an older run.json) the fields both sides
  * have are compared; without a fingerprint the machine is not checked. */
 static void check_machine(diffs *d, const cJSON *a, const cJSON *b) {
+    /* an imported run has no fingerprint to match: its machine key is unknown,
+     * which is said, never taken for a match */
+    const bool ia = imported_program(a), ib = imported_program(b);
+    if (ia || ib) {
+        defer_warning(d, "compare: machine key unknown on %s: %s no machine fingerprint (vitbench import); the "
+                         "machines are not compared and no match with a baseline's machine is claimed",
+                      ia && ib ? "both sides" : ia ? "BASE" : "NEW",
+                      ia && ib ? "BASE and NEW are imported runs, which carry" : "an imported run carries");
+        return;
+    }
     const cJSON *fa = cJSON_GetObjectItemCaseSensitive(a, "fingerprint");
     const cJSON *fb = cJSON_GetObjectItemCaseSensitive(b, "fingerprint");
     if (!cJSON_IsObject(fa) || !cJSON_IsObject(fb)) {
@@ -695,14 +717,29 @@ static void warn_status(diffs *d, const char *run, const cJSON *j) {
                       st->valuestring);
 }
 
-/* Exits 2 after listing the differences when the sides are not comparable. */
-static void check_comparable(diffs *d, const char *base_run, const char *new_run) {
+/* Exits 2 after listing the differences when the sides are not comparable.
+ * A side imported from another program (vitbench import) beside vitbench's
+ * own run is a comparison of two trainers: their configs and backends are
+ * not held to each other (the imported files have none), their ranks and
+ * batches are, and caveat (n bytes) says so; "" otherwise. */
+static void check_comparable(diffs *d, const char *base_run, const char *new_run, char *caveat, size_t n) {
     cJSON *a = load_run_json(base_run), *b = load_run_json(new_run);
+    const char *pa = imported_program(a), *pb = imported_program(b);
+    const bool cross = (pa != NULL) != (pb != NULL);
+    caveat[0] = '\0';
+    if (cross)
+        vb_snprintf(caveat, n, "BASE is %s, NEW %s: different programs. The ratios say how the two trainers compare "
+                    "at each point on the machines they ran on, not how a change to one of them did",
+                    pa ? pa : "vitbench's trainer", pb ? pb : "vitbench's trainer");
     check_allow_names(d, a, b);
     warn_status(d, base_run, a);
     warn_status(d, new_run, b);
-    check_config(d, a, b);
-    check_layout(d, a, b);
+    if (!cross) check_config(d, a, b);
+    else
+        check_item(d, cJSON_GetObjectItemCaseSensitive(a, "global_batch_size"),
+                   cJSON_GetObjectItemCaseSensitive(b, "global_batch_size"), "global_batch_size", NULL,
+                   "global_batch_size");
+    check_layout(d, a, b, cross);
     check_machine(d, a, b);
     cJSON_Delete(a);
     cJSON_Delete(b);
@@ -1419,7 +1456,9 @@ int vb_compare_main(int argc, char **argv) {
     int npairs, missing;
     cJSON *jmissing = cJSON_CreateArray();
     pair *pairs = match_points(&base, &neu, &npairs, &missing, jmissing);
-    check_comparable(&d, pairs[0].base->runs[0], pairs[0].new_->runs[0]);
+    char caveat[512];
+    check_comparable(&d, pairs[0].base->runs[0], pairs[0].new_->runs[0], caveat, sizeof caveat);
+    if (caveat[0]) printf("caveat: %s.\n", caveat);
 
     vb_verdict_opts vopts = vb_verdict_defaults(true);
     vopts.alpha = o.alpha;
@@ -1441,6 +1480,7 @@ int vb_compare_main(int argc, char **argv) {
     cJSON_AddNumberToObject(root, "min_samples", MIN_SAMPLES);
     cJSON_AddStringToObject(root, "rule", vb_verdict_rule());
     cJSON_AddItemToObject(root, "differences", d.list);
+    if (caveat[0]) cJSON_AddStringToObject(root, "caveat", caveat);
     cJSON_AddItemToObject(root, "missing_points", jmissing);
     cJSON *jr = cJSON_AddArrayToObject(root, "results");
     for (int i = 0; i < nres; i++) cJSON_AddItemToArray(jr, result_json(&rs[i]));
@@ -1467,6 +1507,7 @@ int vb_compare_main(int argc, char **argv) {
         if (here) report_op_growth(&pairs[i], suspects);
     }
     const int status = print_verdict(rs, nres, missing);
+    if (caveat[0]) printf("(two programs: see the caveat above)\n");
     cJSON_AddStringToObject(root, "verdict", status == 1 ? "regression" : status ? "inconclusive" : "pass");
     cJSON_AddNumberToObject(root, "exit_status", status);
     fflush(stdout);

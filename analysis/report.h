@@ -173,6 +173,10 @@ typedef struct rp_run {
     int threads_team;      /* run.json threads.team: OpenMP threads a rank was given (0: not recorded) */
     int threads_used;      /* threads.per_rank: what it ran (fewer under thread_policy adapt on a busy node) */
     double probe_wait;     /* threads.probe_wait_share: the start's probe; NaN when none */
+    /* run.json "imported" (vitbench import): the program and files it came
+     * from, and what they do not say; "" for vitbench's own runs */
+    char imported[160];
+    char *imported_from, *imported_unknown;
     /* summary.csv (NaN / "" when absent) */
     double ranks, tp, cp, dp, local_batch, global_batch, peak_mem, tflops;
     char noddp[8], bucket_cap_mb[32], parallel_order[32];

@@ -46,6 +46,34 @@ static void load_versions(rp_run *r, const cJSON *v) {
     }
 }
 
+/* "a, b, c" of a list of strings (NULL when empty) */
+static char *joined(const cJSON *list, const char *key) {
+    size_t n = 1;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, list) {
+        const cJSON *v = key ? cJSON_GetObjectItemCaseSensitive(it, key) : it;
+        if (cJSON_IsString(v)) n += strlen(v->valuestring) + 2;
+    }
+    if (n == 1) return NULL;
+    char *s = vb_calloc_check(n, 1);
+    cJSON_ArrayForEach(it, list) {
+        const cJSON *v = key ? cJSON_GetObjectItemCaseSensitive(it, key) : it;
+        if (!cJSON_IsString(v)) continue;
+        if (*s) strcat(s, "; ");
+        strcat(s, v->valuestring);
+    }
+    return s;
+}
+
+/* vitbench import's record: where the run came from, what is not known */
+static void load_imported(rp_run *r, const cJSON *im) {
+    if (!cJSON_IsObject(im)) return;
+    const cJSON *prog = cJSON_GetObjectItemCaseSensitive(im, "program");
+    snprintf(r->imported, sizeof r->imported, "%s", cJSON_IsString(prog) ? prog->valuestring : "another program");
+    r->imported_from = joined(cJSON_GetObjectItemCaseSensitive(im, "sources"), "path");
+    r->imported_unknown = joined(cJSON_GetObjectItemCaseSensitive(im, "unknown"), NULL);
+}
+
 static void load_json(rp_run *r, rp_doc *d) {
     char path[VB_PATH_MAX];
     vb_dir_file(path, sizeof path, r->dir, VB_RUN_JSON);
@@ -96,6 +124,7 @@ static void load_json(rp_run *r, rp_doc *d) {
                                                                                                : r->threads_used;
     if (cJSON_IsNumber(wait) && wait->valuedouble >= 0 && wait->valuedouble < 1) r->probe_wait = wait->valuedouble;
     load_versions(r, cJSON_GetObjectItemCaseSensitive(root, "versions"));
+    load_imported(r, cJSON_GetObjectItemCaseSensitive(root, "imported"));
     cJSON_Delete(root);
 }
 
@@ -234,6 +263,9 @@ void rp_run_free(rp_run *r) {
     rp_samples_free(&r->exposed);
     free(r->command_line);
     r->command_line = NULL;
+    free(r->imported_from);
+    free(r->imported_unknown);
+    r->imported_from = r->imported_unknown = NULL;
 }
 
 void rp_relpath(const char *from, const char *to, char *out, size_t n) {

@@ -93,6 +93,14 @@ void rp_run_provenance(rp_doc *d, const rp_run *r) {
         rp_para(d, "Provenance: run.json missing.");
         return;
     }
+    if (r->imported[0]) {
+        /* vitbench import: another program's run, with what its files say */
+        rp_para(d, "Imported by vitbench import: a run of %s, from %s. Not known (its files do not say): %s.",
+                r->imported, r->imported_from ? r->imported_from : "?",
+                r->imported_unknown ? r->imported_unknown : "nothing listed");
+        if (r->command_line && r->command_line[0]) rp_pre(d, r->command_line);
+        return;
+    }
     rp_para(d, "Config %s, status %s, backend %s, commit %s%s, host %s.", r->config[0] ? r->config : "?", r->status,
             r->backend[0] ? r->backend : "?", r->git_commit[0] ? r->git_commit : "?",
             strcmp(r->git_dirty, "true") == 0 ? " (dirty tree)" : "", r->host[0] ? r->host : "?");
@@ -597,6 +605,21 @@ void rp_run_warnings(rp_doc *d, rp_run *const *runs, int n, bool sweep) {
     if (adv[0]) rp_warning(d, "what to rerun with: %s", adv);
     free(cp);
     free(causes);
+    int imported = 0;
+    const rp_run *first_imported = NULL;
+    for (int i = 0; i < n; i++)
+        if (runs[i]->imported[0]) {
+            imported++;
+            if (!first_imported) first_imported = runs[i];
+        }
+    if (imported && imported < n)
+        rp_warning(d, "%d of %d runs are imported runs of %s (e.g. %s), the others vitbench's trainer: different "
+                      "programs, so their ratios compare the two trainers on one machine, not a change to either",
+                   imported, n, first_imported->imported, first_imported->name);
+    else if (imported)
+        rp_warning(d, "imported run%s of %s (vitbench import): no machine fingerprint, config or commit in %s files; "
+                      "nothing here holds %s against another machine or a baseline",
+                   n == 1 ? "" : "s", first_imported->imported, n == 1 ? "its" : "their", n == 1 ? "it" : "them");
 }
 
 /* "2 threads a rank on 2 cores", or per rank count when the runs differ */
@@ -646,6 +669,11 @@ void rp_caption(rp_doc *d, rp_run *const *runs, int n, bool any_oversubscribed) 
         if (runs[i]->has_json) r = runs[i];
     if (!r) {
         d->caption[0] = '\0';
+        return;
+    }
+    if (r->imported[0]) {
+        vb_snprintf(d->caption, sizeof d->caption, "Imported runs of %.100s: machine, config and threads unknown.",
+                    r->imported);
         return;
     }
     char threads[320];

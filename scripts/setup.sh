@@ -20,6 +20,7 @@ PACKAGES=(
   libyaml-dev            # configs
   libopenmpi-dev openmpi-bin  # communicator (distributed runs)
   libcjson-dev           # run.json / benchy_output.json
+  zlib1g-dev             # gzip'd PyTorch profiler traces (vitbench import)
   libcmocka-dev          # unit tests (run by ctest)
   gnuplot-nox            # plots (analysis)
   python3                # JSON/CSV checks in shell tests
