@@ -102,7 +102,8 @@
 # results/baselines), DATA (the tiny dataset; default data/tiny, made if
 # missing), RUNS (runs a side, default 3, at least 2), THRESHOLD (default
 # 0.10), OMP_NUM_THREADS (stored baseline; default all cores), THREADS
-# (--base; default 1), COUNTS_BUILD and VITBENCH_COUNTS (--counts: the build
+# (--base; default 1), VITBENCH_BASE (--base: the base commit's binary, built
+# elsewhere), COUNTS_BUILD and VITBENCH_COUNTS (--counts: the build
 # directory, or a counting binary made elsewhere), VALGRIND (default
 # valgrind). Compare flags given to the script go to compare last, so they
 # win (--threshold 0.2, --metric FULL).
@@ -426,8 +427,9 @@ PY
 # the base commit's vitbench, built once in RESULTS/base_<sha>/
 build_base() {
   local wt=$RESULTS/base_${BASE_SHA:0:12}
-  base_vb=$wt/build/vitbench
+  base_vb=${VITBENCH_BASE:-$wt/build/vitbench}
   [ -x "$base_vb" ] && return 0
+  [ -z "${VITBENCH_BASE:-}" ] || die "VITBENCH_BASE=$VITBENCH_BASE is not an executable"
   mkdir -p "$RESULTS"
   if [ ! -d "$wt/src" ]; then
     git worktree add --detach "$wt/src" "$BASE_SHA" >"$log" 2>&1 || { cat "$log" >&2; die "cannot check out $BASE_REV in $wt/src"; }
@@ -483,7 +485,7 @@ PY
       look=$((look + 1))
       set +e
       "$VB" compare "$ab/base" "$ab/head" --paired --threshold "${THRESHOLD:-0.10}" --alpha "$alpha_look" \
-        --allow_different "run_name,output_dir${allow:+,$allow}" "${CMP_FLAGS[@]}" --output "$ab/compare.json" >"$cmp_out" 2>&1
+        ${allow:+--allow_different "$allow"} "${CMP_FLAGS[@]}" --output "$ab/compare.json" >"$cmp_out" 2>&1
       rc=$?
       set -e
       case $rc in 0 | 1) break ;; 5) ;; *) cat "$cmp_out"; finish "$rc" "compare could not compare base and head (exit $rc, above)" ;; esac
@@ -493,7 +495,7 @@ PY
       [ $look -gt 0 ] && [ "${looks[$((look - 1))]}" = $round ] && break
       set +e
       "$VB" compare "$ab/base" "$ab/head" --paired --threshold "${THRESHOLD:-0.10}" --alpha "$alpha_look" \
-        --allow_different "run_name,output_dir${allow:+,$allow}" "${CMP_FLAGS[@]}" --output "$ab/compare.json" >"$cmp_out" 2>&1
+        ${allow:+--allow_different "$allow"} "${CMP_FLAGS[@]}" --output "$ab/compare.json" >"$cmp_out" 2>&1
       rc=$?
       set -e
       break
