@@ -35,6 +35,7 @@ TEST_PACKAGES=(
   slurm-wlm              # srun, sbatch, squeue, slurmctld, slurmd
   munge                  # Slurm's authentication (munged, mungekey)
   python3-venv           # test_hta: Holistic Trace Analysis from PyPI in a virtual environment
+  valgrind               # test_counts and perf_ci.sh --counts: the step's counted work under callgrind
 )
 # the packages among these that ship a daemon, and the service each ships
 SERVICES=(munge:munge slurmctld:slurmctld slurmd:slurmd)
