@@ -326,7 +326,8 @@ run_counts() {
   mkdir -p "$new/runs"
   echo "perf_ci: counting the tiny config's timed SYNTHETIC steps under callgrind (about a minute)"
   if ! OMP_NUM_THREADS=1 VB_THREAD_POLICY=fixed OPENBLAS_CORETYPE=Sandybridge \
-      "$valgrind" --tool=callgrind --cache-sim=yes --instr-atstart=no --callgrind-out-file="$new/callgrind.out" \
+      "$valgrind" --tool=callgrind --cache-sim=yes --instr-atstart=no --trace-children=yes \
+      --trace-children-skip="*orted*,*prte*" --callgrind-out-file="$new/callgrind.out" \
       "$cvb" run --config tiny --benchy_config scenarios/benchy/counts.yaml --output_dir "$new/runs" --progress none \
       --train_data_path "$DATA/train" --valid_data_path "$DATA/valid" \
       --global_means_path "$DATA/stats/global_means.npy" --global_stds_path "$DATA/stats/global_stds.npy" \
