@@ -81,6 +81,7 @@ start_load() {
 
 gate() { # kind condition k: one gate run, its line in results.csv
   local kind=$1 cond=$2 k=$3 head=$VB extra=() rc t0 t1 last
+  shift 3 # the rest are perf_ci's own flags
   [ "$kind" = changed ] && head=$OUT/changed_vitbench
   case $MODE in
     counts) extra=(--counts) ;;
