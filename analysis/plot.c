@@ -299,6 +299,10 @@ static void write_panel(FILE *f, const vb_plot *p, const char *dat) {
         fputs("]\n", f);
     }
     if (p->logx2) fputs("set logscale x 2\nset offsets graph 0.05, graph 0.05, graph 0.06, graph 0.06\n", f);
+    bool labelled = false;
+    for (int i = 0; i < p->ns; i++) labelled = labelled || (p->s[i]->labelled && p->s[i]->n > 0);
+    /* room above the highest point for its label */
+    if (labelled && !p->categorical && !p->lanes && !p->logx2) fputs("set offsets 0, 0, graph 0.12, graph 0.04\n", f);
     if (p->logy) fputs("set logscale y 2\n", f);
     if (p->logy10) fputs("set logscale y 10\n", f);
     if (p->lanes && p->nrows > 0) {
