@@ -187,10 +187,13 @@ void vb_history_confirmed_text(const vb_history_result *r, const vb_history_chan
         snprintf(buf, n, "%s (%d of %d later points on the new level)", c->confirmed ? "yes" : "no", c->on_level, after);
 }
 
-static void print_table(const vb_history_result *r) {
-    const char *cols[] = {"metric", "index", "commit", "time", "mean_before", "mean_after", "change", "p",
-                          "direction", "confirmed"};
-    rp_table *t = rp_table_new(NULL, "Change points", 10, cols);
+rp_table *vb_history_changes_table(const vb_history_result *r, const char *csv) {
+    /* the terminal's change and p as read; the page's (and its CSV's) as numbers */
+    const char *cols[] = {"metric", "index", "commit", "time", "mean_before", "mean_after",
+                          csv ? "change_percent" : "change", csv ? "pvalue" : "p", "direction", "confirmed",
+                          "stddev_before", "stddev_after"};
+    const int ncols = csv ? 12 : 10;
+    rp_table *t = rp_table_new(csv, "Change points (index: the row of the history, from 0)", ncols, cols);
     for (int i = 0; i < r->nchanges; i++) {
         const vb_history_change *c = &r->changes[i];
         char conf[96];
@@ -201,13 +204,21 @@ static void print_table(const vb_history_result *r) {
         rp_table_add(t, "%s", r->h->time[c->row]);
         rp_table_num(t, c->cp.mean_before);
         rp_table_num(t, c->cp.mean_after);
-        rp_table_add(t, "%+.2f%%", vb_history_change_percent(&c->cp));
-        rp_table_add(t, "%.3g", c->cp.pvalue);
+        if (csv) {
+            rp_table_num(t, vb_history_change_percent(&c->cp));
+            rp_table_num(t, c->cp.pvalue);
+        } else {
+            rp_table_add(t, "%+.2f%%", vb_history_change_percent(&c->cp));
+            rp_table_add(t, "%.3g", c->cp.pvalue);
+        }
         rp_table_add(t, "%s", c->regression ? "regression" : "improvement");
         rp_table_add(t, "%s", conf);
+        if (ncols == 12) {
+            rp_table_num(t, c->cp.sd_before);
+            rp_table_num(t, c->cp.sd_after);
+        }
     }
-    rp_table_print(t, stdout);
-    rp_table_free(t);
+    return t;
 }
 
 /* FILE's directory, and its name without .csv, with the suffix */
@@ -251,7 +262,11 @@ int vb_history_main(int argc, char **argv) {
         for (int k = 0; k < r.nmetrics; k++) printf("%s %s", k ? "," : "", vb_history_metrics[r.metrics[k]].name);
         if (r.nmetrics == 0) printf(": none holds a value yet");
         putchar('\n');
-        if (r.nchanges) print_table(&r);
+        if (r.nchanges) {
+            rp_table *t = vb_history_changes_table(&r, NULL);
+            rp_table_print(t, stdout);
+            rp_table_free(t);
+        }
         printf("history: %d change point%s: %d regression%s, %d improvement%s; %d confirmed\n", r.nchanges,
                r.nchanges == 1 ? "" : "s", regressions, regressions == 1 ? "" : "s", r.nchanges - regressions,
                r.nchanges - regressions == 1 ? "" : "s", confirmed);

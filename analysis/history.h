@@ -99,6 +99,12 @@ double vb_history_change_percent(const vb_cp *c);
  * level)", "no (0 of 2 ...)", "no: the newest point" */
 void vb_history_confirmed_text(const vb_history_result *r, const vb_history_change *c, char *buf, size_t n);
 
+/* The change points as a table (report.h's): metric, index, commit, time,
+ * the means, the change in %, p, direction, confirmed; with csv (its file
+ * name on the page) the standard deviations as well. */
+struct rp_table;
+struct rp_table *vb_history_changes_table(const vb_history_result *r, const char *csv);
+
 /* history.md, history.html, changes.csv and a figure per metric into
  * out_dir (outdir.h's rule); figures only when plots (gnuplot found and
  * not --no_plots). Exits as rp_doc_write does when a file cannot be written. */

@@ -155,6 +155,18 @@ static bool has_control(const char *s) {
     return false;
 }
 
+/* The value every run must share (machine_key, git_commit): the first
+ * run's is kept with its directory, a later one that differs is refused. */
+static void same_across(const char *what, const char *value, const char *dir, char *kept, size_t n, char *kept_dir,
+                        size_t dn, const char *hint) {
+    if (!kept[0]) {
+        snprintf(kept, n, "%s", value);
+        snprintf(kept_dir, dn, "%s", dir);
+    } else if (strcmp(kept, value) != 0) {
+        vb_die_input(CMD ": %s: %s %s, where %s has %s: %s", dir, what, value, kept_dir, kept, hint);
+    }
+}
+
 /* ---- counts.csv ---- */
 
 static void read_counts(const char *set, double *instructions, double *cycles) {
@@ -229,22 +241,12 @@ static row make_row(const args *a) {
         if (!key_ok(key))
             vb_die_input(CMD ": %s: fingerprint.machine_key '%s' is %s", path, key,
                          key[0] ? "not letters and digits" : "missing (a vitbench without run fingerprints)");
-        if (!w.key[0]) {
-            snprintf(w.key, sizeof w.key, "%s", key);
-            snprintf(first_key_run, sizeof first_key_run, "%s", dir);
-        } else if (strcmp(w.key, key) != 0) {
-            vb_die_input(CMD ": %s: machine_key %s, where %s has %s: a history row is one machine's", dir, key,
-                         first_key_run, w.key);
-        }
+        same_across(VB_COL_MACHINE_KEY, key, dir, w.key, sizeof w.key, first_key_run, sizeof first_key_run,
+                    "a history row is one machine's");
         if (!a->commit) {
             if (!commit[0]) vb_die_input(CMD ": %s: no fingerprint.git_commit: give --commit REV", path);
-            if (!w.commit[0]) {
-                snprintf(w.commit, sizeof w.commit, "%s", commit);
-                snprintf(first_commit_run, sizeof first_commit_run, "%s", dir);
-            } else if (strcmp(w.commit, commit) != 0) {
-                vb_die_input(CMD ": %s: git_commit %s, where %s has %s: give --commit REV for the row", dir, commit,
-                             first_commit_run, w.commit);
-            }
+            same_across("git_commit", commit, dir, w.commit, sizeof w.commit, first_commit_run, sizeof first_commit_run,
+                        "give --commit REV for the row");
         }
         const cJSON *st = cJSON_GetObjectItemCaseSensitive(j, "start_time");
         long long e;

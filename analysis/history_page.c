@@ -37,30 +37,6 @@ static void commit_phrase(const char *commit, int row, char *out, size_t n) {
         snprintf(out, n, "the commit of row %d (in the table)", row);
 }
 
-static void changes_table(rp_doc *d, const vb_history_result *r) {
-    const char *cols[] = {"metric",  "index",  "commit",         "time",   "mean_before", "mean_after",
-                          "stddev_before", "stddev_after", "change_percent", "pvalue", "change",      "confirmed"};
-    rp_table *t = rp_table_new(VB_HISTORY_CHANGES_CSV, "Change points (index: the row of the history, from 0)", 12, cols);
-    for (int i = 0; i < r->nchanges; i++) {
-        const vb_history_change *c = &r->changes[i];
-        char conf[96];
-        vb_history_confirmed_text(r, c, conf, sizeof conf);
-        rp_table_add(t, "%s", vb_history_metrics[c->metric].name);
-        rp_table_add(t, "%d", c->row);
-        rp_table_add(t, "%s", r->h->commit[c->row]);
-        rp_table_add(t, "%s", r->h->time[c->row]);
-        rp_table_num(t, c->cp.mean_before);
-        rp_table_num(t, c->cp.mean_after);
-        rp_table_num(t, c->cp.sd_before);
-        rp_table_num(t, c->cp.sd_after);
-        rp_table_num(t, vb_history_change_percent(&c->cp));
-        rp_table_num(t, c->cp.pvalue);
-        rp_table_add(t, "%s", c->regression ? "regression" : "improvement");
-        rp_table_add(t, "%s", conf);
-    }
-    rp_add_table(d, t);
-}
-
 /* The metric's levels: the runs between its change points, in index space
  * of its values (begin[k] .. begin[k+1]). */
 static int levels_of(const vb_history_result *r, int m, int *begin, int cap) {
@@ -174,7 +150,7 @@ void vb_history_page(const vb_history_result *r, const char *out_dir, bool plots
                 "It is a regression or an improvement by the metric's direction, and confirmed when at least one "
                 "later run, before the next change point, stays on the new level (nearer the new level's mean "
                 "than the old one's); the newest run alone never is.");
-    changes_table(&d, r);
+    rp_add_table(&d, vb_history_changes_table(r, VB_HISTORY_CHANGES_CSV));
     for (int k = 0; k < r->nmetrics; k++) metric_section(&d, &o, r, r->metrics[k]);
     rp_heading(&d, 1, "Method");
     rp_para(&d, "E-Divisive means (Matteson and James 2014) with its permutation test replaced by a two-sided Student "
