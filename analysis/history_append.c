@@ -15,12 +15,16 @@
  * FILE is checked as `vitbench history` reads it before anything is added
  * (its header must be the history's, VB_HISTORY_CSV_HEADER), and written
  * again whole, to a temporary beside it that is renamed over it: a reader
- * sees the old file or the new one. A new FILE gets the header first. */
+ * sees the old file or the new one. A new FILE gets the header first.
+ * Appends to one FILE take turns on a lock beside it (.<FILE>.lock). */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -361,6 +365,17 @@ int vb_history_append_main(int argc, char **argv) {
     if (strcmp(base, want) != 0)
         vb_die_input(CMD ": %s is named %s, but the runs' machine_key is %s: a history holds one machine's rows, in %s",
                      a.file, base, w.key, want);
+    /* two appends to one history at once (two CI jobs on one machine) take
+     * turns: each reads the file only once it holds the lock, so neither
+     * renames its copy over a row the other added */
+    vb_outdir d;
+    vb_outdir_open_or_die(&d, dir, NULL, CMD);
+    char lock_name[160];
+    snprintf(lock_name, sizeof lock_name, ".%s.lock", base);
+    const int lock = openat(d.fd, lock_name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (lock < 0) vb_die_env("%s: cannot create the lock %s/%s: %s", CMD, dir, lock_name, strerror(errno));
+    while (flock(lock, LOCK_EX) != 0)
+        if (errno != EINTR) break; /* a file system without flock: one writer is the caller's to ensure */
     /* the file so far, checked as the command reads it */
     char *old = NULL;
     size_t old_len = 0;
@@ -387,10 +402,9 @@ int vb_history_append_main(int argc, char **argv) {
             vb_history_free(&h);
         }
     }
-    vb_outdir d;
-    vb_outdir_open_or_die(&d, dir, NULL, CMD);
     write_ctx c = {old, old_len, &w};
     vb_outdir_write_or_die(&d, base, write_history, &c, CMD);
+    close(lock); /* releases the flock; the lock file stays (git-ignored beside the history) */
     vb_outdir_close(&d);
     free(old);
     printf("history append: %s: %s, commit %s, from %d run%s:", a.file, w.time, w.commit, w.runs, w.runs == 1 ? "" : "s");

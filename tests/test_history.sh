@@ -6,7 +6,8 @@
 #      start_time), commit (--commit, else the runs' git_commit), machine_key,
 #      the geometric mean of the runs' median samples/s per kind, and
 #      counts.csv's instructions and est_cycles (empty without the file);
-#      a single run directory is a set of one
+#      a single run directory is a set of one; six appends at once keep
+#      all six rows
 #   2. append refuses, exit 2 with the file named and the history untouched:
 #      runs of two machines, a file named after another machine, a history
 #      whose header differs, a history cut short, runs of two commits
@@ -85,7 +86,16 @@ got = open(sys.argv[1]).read()
 if got != want:
     sys.exit("want:\n%s\ngot:\n%s" % (want, got))
 EOF
-[ -z "$(find hist -name '.*')" ] || fail "a temporary file left beside the history: $(ls -a hist)"
+[ -z "$(find hist -name '.*' ! -name "*.lock")" ] || fail "a temporary file left beside the history: $(ls -a hist)"
+# appends at once take turns: none renames its copy over another's row
+mkdir -p par
+pids=()
+for i in 1 2 3 4 5 6; do
+    "$VB" history append "par/$KEY.csv" --from setA --commit "par$i" >/dev/null 2>&1 & pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p" || fail "a concurrent append failed"; done
+[ "$(grep -c '^2026-03-01T10:00:00Z,par[1-6],' "par/$KEY.csv")" = 6 ] || fail "concurrent appends lost rows: $(cat "par/$KEY.csv")"
+[ "$(grep -c '^time,' "par/$KEY.csv")" = 1 ] || fail "concurrent appends wrote the header twice"
 
 # ---- 2. append refuses, the history untouched ----
 cp "$H" before.csv
