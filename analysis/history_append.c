@@ -69,20 +69,21 @@ static args parse_args(int argc, char **argv) {
     };
     const vb_cli cli = {
         .cmd = CMD,
-        .usage = "vitbench history append FILE --from SET_DIR [--commit REV] [--time ISO]",
+        .usage = "vitbench history append FILE|DIR --from SET_DIR [--commit REV] [--time ISO]",
         .about = "Appends one row made from a gate set to a machine's history FILE\n"
                  "(results/history/<machine_key>.csv; created with its header when new):\n"
                  "  time, commit, machine_key  the time (UTC), the commit, the runs' machine_key\n"
                  "  <KIND>_samples_per_s       FULL, SYNTHETIC, IO: the geometric mean of the runs'\n"
                  "                             median timed-trial samples/s (compare's centre)\n"
                  "  instructions, est_cycles   SET_DIR/counts.csv's (metric,value), else empty\n"
-                 "Every run must have the machine_key FILE is named after. The file is rewritten\n"
-                 "through a temporary and a rename.",
+                 "Every run must have the machine_key FILE is named after; given a directory\n"
+                 "(results/history), the file is DIR/<machine_key>.csv. The file is rewritten\n"
+                 "through a temporary and a rename, one append at a time.",
         .opts = opts,
         .nopts = (int)(sizeof opts / sizeof opts[0]),
         .other = append_file,
         .ctx = &a,
-        .other_help = "FILE: the history CSV.",
+        .other_help = "FILE: the history CSV, or DIR: the directory of histories (DIR/<machine_key>.csv).",
     };
     vb_cli_parse(&cli, argc, argv);
     if (!a.file) vb_die_input(CMD ": missing FILE (usage: vitbench history append FILE --from SET_DIR)");
@@ -352,26 +353,32 @@ static void write_history(FILE *f, void *ctx) {
 
 int vb_history_append_main(int argc, char **argv) {
     const args a = parse_args(argc, argv);
-    const char *slash = strrchr(a.file, '/');
-    const char *base = slash ? slash + 1 : a.file;
-    char dir[VB_PATH_MAX];
-    if (slash)
-        vb_snprintf(dir, sizeof dir, "%.*s", slash == a.file ? 1 : (int)(slash - a.file), a.file);
-    else
-        vb_snprintf(dir, sizeof dir, ".");
     const row w = make_row(&a);
     char want[128];
     snprintf(want, sizeof want, "%s" VB_HISTORY_EXT, w.key);
+    /* a directory (results/history): the runs' machine's file in it */
+    char file[VB_PATH_MAX];
+    if (vb_dir_exists(a.file))
+        vb_snprintf(file, sizeof file, "%s%s%s", a.file, a.file[strlen(a.file) - 1] == '/' ? "" : "/", want);
+    else
+        vb_snprintf(file, sizeof file, "%s", a.file);
+    const char *slash = strrchr(file, '/');
+    const char *base = slash ? slash + 1 : file;
+    char dir[VB_PATH_MAX];
+    if (slash)
+        vb_snprintf(dir, sizeof dir, "%.*s", slash == file ? 1 : (int)(slash - file), file);
+    else
+        vb_snprintf(dir, sizeof dir, ".");
     if (strcmp(base, want) != 0)
         vb_die_input(CMD ": %s is named %s, but the runs' machine_key is %s: a history holds one machine's rows, in %s",
-                     a.file, base, w.key, want);
+                     file, base, w.key, want);
     /* two appends to one history at once (two CI jobs on one machine) take
      * turns: each reads the file only once it holds the lock, so neither
      * renames its copy over a row the other added */
     vb_outdir d;
     vb_outdir_open_or_die(&d, dir, NULL, CMD);
     char lock_name[160];
-    snprintf(lock_name, sizeof lock_name, ".%s.lock", base);
+    snprintf(lock_name, sizeof lock_name, ".%s.lock", want); /* base, checked above */
     const int lock = openat(d.fd, lock_name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (lock < 0) vb_die_env("%s: cannot create the lock %s/%s: %s", CMD, dir, lock_name, strerror(errno));
     while (flock(lock, LOCK_EX) != 0)
@@ -380,11 +387,11 @@ int vb_history_append_main(int argc, char **argv) {
     char *old = NULL;
     size_t old_len = 0;
     char why[VB_PATH_MAX + 64];
-    const char *problem = vb_file_problem(a.file, why, sizeof why);
-    if (problem && strcmp(problem, "no such file") != 0) vb_die_input(CMD ": %s: %s", a.file, problem);
+    const char *problem = vb_file_problem(file, why, sizeof why);
+    if (problem && strcmp(problem, "no such file") != 0) vb_die_input(CMD ": %s: %s", file, problem);
     if (!problem) {
-        old = vb_read_file(a.file, &old_len);
-        if (!old) vb_die_input(CMD ": %s: cannot be read (%s)", a.file, strerror(errno));
+        old = vb_read_file(file, &old_len);
+        if (!old) vb_die_input(CMD ": %s: cannot be read (%s)", file, strerror(errno));
         if (old_len == 0) {
             free(old); /* an empty file: nothing to keep, started as a new one */
             old = NULL;
@@ -393,11 +400,11 @@ int vb_history_append_main(int argc, char **argv) {
             if (line != strlen(VB_HISTORY_CSV_HEADER) || strncmp(old, VB_HISTORY_CSV_HEADER, line) != 0)
                 vb_die_input(CMD ": %s: its header is '%.*s', not the history's '" VB_HISTORY_CSV_HEADER
                              "': not appended to",
-                             a.file, (int)(line > 200 ? 200 : line), old);
+                             file, (int)(line > 200 ? 200 : line), old);
             vb_history h;
-            vb_history_read(a.file, &h, CMD);
+            vb_history_read(file, &h, CMD);
             if (h.machine_key && strcmp(h.machine_key, w.key) != 0)
-                vb_die_input(CMD ": %s: its rows are machine %s, the runs' machine_key is %s", a.file, h.machine_key,
+                vb_die_input(CMD ": %s: its rows are machine %s, the runs' machine_key is %s", file, h.machine_key,
                              w.key);
             vb_history_free(&h);
         }
@@ -407,7 +414,7 @@ int vb_history_append_main(int argc, char **argv) {
     close(lock); /* releases the flock; the lock file stays (git-ignored beside the history) */
     vb_outdir_close(&d);
     free(old);
-    printf("history append: %s: %s, commit %s, from %d run%s:", a.file, w.time, w.commit, w.runs, w.runs == 1 ? "" : "s");
+    printf("history append: %s: %s, commit %s, from %d run%s:", file, w.time, w.commit, w.runs, w.runs == 1 ? "" : "s");
     for (int m = 0; m < VB_HISTORY_NMETRICS; m++) {
         if (isnan(w.value[m])) continue;
         printf(" %s %.6g", vb_history_metrics[m].name, w.value[m]);

@@ -6,7 +6,8 @@
 #      start_time), commit (--commit, else the runs' git_commit), machine_key,
 #      the geometric mean of the runs' median samples/s per kind, and
 #      counts.csv's instructions and est_cycles (empty without the file);
-#      a single run directory is a set of one; six appends at once keep
+#      a single run directory is a set of one; given the directory of
+#      histories, the file is DIR/<machine_key>.csv; six appends at once keep
 #      all six rows
 #   2. append refuses, exit 2 with the file named and the history untouched:
 #      runs of two machines, a file named after another machine, a history
@@ -69,8 +70,8 @@ grep -q "^history append: $H: 2026-03-01T10:00:00Z, commit aaaa111, from 3 runs:
 "$VB" history append "$H" --from setB >/dev/null 2>&1 || fail "append setB"
 "$VB" history append "$H" --from setC --commit 'v1.2,"rc"' --time 2026-03-03T12:00:00+02:00 >/dev/null 2>&1 ||
     fail "append setC with --commit and --time"
-"$VB" history append "$H" --from setA/runs/run1 --time 2026-03-04T00:00:00Z >/dev/null 2>&1 ||
-    fail "append a single run directory"
+"$VB" history append hist --from setA/runs/run1 --time 2026-03-04T00:00:00Z >/dev/null 2>&1 ||
+    fail "append a single run directory to the directory of histories"
 python3 - "$H" <<'EOF' || fail "the history's bytes (above)"
 import json, sys
 from history_fixtures import HEADER, median
