@@ -222,6 +222,8 @@ static void write_plot_cmd(FILE *f, const vb_plot *p, const char *dat) {
         if (p->lanes) {
             /* a bar from x to lo, centred on its row, 0.8 of a row high */
             fprintf(f, "using (($1+$3)/2):2:(($3-$1)/2):(0.4) with boxxyerror fill solid 0.85 noborder %s title ", lc);
+        } else if (s->labelled && !p->categorical) {
+            fprintf(f, "using 1:2:6 with points pt 9 ps 2 lc rgb variable title ");
         } else if (s->ideal) {
             fprintf(f, "using 1:2%s with lines dt 2 lw 2 %s title ", tic, lc);
         } else if (p->dots) {
@@ -236,6 +238,9 @@ static void write_plot_cmd(FILE *f, const vb_plot *p, const char *dat) {
             fprintf(f, "using 1:2%s with %s lw 2 pt 7 %s title ", tic, p->categorical ? "points" : "linespoints", lc);
         }
         gp_string(f, s->title);
+        if (s->labelled && !p->categorical && !p->lanes)
+            fprintf(f, ", \\\n     '%s' index %d using 1:2:5 with labels offset character 0,1.3 noenhanced notitle", dat,
+                    i);
         if (p->boxes && !s->ideal && series_has_bars(s))
             fprintf(f, ", \\\n     '%s' index %d using 1:2:3:4 with yerrorbars lc black pt 0 title '95%% CI'", dat, i);
     }
@@ -252,19 +257,24 @@ static void write_plot_cmd(FILE *f, const vb_plot *p, const char *dat) {
  * axis's rotated labels take half their length), the x label, and the
  * legend's rows under them. gnuplot's own margin leaves the x label under
  * a legend placed below, so the figure sets it. A row of the legend holds
- * about 110 characters at the figures' width and font; an entry takes its
- * title and its sample. */
+ * about 110 characters at the figures' width and font, in columns as wide
+ * as its widest entry (its title and its sample), as gnuplot lays it out. */
 static double bottom_margin(const vb_plot *p) {
-    size_t chars = 0, longest = 0;
+    size_t entries = 0, widest = 0, longest = 0;
     for (int i = 0; i < p->ns; i++) {
         const vb_plot_series *s = p->s[i];
         if (s->n == 0) continue;
-        chars += strlen(s->title) + 12;
+        entries++;
+        if (strlen(s->title) + 12 > widest) widest = strlen(s->title) + 12;
         for (int k = 0; p->categorical && k < s->n; k++)
             if (strlen(s->labels[k]) > longest) longest = strlen(s->labels[k]);
     }
-    if (isfinite(p->hline)) chars += strlen(p->hline_title) + 12;
-    const double rows = chars ? ceil((double)chars / 110) : 0;
+    if (isfinite(p->hline)) {
+        entries++;
+        if (strlen(p->hline_title) + 12 > widest) widest = strlen(p->hline_title) + 12;
+    }
+    const size_t per_row = widest && widest < 110 ? 110 / widest : 1;
+    const double rows = entries ? ceil((double)entries / (double)per_row) : 0;
     const double tics = p->categorical ? 1 + 0.5 * (double)(longest > 40 ? 40 : longest) : 1;
     return 2.5 + tics + 1.3 * rows;
 }
@@ -289,6 +299,10 @@ static void write_panel(FILE *f, const vb_plot *p, const char *dat) {
         fputs("]\n", f);
     }
     if (p->logx2) fputs("set logscale x 2\nset offsets graph 0.05, graph 0.05, graph 0.06, graph 0.06\n", f);
+    bool labelled = false;
+    for (int i = 0; i < p->ns; i++) labelled = labelled || (p->s[i]->labelled && p->s[i]->n > 0);
+    /* room above the highest point for its label */
+    if (labelled && !p->categorical && !p->lanes && !p->logx2) fputs("set offsets 0, 0, graph 0.12, graph 0.04\n", f);
     if (p->logy) fputs("set logscale y 2\n", f);
     if (p->logy10) fputs("set logscale y 10\n", f);
     if (p->lanes && p->nrows > 0) {

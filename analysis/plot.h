@@ -26,7 +26,9 @@
  * sits on another. ymin / ymax fix the y range (an efficiency from 0); bars
  * beyond it are cut at the axis. Categorical points sit at the x their
  * caller gives (0..n-1), so several series (a legend entry each) share one
- * axis of categories.
+ * axis of categories. A labelled series on a numeric axis marks points
+ * (triangles in their own colours) with their labels above them: a trend's
+ * change points named by their commits.
  */
 #ifndef VB_ANALYSIS_PLOT_H
 #define VB_ANALYSIS_PLOT_H
@@ -44,6 +46,8 @@ typedef struct vb_plot_series {
     char color_key[128]; /* "" = the title: series with one key share a colour */
     unsigned color;  /* 0xRRGGBB of its own (a verdict's), or VB_PLOT_SERIES_COLOR: its key's */
     bool ideal;      /* dashed line, no points or error bars */
+    bool labelled;   /* numeric figures: markers in each point's colour, its label written above it
+                        (a change point and its commit); read from the data file, never run */
     int n;
     double *x, *y, *lo, *hi; /* lo/hi may be NULL or hold NaN: no bar */
     char **labels;   /* categorical figures: the x tic of each point */

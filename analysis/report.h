@@ -141,6 +141,10 @@ void rp_doc_free(rp_doc *d);
  * Exits naming the file when one cannot be written: 2 when the tree holds a
  * link or a file where a directory goes, 1 when the OS refuses. */
 void rp_doc_write(const rp_doc *d, const vb_outdir *dir, const char *title);
+/* The same document under other names (history.md / history.html), with
+ * `cmd` starting a failure's line. */
+void rp_doc_write_as(const rp_doc *d, const vb_outdir *dir, const char *title, const char *md, const char *html,
+                     const char *cmd);
 
 /* ---- one run directory (report_load.c) ---- */
 /* the trial kinds, numbered as results.h's vb_trial_kind */

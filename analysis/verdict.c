@@ -65,6 +65,11 @@ static side_stats side_of(const vb_verdict_side *s) {
     return r;
 }
 
+double vb_verdict_centre(const vb_verdict_side *s) {
+    const side_stats r = side_of(s);
+    return r.n > 0 && !r.undefined ? exp(r.centre) : NAN;
+}
+
 vb_verdict_opts vb_verdict_defaults(bool higher_is_better) {
     return (vb_verdict_opts){higher_is_better, VB_VERDICT_ALPHA, VB_VERDICT_THRESHOLD, VB_VERDICT_RUN_FLOOR, false};
 }

@@ -167,6 +167,12 @@ vb_verdict_opts vb_verdict_defaults(bool higher_is_better);
 /* new_ against base by the rule above. */
 vb_verdict vb_verdict_judge(const vb_verdict_side *base, const vb_verdict_side *new_, const vb_verdict_opts *o);
 
+/* A side's centre as the rule compares it: exp of the mean over its runs of
+ * log(the run's median sample), the geometric mean of the run medians (the
+ * median itself for one run). NaN without samples, or with one <= 0 or not
+ * finite. What a history row records of a set of runs (vitbench history). */
+double vb_verdict_centre(const vb_verdict_side *s);
+
 /* "faster", "slower", "equivalent", "inconclusive", "no samples" */
 const char *vb_verdict_word(vb_verdict_kind k);
 /* Why an inconclusive verdict is one, in a phrase that says what would

@@ -15,6 +15,7 @@
  *     recorded load widens the interval further; a busy single run widens
  *     it by its trials' spread on top of its load's sd
  *   - an interval that reaches across the threshold is inconclusive
+ *   - the centre (vb_verdict_centre): the geometric mean of run medians
  */
 #include "tests/test_util.h"
 
@@ -275,6 +276,22 @@ static void test_straddles(void **state) {
     assert_true(v.ci.lo < 0.95 && v.ci.hi > 1);
 }
 
+/* the centre a history row records: exp(mean of log run medians) */
+static void test_centre(void **state) {
+    (void)state;
+    const double v[] = {1, 2, 100, 4};
+    const int run[] = {0, 0, 0, 1};
+    const vb_verdict_side s = {v, run, 4, NAN};
+    assert_true(fabs(vb_verdict_centre(&s) - sqrt(8)) < 1e-12); /* medians 2 and 4 */
+    const vb_verdict_side one = {v, NULL, 3, NAN};
+    assert_true(fabs(vb_verdict_centre(&one) - 2) < 1e-12); /* one run: its median */
+    const vb_verdict_side none = {v, NULL, 0, NAN};
+    assert_true(isnan(vb_verdict_centre(&none)));
+    const double bad[] = {1, -1};
+    const vb_verdict_side neg = {bad, NULL, 2, NAN};
+    assert_true(isnan(vb_verdict_centre(&neg)));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_four_outcomes),
@@ -284,6 +301,7 @@ int main(void) {
         cmocka_unit_test(test_load),
         cmocka_unit_test(test_straddles),
         cmocka_unit_test(test_paired),
+        cmocka_unit_test(test_centre),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
