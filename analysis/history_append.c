@@ -289,7 +289,7 @@ static row make_row(const args *a) {
             vb_die_input(CMD ": %s has no timed %s trials, where %s has: the runs of one set measure the same", 
                          runs.dirs[first_without[k]], vb_trial_kinds[k_kinds[k]].name, runs.dirs[first_with[k]]);
         if (with[k] > 0) {
-            const vb_verdict_side side = {v[k], id[k], nv[k], NAN};
+            const vb_verdict_side side = {.v = v[k], .run = id[k], .n = nv[k], .load = NAN, .round = NULL};
             w.value[k] = vb_verdict_centre(&side);
             if (!isfinite(w.value[k]))
                 vb_die_input(CMD ": %s: the %s trials have no positive median", a->from, vb_trial_kinds[k_kinds[k]].name);

@@ -281,14 +281,14 @@ static void test_centre(void **state) {
     (void)state;
     const double v[] = {1, 2, 100, 4};
     const int run[] = {0, 0, 0, 1};
-    const vb_verdict_side s = {v, run, 4, NAN};
+    const vb_verdict_side s = {v, run, 4, NAN, NULL};
     assert_true(fabs(vb_verdict_centre(&s) - sqrt(8)) < 1e-12); /* medians 2 and 4 */
-    const vb_verdict_side one = {v, NULL, 3, NAN};
+    const vb_verdict_side one = {v, NULL, 3, NAN, NULL};
     assert_true(fabs(vb_verdict_centre(&one) - 2) < 1e-12); /* one run: its median */
-    const vb_verdict_side none = {v, NULL, 0, NAN};
+    const vb_verdict_side none = {v, NULL, 0, NAN, NULL};
     assert_true(isnan(vb_verdict_centre(&none)));
     const double bad[] = {1, -1};
-    const vb_verdict_side neg = {bad, NULL, 2, NAN};
+    const vb_verdict_side neg = {bad, NULL, 2, NAN, NULL};
     assert_true(isnan(vb_verdict_centre(&neg)));
 }
 
