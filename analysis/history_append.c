@@ -7,7 +7,10 @@
  * (verdict.h, vb_verdict_centre): the geometric mean of the runs' median
  * timed-trial samples/s, empty where no run has timed trials of the kind.
  * instructions and est_cycles come from SET_DIR/counts.csv when it is there,
- * else they are empty. The machine is the runs' fingerprint.machine_key
+ * else they are empty. A counted set (perf_ci.sh --counts: counts.csv and
+ * run.json, the run's trials.csv left below it) records its counts alone:
+ * the trials of a run under valgrind time the simulator, not the machine,
+ * so its throughput columns stay empty. The machine is the runs' fingerprint.machine_key
  * (they must agree, and FILE must be named <machine_key>.csv); the commit
  * --commit, else the runs' fingerprint.git_commit (they must agree); the
  * time --time, else the earliest start_time of the runs, else now.
@@ -76,6 +79,8 @@ static args parse_args(int argc, char **argv) {
                  "  <KIND>_samples_per_s       FULL, SYNTHETIC, IO: the geometric mean of the runs'\n"
                  "                             median timed-trial samples/s (compare's centre)\n"
                  "  instructions, est_cycles   SET_DIR/counts.csv's (metric,value), else empty\n"
+                 "A counted set (counts.csv and run.json, no trials.csv: perf_ci.sh --counts) gives\n"
+                 "its counts alone: trials timed under valgrind measure the simulator.\n"
                  "Every run must have the machine_key FILE is named after; given a directory\n"
                  "(results/history), the file is DIR/<machine_key>.csv. The file is rewritten\n"
                  "through a temporary and a rename, one append at a time.",
@@ -231,6 +236,9 @@ static row make_row(const args *a) {
     char first_key_run[VB_PATH_MAX] = "", first_commit_run[VB_PATH_MAX] = "";
     long long earliest = 0;
     bool have_start = false;
+    char counts_path[VB_PATH_MAX];
+    vb_dir_file(counts_path, sizeof counts_path, a->from, VB_COUNTS_CSV);
+    const bool counted = vb_file_exists(counts_path);
     double *v[3] = {NULL};
     int *id[3] = {NULL}, nv[3] = {0}, with[3] = {0}, first_with[3] = {-1, -1, -1}, first_without[3] = {-1, -1, -1};
     for (int r = 0; r < runs.n; r++) {
@@ -260,6 +268,9 @@ static row make_row(const args *a) {
             have_start = true;
         }
         cJSON_Delete(j);
+        char trials_path[VB_PATH_MAX];
+        vb_dir_file(trials_path, sizeof trials_path, dir, VB_TRIALS_CSV);
+        if (counted && !vb_file_exists(trials_path)) continue; /* the counts alone */
         vb_trials tr;
         char twhy[VB_PATH_MAX + 512];
         if (vb_trials_read(dir, &tr, twhy, sizeof twhy) != 0) {

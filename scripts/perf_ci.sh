@@ -3,6 +3,7 @@
 # when what it measured shows no regression, and says why on every exit.
 #
 #   ./scripts/perf_ci.sh [--create_baseline [--noisy_baseline]] [compare flags...]   stored baseline
+#   ./scripts/perf_ci.sh --refresh_baseline [--noisy_baseline]                        stored, moved
 #   ./scripts/perf_ci.sh --counts [--create_baseline] [--counts_threshold T]          counted work
 #   ./scripts/perf_ci.sh --base REV [--budget S] [compare flags...]                   base A/B
 #   ./scripts/perf_ci.sh --help
@@ -61,6 +62,26 @@
 # index.csv and runs/<run>/ (a one-point set of repeats, as a sweep keeps
 # them), or, made before repeats, one run's files.
 #
+# The history: every gate run that measured something adds a row for its
+# runs to this machine's history, HISTORY/<machine_key>.csv (default
+# results/history; `vitbench history append`: the samples/s the verdict
+# compares, or --counts' instructions and est_cycles), and prints where
+# that history changes level (`vitbench history`: the change points, their
+# commits, confirmed or not), so a regression that came in over several
+# commits, each under the threshold, is seen, with the commit that brought
+# it. Commit the history beside the baselines. --base adds head's runs
+# (their one-thread machine key has a history of its own).
+#
+# --refresh_baseline moves the stored baseline to this run's runs, and only
+# at a confirmed change: the history must show, after the row of the
+# baseline's own runs, a change point of a gated samples/s metric that a
+# later gate run confirmed (stayed on the new level). One lucky or unlucky
+# run cannot move the bar; run the gate again on the new code until the
+# history confirms the change, then refresh. Refused otherwise (exit 4).
+# --counts --create_baseline replaces the counted-work baseline at once:
+# counts are deterministic (identical runs agree within 0.02%, under any
+# load), so one run is the new level.
+#
 # Exit status (the reason is printed last, on stdout as well as stderr, so
 # it reaches perf.md):
 #   0  pass: every metric equivalent or faster against this machine's
@@ -73,7 +94,9 @@
 #      differ are printed (another core or thread count, OPENBLAS_CORETYPE,
 #      a clean checkout without results/baselines/ ...). To start one on a
 #      quiet machine: --create_baseline, then commit the directory.
-#   4  --create_baseline refused: the runs were busy (their trials spread
+#   4  --create_baseline or --refresh_baseline refused: the history shows
+#      no confirmed change since the baseline (--refresh_baseline), or the
+#      runs were busy (their trials spread
 #      like a busy machine's, or their load.csv says the machine took more
 #      than 10% of their thread time), and a baseline made then would let
 #      real regressions through. Rerun when the machine is quiet, or on a
@@ -100,7 +123,7 @@
 # Environment: VITBENCH (binary; default build/vitbench, built if missing),
 # RESULTS (where the runs go; default results/perf_ci), BASELINES (default
 # results/baselines), DATA (the tiny dataset; default data/tiny, made if
-# missing), RUNS (runs a side, default 3, at least 2), THRESHOLD (default
+# missing), HISTORY (default results/history), RUNS (runs a side, default 3, at least 2), THRESHOLD (default
 # 0.10), OMP_NUM_THREADS (stored baseline; default all cores), THREADS
 # (--base; default 1), VITBENCH_BASE (--base: the base commit's binary, built
 # elsewhere), COUNTS_BUILD and VITBENCH_COUNTS (--counts: the build
@@ -111,6 +134,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 CREATE=0
+REFRESH=0
 NOISY=0
 MODE=stored
 BASE_REV=
@@ -119,7 +143,7 @@ COUNTS_T=0.01
 CMP_FLAGS=()
 METRICS=FULL,SYNTHETIC
 # the gate's own flags and the compare flags it passes on (VALUE: takes one)
-KNOWN="help create_baseline noisy_baseline counts base:VALUE budget:VALUE counts_threshold:VALUE metric:VALUE
+KNOWN="help create_baseline refresh_baseline noisy_baseline counts base:VALUE budget:VALUE counts_threshold:VALUE metric:VALUE
 threshold:VALUE alpha:VALUE allow_different:VALUE run_floor:VALUE"
 
 # every exit says why, on stdout (perf.md) and on stderr (the CI log)
@@ -170,6 +194,7 @@ while [ $i -lt ${#args[@]} ]; do
   case $name in
     help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     create_baseline) CREATE=1 ;;
+    refresh_baseline) REFRESH=1 ;;
     noisy_baseline) NOISY=1 ;;
     counts) [ "$MODE" = stored ] || die "--counts and --base are two modes: give one"; MODE=counts ;;
     base) [ "$MODE" = stored ] || die "--counts and --base are two modes: give one"; MODE=base; BASE_REV=$value ;;
@@ -196,7 +221,11 @@ for m in "${mlist[@]}"; do
        die "--metric $m: not a metric the gate compares (FULL, SYNTHETIC, IO, VALIDATION, step_time, op:NAME)${near:+; did you mean $near?}" ;;
   esac
 done
-[ "$NOISY" = 0 ] || [ "$CREATE" = 1 ] || die "--noisy_baseline only goes with --create_baseline"
+[ "$NOISY" = 0 ] || [ "$CREATE" = 1 ] || [ "$REFRESH" = 1 ] ||
+  die "--noisy_baseline only goes with --create_baseline or --refresh_baseline"
+[ "$CREATE" = 0 ] || [ "$REFRESH" = 0 ] || die "--create_baseline and --refresh_baseline: give one"
+[ "$MODE" = stored ] || [ "$REFRESH" = 0 ] ||
+  die "--refresh_baseline moves the stored baseline (--counts: --create_baseline replaces the counts; --base keeps none)"
 [ "$MODE" != base ] || [ "$CREATE" = 0 ] || die "--base compares two commits: it keeps no baseline (--create_baseline)"
 [ "$MODE" != counts ] || [ "$NOISY" = 0 ] || die "--noisy_baseline: counted work does not depend on the load"
 if [ "$MODE" = base ]; then
@@ -207,6 +236,7 @@ fi
 VB=${VITBENCH:-build/vitbench}
 RESULTS=${RESULTS:-results/perf_ci}
 BASELINES=${BASELINES:-results/baselines}
+HISTORY=${HISTORY:-results/history}
 DATA=${DATA:-data/tiny}
 RUNS=${RUNS:-3}
 case "$RUNS" in '' | *[!0-9]*) die "RUNS=$RUNS is not a whole number" ;; esac
@@ -303,6 +333,28 @@ some_run_json() {
   echo ""
 }
 
+# record_history SET KEY: SET's row in machine KEY's history (HIST_TIME:
+# the row's time), then where that history changes level. A row that
+# cannot be added fails the gate: a gate run the history silently lost
+# would hide the commit that changed it.
+HIST_TIME=
+record_history() {
+  local set=$1 key=$2 out
+  mkdir -p "$HISTORY" 2>/dev/null && [ -d "$HISTORY" ] || die "cannot create the history directory $HISTORY"
+  if ! out=$("$VB" history append "$HISTORY" --from "$set" 2>&1); then
+    echo "$out" >&2
+    die "the gate's row could not be added to the history in $HISTORY (${out##*$'\n'})"
+  fi
+  echo "perf_ci: $out"
+  HIST_TIME=$(sed -n 's/^history append: .*: \([0-9T:Z-]*\), commit .*/\1/p' <<<"$out" | tail -n 1)
+  if ! out=$("$VB" history "$HISTORY/$key.csv" --no_plots --output_dir "$RESULTS/history_$key" 2>&1); then
+    echo "$out" >&2
+    die "vitbench history cannot read $HISTORY/$key.csv (${out##*$'\n'})"
+  fi
+  echo "perf_ci: this machine's history ($HISTORY/$key.csv):"
+  echo "$out"
+}
+
 # ---- --counts: counted work ----
 
 # one counting run into a new set directory ($new): its run under
@@ -378,6 +430,7 @@ counts_mode() {
   run_counts
   key=$(machine_key "$new/run.json")
   [ -n "$key" ] || die "$new: no fingerprint.machine_key in run.json"
+  record_history "$new" "$key"
   local base=$BASELINES/counts_$key
   if [ "$CREATE" = 1 ]; then
     keep_into "$new" "$base" counts.csv run.json
@@ -504,6 +557,10 @@ PY
   done
   cat "$cmp_out"
   echo "perf_ci: $round rounds in $(( $(date +%s) - start )) s ($ab)"
+  local hkey
+  hkey=$(machine_key "$(some_run_json "$ab/head")")
+  [ -n "$hkey" ] || die "$ab/head: no fingerprint.machine_key in run.json"
+  record_history "$ab/head" "$hkey"
   case $rc in
     0) finish 0 "pass: head is equivalent to or faster than base ${BASE_SHA:0:12} in $round paired rounds" ;;
     1) finish 1 "regression: head is slower than base ${BASE_SHA:0:12} in $round paired rounds (table above)" ;;
@@ -532,6 +589,7 @@ PY
 run_bench
 key=$(machine_key "$(some_run_json "$new")")
 [ -n "$key" ] || die "$new: no fingerprint.machine_key in run.json (a vitbench without run fingerprints cannot pick a baseline)"
+record_history "$new" "$key"
 
 # this machine's baseline: tiny_cpu_<key> first, else any with the same key
 base=""
@@ -574,13 +632,10 @@ else:
 EOF
 }
 
-if [ -z "$base" ]; then
-  if [ "$CREATE" = 0 ]; then
-    nearest
-    echo "perf_ci: on a quiet machine, ./scripts/perf_ci.sh --create_baseline keeps a set of runs as this machine's baseline"
-    finish 3 "no baseline for machine $key under $BASELINES: nothing compared, the gate does not pass"
-  fi
-  # the busy check compare applies to every side, here to the new runs alone
+# busy_check: $busy, compare's note when the new runs ran on a busy machine
+# (the check compare applies to every side, here to the new runs alone);
+# without --noisy_baseline such runs are not kept
+busy_check() {
   set +e
   "$VB" compare "$new" "$new" --output "$log.self.json" >"$cmp_out" 2>&1
   set -e
@@ -590,16 +645,20 @@ if [ -z "$base" ]; then
     echo "$busy"
     finish 4 "not kept as a baseline: the runs were busy (above); rerun when the machine is quiet, or add --noisy_baseline on a shared runner"
   fi
-  dest=$BASELINES/tiny_cpu_$key
+}
+
+# store_baseline DEST: the new runs' files kept in DEST, with the noise they
+# ran under and their history row's time stamped in DEST/baseline.json
+store_baseline() {
+  local dest=$1 r stamp
   keep_into "$new" "$dest" index.csv
   keep_into "$new" "$dest/runs"
   for r in "$new"/runs/*/; do
     r=${r%/}
     keep_into "$r" "$dest/runs/${r##*/}" "${KEEP[@]}"
   done
-  # the noise the baseline was made under, stamped in it
   stamp=$(mktemp "$dest/.baseline.json.XXXXXX") || die "cannot write into $dest"
-  python3 - "$new" "$stamp" "$NOISY" "$cmp_out" <<'EOF'
+  python3 - "$new" "$stamp" "$NOISY" "$cmp_out" "$HIST_TIME" <<'EOF'
 import csv, glob, json, os, sys, time
 new, out, noisy, notes = sys.argv[1], sys.argv[2], sys.argv[3] == "1", open(sys.argv[4]).read()
 shares, spreads = [], []
@@ -619,6 +678,7 @@ for run in sorted(glob.glob(os.path.join(new, "runs", "*"))):
     if len(t) > 1 and min(t) > 0:
         spreads.append(max(t) / min(t))
 json.dump({"created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "runs": len(spreads),
+           "history_time": sys.argv[5],
            "noisy": noisy and "ran on a busy machine" in notes,
            "recorded_with": "--noisy_baseline" if noisy else "a quiet machine",
            "mean_load_share": sum(shares) / len(shares) if shares else None,
@@ -629,12 +689,76 @@ EOF
   { chmod "$(printf '%04o' $((0666 & ~$(umask))))" "$stamp" && mv -fT "$stamp" "$dest/baseline.json"; } ||
     { rm -f "$stamp"; die "cannot write $dest/baseline.json"; }
   [ -z "$busy" ] || echo "$busy"
+}
+
+if [ -z "$base" ]; then
+  [ "$REFRESH" = 0 ] || die "--refresh_baseline: machine $key has no baseline under $BASELINES to move; --create_baseline makes one"
+  if [ "$CREATE" = 0 ]; then
+    nearest
+    echo "perf_ci: on a quiet machine, ./scripts/perf_ci.sh --create_baseline keeps a set of runs as this machine's baseline"
+    finish 3 "no baseline for machine $key under $BASELINES: nothing compared, the gate does not pass"
+  fi
+  busy_check
+  dest=$BASELINES/tiny_cpu_$key
+  store_baseline "$dest"
   if [ -n "$busy" ]; then
     finish 0 "kept these busy runs as the baseline of machine $key with their noise stamped (--noisy_baseline): $dest; later verdicts widen by the load they ran under; commit it"
   fi
   finish 0 "kept these $RUNS runs as the baseline of machine $key: $dest (commit it)"
 fi
-[ "$CREATE" = 0 ] || die "--create_baseline: machine $key already has a baseline ($base); remove it to replace it"
+[ "$CREATE" = 0 ] || die "--create_baseline: machine $key already has a baseline ($base); --refresh_baseline moves it once the history confirms a change"
+
+# --refresh_baseline: only at a change point of a gated samples/s metric,
+# after the baseline's own row, that a later gate run confirmed
+if [ "$REFRESH" = 1 ]; then
+  hmetrics=
+  for m in "${mlist[@]}"; do
+    case $m in FULL | SYNTHETIC | IO) hmetrics=${hmetrics:+$hmetrics,}${m}_samples_per_s ;; esac
+  done
+  [ -n "$hmetrics" ] || die "--refresh_baseline: the history follows FULL, SYNTHETIC and IO samples/s, and --metric $METRICS names none"
+  since=$(python3 -c 'import json, sys
+try:
+    print(json.load(open(sys.argv[1])).get("history_time") or "")
+except (OSError, ValueError):
+    print("")' "$base/baseline.json")
+  set +e
+  "$VB" history "$HISTORY/$key.csv" --json --metric "$hmetrics" --no_plots --output_dir "$RESULTS/history_$key" \
+    >"$log.changes.json" 2>"$cmp_out"
+  hrc=$?
+  set -e
+  [ "$hrc" = 0 ] || { cat "$cmp_out" >&2; die "vitbench history cannot read $HISTORY/$key.csv (above)"; }
+  set +e
+  why=$(python3 - "$log.changes.json" "$since" <<'EOF'
+import json, sys
+changes, since = json.load(open(sys.argv[1])), sys.argv[2]
+later = [c for c in changes if c["time"] > since]
+ok = [c for c in later if c["confirmed"]]
+if ok:
+    c = ok[-1]
+    print("the history confirms a change of %s at commit %s (%s, %+.1f%%, p %.2g, %d later points on the new level)"
+          % (c["metric"], c["commit"], c["direction"], c["change_percent"], c["pvalue"], c["points_on_level"]))
+    sys.exit(0)
+what = "no change point" if not later else "%d change point%s not yet confirmed (%s)" % (
+    len(later), "" if len(later) == 1 else "s", ", ".join("%s at %s" % (c["metric"], c["commit"]) for c in later))
+print("the history shows %s after the baseline's own row (%s)" % (what, since or "its time unrecorded"))
+sys.exit(1)
+EOF
+)
+  hrc=$?
+  set -e
+  rm -f "$log.changes.json"
+  [ "$hrc" = 0 ] || finish 4 "not refreshed: $why; run the gate on this code until a later run confirms the change, then refresh"
+  echo "perf_ci: $why"
+  busy_check
+  fresh=$(mktemp -d "$BASELINES/.refresh_${key}_XXXX") || die "cannot write into $BASELINES"
+  rmdir "$fresh"
+  store_baseline "$fresh"
+  old=$(mktemp -d "$BASELINES/.replaced_${key}_XXXX") || die "cannot write into $BASELINES"
+  { mv -T "$base" "$old/baseline" && mv -T "$fresh" "$base"; } || die "cannot move $fresh to $base (the old baseline is in $old)"
+  rm -rf "$old"
+  finish 0 "moved the baseline of machine $key to these $RUNS runs ($why): $base (commit it)"
+fi
+
 
 if [ -f "$base/baseline.json" ] && grep -q '"noisy": true' "$base/baseline.json"; then
   echo "perf_ci: the baseline was recorded on a busy machine (--noisy_baseline, $base/baseline.json): its load widens every interval"
@@ -645,6 +769,7 @@ compare
 if { [ "$rc" = 1 ] || [ "$rc" = 5 ]; } && grep -q '^note: NEW .*ran on a busy machine' "$cmp_out"; then
   echo "perf_ci: the new runs were busy: running the benchmark again, once"
   run_bench
+  record_history "$new" "$key"
   compare
 fi
 if [ "$rc" != 0 ] && grep -q '^note: BASE .*ran on a busy machine' "$cmp_out"; then

@@ -97,6 +97,13 @@ done
 for p in "${pids[@]}"; do wait "$p" || fail "a concurrent append failed"; done
 [ "$(grep -c '^2026-03-01T10:00:00Z,par[1-6],' "par/$KEY.csv")" = 6 ] || fail "concurrent appends lost rows: $(cat "par/$KEY.csv")"
 [ "$(grep -c '^time,' "par/$KEY.csv")" = 1 ] || fail "concurrent appends wrote the header twice"
+# a counted set (perf_ci.sh --counts: run.json and counts.csv, the run's
+# trials below it) gives its counts alone, never the simulator's throughput
+mkdir -p counted && cp setA/runs/run0/run.json counted/ && printf 'metric,value\ninstructions,1043703303\nest_cycles,1523000000\n' >counted/counts.csv ||
+    fail "counted set fixture"
+"$VB" history append "counted/$KEY.csv" --from counted --commit cnt1 >/dev/null 2>&1 || fail "append a counted set"
+grep -q "^2026-03-01T10:00:00Z,cnt1,$KEY,,,,1043703303,1523000000\$" "counted/$KEY.csv" ||
+    fail "a counted set's row is not its counts alone: $(cat "counted/$KEY.csv")"
 
 # ---- 2. append refuses, the history untouched ----
 cp "$H" before.csv

@@ -14,7 +14,9 @@
 #   - --base: identical base and head pass after 5 paired rounds (0); a
 #     head 30% slower fails (1); a head whose rounds scatter is inconclusive
 #     (5) within its budget, saying the largest regression it could not
-#     rule out.
+#     rule out;
+#   - every gate run that measured adds its row to the history (counts
+#     alone for --counts, head's throughput for --base).
 set -u
 
 VB=${1:?usage: test_perf_ci_modes.sh <path-to-vitbench>}
@@ -104,7 +106,7 @@ gate() { # expected-status args...: perf_ci.sh; its stdout (perf.md) in $md, bot
     shift
     out=$(cd "$SRC" && VITBENCH="${HEAD_VB:-$TMP/bin/vitbench}" VITBENCH_COUNTS="$TMP/bin/vitbench" \
         VITBENCH_BASE="$TMP/bin/vitbench" VALGRIND="$TMP/bin/valgrind" RESULTS="$TMP/results" \
-        BASELINES="$TMP/baselines" DATA="$TMP/data" bash scripts/perf_ci.sh "$@" 2>"$TMP/stderr")
+        BASELINES="$TMP/baselines" DATA="$TMP/data" HISTORY="$TMP/history" bash scripts/perf_ci.sh "$@" 2>"$TMP/stderr")
     local rc=$?
     md=$out
     out="$out
@@ -143,6 +145,8 @@ assert c["op_calls"] == 5 and c["h2d_bytes"] == 524288 and c["samples"] == 8, c
 CHECK
 gate 0 --counts
 case $md in *"| instructions | 2.5e+08 | 2.5e+08 | 1.0000 | equal |"*) ;; *) fail "counts table: $md" ;; esac
+case $md in *"perf_ci: history append: "*"instructions 2.5e+08"*"perf_ci: this machine's history"*) ;;
+*) fail "perf.md does not show the history row and the history: $md" ;; esac
 FAKE_IR=1020000000 gate 1 --counts
 case $md in *"| instructions |"*"| 1.0200 | higher: a regression |"*"exit 1: regression"*) ;; *) fail "2% more: $md" ;; esac
 FAKE_IR=980000000 gate 6 --counts
@@ -153,6 +157,10 @@ FAKE_IR=1009000000 gate 1 --counts --counts_threshold 0.005
 FAKE_IR=0 gate 2 --counts
 case $out in *"nothing measured"*) ;; *) fail "zero instructions: $out" ;; esac
 FAKE_STEPS=0 gate 2 --counts
+# each counting run that measured is a row of the history: its counts alone
+# (a run under valgrind times the simulator), none for those that failed
+[ "$(grep -c '^20[0-9T:-]*Z,abc,kfake,,,,[0-9]*,[0-9]*$' "$TMP/history/kfake.csv")" = 7 ] ||
+    fail "7 counting gate runs (the one without a baseline too), not 7 history rows of counts: $(cat "$TMP/history/kfake.csv")"
 
 # ---- --base: paired rounds ----
 gate 0 --base HEAD --budget 120
@@ -164,4 +172,7 @@ case $md in *"| slower |"*"exit 1: regression: head is slower"*) ;; *) fail "slo
 FAKE_SCATTER=1 gate 5 --base HEAD --budget 4
 case $md in *"exit 5: inconclusive: no regression larger than FULL "*"% in "*" rounds could be ruled out"*) ;;
 *) fail "scattered rounds: $md" ;; esac
+# each base A/B adds head's runs to the history
+[ "$(grep -c '^20[0-9T:-]*Z,abc,kfake,[0-9][0-9.]*,[0-9][0-9.]*,' "$TMP/history/kfake.csv")" = 3 ] ||
+    fail "3 base gate runs, not 3 history rows of head's throughput: $(cat "$TMP/history/kfake.csv")"
 echo "test_perf_ci_modes: OK"

@@ -90,7 +90,7 @@ gate() { # kind condition k: one gate run, its line in results.csv
   esac
   t0=$(date +%s.%N)
   set +e
-  VITBENCH=$head VITBENCH_COUNTS=$head VITBENCH_BASE=$VB RESULTS=$OUT/runs BASELINES=$OUT/baselines \
+  VITBENCH=$head VITBENCH_COUNTS=$head VITBENCH_BASE=$VB RESULTS=$OUT/runs BASELINES=$OUT/baselines HISTORY=$OUT/history \
     scripts/perf_ci.sh "${extra[@]}" "$@" >"$OUT/gate_${cond}_${kind}_$k.md" 2>/dev/null
   rc=$?
   set -e
@@ -103,11 +103,11 @@ gate() { # kind condition k: one gate run, its line in results.csv
 echo "condition,kind,gate,exit,seconds,last" >"$OUT/results.csv"
 # the baselines of the unchanged code, made once before the gate runs
 case $MODE in
-  counts) VITBENCH_COUNTS=$VB RESULTS=$OUT/runs BASELINES=$OUT/baselines scripts/perf_ci.sh --counts --create_baseline \
+  counts) VITBENCH_COUNTS=$VB RESULTS=$OUT/runs BASELINES=$OUT/baselines HISTORY=$OUT/history scripts/perf_ci.sh --counts --create_baseline \
             >"$OUT/baseline.md" 2>&1 ;;
-  stored) VITBENCH=$VB RESULTS=$OUT/runs BASELINES=$OUT/baselines scripts/perf_ci.sh --create_baseline "$@" \
+  stored) VITBENCH=$VB RESULTS=$OUT/runs BASELINES=$OUT/baselines HISTORY=$OUT/history scripts/perf_ci.sh --create_baseline "$@" \
             >"$OUT/baseline.md" 2>&1 ||
-          VITBENCH=$VB RESULTS=$OUT/runs BASELINES=$OUT/baselines scripts/perf_ci.sh --create_baseline --noisy_baseline \
+          VITBENCH=$VB RESULTS=$OUT/runs BASELINES=$OUT/baselines HISTORY=$OUT/history scripts/perf_ci.sh --create_baseline --noisy_baseline \
             "$@" >"$OUT/baseline.md" 2>&1 ;;
 esac
 IFS=, read -r -a conds <<<"$CONDITIONS"
