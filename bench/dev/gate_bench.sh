@@ -65,19 +65,8 @@ chmod +x "$OUT/changed_vitbench"
 [ -z "$CHANGED_BIN" ] || ln -sf "$CHANGED_BIN" "$OUT/changed_vitbench"
 changed_key=$(sed -n 's/^--\([a-z_]*\).*/\1/p' <<<"$CHANGE")
 
-LOADERS=()
-stop_load() {
-  local p
-  for p in "${LOADERS[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${LOADERS[@]}"; do wait "$p" 2>/dev/null || true; done
-  LOADERS=()
-}
-trap stop_load EXIT
-start_load() {
-  local i
-  for i in $(seq "$(nproc)"); do python3 -c 'while True: pass' & LOADERS+=($!); done
-  sleep 0.5
-}
+# the bench's own background load (start_load, stop_load)
+source bench/dev/lib/busy_load.sh # (the working directory is the checkout's root)
 
 gate() { # kind condition k: one gate run, its line in results.csv
   local kind=$1 cond=$2 k=$3 head=$VB extra=() rc t0 t1 last

@@ -64,22 +64,8 @@ synthetic: {run_benchmark: True, nbatches: 20, ntrials: 5, nwarmup: 1}
 full: {run_benchmark: False, nbatches: 8, ntrials: 1, nwarmup: 0}
 YAML
 
-LOADERS=()
-stop_load() {
-  local p
-  for p in "${LOADERS[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${LOADERS[@]}"; do wait "$p" 2>/dev/null || true; done
-  LOADERS=()
-}
-trap stop_load EXIT
-start_load() {
-  local i
-  for i in $(seq "$CORES"); do
-    python3 -c 'while True: pass' &
-    LOADERS+=($!)
-  done
-  sleep 0.5
-}
+# the bench's own background load (start_load, stop_load)
+source bench/dev/lib/busy_load.sh # (the working directory is the checkout's root)
 
 variant_env() { # the environment and flags of a variant, as env(1) arguments
   case $1 in
@@ -93,7 +79,7 @@ variant_env() { # the environment and flags of a variant, as env(1) arguments
 
 echo "condition,round,variant,samples_per_s,threads,probe_wait_share,run_dir" >"$OUT/results.csv"
 for cond in "${conds[@]}"; do
-  [ "$cond" = loaded ] && start_load
+  [ "$cond" = loaded ] && start_load "$CORES"
   for round in $(seq 1 "$ROUNDS"); do
     for v in $(printf '%s\n' "${variants[@]}" | shuf); do
       log=$(mktemp)

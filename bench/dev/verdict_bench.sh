@@ -74,22 +74,8 @@ synthetic: {run_benchmark: False, nbatches: 8, ntrials: 1, nwarmup: 0}
 full: {run_benchmark: True, nbatches: $BATCHES, ntrials: $TRIALS, nwarmup: 1}
 EOF
 
-# the bench's own background load: one busy loop per CPU, ended by pid
-LOADERS=()
-stop_load() {
-  local p
-  for p in "${LOADERS[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${LOADERS[@]}"; do wait "$p" 2>/dev/null || true; done
-  LOADERS=()
-}
-trap stop_load EXIT
-start_load() {
-  local i
-  for i in $(seq "$(nproc)"); do
-    python3 -c 'while True: pass' &
-    LOADERS+=($!)
-  done
-}
+# the bench's own background load (start_load, stop_load)
+source bench/dev/lib/busy_load.sh # (the working directory is the checkout's root)
 
 config_args() { # A | A2 | S10 | S25
   case $1 in
