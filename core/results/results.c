@@ -2,6 +2,8 @@
  * crash-safe writes themselves are fileio.c's. */
 #include "core/results/results.h"
 
+#include "core/util/outdir.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -132,6 +134,32 @@ void vb_run_dir_create(const char *output_dir, const char *run_name, const char 
         char stamp[32];
         vb_results_stamp(stamp, sizeof stamp);
         vb_snprintf(base, sizeof base, "%s_%s", prefix && prefix[0] ? prefix : "run", stamp);
+    }
+    /* started by a sweep: out lies below the sweep's directory, which holds
+     * no link on the way (core/util/outdir.h): every directory from there
+     * down opened without following one, the run's own made with mkdirat */
+    const char *tree = getenv(VB_RESULTS_TREE_ENV);
+    const size_t tl = tree ? strlen(tree) : 0;
+    if (tl > 0 && strncmp(out, tree, tl) == 0 && out[tl] == '/') {
+        vb_outdir d;
+        vb_outdir_open_or_die(&d, tree, out + tl + 1, "run");
+        for (int suffix = 0; suffix < 100000; suffix++) {
+            char name[300];
+            if (suffix == 0)
+                vb_snprintf(name, sizeof name, "%s", base);
+            else
+                vb_snprintf(name, sizeof name, "%s-%d", base, suffix);
+            if (mkdirat(d.fd, name, 0775) == 0) {
+                int k = snprintf(dir, n, "%s/%s", out, name);
+                if (k < 0 || (size_t)k >= n) vb_die_input("output_dir %s: path too long", out);
+                if (run_id) vb_snprintf(run_id, idn, "%s", name);
+                vb_outdir_close(&d);
+                return;
+            }
+            if (errno != EEXIST) vb_die_input("output_dir %s: cannot create run directory %s/%s (%s)", out, out, name,
+                                              strerror(errno));
+        }
+        vb_die_input("output_dir %s: too many runs named %s", out, base);
     }
     if (vb_mkdir_p(out) != 0) vb_die_input("output_dir %s: cannot create directory (%s)", out, strerror(errno));
     if (vb_results_dir_claim(out, base, dir, n, run_id, idn) != 0) {
