@@ -37,5 +37,7 @@ int vb_dir_read_csv(const char *dir, const char *name, vb_csv *t, char *err, siz
  * file", "cannot be read" or "not a JSON object" (not JSON, or JSON of
  * another kind). The caller frees it with cJSON_Delete. */
 cJSON *vb_read_json_object(const char *path, const char **why);
+/* The run's id: run_dir/run.json's run_id, or "" when it has none to say. */
+void vb_run_json_id(const char *run_dir, char *id, size_t n);
 
 #endif

@@ -87,7 +87,7 @@ if "load" in a:
                 "steal_share,cpu_wait_share,nivcsw\n")
         for kind, vals in (("SYNTHETIC", synth), ("FULL", full)):
             for i, v in enumerate(vals):
-                f.write("r,%s,%d,0,0,%r,2,3.5,3.6,0,%s,40\n" % (kind, i, 64 / v, a["load"]))
+                f.write("%s,%s,%d,0,0,%r,2,3.5,3.6,0,%s,40\n" % (rid, kind, i, 64 / v, a["load"]))
 gemm = float(a.get("gemm_s", "0.5"))
 with open(os.path.join(d, "ops.csv"), "w") as f:
     f.write("rank,trial_type,name,category,calls,bytes,flops,total_s,avg_s,min_s,max_s,median_s,share_of_step\n")
