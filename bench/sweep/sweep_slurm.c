@@ -17,6 +17,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
@@ -240,6 +241,22 @@ void sweep_slurm_check(const vb_scenario *s, const vb_sweep_plan *plan, launcher
                      "every run, ranks_per_node the tasks on each", f, sl->nodes, per_node);
     if (sl->gpu_bind[0] && sl->gpus_per_node == 0)
         vb_die_input("%s: gpu_bind / --gpu_bind %s without gpus_per_node", f, sl->gpu_bind);
+    /* the products a job script writes (#SBATCH --ntasks of a sweep job,
+     * #PBS ncpus, jsrun -c of a node's set) stay ints: an overflow would write
+     * select=1:ncpus=-2 or -c-2147483648 */
+    const int cores = sweep_cpus_per_task(s, launcher);
+    int most_nodes = 0, most_tpn = 0, prod;
+    for (int i = 0; i < plan->nruns; i++) {
+        const int R = plan->runs[i].ranks, nodes = sweep_nodes_of(s, per_node, R), tpn = sweep_tasks_per_node(s, per_node, R);
+        if (cores > 0 && tpn > 0 && __builtin_mul_overflow(cores, tpn, &prod))
+            vb_die_input("%s: cpus_per_task %d x %d ranks on a node of run %s: more cores than a job script can "
+                         "name (%d at most)", f, cores, tpn, plan->runs[i].name, INT_MAX);
+        if (nodes > most_nodes) most_nodes = nodes;
+        if (tpn > most_tpn) most_tpn = tpn;
+    }
+    if (sl->sweep_job && __builtin_mul_overflow(most_nodes, most_tpn, &prod))
+        vb_die_input("%s: sweep_job: %d nodes x %d ranks a node is more tasks than a job script can name (%d at most)",
+                     f, most_nodes, most_tpn, INT_MAX);
     for (int i = 0; i < plan->nruns; i++) {
         const vb_sweep_run *r = &plan->runs[i];
         int R = r->ranks;
