@@ -56,6 +56,7 @@
 #include "analysis/run_load.h"
 #include "analysis/markdown.h"
 #include "analysis/verdict.h"
+#include "core/config/flag.h"
 #include "core/config/cli.h"
 #include "core/util/common.h"
 #include "core/util/outdir.h"
@@ -1166,10 +1167,8 @@ typedef struct {
 } options;
 
 static double parse_fraction(const char *flag, const char *text, double lo, double hi, bool lo_open) {
-    char *end;
-    errno = 0;
-    double v = strtod(text, &end);
-    if (errno || end == text || *end || !isfinite(v) || (lo_open ? v <= lo : v < lo) || v >= hi)
+    double v = NAN;
+    if (vb_flag_parse_double(text, &v) != VB_NUM_OK || (lo_open ? v <= lo : v < lo) || v >= hi)
         vb_die_input("compare: %s: '%s' must be a number in %s%g, %g)", flag, text, lo_open ? "(" : "[", lo, hi);
     return v;
 }
