@@ -29,6 +29,9 @@ static float fx_value(int file, int t, int c, int h, int w, int T, int C, int H,
 /* the fixture's datasets chunked (one chunk a time step) instead of
  * contiguous: the loader reads those through H5Dread, not pread */
 static bool g_fx_chunked;
+/* ... and each chunk shuffled and gzip-compressed, as ERA5 files often are
+ * (h5py's compression="gzip", shuffle=True; h5repack -f SHUF -f GZIP=4) */
+static bool g_fx_compressed;
 
 /* Writes dir/<year0+f>.h5 for f < nfiles with the "fields" dataset [T, C, H, W].
  * `file_offset` shifts the file index used in the values. */
@@ -39,7 +42,11 @@ static void fx_write_file(const char *path, int file, int T, int C, int H, int W
     hid_t sp = H5Screate_simple(4, dims, NULL);
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     hsize_t chunk[4] = {1, (hsize_t)C, (hsize_t)H, (hsize_t)W};
-    if (g_fx_chunked) assert_true(H5Pset_chunk(dcpl, 4, chunk) >= 0);
+    if (g_fx_chunked || g_fx_compressed) assert_true(H5Pset_chunk(dcpl, 4, chunk) >= 0);
+    if (g_fx_compressed) {
+        assert_true(H5Pset_shuffle(dcpl) >= 0);
+        assert_true(H5Pset_deflate(dcpl, 4) >= 0);
+    }
     hid_t d = H5Dcreate2(f, "fields", H5T_IEEE_F32LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
     H5Pclose(dcpl);
     assert_true(d >= 0);
@@ -559,6 +566,52 @@ static void create_loader(void *p) { vb_loader_create(&((lctx *)p)->o); }
 static void scan_dir(void *p) {
     vb_split_info s;
     vb_split_scan(&s, (const char *)p);
+}
+
+/* gzip + shuffle compressed years, written whole: read as any chunked file
+ * (their storage is smaller than their data, which HDF5 calls partly
+ * allocated: every chunk is there, and that is what counts); a compressed
+ * year with chunks never written is refused as the uncompressed one is */
+static void test_compressed_files(void **state) {
+    (void)state;
+    assert_true(H5Zfilter_avail(H5Z_FILTER_DEFLATE) > 0);
+    g_fx_compressed = true;
+    fx x;
+    fx_make(&x, 2, 8);
+    g_fx_compressed = false;
+    vb_loader *l = vb_loader_create(&x.o);
+    for (int k = 0; k < 4; k++) {
+        const vb_batch *b = vb_loader_next(l);
+        check_batch_content(&x, b);
+        vb_loader_release(l, b);
+    }
+    vb_loader_destroy(l);
+    /* time steps 0 .. T/2-1 written, the rest never */
+    char p[VB_PATH_MAX];
+    vb_snprintf(p, sizeof p, "%s/2011.h5", x.split);
+    hid_t h = H5Fcreate(p, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hsize_t d[4] = {(hsize_t)x.T, (hsize_t)x.C, (hsize_t)x.Hf, (hsize_t)x.Wf};
+    hsize_t chunk[4] = {1, d[1], d[2], d[3]};
+    hid_t sp = H5Screate_simple(4, d, NULL);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    assert_true(H5Pset_chunk(dcpl, 4, chunk) >= 0 && H5Pset_shuffle(dcpl) >= 0 && H5Pset_deflate(dcpl, 4) >= 0);
+    hid_t ds = H5Dcreate2(h, "fields", H5T_IEEE_F32LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    hsize_t start[4] = {0, 0, 0, 0}, count[4] = {d[0] / 2, d[1], d[2], d[3]};
+    size_t nval = (size_t)count[0] * d[1] * d[2] * d[3];
+    float *buf = calloc(nval, sizeof *buf);
+    for (size_t k = 0; k < nval; k++) buf[k] = 1.0f + (float)(k % 7);
+    hid_t ms = H5Screate_simple(4, count, NULL);
+    assert_true(H5Sselect_hyperslab(sp, H5S_SELECT_SET, start, NULL, count, NULL) >= 0);
+    assert_true(H5Dwrite(ds, H5T_NATIVE_FLOAT, ms, sp, H5P_DEFAULT, buf) >= 0);
+    free(buf);
+    H5Sclose(ms);
+    H5Pclose(dcpl);
+    H5Dclose(ds);
+    H5Sclose(sp);
+    H5Fclose(h);
+    lctx c = {.o = x.o};
+    expect_exit2(create_loader, &c, p, "only partly written");
+    tu_rm_rf(x.root);
 }
 
 /* reads a batch (file 0 is open, and mapped), empties `shrink`, then reads
@@ -1214,6 +1267,7 @@ int main(void) {
         cmocka_unit_test(test_scan_not_regular),
         cmocka_unit_test(test_content_crop_norm_order),
         cmocka_unit_test(test_chunked_files),
+        cmocka_unit_test(test_compressed_files),
         cmocka_unit_test(test_direct_read_pieces),
         cmocka_unit_test(test_file_shrinks_while_read),
         cmocka_unit_test(test_shuffle),
