@@ -15,7 +15,8 @@
 #   6. a run named javascript:alert(1), reported into its parent: every link
 #      in report.html and report.md is a relative path starting with ./
 #  10. a FIFO (named pipe) in place of a run's CSV: report and compare name it
-#      instead of waiting forever for a writer in the open
+#      instead of waiting forever for a writer in the open; VB_OPENBLAS_LIBRARY
+#      naming one is refused before dlopen would block in its open
 #  11. a NUL byte in a CSV: a record of them (once read as a blank line, so
 #      report and compare used 1 of 2 trials) or one inside a field (a number
 #      cut at it) is refused by report and compare with exit 2 naming the file
@@ -145,6 +146,14 @@ refused "nulrec/trials.csv: record 3: a NUL byte" report nulrec --no_plots
 refused "nulrec/trials.csv: record 3: a NUL byte" compare nulrec nulfield --metric FULL
 refused "nulfield/trials.csv: record 3: a NUL byte" report nulfield --no_plots
 refused "nulfield/trials.csv: record 3: a NUL byte" compare nulfield nulrec --metric FULL
+
+# VB_OPENBLAS_LIBRARY naming a FIFO: dlopen would block in its open; named instead
+mkfifo blas.fifo || fail "mkfifo"
+out=$(VB_OPENBLAS_LIBRARY=$TMP/blas.fifo timeout 60 "$VB" version 2>&1 >/dev/null)
+rc=$?
+[ "$rc" != 124 ] || fail "VB_OPENBLAS_LIBRARY naming a FIFO hung"
+[ "$rc" = 1 ] && grep -q "^vitbench: error: cannot load OpenBLAS named by VB_OPENBLAS_LIBRARY: .*blas.fifo is a FIFO" <<<"$out" ||
+    fail "VB_OPENBLAS_LIBRARY naming a FIFO: exit $rc: $out"
 
 # ---- 9. an address-space limit (the last section) ----
 # not under AddressSanitizer: its shadow memory alone is terabytes of address space
