@@ -111,6 +111,14 @@ expect_exit2 "$TMP/bad2.yaml" ranks two -- "$TMP/bad2.yaml" --dry-run --output_d
 expect_exit2 --launcher condor -- "$SRC/scenarios/weak_scaling.yaml" --launcher condor --dry-run --output_dir "$TMP/bad"
 expect_exit2 --noddp matrix -- "$SRC/scenarios/weak_scaling.yaml" --noddp true --dry-run --output_dir "$TMP/bad"
 expect_exit2 "$TMP/none.yaml" -- "$TMP/none.yaml" --dry-run --output_dir "$TMP/bad"
+# a batch sweep from a working directory so long that the job scripts' paths below the sweep directory
+# would not fit: refused before anything is made (it once ended in an internal error, the directory half made)
+long=$TMP/long
+for i in $(seq 12); do long=$long/$(printf 'd%.0s' $(seq 80)); done
+mkdir -p "$long" || fail "mkdir of a long path"
+(cd "$long" && expect_exit2 '--output_dir out' 'path would be' 'give a shorter directory' -- \
+    "$SRC/scenarios/weak_scaling.yaml" --launcher sbatch --ranks_per_node 1 --dry-run --output_dir out) || exit 1
+[ ! -e "$long/out" ] || fail "a refused sweep left $long/out: $(ls -R "$long/out" | head)"
 # started under mpirun / a multi-task srun step (srun --mpi=none sets no PMI variable): one sweep per rank
 PMIX_RANK=0 expect_exit2 PMIX_RANK -- "$SRC/scenarios/weak_scaling.yaml" --dry-run --output_dir "$TMP/bad"
 SLURM_STEP_ID=0 SLURM_STEP_NUM_TASKS=2 expect_exit2 srun -- "$SRC/scenarios/weak_scaling.yaml" --dry-run --output_dir "$TMP/bad"

@@ -557,6 +557,37 @@ static void warmup_run(const sweep_tree *t, const char *exe, const vb_scenario *
     fflush(stdout);
 }
 
+/* Every path the sweep and its job scripts name below the sweep directory
+ * (logs/<run>.unfinished-N.log the longest) fits VB_PATH_MAX: checked before
+ * anything is created, from the absolute path the directory will have (job
+ * scripts name it so), so that a long working directory or --output_dir is
+ * exit 2 with one line instead of an internal error after a half-made
+ * sweep directory. */
+static void check_path_room(const sweep_cli *cli, const char *resume_dir, const char *dir_flag, const char *name,
+                            const vb_sweep_plan *plan) {
+    size_t longest = 0; /* a run's name: its point's, then _rep=R */
+    for (int i = 0; i < plan->nruns; i++)
+        if (strlen(plan->runs[i].name) + sizeof "_rep=2147483647" > longest)
+            longest = strlen(plan->runs[i].name) + sizeof "_rep=2147483647";
+    char cwd[PATH_MAX] = "";
+    const char *given = resume_dir[0] ? resume_dir : cli->out_dir;
+    size_t base = strlen(given);
+    if (given[0] != '/') {
+        if (!getcwd(cwd, sizeof cwd)) vb_die_input("%s %s: the current directory's path cannot be read (%s)", dir_flag,
+                                                   given, strerror(errno));
+        base += strlen(cwd) + 1;
+    }
+    /* <name>_<stamp>[-N] below --output_dir; the sweep directory itself on --resume */
+    if (!resume_dir[0]) base += 1 + strlen(name) + sizeof "_YYYYmmdd-HHMMSS-99999";
+    /* /logs/<run>.unfinished-999.log, jobs/<run>.sbatch, a temporary's .<name>.tmp.XXXXXX */
+    const size_t below = sizeof "/status/." - 1 + longest + sizeof ".unfinished-999.log.XXXXXX";
+    if (base + below >= VB_PATH_MAX)
+        vb_die_input("%s %s: the sweep directory's path would be %zu characters%s%s, and the files below it up to %zu "
+                     "more: more than the %d a path may have here; give a shorter directory",
+                     dir_flag, given, base, cwd[0] ? " (in the current directory, " : "", cwd[0] ? "itself long)" : "",
+                     below, VB_PATH_MAX - 1);
+}
+
 /* --ab's scenario, written where the sweep reads its FILE from and removed
  * once the sweep has its own copy (or when it exits before that) */
 static char g_ab_path[64];
@@ -679,6 +710,7 @@ int vb_sweep_main(int argc, char **argv) {
     sweep_check_allocation(&sc, &plan, cli.launcher, per_node, cli.dry_run);
     int timeout_s = cli.timeout_s >= 0 ? cli.timeout_s : sc.timeout_s;
     if (plan.nruns == 0) vb_die_input("%s: the scenario expands to no runs", sc.path);
+    check_path_room(&cli, resume_dir, dir_flag, sc.name, &plan);
     sweep_preflight(&sc, &plan, cli.launcher, cli.dry_run);
 
     for (const char *const *need = sweep_launchers[cli.launcher].needs; !cli.dry_run && *need; need++)
