@@ -1034,10 +1034,15 @@ static void print_noise_notes(const result *rs, int n) {
             if (!noisy(sides[k])) continue;
             char load[160];
             vb_run_load_describe(&sides[k]->load0, load, sizeof load);
-            printf("note: %s %s%s%s ran on a busy machine: samples %.4g .. %.4g %s (largest max/min in one run %.2g); "
-                   "%s%s",
-                   k ? "NEW" : "BASE", at ? rs[i].pr->label : "", at ? " " : "", rs[i].m->name, sides[k]->min,
-                   sides[k]->max, rs[i].m->unit, sides[k]->spread, sides[k]->nruns > 1 ? "first run: " : "", load);
+            /* a run of one trial has no spread: said so, never "nan" */
+            char spread[64];
+            if (isfinite(sides[k]->spread))
+                snprintf(spread, sizeof spread, "largest max/min in one run %.2g", sides[k]->spread);
+            else
+                snprintf(spread, sizeof spread, "one trial a run: no spread within a run");
+            printf("note: %s %s%s%s ran on a busy machine: samples %.4g .. %.4g %s (%s); %s%s", k ? "NEW" : "BASE",
+                   at ? rs[i].pr->label : "", at ? " " : "", rs[i].m->name, sides[k]->min, sides[k]->max,
+                   rs[i].m->unit, spread, sides[k]->nruns > 1 ? "first run: " : "", load);
             if (rs[i].vv.noise > 0) printf("; the interval is widened by %.3g%% for it", 100 * rs[i].vv.noise);
             printf("\n");
         }
