@@ -226,7 +226,8 @@ typedef struct {
 #define SWEEP_LOCK_FILE ".sweep.lock"
 #define SWEEP_INDEX_LOCK_FILE ".collect.lock"
 /* Runs argv to completion (or timeout / stop); its exit status, 128+signal
- * when killed; *why is "timeout", "interrupted" or "". Its output goes to
+ * when killed; *why is "timeout", "interrupted", "not started" (its record
+ * could not be written: 126, nothing ran) or "". Its output goes to
  * logfd (the caller's, open to append; still the caller's to close). run:
  * NULL for what is not a run (a probe, a job submission); a run starts only
  * once .running names it. */

@@ -276,6 +276,10 @@ int sweep_launch_input(char *const *argv, const char *input, int logfd, int time
     /* the group may outlive its leader (a rank the launcher left behind):
      * the record stays while any of it runs */
     if (recorded && !vb_pgroup_alive(pid)) sweep_tree_unlink(run->tree, SWEEP_ROOT, SWEEP_RUNNING_FILE);
+    if (run && !recorded) { /* the child exited at the gate: nothing ran */
+        *why = "not started";
+        return 126;
+    }
     /* a run the sweep stopped is recorded as killed by that signal, whatever
      * status mpirun chose to exit with after passing it on */
     if (sent) return 128 + sent;
@@ -287,6 +291,8 @@ int sweep_launch_input(char *const *argv, const char *input, int logfd, int time
 void sweep_failure_class(int exit_code, const char *why, char *buf, size_t n) {
     if (why && strcmp(why, "timeout") == 0) {
         snprintf(buf, n, "timeout");
+    } else if (why && strcmp(why, "not started") == 0) {
+        snprintf(buf, n, "not started (.running)");
     } else if (exit_code > 128 && exit_code < 128 + 65) {
         const char *name = strsignal(exit_code - 128);
         snprintf(buf, n, "signal %d%s%s%s", exit_code - 128, name ? " (" : "", name ? name : "", name ? ")" : "");
