@@ -4,6 +4,9 @@
  *   vitbench compare BASE NEW        noise-aware comparison and regression gate (compare.c)
  *   vitbench trace PATH              Chrome trace (trace.json) from timeline.csv (trace.c)
  *   vitbench nsys FILE...            import `nsys stats --format csv` reports (nsys.c)
+ *   vitbench import PATH...          the tutorials' PyTorch runs (benchy JSON, logs, traces) as runs and sweeps (import.c)
+ *   vitbench history FILE            change points of a machine's history (history.c);
+ *   vitbench history append FILE     its row of a gate set (history_append.c)
  *
  * Each takes argv with argv[0] = the command's name and returns the process
  * exit status; bad input exits 2 with one line naming the file or flag.
@@ -22,5 +25,8 @@ int vb_report_main(int argc, char **argv);
 int vb_compare_main(int argc, char **argv);
 int vb_trace_main(int argc, char **argv);
 int vb_nsys_main(int argc, char **argv);
+int vb_import_main(int argc, char **argv);
+/* exit 0 whatever it finds (as Apache Otava: read the output), 2 for bad input */
+int vb_history_main(int argc, char **argv);
 
 #endif

@@ -50,6 +50,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "analysis/advice.h"
 #include "analysis/csv.h"
 #include "analysis/rundir.h"
 #include "analysis/trials_csv.h"
@@ -282,7 +283,8 @@ typedef struct {
     char *key;     /* swept key=value pairs sorted by key: what matches points */
     char *label;   /* the same pairs in index.csv's order: what the table shows */
     char **runs;   /* run directories of its completed rows (repeats pool) */
-    int nruns, cap;
+    int *rounds;   /* each run's round (index.csv's repeat); -1 when it has none */
+    int nruns, cap, rcap;
 } point;
 
 typedef struct {
@@ -305,7 +307,7 @@ static point *point_of(point **pts, int *n, int *cap, char *key, char *label) {
         }
     GROW(*pts, *n, *cap);
     point *p = &(*pts)[(*n)++];
-    *p = (point){key, label[0] ? label : vb_strdup_check("-"), NULL, 0, 0};
+    *p = (point){key, label[0] ? label : vb_strdup_check("-"), NULL, NULL, 0, 0, 0};
     if (!label[0]) free(label);
     return p;
 }
@@ -317,9 +319,19 @@ static int find_point(const side *sd, const char *key) {
     return -1;
 }
 
-static void point_add_run(point *p, const char *run) {
+static void point_add_run(point *p, const char *run, int round) {
+    GROW(p->rounds, p->nruns, p->rcap);
     GROW(p->runs, p->nruns, p->cap);
+    p->rounds[p->nruns] = round;
     p->runs[p->nruns++] = vb_strdup_check(run);
+}
+
+/* index.csv's repeat of a record as a round, -1 without one */
+static int round_of(const vb_csv *t, int row, int col) {
+    const char *v = col >= 0 ? vb_csv_get(t, row, col) : "";
+    char *end;
+    const long r = strtol(v, &end, 10);
+    return *v && !*end && r >= 0 && r < 1000000 ? (int)r : -1;
 }
 
 typedef struct {
@@ -348,6 +360,7 @@ static void load_sweep(side *sd) {
     vb_csv t;
     read_csv_or_die(path, &t);
     int cdir = need_col(&t, path, "run_dir"), cst = need_col(&t, path, "status");
+    const int crep = vb_csv_col(&t, VB_COL_REPEAT);
     kv *pairs = vb_calloc_check((size_t)t.ncols, sizeof *pairs);
     for (int r = 0; r < t.nrows; r++) {
         const bool done = strcmp(vb_csv_get(&t, r, cst), "completed") == 0;
@@ -365,12 +378,12 @@ static void load_sweep(side *sd) {
             point *f = point_of(&sd->failed, &sd->nfailed, &sd->fcap, key, label);
             char what[VB_PATH_MAX + 64];
             vb_snprintf(what, sizeof what, "%s (%s)", *dir ? dir : "?", vb_csv_get(&t, r, cst));
-            point_add_run(f, what);
+            point_add_run(f, what, -1);
             continue;
         }
         point *p = point_of(&sd->pts, &sd->npts, &sd->cap, key, label);
         if (!vb_dir_exists(run)) vb_die_input("compare: %s: record %d: run directory %s does not exist", path, r + 2, run);
-        point_add_run(p, run);
+        point_add_run(p, run, round_of(&t, r, crep));
     }
     free(pairs);
     vb_csv_free(&t);
@@ -394,15 +407,15 @@ static void load_side(side *sd, const char *role, const char *path) {
         vb_die_input("compare: %s %s is neither a run directory (run.json) nor a sweep directory (index.csv)", role,
                      path);
     GROW(sd->pts, sd->npts, sd->cap);
-    sd->pts[sd->npts++] = (point){vb_strdup_check(""), vb_strdup_check("-"), NULL, 0, 0};
-    point_add_run(&sd->pts[0], path);
+    sd->pts[sd->npts++] = (point){vb_strdup_check(""), vb_strdup_check("-"), NULL, NULL, 0, 0, 0};
+    point_add_run(&sd->pts[0], path, -1);
 }
 
 static void free_points(point *pts, int n) {
     for (int i = 0; i < n; i++) {
         point *p = &pts[i];
         for (int r = 0; r < p->nruns; r++) free(p->runs[r]);
-        free(p->runs), free(p->key), free(p->label);
+        free(p->runs), free(p->rounds), free(p->key), free(p->label);
     }
     free(pts);
 }
@@ -600,11 +613,13 @@ static void check_config(diffs *d, const cJSON *a, const cJSON *b) {
     }
 }
 
-static void check_layout(diffs *d, const cJSON *a, const cJSON *b) {
+/* cross: one side is an imported run of another program, whose files do
+ * not say its tp x cp x dp layout or backend: its ranks are compared */
+static void check_layout(diffs *d, const cJSON *a, const cJSON *b, bool cross) {
     const cJSON *pa = cJSON_GetObjectItemCaseSensitive(a, "parallel");
     const cJSON *pb = cJSON_GetObjectItemCaseSensitive(b, "parallel");
     static const char *const dims[] = {"tp", "cp", "dp"};
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 3 && !cross; i++) {
         char what[32];
         vb_snprintf(what, sizeof what, "layout %s", dims[i]);
         check_item(d, cJSON_GetObjectItemCaseSensitive(pa, dims[i]), cJSON_GetObjectItemCaseSensitive(pb, dims[i]),
@@ -612,8 +627,18 @@ static void check_layout(diffs *d, const cJSON *a, const cJSON *b) {
     }
     check_item(d, cJSON_GetObjectItemCaseSensitive(a, "ranks"), cJSON_GetObjectItemCaseSensitive(b, "ranks"), "ranks",
                "layout", "layout ranks");
-    check_item(d, cJSON_GetObjectItemCaseSensitive(a, "backend"), cJSON_GetObjectItemCaseSensitive(b, "backend"),
-               "backend", NULL, "backend");
+    if (!cross)
+        check_item(d, cJSON_GetObjectItemCaseSensitive(a, "backend"), cJSON_GetObjectItemCaseSensitive(b, "backend"),
+                   "backend", NULL, "backend");
+}
+
+/* The program an imported run (vitbench import) came from, or NULL for
+ * vitbench's own run. */
+static const char *imported_program(const cJSON *run_json) {
+    const cJSON *im = cJSON_GetObjectItemCaseSensitive(run_json, "imported");
+    if (!cJSON_IsObject(im)) return NULL;
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(im, "program");
+    return cJSON_IsString(p) ? p->valuestring : "another program";
 }
 
 /* The machine: equal machine_keys pass. Different ones are explained by the
@@ -622,6 +647,16 @@ static void check_layout(diffs *d, const cJSON *a, const cJSON *b) {
  * difference. Without machine_key (an older run.json) the fields both sides
  * have are compared; without a fingerprint the machine is not checked. */
 static void check_machine(diffs *d, const cJSON *a, const cJSON *b) {
+    /* an imported run has no fingerprint to match: its machine key is unknown,
+     * which is said, never taken for a match */
+    const bool ia = imported_program(a), ib = imported_program(b);
+    if (ia || ib) {
+        defer_warning(d, "compare: machine key unknown on %s: %s no machine fingerprint (vitbench import); the "
+                         "machines are not compared and no match with a baseline's machine is claimed",
+                      ia && ib ? "both sides" : ia ? "BASE" : "NEW",
+                      ia && ib ? "BASE and NEW are imported runs, which carry" : "an imported run carries");
+        return;
+    }
     const cJSON *fa = cJSON_GetObjectItemCaseSensitive(a, "fingerprint");
     const cJSON *fb = cJSON_GetObjectItemCaseSensitive(b, "fingerprint");
     if (!cJSON_IsObject(fa) || !cJSON_IsObject(fb)) {
@@ -683,14 +718,29 @@ static void warn_status(diffs *d, const char *run, const cJSON *j) {
                       st->valuestring);
 }
 
-/* Exits 2 after listing the differences when the sides are not comparable. */
-static void check_comparable(diffs *d, const char *base_run, const char *new_run) {
+/* Exits 2 after listing the differences when the sides are not comparable.
+ * A side imported from another program (vitbench import) beside vitbench's
+ * own run is a comparison of two trainers: their configs and backends are
+ * not held to each other (the imported files have none), their ranks and
+ * batches are, and caveat (n bytes) says so; "" otherwise. */
+static void check_comparable(diffs *d, const char *base_run, const char *new_run, char *caveat, size_t n) {
     cJSON *a = load_run_json(base_run), *b = load_run_json(new_run);
+    const char *pa = imported_program(a), *pb = imported_program(b);
+    const bool cross = (pa != NULL) != (pb != NULL);
+    caveat[0] = '\0';
+    if (cross)
+        vb_snprintf(caveat, n, "BASE is %s, NEW %s: different programs. The ratios say how the two trainers compare "
+                    "at each point on the machines they ran on, not how a change to one of them did",
+                    pa ? pa : "vitbench's trainer", pb ? pb : "vitbench's trainer");
     check_allow_names(d, a, b);
     warn_status(d, base_run, a);
     warn_status(d, new_run, b);
-    check_config(d, a, b);
-    check_layout(d, a, b);
+    if (!cross) check_config(d, a, b);
+    else
+        check_item(d, cJSON_GetObjectItemCaseSensitive(a, "global_batch_size"),
+                   cJSON_GetObjectItemCaseSensitive(b, "global_batch_size"), "global_batch_size", NULL,
+                   "global_batch_size");
+    check_layout(d, a, b, cross);
     check_machine(d, a, b);
     cJSON_Delete(a);
     cJSON_Delete(b);
@@ -720,6 +770,7 @@ typedef struct {
     double load;       /* mean load share over its runs that recorded one (run_load.h); NaN: none */
     int load_runs;     /* runs with load.csv */
     vb_run_load load0; /* the first run's, for the notes */
+    vb_cause cause;    /* what its runs show (advice.h): load, spread, threads given and run */
 } side_summary;
 
 typedef struct {
@@ -755,7 +806,7 @@ static double run_spread(const samples *s) {
 }
 
 static side_summary summarize(const samples *s) {
-    side_summary r = {s->n, s->nruns, s->min_per_run, NAN, NAN, NAN, NAN, NAN, NAN, NAN, 0, {0}};
+    side_summary r = {s->n, s->nruns, s->min_per_run, NAN, NAN, NAN, NAN, NAN, NAN, NAN, 0, {0}, {0}};
     if (s->n == 0) return r;
     r.median = vb_stats_median(s->v, s->n);
     r.mean = vb_stats_mean(s->v, s->n);
@@ -777,6 +828,28 @@ static void side_load(side_summary *sum, const point *pt, const metric *m) {
     }
     sum->load = vb_run_load_mean(l, pt->nruns);
     sum->load0 = l[0];
+    /* what the advice needs: the busiest run's load, the trials' spread, the
+     * threads each run was given and ran (run.json's threads) */
+    vb_cause *c = &sum->cause;
+    *c = (vb_cause){.runs = pt->nruns, .load = NAN, .spread = sum->spread};
+    for (int i = 0; i < pt->nruns; i++) {
+        if (l[i].recorded && !(l[i].share <= c->load)) c->load = l[i].share;
+        char path[VB_PATH_MAX];
+        vb_dir_file(path, sizeof path, pt->runs[i], VB_RUN_JSON);
+        const char *why;
+        cJSON *j = vb_read_json_object(path, &why);
+        const cJSON *th = cJSON_GetObjectItemCaseSensitive(j, "threads");
+        const cJSON *team = cJSON_GetObjectItemCaseSensitive(th, "team"), *used = cJSON_GetObjectItemCaseSensitive(th, "per_rank");
+        if (cJSON_IsNumber(used) && used->valuedouble >= 1 && used->valuedouble < 1e6) {
+            const int u = (int)used->valuedouble;
+            const int t = cJSON_IsNumber(team) && team->valuedouble >= u && team->valuedouble < 1e6 ? (int)team->valuedouble : u;
+            if (u > c->used) c->used = u;
+            if (t > c->team) c->team = t;
+            c->gave_way = c->gave_way || t > u;
+        }
+        c->oversubscribed = c->oversubscribed || cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(th, "oversubscribed"));
+        cJSON_Delete(j);
+    }
     free(l);
 }
 
@@ -797,8 +870,22 @@ static result compare_one(const pair *pr, const metric *m, const vb_verdict_opts
     side_load(&r.new_, pr->new_, m);
     vb_verdict_opts o = *opts;
     o.higher_is_better = m->higher_is_better;
-    const vb_verdict_side b = {sb.v, sb.run, sb.n, r.base.load}, n = {sn.v, sn.run, sn.n, r.new_.load};
+    /* paired: every run of both points in a round (index.csv's repeat) */
+    int *rb = NULL, *rn = NULL;
+    if (o.paired) {
+        rb = vb_calloc_check((size_t)sb.n + 1, sizeof *rb), rn = vb_calloc_check((size_t)sn.n + 1, sizeof *rn);
+        for (int i = 0; i < sb.n; i++) rb[i] = pr->base->rounds[sb.run[i]];
+        for (int i = 0; i < sn.n; i++) rn[i] = pr->new_->rounds[sn.run[i]];
+        for (int i = 0; i < sb.n && o.paired; i++) o.paired = rb[i] >= 0;
+        for (int i = 0; i < sn.n && o.paired; i++) o.paired = rn[i] >= 0;
+        if (!o.paired)
+            vb_die_input("compare: --paired: a run of point %s has no round (index.csv's repeat column); pair two "
+                         "sweeps whose runs alternated in rounds (vitbench sweep --ab, perf_ci.sh --base)",
+                         pr->label);
+    }
+    const vb_verdict_side b = {sb.v, sb.run, sb.n, r.base.load, rb}, n = {sn.v, sn.run, sn.n, r.new_.load, rn};
     r.vv = vb_verdict_judge(&b, &n, &o);
+    free(rb), free(rn);
     r.ratio = r.vv.ratio;
     r.ci = r.vv.ci;
     r.v = r.vv.kind;
@@ -1025,6 +1112,24 @@ static void print_table(const result *rs, int n) {
     }
 }
 
+/* One line after the notes when the load or the threads explain what the
+ * table could not decide: what to rerun with (advice.h), from every side. */
+static void print_advice(const result *rs, int n, bool sweeps, cJSON *root) {
+    const vb_cause **c = vb_calloc_check(2 * (size_t)n + 1, sizeof *c);
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        /* a decided verdict needs no rerun */
+        if (rs[i].v != V_INCONCLUSIVE) continue;
+        c[k++] = &rs[i].base.cause;
+        c[k++] = &rs[i].new_.cause;
+    }
+    char adv[900];
+    vb_advice(c, k, sweeps, adv, sizeof adv);
+    if (adv[0]) printf("advice: %s\n", adv);
+    cJSON_AddStringToObject(root, "advice", adv);
+    free(c);
+}
+
 /* a line per busy side, after the table: its trials' spread and its load */
 static void print_noise_notes(const result *rs, int n) {
     for (int i = 0; i < n; i++) {
@@ -1046,7 +1151,11 @@ static void print_noise_notes(const result *rs, int n) {
             if (rs[i].vv.noise > 0) printf("; the interval is widened by %.3g%% for it", 100 * rs[i].vv.noise);
             printf("\n");
         }
-        if (rs[i].vv.load_differs && isfinite(rs[i].base.load) && isfinite(rs[i].new_.load))
+        if (rs[i].vv.pairs > 0 && (i == 0 || rs[i - 1].pr != rs[i].pr))
+            printf("note: %s%spaired over %d rounds: the unit is the round, the difference of its two runs\n",
+                   at ? rs[i].pr->label : "", at ? ": " : "", rs[i].vv.pairs);
+        if (isfinite(rs[i].base.load) && isfinite(rs[i].new_.load) &&
+            fabs(rs[i].base.load - rs[i].new_.load) > rs[i].vv.threshold)
             printf("note: %s%s%s: BASE and NEW ran under very different load (%.3g%% and %.3g%% of thread time lost "
                    "to other work)\n",
                    at ? rs[i].pr->label : "", at ? " " : "", rs[i].m->name, 100 * rs[i].base.load,
@@ -1103,6 +1212,7 @@ static cJSON *result_json(const result *r) {
     cJSON_AddItemToObject(o, "p", num_or_null(r->vv.p));
     cJSON_AddItemToObject(o, "df", num_or_null(r->vv.df));
     cJSON_AddItemToObject(o, "run_sd", num_or_null(r->vv.run_sd));
+    cJSON_AddNumberToObject(o, "paired_rounds", r->vv.pairs);
     cJSON_AddStringToObject(o, "run_sd_from", k_runsd_source[r->vv.run_sd_source]);
     cJSON_AddStringToObject(o, "verdict", vb_verdict_word(r->v));
     if (r->v == V_INCONCLUSIVE) {
@@ -1169,6 +1279,7 @@ typedef struct {
     const char *allow;
     const char *output;
     double run_floor;
+    bool paired;
 } options;
 
 static double parse_fraction(const char *flag, const char *text, double lo, double hi, bool lo_open) {
@@ -1207,7 +1318,7 @@ static void positional(void *ctx, const char *arg, const char *next) {
 /* One table parses the flags and prints --help (core/config/cli.h). */
 static void parse_args(int argc, char **argv, options *o) {
     *o = (options){NULL, NULL, "FULL,SYNTHETIC", VB_VERDICT_ALPHA, VB_VERDICT_THRESHOLD, NULL, NULL,
-                   VB_VERDICT_RUN_FLOOR};
+                   VB_VERDICT_RUN_FLOOR, false};
     const vb_cli_opt opts[] = {
         {.name = "metric", .kind = VB_CLI_STRING, .ptr = &o->metrics, .arg = "M[,M...]",
          .help = "FULL, SYNTHETIC, IO, VALIDATION (samples/s of each timed trial), step_time (mean FULL step of each "
@@ -1224,11 +1335,14 @@ static void parse_args(int argc, char **argv, options *o) {
                  "fingerprint field)"},
         {.name = "output", .kind = VB_CLI_STRING, .ptr = &o->output, .arg = "FILE",
          .help = "compare.json path (default: NEW's directory, else .)"},
+        {.name = "paired", .kind = VB_CLI_BOOL, .ptr = &o->paired,
+         .help = "two sweeps whose runs alternated in rounds (index.csv's repeat): the unit is the round, the "
+                 "difference of its two runs (at least 5 rounds)"},
     };
     const vb_cli cli = {
         .cmd = "compare",
         .usage = "vitbench compare BASE NEW [--metric M[,M...]] [--alpha A] [--threshold T]\n"
-                 "                        [--run_floor S] [--allow_different KEY[,KEY...]] [--output FILE]",
+                 "                        [--run_floor S] [--allow_different KEY[,KEY...]] [--output FILE] [--paired]",
         .about = "The regression gate between two runs, two sweeps (repeats) or baselines.\n"
                  "verdict per metric, one rule (also the report's and perf_ci.sh's): on the log scale,\n"
                  "each run's median is one sample of what differs between runs; NEW / BASE with a\n"
@@ -1346,12 +1460,15 @@ int vb_compare_main(int argc, char **argv) {
     int npairs, missing;
     cJSON *jmissing = cJSON_CreateArray();
     pair *pairs = match_points(&base, &neu, &npairs, &missing, jmissing);
-    check_comparable(&d, pairs[0].base->runs[0], pairs[0].new_->runs[0]);
+    char caveat[512];
+    check_comparable(&d, pairs[0].base->runs[0], pairs[0].new_->runs[0], caveat, sizeof caveat);
+    if (caveat[0]) printf("caveat: %s.\n", caveat);
 
     vb_verdict_opts vopts = vb_verdict_defaults(true);
     vopts.alpha = o.alpha;
     vopts.threshold = o.threshold;
     vopts.run_floor = o.run_floor;
+    vopts.paired = o.paired;
     int nres = npairs * nmetrics;
     result *rs = vb_calloc_check((size_t)nres, sizeof *rs);
     for (int i = 0; i < npairs; i++)
@@ -1367,6 +1484,7 @@ int vb_compare_main(int argc, char **argv) {
     cJSON_AddNumberToObject(root, "min_samples", MIN_SAMPLES);
     cJSON_AddStringToObject(root, "rule", vb_verdict_rule());
     cJSON_AddItemToObject(root, "differences", d.list);
+    if (caveat[0]) cJSON_AddStringToObject(root, "caveat", caveat);
     cJSON_AddItemToObject(root, "missing_points", jmissing);
     cJSON *jr = cJSON_AddArrayToObject(root, "results");
     for (int i = 0; i < nres; i++) cJSON_AddItemToArray(jr, result_json(&rs[i]));
@@ -1385,6 +1503,7 @@ int vb_compare_main(int argc, char **argv) {
            trial_metric ? "timed trials" : "", trial_metric && op_metric ? "; for op: metrics, " : "",
            op_metric ? "runs" : "");
     print_noise_notes(rs, nres);
+    print_advice(rs, nres, base.sweep || neu.sweep, root);
     cJSON *suspects = cJSON_AddArrayToObject(root, "op_growth");
     for (int i = 0; i < npairs; i++) {
         bool here = false;
@@ -1392,6 +1511,7 @@ int vb_compare_main(int argc, char **argv) {
         if (here) report_op_growth(&pairs[i], suspects);
     }
     const int status = print_verdict(rs, nres, missing);
+    if (caveat[0]) printf("(two programs: see the caveat above)\n");
     cJSON_AddStringToObject(root, "verdict", status == 1 ? "regression" : status ? "inconclusive" : "pass");
     cJSON_AddNumberToObject(root, "exit_status", status);
     fflush(stdout);

@@ -52,6 +52,8 @@ void vb_csv_free(vb_csv *t) {
     if (t->cells)
         for (size_t i = 0; i < (size_t)t->nrows * (size_t)t->ncols; i++) free(t->cells[i]);
     free(t->cells);
+    free(t->nfields);
+    free(t->record);
     memset(t, 0, sizeof *t);
 }
 
@@ -147,7 +149,11 @@ int vb_csv_parse(const char *text, size_t len, vb_csv *t, char *err, size_t errn
         if ((size_t)t->nrows + 1 > rows_cap) {
             rows_cap = rows_cap ? 2 * rows_cap : 64;
             t->cells = vb_realloc_check(t->cells, rows_cap * (size_t)t->ncols * sizeof *t->cells);
+            t->nfields = vb_realloc_check(t->nfields, rows_cap * sizeof *t->nfields);
+            t->record = vb_realloc_check(t->record, rows_cap * sizeof *t->record);
         }
+        t->nfields[t->nrows] = rec.n;
+        t->record[t->nrows] = record;
         char **row = t->cells + (size_t)t->nrows * (size_t)t->ncols;
         for (int k = 0; k < t->ncols; k++) {
             if (k < rec.n) {

@@ -23,6 +23,8 @@ typedef struct vb_csv {
     char **header;   /* ncols names */
     int nrows;       /* data records, the header excluded */
     char **cells;    /* nrows x ncols, row-major; never NULL for a valid cell */
+    int *nfields;    /* fields each data record had: fewer than ncols when the rest read as "" */
+    int *record;     /* each data record's number in the text (the header is 1; blank lines count) */
     bool terminated; /* the text ends with a line end: false when the last record
                         was cut short (a writer that stopped mid-line) */
 } vb_csv;

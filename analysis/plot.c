@@ -28,6 +28,7 @@ void vb_plot_init(vb_plot *p, const char *name, const char *title, const char *x
     snprintf(p->xlabel, sizeof p->xlabel, "%s", xlabel);
     snprintf(p->ylabel, sizeof p->ylabel, "%s", ylabel);
     p->hline = NAN;
+    p->ymin = p->ymax = NAN;
 }
 
 vb_plot_series *vb_plot_series_add(vb_plot *p, const char *title, bool ideal) {
@@ -35,10 +36,12 @@ vb_plot_series *vb_plot_series_add(vb_plot *p, const char *title, bool ideal) {
         p->cap = p->cap ? 2 * p->cap : 4;
         p->s = vb_realloc_check(p->s, (size_t)p->cap * sizeof *p->s);
     }
-    vb_plot_series *s = &p->s[p->ns++];
-    memset(s, 0, sizeof *s);
+    /* each series a block of its own: the pointer returned stays valid as
+     * more series are added */
+    vb_plot_series *s = p->s[p->ns++] = vb_calloc_check(1, sizeof *s);
     snprintf(s->title, sizeof s->title, "%s", title);
     s->ideal = ideal;
+    s->color = VB_PLOT_SERIES_COLOR;
     return s;
 }
 
@@ -73,7 +76,7 @@ void vb_plot_free(vb_plot *p) {
     for (int i = 0; i < p->nrows; i++) free(p->rows[i]);
     free(p->rows);
     for (int i = 0; i < p->ns; i++) {
-        vb_plot_series *s = &p->s[i];
+        vb_plot_series *s = p->s[i];
         for (int k = 0; k < s->n; k++) free(s->labels[k]);
         free(s->labels);
         free(s->rgb);
@@ -81,6 +84,7 @@ void vb_plot_free(vb_plot *p) {
         free(s->y);
         free(s->lo);
         free(s->hi);
+        free(s);
     }
     free(p->s);
     memset(p, 0, sizeof *p);
@@ -91,7 +95,21 @@ void vb_plot_free(vb_plot *p) {
 static const unsigned k_palette[] = {0x0072B2, 0xD55E00, 0x009E73, 0xCC79A7, 0xE69F00, 0x56B4E9, 0x000000};
 #define NPALETTE (sizeof k_palette / sizeof *k_palette)
 
+/* The timeline's kinds (HTA's categories, as the trace viewer colours them
+ * too): one colour each in every figure, whatever else the report drew
+ * first, and none of them the palette's first, which the first series of
+ * most figures takes. */
+static const struct {
+    const char *key;
+    unsigned rgb;
+} k_lane_colors[] = {
+    {"compute", 0xCC79A7}, {"communication", 0xE69F00}, {"memcpy", 0x56B4E9}, {"data wait", 0x000000},
+    {"idle", 0x999999},
+};
+
 unsigned vb_plot_color(const char *key) {
+    for (size_t i = 0; i < sizeof k_lane_colors / sizeof *k_lane_colors; i++)
+        if (strcmp(k_lane_colors[i].key, key) == 0) return k_lane_colors[i].rgb;
     static char keys[64][128];
     static int nkeys;
     for (int i = 0; i < nkeys; i++)
@@ -101,7 +119,10 @@ unsigned vb_plot_color(const char *key) {
     return k_palette[nkeys++ % NPALETTE];
 }
 
-static unsigned series_color(const vb_plot_series *s) { return vb_plot_color(s->color_key[0] ? s->color_key : s->title); }
+static unsigned series_color(const vb_plot_series *s) {
+    if (s->color != VB_PLOT_SERIES_COLOR) return s->color;
+    return vb_plot_color(s->color_key[0] ? s->color_key : s->title);
+}
 
 bool vb_plot_gnuplot_available(void) {
     const char *path = getenv("PATH");
@@ -149,7 +170,7 @@ static void write_dat(FILE *f, void *ctx) {
     dat_comment(f, p->title);
     fputs("\n# x y y_lo y_hi label rgb; one block per series (gnuplot index)\n", f);
     for (int i = 0; i < p->ns; i++) {
-        const vb_plot_series *s = &p->s[i];
+        const vb_plot_series *s = p->s[i];
         if (i) fputs("\n\n", f);
         fprintf(f, "# series %d: ", i);
         dat_comment(f, s->title);
@@ -159,7 +180,7 @@ static void write_dat(FILE *f, void *ctx) {
          * series' index */
         if (s->n == 0) fputs(" NaN NaN NaN NaN \"\" 0\n", f);
         for (int k = 0; k < s->n; k++) {
-            dat_num(f, p->categorical ? (double)k : s->x[k]);
+            dat_num(f, s->x[k]);
             dat_num(f, s->y[k]);
             dat_num(f, s->lo ? s->lo[k] : NAN);
             dat_num(f, s->hi ? s->hi[k] : NAN);
@@ -189,17 +210,20 @@ static void write_plot_cmd(FILE *f, const vb_plot *p, const char *dat) {
     fputs("plot ", f);
     bool first = true;
     for (int i = 0; i < p->ns; i++) {
-        const vb_plot_series *s = &p->s[i];
+        const vb_plot_series *s = p->s[i];
         if (s->n == 0) continue;
         if (!first) fputs(", \\\n     ", f);
         first = false;
-        const char *tic = p->categorical && i == 0 ? ":xtic(5)" : "";
+        /* every series names its own categories: together they label the axis */
+        const char *tic = p->categorical ? ":xtic(5)" : "";
         char lc[32];
         snprintf(lc, sizeof lc, "lc rgb '#%06X'", series_color(s));
         fprintf(f, "'%s' index %d ", dat, i);
         if (p->lanes) {
             /* a bar from x to lo, centred on its row, 0.8 of a row high */
             fprintf(f, "using (($1+$3)/2):2:(($3-$1)/2):(0.4) with boxxyerror fill solid 0.85 noborder %s title ", lc);
+        } else if (s->labelled && !p->categorical) {
+            fprintf(f, "using 1:2:6 with points pt 9 ps 2 lc rgb variable title ");
         } else if (s->ideal) {
             fprintf(f, "using 1:2%s with lines dt 2 lw 2 %s title ", tic, lc);
         } else if (p->dots) {
@@ -214,6 +238,9 @@ static void write_plot_cmd(FILE *f, const vb_plot *p, const char *dat) {
             fprintf(f, "using 1:2%s with %s lw 2 pt 7 %s title ", tic, p->categorical ? "points" : "linespoints", lc);
         }
         gp_string(f, s->title);
+        if (s->labelled && !p->categorical && !p->lanes)
+            fprintf(f, ", \\\n     '%s' index %d using 1:2:5 with labels offset character 0,1.3 noenhanced notitle", dat,
+                    i);
         if (p->boxes && !s->ideal && series_has_bars(s))
             fprintf(f, ", \\\n     '%s' index %d using 1:2:3:4 with yerrorbars lc black pt 0 title '95%% CI'", dat, i);
     }
@@ -224,6 +251,32 @@ static void write_plot_cmd(FILE *f, const vb_plot *p, const char *dat) {
     }
     if (first) fputs("NaN notitle", f);
     fputc('\n', f);
+}
+
+/* The bottom margin, in character heights: the x tics (a categorical
+ * axis's rotated labels take half their length), the x label, and the
+ * legend's rows under them. gnuplot's own margin leaves the x label under
+ * a legend placed below, so the figure sets it. A row of the legend holds
+ * about 110 characters at the figures' width and font, in columns as wide
+ * as its widest entry (its title and its sample), as gnuplot lays it out. */
+static double bottom_margin(const vb_plot *p) {
+    size_t entries = 0, widest = 0, longest = 0;
+    for (int i = 0; i < p->ns; i++) {
+        const vb_plot_series *s = p->s[i];
+        if (s->n == 0) continue;
+        entries++;
+        if (strlen(s->title) + 12 > widest) widest = strlen(s->title) + 12;
+        for (int k = 0; p->categorical && k < s->n; k++)
+            if (strlen(s->labels[k]) > longest) longest = strlen(s->labels[k]);
+    }
+    if (isfinite(p->hline)) {
+        entries++;
+        if (strlen(p->hline_title) + 12 > widest) widest = strlen(p->hline_title) + 12;
+    }
+    const size_t per_row = widest && widest < 110 ? 110 / widest : 1;
+    const double rows = entries ? ceil((double)entries / (double)per_row) : 0;
+    const double tics = p->categorical ? 1 + 0.5 * (double)(longest > 40 ? 40 : longest) : 1;
+    return 2.5 + tics + 1.3 * rows;
 }
 
 /* one panel's settings and plot, from a clean state (panels share an image) */
@@ -237,7 +290,19 @@ static void write_panel(FILE *f, const vb_plot *p, const char *dat) {
     /* the legend under the plot area, where it covers no point or whisker */
     fputs(" noenhanced\nset key outside below center horizontal box noenhanced\nset grid\nset datafile missing 'NaN'\n",
           f);
+    fprintf(f, "set bmargin %.1f\n", bottom_margin(p));
+    if (isfinite(p->ymin) || isfinite(p->ymax)) {
+        fputs("set yrange [", f);
+        if (isfinite(p->ymin)) fprintf(f, "%.9g", p->ymin);
+        fputs(":", f);
+        if (isfinite(p->ymax)) fprintf(f, "%.9g", p->ymax);
+        fputs("]\n", f);
+    }
     if (p->logx2) fputs("set logscale x 2\nset offsets graph 0.05, graph 0.05, graph 0.06, graph 0.06\n", f);
+    bool labelled = false;
+    for (int i = 0; i < p->ns; i++) labelled = labelled || (p->s[i]->labelled && p->s[i]->n > 0);
+    /* room above the highest point for its label */
+    if (labelled && !p->categorical && !p->lanes && !p->logx2) fputs("set offsets 0, 0, graph 0.12, graph 0.04\n", f);
     if (p->logy) fputs("set logscale y 2\n", f);
     if (p->logy10) fputs("set logscale y 10\n", f);
     if (p->lanes && p->nrows > 0) {

@@ -19,7 +19,16 @@
  * A figure may have a second panel under it in the same image (efficiency
  * under throughput). A lanes figure (a timeline) draws each point as a bar
  * from x to lo on the row y, a series per kind of bar (its colour and
- * legend entry), rows named by vb_plot_row, the first row on top.
+ * legend entry), rows named by vb_plot_row, the first row on top; its
+ * kinds of bar (compute, communication, memcpy, data wait, idle) have the
+ * same colour in every figure of every report (vb_plot_color). The bottom
+ * margin holds the tics, the x label and the legend's rows, so none of them
+ * sits on another. ymin / ymax fix the y range (an efficiency from 0); bars
+ * beyond it are cut at the axis. Categorical points sit at the x their
+ * caller gives (0..n-1), so several series (a legend entry each) share one
+ * axis of categories. A labelled series on a numeric axis marks points
+ * (triangles in their own colours) with their labels above them: a trend's
+ * change points named by their commits.
  */
 #ifndef VB_ANALYSIS_PLOT_H
 #define VB_ANALYSIS_PLOT_H
@@ -35,7 +44,10 @@
 typedef struct vb_plot_series {
     char title[128];
     char color_key[128]; /* "" = the title: series with one key share a colour */
+    unsigned color;  /* 0xRRGGBB of its own (a verdict's), or VB_PLOT_SERIES_COLOR: its key's */
     bool ideal;      /* dashed line, no points or error bars */
+    bool labelled;   /* numeric figures: markers in each point's colour, its label written above it
+                        (a change point and its commit); read from the data file, never run */
     int n;
     double *x, *y, *lo, *hi; /* lo/hi may be NULL or hold NaN: no bar */
     char **labels;   /* categorical figures: the x tic of each point */
@@ -55,9 +67,10 @@ typedef struct vb_plot {
     bool lanes;      /* bars from x to lo on row y (a timeline), rows named by vb_plot_row */
     char **rows;     /* lanes: the name of row 0, 1, ... (program-made text, quoted for gnuplot) */
     int nrows;
+    double ymin, ymax; /* the y range's ends; NaN = gnuplot's choice */
     double hline;    /* NaN = none */
     char hline_title[96];
-    vb_plot_series *s;
+    vb_plot_series **s; /* each series allocated on its own: vb_plot_series_add's pointer stays valid */
     int ns, cap;
     struct vb_plot *below; /* a second panel under this one in the same image, or NULL */
 } vb_plot;
@@ -70,7 +83,8 @@ void vb_plot_point(vb_plot_series *s, double x, double y, double lo, double hi, 
 void vb_plot_point_rgb(vb_plot_series *s, double x, double y, double lo, double hi, const char *label, unsigned rgb);
 /* lanes: names the next row (rows are 0, 1, ... in the order named). */
 void vb_plot_row(vb_plot *p, const char *name);
-/* The colour of a series key, the same for the life of the process. */
+/* The colour of a series key, the same for the life of the process; the
+ * timeline's kinds of bar have fixed colours of their own. */
 unsigned vb_plot_color(const char *key);
 void vb_plot_free(vb_plot *p);
 

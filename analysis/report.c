@@ -62,7 +62,7 @@ static args parse_args(int argc, char **argv) {
 
 void rp_figure(rp_doc *d, const rp_opts *o, const vb_plot *p) {
     bool any = false;
-    for (int i = 0; i < p->ns; i++) any = any || (p->s[i].n > 0 && !p->s[i].ideal);
+    for (int i = 0; i < p->ns; i++) any = any || (p->s[i]->n > 0 && !p->s[i]->ideal);
     if (!o->plots || !any) return;
     char err[VB_PATH_MAX + 256];
     if (vb_plot_render(&o->out, p, err, sizeof err) != 0) {
@@ -126,7 +126,7 @@ void rp_single_report(rp_doc *d, const char *path, const rp_opts *o) {
     if (!imported && strcmp(r.status, "completed") != 0)
         rp_warning(d, "the run's status is %s, not completed: its trials may be partial", r.status);
     rp_run *const one[1] = {&r};
-    rp_run_warnings(d, one, 1);
+    rp_run_warnings(d, one, 1, false);
     static const vb_trial_kind headline[VB_INDEX_HEADLINE_NKINDS] = {VB_INDEX_HEADLINE_KINDS};
     for (int h = 0; h < VB_INDEX_HEADLINE_NKINDS; h++)
         if (r.thr[headline[h]].n) {
@@ -138,7 +138,9 @@ void rp_single_report(rp_doc *d, const char *path, const rp_opts *o) {
                        vb_trial_kinds[k].name, e.mean, e.lo, e.hi, r.thr[k].n, r.thr[k].n == 1 ? "" : "s");
             break;
         }
-    rp_bound_finding(d, r.thr, "");
+    rp_cause cause;
+    rp_cause_of(one, 1, RP_FULL, &cause);
+    rp_bound_finding(d, r.thr, "", &cause);
     rp_table *main_table = run_throughput(d, &r, o);
     if (rp_table_rows(main_table) > 0)
         rp_table_print(main_table, stdout);

@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "analysis/advice.h"
 #include "analysis/csv.h"
 #include "analysis/plot.h"
 #include "analysis/run_load.h"
@@ -140,6 +141,10 @@ void rp_doc_free(rp_doc *d);
  * Exits naming the file when one cannot be written: 2 when the tree holds a
  * link or a file where a directory goes, 1 when the OS refuses. */
 void rp_doc_write(const rp_doc *d, const vb_outdir *dir, const char *title);
+/* The same document under other names (history.md / history.html), with
+ * `cmd` starting a failure's line. */
+void rp_doc_write_as(const rp_doc *d, const vb_outdir *dir, const char *title, const char *md, const char *html,
+                     const char *cmd);
 
 /* ---- one run directory (report_load.c) ---- */
 /* the trial kinds, numbered as results.h's vb_trial_kind */
@@ -169,6 +174,13 @@ typedef struct rp_run {
     char *command_line;
     char grad_reduce_group[16];
     bool oversubscribed;   /* run.json threads.oversubscribed: more threads than cores on a node */
+    int threads_team;      /* run.json threads.team: OpenMP threads a rank was given (0: not recorded) */
+    int threads_used;      /* threads.per_rank: what it ran (fewer under thread_policy adapt on a busy node) */
+    double probe_wait;     /* threads.probe_wait_share: the start's probe; NaN when none */
+    /* run.json "imported" (vitbench import): the program and files it came
+     * from, and what they do not say; "" for vitbench's own runs */
+    char imported[160];
+    char *imported_from, *imported_unknown;
     /* summary.csv (NaN / "" when absent) */
     double ranks, tp, cp, dp, local_batch, global_batch, peak_mem, tflops;
     char noddp[8], bucket_cap_mb[32], parallel_order[32];
@@ -198,16 +210,24 @@ void rp_relpath(const char *from, const char *to, char *out, size_t n);
 /* ---- the summary's findings about runs (report_run.c) ---- */
 /* What bounds FULL, benchy's reasoning on the three trial types of one run
  * or one point (`where` names it): the step (FULL near SYNTHETIC), the
- * loader (IO no faster than SYNTHETIC), or their overlap. */
-void rp_bound_finding(rp_doc *d, const rp_samples thr[RP_NTYPES], const char *where);
+ * loader (IO no faster than SYNTHETIC), or their overlap; no answer when
+ * FULL beats SYNTHETIC or IO beyond its interval (an anomaly, with what
+ * `cause`, when not NULL, shows of the runs and what to rerun with). */
+void rp_bound_finding(rp_doc *d, const rp_samples thr[RP_NTYPES], const char *where, const vb_cause *cause);
 /* Warnings about the runs behind the numbers: oversubscribed, busy (trials
- * spread more than compare's noise limit). */
-void rp_run_warnings(rp_doc *d, rp_run *const *runs, int n);
+ * spread more than compare's noise limit, or load), fewer threads than
+ * given, and what to rerun with (phrased for a sweep or for one run). */
+void rp_run_warnings(rp_doc *d, rp_run *const *runs, int n, bool sweep);
 /* A figure caption: config and machine of the first run that has them, and
  * the threads and cores a rank of every run had (one phrase when they all
  * agree, else one per rank count: "1 rank: 2 threads on 2 cores; 2 ranks: 1
  * thread on 1 core"), and whether any was oversubscribed. */
 void rp_caption(rp_doc *d, rp_run *const *runs, int n, bool any_oversubscribed);
+
+/* ---- what stands behind a result the report cannot trust (advice.h) ---- */
+typedef vb_cause rp_cause;
+/* What runs[0..n) show for trial kind `type` (report_run.c). */
+void rp_cause_of(rp_run *const *runs, int n, int type, rp_cause *c);
 
 /* ---- per-run sections (report_run.c) ---- */
 /* Communication per parallel group from ops.csv (FULL rows when the file has

@@ -319,7 +319,7 @@ static void write_md(FILE *f, void *ctx) {
         fprintf(f, "](#sec-%d)\n", i);
     }
     if (d->nproblems) fputs("- [Data problems](#problems)\n", f);
-    fputs("\nEvery file this report links is inside its directory (copy report/ alone and they still work), "
+    fputs("\nEvery file this page links is inside its directory (copy the directory alone and they still work), "
           "except links marked *(outside report/)*.\n\n",
           f);
     for (int i = 0; i < d->n; i++) {
@@ -593,11 +593,16 @@ static void write_html(FILE *f, void *ctx) {
     fputs("</body></html>\n", f);
 }
 
-void rp_doc_write(const rp_doc *d, const vb_outdir *dir, const char *title) {
+void rp_doc_write_as(const rp_doc *d, const vb_outdir *dir, const char *title, const char *md, const char *html,
+                     const char *cmd) {
     for (int i = 0; i < d->n; i++)
         if (d->b[i].kind == RP_TABLE && d->b[i].table->csv)
-            vb_outdir_write_or_die(dir, d->b[i].table->csv, table_csv, d->b[i].table, "report");
+            vb_outdir_write_or_die(dir, d->b[i].table->csv, table_csv, d->b[i].table, cmd);
     render_ctx rc = {d, dir, title};
-    vb_outdir_write_or_die(dir, "report.md", write_md, &rc, "report");
-    vb_outdir_write_or_die(dir, "report.html", write_html, &rc, "report");
+    vb_outdir_write_or_die(dir, md, write_md, &rc, cmd);
+    vb_outdir_write_or_die(dir, html, write_html, &rc, cmd);
+}
+
+void rp_doc_write(const rp_doc *d, const vb_outdir *dir, const char *title) {
+    rp_doc_write_as(d, dir, title, "report.md", "report.html", "report");
 }

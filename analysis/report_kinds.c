@@ -52,6 +52,37 @@ static void point_notes(const rp_sweep *s, const rp_point *p, char *notes, size_
         note_add(notes, n, "wide CI (> +-10%)");
 }
 
+/* What a point's runs show (report_advice.c). */
+static void point_cause(const rp_sweep *s, const rp_point *p, rp_cause *c) {
+    rp_run **runs = vb_calloc_check((size_t)p->nruns + 1, sizeof *runs);
+    for (int a = 0; a < p->nruns; a++) runs[a] = &s->runs[p->runs[a]];
+    rp_cause_of(runs, p->nruns, s->type >= 0 ? s->type : RP_FULL, c);
+    free(runs);
+}
+
+/* An efficiency above the ideal beyond its interval: no measurement of a
+ * correct program gives it (weak scaling adds ranks and work alike; strong
+ * scaling beyond N/N0 needs the smaller share of each rank to reach a
+ * faster memory, which the report cannot see). One line for the summary:
+ * no answer and what the two points' runs show (rp_run_warnings says what
+ * to rerun with). */
+static void scaling_anomaly(rp_doc *d, const rp_sweep *s, const rp_point *ref, const rp_point *p, rp_est eff,
+                            bool strong, const char *series) {
+    rp_cause cr, cp;
+    point_cause(s, ref, &cr);
+    point_cause(s, p, &cp);
+    char a[600], b[600];
+    vb_cause_describe(&cr, a, sizeof a);
+    vb_cause_describe(&cp, b, sizeof b);
+    rp_summary(d, "%s scaling efficiency at %g ranks%s%s: no answer. The measured %.3g [95%% CI %.3g, %.3g] lies "
+                  "above the ideal (1) beyond its interval, which %s: a measurement anomaly. The %g-rank point: %s. "
+                  "The %g-rank point: %s.",
+               strong ? "Strong" : "Weak", p->ranks, series[0] ? ", " : "", series, eff.mean, eff.lo, eff.hi,
+               strong ? "a correct measurement reaches only when each rank's smaller share fits a faster memory"
+                      : "weak scaling cannot reach (more ranks, and as much more work)",
+               ref->ranks, a, p->ranks, b);
+}
+
 static void table_est(rp_table *t, rp_est e) {
     rp_table_num(t, e.mean);
     rp_table_num(t, e.lo);
@@ -127,6 +158,11 @@ static rp_table *scaling(rp_doc *d, rp_sweep *s, const rp_opts *o, bool strong) 
     pt.below = &pe;
     pe.hline = 1;
     snprintf(pe.hline_title, sizeof pe.hline_title, "ideal");
+    /* efficiency from 0, a little above the ideal or the highest estimate:
+     * an interval that reaches further is cut at the axis (the table has it) */
+    pe.ymin = 0;
+    pe.ymax = 1.2;
+    int nanomalies = 0;
     for (int k = 0; k < ns; k++) {
         rp_point *ref = v[k].p[0];
         double n0 = ref->ranks;
@@ -149,6 +185,11 @@ static rp_table *scaling(rp_doc *d, rp_sweep *s, const rp_opts *o, bool strong) 
             if (ref->fp_differs && p != ref) note_add(notes, sizeof notes, "reference point's fingerprint differs");
             if (p != ref && isfinite(eff.lo) && eff.lo <= 1 && eff.hi >= 1)
                 note_add(notes, sizeof notes, "CI includes 1: not distinguishable from ideal");
+            const bool anomaly = p != ref && isfinite(eff.lo) && eff.lo > 1;
+            if (anomaly) {
+                note_add(notes, sizeof notes, "measurement anomaly: above the ideal beyond its interval");
+                nanomalies++;
+            }
             rp_table_add(t, "%s", v[k].label);
             rp_table_add(t, "%g", p->ranks);
             rp_table_add(t, "%d", p->nruns);
@@ -164,6 +205,7 @@ static rp_table *scaling(rp_doc *d, rp_sweep *s, const rp_opts *o, bool strong) 
             vb_plot_point(st, p->ranks, p->est.mean, p->est.lo, p->est.hi, NULL);
             vb_plot_point(si, p->ranks, ref->est.mean / scale, NAN, NAN, NULL);
             vb_plot_point(se, p->ranks, eff.mean, eff.lo, eff.hi, NULL);
+            if (eff.mean * 1.15 > pe.ymax) pe.ymax = eff.mean * 1.15;
             vb_plot_point(ss, p->ranks, r.mean, r.lo, r.hi, NULL);
             vb_plot_point(ssi, p->ranks, 1 / scale, NAN, NAN, NULL);
         }
@@ -173,6 +215,11 @@ static rp_table *scaling(rp_doc *d, rp_sweep *s, const rp_opts *o, bool strong) 
             rp_point *last = v[k].p[v[k].n - 1];
             rp_est r = rp_ratio_of_means(&last->thr, &ref->thr);
             const double sc = n0 / last->ranks;
+            const rp_est eff = {r.mean * sc, r.lo * sc, r.hi * sc, r.n, r.runs};
+            if (isfinite(eff.lo) && eff.lo > 1) {
+                scaling_anomaly(d, s, ref, last, eff, strong, ns > 1 ? v[k].label : "");
+                continue;
+            }
             rp_summary(d, "%s scaling efficiency at %g ranks%s%s: %.3g [95%% CI %.3g, %.3g] against %g rank%s "
                           "(%s throughput %.4g samples/s).",
                        strong ? "Strong" : "Weak", last->ranks, ns > 1 ? ", " : "", ns > 1 ? v[k].label : "",
@@ -180,6 +227,10 @@ static rp_table *scaling(rp_doc *d, rp_sweep *s, const rp_opts *o, bool strong) 
                        last->est.mean);
         }
     }
+    if (nanomalies)
+        rp_warning(d, "%d point%s an efficiency above the ideal beyond %s interval (scaling.csv's notes): a "
+                      "measurement anomaly, not a result",
+                   nanomalies, nanomalies == 1 ? " has" : "s have", nanomalies == 1 ? "its" : "their");
     rp_add_table(d, t);
     rp_figure(d, o, &pt);
     if (strong) rp_figure(d, o, &psp);
@@ -223,6 +274,11 @@ static void comm_overhead(rp_doc *d, rp_sweep *s, const rp_opts *o) {
     pl.logx2 = true;
     pl.hline = 0;
     snprintf(pl.hline_title, sizeof pl.hline_title, "ideal (no overhead)");
+    /* an overhead is at most 1 (all of the throughput); below -1 DDP would
+     * be twice as fast as no DDP: intervals reaching further are noise,
+     * cut at the axis (the table has them) */
+    pl.ymin = -1;
+    pl.ymax = 1;
     vb_plot_series *ps = NULL;
     char last[256] = "";
     rp_point **order = vb_calloc_check((size_t)s->npts + 1, sizeof *order);
@@ -266,7 +322,7 @@ static void comm_overhead(rp_doc *d, rp_sweep *s, const rp_opts *o) {
         if (!ps || strcmp(last, lab) != 0) {
             ps = NULL;
             for (int k = 0; k < pl.ns; k++)
-                if (strcmp(pl.s[k].title, lab) == 0) ps = &pl.s[k];
+                if (strcmp(pl.s[k]->title, lab) == 0) ps = pl.s[k];
             if (!ps) ps = vb_plot_series_add(&pl, lab, false);
             snprintf(last, sizeof last, "%s", lab);
         }
@@ -296,11 +352,23 @@ static void comm_overhead(rp_doc *d, rp_sweep *s, const rp_opts *o) {
                    "the runs differ by more than the repeats show, so overheads of that size elsewhere are not "
                    "evidence of communication cost.");
     rp_add_table(d, t);
-    if (dp1_in_table)
-        rp_para(d, "The figure leaves out the dp = 1 points: with one data-parallel rank there is no gradient "
-                   "communication, so the overhead there is only the noise between the DDP and no-DDP runs (it is "
-                   "in the table).");
-    rp_figure(d, o, &pl);
+    /* a curve needs two rank counts with communication: one point on a log
+     * axis is no figure */
+    int nx = 0;
+    double xs[2] = {NAN, NAN};
+    for (int k = 0; k < pl.ns; k++)
+        for (int i = 0; i < pl.s[k]->n && nx < 2; i++)
+            if (nx == 0 || pl.s[k]->x[i] != xs[0]) xs[nx++] = pl.s[k]->x[i];
+    if (nx < 2) {
+        rp_para(d, "One rank count with gradient communication (dp > 1): no overhead curve to draw; the table "
+                   "has the number.");
+    } else {
+        if (dp1_in_table)
+            rp_para(d, "The figure leaves out the dp = 1 points: with one data-parallel rank there is no gradient "
+                       "communication, so the overhead there is only the noise between the DDP and no-DDP runs (it "
+                       "is in the table).");
+        rp_figure(d, o, &pl);
+    }
     vb_plot_free(&pl);
 }
 
@@ -657,31 +725,83 @@ static void flag_findings(rp_doc *d, rp_sweep *s, const rp_point *base, const rp
     free(done);
 }
 
+/* A point's runs' median throughputs, space-separated in run order (the
+ * numbers its verdict is made of), and their geometric mean (the ratio's
+ * own term). */
+static double run_medians(const rp_sweep *s, const rp_point *p, char *out, size_t n) {
+    size_t k = 0;
+    double logsum = 0;
+    int m = 0;
+    out[0] = '\0';
+    for (int a = 0; a < p->nruns; a++) {
+        const rp_samples *x = &s->runs[p->runs[a]].thr[s->type];
+        if (x->n == 0) continue;
+        const double med = vb_stats_median(x->v, x->n);
+        if (med > 0) logsum += log(med), m++;
+        const int w = snprintf(out + k, n - k, "%s%.4g", k ? " " : "", med);
+        if (w > 0 && (size_t)w < n - k) k += (size_t)w;
+    }
+    return m ? exp(logsum / m) : NAN;
+}
+
+typedef struct {
+    const char *name;
+    rp_point *p;
+} named_point;
+
+static int cmp_variant_name(const void *a, const void *b) {
+    return strcmp(((const named_point *)a)->name, ((const named_point *)b)->name);
+}
+
 static rp_table *flags(rp_doc *d, rp_sweep *s, const rp_opts *o) {
     rp_heading(d, 1, "Flags against the baseline");
     rp_point *base = NULL;
     for (int i = 0; i < s->npts; i++)
         if (strcmp(sw_val(s, &s->pts[i], VB_COL_VARIANT), "baseline") == 0) base = &s->pts[i];
-    const char *cols[] = {"variant", "samples", "thr_mean", "thr_ci_lo", "thr_ci_hi", "ratio", "ratio_ci_lo",
-                          "ratio_ci_hi", "p_value", "verdict", "notes"};
+    const char *cols[] = {"variant", "runs",  "samples", "run_medians", "centre",  "ratio",
+                          "ratio_ci_lo", "ratio_ci_hi", "p_value", "verdict", "notes"};
     rp_table *t = rp_table_new("flags.csv", "Each variant against the baseline (the verdict rule's ratio)", 11, cols);
     if (!base) rp_para(d, "No completed baseline run: variants cannot be compared (throughput only).");
-    rp_para(d, "Verdicts by the rule compare uses: %s.", vb_verdict_rule());
+    rp_para(d, "Verdicts by the rule compare uses: %s. run_medians are each run's median throughput (samples/s), "
+               "centre their geometric mean: ratio = a variant's centre / the baseline's.",
+            vb_verdict_rule());
     vb_plot pr;
-    vb_plot_init(&pr, "flags_ratio",
-                 "Flags: throughput ratio to the baseline (green faster, orange slower, blue equivalent, grey "
-                 "inconclusive)",
-                 "variant", "throughput ratio (variant / baseline), 95% CI");
-    pr.categorical = pr.dots = true;
+    vb_plot_init(&pr, "flags_ratio", "Flags: throughput ratio to the baseline (95% CI, log scale)", "variant",
+                 "throughput ratio (variant / baseline)");
+    /* a ratio's interval is symmetric on the log scale, as the rule makes it */
+    pr.categorical = pr.logy = true;
     pr.hline = 1;
-    snprintf(pr.hline_title, sizeof pr.hline_title, "baseline");
-    vb_plot_series *sr = vb_plot_series_add(&pr, "ratio", false);
+    snprintf(pr.hline_title, sizeof pr.hline_title, "baseline (ratio 1)");
+    /* a legend entry per verdict, in its colour */
+    static const struct {
+        int verdict;
+        const char *name;
+    } k_legend[] = {{VB_VERDICT_BETTER, "faster"},
+                    {VB_VERDICT_WORSE, "slower"},
+                    {VB_VERDICT_EQUIVALENT, "equivalent"},
+                    {VB_VERDICT_INCONCLUSIVE, "inconclusive"},
+                    {-1, "baseline"}};
+    vb_plot_series *sr[5];
+    for (int k = 0; k < 5; k++) {
+        sr[k] = vb_plot_series_add(&pr, k_legend[k].name, false);
+        sr[k]->color = rp_verdict_rgb(k_legend[k].verdict);
+    }
+    /* the baseline first, then the variants by name (a flag's settings side
+     * by side), whatever order the shuffled rounds ran them in */
+    named_point *order = vb_calloc_check((size_t)s->npts + 1, sizeof *order);
+    int no = 0;
+    if (base) order[no++] = (named_point){"", base};
+    for (int i = 0; i < s->npts; i++)
+        if (&s->pts[i] != base) order[no++] = (named_point){sw_val(s, &s->pts[i], VB_COL_VARIANT), &s->pts[i]};
+    qsort(order + (base ? 1 : 0), (size_t)(no - (base ? 1 : 0)), sizeof *order, cmp_variant_name);
     rp_cmp *cmps = vb_calloc_check((size_t)s->npts + 1, sizeof *cmps);
-    for (int i = 0; i < s->npts; i++) {
-        rp_point *p = &s->pts[i];
+    for (int j = 0; j < no; j++) {
+        rp_point *p = order[j].p;
+        const int i = (int)(p - s->pts);
         const char *var = sw_val(s, p, VB_COL_VARIANT);
-        char notes[256];
+        char notes[256], meds[512];
         point_notes(s, p, notes, sizeof notes);
+        const double centre = run_medians(s, p, meds, sizeof meds);
         rp_cmp c = {.ratio = NAN, .lo = NAN, .hi = NAN, .p = NAN, .verdict = VB_VERDICT_NO_SAMPLES};
         char verdict[320] = "";
         if (base && p != base) {
@@ -693,17 +813,25 @@ static rp_table *flags(rp_doc *d, rp_sweep *s, const rp_opts *o) {
             snprintf(verdict, sizeof verdict, "baseline");
         }
         rp_table_add(t, "%s", var);
+        rp_table_add(t, "%d", p->nruns);
         rp_table_add(t, "%d", p->thr.n);
-        table_est(t, p->est);
+        rp_table_add(t, "%s", meds);
+        rp_table_num(t, centre);
         rp_table_num(t, c.ratio);
         rp_table_num(t, c.lo);
         rp_table_num(t, c.hi);
         rp_table_num(t, c.p);
         rp_table_add(t, "%s", verdict);
         rp_table_add(t, "%s", notes);
-        if (base) vb_plot_point_rgb(sr, i, c.ratio, c.lo, c.hi, var, rp_verdict_rgb(p == base ? -1 : (int)c.verdict));
+        if (base) {
+            int k = 4;
+            while (k > 0 && k_legend[k].verdict != (p == base ? -1 : (int)c.verdict)) k--;
+            if (p != base && k_legend[k].verdict != (int)c.verdict) k = 3; /* no samples: grey */
+            vb_plot_point(sr[k], j, c.ratio, c.lo, c.hi, var);
+        }
         cmps[i] = c;
     }
+    free(order);
     flag_findings(d, s, base, cmps);
     free(cmps);
     rp_add_table(d, t);
@@ -747,13 +875,16 @@ static rp_table *generic(rp_doc *d, rp_sweep *s, const rp_opts *o) {
         const char *series_title = numeric ? lab : "throughput";
         vb_plot_series *ps = NULL;
         for (int k = 0; k < pl.ns; k++)
-            if (strcmp(pl.s[k].title, series_title) == 0) ps = &pl.s[k];
+            if (strcmp(pl.s[k]->title, series_title) == 0) ps = pl.s[k];
         if (!ps) ps = vb_plot_series_add(&pl, series_title, false);
         snprintf(xl, sizeof xl, "%s", lab);
         vb_plot_point(ps, numeric ? sw_num(s, p, xkey) : i, p->est.mean, p->est.lo, p->est.hi, xl);
     }
     rp_add_table(d, t);
-    rp_figure(d, o, &pl);
+    if (s->npts >= 2)
+        rp_figure(d, o, &pl);
+    else
+        rp_para(d, "One point: the table has its throughput, and no figure is drawn.");
     vb_plot_free(&pl);
     return t;
 }

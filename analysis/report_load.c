@@ -46,6 +46,34 @@ static void load_versions(rp_run *r, const cJSON *v) {
     }
 }
 
+/* "a, b, c" of a list of strings (NULL when empty) */
+static char *joined(const cJSON *list, const char *key) {
+    size_t n = 1;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, list) {
+        const cJSON *v = key ? cJSON_GetObjectItemCaseSensitive(it, key) : it;
+        if (cJSON_IsString(v)) n += strlen(v->valuestring) + 2;
+    }
+    if (n == 1) return NULL;
+    char *s = vb_calloc_check(n, 1);
+    cJSON_ArrayForEach(it, list) {
+        const cJSON *v = key ? cJSON_GetObjectItemCaseSensitive(it, key) : it;
+        if (!cJSON_IsString(v)) continue;
+        if (*s) strcat(s, "; ");
+        strcat(s, v->valuestring);
+    }
+    return s;
+}
+
+/* vitbench import's record: where the run came from, what is not known */
+static void load_imported(rp_run *r, const cJSON *im) {
+    if (!cJSON_IsObject(im)) return;
+    const cJSON *prog = cJSON_GetObjectItemCaseSensitive(im, "program");
+    snprintf(r->imported, sizeof r->imported, "%s", cJSON_IsString(prog) ? prog->valuestring : "another program");
+    r->imported_from = joined(cJSON_GetObjectItemCaseSensitive(im, "sources"), "path");
+    r->imported_unknown = joined(cJSON_GetObjectItemCaseSensitive(im, "unknown"), NULL);
+}
+
 static void load_json(rp_run *r, rp_doc *d) {
     char path[VB_PATH_MAX];
     vb_dir_file(path, sizeof path, r->dir, VB_RUN_JSON);
@@ -85,9 +113,18 @@ static void load_json(rp_run *r, rp_doc *d) {
         snprintf(r->blas_vector, sizeof r->blas_vector, "%s", vb_blas_core_vector(r->blas_coretype));
     jstr(fp, "git_dirty", r->git_dirty, sizeof r->git_dirty);
     if (!r->omp_threads[0]) jstr(root, "omp_max_threads", r->omp_threads, sizeof r->omp_threads);
-    r->oversubscribed =
-        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "threads"), "oversubscribed"));
+    const cJSON *th = cJSON_GetObjectItemCaseSensitive(root, "threads");
+    r->oversubscribed = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(th, "oversubscribed"));
+    /* the team a rank was given and the one it ran (runs from before the
+     * choice recorded per_rank alone) */
+    const cJSON *team = cJSON_GetObjectItemCaseSensitive(th, "team"), *used = cJSON_GetObjectItemCaseSensitive(th, "per_rank");
+    const cJSON *wait = cJSON_GetObjectItemCaseSensitive(th, "probe_wait_share");
+    if (cJSON_IsNumber(used) && used->valuedouble >= 1 && used->valuedouble < 1e6) r->threads_used = (int)used->valuedouble;
+    r->threads_team = cJSON_IsNumber(team) && team->valuedouble >= 1 && team->valuedouble < 1e6 ? (int)team->valuedouble
+                                                                                               : r->threads_used;
+    if (cJSON_IsNumber(wait) && wait->valuedouble >= 0 && wait->valuedouble < 1) r->probe_wait = wait->valuedouble;
     load_versions(r, cJSON_GetObjectItemCaseSensitive(root, "versions"));
+    load_imported(r, cJSON_GetObjectItemCaseSensitive(root, "imported"));
     cJSON_Delete(root);
 }
 
@@ -213,6 +250,7 @@ void rp_run_load(rp_run *r, const char *dir, rp_doc *d) {
     snprintf(r->name, sizeof r->name, "%s", base && base[1] ? base + 1 : dir);
     r->ranks = r->tp = r->cp = r->dp = r->local_batch = r->global_batch = r->peak_mem = r->tflops = NAN;
     r->buckets_per_step = r->allreduce_bytes_per_step = NAN;
+    r->probe_wait = NAN;
     load_json(r, d);
     load_summary(r, d);
     load_trials(r, d);
@@ -225,6 +263,9 @@ void rp_run_free(rp_run *r) {
     rp_samples_free(&r->exposed);
     free(r->command_line);
     r->command_line = NULL;
+    free(r->imported_from);
+    free(r->imported_unknown);
+    r->imported_from = r->imported_unknown = NULL;
 }
 
 void rp_relpath(const char *from, const char *to, char *out, size_t n) {

@@ -93,6 +93,14 @@ void rp_run_provenance(rp_doc *d, const rp_run *r) {
         rp_para(d, "Provenance: run.json missing.");
         return;
     }
+    if (r->imported[0]) {
+        /* vitbench import: another program's run, with what its files say */
+        rp_para(d, "Imported by vitbench import: a run of %s, from %s. Not known (its files do not say): %s.",
+                r->imported, r->imported_from ? r->imported_from : "?",
+                r->imported_unknown ? r->imported_unknown : "nothing listed");
+        if (r->command_line && r->command_line[0]) rp_pre(d, r->command_line);
+        return;
+    }
     rp_para(d, "Config %s, status %s, backend %s, commit %s%s, host %s.", r->config[0] ? r->config : "?", r->status,
             r->backend[0] ? r->backend : "?", r->git_commit[0] ? r->git_commit : "?",
             strcmp(r->git_dirty, "true") == 0 ? " (dirty tree)" : "", r->host[0] ? r->host : "?");
@@ -119,10 +127,35 @@ static int step_lane(const vb_tl_event *e) {
     return -1;
 }
 
-/* One timed FULL step of every rank as lanes: the step of rank 0 whose
- * length is the median of its window's, and every rank's rows of that
- * trial and step, clipped to that rank's step, in ms from rank 0's start
- * (the timeline's clocks leave one barrier together). */
+/* Rank 0's timed FULL step times from iterations.csv (seconds, n of them);
+ * NULL when the file or its rows are missing. */
+static double *full_step_seconds(const rp_run *r, int *n) {
+    *n = 0;
+    vb_csv t;
+    if (rp_read_csv(r->dir, VB_ITERATIONS_CSV, &t) != 0) return NULL;
+    const int ct = vb_csv_col(&t, VB_COL_TRIAL_TYPE), cw = vb_csv_col(&t, VB_COL_WARMUP);
+    const int cr = vb_csv_col(&t, VB_COL_RANK), cs = vb_csv_col(&t, VB_COL_SECONDS);
+    double *v = NULL;
+    if (ct >= 0 && cw >= 0 && cs >= 0) {
+        v = vb_calloc_check((size_t)t.nrows + 1, sizeof *v);
+        for (int i = 0; i < t.nrows; i++) {
+            double x;
+            if (strcmp(vb_csv_get(&t, i, ct), "FULL") == 0 && !rp_is_warmup(vb_csv_get(&t, i, cw)) &&
+                (cr < 0 || strcmp(vb_csv_get(&t, i, cr), "0") == 0) && vb_csv_num(&t, i, cs, &x) && x > 0)
+                v[(*n)++] = x;
+        }
+    }
+    vb_csv_free(&t);
+    if (*n == 0) free(v), v = NULL;
+    return v;
+}
+
+/* One timed FULL step of every rank as lanes: of the steps timeline.csv
+ * recorded, rank 0's nearest in length to the median of all its timed FULL
+ * steps (iterations.csv; the window's own median without it), and every
+ * rank's rows of that trial and step, clipped to that rank's step, in ms
+ * from rank 0's start (the timeline's clocks leave one barrier together).
+ * The title names the step and its length beside the median. */
 static void step_figure(rp_doc *d, const rp_opts *o, const rp_run *r, const vb_timeline *tl) {
     int *steps = vb_calloc_check((size_t)tl->n + 1, sizeof *steps), ns = 0;
     for (int i = 0; i < tl->n; i++)
@@ -132,19 +165,33 @@ static void step_figure(rp_doc *d, const rp_opts *o, const rp_run *r, const vb_t
         free(steps);
         return;
     }
-    for (int i = 1; i < ns; i++) /* by length, for the median */
-        for (int j = i; j > 0 && tl->ev[steps[j]].dur_s < tl->ev[steps[j - 1]].dur_s; j--) {
-            const int t = steps[j];
-            steps[j] = steps[j - 1], steps[j - 1] = t;
-        }
-    const vb_tl_event *pick = &tl->ev[steps[ns / 2]];
+    int nall = 0;
+    double *all = full_step_seconds(r, &nall);
+    double median = NAN;
+    if (all) {
+        median = vb_stats_median(all, nall);
+    } else {
+        double *w = vb_calloc_check((size_t)ns, sizeof *w);
+        for (int i = 0; i < ns; i++) w[i] = tl->ev[steps[i]].dur_s;
+        median = vb_stats_median(w, ns);
+        free(w);
+    }
+    free(all);
+    const vb_tl_event *pick = &tl->ev[steps[0]];
+    for (int i = 1; i < ns; i++)
+        if (fabs(tl->ev[steps[i]].dur_s - median) < fabs(pick->dur_s - median)) pick = &tl->ev[steps[i]];
     free(steps);
     const double t0 = pick->start_s;
     static const char *const lane_name[4] = {"compute", "communication", "memcpy", "data wait"};
     char base[128], title[256];
     snprintf(base, sizeof base, "step_timeline_%.80s", r->name); /* vb_plot_init keeps it to [A-Za-z0-9_.-] */
-    snprintf(title, sizeof title, "One FULL step per rank (trial %d, step %d: the median step of rank 0)",
-             pick->trial_index, pick->step);
+    if (nall > 0)
+        snprintf(title, sizeof title,
+                 "One FULL step per rank: trial %d, step %d, %.4g ms (rank 0's median of %d timed steps: %.4g ms)",
+                 pick->trial_index, pick->step, 1e3 * pick->dur_s, nall, 1e3 * median);
+    else
+        snprintf(title, sizeof title, "One FULL step per rank: trial %d, step %d, %.4g ms (the recorded steps' median)",
+                 pick->trial_index, pick->step, 1e3 * pick->dur_s);
     vb_plot p;
     vb_plot_init(&p, base, title, "ms from rank 0's step start", "rank and lane");
     p.lanes = true;
@@ -389,12 +436,32 @@ void rp_run_sections(rp_doc *d, const rp_run *r, const rp_opts *o, const char *p
 
 /* ---- findings for the summary ---- */
 
-void rp_bound_finding(rp_doc *d, const rp_samples thr[RP_NTYPES], const char *where) {
+void rp_cause_of(rp_run *const *runs, int n, int type, rp_cause *c) {
+    memset(c, 0, sizeof *c);
+    c->load = c->spread = NAN;
+    for (int i = 0; i < n; i++) {
+        const rp_run *r = runs[i];
+        c->runs++;
+        const double l = r->load[type].share;
+        if (isfinite(l) && !(l <= c->load)) c->load = l;
+        const rp_samples *x = &r->thr[type];
+        if (x->n > 1) {
+            const double lo = vb_stats_min(x->v, x->n), hi = vb_stats_max(x->v, x->n);
+            if (lo > 0 && !(hi / lo <= c->spread)) c->spread = hi / lo;
+        }
+        if (r->threads_team > c->team) c->team = r->threads_team;
+        if (r->threads_used > c->used) c->used = r->threads_used;
+        if (r->threads_used > 0 && r->threads_team > r->threads_used) c->gave_way = true;
+        c->oversubscribed = c->oversubscribed || r->oversubscribed;
+    }
+}
+
+void rp_bound_finding(rp_doc *d, const rp_samples thr[RP_NTYPES], const char *where, const vb_cause *cause) {
     const rp_samples *io = &thr[RP_IO], *syn = &thr[RP_SYNTHETIC], *full = &thr[RP_FULL];
     if (full->n == 0 || syn->n == 0) return;
     const rp_est fs = rp_ratio_of_means(full, syn);
     const double m_io = io->n ? rp_mean_est(io).mean : NAN, m_syn = rp_mean_est(syn).mean;
-    char ratio[200], loader[160];
+    char ratio[200], loader[160], seen[700] = "";
     snprintf(ratio, sizeof ratio, "FULL runs at %.3g%% of SYNTHETIC [95%% CI %.3g%%, %.3g%%]%s", 100 * fs.mean,
              100 * fs.lo, 100 * fs.hi, fs.runs < 2 ? " (one run: the interval holds its trials' spread only)" : "");
     if (isfinite(m_io))
@@ -402,23 +469,42 @@ void rp_bound_finding(rp_doc *d, const rp_samples thr[RP_NTYPES], const char *wh
                  "%.4g samples/s)", m_io, m_io / m_syn, m_syn);
     else
         snprintf(loader, sizeof loader, "no IO trials measured the loader alone");
+    if (cause) {
+        char what[600];
+        vb_cause_describe(cause, what, sizeof what);
+        snprintf(seen, sizeof seen, " What the runs show: %s.", what);
+    }
     if (!isfinite(fs.lo)) {
         rp_summary(d, "What bounds FULL%s cannot be told: %s, and one trial a side gives no interval.", where, ratio);
         return;
     }
     /* FULL trains on the loader's batches, SYNTHETIC on one cached batch: FULL
-     * cannot be faster than the step itself. Beyond its interval it is an
-     * anomaly of the measurement, not a finding. */
+     * cannot be faster than the step itself, nor than the loader alone (IO
+     * reads the same batches with the same workers and nothing else). Beyond
+     * its interval either is an anomaly of the measurement, not a finding. */
     if (fs.lo > 1) {
-        rp_summary(d, "Anomaly%s: %s, above the training step's own rate, which FULL cannot beat. Likely causes: the "
-                      "SYNTHETIC trials ran while the machine was busier (see the load in load.csv and the busy "
-                      "warnings), clock or thermal drift between the trial kinds, or too few trials; rerun before "
-                      "reading what bounds FULL.",
-                   where, ratio);
+        rp_summary(d, "What bounds FULL%s: no answer. %s, above the training step's own rate, which FULL cannot beat: a "
+                      "measurement anomaly (the SYNTHETIC trials ran while the machine was busier, clock or thermal "
+                      "drift between the trial kinds, or too few trials).%s",
+                   where, ratio, seen);
         rp_warning(d, "FULL above SYNTHETIC beyond its interval%s: a measurement anomaly (load or clock drift between "
                       "trial kinds), not a property of the code",
                    where);
         return;
+    }
+    if (io->n >= 2) {
+        const rp_est fi = rp_ratio_of_means(full, io);
+        if (isfinite(fi.lo) && fi.lo > 1) {
+            rp_summary(d, "What bounds FULL%s: no answer. FULL runs at %.3gx the loader alone [95%% CI %.3g, %.3g] "
+                          "(IO, %.4g samples/s), which reads the same batches and does nothing else: a measurement "
+                          "anomaly (the IO trials ran while the machine was busier, or the files' pages were not yet "
+                          "cached).%s",
+                       where, fi.mean, fi.lo, fi.hi, m_io, seen);
+            rp_warning(d, "FULL above the loader's own rate (IO) beyond its interval%s: a measurement anomaly, not a "
+                          "property of the code",
+                       where);
+            return;
+        }
     }
     /* a statement only when the interval excludes the alternative: the step
      * bounds FULL when the whole interval lies within 5% of SYNTHETIC (or
@@ -440,7 +526,7 @@ void rp_bound_finding(rp_doc *d, const rp_samples thr[RP_NTYPES], const char *wh
                    where, ratio, loader);
 }
 
-void rp_run_warnings(rp_doc *d, rp_run *const *runs, int n) {
+void rp_run_warnings(rp_doc *d, rp_run *const *runs, int n, bool sweep) {
     int over = 0, busy = 0, loaded = 0;
     const char *first_over = NULL, *first_busy = NULL, *first_loaded = NULL;
     double worst = 0;
@@ -496,6 +582,44 @@ void rp_run_warnings(rp_doc *d, rp_run *const *runs, int n) {
                       "that load and are inconclusive unless the effect clears it",
                    loaded, loaded == 1 ? " ran" : "s ran", 100 * VB_VERDICT_BUSY_LOAD, 100 * worst, first_loaded,
                    loaded == 1 ? "it" : "them");
+    /* the team a run gave up as it started, and what to rerun with when the
+     * load or the threads explain the numbers (advice.h) */
+    int gave = 0;
+    const rp_run *first_gave = NULL;
+    rp_cause *causes = vb_calloc_check((size_t)n + 1, sizeof *causes);
+    const rp_cause **cp = vb_calloc_check((size_t)n + 1, sizeof *cp);
+    for (int i = 0; i < n; i++) {
+        int type = RP_FULL;
+        while (type > 0 && runs[i]->thr[type].n == 0) type--;
+        rp_cause_of(&runs[i], 1, type, &causes[i]);
+        cp[i] = &causes[i];
+        if (causes[i].gave_way && !gave++) first_gave = runs[i];
+    }
+    if (gave)
+        rp_warning(d, "%d run%s fewer OpenMP threads than %s given (e.g. %s: %d of %d, thread_policy adapt): the "
+                      "cores were busy with other work as %s started",
+                   gave, gave == 1 ? " ran" : "s ran", gave == 1 ? "it was" : "they were", first_gave->name,
+                   first_gave->threads_used, first_gave->threads_team, gave == 1 ? "it" : "they");
+    char adv[900];
+    vb_advice(cp, n, sweep, adv, sizeof adv);
+    if (adv[0]) rp_warning(d, "what to rerun with: %s", adv);
+    free(cp);
+    free(causes);
+    int imported = 0;
+    const rp_run *first_imported = NULL;
+    for (int i = 0; i < n; i++)
+        if (runs[i]->imported[0]) {
+            imported++;
+            if (!first_imported) first_imported = runs[i];
+        }
+    if (imported && imported < n)
+        rp_warning(d, "%d of %d runs are imported runs of %s (e.g. %s), the others vitbench's trainer: different "
+                      "programs, so their ratios compare the two trainers on one machine, not a change to either",
+                   imported, n, first_imported->imported, first_imported->name);
+    else if (imported)
+        rp_warning(d, "imported run%s of %s (vitbench import): no machine fingerprint, config or commit in %s files; "
+                      "nothing here holds %s against another machine or a baseline",
+                   n == 1 ? "" : "s", first_imported->imported, n == 1 ? "its" : "their", n == 1 ? "it" : "them");
 }
 
 /* "2 threads a rank on 2 cores", or per rank count when the runs differ */
@@ -545,6 +669,11 @@ void rp_caption(rp_doc *d, rp_run *const *runs, int n, bool any_oversubscribed) 
         if (runs[i]->has_json) r = runs[i];
     if (!r) {
         d->caption[0] = '\0';
+        return;
+    }
+    if (r->imported[0]) {
+        vb_snprintf(d->caption, sizeof d->caption, "Imported runs of %.100s: machine, config and threads unknown.",
+                    r->imported);
         return;
     }
     char threads[320];

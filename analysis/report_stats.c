@@ -131,7 +131,8 @@ done:
 
 rp_cmp rp_compare(const rp_samples *base, double base_load, const rp_samples *new_, double new_load) {
     const vb_verdict_opts o = vb_verdict_defaults(true);
-    const vb_verdict_side b = {base->v, base->run, base->n, base_load}, n = {new_->v, new_->run, new_->n, new_load};
+    const vb_verdict_side b = {base->v, base->run, base->n, base_load, NULL},
+                          n = {new_->v, new_->run, new_->n, new_load, NULL};
     const vb_verdict v = vb_verdict_judge(&b, &n, &o);
     return (rp_cmp){v.ratio, v.ci.lo, v.ci.hi, v.p, base->n, new_->n, v.kind, v};
 }

@@ -143,6 +143,8 @@ static void load_json(rp_sweep *s) {
         }
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(root, "name");
     if (cJSON_IsString(name)) snprintf(s->name, sizeof s->name, "%s", name->valuestring);
+    const cJSON *nruns = cJSON_GetObjectItemCaseSensitive(root, "nruns");
+    if (cJSON_IsNumber(nruns) && nruns->valuedouble >= 1 && nruns->valuedouble <= 1e7) s->planned = (int)nruns->valuedouble;
     cJSON_Delete(root);
 }
 
@@ -519,7 +521,7 @@ static void sweep_findings(rp_doc *d, rp_sweep *s) {
     }
     rp_caption(d, done, ndone, over);
     (void)nfail; /* failure_findings said how many, and why */
-    rp_run_warnings(d, done, ndone);
+    rp_run_warnings(d, done, ndone, true);
     free(done);
     if (s->fp_differs)
         rp_warning(d, "fingerprints differ: some points ran on another CPU model, backend, BLAS kernel or thread "
@@ -559,7 +561,12 @@ static void sweep_findings(rp_doc *d, rp_sweep *s) {
         char lab[256], where[300];
         sw_label(s, big, NULL, lab, sizeof lab);
         snprintf(where, sizeof where, " at %s", lab[0] ? lab : "the sweep's point");
-        rp_bound_finding(d, pooled, where);
+        rp_run **big_runs = vb_calloc_check((size_t)big->nruns + 1, sizeof *big_runs);
+        for (int a = 0; a < big->nruns; a++) big_runs[a] = &s->runs[big->runs[a]];
+        rp_cause c;
+        rp_cause_of(big_runs, big->nruns, RP_FULL, &c);
+        free(big_runs);
+        rp_bound_finding(d, pooled, where, &c);
         for (int k = 0; k < RP_NTYPES; k++) rp_samples_free(&pooled[k]);
     }
 }
@@ -620,6 +627,12 @@ void rp_sweep_report(rp_doc *d, const char *path, const rp_opts *o) {
     for (int i = 0; i < s.nruns; i++) ncomp += strcmp(s.runs[i].status, "completed") == 0;
     rp_para(d, "Sweep directory %s: kind %s (%s); %d runs, %d completed, %d points.", path, s.kind, s.kind_why,
             s.nruns, ncomp, s.npts);
+    /* a sweep stopped before its plan ran out (Ctrl-C, a killed job): the
+     * runs it never started are no part of any number here */
+    if (s.planned > s.nruns)
+        rp_warning(d, "%d of the %d runs the sweep planned never ran (it stopped after %d): every number here comes "
+                      "from the %d that did; vitbench sweep --resume %s runs the rest",
+                   s.planned - s.nruns, s.planned, s.nruns, s.nruns, path);
     failure_findings(d, &s);
     if (s.type < 0) {
         rp_para(d, "No completed run has timed trials in trials.csv: nothing to measure.");

@@ -29,6 +29,7 @@ typedef struct rp_sweep {
     int nruns;
     rp_point *pts;
     int npts;
+    int planned;        /* runs the sweep planned (sweep.json's nruns); 0 when unknown */
     int type;           /* RP_FULL normally; -1 when no run has timed trials */
     bool fp_differs;
 } rp_sweep;

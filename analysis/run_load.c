@@ -74,7 +74,7 @@ static void check_load(const vb_csv *t, const char *run_dir, const char *who) {
                  {L_WAIT, 0, 1, false, true, "a share in [0, 1]"},
                  {L_NIVCSW, 0, INFINITY, true, true, "a whole number >= 0"}};
     char id[256];
-    vb_run_json_id(run_dir, id, sizeof id);
+    vb_run_json_id(run_dir, id, sizeof id, NULL);
     const bool from_json = id[0] != '\0';
     for (int r = 0; r < t->nrows; r++) {
         const int rec = r + 2; /* the header is record 1 */

@@ -60,7 +60,14 @@ static int check_header(const vb_csv *t, const char *path, char *why, size_t n) 
     return 0;
 }
 
-static int parse_row(const vb_csv *t, int r, const char *path, trial_row *x, char *why, size_t n) {
+/* An imported run (run.json's "imported": vitbench import) leaves empty what
+ * its files did not say: nbatches, global_batch, ranks and seconds. */
+static bool unknown_cell(const vb_csv *t, int r, int col, bool imported) {
+    return imported && !vb_csv_get(t, r, col)[0] &&
+           (col == C_NBATCHES || col == C_GBATCH || col == C_RANKS || col == C_SECONDS);
+}
+
+static int parse_row(const vb_csv *t, int r, const char *path, trial_row *x, bool imported, char *why, size_t n) {
     const int rec = r + 2; /* the header is record 1 */
     x->type = vb_trial_kind_by_name(vb_csv_get(t, r, C_TYPE));
     if (x->type < 0)
@@ -75,21 +82,26 @@ static int parse_row(const vb_csv *t, int r, const char *path, trial_row *x, cha
     } whole_cols[] = {{C_INDEX, 0}, {C_NBATCHES, 1}, {C_GBATCH, 1}, {C_RANKS, 1}, {C_RANK, 0}};
     double v[5];
     for (int k = 0; k < 5; k++)
-        if (!whole(t, r, whole_cols[k].col, whole_cols[k].lo, &v[k]))
+        if (unknown_cell(t, r, whole_cols[k].col, imported))
+            v[k] = 0;
+        else if (!whole(t, r, whole_cols[k].col, whole_cols[k].lo, &v[k]))
             return refuse(why, n, "%s: record %d: %s '%s' is not a whole number >= %g", path, rec,
                           t->header[whole_cols[k].col], vb_csv_get(t, r, whole_cols[k].col), whole_cols[k].lo);
     x->index = (int)v[0];
     x->nbatches = v[1];
     x->gbatch = v[2];
     x->rank = (int)v[4];
-    if (x->rank >= (int)v[3])
+    if (v[3] > 0 && x->rank >= (int)v[3])
         return refuse(why, n, "%s: record %d: rank %d is not below ranks %.0f", path, rec, x->rank, v[3]);
     const int cols[2] = {C_SECONDS, C_RATE};
     double *dst[2] = {&x->seconds, &x->rate};
     for (int k = 0; k < 2; k++)
-        if (!vb_csv_num(t, r, cols[k], dst[k]) || !(*dst[k] > 0))
+        if (unknown_cell(t, r, cols[k], imported))
+            *dst[k] = NAN;
+        else if (!vb_csv_num(t, r, cols[k], dst[k]) || !(*dst[k] > 0))
             return refuse(why, n, "%s: record %d: %s '%s' is not a number > 0", path, rec, t->header[cols[k]],
                           vb_csv_get(t, r, cols[k]));
+    if (x->nbatches == 0 || x->gbatch == 0 || isnan(x->seconds)) return 0; /* unknown: nothing to check it by */
     const double want = x->nbatches * x->gbatch / x->seconds;
     if (!(fabs(x->rate - want) <= 1e-6 * want))
         return refuse(why, n, "%s: record %d: samples_per_s %s is not nbatches x global_batch / seconds = %.9g", path,
@@ -157,7 +169,7 @@ static int check_against_steps(const char *run_dir, const char *path, const tria
         }
         for (int k = 0; k < nrows && rc == 0; k++) {
             /* 9 digits per step, each rounded: the sum may be off by a step's rounding */
-            if (steps[k] != (int)rows[k].nbatches) continue;
+            if (rows[k].nbatches == 0 || steps[k] != (int)rows[k].nbatches || isnan(rows[k].seconds)) continue;
             if (!(fabs(sum[k] - rows[k].seconds) <= 1e-6 * rows[k].seconds + 1e-9 * steps[k]))
                 rc = refuse(why, n,
                             "%s: record %d: seconds %.9g is not the %d steps' %.9g s of %s trial %d (rank %d) in "
@@ -203,10 +215,11 @@ int vb_trials_read(const char *run_dir, vb_trials *t, char *why, size_t n) {
         rows = vb_calloc_check((size_t)c.nrows + 1, sizeof *rows);
     }
     char id[256] = "";
-    if (rc == 0) vb_run_json_id(run_dir, id, sizeof id);
+    bool imported = false;
+    if (rc == 0) vb_run_json_id(run_dir, id, sizeof id, &imported);
     const bool from_json = id[0] != '\0';
     for (int r = 0; rc == 0 && r < c.nrows; r++) {
-        rc = parse_row(&c, r, path, &rows[r], why, n);
+        rc = parse_row(&c, r, path, &rows[r], imported, why, n);
         if (rc != 0) break;
         const char *rid = vb_csv_get(&c, r, C_RUN_ID);
         if (!id[0]) snprintf(id, sizeof id, "%s", rid);

@@ -22,6 +22,10 @@
  *     rank): one trial counted twice doubles n and halves p;
  *   - its run_id is not the run's: run.json's run_id, or without a
  *     run.json the first record's (rows of another run pasted in).
+ * In a run that vitbench import made (run.json has "imported"), nbatches,
+ * global_batch, ranks and seconds may be empty: what the imported files did
+ * not say (a job log prints throughputs only). The checks that need them are
+ * made where they are there.
  */
 #ifndef VB_ANALYSIS_TRIALS_CSV_H
 #define VB_ANALYSIS_TRIALS_CSV_H

@@ -65,8 +65,13 @@ static side_stats side_of(const vb_verdict_side *s) {
     return r;
 }
 
+double vb_verdict_centre(const vb_verdict_side *s) {
+    const side_stats r = side_of(s);
+    return r.n > 0 && !r.undefined ? exp(r.centre) : NAN;
+}
+
 vb_verdict_opts vb_verdict_defaults(bool higher_is_better) {
-    return (vb_verdict_opts){higher_is_better, VB_VERDICT_ALPHA, VB_VERDICT_THRESHOLD, VB_VERDICT_RUN_FLOOR};
+    return (vb_verdict_opts){higher_is_better, VB_VERDICT_ALPHA, VB_VERDICT_THRESHOLD, VB_VERDICT_RUN_FLOOR, false};
 }
 
 bool vb_verdict_busy(double spread, double load) {
@@ -77,6 +82,16 @@ bool vb_verdict_busy(double spread, double load) {
 static double load_factor(double load) {
     if (!isfinite(load)) return NAN;
     return load < 0.99 ? 1 / (1 - (load > 0 ? load : 0)) : 100;
+}
+
+/* The run-to-run sd (log scale) a side that lost a share s of its thread
+ * time has at least: VB_VERDICT_LOAD_SD per unit of the slowdown the load
+ * explains beyond none, s / (1 - s); 0 for a side that was not busy or did
+ * not record its load. */
+static double busy_sd(double load) {
+    if (!(load > VB_VERDICT_BUSY_LOAD)) return 0;
+    const double s = load < 0.95 ? load : 0.95;
+    return VB_VERDICT_LOAD_SD * s / (1 - s);
 }
 
 /* A busy side's whole noise as a relative change: the slowdown its load
@@ -95,8 +110,10 @@ static double side_noise(double spread, double load) {
 static double load_noise(const vb_verdict *v) {
     double nb = 0, nn = 0;
     if (v->run_sd_source == VB_RUNSD_FLOOR) {
-        nb = side_noise(v->spread_base, v->load_base);
-        nn = side_noise(v->spread_new, v->load_new);
+        /* a recorded load already set the sd its side's interval assumes
+         * (busy_sd): only its trials' spread is left to widen by */
+        nb = side_noise(v->spread_base, busy_sd(v->load_base) > 0 ? NAN : v->load_base);
+        nn = side_noise(v->spread_new, busy_sd(v->load_new) > 0 ? NAN : v->load_new);
         return nb > nn ? nb : nn;
     }
     const double fb = load_factor(v->load_base), fn = load_factor(v->load_new);
@@ -128,6 +145,115 @@ static double quantile(double q, double df) {
     return vb_stats_t_quantile(q, df < 1 ? 1 : (int)floor(df)); /* floor: the wider interval */
 }
 
+/* The variance of the difference of the two sides' centres and its df
+ * (*df); the run-to-run sd behind it and where it came from when wanted.
+ * A side's run-to-run variance is at least its busy floor squared (fb, fn;
+ * 0 for none): a few runs of a busy machine can agree by chance, and
+ * identical runs under load spread that much. */
+static double centre_variance(const side_stats *b, const side_stats *n, double floor_sd, double fb, double fn,
+                              double *df, vb_runsd_source *src, double *run_sd) {
+    const double vb = fmax(b->var_centres, fb * fb), vn = fmax(n->var_centres, fn * fn);
+    double se2, sd;
+    vb_runsd_source from;
+    if (b->runs >= 2 && n->runs >= 2) {
+        const double vv[2] = {vb / b->runs, vn / n->runs};
+        const double dd[2] = {b->runs - 1.0, n->runs - 1.0};
+        se2 = vv[0] + vv[1];
+        *df = satterthwaite(vv, dd, 2);
+        sd = sqrt(((b->runs - 1) * vb + (n->runs - 1) * vn) / (b->runs + n->runs - 2));
+        from = VB_RUNSD_MEASURED;
+    } else if (b->runs >= 2 || n->runs >= 2) {
+        /* one side ran once: one run's centre varies as the other side's do
+         * (or as its own load says, if more), unless its own trials say its
+         * median is less certain still */
+        const bool many_is_base = b->runs >= 2;
+        const side_stats *many = many_is_base ? b : n, *one = many_is_base ? n : b;
+        const double many_var = many_is_base ? vb : vn, one_floor = many_is_base ? fn : fb;
+        const double one_var = fmax(many_var, one_floor * one_floor), mean_var = many_var / many->runs;
+        if (!(one->within > one_var)) {
+            se2 = one_var + mean_var;
+            *df = many->runs - 1.0;
+        } else {
+            const double vv[2] = {one->within, mean_var}, dd[2] = {one->n - 1.0, many->runs - 1.0};
+            se2 = vv[0] + vv[1];
+            *df = satterthwaite(vv, dd, 2);
+        }
+        sd = sqrt(many_var);
+        from = VB_RUNSD_OTHER;
+    } else {
+        /* one run a side: the run-to-run spread is unknown; the floor stands
+         * in (or a busy side's, if more) */
+        const double wb = isnan(b->within) ? 0 : b->within, wn = isnan(n->within) ? 0 : n->within;
+        const double f = fmax(floor_sd, fmax(fb, fn));
+        const double vv[3] = {wb, wn, 2 * f * f};
+        const double dd[3] = {b->n - 1.0, n->n - 1.0, INFINITY};
+        se2 = vv[0] + vv[1] + vv[2];
+        *df = satterthwaite(vv, dd, 3);
+        sd = f;
+        from = VB_RUNSD_FLOOR;
+    }
+    if (src) *src = from;
+    if (run_sd) *run_sd = sd;
+    return se2;
+}
+
+/* exp(d +- t se) at level 1 - alpha, and the p of the same t (p may be NULL) */
+static void interval(double d, double se2, double df, double alpha, vb_ci *ci, double *p) {
+    const double se = sqrt(se2);
+    if (se > 0) {
+        const double h = quantile(1 - alpha / 2, df) * se;
+        *ci = (vb_ci){exp(d - h), exp(d + h)};
+        if (p) *p = fmin(1, 2 * vb_stats_t_sf(fabs(d) / se, df));
+    } else {
+        *ci = (vb_ci){exp(d), exp(d)};
+        if (p) *p = d == 0 ? 1 : 0;
+    }
+}
+
+/* Each run's centre (log median) and its round, runs in order of first
+ * appearance; returns how many. */
+static int run_centres(const vb_verdict_side *s, double *centre, int *round) {
+    int *ids = vb_malloc_check((size_t)s->n * sizeof *ids), runs = 0;
+    double *tmp = vb_malloc_check((size_t)s->n * sizeof *tmp);
+    for (int i = 0; i < s->n; i++) {
+        const int id = s->run ? s->run[i] : 0;
+        int k = 0;
+        while (k < runs && ids[k] != id) k++;
+        if (k < runs) continue;
+        ids[runs] = id;
+        round[runs] = s->round[i];
+        int m = 0;
+        for (int j = i; j < s->n; j++)
+            if ((s->run ? s->run[j] : 0) == id) tmp[m++] = s->v[j];
+        centre[runs++] = log(vb_stats_median(tmp, m));
+    }
+    free(ids), free(tmp);
+    return runs;
+}
+
+/* The paired differences: for each round both sides ran, NEW's centre less
+ * BASE's (a side with two runs in a round: their mean). Returns how many. */
+static int round_differences(const vb_verdict_side *b, const vb_verdict_side *n, double *diff) {
+    double *cb = vb_malloc_check((size_t)b->n * sizeof *cb), *cn = vb_malloc_check((size_t)n->n * sizeof *cn);
+    int *rb = vb_malloc_check((size_t)b->n * sizeof *rb), *rn = vb_malloc_check((size_t)n->n * sizeof *rn);
+    const int nb = run_centres(b, cb, rb), nn = run_centres(n, cn, rn);
+    int pairs = 0;
+    for (int i = 0; i < nb; i++) {
+        bool seen = false;
+        for (int j = 0; j < i && !seen; j++) seen = rb[j] == rb[i];
+        if (seen) continue;
+        double sb = 0, sn = 0;
+        int kb = 0, kn = 0;
+        for (int j = i; j < nb; j++)
+            if (rb[j] == rb[i]) sb += cb[j], kb++;
+        for (int j = 0; j < nn; j++)
+            if (rn[j] == rb[i]) sn += cn[j], kn++;
+        if (kn) diff[pairs++] = sn / kn - sb / kb;
+    }
+    free(cb), free(cn), free(rb), free(rn);
+    return pairs;
+}
+
 vb_verdict vb_verdict_judge(const vb_verdict_side *base, const vb_verdict_side *new_, const vb_verdict_opts *o) {
     const double floor_sd = o->run_floor > 0 ? o->run_floor : VB_VERDICT_RUN_FLOOR;
     vb_verdict v = {.ratio = NAN, .ci = {NAN, NAN}, .p = NAN, .df = NAN, .level = 1 - o->alpha, .nbase = base->n,
@@ -145,54 +271,42 @@ vb_verdict vb_verdict_judge(const vb_verdict_side *base, const vb_verdict_side *
         return v;
     }
 
-    /* the variance of each side's centre, and the df of their sum */
-    double se2 = NAN;
-    if (b.runs >= 2 && n.runs >= 2) {
-        const double vv[2] = {b.var_centres / b.runs, n.var_centres / n.runs};
-        const double dd[2] = {b.runs - 1.0, n.runs - 1.0};
-        se2 = vv[0] + vv[1];
-        v.df = satterthwaite(vv, dd, 2);
-        v.run_sd = sqrt(((b.runs - 1) * b.var_centres + (n.runs - 1) * n.var_centres) / (b.runs + n.runs - 2));
-        v.run_sd_source = VB_RUNSD_MEASURED;
-    } else if (b.runs >= 2 || n.runs >= 2) {
-        /* one side ran once: one run's centre varies as the other side's do,
-         * unless its own trials say its median is less certain still */
-        const side_stats *many = b.runs >= 2 ? &b : &n, *one = b.runs >= 2 ? &n : &b;
-        const double mean_var = many->var_centres / many->runs;
-        if (!(one->within > many->var_centres)) {
-            se2 = many->var_centres + mean_var;
-            v.df = many->runs - 1.0;
-        } else {
-            const double vv[2] = {one->within, mean_var}, dd[2] = {one->n - 1.0, many->runs - 1.0};
-            se2 = vv[0] + vv[1];
-            v.df = satterthwaite(vv, dd, 2);
+    /* the variance of each side's centre and the df of their sum, from the
+     * runs alone (ci_runs), then with a busy side's run-to-run spread taken
+     * as at least what its load gives identical runs (the interval used) */
+    const double fb = busy_sd(base->load), fn = busy_sd(new_->load);
+    double df_raw = NAN, p_raw = NAN, se2_raw, se2, d = n.centre - b.centre;
+    if (o->paired && base->round && new_->round) {
+        /* the rounds: each one's difference, its mean and spread over them */
+        double *diff = vb_malloc_check((size_t)(base->n + 1) * sizeof *diff);
+        v.pairs = round_differences(base, new_, diff);
+        if (v.pairs < VB_VERDICT_MIN_PAIRS) {
+            free(diff);
+            v.why = VB_WHY_FEW_SAMPLES;
+            return v;
         }
-        v.run_sd = sqrt(many->var_centres);
-        v.run_sd_source = VB_RUNSD_OTHER;
+        d = vb_stats_mean(diff, v.pairs);
+        const double sd = vb_stats_std(diff, v.pairs, 1);
+        free(diff);
+        const double floor_d = VB_VERDICT_LOAD_SD_PAIRED / VB_VERDICT_LOAD_SD * fmax(fb, fn);
+        se2_raw = sd * sd / v.pairs;
+        se2 = fmax(sd, floor_d) * fmax(sd, floor_d) / v.pairs;
+        df_raw = v.df = v.pairs - 1;
+        v.run_sd = fmax(sd, floor_d) / sqrt(2); /* a run's share of the difference's spread */
+        v.run_sd_source = VB_RUNSD_MEASURED;
+        v.load_sd = floor_d;
     } else {
-        /* one run a side: the run-to-run spread is unknown; the floor stands in */
-        const double wb = isnan(b.within) ? 0 : b.within, wn = isnan(n.within) ? 0 : n.within;
-        const double vv[3] = {wb, wn, 2 * floor_sd * floor_sd};
-        const double dd[3] = {b.n - 1.0, n.n - 1.0, INFINITY};
-        se2 = vv[0] + vv[1] + vv[2];
-        v.df = satterthwaite(vv, dd, 3);
-        v.run_sd = floor_sd;
-        v.run_sd_source = VB_RUNSD_FLOOR;
+        se2_raw = centre_variance(&b, &n, floor_sd, 0, 0, &df_raw, NULL, NULL);
+        vb_runsd_source src;
+        double run_sd;
+        se2 = centre_variance(&b, &n, floor_sd, fb, fn, &v.df, &src, &run_sd);
+        v.run_sd = run_sd, v.run_sd_source = src;
+        v.load_sd = fmax(fb, fn);
     }
-    const double d = n.centre - b.centre, se = sqrt(se2);
     v.centre_base = exp(b.centre), v.centre_new = exp(n.centre);
     v.ratio = exp(d);
-    if (se > 0) {
-        const double h = quantile(1 - o->alpha / 2, v.df) * se;
-        v.ci = (vb_ci){exp(d - h), exp(d + h)};
-        v.p = 2 * vb_stats_t_sf(fabs(d) / se, v.df);
-        if (v.p > 1) v.p = 1;
-    } else {
-        v.ci = (vb_ci){v.ratio, v.ratio};
-        v.p = d == 0 ? 1 : 0;
-    }
-
-    v.ci_runs = v.ci;
+    interval(d, se2_raw, df_raw, o->alpha, &v.ci_runs, &p_raw);
+    interval(d, se2, v.df, o->alpha, &v.ci, &v.p);
 
     /* the load each side ran under widens the interval */
     v.busy_base = vb_verdict_busy(b.spread, base->load);
@@ -219,9 +333,10 @@ vb_verdict vb_verdict_judge(const vb_verdict_side *base, const vb_verdict_side *
         return v;
     }
     /* what the runs alone would have said, had the load not widened it */
-    const bool raw_decided = v.noise > 0 && ((sig && (v.ci_runs.lo > up || v.ci_runs.hi < down)) ||
-                                             (v.ci_runs.lo >= down && v.ci_runs.hi <= up &&
-                                              v.run_sd_source != VB_RUNSD_FLOOR));
+    const bool widened = v.noise > 0 || se2 > se2_raw;
+    const bool raw_decided = widened && ((p_raw < o->alpha && (v.ci_runs.lo > up || v.ci_runs.hi < down)) ||
+                                         (v.ci_runs.lo >= down && v.ci_runs.hi <= up &&
+                                          v.run_sd_source != VB_RUNSD_FLOOR));
     if (raw_decided)
         v.why = VB_WHY_BUSY;
     else if (v.run_sd_source == VB_RUNSD_FLOOR)
@@ -261,10 +376,22 @@ const char *vb_verdict_reason(const vb_verdict *v, char *buf, size_t n) {
                      v->ci.lo, v->ci.hi, 100 * v->run_sd);
         break;
     case VB_WHY_BUSY:
-        snprintf(buf, n, "%s ran on a busy machine: the load widened the interval to [%.4g, %.4g] (by %.3g%%)%s, and "
-                 "the effect does not clear it",
-                 who, v->ci.lo, v->ci.hi, 100 * v->noise,
-                 v->load_differs ? "; the two sides ran under very different load" : "");
+        if (v->load_sd > 0 && v->noise > 0)
+            snprintf(buf, n, "%s ran on a busy machine: the load widened the interval to [%.4g, %.4g] (runs under it "
+                     "spread by %.3g%% or more, and the sides' loads differ by %.3g%%)%s, and the effect does not "
+                     "clear it",
+                     who, v->ci.lo, v->ci.hi, 100 * v->load_sd, 100 * v->noise,
+                     v->load_differs ? "; the two sides ran under very different load" : "");
+        else if (v->load_sd > 0)
+            snprintf(buf, n, "%s ran on a busy machine: identical runs under that load spread by %.3g%% or more, "
+                     "which widens the interval to [%.4g, %.4g] (from [%.4g, %.4g] by the runs alone), and the effect "
+                     "does not clear it",
+                     who, 100 * v->load_sd, v->ci.lo, v->ci.hi, v->ci_runs.lo, v->ci_runs.hi);
+        else
+            snprintf(buf, n, "%s ran on a busy machine: the load widened the interval to [%.4g, %.4g] (by %.3g%%)%s, "
+                     "and the effect does not clear it",
+                     who, v->ci.lo, v->ci.hi, 100 * v->noise,
+                     v->load_differs ? "; the two sides ran under very different load" : "");
         return buf;
     case VB_WHY_STRADDLES:
     case VB_WHY_NONE:

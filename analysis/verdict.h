@@ -28,8 +28,19 @@
  * base of exp(centre), i.e. the ratio of medians for one run a side, of
  * geometric means of run medians otherwise.
  *
+ * Paired (vb_verdict_opts.paired, both sides with rounds): when A and B ran
+ * interleaved in rounds in the same minutes (sweep --ab, perf_ci.sh --base),
+ * the unit is the round: the difference of its two runs' centres, whose
+ * mean gets a t interval over the rounds (rounds - 1 df), so drift and a
+ * neighbour's load that fall on both runs of a round leave it; a busy
+ * round's difference sd is taken as at least VB_VERDICT_LOAD_SD_PAIRED x
+ * s / (1 - s); fewer than VB_VERDICT_MIN_PAIRS rounds decide nothing.
+ *
  * The load each side ran under widens that interval (the interval printed is
- * the one the verdict used). A side is busy when its trials spread more than
+ * the one the verdict used). First, a busy side's run-to-run sd is taken as
+ * at least VB_VERDICT_LOAD_SD x s / (1 - s) for a load share s: a few runs
+ * on a busy machine can agree by chance, and identical runs under load
+ * spread that much, so equal load on both sides is never read as none. A side is busy when its trials spread more than
  * VB_VERDICT_NOISY_SPREAD (max / min within one run) or the load recorded
  * during its trials (load.csv: the share of the run's thread time spent
  * waiting for a CPU or stolen by the hypervisor) exceeds VB_VERDICT_BUSY_LOAD;
@@ -61,6 +72,19 @@
 /* share of a run's thread time lost to other work (waiting for a CPU, or
  * stolen) above which its trials ran on a busy machine */
 #define VB_VERDICT_BUSY_LOAD 0.10
+/* The run-to-run sd (log scale) of identical runs that lost a share s of
+ * their thread time, per unit of s / (1 - s), the slowdown the load explains
+ * beyond none: identical tiny runs under one busy loop per core on the
+ * 2-core Xeon (s 0.49, 1 thread a rank under thread_policy adapt) spread by
+ * an sd of 0.40 in log of their medians (bench/dev/verdict_bench.sh,
+ * docs/analysis.md). */
+#define VB_VERDICT_LOAD_SD 0.40
+/* The same for the difference of a round's two runs, paired: what is left
+ * of the load's spread when both runs of a round share its minutes (the
+ * rounds of identical pairs under one busy loop per core, docs/analysis.md) */
+#define VB_VERDICT_LOAD_SD_PAIRED 0.40
+/* Paired: rounds a side needs before a paired verdict decides anything */
+#define VB_VERDICT_MIN_PAIRS 5
 /* The machine's run-to-run floor: the standard deviation of log(median
  * throughput of one run) between identical runs. On the shared 2-core
  * development machine, 20 pairs of identical quiet runs differed by up to
@@ -102,6 +126,8 @@ typedef struct vb_verdict_side {
     const int *run;   /* run of each sample (any ints; equal = same run); NULL: all one run */
     int n;
     double load;      /* share of its trials' thread time lost to other work (load.csv); NaN: not recorded */
+    const int *round; /* the round of each sample's run, for a paired comparison (vb_verdict_opts.paired);
+                       * NULL: none */
 } vb_verdict_side;
 
 typedef struct vb_verdict_opts {
@@ -109,6 +135,7 @@ typedef struct vb_verdict_opts {
     double alpha;          /* significance, and 1 - the interval's level */
     double threshold;      /* smallest relative change that counts */
     double run_floor;      /* log-scale run-to-run sd for one run a side; <= 0: VB_VERDICT_RUN_FLOOR */
+    bool paired;           /* the sides ran in rounds, A and B in the same minutes: judge the rounds */
 } vb_verdict_opts;
 
 typedef struct vb_verdict {
@@ -122,8 +149,10 @@ typedef struct vb_verdict {
     int runs_base, runs_new;
     double run_sd;    /* log-scale run-to-run sd behind the interval (pooled when measured) */
     vb_runsd_source run_sd_source;
-    vb_ci ci_runs;    /* the interval before the load widened it */
-    double noise;     /* the load's widening: ci = ci_runs / (1 + noise) .. * (1 + noise); 0 for none */
+    int pairs;        /* rounds a paired verdict compared (0: not paired) */
+    vb_ci ci_runs;    /* the interval of the runs alone, before the load widened it */
+    double load_sd;   /* the busiest side's run-to-run sd floor from its load (VB_VERDICT_LOAD_SD); 0 for none */
+    double noise;     /* the load's widening on top: ci = ci_floored / (1 + noise) .. * (1 + noise); 0 for none */
     bool busy_base, busy_new;
     double spread_base, spread_new; /* largest max / min of one run's samples; NaN with < 2 in every run */
     double load_base, load_new;     /* as given */
@@ -137,6 +166,12 @@ vb_verdict_opts vb_verdict_defaults(bool higher_is_better);
 
 /* new_ against base by the rule above. */
 vb_verdict vb_verdict_judge(const vb_verdict_side *base, const vb_verdict_side *new_, const vb_verdict_opts *o);
+
+/* A side's centre as the rule compares it: exp of the mean over its runs of
+ * log(the run's median sample), the geometric mean of the run medians (the
+ * median itself for one run). NaN without samples, or with one <= 0 or not
+ * finite. What a history row records of a set of runs (vitbench history). */
+double vb_verdict_centre(const vb_verdict_side *s);
 
 /* "faster", "slower", "equivalent", "inconclusive", "no samples" */
 const char *vb_verdict_word(vb_verdict_kind k);

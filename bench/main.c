@@ -159,6 +159,14 @@ static const command g_commands[] = {
     {"nsys", "import `nsys stats --format csv` reports: FILE... [--filter_time START/END]\n"
              "             [--output_dir DIR]",
      vb_nsys_main},
+    {"import", "the tutorials' PyTorch runs as vitbench runs and sweeps: benchy JSON, job logs, profiler\n"
+               "             traces: PATH... [--output_dir DIR] [--ranks N|FILE=N] [--point NAME=FILE,...]",
+     vb_import_main},
+    {"history", "change points of a machine's history CSV (results/history/<machine_key>.csv):\n"
+                "             FILE [--metric NAME[,NAME]] [--json] [--output_dir DIR] [--pvalue P] [--window N]\n"
+                "             [--min_magnitude M]; `history append FILE --from SET_DIR [--commit REV] [--time ISO]`\n"
+                "             adds a gate set's row",
+     vb_history_main},
     {"commbench", "nccl-tests-style bandwidth of the data plane's collectives over the layout's groups\n"
                   "             (under mpirun/srun): [--collectives LIST] [--minbytes SIZE] [--maxbytes SIZE]\n"
                   "             [--stepfactor F] [--warmup_iters N] [--iters N] [--datatype TYPE] [--check true|false]\n"

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/prof/count_region.h"
 #include "core/prof/cupti_trace.h"
 #include "core/run/feed.h"
 #include "core/run/stop.h"
@@ -75,6 +76,7 @@ typedef struct {
     int epoch;            /* next loader epoch; every trial starts a fresh one */
     char json_path[VB_PATH_MAX];
     bool timeline_written;
+    int window_trial;     /* the timed trial of the timeline's kind its window starts in */
 } bench_state;
 
 /* ---- the trial kinds ---- */
@@ -96,7 +98,9 @@ typedef struct trial_kind {
     /* a training step: data_loader_config dali fetches and copies the next
      * batch while it computes, and a non-finite loss stops the run */
     bool trains;
-    /* its first timed steps are timeline.csv's window (FULL's) */
+    /* its steps are timeline.csv's window (FULL's): the first profile_steps
+     * of its last timed trials, where the run has settled (trial 0 follows
+     * the warm-up and the first reads of the files) */
     bool timeline;
     /* FLOPs of a sample on this rank (summary.csv's achieved_tflop_per_s);
      * NULL: none counted (IO) */
@@ -545,8 +549,9 @@ static void run_trial(bench_state *s, trial_rec *t) {
     bool profiled = s->profile_here && !t->warmup && kind->work;
     vb_prof_set_trial_type(r->prof, KIND_NAME(t->type));
     vb_prof_set_enabled(r->prof, profiled);
-    /* the timeline window: the first profile_steps timed FULL steps, every rank */
-    bool windowed = r->timeline && kind->timeline && !t->warmup &&
+    /* the timeline window: profile_steps timed FULL steps from the start of
+     * trial window_trial on, every rank */
+    bool windowed = r->timeline && kind->timeline && !t->warmup && t->index >= s->window_trial &&
                     vb_tlrec_steps_done(r->timeline) < r->cfg.profile_steps;
     /* CUPTI's records: the same timed steps (the untimed first SYNTHETIC step
      * is done); in the window they are the timeline's stream lanes too */
@@ -560,6 +565,9 @@ static void run_trial(bench_state *s, trial_rec *t) {
     sync_point(s);
     vb_load_sample load_before;
     vb_load_read(&load_before);
+    /* a counting run measures the timed training steps (count_region.h) */
+    const bool counted = kind->trains && !t->warmup;
+    if (counted) VB_COUNT_BEGIN();
     double t0 = vb_now();
     const double t_start = t0;
     for (int k = 0; k < t->nbatches; k++) {
@@ -613,6 +621,7 @@ static void run_trial(bench_state *s, trial_rec *t) {
                 print_rate_line(t->label, "Iteration Throughput", rate);
         }
     }
+    if (counted) VB_COUNT_END();
     vb_feed_end(&feed);
     /* after the last timing point: the flush waits for the device */
     if (traced) vb_cupti_end();
@@ -709,6 +718,10 @@ int vb_trials_run(vb_run *r) {
                     KIND_NAME(type), tc->nbatches, spe, r->local_batch, spe);
         s.ntrials += tc->nwarmup + tc->ntrials;
         total_iters += (size_t)(tc->nwarmup + tc->ntrials) * (size_t)nb[type];
+        if (k_kinds[type].timeline && nb[type] > 0) {
+            const int need = (r->cfg.profile_steps + nb[type] - 1) / nb[type];
+            s.window_trial = tc->ntrials > need ? tc->ntrials - need : 0;
+        }
     }
     s.trials = vb_calloc_check((size_t)(s.ntrials > 0 ? s.ntrials : 1), sizeof *s.trials);
     s.iters = vb_calloc_check(total_iters > 0 ? total_iters : 1, sizeof *s.iters);

@@ -6,7 +6,7 @@
 #                                 cannot fail on a finding the same seed did
 #                                 not already give here; a human run explores)
 # Targets (tests/fuzz/fuzz_*.c): config, benchy, scenario, npy, csv, nsys, machine, reference,
-# yaml (the loader's depth cap), trials (the trials.csv reader).
+# yaml (the loader's depth cap), trials (the trials.csv reader), import (vitbench import's readers).
 # Seeds come from tests/fuzz/corpus/<target>/ (read only); what the fuzzer
 # adds goes to build-fuzz/corpus/<target>/ and findings to build-fuzz/findings/.
 # Exits non-zero if any target crashes, leaks, hangs or trips a sanitizer.

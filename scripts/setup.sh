@@ -20,6 +20,7 @@ PACKAGES=(
   libyaml-dev            # configs
   libopenmpi-dev openmpi-bin  # communicator (distributed runs)
   libcjson-dev           # run.json / benchy_output.json
+  zlib1g-dev             # gzip'd PyTorch profiler traces (vitbench import)
   libcmocka-dev          # unit tests (run by ctest)
   gnuplot-nox            # plots (analysis)
   python3                # JSON/CSV checks in shell tests
@@ -35,6 +36,7 @@ TEST_PACKAGES=(
   munge                  # Slurm's authentication (munged, mungekey)
   python3-venv           # test_hta: Holistic Trace Analysis from PyPI in a virtual environment
   hdf5-tools             # test_h5_compressed: h5repack makes gzip / shuffle compressed years
+  valgrind               # test_counts and perf_ci.sh --counts: the step's counted work under callgrind
 )
 # the packages among these that ship a daemon, and the service each ships
 SERVICES=(munge:munge slurmctld:slurmctld slurmd:slurmd)

@@ -686,7 +686,7 @@ static const char *ALL_KEYS[] = {
     "train_data_path", "valid_data_path", "inf_data_path", "time_means_path", "global_means_path",
     "global_stds_path", "shuffle", "seed", "init_checkpoint", "output_dir", "run_name", "backend", "comm_backend",
     "enable_benchy", "benchy_config", "save_checkpoint", "progress", "profile_steps", "cupti", "tensor_parallel", "context_parallel", "parallel_order",
-    "bucket_cap_mb", "noddp", "disable_broadcast_buffers", "wireup_info", "wireup_store",
+    "bucket_cap_mb", "noddp", "disable_broadcast_buffers", "wireup_info", "wireup_store", "thread_policy",
 };
 
 static void test_json(void **state) {

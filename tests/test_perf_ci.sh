@@ -12,7 +12,9 @@
 #   kept (0) with every run's files, and not replaced (2); a matching
 #   baseline is compared: equal runs pass (0), 30% slower fails (1); a
 #   baseline of 3 trials in all cannot pass (5); a one-run baseline of
-#   before still serves.
+#   before still serves; every gate run that measured adds a history row,
+#   and --refresh_baseline moves the baseline only once a later gate run
+#   confirms a change the history found (4 before).
 set -u
 
 VB=${1:?usage: test_perf_ci.sh <path-to-vitbench>}
@@ -81,6 +83,7 @@ gate() { # expected-status args...: runs perf_ci.sh; its stdout (perf.md) in $md
     local want=$1
     shift
     out=$(VITBENCH="$TMP/bin/vitbench" RESULTS="$TMP/results" BASELINES="${BASELINES:-$TMP/baselines}" DATA="$TMP/data" \
+        HISTORY="${HISTORY:-$TMP/history}" \
         bash "$SRC/scripts/perf_ci.sh" "$@" 2>"$TMP/stderr")
     local rc=$?
     md=$out
@@ -163,6 +166,32 @@ case $out in *"nearest baseline"*"tiny_cpu_khaswell differs in blas_coretype: 'P
 *) fail "nearest baseline or the differing field not named: $out" ;;
 esac
 
+
+# every gate run that measured adds its row to this machine's history, and
+# the stored baseline moves only at a change the history confirms
+H=$TMP/refresh_history
+B=$TMP/refresh_baselines
+HISTORY=$H BASELINES=$B gate 0 --create_baseline
+grep -q '"history_time": "20' "$B/tiny_cpu_khaswell/baseline.json" || fail "the baseline does not record its history row's time"
+for k in 1 2 3 4; do HISTORY=$H BASELINES=$B gate 0; done
+case $md in *"perf_ci: history append: $H/khaswell.csv: "*"commit abc"*"perf_ci: this machine's history"*) ;;
+*) fail "perf.md does not show the history row and the history: $md" ;; esac
+[ "$(grep -c '^20[0-9T:-]*Z,abc,khaswell,' "$H/khaswell.csv")" = 5 ] || fail "5 gate runs, not 5 history rows: $(cat "$H/khaswell.csv")"
+HISTORY=$H BASELINES=$B gate 4 --refresh_baseline
+case $out in *"not refreshed: the history shows no change point after the baseline's own row"*) ;;
+*) fail "a refresh without a change was not refused: $out" ;; esac
+# 30% faster from here on: the first such run is a change not yet confirmed ...
+FAKE_SCALE=1.3 HISTORY=$H BASELINES=$B gate 4 --refresh_baseline
+case $out in *"not refreshed: the history shows "*"not yet confirmed"*) ;;
+*) fail "a refresh on one faster run was not refused: $out" ;; esac
+# ... a later one that stays on the new level confirms it: the baseline moves
+FAKE_SCALE=1.3 HISTORY=$H BASELINES=$B gate 0 --refresh_baseline
+case $out in *"the history confirms a change of "*"_samples_per_s at commit abc (improvement, +"*"moved the baseline"*) ;;
+*) fail "a confirmed change did not move the baseline: $out" ;; esac
+[ -z "$(ls -A "$B" | grep '^\.')" ] || fail "a temporary left in the baselines: $(ls -A "$B")"
+[ "$(ls -d "$B"/tiny_cpu_khaswell/runs/*/ | wc -l)" = 3 ] || fail "the moved baseline does not hold 3 runs"
+# the old throughput is now a regression against it
+HISTORY=$H BASELINES=$B gate 1
 # a baseline directory is a real one below BASELINES: a link planted in its
 # place (to a directory elsewhere) is refused, and nothing is written there;
 # a link at a file's name inside it is replaced, never written through

@@ -22,6 +22,7 @@ set -u
 
 VB=${1:?usage: test_report.sh <path-to-vitbench>}
 SRC=${VB_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
+export VB_SOURCE_DIR=$SRC
 QUICK=$SRC/scenarios/benchy/quick.yaml
 
 fail() { echo "test_report: FAIL: $*" >&2; exit 1; }
@@ -35,84 +36,9 @@ cd "$TMP" || fail "cd $TMP"
 
 # ---- 1. fixtures ----
 cat >make_fixtures.py <<'EOF'
-import csv, json, os, sys
-
-def write_csv(path, header, rows):
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(header)
-        w.writerows(rows)
-
-def fingerprint(ranks, cpu="Test CPU 9000"):
-    return {"host": "node1", "cpu_model": cpu, "affinity_cores": 1, "omp_threads": 1, "ranks": ranks,
-            "backend": "cpu", "blas": "OpenBLAS 0.3.21", "blas_coretype": "Haswell", "compiler": "gcc 12",
-            "cflags": "-O3", "git_commit": "abc123", "git_dirty": False, "gpu_name": "", "gpu_driver": "",
-            "machine_key": "%016x" % (0xfeed + ranks + (0 if cpu == "Test CPU 9000" else 1 << 40))}
-
-def make_run(d, ranks, local, glob, noddp, full, cpu="Test CPU 9000", bucket=25, tp=1, cp=1, exposed=None,
-             buckets=1, syn=1.1):
-    """full: the timed FULL samples_per_s of rank 0; every file a run writes."""
-    os.makedirs(d)
-    json.dump({"run_id": os.path.basename(d), "status": "completed", "command": "run",
-               "command_line": "vitbench run --config tiny", "git_commit": "abc123", "host": "node1",
-               "backend": "cpu", "ranks": ranks, "config": {"config": "tiny"},
-               "parallel": {"tp": tp, "cp": cp, "dp": ranks // (tp * cp), "parallel_order": "tp-cp-dp",
-                            "grad_reduce_group": "dp"},
-               "versions": {"hdf5": "1.10.8", "openblas": "OpenBLAS 0.3.21", "mpi": "Open MPI 4.1"},
-               "fingerprint": fingerprint(ranks, cpu)}, open(d + "/run.json", "w"))
-    rows = []
-    for t, (typ, vals) in enumerate((("IO", [5000.0, 5100.0]), ("SYNTHETIC", [x * syn for x in full]), ("FULL", full))):
-        rid = os.path.basename(d)  # every row is this run's (run.json's run_id)
-        rows.append([rid, typ, 0, 1, 5, glob, ranks, 0, 5.0 * glob, 1.0])  # warm-up: ignored
-        for i, v in enumerate(vals):
-            for rank in range(ranks):
-                # other ranks' rows carry other rates: only rank 0's count
-                r = v if rank == 0 else 1e9
-                rows.append([rid, typ, i, 0, 5, glob, ranks, rank, 5 * glob / r, r])
-    write_csv(d + "/trials.csv", ["run_id", "trial_type", "trial_index", "warmup", "nbatches", "global_batch",
-                                  "ranks", "rank", "seconds", "samples_per_s"], rows)
-    m = sum(full) / len(full)
-    write_csv(d + "/summary.csv",
-              ["trial_type", "mean_samples_per_s", "std_samples_per_s", "min_samples_per_s", "max_samples_per_s",
-               "ntrials", "config", "backend", "ranks", "tp", "cp", "dp", "global_batch_size", "local_batch_size",
-               "bucket_cap_mb", "noddp", "peak_mem_bytes", "machine_key"],
-              [["FULL", m, 0, min(full), max(full), len(full), "tiny", "cpu", ranks, tp, cp, ranks // (tp * cp),
-                glob, local, bucket, "true" if noddp else "false", 1048576 * 64 // (tp * cp),
-                fingerprint(ranks, cpu)["machine_key"]]])
-    if exposed is not None:  # 4 timed FULL steps per rank, rank 1 waits twice as long as rank 0
-        write_csv(d + "/iterations.csv", ["trial", "trial_type", "trial_index", "warmup", "step", "rank", "seconds",
-                                          "data_wait_s", "allreduce_calls", "allreduce_bytes", "comm_exposed_s"],
-                  [["FULL_0", "FULL", 0, 0, st, rk, 0.1, 0, buckets, 466000, exposed * (1 + rk) / 1.5]
-                   for st in range(4) for rk in range(2)])
-    if tp * cp > 1:  # 10 timed FULL steps; 1 MB per step of the layout's own collective
-        write_csv(d + "/iterations.csv", ["trial", "trial_type", "trial_index", "warmup", "step", "rank", "seconds"],
-                  [["FULL_0", "FULL", 0, 0, st, 0, 0.1] for st in range(10)])
-        names = ["allreduce_tp"] if tp > 1 else ["allgather_cp", "reduce_scatter_cp"]
-        write_csv(d + "/ops.csv", ["rank", "trial_type", "name", "category", "calls", "bytes", "flops", "total_s",
-                                   "avg_s", "min_s", "max_s", "median_s", "share_of_step"],
-                  [[0, "FULL", n, "comm", 10, 1e7 / len(names), 0, 0.1, 0.01, 0.01, 0.01, 0.01, 0.1 / len(names)]
-                   for n in names] +
-                  [[0, "FULL", "iallreduce_dp", "comm", 10, 2e7, 0, 0.01, 0.001, 0.001, 0.001, 0.001, 0.01],
-                   [0, "SYNTHETIC", "allreduce_tp", "comm", 10, 9e9, 0, 9, 1, 1, 1, 1, 0.9]])
-
-HEAD = ["run_index", "run_dir", "status", "exit_code", "repeat", "ranks", "threads_per_rank"]
-TAIL = ["full_samples_per_s", "full_std", "synthetic_samples_per_s", "synthetic_std", "io_samples_per_s", "io_std"]
-
-def sweep(root, name, keys, runs, kind=None):
-    """runs: (status, repeat, ranks, {key: value}, make_run kwargs or None)."""
-    os.makedirs(root + "/runs")
-    rows = []
-    for i, (status, rep, ranks, kv, kw) in enumerate(runs):
-        rd = "runs/%03d_ranks=%d_%s_r%d" % (i, ranks, "_".join("%s=%s" % x for x in kv.items()), rep)
-        if kw is not None:
-            make_run(root + "/" + rd, ranks, **kw)
-        rows.append([i, rd, status, 0 if status == "completed" else 2, rep, ranks, 1] + [kv[k] for k in keys] +
-                    [""] * len(TAIL))
-    write_csv(root + "/index.csv", HEAD + keys + TAIL, rows)
-    sj = {"name": name, "command_line": "vitbench sweep " + name}
-    if kind:
-        sj["kind"] = kind
-    json.dump(sj, open(root + "/sweep.json", "w"))
+import os, sys
+sys.path.insert(0, os.path.join(os.environ["VB_SOURCE_DIR"], "tests", "lib"))
+from report_fixtures import write_csv, fingerprint, make_run, HEAD, TAIL, sweep
 
 FLAGS = {"baseline": [100, 101, 99, 100.5, 99.5, 100.2],
          "num_data_workers=1": [120, 121, 119, 120.5, 119.5, 120.2],
@@ -333,16 +259,39 @@ elif which == "flags":
         sys.exit("flags report does not state the verdict rule")
     png_ok("flags/report/flags_ratio.png")
     svg_ok("flags/report/flags_ratio.svg", "Flags: throughput ratio to the baseline")
-    # each point in the colour its verdict has in the title, the legend under the plot area
+    # each point in its verdict's series and colour, a legend entry per verdict, on a log axis,
+    # the baseline first and the variants by name
     title_colours = {"faster": 0x009E73, "slower": 0xD55E00, "equivalent": 0x0072B2, "inconclusive": 0x999999,
                      "baseline": 0}
-    svg_ok("flags/report/flags_ratio.svg", "green faster, orange slower, blue equivalent, grey inconclusive")
+    svg_ok("flags/report/flags_ratio.svg", "Flags: throughput ratio to the baseline (95% CI, log scale)")
+    gp = open("flags/report/flags_ratio.gp").read()
+    if "set logscale y" not in gp:
+        sys.exit("flags_ratio: the ratio axis is not logarithmic")
+    for name in ("faster", "slower", "equivalent", "baseline"):
+        if "title '%s'" % name not in gp:
+            sys.exit("flags_ratio: no legend entry %s" % name)
+    series, xs = None, {}
     for line in open("flags/report/flags_ratio.dat"):
-        if line.startswith("#") or not line.strip():
+        if line.startswith("# series"):
+            series = line.split(": ", 1)[1].strip()
+            continue
+        if line.startswith("#") or not line.strip() or line.startswith(" NaN"):
             continue
         label, rgb = line.split('"')[1], int(line.split('"')[2])
-        if rgb != title_colours[want[label]]:
-            sys.exit("%s drawn in #%06X, not its verdict's colour" % (label, rgb))
+        xs[label] = float(line.split()[0])
+        if rgb != title_colours[want[label]] or series != want[label]:
+            sys.exit("%s drawn in #%06X in series %s, not its verdict's" % (label, rgb, series))
+    if sorted(xs, key=xs.get) != ["baseline"] + sorted(v for v in xs if v != "baseline"):
+        sys.exit("flags_ratio order: %s" % sorted(xs, key=xs.get))
+    # the numbers the ratio is made of, and no column pointing the other way
+    for v, r in t.items():
+        meds = [float(x) for x in r["run_medians"].split()]
+        if sorted(meds) != sorted(float("%.4g" % median(x)) for x in runs[v]):
+            sys.exit("run_medians of %s: %s, want the medians of %s" % (v, meds, runs[v]))
+        near(r["centre"], math.exp(log_centre(runs[v])), "centre %s" % v)
+        near(r["ratio"], float(r["centre"]) / float(t["baseline"]["centre"]), "ratio = centre / baseline's %s" % v)
+    if "thr_mean" in t["baseline"]:
+        sys.exit("flags.csv still has thr_mean, which can point the other way from the ratio")
     if "set key outside below" not in open("flags/report/flags_ratio.gp").read():
         sys.exit("the flags legend is inside the plot area, over the data")
 elif which == "buckets":
@@ -549,6 +498,13 @@ if "'rank 0 compute' 0" not in gp or "boxxyerror" not in gp:
 html = open("run1/report/report.html").read()
 if "One FULL step per rank" not in html:
     raise SystemExit("the step figure is not in report.html")
+# the recorded step is named beside the median of every timed FULL step of rank 0 (iterations.csv)
+if "trial 0, step 0, 1000 ms (rank 0''s median of 3 timed steps: 110 ms)" not in gp:  # gnuplot's '' is '
+    raise SystemExit("the step's title does not name it beside the median: %s" % gp.split("set title")[1][:200])
+# each kind of bar in its own colour, the same in every report
+for kind, rgb in (("compute", "CC79A7"), ("communication", "E69F00"), ("data wait", "000000")):
+    if not re.search(r"lc rgb '#%s' title '%s'" % (rgb, kind), gp):
+        raise SystemExit("%s is not drawn in #%s" % (kind, rgb))
 EOF
 [ -s run1/report/step_timeline_run1.png ] || fail "no PNG of the step timeline"
 grep -q '](<./../trace.json>)' run1/report/report.md || fail "trace.json not linked relatively"

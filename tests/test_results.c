@@ -343,6 +343,20 @@ static void test_schema_names_agree(void **state) {
             found = found || strcmp(headline_all[j], headline_read[i]) == 0;
         assert_true(found);
     }
+    /* the history: its fixed columns, each trial kind's throughput column
+     * named <kind>_samples_per_s, the counts named as counts.csv names them */
+    const char *history[] = {VB_COL_TIME,          VB_COL_COMMIT,       VB_COL_MACHINE_KEY,  VB_HISTORY_COL_FULL,
+                             VB_HISTORY_COL_SYNTHETIC, VB_HISTORY_COL_IO, VB_COL_INSTRUCTIONS, VB_COL_EST_CYCLES};
+    for (size_t i = 0; i < sizeof history / sizeof *history; i++)
+        assert_true(has_column(VB_HISTORY_CSV_HEADER, history[i]));
+    const vb_trial_kind history_kinds[] = {VB_TRIAL_FULL, VB_TRIAL_SYNTHETIC, VB_TRIAL_IO};
+    for (size_t i = 0; i < 3; i++) {
+        char col[64];
+        snprintf(col, sizeof col, "%s_samples_per_s", vb_trial_kinds[history_kinds[i]].name);
+        assert_string_equal(col, history[3 + i]);
+    }
+    assert_true(has_column(VB_COUNTS_CSV_HEADER, VB_COL_METRIC));
+    assert_true(has_column(VB_COUNTS_CSV_HEADER, VB_COL_VALUE));
     /* a bench_step reference's iterations.csv: the leading step columns */
     assert_int_equal(strncmp(VB_ITERATIONS_CSV_HEADER, VB_ITERATIONS_CSV_STEP_COLUMNS ",",
                              strlen(VB_ITERATIONS_CSV_STEP_COLUMNS ",")), 0);

@@ -137,6 +137,15 @@ static int jint_req(const cJSON *j, const char *a, const char *b, const char *pa
 
 static vb_mdims dims_of(const cJSON *j, const char *path) {
     vb_mdims d;
+    /* vitbench import's runs: another program's files, which do not name the model */
+    const cJSON *im = cJSON_GetObjectItemCaseSensitive(j, "imported");
+    if (cJSON_IsObject(im) && !cJSON_GetObjectItemCaseSensitive(j, "config")) {
+        const cJSON *prog = cJSON_GetObjectItemCaseSensitive(im, "program");
+        vb_die_input("model: %s: an imported run of %s (vitbench import), whose files do not say the model it "
+                     "trained (embed_dim, depth, heads, patch, image size): the model cannot price it; predict a "
+                     "vitbench run of that config (--run, --sweep) or --world_sizes from a --reference",
+                     path, cJSON_IsString(prog) ? prog->valuestring : "another program");
+    }
     d.dim = jint_req(j, "config", "embed_dim", path);
     d.depth = jint_req(j, "config", "depth", path);
     d.heads = jint_req(j, "config", "num_heads", path);

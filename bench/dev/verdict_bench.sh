@@ -4,7 +4,7 @@
 # real slowdown is caught, with and without a background load.
 #
 #   bench/dev/verdict_bench.sh [--rounds N] [--runs R] [--trials K] [--batches B] [--threshold T]
-#                              [--conditions quiet,loaded] [--out DIR]
+#                              [--conditions quiet,loaded] [--paired] [--out DIR]
 #
 # Each round runs four configurations R times each (default 3), interleaved
 # run by run in a shuffled order (A, A', S10, S25, then again in another
@@ -17,7 +17,8 @@
 # FULL trials (default 5) of B batches (default 8), so each side of a pair has R runs and
 # R x K samples; then `vitbench compare --metric FULL --threshold T` of A
 # against A', S10 and S25 (default T 0.05, compare's), and its verdict is
-# counted. Conditions: quiet (no load added by the bench: the machine's own,
+# counted; with --paired, compare --paired (each rep of A and its partner
+# ran in the same shuffled round, so the rep is the pair). Conditions: quiet (no load added by the bench: the machine's own,
 # which every run records in load.csv and the table reports), loaded (one
 # busy loop per CPU running for the whole condition, started and stopped by
 # the bench by their process ids).
@@ -37,6 +38,7 @@ TRIALS=5
 BATCHES=8
 THRESHOLD=0.05
 CONDITIONS=quiet,loaded
+PAIRED=
 OUT=
 while [ $# -gt 0 ]; do
   case $1 in
@@ -45,6 +47,7 @@ while [ $# -gt 0 ]; do
     --trials) TRIALS=$2; shift 2 ;;
     --batches) BATCHES=$2; shift 2 ;;
     --threshold) THRESHOLD=$2; shift 2 ;;
+    --paired) PAIRED=--paired; shift ;;
     --conditions) CONDITIONS=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
@@ -71,22 +74,8 @@ synthetic: {run_benchmark: False, nbatches: 8, ntrials: 1, nwarmup: 0}
 full: {run_benchmark: True, nbatches: $BATCHES, ntrials: $TRIALS, nwarmup: 1}
 EOF
 
-# the bench's own background load: one busy loop per CPU, ended by pid
-LOADERS=()
-stop_load() {
-  local p
-  for p in "${LOADERS[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${LOADERS[@]}"; do wait "$p" 2>/dev/null || true; done
-  LOADERS=()
-}
-trap stop_load EXIT
-start_load() {
-  local i
-  for i in $(seq "$(nproc)"); do
-    python3 -c 'while True: pass' &
-    LOADERS+=($!)
-  done
-}
+# the bench's own background load (start_load, stop_load)
+source bench/dev/lib/busy_load.sh # (the working directory is the checkout's root)
 
 config_args() { # A | A2 | S10 | S25
   case $1 in
@@ -135,7 +124,7 @@ for cond in "${conds[@]}"; do
     done
     for kind in A2 S10 S25; do
       set +e
-      "$VB" compare "$rd/A" "$rd/$kind" --metric FULL --threshold "$THRESHOLD" --allow_different embed_dim \
+      "$VB" compare "$rd/A" "$rd/$kind" --metric FULL --threshold "$THRESHOLD" --allow_different embed_dim $PAIRED \
         --output "$rd/$kind.json" >"$rd/$kind.md" 2>&1
       rc=$?
       set -e

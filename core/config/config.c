@@ -107,11 +107,12 @@ static const key_def g_keys[] = {
     {"run_name", KT_STR, FIELD(run_name), false, NULL, "NAME", "run directory name (default <config>_<time>; never overwritten; also --run_num)"},
     {"backend", KT_STR, FIELD(backend), false, NULL, "cpu|cuda|auto", "where the step runs (auto: cuda when a GPU is visible)"},
     {"comm_backend", KT_STR, FIELD(comm_backend), false, NULL, "auto|mpi|nccl", "data plane for collectives (auto: nccl on cuda when built)"},
+    {"thread_policy", KT_STR, FIELD(thread_policy), false, NULL, "adapt|fixed", "cpu: fewer OpenMP threads when other work holds the cores as the run starts (adapt), or OMP_NUM_THREADS as given (default $VB_THREAD_POLICY, else adapt)"},
     {"enable_benchy", KT_BOOL, FIELD(enable_benchy), false, NULL, "true|false", "train: run benchy's trials instead (what run does)"},
     {"benchy_config", KT_STR, FIELD(benchy_config), false, NULL, "FILE", "benchy's YAML (default $BENCHY_CONFIG_FILE, else benchy's defaults)"},
     {"save_checkpoint", KT_BOOL, FIELD(save_checkpoint), false, NULL, "true|false", "train: write checkpoint.h5"},
     {"progress", KT_STR, FIELD(progress), false, NULL, "auto|bar|lines|none", "progress output (auto: a bar on a terminal, lines under mpirun/srun)"},
-    {"profile_steps", KT_INT, FIELD(profile_steps), false, NULL, "N", "timed FULL steps recorded in timeline.csv (0 = none)"},
+    {"profile_steps", KT_INT, FIELD(profile_steps), false, NULL, "N", "timed FULL steps recorded in timeline.csv, from the last timed FULL trials (0 = none)"},
     {"cupti", KT_BOOL, FIELD(cupti), false, NULL, "true|false", "per-kernel GPU times from CUPTI into kernels.csv (run, cuda)"},
     {"tensor_parallel", KT_INT, FIELD(tensor_parallel), false, "distributed (under mpirun -np N or srun; a plain ./vitbench is one rank)", "N", "split heads / MLP over N ranks"},
     {"context_parallel", KT_INT, FIELD(context_parallel), false, NULL, "N", "split the tokens over N ranks"},
@@ -404,6 +405,7 @@ void vb_config_defaults(vb_config *c) {
     c->run_name[0] = '\0';
     snprintf(c->backend, sizeof c->backend, "cpu");
     snprintf(c->comm_backend, sizeof c->comm_backend, "auto");
+    snprintf(c->thread_policy, sizeof c->thread_policy, "adapt");
     c->enable_benchy = false;
     c->benchy_config[0] = '\0';
     c->save_checkpoint = true;
@@ -420,6 +422,13 @@ void vb_config_defaults(vb_config *c) {
     snprintf(c->wireup_info, sizeof c->wireup_info, "env");
     snprintf(c->wireup_store, sizeof c->wireup_store, "tcp");
     origin_claim(c, ORIGIN_DEFAULT);
+    /* a machine's or a test suite's default for every run started there
+     * (a file or a flag still wins): validated with the key, named by origin */
+    const char *policy = getenv("VB_THREAD_POLICY");
+    if (policy && policy[0]) {
+        snprintf(c->thread_policy, sizeof c->thread_policy, "%.15s", policy);
+        origin_record(c, key_index("thread_policy"), "environment VB_THREAD_POLICY", ORIGIN_DEFAULT);
+    }
 }
 
 /* ---- help ---- */
@@ -842,6 +851,8 @@ void vb_config_validate(const vb_config *c, const char *origin) {
               "cupti = true is not available in this build (the CUDA backend with cupti.h was not found when "
               "configuring)");
     /* NCCL moves device memory only; auto picks it on cuda when built (trainer) */
+    if (strcmp(c->thread_policy, "adapt") != 0 && strcmp(c->thread_policy, "fixed") != 0)
+        vfail(c, origin, "thread_policy", NULL, "thread_policy = '%s' must be adapt or fixed", c->thread_policy);
     if (strcmp(c->comm_backend, "auto") != 0 && strcmp(c->comm_backend, "mpi") != 0 &&
         strcmp(c->comm_backend, "nccl") != 0)
         vfail(c, origin, "comm_backend", NULL, "comm_backend = '%s' must be auto, mpi or nccl", c->comm_backend);

@@ -87,6 +87,9 @@ typedef struct vb_config {
     char run_name[128];            /* default "" -> run id is <config>_<timestamp> */
     char backend[16];              /* "cpu" (default), "cuda" or "auto" (cuda when compiled in and a GPU is visible) */
     char comm_backend[8];          /* data plane: "auto" (default: nccl on cuda when built, else mpi), "mpi", "nccl" */
+    char thread_policy[16];        /* CPU backend: "adapt" (default: fewer OpenMP threads when other work holds the
+                                    * cores as the run starts, core/run/threads.h) or "fixed" (OMP_NUM_THREADS);
+                                    * the default is $VB_THREAD_POLICY where set */
     bool enable_benchy;            /* train --enable_benchy == run */
     char benchy_config[VB_PATH_MAX]; /* default "" -> $BENCHY_CONFIG_FILE -> benchy defaults */
     bool save_checkpoint;          /* default true for train */

@@ -3,6 +3,8 @@
 #include "core/prof/blas_kernels.h"
 
 #include <errno.h>
+#include <omp.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,6 +122,29 @@ vb_blas_decision vb_blas_decide(const char *env_coretype, const char *env_librar
 static vb_blas_decision g_choice;
 static bool g_chosen;
 
+/* With OMP_PROC_BIND set, libgomp bound the initial thread to its first
+ * place when this image loaded, so the mask the new image would start with
+ * is that one place, and its places (and team) would shrink to one core.
+ * The new image gets the mask the places were built from: all their CPUs. */
+static void restore_places_mask(void) {
+    if (omp_get_proc_bind() == omp_proc_bind_false) return;
+    const int places = omp_get_num_places();
+    if (places <= 0) return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int p = 0; p < places; p++) {
+        const int n = omp_get_place_num_procs(p);
+        int ids[CPU_SETSIZE];
+        if (n <= 0 || n > CPU_SETSIZE) continue;
+        omp_get_place_proc_ids(p, ids);
+        for (int i = 0; i < n; i++)
+            if (ids[i] >= 0 && ids[i] < CPU_SETSIZE) CPU_SET(ids[i], &set);
+    }
+    if (CPU_COUNT(&set) > 0 && sched_setaffinity(0, sizeof set, &set) != 0)
+        vb_warn("cannot give the restarted image the CPUs of its OpenMP places (%s): its team may be smaller",
+                strerror(errno));
+}
+
 void vb_blas_choose(char **argv) {
     vb_cpu_features f;
     vb_cpu_features_detect(&f);
@@ -135,6 +160,7 @@ void vb_blas_choose(char **argv) {
                 g_choice.library_core, vb_cpu_features_vector(&f), g_choice.reexec_core, strerror(errno));
     } else {
         fflush(NULL);
+        restore_places_mask();
         execv("/proc/self/exe", argv);
         vb_warn("OpenBLAS chose %s kernels on a CPU with %s; starting again with OPENBLAS_CORETYPE=%s failed (%s): "
                 "keeping them",

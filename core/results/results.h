@@ -236,6 +236,38 @@ const char *vb_trial_kind_list(void);
 /* published_ops.csv: each prediction's compute, op by op as priced on its
  * machine and scaled to its reference's measured step (ops.csv's names) */
 #define VB_PUBLISHED_OPS_CSV_HEADER "id,machine,name,calls,flops,step_s,share_of_step"
+/* A machine's performance history (vitbench history): one CSV per machine
+ * fingerprint, VB_HISTORY_DIR/<machine_key>.csv, committed like the
+ * baselines, one row per gate run, oldest first, in the layout Apache
+ * Otava's CSV importer reads as it is: the time (ISO 8601, UTC, as
+ * 2026-11-21T23:52:51Z), the commit and the machine, then one column per
+ * metric (empty where a row has no value): the throughput columns are
+ * <vb_trial_kinds name>_samples_per_s, the counts are counts.csv's. */
+#define VB_HISTORY_DIR "results/history"
+#define VB_HISTORY_EXT ".csv"
+#define VB_COL_TIME "time"
+#define VB_COL_COMMIT "commit"
+#define VB_COL_MACHINE_KEY "machine_key"
+#define VB_HISTORY_COL_FULL "FULL_samples_per_s"
+#define VB_HISTORY_COL_SYNTHETIC "SYNTHETIC_samples_per_s"
+#define VB_HISTORY_COL_IO "IO_samples_per_s"
+#define VB_COL_INSTRUCTIONS "instructions"
+#define VB_COL_EST_CYCLES "est_cycles"
+#define VB_HISTORY_CSV_HEADER                                                                              \
+    "time,commit,machine_key,FULL_samples_per_s,SYNTHETIC_samples_per_s,IO_samples_per_s,instructions,"   \
+    "est_cycles"
+/* `vitbench history FILE`'s page, by default in <FILE without .csv>_report/
+ * beside it (git-ignored there: only the CSVs are committed) */
+#define VB_HISTORY_REPORT_SUFFIX "_report"
+#define VB_HISTORY_MD "history.md"
+#define VB_HISTORY_HTML "history.html"
+#define VB_HISTORY_CHANGES_CSV "changes.csv"
+/* counts.csv in a gate set: the counted work of the step, a row per
+ * count (instructions, est_cycles, ...) */
+#define VB_COUNTS_CSV "counts.csv"
+#define VB_COUNTS_CSV_HEADER "metric,value"
+#define VB_COL_METRIC "metric"
+#define VB_COL_VALUE "value"
 /* where a run, sweep, model or commbench goes without --output_dir */
 #define VB_RESULTS_DEFAULT_DIR "results"
 

@@ -3,6 +3,7 @@
 #include "core/run/trainer.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <hdf5.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -131,6 +132,19 @@ static void add_fingerprint(cJSON *root, const vb_run *r) {
     cJSON_AddNumberToObject(t, "per_rank", f->omp_threads);
     cJSON_AddNumberToObject(t, "node_ranks", r->node_ranks);
     cJSON_AddBoolToObject(t, "oversubscribed", r->oversubscribed);
+    /* what thread_policy chose, and the probe behind it (threads.h) */
+    const vb_thread_choice *tc = &r->thread_choice;
+    cJSON_AddStringToObject(t, "policy", r->cfg.thread_policy);
+    cJSON_AddNumberToObject(t, "team", tc->team);
+    cJSON_AddStringToObject(t, "chosen_by", tc->rule);
+    if (!isnan(tc->wait_share)) {
+        cJSON_AddNumberToObject(t, "probe_seconds", tc->probe_s);
+        cJSON_AddNumberToObject(t, "probe_wait_share", tc->wait_share);
+        cJSON_AddNumberToObject(t, "probe_other_cpus", tc->others);
+    }
+    char why[512];
+    vb_threads_describe(tc, why, sizeof why);
+    if (why[0]) cJSON_AddStringToObject(t, "reason", why);
     if (r->timeline) {
         cJSON *w = cJSON_AddObjectToObject(root, "timeline");
         cJSON_AddNumberToObject(w, "profile_steps", r->cfg.profile_steps);

@@ -16,6 +16,7 @@
 #include "core/run/agree.h"
 #include "core/run/from_config.h"
 #include "core/run/stop.h"
+#include "core/run/threads.h"
 #include "core/model/checkpoint.h"
 #include "core/results/results.h"
 #include "core/util/proc_watch.h"
@@ -155,12 +156,18 @@ static void setup_threads(vb_run *r) {
     if (r->threads_requested > cores) omp_set_num_threads(cores);
     r->node_ranks = vb_node_local_size(&r->world);
     r->local_rank = vb_node_local_rank(&r->world);
-    long online = sysconf(_SC_NPROCESSORS_ONLN);
-    int threads = omp_get_max_threads();
-    r->oversubscribed = online > 0 && (long)r->node_ranks * threads > online;
     if (r->threads_requested > cores)
         vb_warn("OpenMP threads capped at %d (the cores in this rank's affinity mask; %d requested)", cores,
                 r->threads_requested);
+    /* fewer threads where other work holds the cores (threads.h) */
+    r->thread_choice = vb_threads_choose(&r->world, omp_get_max_threads(),
+                                         strcmp(r->cfg.thread_policy, "adapt") == 0, r->ops->host_memory);
+    char line[512];
+    vb_threads_describe(&r->thread_choice, line, sizeof line);
+    if (line[0] && r->world.rank == 0) vb_warn("%s", line);
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = omp_get_max_threads();
+    r->oversubscribed = online > 0 && (long)r->node_ranks * threads > online;
     if (r->oversubscribed)
         vb_warn("%d ranks x %d threads on a node with %ld cores: oversubscribed, throughput is not comparable to "
                 "a run with a core per thread",

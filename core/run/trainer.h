@@ -16,6 +16,7 @@
 #include "core/run/memcheck.h"
 #include "core/run/staging.h"
 #include "core/run/step.h"
+#include "core/run/threads.h"
 #include "core/model/amp.h"
 #include "core/comm/comm.h"
 #include "core/config/config.h"
@@ -72,6 +73,7 @@ typedef struct vb_run {
     double time_origin;          /* vb_now() when every rank left the start barrier */
     vb_fingerprint fp;           /* this rank's; rank 0's goes to run.json and summary.csv */
     int threads_requested;       /* OpenMP threads before the affinity cap */
+    vb_thread_choice thread_choice; /* the team after the cap, and what thread_policy made of it */
     int node_ranks;              /* ranks sharing this rank's node */
     int local_rank;              /* this rank's index on its node (picks its GPU) */
     const char *comm_backend;    /* the data plane in use: "mpi" or "nccl" */

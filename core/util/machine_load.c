@@ -64,6 +64,13 @@ static void read_schedstat(double *run, double *wait) {
     if (seen) *run = r, *wait = w;
 }
 
+bool vb_load_thread_sched(double *run_ns, double *wait_ns) {
+    FILE *f = fopen("/proc/thread-self/schedstat", "r");
+    bool ok = f && fscanf(f, "%lf %lf", run_ns, wait_ns) == 2;
+    if (f) fclose(f);
+    return ok;
+}
+
 void vb_load_read(vb_load_sample *s) {
     s->loadavg1 = read_loadavg();
     read_stat(&s->cpu_ticks, &s->steal_ticks);

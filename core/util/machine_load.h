@@ -14,6 +14,8 @@
 #ifndef VB_MACHINE_LOAD_H
 #define VB_MACHINE_LOAD_H
 
+#include <stdbool.h>
+
 typedef struct vb_load_sample {
     double loadavg1;           /* 1-minute load average */
     double cpu_ticks, steal_ticks; /* all CPUs' ticks since boot, and the stolen ones */
@@ -31,6 +33,10 @@ typedef struct vb_load_delta {
 
 void vb_load_read(vb_load_sample *s);
 vb_load_delta vb_load_between(const vb_load_sample *before, const vb_load_sample *after);
+/* The calling thread's run and run-queue wait so far, in nanoseconds
+ * (/proc/thread-self/schedstat); false where the kernel does not keep them. */
+bool vb_load_thread_sched(double *run_ns, double *wait_ns);
+
 /* CPUs online (sysconf); 0 when unknown */
 int vb_load_online_cpus(void);
 
