@@ -2,7 +2,8 @@
 # test_sweep_links.sh <vitbench>: nothing the sweep or its job scripts write
 # leaves the sweep directory through a link of either kind (docs/results.md,
 # "What vitbench writes where"):
-#   1. the job script of each batch launcher (sbatch, bsub, qsub, flux-batch),
+#   1. the job scripts of each batch launcher (sbatch, bsub, qsub, flux-batch:
+#      a job a run, and --sweep_job's one job for all runs),
 #      run as its scheduler would (stand-in launchers, the scheduler's job
 #      variables): a symbolic link and then a hard link planted at every name
 #      it writes (status/<run>.hosts, .job, .exit, logs/<run>.log) is replaced
@@ -72,37 +73,44 @@ for L in sbatch bsub qsub flux-batch; do
     qsub) env=(PBS_JOBID=73.pbs01 PBS_NODEFILE=$TMP/hosts) ;;
     flux-batch) env=(FLUX_JOB_ID=f74) ;;
     esac
-    out=$("$VB" sweep links.yaml --launcher "$L" --dry-run --output_dir "js_$L" 2>&1) || fail "$L dry run: $out"
-    d=$(readlink -f js_"$L"/links_*)
-    script=$(ls "$d"/jobs/*)
-    for kind in symbolic hard; do
-        names=("status/$run.hosts" "status/$run.job" "status/$run.exit" "logs/$run.log")
-        victims=()
-        for n in "${names[@]}"; do
-            v=$(victim "${L}_${kind}_${n//\//_}")
-            victims+=("$v")
-            if [ $kind = symbolic ]; then ln -s "$v" "$d/$n"; else ln "$v" "$d/$n"; fi
+    # a job a run, and one sweep job for them all (--sweep_job): each its own script
+    for mode in run sweep_job; do
+        flags=()
+        [ $mode = sweep_job ] && flags=(--sweep_job)
+        out=$("$VB" sweep links.yaml --launcher "$L" "${flags[@]}" --dry-run --output_dir "js_${L}_$mode" 2>&1) ||
+            fail "$L $mode dry run: $out"
+        d=$(readlink -f js_"$L"_$mode/links_*)
+        script=$(ls "$d"/jobs/*)
+        J=${L}_$mode
+        for kind in symbolic hard; do
+            names=("status/$run.hosts" "status/$run.job" "status/$run.exit" "logs/$run.log")
+            victims=()
+            for n in "${names[@]}"; do
+                v=$(victim "${J}_${kind}_${n//\//_}")
+                victims+=("$v")
+                if [ $kind = symbolic ]; then ln -s "$v" "$d/$n"; else ln "$v" "$d/$n"; fi
+            done
+            env PATH="$TMP/stub:$PATH" "${env[@]}" bash "$script" >"job_$J.out" 2>&1
+            for i in "${!names[@]}"; do untouched "${victims[$i]}" "$J job script, $kind link at ${names[$i]}"; done
+            for n in "status/$run.hosts" "status/$run.job" "status/$run.exit"; do own_file "$d/$n" "$J, $kind link at $n"; done
+            # a link at its log: the run is refused (exit 2), not run into it
+            [ "$(cat "$d/status/$run.exit")" = 2 ] || fail "$J, $kind link at the log: exit $(cat "$d/status/$run.exit"): $(cat "job_$J.out")"
+            grep -q "logs/$run.log is a link or not a regular file" "job_$J.out" || fail "$J: the refusal names no log: $(cat "job_$J.out")"
+            rm -f "$d/logs/$run.log" "$d"/status/*
+            # the names free: the run runs, its log is its own
+            env PATH="$TMP/stub:$PATH" "${env[@]}" bash "$script" >"job_$J.out" 2>&1
+            [ "$(cat "$d/status/$run.exit")" = 0 ] || fail "$J job script without links: $(cat "job_$J.out")"
+            rm -f "$d"/status/* "$d/logs/$run.log"
         done
-        env PATH="$TMP/stub:$PATH" "${env[@]}" bash "$script" >"job_$L.out" 2>&1
-        for i in "${!names[@]}"; do untouched "${victims[$i]}" "$L job script, $kind link at ${names[$i]}"; done
-        for n in "status/$run.hosts" "status/$run.job" "status/$run.exit"; do own_file "$d/$n" "$L, $kind link at $n"; done
-        # a link at its log: the run is refused (exit 2), not run into it
-        [ "$(cat "$d/status/$run.exit")" = 2 ] || fail "$L, $kind link at the log: exit $(cat "$d/status/$run.exit"): $(cat "job_$L.out")"
-        grep -q "logs/$run.log is a link or not a regular file" "job_$L.out" || fail "$L: the refusal names no log: $(cat "job_$L.out")"
-        rm -f "$d/logs/$run.log" "$d"/status/*
-        # the names free: the run runs, its log is its own
-        env PATH="$TMP/stub:$PATH" "${env[@]}" bash "$script" >"job_$L.out" 2>&1
-        [ "$(cat "$d/status/$run.exit")" = 0 ] || fail "$L job script without links: $(cat "job_$L.out")"
-        rm -f "$d"/status/* "$d/logs/$run.log"
+        # runs/ a link: nothing is run into it
+        mkdir "elsewhere_runs_$J"
+        mv "$d/runs" "$d/runs.real" && ln -s "$TMP/elsewhere_runs_$J" "$d/runs"
+        env PATH="$TMP/stub:$PATH" "${env[@]}" bash "$script" >"job_$J.out" 2>&1
+        [ "$(cat "$d/status/$run.exit")" = 2 ] || fail "$J, runs/ a link: $(cat "job_$J.out")"
+        grep -q "runs is not a real directory" "job_$J.out" || fail "$J, runs/ a link: not named: $(cat "job_$J.out")"
+        nothing_in "elsewhere_runs_$J" "$J job script, runs/ a link"
+        rm "$d/runs" && mv "$d/runs.real" "$d/runs"
     done
-    # runs/ a link: nothing is run into it
-    mkdir "elsewhere_runs_$L"
-    mv "$d/runs" "$d/runs.real" && ln -s "$TMP/elsewhere_runs_$L" "$d/runs"
-    env PATH="$TMP/stub:$PATH" "${env[@]}" bash "$script" >"job_$L.out" 2>&1
-    [ "$(cat "$d/status/$run.exit")" = 2 ] || fail "$L, runs/ a link: $(cat "job_$L.out")"
-    grep -q "runs is not a real directory" "job_$L.out" || fail "$L, runs/ a link: not named: $(cat "job_$L.out")"
-    nothing_in "elsewhere_runs_$L" "$L job script, runs/ a link"
-    rm "$d/runs" && mv "$d/runs.real" "$d/runs"
 done
 
 # ---- 2. the sweep on --resume ----
