@@ -33,8 +33,10 @@ cd "$TMP" || fail "cd $TMP"
 
 "$VB" datagen --output_dir data --years 1 --valid_years 1 --channels 4 --img_size 32,64 --samples_per_year 16 \
     --seed 0 >/dev/null 2>&1 || fail "datagen"
-cat >links.yaml <<EOF
-name: links
+# scenario NAME KEYS: NAME.yaml, a tiny run of the data above on one rank, then KEYS
+scenario() {
+    cat >"$1.yaml" <<EOF
+name: $1
 command: run
 base:
   config: tiny
@@ -45,11 +47,13 @@ base:
   global_stds_path: $TMP/data/stats/global_stds.npy
   benchy_config: $QUICK
 ranks: [1]
-ranks_per_node: 1
+$2
+EOF
+}
+scenario links "ranks_per_node: 1
 threads_per_rank: 1
 cluster:
-  cpus_per_task: 1
-EOF
+  cpus_per_task: 1"
 
 # victim NAME: a file outside every sweep directory holding "precious"
 victim() { echo precious >"$TMP/victim_$1"; echo "$TMP/victim_$1"; }
@@ -209,20 +213,7 @@ fi
 exec "\$@"
 EOF
 chmod +x swapbin/mpirun
-cat >two.yaml <<EOF
-name: two
-command: run
-base:
-  config: tiny
-  global_batch_size: 4
-  train_data_path: $TMP/data/train
-  valid_data_path: $TMP/data/valid
-  global_means_path: $TMP/data/stats/global_means.npy
-  global_stds_path: $TMP/data/stats/global_stds.npy
-  benchy_config: $QUICK
-ranks: [1]
-repeats: 2
-EOF
+scenario two "repeats: 2"
 out=$(PATH="$TMP/swapbin:$PATH" "$VB" sweep two.yaml --output_dir sw --warmup_run false --no_report 2>&1)
 rc=$?
 [ -e swapped ] || fail "the stand-in mpirun never ran a run: $out"
