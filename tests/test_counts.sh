@@ -26,7 +26,8 @@ gate() { # expected-status args...
     local want=$1
     shift
     out=$(cd "$SRC" && VITBENCH="$VB" COUNTS_BUILD="$BIN/counts-build" RESULTS="$TMP/results" \
-        BASELINES="$TMP/baselines" DATA="$TMP/data" bash scripts/perf_ci.sh "$@" 2>&1)
+        BASELINES="$TMP/baselines" DATA="$TMP/data" HISTORY="$TMP/history" \
+        bash scripts/perf_ci.sh "$@" 2>&1)
     local rc=$?
     [ "$rc" = "$want" ] || fail "perf_ci.sh $* exited $rc, want $want: $out"
 }
