@@ -315,7 +315,14 @@ print(rss[1] - rss[0], os.path.getsize("%s/big.csv" % tmp))
 EOF2
 ) || fail "memory of the import: $peak"
 read -r grew size <<<"$peak"
-[ "$grew" -lt $((size / 3)) ] || fail "importing a $size-byte trace took $grew bytes more than a 1000-row one"
+# not under AddressSanitizer: its allocator keeps freed blocks (quarantine)
+# and never reuses a smaller size class for a grown array, so the peak there
+# measures the allocator; the release build's suite holds the bound
+if grep -q __asan_init "$VB"; then
+    echo "test_nsys: peak memory bound skipped ($VB is built with AddressSanitizer)"
+else
+    [ "$grew" -lt $((size / 3)) ] || fail "importing a $size-byte trace took $grew bytes more than a 1000-row one"
+fi
 check "$TMP/mem_big" "len(tl) == 200000" "op('[CUDA memcpy Host-to-Device]')['calls'] == str(200000 // 41 + (1 if 200000 % 41 > 40 else 0))"
 
 echo "test_nsys: ok"
