@@ -238,22 +238,22 @@ typedef struct {
     bool any;
 } rank_sets;
 
-static void collect(rank_sets *s, const vb_tl_event *e) {
-    double a = e->start_s, b = e->start_s + e->dur_s;
+static void collect(rank_sets *s, const char *lane, const char *kind, double start, double dur) {
+    double a = start, b = start + dur;
     if (!s->any || a < s->first) s->first = a;
     if (!s->any || b > s->last) s->last = b;
     s->any = true;
-    bool main_lane = strcmp(e->lane, "main") == 0;
-    if (strcmp(e->kind, "step") == 0) {
+    bool main_lane = strcmp(lane, "main") == 0;
+    if (strcmp(kind, "step") == 0) {
         ivec_push(&s->win, a, b);
         s->steps++;
-    } else if (strcmp(e->kind, "compute") == 0) {
+    } else if (strcmp(kind, "compute") == 0) {
         ivec_push(&s->compute, a, b);
-    } else if (strcmp(e->kind, "comm") == 0) {
+    } else if (strcmp(kind, "comm") == 0) {
         ivec_push(&s->comm, a, b);
-    } else if (strcmp(e->kind, "memcpy") == 0 && (main_lane || is_stream_lane(e->lane))) {
+    } else if (strcmp(kind, "memcpy") == 0 && (main_lane || is_stream_lane(lane))) {
         ivec_push(&s->memcpy_, a, b);
-    } else if (strcmp(e->kind, "io") == 0 && main_lane) {
+    } else if (strcmp(kind, "io") == 0 && main_lane) {
         ivec_push(&s->data, a, b);
     }
 }
@@ -302,31 +302,62 @@ static void rank_breakdown(rank_sets *s, bool timeline_has_steps, vb_breakdown *
     free(scratch.v);
 }
 
-int vb_breakdown_ranks(const vb_timeline *t, vb_breakdown **out) {
-    int nr = t->nranks;
-    *out = NULL;
-    if (nr <= 0) return 0;
-    vb_breakdown *b = vb_calloc_check((size_t)nr, sizeof *b);
-    rank_sets *sets = vb_calloc_check((size_t)nr, sizeof *sets);
-    bool has_steps = false;
-    for (int i = 0; i < t->n; i++) {
-        const vb_tl_event *e = &t->ev[i];
-        if (e->rank < 0 || e->rank >= nr) continue; /* nranks is highest + 1: cannot happen for a read timeline */
-        if (strcmp(e->kind, "step") == 0) has_steps = true;
-        collect(&sets[e->rank], e);
+struct vb_breakdown_acc {
+    rank_sets *sets;
+    int nranks, cap;
+    bool has_steps;
+};
+
+vb_breakdown_acc *vb_breakdown_acc_create(void) { return vb_calloc_check(1, sizeof(vb_breakdown_acc)); }
+
+/* ranks 0 .. nranks-1 have their entry */
+static void acc_cover(vb_breakdown_acc *a, int nranks) {
+    if (nranks > a->cap) {
+        int cap = a->cap ? a->cap : 4;
+        while (cap < nranks) cap *= 2;
+        a->sets = vb_realloc_check(a->sets, (size_t)cap * sizeof *a->sets);
+        memset(a->sets + a->cap, 0, (size_t)(cap - a->cap) * sizeof *a->sets);
+        a->cap = cap;
     }
+    if (nranks > a->nranks) a->nranks = nranks;
+}
+
+void vb_breakdown_acc_add(vb_breakdown_acc *a, int rank, const char *lane, const char *kind, double start_s,
+                          double dur_s) {
+    if (rank < 0 || rank >= VB_TL_MAX_RANK) return;
+    acc_cover(a, rank + 1);
+    if (strcmp(kind, "step") == 0) a->has_steps = true;
+    collect(&a->sets[rank], lane, kind, start_s, dur_s);
+}
+
+int vb_breakdown_acc_finish(vb_breakdown_acc *a, vb_breakdown **out) {
+    const int nr = a->nranks;
+    *out = NULL;
+    vb_breakdown *b = nr > 0 ? vb_calloc_check((size_t)nr, sizeof *b) : NULL;
     for (int r = 0; r < nr; r++) {
         b[r].rank = r;
-        rank_breakdown(&sets[r], has_steps, &b[r]);
-        free(sets[r].win.v);
-        free(sets[r].compute.v);
-        free(sets[r].comm.v);
-        free(sets[r].memcpy_.v);
-        free(sets[r].data.v);
+        rank_breakdown(&a->sets[r], a->has_steps, &b[r]);
+        free(a->sets[r].win.v);
+        free(a->sets[r].compute.v);
+        free(a->sets[r].comm.v);
+        free(a->sets[r].memcpy_.v);
+        free(a->sets[r].data.v);
     }
-    free(sets);
+    free(a->sets);
+    free(a);
     *out = b;
     return nr;
+}
+
+int vb_breakdown_ranks(const vb_timeline *t, vb_breakdown **out) {
+    vb_breakdown_acc *a = vb_breakdown_acc_create();
+    for (int i = 0; i < t->n; i++) {
+        const vb_tl_event *e = &t->ev[i];
+        if (e->rank < 0 || e->rank >= t->nranks) continue; /* nranks is highest + 1: cannot happen for a read timeline */
+        vb_breakdown_acc_add(a, e->rank, e->lane, e->kind, e->start_s, e->dur_s);
+    }
+    if (t->nranks > 0 && t->nranks <= VB_TL_MAX_RANK) acc_cover(a, t->nranks); /* every rank, events or not */
+    return vb_breakdown_acc_finish(a, out);
 }
 
 /* ------------------------------------------------------------ breakdown.csv */

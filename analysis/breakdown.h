@@ -68,6 +68,16 @@ typedef struct vb_breakdown {
  * a malloc'd array the caller frees; returns the count. */
 int vb_breakdown_ranks(const vb_timeline *t, vb_breakdown **out);
 
+/* The same breakdown fed one event at a time, without a timeline in memory
+ * (an nsys import of a million-row trace): only the intervals each rank's
+ * sums need are kept, 16 bytes each. kind and lane as in vb_tl_event. */
+typedef struct vb_breakdown_acc vb_breakdown_acc;
+vb_breakdown_acc *vb_breakdown_acc_create(void);
+void vb_breakdown_acc_add(vb_breakdown_acc *a, int rank, const char *lane, const char *kind, double start_s,
+                          double dur_s);
+/* vb_breakdown_ranks' result over what was added; frees a. */
+int vb_breakdown_acc_finish(vb_breakdown_acc *a, vb_breakdown **out);
+
 /* Appends a copy of *e to t (growing t->ev; t starts zeroed) and raises
  * t->nranks to cover e->rank. For timelines built in memory (nsys import). */
 void vb_timeline_add(vb_timeline *t, const vb_tl_event *e);

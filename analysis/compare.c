@@ -57,6 +57,7 @@
 #include "analysis/run_load.h"
 #include "analysis/markdown.h"
 #include "analysis/verdict.h"
+#include "core/config/flag.h"
 #include "core/config/cli.h"
 #include "core/util/common.h"
 #include "core/util/outdir.h"
@@ -1138,10 +1139,15 @@ static void print_noise_notes(const result *rs, int n) {
             if (!noisy(sides[k])) continue;
             char load[160];
             vb_run_load_describe(&sides[k]->load0, load, sizeof load);
-            printf("note: %s %s%s%s ran on a busy machine: samples %.4g .. %.4g %s (largest max/min in one run %.2g); "
-                   "%s%s",
-                   k ? "NEW" : "BASE", at ? rs[i].pr->label : "", at ? " " : "", rs[i].m->name, sides[k]->min,
-                   sides[k]->max, rs[i].m->unit, sides[k]->spread, sides[k]->nruns > 1 ? "first run: " : "", load);
+            /* a run of one trial has no spread: said so, never "nan" */
+            char spread[64];
+            if (isfinite(sides[k]->spread))
+                snprintf(spread, sizeof spread, "largest max/min in one run %.2g", sides[k]->spread);
+            else
+                snprintf(spread, sizeof spread, "one trial a run: no spread within a run");
+            printf("note: %s %s%s%s ran on a busy machine: samples %.4g .. %.4g %s (%s); %s%s", k ? "NEW" : "BASE",
+                   at ? rs[i].pr->label : "", at ? " " : "", rs[i].m->name, sides[k]->min, sides[k]->max,
+                   rs[i].m->unit, spread, sides[k]->nruns > 1 ? "first run: " : "", load);
             if (rs[i].vv.noise > 0) printf("; the interval is widened by %.3g%% for it", 100 * rs[i].vv.noise);
             printf("\n");
         }
@@ -1277,10 +1283,8 @@ typedef struct {
 } options;
 
 static double parse_fraction(const char *flag, const char *text, double lo, double hi, bool lo_open) {
-    char *end;
-    errno = 0;
-    double v = strtod(text, &end);
-    if (errno || end == text || *end || !isfinite(v) || (lo_open ? v <= lo : v < lo) || v >= hi)
+    double v = NAN;
+    if (vb_flag_parse_double(text, &v) != VB_NUM_OK || (lo_open ? v <= lo : v < lo) || v >= hi)
         vb_die_input("compare: %s: '%s' must be a number in %s%g, %g)", flag, text, lo_open ? "(" : "[", lo, hi);
     return v;
 }

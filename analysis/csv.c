@@ -87,6 +87,7 @@ int vb_csv_parse(const char *text, size_t len, vb_csv *t, char *err, size_t errn
                         vb_csv_free(t);
                         return -1;
                     }
+                    if (text[i] == '\0') goto nul_byte;
                     if (text[i] == '"') {
                         if (i + 1 < len && text[i + 1] == '"') {
                             sb_putc(&field, '"');
@@ -100,6 +101,7 @@ int vb_csv_parse(const char *text, size_t len, vb_csv *t, char *err, size_t errn
                 }
             }
             while (i < len && text[i] != ',' && text[i] != '\n' && !(text[i] == '\r' && (i + 1 == len || text[i + 1] == '\n'))) {
+                if (text[i] == '\0') goto nul_byte;
                 if (quoted && text[i] != ' ') {
                     vb_errf(err, errn, "record %d: text after a closing quote", record);
                     free(field.s);
@@ -165,6 +167,17 @@ int vb_csv_parse(const char *text, size_t len, vb_csv *t, char *err, size_t errn
     free(rec.v);
     free(field.s);
     t->terminated = len > 0 && text[len - 1] == '\n';
+    if (false) {
+    nul_byte:
+        /* text holds no NUL: a record of them would read as a blank line and
+         * a field would end at its first (a number cut short) */
+        vb_errf(err, errn, "record %d: a NUL byte (byte %zu of the file): not text; the file is damaged", record, i);
+        free(field.s);
+        for (int k = 0; k < rec.n; k++) free(rec.v[k]);
+        free(rec.v);
+        vb_csv_free(t);
+        return -1;
+    }
     if (!any) {
         vb_errf(err, errn, "empty (no header line)");
         vb_csv_free(t);

@@ -8,7 +8,9 @@
  * empty strings for the missing ones; one with more is malformed. The
  * apostrophe vitbench's writer puts before text a spreadsheet would take
  * for a formula (core/util/fileio.h vb_csv_field) is dropped: a field
- * "'=x" reads as =x, "''=x" as '=x.
+ * "'=x" reads as =x, "''=x" as '=x. A NUL byte anywhere is malformed (a
+ * damaged file: a record of NULs would read as a blank line, a field would
+ * end at its first: 5<NUL>0 as 5), named by its record.
  */
 #ifndef VB_ANALYSIS_CSV_H
 #define VB_ANALYSIS_CSV_H

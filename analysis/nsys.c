@@ -45,6 +45,13 @@
  *                  end (copies and memsets count as activity, as kernels
  *                  do): nccl kernels overlapping compute kernels on any
  *                  stream are hidden
+ * Files are read as a stream, one record at a time (the buffer grows to the
+ * largest record, never to the file): each summary row becomes an op row and
+ * each trace row a 40-byte activity (times, bytes, device, stream, and its
+ * name's index in one table of names), so a million-row cuda_gpu_trace
+ * takes its activities' 40 MB, not its text and a copy of every cell (1.9
+ * GiB for 67 MiB before); the breakdown is fed the activities one by one.
+ * A NUL byte anywhere exits 2 naming the record.
  * --filter_time START/END (nsys syntax: a plain number is ns, else terms
  * with s, ms, us, ns suffixes, "4s420ms") keeps the trace rows that lie
  * entirely inside the window; a summary report has no times, so the option
@@ -66,6 +73,7 @@
 #include "analysis/csv.h"
 #include "core/config/cli.h"
 #include "core/util/common.h"
+#include "core/util/strtab.h"
 #include "core/prof/gpu_activity.h"
 #include "core/results/results.h"
 
@@ -80,7 +88,8 @@ enum { K_NAME, K_TOTAL, K_CALLS, K_AVG, K_MED, K_MIN, K_MAX, K_START, K_DUR, K_S
 
 typedef struct {
     const char *path;      /* for messages: the file, and which report of it when it holds several */
-    vb_csv csv;
+    vb_csv head;           /* its header record (no rows: they are taken as they are read) */
+    int nrows;             /* data records read */
     report_kind kind;
     int col[K_N];
     double scale[K_N];     /* seconds per unit of a time column; bytes per unit of Bytes */
@@ -216,160 +225,6 @@ static bool classify_header(report *r, const vb_csv *h) {
     return false;
 }
 
-/* ------------------------------------------------------------ reading */
-
-static char *slurp(const char *path, size_t *len) {
-    char label[VB_PATH_MAX + 16];
-    vb_snprintf(label, sizeof label, "nsys: %s", path);
-    FILE *f = vb_fopen_input(path, label);
-    size_t cap = 65536, n = 0, k;
-    char *s = vb_malloc_check(cap);
-    while ((k = fread(s + n, 1, cap - n, f)) > 0) {
-        n += k;
-        if (n == cap) {
-            cap *= 2;
-            s = vb_realloc_check(s, cap);
-        }
-    }
-    bool bad = ferror(f) != 0;
-    fclose(f);
-    if (bad) vb_die_input("nsys: %s: read error", path);
-    *len = n;
-    return s;
-}
-
-typedef struct {
-    report *v;
-    int n, cap;
-} report_list;
-
-static report *push_report(report_list *l) {
-    if (l->n == l->cap) {
-        l->cap = l->cap ? 2 * l->cap : 8;
-        l->v = vb_realloc_check(l->v, (size_t)l->cap * sizeof *l->v);
-    }
-    report *r = &l->v[l->n++];
-    memset(r, 0, sizeof *r);
-    return r;
-}
-
-static size_t line_end(const char *text, size_t len, size_t off) {
-    const char *nl = memchr(text + off, '\n', len - off);
-    return nl ? (size_t)(nl - text) + 1 : len;
-}
-
-static bool blank_line(const char *s, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (!isspace((unsigned char)s[i])) return false;
-    return true;
-}
-
-/* What nsys prints around the reports of a capture ("Processing [...] with
- * [...]...", " ** CUDA API Summary (cuda_api_sum):"). */
-static bool banner_line(const char *s, size_t n) {
-    while (n > 0 && (*s == ' ' || *s == '\t')) s++, n--;
-    return (n >= 12 && !strncmp(s, "Processing [", 12)) || (n >= 2 && !strncmp(s, "**", 2));
-}
-
-/* A data row starts with a number; a header (or a banner) does not, so only
- * those lines are tried as headers. */
-static bool may_be_header(const char *s, size_t n) {
-    while (n > 0 && (*s == ' ' || *s == '\t')) s++, n--;
-    return n > 0 && !isdigit((unsigned char)*s) && *s != '-' && *s != '+' && *s != '.';
-}
-
-/* Whether the line is the header of a report this command reads; fills *r. */
-static bool header_line(const char *s, size_t n, const char *path, report *r) {
-    if (!may_be_header(s, n)) return false;
-    vb_csv head;
-    char why[256];
-    if (vb_csv_parse(s, n, &head, why, sizeof why) != 0) return false;
-    r->path = path;
-    bool ok = classify_header(r, &head);
-    vb_csv_free(&head);
-    return ok;
-}
-
-/* Every report of the file: `nsys stats --format csv` writes one report per
- * file with --output, or several into one capture (`nsys stats -r a,b
- * --format csv > f.csv`), each after a banner line and ended by a blank
- * line. A report runs from its header to the first blank line, banner line
- * or next header; lines outside reports (nsys's notices, a report of a kind
- * this command does not read) are passed over. Exits 2 naming the file when
- * it holds no report this command reads. */
-static void read_reports(const char *path, int file, report_list *out) {
-    size_t len;
-    char *text = slurp(path, &len);
-    int first = out->n, line = 1;
-    size_t off = 0;
-    report probe;
-    while (off < len) {
-        size_t end = line_end(text, len, off);
-        memset(&probe, 0, sizeof probe);
-        if (!header_line(text + off, end - off, path, &probe)) {
-            off = end;
-            line++;
-            continue;
-        }
-        report *r = push_report(out);
-        *r = probe;
-        r->file = file;
-        r->first_record = line;
-        size_t start = off;
-        off = end;
-        line++;
-        while (off < len) {
-            size_t e = line_end(text, len, off);
-            report other;
-            memset(&other, 0, sizeof other);
-            if (blank_line(text + off, e - off) || banner_line(text + off, e - off) ||
-                header_line(text + off, e - off, path, &other))
-                break;
-            off = e;
-            line++;
-        }
-        char why[256];
-        if (vb_csv_parse(text + start, off - start, &r->csv, why, sizeof why) != 0)
-            vb_die_input("nsys: %s: the report whose header is line %d: %s", path, r->first_record, why);
-    }
-    free(text);
-    int found = out->n - first;
-    if (found == 0)
-        vb_die_input("nsys: %s: not an `nsys stats --format csv` report this command reads (cuda_gpu_trace, "
-                     "cuda_gpu_kern_sum, cuda_gpu_sum, cuda_gpu_mem_time_sum, nvtx_sum, cuda_api_sum): no such "
-                     "header in it",
-                     path);
-    if (found == 1) return;
-    /* several: messages say which one */
-    for (int i = first; i < out->n; i++) {
-        char where[VB_PATH_MAX + 96];
-        snprintf(where, sizeof where, "%s (report %d of %d, %s, header at line %d)", path, i - first + 1, found,
-                 k_report_names[out->v[i].kind], out->v[i].first_record);
-        char *copy = vb_strdup_check(where);
-        out->v[i].path = copy;
-    }
-}
-
-/* Record number in the file of data row `row` (for messages). */
-static int record_of(const report *r, int row) {
-    return r->first_record + row + 1;
-}
-
-static double need_num(const report *r, int row, int k) {
-    double v;
-    if (!vb_csv_num(&r->csv, row, r->col[k], &v) || v < 0)
-        vb_die_input("nsys: %s: record %d: column '%s': '%s' is not a non-negative number", r->path,
-                     record_of(r, row), r->csv.header[r->col[k]], vb_csv_get(&r->csv, row, r->col[k]));
-    return v * r->scale[k];
-}
-
-/* NaN when the column is absent or the cell empty / not a number. */
-static double opt_num(const report *r, int row, int k) {
-    double v;
-    if (r->col[k] < 0 || !vb_csv_num(&r->csv, row, r->col[k], &v)) return NAN;
-    return v * r->scale[k];
-}
-
 /* ------------------------------------------------------------ classification */
 
 typedef enum { CAT_COMPUTE, CAT_COMM, CAT_MEMCPY, CAT_NVTX, CAT_API } op_cat;
@@ -463,10 +318,10 @@ static void parse_window(const char *text, time_window *w) {
 
 typedef struct {
     int rank;
-    const char *name;      /* points into a report's cells */
+    const char *name;      /* the name table's copy */
     op_cat cat;
     int prio;              /* lower wins among duplicates: trace, kern_sum, gpu_sum */
-    int file;
+    int file;              /* the report it came from */
     double calls, bytes, total, avg, min, max, med; /* seconds; NaN unknown */
     double share;
 } op_row;
@@ -496,63 +351,326 @@ static op_cat summary_cat(report_kind k, const char *name) {
     return classify_kernel(name);
 }
 
-static void summary_rows(const report *r, int file, op_rows *out) {
-    for (int i = 0; i < r->csv.nrows; i++) {
-        const char *name = vb_csv_get(&r->csv, i, r->col[K_NAME]);
-        op_row *o = push_op(out);
-        o->rank = 0;
-        o->name = name;
-        o->cat = summary_cat(r->kind, name);
-        o->prio = prio_of(r->kind);
-        o->file = file;
-        o->total = need_num(r, i, K_TOTAL);
-        o->calls = need_num(r, i, K_CALLS);
-        o->avg = opt_num(r, i, K_AVG);
-        if (isnan(o->avg) && o->calls > 0) o->avg = o->total / o->calls;
-        o->min = opt_num(r, i, K_MIN);
-        o->max = opt_num(r, i, K_MAX);
-        o->med = opt_num(r, i, K_MED);
-    }
-}
-
-/* One GPU activity of a trace. */
+/* One GPU activity of a trace, as small as it can be kept: a million-row
+ * trace is 40 MB of these, not its text and every cell of it. */
 typedef struct {
-    int rank, file;
-    const char *name;
-    op_cat cat;
-    char lane[24];
     double start_s, dur_s, bytes;
+    int rank;
+    int name;   /* index in the name table */
+    int stream; /* the trace's stream id; -1: no stream column (one lane) */
 } gpu_act;
 
 typedef struct {
     gpu_act *v;
-    int n, cap;
+    size_t n, cap;
 } gpu_acts;
 
-static void trace_rows(const report *r, int file, const time_window *w, gpu_acts *out) {
-    for (int i = 0; i < r->csv.nrows; i++) {
-        double start = need_num(r, i, K_START), dur = need_num(r, i, K_DUR);
-        if (w->on && (start < w->start_s || start + dur > w->end_s)) continue;
-        if (out->n == out->cap) {
-            out->cap = out->cap ? 2 * out->cap : 1024;
-            out->v = vb_realloc_check(out->v, (size_t)out->cap * sizeof *out->v);
+/* What reading every report builds: the summaries' op rows, the traces'
+ * activities, their names once each, and which report each device's
+ * trace came from (two reports of one device are refused). */
+typedef struct {
+    op_rows ops;
+    gpu_acts acts;
+    vb_strtab *names;
+    int *dev_report; /* per device id: the report whose trace has it; -1 none */
+    int ndev;
+    const time_window *win;
+} import;
+
+static int intern(import *im, const char *name) {
+    int k = vb_strtab_intern(im->names, name);
+    if (k < 0) vb_die_internal("nsys: out of memory keeping kernel names");
+    return k;
+}
+
+static const char *name_of(const import *im, int k) { return vb_strtab_str(im->names, k); }
+
+/* The stream lane's name: stream<N>, or stream without a stream column. */
+static void lane_name(char *buf, size_t n, int stream) {
+    if (stream >= 0)
+        snprintf(buf, n, "stream%d", stream);
+    else
+        snprintf(buf, n, "stream");
+}
+
+/* ------------------------------------------------------------ reading */
+
+/* A report's file read one record at a time: the buffer grows to the
+ * largest record, never to the file. A quoted field's line break stays in
+ * its record. */
+typedef struct {
+    FILE *f;
+    const char *path;
+    char *buf;
+    size_t len, cap;
+    int line, next_line; /* the record's first line; the next one's */
+} rec_reader;
+
+static bool next_record(rec_reader *r) {
+    r->len = 0;
+    r->line = r->next_line;
+    bool quoted = false, any = false;
+    int c;
+    while ((c = getc_unlocked(r->f)) != EOF) {
+        any = true;
+        /* text holds no NUL: a record of them would read as a blank line,
+         * a Duration of 5<NUL>0 as 5 */
+        if (c == '\0') vb_die_input("nsys: %s: record %d: a NUL byte: not text; the file is damaged", r->path, r->line);
+        if (c == '"') quoted = !quoted;
+        if (c == '\n') r->next_line++;
+        if (c == '\n' && !quoted) break;
+        if (r->len + 2 > r->cap) {
+            r->cap = r->cap ? 2 * r->cap : 4096;
+            r->buf = vb_realloc_check(r->buf, r->cap);
         }
-        gpu_act *a = &out->v[out->n++];
-        a->rank = r->col[K_DEVICE] >= 0 ? device_id(vb_csv_get(&r->csv, i, r->col[K_DEVICE])) : 0;
-        a->file = file;
-        a->name = vb_csv_get(&r->csv, i, r->col[K_NAME]);
-        a->cat = classify_kernel(a->name);
-        a->start_s = start;
-        a->dur_s = dur;
-        double b = opt_num(r, i, K_BYTES);
-        a->bytes = isnan(b) ? 0 : b;
-        double strm;
-        if (r->col[K_STREAM] >= 0 && vb_csv_num(&r->csv, i, r->col[K_STREAM], &strm) && strm >= 0 && strm < 1e9 &&
-            strm == floor(strm))
-            snprintf(a->lane, sizeof a->lane, "stream%.0f", strm);
-        else
-            snprintf(a->lane, sizeof a->lane, "stream"); /* no stream column: one lane */
+        r->buf[r->len++] = (char)c;
     }
+    if (ferror(r->f)) vb_die_input("nsys: %s: read error", r->path);
+    if (r->len > 0 && r->buf[r->len - 1] == '\r') r->len--;
+    if (r->buf) r->buf[r->len] = '\0';
+    return any;
+}
+
+static void open_reader(rec_reader *r, const char *path) {
+    memset(r, 0, sizeof *r);
+    char label[VB_PATH_MAX + 16];
+    vb_snprintf(label, sizeof label, "nsys: %s", path);
+    r->f = vb_fopen_input(path, label);
+    r->path = path;
+    r->next_line = 1;
+}
+
+static void close_reader(rec_reader *r) {
+    fclose(r->f);
+    free(r->buf);
+    memset(r, 0, sizeof *r);
+}
+
+typedef struct {
+    report *v;
+    int n, cap;
+} report_list;
+
+static report *push_report(report_list *l) {
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 8;
+        l->v = vb_realloc_check(l->v, (size_t)l->cap * sizeof *l->v);
+    }
+    report *r = &l->v[l->n++];
+    memset(r, 0, sizeof *r);
+    return r;
+}
+
+static bool blank_line(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isspace((unsigned char)s[i])) return false;
+    return true;
+}
+
+/* What nsys prints around the reports of a capture ("Processing [...] with
+ * [...]...", " ** CUDA API Summary (cuda_api_sum):"). */
+static bool banner_line(const char *s, size_t n) {
+    while (n > 0 && (*s == ' ' || *s == '\t')) s++, n--;
+    return (n >= 12 && !strncmp(s, "Processing [", 12)) || (n >= 2 && !strncmp(s, "**", 2));
+}
+
+/* A data row starts with a number; a header (or a banner) does not, so only
+ * those lines are tried as headers. */
+static bool may_be_header(const char *s, size_t n) {
+    while (n > 0 && (*s == ' ' || *s == '\t')) s++, n--;
+    return n > 0 && !isdigit((unsigned char)*s) && *s != '-' && *s != '+' && *s != '.';
+}
+
+/* Whether the record is the header of a report this command reads; fills
+ * *r (its header kept in r->head). */
+static bool header_line(const char *s, size_t n, const char *path, report *r) {
+    if (!may_be_header(s, n)) return false;
+    vb_csv head;
+    char why[256];
+    if (vb_csv_parse(s, n, &head, why, sizeof why) != 0) return false;
+    r->path = path;
+    bool ok = classify_header(r, &head);
+    if (ok)
+        r->head = head;
+    else
+        vb_csv_free(&head);
+    return ok;
+}
+
+static double cell_num(const char *s, bool *ok) {
+    *ok = false;
+    if (!*s) return NAN;
+    errno = 0;
+    char *end;
+    double v = strtod(s, &end);
+    while (*end == ' ') end++;
+    if (*end || errno == ERANGE || !isfinite(v)) return NAN;
+    *ok = true;
+    return v;
+}
+
+/* One data record's fields (row.header[]: a one-record parse). */
+typedef struct {
+    vb_csv row;
+    const report *r;
+    int line;
+} fields;
+
+static const char *field(const fields *f, int k) { return k >= 0 && k < f->row.ncols ? f->row.header[k] : ""; }
+
+static double need_num(const fields *f, int k) {
+    bool ok;
+    double v = cell_num(field(f, f->r->col[k]), &ok);
+    if (!ok || v < 0)
+        vb_die_input("nsys: %s: record %d: column '%s': '%s' is not a non-negative number", f->r->path, f->line,
+                     f->r->head.header[f->r->col[k]], field(f, f->r->col[k]));
+    return v * f->r->scale[k];
+}
+
+/* NaN when the column is absent or the cell empty / not a number. */
+static double opt_num(const fields *f, int k) {
+    bool ok;
+    if (f->r->col[k] < 0) return NAN;
+    double v = cell_num(field(f, f->r->col[k]), &ok);
+    return ok ? v * f->r->scale[k] : NAN;
+}
+
+static void summary_row(import *im, const fields *f, int report_index) {
+    const report *r = f->r;
+    const char *name = name_of(im, intern(im, field(f, r->col[K_NAME])));
+    op_row *o = push_op(&im->ops);
+    o->rank = 0;
+    o->name = name;
+    o->cat = summary_cat(r->kind, name);
+    o->prio = prio_of(r->kind);
+    o->file = report_index;
+    o->total = need_num(f, K_TOTAL);
+    o->calls = need_num(f, K_CALLS);
+    o->avg = opt_num(f, K_AVG);
+    if (isnan(o->avg) && o->calls > 0) o->avg = o->total / o->calls;
+    o->min = opt_num(f, K_MIN);
+    o->max = opt_num(f, K_MAX);
+    o->med = opt_num(f, K_MED);
+}
+
+/* Traces of one device from two reports would be merged into one rank with
+ * unrelated clocks: refused as the second one's row comes. */
+static void claim_device(import *im, const report_list *reps, int rank, int report_index) {
+    if (rank >= im->ndev) {
+        int n = im->ndev ? im->ndev : 8;
+        while (n <= rank) n *= 2;
+        im->dev_report = vb_realloc_check(im->dev_report, (size_t)n * sizeof *im->dev_report);
+        for (int i = im->ndev; i < n; i++) im->dev_report[i] = -1;
+        im->ndev = n;
+    }
+    int had = im->dev_report[rank];
+    if (had >= 0 && had != report_index)
+        vb_die_input("nsys: %s: device %d is also in %s; import each process's trace with its own --output_dir",
+                     reps->v[report_index].path, rank, reps->v[had].path);
+    im->dev_report[rank] = report_index;
+}
+
+static void trace_row(import *im, const report_list *reps, const fields *f, int report_index) {
+    const report *r = f->r;
+    double start = need_num(f, K_START), dur = need_num(f, K_DUR);
+    if (im->win->on && (start < im->win->start_s || start + dur > im->win->end_s)) return;
+    gpu_acts *out = &im->acts;
+    if (out->n == out->cap) {
+        out->cap = out->cap ? out->cap + out->cap / 2 : 1024; /* 1.5x: less left over than doubling */
+        out->v = vb_realloc_check(out->v, out->cap * sizeof *out->v);
+    }
+    gpu_act *a = &out->v[out->n++];
+    a->rank = r->col[K_DEVICE] >= 0 ? device_id(field(f, r->col[K_DEVICE])) : 0;
+    claim_device(im, reps, a->rank, report_index);
+    a->name = intern(im, field(f, r->col[K_NAME]));
+    a->start_s = start;
+    a->dur_s = dur;
+    double b = opt_num(f, K_BYTES), strm;
+    bool ok;
+    a->bytes = isnan(b) ? 0 : b;
+    a->stream = -1; /* no stream column: one lane */
+    if (r->col[K_STREAM] >= 0 && (strm = cell_num(field(f, r->col[K_STREAM]), &ok), ok) && strm >= 0 && strm < 1e9 &&
+        strm == floor(strm))
+        a->stream = (int)strm;
+}
+
+/* The headers of the reports in a file (a first pass, so that messages
+ * about a row can say which report of several it is in). */
+static int count_reports(const char *path) {
+    rec_reader rd;
+    open_reader(&rd, path);
+    int found = 0;
+    while (next_record(&rd)) {
+        report probe;
+        memset(&probe, 0, sizeof probe);
+        if (header_line(rd.buf ? rd.buf : "", rd.len, path, &probe)) {
+            found++;
+            vb_csv_free(&probe.head);
+        }
+    }
+    close_reader(&rd);
+    return found;
+}
+
+/* Every report of the file, its rows taken into im as they are read:
+ * `nsys stats --format csv` writes one report per file with --output, or
+ * several into one capture (`nsys stats -r a,b --format csv > f.csv`), each
+ * after a banner line and ended by a blank line. A report runs from its
+ * header to the first blank line, banner line or next header; lines outside
+ * reports (nsys's notices, a report of a kind this command does not read)
+ * are passed over. Exits 2 naming the file when it holds no report this
+ * command reads. */
+static void read_reports(const char *path, int file, report_list *reps, import *im) {
+    const int found = count_reports(path);
+    if (found == 0)
+        vb_die_input("nsys: %s: not an `nsys stats --format csv` report this command reads (cuda_gpu_trace, "
+                     "cuda_gpu_kern_sum, cuda_gpu_sum, cuda_gpu_mem_time_sum, nvtx_sum, cuda_api_sum): no such "
+                     "header in it",
+                     path);
+    rec_reader rd;
+    open_reader(&rd, path);
+    const int first = reps->n;
+    int cur = -1; /* the report being read */
+    while (next_record(&rd)) {
+        const char *s = rd.buf ? rd.buf : "";
+        report probe;
+        memset(&probe, 0, sizeof probe);
+        bool header = header_line(s, rd.len, path, &probe);
+        if (cur >= 0 && !header && !blank_line(s, rd.len) && !banner_line(s, rd.len)) {
+            fields f = {.r = &reps->v[cur], .line = rd.line};
+            char why[256];
+            if (vb_csv_parse(s, rd.len, &f.row, why, sizeof why) != 0)
+                vb_die_input("nsys: %s: record %d: %s", reps->v[cur].path, rd.line,
+                             strncmp(why, "record 1: ", 10) == 0 ? why + 10 : why);
+            if (f.row.ncols > reps->v[cur].head.ncols)
+                vb_die_input("nsys: %s: record %d: %d fields, the header has %d", reps->v[cur].path, rd.line,
+                             f.row.ncols, reps->v[cur].head.ncols);
+            reps->v[cur].nrows++;
+            if (reps->v[cur].kind == R_TRACE)
+                trace_row(im, reps, &f, cur);
+            else
+                summary_row(im, &f, cur);
+            vb_csv_free(&f.row);
+            continue;
+        }
+        cur = -1;
+        if (!header) continue;
+        report *r = push_report(reps);
+        *r = probe;
+        r->file = file;
+        r->first_record = rd.line;
+        cur = reps->n - 1;
+        if (found > 1) { /* several: messages say which one */
+            char where[VB_PATH_MAX + 96];
+            snprintf(where, sizeof where, "%s (report %d of %d, %s, header at line %d)", path, reps->n - first, found,
+                     k_report_names[r->kind], r->first_record);
+            r->path = vb_strdup_check(where);
+        }
+        if (r->kind != R_TRACE && im->win->on)
+            vb_die_input("nsys: %s: --filter_time needs a cuda_gpu_trace report; this %s summary has no times",
+                         r->path, k_report_names[r->kind]);
+    }
+    close_reader(&rd);
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -563,31 +681,39 @@ static int cmp_double(const void *a, const void *b) {
 static int cmp_act_name(const void *pa, const void *pb) {
     const gpu_act *a = pa, *b = pb;
     if (a->rank != b->rank) return a->rank < b->rank ? -1 : 1;
-    return strcmp(a->name, b->name);
+    return (a->name > b->name) - (a->name < b->name);
 }
 
 /* Per (device, name) statistics of the kept trace rows. Sorts acts. */
-static void trace_stats(gpu_acts *acts, op_rows *out) {
-    sort_n(acts->v, (size_t)acts->n, sizeof *acts->v, cmp_act_name);
-    double *d = vb_malloc_check((size_t)(acts->n > 0 ? acts->n : 1) * sizeof *d);
-    for (int i = 0; i < acts->n;) {
-        int j = i;
+static void trace_stats(import *im) {
+    gpu_acts *acts = &im->acts;
+    sort_n(acts->v, acts->n, sizeof *acts->v, cmp_act_name);
+    size_t most = 0;
+    for (size_t i = 0; i < acts->n;) {
+        size_t j = i;
         while (j < acts->n && cmp_act_name(&acts->v[i], &acts->v[j]) == 0) j++;
-        op_row *o = push_op(out);
+        if (j - i > most) most = j - i;
+        i = j;
+    }
+    double *d = vb_malloc_check((most > 0 ? most : 1) * sizeof *d);
+    for (size_t i = 0; i < acts->n;) {
+        size_t j = i;
+        while (j < acts->n && cmp_act_name(&acts->v[i], &acts->v[j]) == 0) j++;
+        op_row *o = push_op(&im->ops);
         o->rank = acts->v[i].rank;
-        o->name = acts->v[i].name;
-        o->cat = acts->v[i].cat;
+        o->name = name_of(im, acts->v[i].name);
+        o->cat = classify_kernel(o->name);
         o->prio = 0;
-        o->file = acts->v[i].file;
-        int n = j - i;
-        for (int k = 0; k < n; k++) {
+        o->file = im->dev_report[o->rank];
+        size_t n = j - i;
+        for (size_t k = 0; k < n; k++) {
             d[k] = acts->v[i + k].dur_s;
             o->total += d[k];
             o->bytes += acts->v[i + k].bytes;
         }
-        sort_n(d, (size_t)n, sizeof *d, cmp_double);
-        o->calls = n;
-        o->avg = o->total / n;
+        sort_n(d, n, sizeof *d, cmp_double);
+        o->calls = (double)n;
+        o->avg = o->total / (double)n;
         o->min = d[0];
         o->max = d[n - 1];
         o->med = n % 2 ? d[n / 2] : 0.5 * (d[n / 2 - 1] + d[n / 2]);
@@ -686,38 +812,37 @@ static void write_ops(FILE *f, void *ctx) {
 static int cmp_act_time(const void *pa, const void *pb) {
     const gpu_act *a = pa, *b = pb;
     if (a->rank != b->rank) return a->rank < b->rank ? -1 : 1;
-    /* stream7 before stream13: shorter names first, then by text */
-    size_t la = strlen(a->lane), lb = strlen(b->lane);
-    if (la != lb) return la < lb ? -1 : 1;
-    int s = strcmp(a->lane, b->lane);
-    if (s) return s;
+    /* the one lane of a trace without streams, then stream7 before stream13 */
+    if (a->stream != b->stream) return a->stream < b->stream ? -1 : 1;
     if (a->start_s != b->start_s) return a->start_s < b->start_s ? -1 : 1;
     return (a->dur_s < b->dur_s) - (a->dur_s > b->dur_s);
 }
 
 static void write_timeline(FILE *f, void *ctx) {
-    const gpu_acts *acts = ctx;
+    const import *im = ctx;
     fputs(VB_TIMELINE_CSV_HEADER "\n", f);
-    for (int i = 0; i < acts->n; i++) {
-        const gpu_act *a = &acts->v[i];
-        fprintf(f, "%d,%s,%s,", a->rank, a->lane, k_cat_names[a->cat]);
-        vb_csv_field(f, a->name);
+    for (size_t i = 0; i < im->acts.n; i++) {
+        const gpu_act *a = &im->acts.v[i];
+        char lane[24];
+        lane_name(lane, sizeof lane, a->stream);
+        const char *name = name_of(im, a->name);
+        fprintf(f, "%d,%s,%s,", a->rank, lane, k_cat_names[classify_kernel(name)]);
+        vb_csv_field(f, name);
         fprintf(f, ",nsys,0,-1,%.9f,%.9f,%.0f,0,-1\n", a->start_s, a->dur_s, a->bytes);
     }
 }
 
-static void to_timeline(const gpu_acts *acts, vb_timeline *t) {
-    memset(t, 0, sizeof *t);
-    for (int i = 0; i < acts->n; i++) {
-        const gpu_act *a = &acts->v[i];
-        vb_tl_event e = {.rank = a->rank, .step = -1, .bucket = -1, .start_s = a->start_s, .dur_s = a->dur_s,
-                         .bytes = a->bytes};
-        snprintf(e.lane, sizeof e.lane, "%s", a->lane);
-        snprintf(e.kind, sizeof e.kind, "%s", k_cat_names[a->cat]);
-        snprintf(e.name, sizeof e.name, "%.*s", (int)sizeof e.name - 1, a->name); /* names are not used */
-        snprintf(e.trial_type, sizeof e.trial_type, "nsys");
-        vb_timeline_add(t, &e);
+/* The breakdown of the activities, fed one at a time (no timeline in memory). */
+static int breakdown_of(const import *im, vb_breakdown **out) {
+    vb_breakdown_acc *acc = vb_breakdown_acc_create();
+    for (size_t i = 0; i < im->acts.n; i++) {
+        const gpu_act *a = &im->acts.v[i];
+        char lane[24];
+        lane_name(lane, sizeof lane, a->stream);
+        vb_breakdown_acc_add(acc, a->rank, lane, k_cat_names[classify_kernel(name_of(im, a->name))], a->start_s,
+                             a->dur_s);
     }
+    return vb_breakdown_acc_finish(acc, out);
 }
 
 /* ------------------------------------------------------------ stdout */
@@ -866,88 +991,61 @@ static void write_or_die(const nsys_args *a, const char *name, void (*fn)(FILE *
     vb_outdir_write_or_die(&a->out, name, fn, ctx, "nsys");
 }
 
-/* Traces of one device from two files would be merged into one rank with
- * unrelated clocks: refuse. */
-static void check_devices(const gpu_acts *acts, const report_list *reps) {
-    int n = acts->n;
-    for (int i = 1; i < n; i++) {
-        const gpu_act *x = &acts->v[i - 1], *y = &acts->v[i];
-        if (x->rank == y->rank && x->file != y->file)
-            vb_die_input("nsys: %s: device %d is also in %s; import each process's trace with its own --output_dir",
-                         reps->v[y->file].path, y->rank, reps->v[x->file].path);
-    }
-}
-
-static int cmp_act_device(const void *pa, const void *pb) {
-    const gpu_act *a = pa, *b = pb;
-    if (a->rank != b->rank) return a->rank < b->rank ? -1 : 1;
-    return (a->file > b->file) - (a->file < b->file);
-}
-
 int vb_nsys_main(int argc, char **argv) {
     nsys_args a;
     parse_args(argc, argv, &a);
 
+    /* every report read as a stream, its rows kept as op rows (summaries)
+     * or compact activities (traces): memory the size of what the outputs
+     * need, never a copy of the files */
     report_list reps = {0};
-    for (int f = 0; f < a.nfiles; f++) read_reports(a.files[f], f, &reps);
-    op_rows ops = {0};
-    gpu_acts acts = {0};
+    import im = {.names = vb_strtab_create(), .win = &a.win};
+    if (!im.names) vb_die_internal("nsys: out of memory");
+    for (int f = 0; f < a.nfiles; f++) read_reports(a.files[f], f, &reps, &im);
     int ntrace = 0, napi = 0;
     for (int k = 0; k < reps.n; k++) {
-        const report *r = &reps.v[k];
-        if (r->kind != R_TRACE && a.win.on)
-            vb_die_input("nsys: %s: --filter_time needs a cuda_gpu_trace report; this %s summary has no times",
-                         r->path, k_report_names[r->kind]);
-        if (r->kind == R_TRACE) {
-            ntrace++;
-            trace_rows(r, k, &a.win, &acts);
-        } else {
-            napi += r->kind == R_API_SUM;
-            summary_rows(r, k, &ops);
-        }
+        ntrace += reps.v[k].kind == R_TRACE;
+        napi += reps.v[k].kind == R_API_SUM;
     }
-    sort_n(acts.v, (size_t)acts.n, sizeof *acts.v, cmp_act_device);
-    check_devices(&acts, &reps);
     prepare_outdir(&a);
 
-    trace_stats(&acts, &ops);
-    int dropped = dedupe_and_share(&ops);
-    write_or_die(&a, VB_OPS_CSV, write_ops, &ops);
+    trace_stats(&im);
+    int dropped = dedupe_and_share(&im.ops);
+    write_or_die(&a, VB_OPS_CSV, write_ops, &im.ops);
 
     vb_breakdown *bd = NULL;
     int nbd = 0;
     if (ntrace > 0) {
-        sort_n(acts.v, (size_t)acts.n, sizeof *acts.v, cmp_act_time);
-        write_or_die(&a, VB_TIMELINE_CSV, write_timeline, &acts);
-        vb_timeline t;
-        to_timeline(&acts, &t);
-        int n = vb_breakdown_ranks(&t, &bd);
+        sort_n(im.acts.v, im.acts.n, sizeof *im.acts.v, cmp_act_time);
+        write_or_die(&a, VB_TIMELINE_CSV, write_timeline, &im);
+        int n = breakdown_of(&im, &bd);
         for (int i = 0; i < n; i++)
             if (bd[i].steps > 0) bd[nbd++] = bd[i]; /* devices the trace has */
-        vb_timeline_free(&t);
         char why[3 * VB_PATH_MAX];
         int rc = vb_breakdown_write_csv(&a.out, bd, nbd, why, sizeof why);
         if (rc == VB_OUTDIR_NOT_A_DIR) vb_die_input("nsys: %s", why);
         if (rc != 0) vb_die_env("nsys: %s", why);
     }
 
-    printf("vitbench nsys: %d report%s -> %s/ops.csv (%d rows)%s\n", reps.n, reps.n == 1 ? "" : "s", a.outdir, ops.n,
-           ntrace ? ", timeline.csv, breakdown.csv" : "");
+    printf("vitbench nsys: %d report%s -> %s/ops.csv (%d rows)%s\n", reps.n, reps.n == 1 ? "" : "s", a.outdir,
+           im.ops.n, ntrace ? ", timeline.csv, breakdown.csv" : "");
     for (int k = 0; k < reps.n; k++)
         printf("  %s: %s%s, %d rows\n", reps.v[k].path, k_report_names[reps.v[k].kind],
-               reps.v[k].kind == R_API_SUM ? " (host API calls: category api, not GPU time)" : "", reps.v[k].csv.nrows);
-    if (a.win.on) printf("  --filter_time %s: %d trace rows inside the window\n", a.win.text, acts.n);
+               reps.v[k].kind == R_API_SUM ? " (host API calls: category api, not GPU time)" : "", reps.v[k].nrows);
+    if (a.win.on) printf("  --filter_time %s: %zu trace rows inside the window\n", a.win.text, im.acts.n);
     if (dropped) printf("  %d rows also found in a preferred report (trace > cuda_gpu_kern_sum > cuda_gpu_sum, cuda_gpu_mem_time_sum) left out\n", dropped);
-    if (ntrace > 0 && acts.n == 0) vb_warn("no trace rows%s: timeline.csv and breakdown.csv are empty", a.win.on ? " inside --filter_time" : "");
-    print_top(&ops, 0, "top GPU activities by total time");
-    if (napi > 0) print_top(&ops, 2, "top host API calls by total time (CPU time spent in the calls, not GPU activity)");
+    if (ntrace > 0 && im.acts.n == 0) vb_warn("no trace rows%s: timeline.csv and breakdown.csv are empty", a.win.on ? " inside --filter_time" : "");
+    print_top(&im.ops, 0, "top GPU activities by total time");
+    if (napi > 0) print_top(&im.ops, 2, "top host API calls by total time (CPU time spent in the calls, not GPU activity)");
     if (nbd > 0) print_breakdown(bd, nbd);
 
     free(bd);
-    free(ops.v);
-    free(acts.v);
+    free(im.ops.v);
+    free(im.acts.v);
+    free(im.dev_report);
+    vb_strtab_destroy(im.names);
     for (int k = 0; k < reps.n; k++) {
-        vb_csv_free(&reps.v[k].csv);
+        vb_csv_free(&reps.v[k].head);
         if (reps.v[k].path != a.files[reps.v[k].file]) free((char *)reps.v[k].path);
     }
     free(reps.v);

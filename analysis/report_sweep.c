@@ -6,6 +6,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "analysis/report_sweep.h"
 #include "analysis/rundir.h"
@@ -60,6 +62,27 @@ static void failure_of(rp_run *r, const char *recorded) {
         snprintf(r->failure, sizeof r->failure, "exit %ld", code);
 }
 
+
+/* A run reached through a symbolic link below the sweep (runs/ or
+ * runs/<run> a link) is read, and said to be: what it leads to may be
+ * another run's directory, not the one the sweep wrote. */
+static void link_note(rp_doc *d, const char *sweep, const char *run_dir) {
+    char path[VB_PATH_MAX], target[VB_PATH_MAX];
+    size_t at = 0;
+    for (const char *c = run_dir; *c; c += strcspn(c, "/"), c += *c == '/') {
+        at = (size_t)(c - run_dir) + strcspn(c, "/");
+        vb_snprintf(path, sizeof path, "%s/%.*s", sweep, (int)at, run_dir);
+        struct stat st;
+        if (lstat(path, &st) != 0 || !S_ISLNK(st.st_mode)) continue;
+        ssize_t k = readlink(path, target, sizeof target - 1);
+        target[k > 0 ? k : 0] = '\0';
+        rp_problem(d, "%s: a symbolic link (to %s), not a directory the sweep wrote: its numbers are read from there "
+                      "and may be another run's",
+                   path, target[0] ? target : "?");
+        return;
+    }
+}
+
 static void load_index(rp_sweep *s, rp_doc *d) {
     if (rp_read_csv(s->path, VB_INDEX_CSV, &s->idx) != 0) vb_die_input("report: %s/index.csv: cannot read", s->path);
     if (vb_csv_col(&s->idx, VB_COL_RUN_DIR) < 0 || vb_csv_col(&s->idx, VB_COL_STATUS) < 0)
@@ -93,6 +116,7 @@ static void load_index(rp_sweep *s, rp_doc *d) {
                 vb_snprintf(r->dir, sizeof r->dir, "%s", dir);
                 continue;
             }
+            link_note(d, s->path, rd);
             rp_run_load(r, dir, d);
             snprintf(r->status, sizeof r->status, "completed"); /* index.csv is the sweep's record */
         } else {

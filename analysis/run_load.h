@@ -25,7 +25,9 @@ typedef struct vb_run_load {
 /* Reads run_dir/load.csv for the timed trials of trial_type ("FULL",
  * "SYNTHETIC", "IO"; NULL: every timed trial). A missing file gives
  * recorded false and NaNs; a malformed one exits 2 naming it, prefixed by
- * `who` ("compare", "report"). */
+ * `who` ("compare", "report"): read as strictly as trials.csv (the schema's
+ * header, every row this run's, no trial twice, each cell in its column's
+ * range: shares in [0, 1], counts whole). */
 void vb_run_load_read(const char *run_dir, const char *trial_type, const char *who, vb_run_load *out);
 
 /* The mean share over runs that recorded one (NaN when none did). */

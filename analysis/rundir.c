@@ -66,3 +66,15 @@ cJSON *vb_read_json_object(const char *path, const char **why) {
     *why = NULL;
     return j;
 }
+
+void vb_run_json_id(const char *run_dir, char *id, size_t n, bool *imported) {
+    char path[VB_PATH_MAX];
+    vb_dir_file(path, sizeof path, run_dir, VB_RUN_JSON);
+    id[0] = '\0';
+    const char *why;
+    cJSON *j = vb_read_json_object(path, &why);
+    const cJSON *v = j ? cJSON_GetObjectItemCaseSensitive(j, "run_id") : NULL;
+    if (cJSON_IsString(v)) snprintf(id, n, "%s", v->valuestring);
+    if (imported) *imported = cJSON_IsObject(j ? cJSON_GetObjectItemCaseSensitive(j, "imported") : NULL);
+    cJSON_Delete(j);
+}

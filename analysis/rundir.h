@@ -7,6 +7,7 @@
 #ifndef VB_ANALYSIS_RUNDIR_H
 #define VB_ANALYSIS_RUNDIR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <cjson/cJSON.h>
@@ -37,5 +38,9 @@ int vb_dir_read_csv(const char *dir, const char *name, vb_csv *t, char *err, siz
  * file", "cannot be read" or "not a JSON object" (not JSON, or JSON of
  * another kind). The caller frees it with cJSON_Delete. */
 cJSON *vb_read_json_object(const char *path, const char **why);
+/* The run's id: run_dir/run.json's run_id, or "" when it has none to say;
+ * and, where imported is not NULL, whether vitbench import made the run
+ * (run.json has an "imported" object). */
+void vb_run_json_id(const char *run_dir, char *id, size_t n, bool *imported);
 
 #endif

@@ -37,8 +37,7 @@ static bool whole(const vb_csv *t, int row, int col, double lo, double *out) {
     return true;
 }
 
-/* warmup: 0/1 as vitbench writes it; true/false as hand-made files do */
-static int warmup_of(const char *s) {
+int vb_trial_warmup_of(const char *s) {
     if (!strcmp(s, "0") || !strcmp(s, "false") || !strcmp(s, "False")) return 0;
     if (!strcmp(s, "1") || !strcmp(s, "true") || !strcmp(s, "True")) return 1;
     return -1;
@@ -74,7 +73,7 @@ static int parse_row(const vb_csv *t, int r, const char *path, trial_row *x, boo
     if (x->type < 0)
         return refuse(why, n, "%s: record %d: trial_type '%s' is not one of %s", path, rec,
                       vb_csv_get(t, r, C_TYPE), vb_trial_kind_list());
-    x->warmup = warmup_of(vb_csv_get(t, r, C_WARMUP));
+    x->warmup = vb_trial_warmup_of(vb_csv_get(t, r, C_WARMUP));
     if (x->warmup < 0)
         return refuse(why, n, "%s: record %d: warmup '%s' is not 0 or 1", path, rec, vb_csv_get(t, r, C_WARMUP));
     static const struct {
@@ -142,20 +141,6 @@ static int find_trial(const trial_row *rows, const int *order, int n, const tria
     return -1;
 }
 
-/* The run's id: run.json's, or "" when it has none to say; and whether
- * vitbench import made it. */
-static void run_id_of(const char *run_dir, char *id, size_t n, bool *imported) {
-    char path[VB_PATH_MAX];
-    vb_dir_file(path, sizeof path, run_dir, VB_RUN_JSON);
-    id[0] = '\0';
-    const char *why;
-    cJSON *j = vb_read_json_object(path, &why);
-    const cJSON *v = j ? cJSON_GetObjectItemCaseSensitive(j, "run_id") : NULL;
-    if (cJSON_IsString(v)) snprintf(id, n, "%s", v->valuestring);
-    *imported = cJSON_IsObject(j ? cJSON_GetObjectItemCaseSensitive(j, "imported") : NULL);
-    cJSON_Delete(j);
-}
-
 /* Each trial's seconds against the sum of its steps in iterations.csv, where
  * that file has them: rows (type, index, warmup, rank) summed. */
 static int check_against_steps(const char *run_dir, const char *path, const trial_row *rows, const int *order,
@@ -170,7 +155,7 @@ static int check_against_steps(const char *run_dir, const char *path, const tria
         double *sum = vb_calloc_check((size_t)nrows + 1, sizeof *sum);
         int *steps = vb_calloc_check((size_t)nrows + 1, sizeof *steps);
         for (int s = 0; s < it.nrows; s++) {
-            trial_row key = {.type = vb_trial_kind_by_name(vb_csv_get(&it, s, ct)), .warmup = warmup_of(vb_csv_get(&it, s, cw))};
+            trial_row key = {.type = vb_trial_kind_by_name(vb_csv_get(&it, s, ct)), .warmup = vb_trial_warmup_of(vb_csv_get(&it, s, cw))};
             double idx, rank, sec;
             if (key.type < 0 || key.warmup < 0 || !vb_csv_num(&it, s, ci, &idx) || !vb_csv_num(&it, s, cr, &rank) ||
                 !vb_csv_num(&it, s, cs, &sec) || fabs(idx) > 1e9 || fabs(rank) > 1e9)
@@ -231,7 +216,7 @@ int vb_trials_read(const char *run_dir, vb_trials *t, char *why, size_t n) {
     }
     char id[256] = "";
     bool imported = false;
-    if (rc == 0) run_id_of(run_dir, id, sizeof id, &imported);
+    if (rc == 0) vb_run_json_id(run_dir, id, sizeof id, &imported);
     const bool from_json = id[0] != '\0';
     for (int r = 0; rc == 0 && r < c.nrows; r++) {
         rc = parse_row(&c, r, path, &rows[r], imported, why, n);

@@ -48,6 +48,9 @@ typedef struct vb_trials {
  * file and the record). The caller frees it with vb_trials_free (also
  * after a failure). */
 int vb_trials_read(const char *run_dir, vb_trials *t, char *why, size_t n);
+/* A warmup cell: 0/1 as vitbench writes it (true/false as hand-made files
+ * do); -1 for anything else. */
+int vb_trial_warmup_of(const char *s);
 void vb_trials_free(vb_trials *t);
 
 #endif

@@ -80,6 +80,11 @@ static inline VB_FP8_HD float vb_fp8_amax(const float *x, size_t n) {
  * history: sf = (fp8_max / amax) / 2^margin, computed in float32 as TE's
  * _default_sf_compute does; the old scale is kept when amax is 0 (nothing
  * seen yet) or not finite. */
+/* The largest margin: with it a tensor whose amax is as large as FP8 holds
+ * unscaled (448, E4M3) still gets a scale of at least 2^-126, the smallest
+ * normal float; from 128 on 2^margin is infinite and every scale 0. */
+#define VB_FP8_MAX_MARGIN 126
+
 static inline VB_FP8_HD float vb_fp8_scale_from_amax(float amax, float old_scale, vb_fp8_format f, int margin) {
     if (!(amax > 0.0f) || !isfinite(amax)) return old_scale;
     const float sf = (vb_fp8_max(f) / amax) / ldexpf(1.0f, margin);

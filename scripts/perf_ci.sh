@@ -43,7 +43,9 @@
 # 8, 12, 18, 27 and 40, it judges (each look at alpha / 6, so that looking
 # often does not raise the false verdicts), and stops when decided or when
 # the next round would not fit the time budget (--budget S, default 300
-# seconds). Undecided, it says the largest regression the rounds can still
+# seconds); the first 5 rounds are run whatever the budget, since fewer
+# decide nothing and a short budget on a slow runner would otherwise end
+# the gate having measured nothing it could judge. Undecided, it says the largest regression the rounds can still
 # not rule out ("no regression larger than 14% in 12 rounds"), exit 5.
 # The two commits' configs may differ: what changed is shown, not refused
 # (a commit that widens the tiny config is a regression to catch).
@@ -544,8 +546,9 @@ PY
       set -e
       case $rc in 0 | 1) break ;; 5) ;; *) cat "$cmp_out"; finish "$rc" "compare could not compare base and head (exit $rc, above)" ;; esac
     fi
-    # stop when the next round would not fit the budget, or after the last look
-    if [ $look -ge ${#looks[@]} ] || [ $((now - start + (now - start) / round)) -gt "$BUDGET" ]; then
+    # stop after the last look, or from the first look on when the next round
+    # would not fit the budget
+    if [ $look -ge ${#looks[@]} ] || { [ $look -gt 0 ] && [ $((now - start + (now - start) / round)) -gt "$BUDGET" ]; }; then
       [ $look -gt 0 ] && [ "${looks[$((look - 1))]}" = $round ] && break
       set +e
       "$VB" compare "$ab/base" "$ab/head" --paired --threshold "${THRESHOLD:-0.10}" --alpha "$alpha_look" \

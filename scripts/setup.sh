@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages vitbench needs, only those that are missing.
 #   scripts/setup.sh          what building and running vitbench needs
-#   scripts/setup.sh --test   that, and what only the test suite needs (Slurm)
+#   scripts/setup.sh --test   that, and what only the test suite needs (Slurm, h5repack)
 # Safe to run repeatedly; needs root (or sudo) the first time on a fresh machine.
 set -euo pipefail
 
@@ -35,6 +35,7 @@ TEST_PACKAGES=(
   slurm-wlm              # srun, sbatch, squeue, slurmctld, slurmd
   munge                  # Slurm's authentication (munged, mungekey)
   python3-venv           # test_hta: Holistic Trace Analysis from PyPI in a virtual environment
+  hdf5-tools             # test_h5_compressed: h5repack makes gzip / shuffle compressed years
   valgrind               # test_counts and perf_ci.sh --counts: the step's counted work under callgrind
 )
 # the packages among these that ship a daemon, and the service each ships

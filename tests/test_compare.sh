@@ -87,7 +87,7 @@ if "load" in a:
                 "steal_share,cpu_wait_share,nivcsw\n")
         for kind, vals in (("SYNTHETIC", synth), ("FULL", full)):
             for i, v in enumerate(vals):
-                f.write("r,%s,%d,0,0,%r,2,3.5,3.6,0,%s,40\n" % (kind, i, 64 / v, a["load"]))
+                f.write("%s,%s,%d,0,0,%r,2,3.5,3.6,0,%s,40\n" % (rid, kind, i, 64 / v, a["load"]))
 gemm = float(a.get("gemm_s", "0.5"))
 with open(os.path.join(d, "ops.csv"), "w") as f:
     f.write("rank,trial_type,name,category,calls,bytes,flops,total_s,avg_s,min_s,max_s,median_s,share_of_step\n")
@@ -427,5 +427,29 @@ expect 0 "--allow_different KEY" "$VB" compare --help
 expect 0 "5 inconclusive" "$VB" compare -h
 expect 0 "--run_floor S" "$VB" compare --help
 expect_input_error "--run_floor: '0' must be a number in (0, 1)" "$VB" compare base same --run_floor 0
+expect_input_error "--alpha: '0x1p-3' must be a number in (0, 1)" "$VB" compare base same --alpha 0x1p-3
+
+# a busy side of one trial has no spread within its run: the note says so, never "nan"
+python3 - "$TMP" <<'EOF' || fail "one-trial fixture"
+import json, os, sys
+for d, n in (("busy1", 1), ("busy6", 6)):
+    d = os.path.join(sys.argv[1], d)
+    os.makedirs(d)
+    rid = os.path.basename(d)
+    json.dump({"run_id": rid, "status": "completed", "backend": "cpu", "ranks": 1,
+               "fingerprint": {"machine_key": "00000000000000aa"}}, open(d + "/run.json", "w"))
+    with open(d + "/trials.csv", "w") as f, open(d + "/load.csv", "w") as g:
+        f.write("run_id,trial_type,trial_index,warmup,nbatches,global_batch,ranks,rank,seconds,samples_per_s\n")
+        g.write("run_id,trial_type,trial_index,warmup,rank,seconds,online_cpus,loadavg_before,loadavg_after,"
+                "steal_share,cpu_wait_share,nivcsw\n")
+        for i in range(n):
+            v = 100.0 + i
+            f.write("%s,FULL,%d,0,4,8,1,0,%r,%r\n" % (rid, i, 32 / v, v))
+            g.write("%s,FULL,%d,0,0,%r,2,3.5,3.6,0,0.4,40\n" % (rid, i, 32 / v))
+EOF
+out=$("$VB" compare "$TMP/busy1" "$TMP/busy6" --metric FULL --output "$TMP/busy.json" 2>&1)
+grep -q "note: BASE FULL ran on a busy machine: .*one trial a run: no spread within a run" <<<"$out" ||
+    fail "the busy one-trial side's note: $out"
+grep -qi "nan" <<<"$out" && fail "compare printed nan: $out"
 
 echo "test_compare: OK"

@@ -532,6 +532,17 @@ static void test_validation_errors(void **state) {
         {"--output_dir", "out\xc3(", "is not valid UTF-8 (byte 0xc3 at byte 3)"},
         {"--run_name", "a\xed\xa0\x80", "is not valid UTF-8 (byte 0xed at byte 1)"}, /* a UTF-16 surrogate */
         {"--output_dir", "", "output_dir is empty"},
+        /* shown reversed after it: "abc<U+202E>txt.exe" reads as abcexe.txt */
+        {"--run_name", "abc\xe2\x80\xae" "txt.exe", "run_name holds U+202E (at byte 3), an invisible character"},
+        {"--run_name", "a\xc2\x85" "b", "run_name holds U+0085 (at byte 1)"},
+        /* numbers said as given: not the 0 an underflow became, never C's hexadecimal floats */
+        {"--lr", "1e-400", "'1e-400' is too small for a single-precision number"},
+        {"--lr", "1e-46", "'1e-46' is too small for a single-precision number"},
+        {"--lr", "0x1p-3", "'0x1p-3' is a hexadecimal number"},
+        {"--loss_scale_init", "1e39", "'1e39' is not a finite single-precision number"},
+        {"--lr", "inf", "'inf' is not a number"},
+        /* 2^200 is infinite in float: every scale would be 0 */
+        {"--fp8_margin", "200", "fp8_margin = 200 must be <= 126"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char origin[128];

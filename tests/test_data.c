@@ -29,6 +29,9 @@ static float fx_value(int file, int t, int c, int h, int w, int T, int C, int H,
 /* the fixture's datasets chunked (one chunk a time step) instead of
  * contiguous: the loader reads those through H5Dread, not pread */
 static bool g_fx_chunked;
+/* ... and each chunk shuffled and gzip-compressed, as ERA5 files often are
+ * (h5py's compression="gzip", shuffle=True; h5repack -f SHUF -f GZIP=4) */
+static bool g_fx_compressed;
 
 /* Writes dir/<year0+f>.h5 for f < nfiles with the "fields" dataset [T, C, H, W].
  * `file_offset` shifts the file index used in the values. */
@@ -39,7 +42,11 @@ static void fx_write_file(const char *path, int file, int T, int C, int H, int W
     hid_t sp = H5Screate_simple(4, dims, NULL);
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     hsize_t chunk[4] = {1, (hsize_t)C, (hsize_t)H, (hsize_t)W};
-    if (g_fx_chunked) assert_true(H5Pset_chunk(dcpl, 4, chunk) >= 0);
+    if (g_fx_chunked || g_fx_compressed) assert_true(H5Pset_chunk(dcpl, 4, chunk) >= 0);
+    if (g_fx_compressed) {
+        assert_true(H5Pset_shuffle(dcpl) >= 0);
+        assert_true(H5Pset_deflate(dcpl, 4) >= 0);
+    }
     hid_t d = H5Dcreate2(f, "fields", H5T_IEEE_F32LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
     H5Pclose(dcpl);
     assert_true(d >= 0);
@@ -561,6 +568,65 @@ static void scan_dir(void *p) {
     vb_split_scan(&s, (const char *)p);
 }
 
+/* A year of x's shape at p whose "fields" has storage for none of its
+ * time steps (written 0), or for the first half (written T/2): contiguous,
+ * chunked a step a chunk, or chunked with shuffle and gzip. */
+typedef enum { YEAR_CONTIGUOUS, YEAR_CHUNKED, YEAR_COMPRESSED } year_layout;
+
+static void write_part_year(const char *p, const fx *x, year_layout layout, int written) {
+    hid_t h = H5Fcreate(p, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hsize_t d[4] = {(hsize_t)x->T, (hsize_t)x->C, (hsize_t)x->Hf, (hsize_t)x->Wf};
+    hsize_t chunk[4] = {1, d[1], d[2], d[3]};
+    hid_t sp = H5Screate_simple(4, d, NULL);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    if (layout != YEAR_CONTIGUOUS) assert_true(H5Pset_chunk(dcpl, 4, chunk) >= 0);
+    if (layout == YEAR_COMPRESSED) assert_true(H5Pset_shuffle(dcpl) >= 0 && H5Pset_deflate(dcpl, 4) >= 0);
+    hid_t ds = H5Dcreate2(h, "fields", H5T_IEEE_F32LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    assert_true(ds >= 0);
+    if (written > 0) {
+        hsize_t start[4] = {0, 0, 0, 0}, count[4] = {(hsize_t)written, d[1], d[2], d[3]};
+        size_t nval = (size_t)count[0] * d[1] * d[2] * d[3];
+        float *buf = calloc(nval, sizeof *buf);
+        for (size_t k = 0; k < nval; k++) buf[k] = 1.0f + (float)(k % 7);
+        hid_t ms = H5Screate_simple(4, count, NULL);
+        assert_true(H5Sselect_hyperslab(sp, H5S_SELECT_SET, start, NULL, count, NULL) >= 0);
+        assert_true(H5Dwrite(ds, H5T_NATIVE_FLOAT, ms, sp, H5P_DEFAULT, buf) >= 0);
+        H5Sclose(ms);
+        free(buf);
+    }
+    H5Pclose(dcpl);
+    H5Dclose(ds);
+    H5Sclose(sp);
+    H5Fclose(h);
+}
+
+/* gzip + shuffle compressed years, written whole: read as any chunked file
+ * (their storage is smaller than their data, which HDF5 calls partly
+ * allocated: every chunk is there, and that is what counts); a compressed
+ * year with chunks never written is refused as the uncompressed one is */
+static void test_compressed_files(void **state) {
+    (void)state;
+    assert_true(H5Zfilter_avail(H5Z_FILTER_DEFLATE) > 0);
+    g_fx_compressed = true;
+    fx x;
+    fx_make(&x, 2, 8);
+    g_fx_compressed = false;
+    vb_loader *l = vb_loader_create(&x.o);
+    for (int k = 0; k < 4; k++) {
+        const vb_batch *b = vb_loader_next(l);
+        check_batch_content(&x, b);
+        vb_loader_release(l, b);
+    }
+    vb_loader_destroy(l);
+    /* time steps 0 .. T/2-1 written, the rest never */
+    char p[VB_PATH_MAX];
+    vb_snprintf(p, sizeof p, "%s/2011.h5", x.split);
+    write_part_year(p, &x, YEAR_COMPRESSED, x.T / 2);
+    lctx c = {.o = x.o};
+    expect_exit2(create_loader, &c, p, "only partly written");
+    tu_rm_rf(x.root);
+}
+
 /* reads a batch (file 0 is open, and mapped), empties `shrink`, then reads
  * on: whichever way the loader reads, it must exit 2 naming the file */
 static void read_shrink_read(void *p) {
@@ -753,30 +819,7 @@ static void test_loader_errors(void **state) {
     /* "fields" whose storage was never written, or only its first half:
      * the rest would read as fill values (zeros) and be trained on */
     for (int part = 0; part < 3; part++) {
-        const bool chunked = part > 0;
-        hid_t h = H5Fcreate(p, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-        hsize_t d[4] = {(hsize_t)x.T, (hsize_t)x.C, (hsize_t)x.Hf, (hsize_t)x.Wf};
-        hsize_t chunk[4] = {1, (hsize_t)x.C, (hsize_t)x.Hf, (hsize_t)x.Wf};
-        hid_t sp = H5Screate_simple(4, d, NULL);
-        hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-        if (chunked) assert_true(H5Pset_chunk(dcpl, 4, chunk) >= 0);
-        hid_t ds = H5Dcreate2(h, "fields", H5T_IEEE_F32LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-        assert_true(ds >= 0);
-        if (part == 2) { /* time steps 0 .. T/2-1 written, the rest never */
-            hsize_t start[4] = {0, 0, 0, 0}, count[4] = {(hsize_t)x.T / 2, d[1], d[2], d[3]};
-            size_t nval = (size_t)count[0] * d[1] * d[2] * d[3];
-            float *buf = calloc(nval, sizeof *buf);
-            for (size_t k = 0; k < nval; k++) buf[k] = 1.0f + (float)(k % 7);
-            hid_t ms = H5Screate_simple(4, count, NULL);
-            assert_true(H5Sselect_hyperslab(sp, H5S_SELECT_SET, start, NULL, count, NULL) >= 0);
-            assert_true(H5Dwrite(ds, H5T_NATIVE_FLOAT, ms, sp, H5P_DEFAULT, buf) >= 0);
-            H5Sclose(ms);
-            free(buf);
-        }
-        H5Pclose(dcpl);
-        H5Dclose(ds);
-        H5Sclose(sp);
-        H5Fclose(h);
+        write_part_year(p, &x, part > 0 ? YEAR_CHUNKED : YEAR_CONTIGUOUS, part == 2 ? x.T / 2 : 0);
         c.o = x.o;
         expect_exit2(create_loader, &c, p, part == 2 ? "only partly written" : "never written");
         unlink(p);
@@ -1214,6 +1257,7 @@ int main(void) {
         cmocka_unit_test(test_scan_not_regular),
         cmocka_unit_test(test_content_crop_norm_order),
         cmocka_unit_test(test_chunked_files),
+        cmocka_unit_test(test_compressed_files),
         cmocka_unit_test(test_direct_read_pieces),
         cmocka_unit_test(test_file_shrinks_while_read),
         cmocka_unit_test(test_shuffle),

@@ -5,6 +5,8 @@
 # finished kept, no temporaries, and run.json "failed" with an end_time, so
 # that sweep --collect, --resume and report do not take it for a live run.
 # report reads that run.json (written in place, with trailing whitespace).
+# A sweep whose disk fills during its run says index.csv is not up to date
+# (exit 1) instead of counting rows index.csv does not hold.
 #
 # RLIMIT_FSIZE (test_no_loss.sh) caps a file's size, not the disk's free
 # space, so a fresh temporary still gets blocks there; only a disk with no
@@ -132,5 +134,35 @@ EOF
 # vitbench's own readers of run.json take the file as it was left on the full disk
 "$VB" report $R --output_dir rep --no_plots > rep.out 2> rep.err || { cat rep.err >&2; fail "report of the run"; }
 grep -q "status failed" rep/report.md || fail "report does not say the run failed: $(grep -i status rep/report.md)"
+
+# ---- a sweep whose disk fills while its run goes on ----
+rm -f disk/filler
+rm -rf disk/out
+REAL_MPIRUN=$(command -v mpirun) || fail "mpirun not found"
+mkdir -p bin
+# the probe runs for real; the run's stand-in fills the disk and ends well
+# (a second link keeps .running's block taken once the sweep removes it)
+cat > bin/mpirun <<EOF
+#!/usr/bin/env bash
+case " \$* " in *" version "*) exec "$REAL_MPIRUN" "\$@" ;; esac
+ln "\$(ls -d "$TMP"/disk/out/one_*)/.running" "$TMP/disk/keep"
+dd if=/dev/zero of="$TMP/disk/filler" bs=4096 2> /dev/null
+exit 0
+EOF
+chmod +x bin/mpirun
+cat > one.yaml <<EOF
+name: one
+command: run
+base: {config: tiny, train_data_path: data/train, valid_data_path: data/valid,
+       global_means_path: data/stats/global_means.npy, global_stds_path: data/stats/global_stds.npy}
+ranks: [1]
+EOF
+PATH=$TMP/bin:$PATH "$VB" sweep one.yaml --output_dir disk/out --no_report > sweep.out 2>&1
+rc=$?
+rows=$(($(cat disk/out/one_*/index.csv | wc -l) - 1))
+[ $rc -eq 1 ] || fail "a sweep whose index.csv could not be rewritten exited $rc, want 1: $(cat sweep.out)"
+grep -q "index .*index.csv NOT up to date: its last rewrite failed" sweep.out ||
+    fail "the sweep's closing line does not say index.csv is behind: $(cat sweep.out)"
+grep -q "runs recorded)" sweep.out && fail "the sweep claims rows index.csv does not hold ($rows): $(cat sweep.out)"
 
 echo "test_full_disk: OK"

@@ -15,7 +15,12 @@
 #   6. a run named javascript:alert(1), reported into its parent: every link
 #      in report.html and report.md is a relative path starting with ./
 #  10. a FIFO (named pipe) in place of a run's CSV: report and compare name it
-#      instead of waiting forever for a writer in the open
+#      instead of waiting forever for a writer in the open; VB_OPENBLAS_LIBRARY
+#      naming one is refused before dlopen would block in its open
+#  11. a NUL byte in a CSV: a record of them (once read as a blank line, so
+#      report and compare used 1 of 2 trials) or one inside a field (a number
+#      cut at it) is refused by report and compare with exit 2 naming the file
+#      and the record
 #   9. under an address-space limit (ulimit -v) just above what the program
 #      maps to start: report and compare work (they never load OpenBLAS,
 #      whose constructor retried its buffer forever), run stops with one line
@@ -120,6 +125,35 @@ bad=$(grep -o 'href="[^"]*"' par/report.html | grep -v -e '^href="\./' -e '^href
 [ -z "$bad" ] || fail "links in report.html that are not ./ paths: $bad"
 bad=$(grep -o '](<[^>]*>)' par/report.md | grep -v '^](<\./')
 [ -z "$bad" ] || fail "links in report.md that are not ./ paths: $bad"
+
+# ---- 11. NUL bytes in a CSV ----
+python3 - <<'EOF'
+import json, os
+for d, bad in (("nulrec", b"\0" * 20 + b"\n"), ("nulfield", None)):
+    os.makedirs(d)
+    json.dump({"run_id": d, "status": "completed", "backend": "cpu", "ranks": 1,
+               "fingerprint": {"machine_key": "00000000000000aa"}}, open(d + "/run.json", "w"))
+    rows = [("%s,FULL,%d,0,4,8,1,0,%r,%r\n" % (d, i, 32 / (100.0 + i), 100.0 + i)).encode() for i in range(2)]
+    if bad:
+        rows.insert(1, bad)
+    else:
+        rows[1] = rows[1].replace(b",0,4,8,", b",0,4\0,8,")
+    with open(d + "/trials.csv", "wb") as f:
+        f.write(b"run_id,trial_type,trial_index,warmup,nbatches,global_batch,ranks,rank,seconds,samples_per_s\n")
+        f.writelines(rows)
+EOF
+refused "nulrec/trials.csv: record 3: a NUL byte" report nulrec --no_plots
+refused "nulrec/trials.csv: record 3: a NUL byte" compare nulrec nulfield --metric FULL
+refused "nulfield/trials.csv: record 3: a NUL byte" report nulfield --no_plots
+refused "nulfield/trials.csv: record 3: a NUL byte" compare nulfield nulrec --metric FULL
+
+# VB_OPENBLAS_LIBRARY naming a FIFO: dlopen would block in its open; named instead
+mkfifo blas.fifo || fail "mkfifo"
+out=$(VB_OPENBLAS_LIBRARY=$TMP/blas.fifo timeout 60 "$VB" version 2>&1 >/dev/null)
+rc=$?
+[ "$rc" != 124 ] || fail "VB_OPENBLAS_LIBRARY naming a FIFO hung"
+[ "$rc" = 1 ] && grep -q "^vitbench: error: cannot load OpenBLAS named by VB_OPENBLAS_LIBRARY: .*blas.fifo is a FIFO" <<<"$out" ||
+    fail "VB_OPENBLAS_LIBRARY naming a FIFO: exit $rc: $out"
 
 # ---- 9. an address-space limit (the last section) ----
 # not under AddressSanitizer: its shadow memory alone is terabytes of address space

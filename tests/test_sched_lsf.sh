@@ -133,6 +133,10 @@ bad "cluster: {bsub_extra: ['-wa \"USR1']}" q; expect_exit2 q.yaml bsub_extra 'u
 bad 'cluster: {bsub_extra: ["-u a #b"]}' h; expect_exit2 h.yaml bsub_extra 'unquoted #' -- h.yaml --launcher bsub --dry-run --output_dir bad
 bad 'cluster: {alloc_flags: "gpumps \"x\""}' a; expect_exit2 a.yaml alloc_flags -- a.yaml --launcher bsub --dry-run --output_dir bad
 bad 'cluster: {resource_set: per_gpu}' r; expect_exit2 r.yaml resource_set per_gpu -- r.yaml --launcher bsub --dry-run --output_dir bad
+# a node's resource set of 2 ranks x 1073741824 cores: jsrun -c would overflow to -2147483648
+bad 'cluster: {resource_set: per_node, cpus_per_task: 1073741824}' ov
+expect_exit2 ov.yaml 'cpus_per_task 1073741824 x 2 ranks on a node' 'more cores than a job script can name' -- ov.yaml \
+    --launcher bsub --dry-run --output_dir bad
 printf 'name: bad\nbase: {config: tiny}\nranks: [2]\n' >nn.yaml
 expect_exit2 nn.yaml 'bsub needs' ranks_per_node -- nn.yaml --launcher bsub --dry-run --output_dir bad
 expect_exit2 '--output_dir' "'%'" -- lsf.yaml --launcher bsub --dry-run --output_dir "$TMP/50%"

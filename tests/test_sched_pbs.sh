@@ -104,6 +104,10 @@ bad 'cluster: {qsub_extra: ["-N other"]}' n; expect_exit2 n.yaml qsub_extra -N '
 bad 'cluster: {qsub_extra: ["-l walltime=1:00:00"]}' w; expect_exit2 w.yaml qsub_extra 'walltime' 'key / flag time' -- w.yaml --launcher qsub --dry-run --output_dir bad
 bad 'cluster: {qsub_extra: ["-lselect=2:ncpus=4"]}' s; expect_exit2 s.yaml qsub_extra 'select' -- s.yaml --launcher qsub --dry-run --output_dir bad
 bad 'cluster: {qsub_extra: ["-A other"]}' A; expect_exit2 A.yaml qsub_extra -A 'key / flag account' -- A.yaml --launcher qsub --dry-run --output_dir bad
+# 2 ranks x 2000000000 cores a node: #PBS -l select=1:ncpus would overflow to a negative count
+bad 'cluster: {cpus_per_task: 2000000000}' ov
+expect_exit2 ov.yaml 'cpus_per_task 2000000000 x 2 ranks on a node' 'more cores than a job script can name' -- ov.yaml \
+    --launcher qsub --dry-run --output_dir bad
 printf 'name: 1pbs\nbase: {config: tiny}\nranks: [2]\nranks_per_node: 2\n' >digit.yaml
 expect_exit2 digit.yaml 'name' '1pbs' 'cannot start with a digit' -- digit.yaml --launcher qsub --dry-run --output_dir bad
 printf 'name: bad\nbase: {config: tiny}\nranks: [2]\n' >nn.yaml

@@ -586,36 +586,73 @@ static void test_scheduler_job_ids(void **state) {
 
 /* status/<run>.job: the id of the latest submission (the submit log is
  * appended to, so a run submitted again has its earlier id first), with
- * its scheduler; a bare id from before other schedulers is Slurm's. */
+ * its scheduler; a bare id from before other schedulers is Slurm's. An id
+ * is the sweep's own scheduler's, by its grammar: a file naming another
+ * scheduler, 0 or an option is no id. */
 static void test_job_ids_recorded(void **state) {
     (void)state;
     char dir[VB_PATH_MAX], log[VB_PATH_MAX], path[VB_PATH_MAX], id[128];
     vb_snprintf(dir, sizeof dir, "%s/jobs_rec", g_tmp);
     vb_snprintf(path, sizeof path, "%s/status", dir);
     assert_int_equal(vb_mkdir_p(path), 0);
-    write_text(log, sizeof log, "jobs_rec/r.submit.log",
+    vb_snprintf(path, sizeof path, "%s/logs", dir);
+    assert_int_equal(vb_mkdir_p(path), 0);
+    sweep_tree t;
+    sweep_tree_open(&t, dir, true);
+    write_text(log, sizeof log, "jobs_rec/logs/r.submit.log",
                "Job <11> is submitted to queue <debug>.\nJob <12> is submitted to queue <debug>.\n");
-    sweep_record_job(dir, "r", log, &sweep_sched_lsf);
+    sweep_record_job(&t, "r", "r.submit.log", &sweep_sched_lsf);
     vb_snprintf(path, sizeof path, "%s/status/r.job", dir);
     char *text = tu_read_file(path);
     assert_string_equal(text, "lsf 12\n");
     free(text);
-    assert_ptr_equal(sweep_read_job(dir, "r", id, sizeof id), &sweep_sched_lsf);
+    assert_true(sweep_read_job(&t, &sweep_sched_lsf, "r", id, sizeof id));
     assert_string_equal(id, "12");
+    /* the tag does not pick the scheduler: an LSF sweep's file read as Slurm's is none */
+    assert_false(sweep_read_job(&t, &sweep_sched_slurm, "r", id, sizeof id));
     write_text(path, sizeof path, "jobs_rec/status/old.job", "4242\n");
-    assert_ptr_equal(sweep_read_job(dir, "old", id, sizeof id), &sweep_sched_slurm);
+    assert_true(sweep_read_job(&t, &sweep_sched_slurm, "old", id, sizeof id));
     assert_string_equal(id, "4242");
+    assert_false(sweep_read_job(&t, &sweep_sched_lsf, "old", id, sizeof id));
     /* Slurm's as it always was: the id alone */
-    write_text(log, sizeof log, "jobs_rec/s.submit.log", "Submitted batch job 77\n");
-    sweep_record_job(dir, "s", log, &sweep_sched_slurm);
+    write_text(log, sizeof log, "jobs_rec/logs/s.submit.log", "Submitted batch job 77\n");
+    sweep_record_job(&t, "s", "s.submit.log", &sweep_sched_slurm);
     vb_snprintf(path, sizeof path, "%s/status/s.job", dir);
     text = tu_read_file(path);
     assert_string_equal(text, "77\n");
     free(text);
-    assert_ptr_equal(sweep_read_job(dir, "s", id, sizeof id), &sweep_sched_slurm);
+    assert_true(sweep_read_job(&t, &sweep_sched_slurm, "s", id, sizeof id));
     write_text(path, sizeof path, "jobs_rec/status/odd.job", "condor 1\n");
-    assert_null(sweep_read_job(dir, "odd", id, sizeof id));
-    assert_null(sweep_read_job(dir, "none", id, sizeof id));
+    assert_false(sweep_read_job(&t, &sweep_sched_lsf, "odd", id, sizeof id));
+    assert_false(sweep_read_job(&t, &sweep_sched_lsf, "none", id, sizeof id));
+    /* what would cancel more than the job: 0 (bkill 0: every job of the
+     * user), options, another scheduler's id under the sweep's tag */
+    static const struct {
+        const sweep_scheduler *sc;
+        const char *text;
+    } refused[] = {{&sweep_sched_lsf, "lsf 0\n"},          {&sweep_sched_lsf, "lsf -u\n"},
+                   {&sweep_sched_lsf, "lsf 12 13\n"},      {&sweep_sched_slurm, "--user=root\n"},
+                   {&sweep_sched_slurm, "0\n"},            {&sweep_sched_slurm, "007\n"},
+                   {&sweep_sched_pbs, "pbs -Wforce\n"},    {&sweep_sched_pbs, "pbs 12.-x\n"},
+                   {&sweep_sched_flux, "flux --all\n"},    {&sweep_sched_flux, "flux f0OIl\n"},
+                   {&sweep_sched_flux, "flux 0\n"},        {&sweep_sched_lsf, "lsf 12[x]\n"}};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        write_text(path, sizeof path, "jobs_rec/status/bad.job", refused[i].text);
+        if (sweep_read_job(&t, refused[i].sc, "bad", id, sizeof id))
+            fail_msg("%s: '%s' read as job id '%s'", refused[i].sc->name, refused[i].text, id);
+    }
+    static const struct {
+        const sweep_scheduler *sc;
+        const char *text, *id;
+    } taken[] = {{&sweep_sched_slurm, "123_4\n", "123_4"},       {&sweep_sched_lsf, "lsf 123[4]\n", "123[4]"},
+                 {&sweep_sched_pbs, "pbs 123.server\n", "123.server"}, {&sweep_sched_pbs, "pbs 9[].pbs01\n", "9[].pbs01"},
+                 {&sweep_sched_flux, "flux f2FS\n", "f2FS"},     {&sweep_sched_flux, "flux \xc6\x92" "2FS\n", "\xc6\x92" "2FS"}};
+    for (size_t i = 0; i < sizeof taken / sizeof taken[0]; i++) {
+        write_text(path, sizeof path, "jobs_rec/status/good.job", taken[i].text);
+        if (!sweep_read_job(&t, taken[i].sc, "good", id, sizeof id) || strcmp(id, taken[i].id) != 0)
+            fail_msg("%s: '%s' not read as job id '%s'", taken[i].sc->name, taken[i].text, taken[i].id);
+    }
+    sweep_tree_close(&t);
 }
 
 /* The cluster: block holds every scheduler's keys, each set once (there or

@@ -111,6 +111,14 @@ expect_exit2 "$TMP/bad2.yaml" ranks two -- "$TMP/bad2.yaml" --dry-run --output_d
 expect_exit2 --launcher condor -- "$SRC/scenarios/weak_scaling.yaml" --launcher condor --dry-run --output_dir "$TMP/bad"
 expect_exit2 --noddp matrix -- "$SRC/scenarios/weak_scaling.yaml" --noddp true --dry-run --output_dir "$TMP/bad"
 expect_exit2 "$TMP/none.yaml" -- "$TMP/none.yaml" --dry-run --output_dir "$TMP/bad"
+# a batch sweep from a working directory so long that the job scripts' paths below the sweep directory
+# would not fit: refused before anything is made (it once ended in an internal error, the directory half made)
+long=$TMP/long
+for i in $(seq 12); do long=$long/$(printf 'd%.0s' $(seq 80)); done
+mkdir -p "$long" || fail "mkdir of a long path"
+(cd "$long" && expect_exit2 '--output_dir out' 'path would be' 'give a shorter directory' -- \
+    "$SRC/scenarios/weak_scaling.yaml" --launcher sbatch --ranks_per_node 1 --dry-run --output_dir out) || exit 1
+[ ! -e "$long/out" ] || fail "a refused sweep left $long/out: $(ls -R "$long/out" | head)"
 # started under mpirun / a multi-task srun step (srun --mpi=none sets no PMI variable): one sweep per rank
 PMIX_RANK=0 expect_exit2 PMIX_RANK -- "$SRC/scenarios/weak_scaling.yaml" --dry-run --output_dir "$TMP/bad"
 SLURM_STEP_ID=0 SLURM_STEP_NUM_TASKS=2 expect_exit2 srun -- "$SRC/scenarios/weak_scaling.yaml" --dry-run --output_dir "$TMP/bad"
@@ -241,6 +249,13 @@ grep -q 'stopping: 3 runs in a row failed alike (exit 1; last line: fake mpirun:
 grep -q '2 of 5 runs not started' <<<"$out" || fail "not-started runs not counted: $out"
 d=$(sweep_dir loud five)
 [ "$(awk -F, 'NR > 1 && $3 == "failed"' "$d/index.csv" | wc -l)" = 3 ] || fail "index.csv: $(cat "$d/index.csv")"
+# the third failure alike is the sweep's last run: nothing is left to stop, and no stop is claimed
+sed 's/seed: \[1, 2, 3, 4, 5\]/seed: [1, 2, 3]/; s/^name: five/name: three/' five.yaml >three.yaml
+rc=0
+out=$(PATH="$PWD/fakebin:$PATH" FAKE_MPIRUN=fail "$VB" sweep three.yaml --output_dir last --benchy_config "$QUICK" 2>&1) || rc=$?
+[ "$rc" = 1 ] || fail "three failing runs: exit $rc, want 1: $out"
+grep -q 'stopping:\|not started' <<<"$out" && fail "a stop claimed after the last run: $out"
+grep -q '3 of 3 runs failed' <<<"$out" || fail "three failing runs: $out"
 # a live sweep refuses --resume, naming the process that holds it
 PATH="$PWD/fakebin:$PATH" FAKE_MPIRUN=slow "$VB" sweep five.yaml --output_dir live --benchy_config "$QUICK" >live.out 2>&1 &
 bg=$!
@@ -248,10 +263,19 @@ for _ in $(seq 100); do [ -f live/five_*/index.csv ] && break; sleep 0.1; done
 d=$(sweep_dir live five)
 rc=0
 out=$("$VB" sweep --resume "$d" 2>&1) || rc=$?
+# ... and --collect: index.csv is the live sweep's to write (a stale one would overwrite its last rows)
+crc=0
+cout=$("$VB" sweep --collect "$d" --no_report 2>&1) || crc=$?
 kill -TERM "$bg" 2>/dev/null
 wait "$bg"
 [ "$rc" = 2 ] || fail "--resume of a live sweep: exit $rc, want 2: $out"
 grep -q "flag --resume $d: the sweep is still running (pid $bg on " <<<"$out" || fail "--resume of a live sweep does not name its holder: $out"
+[ "$crc" = 2 ] && grep -q "flag --collect $d: the sweep is still running (pid $bg on " <<<"$cout" ||
+    fail "--collect of a live local sweep: exit $crc: $cout"
+# once it has ended, --collect of a local sweep rewrites its index.csv as it was
+before=$(cat "$d/index.csv")
+"$VB" sweep --collect "$d" --no_report >/dev/null 2>&1
+[ "$(cat "$d/index.csv")" = "$before" ] || fail "--collect of an ended local sweep changed index.csv: $(cat "$d/index.csv")"
 # runs timing out alike trip --max_failures 3 by their class, although each
 # log ends in its own elapsed time; the class is in index.csv, and the report
 # of a sweep where every run failed says so, with the class and the last line

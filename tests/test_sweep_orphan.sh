@@ -8,6 +8,12 @@
 #      ends as "interrupted" in run.json and its process exits
 #   2. a launcher that outlives a killed sweep: --resume exits 2 naming the
 #      run and its process group; once that group has ended, --resume runs
+#   3. a run starts only once .running records it: where the record cannot
+#      be written the point is not started (a sweep killed before the record
+#      would otherwise leave a run nothing knows of)
+#   4. .running names the group by its leader's start time: an unrelated
+#      group that has the id since does not block --resume; the group that
+#      started then does
 set -u
 
 VB=${1:?usage: test_sweep_orphan.sh <path-to-vitbench>}
@@ -129,4 +135,42 @@ PATH=$TMP/bin:$PATH "$VB" sweep --resume "$S" --timeout_s 3 >resume.log 2>&1
 grep -q "still running" resume.log && fail "--resume still refused after the group ended: $(cat resume.log)"
 grep -q "vitbench sweep: resuming" resume.log || fail "--resume did not resume: $(cat resume.log)"
 [ -e "$S/.running" ] && fail "the record of the resumed run outlived it: $(cat "$S/.running")"
+# ---- 3. no run without its record ----
+cat >bin/mpirun <<EOF
+#!/usr/bin/env bash
+case " \$* " in *" version "*) exec "$REAL_MPIRUN" "\$@" ;; esac
+touch "$TMP/started"
+exec "$REAL_MPIRUN" "\$@"
+EOF
+rm -f started
+mkdir -p "$S/.running/x" # a rename over it fails
+PATH=$TMP/bin:$PATH "$VB" sweep --resume "$S" --retry_failed --timeout_s 3 --no_report >gate.log 2>&1
+[ ! -e started ] || fail "the run started without its .running record: $(cat gate.log)"
+grep -q "it is not started" gate.log || fail "the sweep does not say the run was not started: $(cat gate.log)"
+grep -q '^0,runs/000_ranks=1,failed,126,.*,not started (.running)$' "$S/index.csv" ||
+    fail "index.csv after a run not started: $(cat "$S/index.csv")"
+rm -rf "$S/.running"
+
+# ---- 4. the group's leader by its start time ----
+# a process group of its own (setsid: its id is its leader's pid), a child of this shell
+python3 -c 'import os, time; os.setsid(); open("other.pid", "w").write(str(os.getpid())); time.sleep(300)' &
+py=$!
+wait_for 30 test -s other.pid || fail "no process group of another"
+other=$(cat other.pid)
+PIDS+=("$other")
+record() { # START: .running naming group $other, its leader started at START
+    printf 'pgid %s\nstart %s\nhost %s\nboot %s\nrun 000_ranks=1\n' "$other" "$1" "$(hostname)" \
+        "$(cat /proc/sys/kernel/random/boot_id)" >"$S/.running"
+}
+record 1 # the sweep's run started at tick 1; the group of that id now is another's, started later
+printf '#!/usr/bin/env bash\nexec "%s" "$@"\n' "$REAL_MPIRUN" >bin/mpirun
+PATH=$TMP/bin:$PATH "$VB" sweep --resume "$S" --retry_failed --timeout_s 3 --no_report >reuse.log 2>&1
+grep -q "still running" reuse.log && fail "an unrelated group with the recorded id blocked --resume: $(cat reuse.log)"
+grep -q "vitbench sweep: resuming" reuse.log || fail "--resume did not resume: $(cat reuse.log)"
+record "$(awk '{sub(/.*\) /, ""); print $20}' "/proc/$other/stat")"
+out=$(timeout 120 "$VB" sweep --resume "$S" --retry_failed --timeout_s 3 2>&1 >/dev/null)
+[ $? = 2 ] && grep -q "is still running (process group $other on " <<<"$out" ||
+    fail "the recorded leader's own group did not block --resume: $out"
+kill -KILL "$other"
+wait "$py" 2>/dev/null
 echo "test_sweep_orphan: OK"

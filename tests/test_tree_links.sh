@@ -6,7 +6,8 @@
 # replaced by the file (written by rename), its target left as it was:
 #   1. report RUN: RUN/report -> elsewhere; report/ a file
 #   2. report SWEEP (figures and --no_plots): SWEEP/report -> elsewhere, and
-#      report/runs/<run>/ (a run's tables) -> elsewhere
+#      report/runs/<run>/ (a run's tables) -> elsewhere; a run read through
+#      runs/<run> -> another run's directory is listed among the data problems
 #   3. trace RUN: trace.json -> a victim file; --format kineto: RUN/kineto ->
 #      elsewhere
 #   4. compare BASE NEW: NEW/compare.json -> a victim file
@@ -117,6 +118,12 @@ nothing_in elsewhere_sweep
 rm sweep/report/runs
 "$VB" report sweep --no_plots >/dev/null 2>&1 || fail "report of the sweep without the links"
 [ -d "sweep/report/runs/000_ranks=1" ] || fail "the sweep report wrote no runs/<run>/ tables: $(ls -R sweep/report)"
+# a run reached through a link (runs/<run> -> another run's directory): read, and listed as such
+mv "sweep/runs/001_ranks=2" other_run && ln -s "$TMP/other_run" "sweep/runs/001_ranks=2"
+"$VB" report sweep --no_plots >/dev/null 2>&1 || fail "report of a sweep with a linked run"
+grep -q "sweep/runs/001_ranks=2: a symbolic link (to $TMP/other_run), not a directory the sweep wrote" \
+    sweep/report/report.md || fail "the report does not note the linked run: $(grep -i link sweep/report/report.md)"
+rm "sweep/runs/001_ranks=2" && mv other_run "sweep/runs/001_ranks=2"
 
 # ---- 3. trace: trace.json by rename; kineto/ a real directory ----
 echo precious >victim_trace

@@ -9,7 +9,10 @@
 #   4. a row whose run_id is another run's
 #   5. one trial's row twice
 #   6. samples_per_s that is not nbatches x global_batch / seconds
-# and both read the intact file.
+#   7. load.csv, read as strictly: a row of another run, a share outside
+#      [0, 1] (a share of -3 once printed "-300% of thread time lost"), a
+#      count that is not whole, a trial twice, the last record cut
+# and both read the intact files.
 set -u
 
 VB=${1:?usage: test_trials_csv.sh <path-to-vitbench>}
@@ -32,6 +35,8 @@ json.dump({"run_id": rid, "status": "completed", "backend": "cpu", "ranks": 2,
            "config": {"config": "tiny"}, "fingerprint": {"machine_key": "00000000000000aa"}},
           open(d + "/run.json", "w"))
 trials = ["run_id,trial_type,trial_index,warmup,nbatches,global_batch,ranks,rank,seconds,samples_per_s"]
+load = ["run_id,trial_type,trial_index,warmup,rank,seconds,online_cpus,loadavg_before,loadavg_after,steal_share,"
+        "cpu_wait_share,nivcsw"]
 steps = ["trial,trial_type,trial_index,warmup,step,rank,seconds,data_wait_s,allreduce_calls,allreduce_bytes,"
          "comm_exposed_s"]
 for typ, base in (("IO", 5000.0), ("SYNTHETIC", 160.0), ("FULL", 154.0)):
@@ -41,25 +46,28 @@ for typ, base in (("IO", 5000.0), ("SYNTHETIC", 160.0), ("FULL", 154.0)):
             secs = [32 / base / 4 * (1 + 0.01 * (i + 1) + 0.001 * k + 0.002 * rank) for k in range(4)]
             total = sum(secs)
             trials.append("%s,%s,%d,%d,4,8,2,%d,%.9g,%.9g" % (rid, typ, idx, warm, rank, total, 32 / total))
+            load.append("%s,%s,%d,%d,%d,%.9g,2,0.5,0.6,0,0.01,%d" % (rid, typ, idx, warm, rank, total, 3 + rank))
             for k, s in enumerate(secs):
                 steps.append("%s_%d,%s,%d,%d,%d,%d,%.9g,0,0,0,0" % (typ, idx, typ, idx, warm, k, rank, s))
 open(d + "/trials.csv", "w").write("\n".join(trials) + "\n")
 open(d + "/iterations.csv", "w").write("\n".join(steps) + "\n")
+open(d + "/load.csv", "w").write("\n".join(load) + "\n")
 EOF
 }
 
-# refused NEEDLE DIR: report DIR and compare base DIR both exit 2 naming NEEDLE
+# refused NEEDLE DIR [FILE]: report DIR and compare base DIR both exit 2 naming
+# NEEDLE in DIR/FILE (trials.csv)
 refused() {
-    local needle=$1 dir=$2 out rc
+    local needle=$1 dir=$2 file=${3:-trials.csv} out rc
     out=$("$VB" report "$dir" --no_plots 2>&1 >/dev/null)
     rc=$?
     [ "$rc" = 2 ] || fail "report $dir exited $rc, want 2: $out"
     [ "$(wc -l <<<"$out")" = 1 ] || fail "report $dir printed more than one line: $out"
-    grep -q "^vitbench: error: report: $dir/trials.csv: .*$needle" <<<"$out" || fail "report $dir: want '$needle': $out"
+    grep -q "^vitbench: error: report: $dir/$file: .*$needle" <<<"$out" || fail "report $dir: want '$needle': $out"
     out=$("$VB" compare base "$dir" --metric FULL 2>&1 >/dev/null)
     rc=$?
     [ "$rc" = 2 ] || fail "compare base $dir exited $rc, want 2: $out"
-    grep -q "^vitbench: error: compare: $dir/trials.csv: .*$needle" <<<"$out" || fail "compare $dir: want '$needle': $out"
+    grep -q "^vitbench: error: compare: $dir/$file: .*$needle" <<<"$out" || fail "compare $dir: want '$needle': $out"
 }
 
 mkrun base
@@ -100,4 +108,20 @@ refused "record 44 repeats record 40" dup
 mkrun edited
 sed -i '40s/,[^,]*$/,999/' edited/trials.csv
 refused "record 40: samples_per_s 999 is not nbatches x global_batch / seconds" edited
+# 7. load.csv
+mkrun lother
+sed -i '30s/^lother,/elsewhere,/' lother/load.csv
+refused "record 30: run_id 'elsewhere' is not this run's ('lother', its run.json)" lother load.csv
+mkrun lshare
+sed -i '40s/,0.01,\([0-9]*\)$/,-3,\1/' lshare/load.csv
+refused "record 40: cpu_wait_share '-3' is not a share in \[0, 1\]" lshare load.csv
+mkrun lcount
+sed -i '12s/,[0-9]*$/,2.5/' lcount/load.csv
+refused "record 12: nivcsw '2.5' is not a whole number >= 0" lcount load.csv
+mkrun ldup
+sed -n '40p' ldup/load.csv >>ldup/load.csv
+refused "record 44 repeats record 40" ldup load.csv
+mkrun lcut
+truncate -s -3 lcut/load.csv
+refused "record 43 has no line end" lcut load.csv
 echo "test_trials_csv: OK"

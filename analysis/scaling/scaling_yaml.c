@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/config/flag.h"
 #include "core/util/common.h"
 
 void vb_my_pairs(const vb_my *y, yaml_node_t *map, const char *where, vb_yaml_pairs *out) {
@@ -45,11 +46,9 @@ yaml_node_t *vb_my_get(const vb_yaml_pairs *p, const char *key, int *line) {
 static double parse_num(const vb_my *y, yaml_node_t *n, const char *what, int line, double lo, double hi) {
     const char *t = vb_yaml_scalar(n);
     if (!t) vb_die_input("%s: %s (line %d): expected a number, found %s", y->file, what, line, vb_yaml_kind(n));
-    char *end;
-    errno = 0;
-    double v = strtod(t, &end);
-    if (end == t || *end || errno == ERANGE || !isfinite(v))
-        vb_die_input("%s: %s (line %d): '%s' is not a number", y->file, what, line, t);
+    double v;
+    vb_num_status st = vb_flag_parse_double(t, &v);
+    if (st != VB_NUM_OK) vb_die_input("%s: %s (line %d): '%s' is %s", y->file, what, line, t, vb_num_problem(st));
     if (v < lo || v > hi) vb_die_input("%s: %s (line %d): %s is outside [%g, %g]", y->file, what, line, t, lo, hi);
     return v;
 }

@@ -308,46 +308,58 @@ static void write_report(const char *dir, const char *runs_dir, const sweep_item
                 dir, dir);
 }
 
-/* The scheduler's submit command on SCRIPT (sbatch SCRIPT, bsub < SCRIPT,
- * qsub SCRIPT, flux batch SCRIPT; printed only on a dry run), its output in
- * logs/<name>.submit.log and the job id it printed in status/<name>.job;
- * the rows' status: dry-run, submitted or failed (*code: its exit status). */
-static const char *submit(const sweep_scheduler *sc, const char *script, const char *dir, const char *name,
-                          bool dry_run, int *code) {
+/* The scheduler's submit command on jobs/SCRIPT (sbatch SCRIPT, bsub <
+ * SCRIPT, qsub SCRIPT, flux batch SCRIPT; printed only on a dry run), its
+ * output in logs/<name>.submit.log and the job id it printed in
+ * status/<name>.job; the rows' status: dry-run, submitted or failed (*code:
+ * its exit status). job_log: the job's own output (its scheduler opens it
+ * by name): made a fresh file first, so that a link planted there is not
+ * what the scheduler writes through. */
+static const char *submit(const sweep_tree *t, const sweep_scheduler *sc, const char *script, const char *name,
+                          const char *job_log, bool dry_run, int *code) {
     *code = INT_MIN;
+    char script_abs[VB_PATH_MAX + 320];
+    vb_snprintf(script_abs, sizeof script_abs, "%s/jobs/%s", t->abs, script);
     sweep_strvec sb = {0};
     for (const char *const *w = sc->submit; *w; w++) sweep_sv_push(&sb, *w);
-    if (!sc->submit_stdin) sweep_sv_push(&sb, script);
+    if (!sc->submit_stdin) sweep_sv_push(&sb, script_abs);
     if (dry_run) {
         sweep_fput_argv(stdout, sb.v);
         if (sc->submit_stdin) {
             fputs(" < ", stdout);
-            sweep_fput_quoted(stdout, script);
+            sweep_fput_quoted(stdout, script_abs);
         }
         fputc('\n', stdout);
         sweep_sv_free(&sb);
         return "dry-run";
     }
-    char submit_log[VB_PATH_MAX];
-    vb_snprintf(submit_log, sizeof submit_log, "%s/logs/%s.submit.log", dir, name);
+    (void)sweep_tree_write_text(t, SWEEP_LOGS, job_log, "");
+    char submit_log[320];
+    snprintf(submit_log, sizeof submit_log, "%s.submit.log", name);
+    const int logfd = sweep_tree_open_log(t, SWEEP_LOGS, submit_log);
     const char *why;
-    *code = sweep_launch_input(sb.v, sc->submit_stdin ? script : NULL, submit_log, 120, 0, NULL, &why);
+    *code = sweep_launch_input(sb.v, sc->submit_stdin ? script_abs : NULL, logfd, 120, 0, NULL, &why);
+    close(logfd);
     sweep_sv_free(&sb);
-    if (*code == 0) sweep_record_job(dir, name, submit_log, sc);
+    if (*code == 0) sweep_record_job(t, name, submit_log, sc);
     return *code == 0 ? "submitted" : "failed";
 }
 
 /* index.csv after a run or a submission. Jobs already submitted may be
- * collecting into it: under a batch launcher it is merged with what they recorded
- * (sweep_collect), never overwritten. */
-static void record_index(const char *index_path, const char *dir, const char *runs_dir, const vb_sweep_plan *plan,
-                         sweep_item *items, int n, const sweep_cli *cli) {
+ * collecting into it: under a batch launcher it is merged with what they
+ * recorded (sweep_collect, under the index lock), never overwritten.
+ * Returns 0 when index.csv holds the rows. */
+static int record_index(const sweep_tree *t, const vb_sweep_plan *plan, sweep_item *items, int n,
+                        const sweep_cli *cli) {
     if (sweep_launchers[cli->launcher].batch && !cli->dry_run) {
         int completed, waiting;
-        (void)sweep_collect(dir, runs_dir, plan, items, n, &completed, &waiting);
-        return;
+        (void)sweep_collect(t, sweep_sched_of(cli->launcher), plan, items, n, &completed, &waiting);
+        return 0;
     }
-    if (sweep_write_index(index_path, plan, items, n) != 0) vb_warn("could not rewrite %s", index_path);
+    if (sweep_write_index(t, plan, items, n) == 0) return 0;
+    vb_warn("could not rewrite %s/%s (%s): it holds the rows of an earlier write", t->dir, VB_INDEX_CSV,
+            strerror(errno));
+    return -1;
 }
 
 static void free_cli(sweep_cli *c) {
@@ -405,12 +417,20 @@ static void reload_cli(const char *dir, sweep_cli *cli, bool collect) {
 /* --collect DIR: index.csv from the status files, the table, the report.
  * Runs inside job scripts: it launches nothing and checks no data paths.
  * --cancel DIR: the same, after cancelling the jobs of the runs still
- * submitted; the collect turns those whose job is over into failed. */
+ * submitted; the collect turns those whose job is over into failed. The
+ * jobs are the sweep's own scheduler's, the one its launcher names. A local
+ * sweep writes index.csv itself while it lives and holds its lock for all
+ * of it: a collect then is refused (it would put back rows the sweep has
+ * since changed), and one after it holds the lock while it writes. */
 static int collect_main(sweep_cli *cli) {
     char dir[VB_PATH_MAX];
     const bool cancel = cli->cancel != NULL;
     vb_snprintf(dir, sizeof dir, "%s", cancel ? cli->cancel : cli->collect);
     reload_cli(dir, cli, true);
+    sweep_tree tree;
+    sweep_tree_open_existing(&tree, dir);
+    const bool batch = sweep_launchers[cli->launcher].batch;
+    if (!batch) sweep_hold_lock(&tree, cancel ? "flag --cancel" : "flag --collect");
     char path[VB_PATH_MAX];
     vb_snprintf(path, sizeof path, "%s/scenario.yaml", dir);
     vb_scenario sc;
@@ -426,25 +446,26 @@ static int collect_main(sweep_cli *cli) {
     vb_sweep_expand(&sc, &cli->ov, &plan);
     int nitems = 0;
     sweep_item *items = sweep_plan_items(&sc, &plan, cli->launcher, per_node, &nitems);
-    char dir_abs[PATH_MAX], runs_dir[VB_PATH_MAX];
-    if (!realpath(dir, dir_abs)) vb_die_input("flag --collect %s: cannot resolve it (%s)", dir, strerror(errno));
-    vb_snprintf(runs_dir, sizeof runs_dir, "%s/runs", dir_abs);
+    const sweep_scheduler *sched = batch ? sweep_sched_of(cli->launcher) : NULL;
     int completed = 0, waiting = 0;
-    int failed = sweep_collect(dir, runs_dir, &plan, items, nitems, &completed, &waiting);
+    int failed = sweep_collect(&tree, sched, &plan, items, nitems, &completed, &waiting);
     int cancel_failed = 0;
     if (cancel) {
-        cancel_failed = sweep_cancel_jobs(dir, items, nitems);
-        failed = sweep_collect(dir, runs_dir, &plan, items, nitems, &completed, &waiting);
+        cancel_failed = sweep_cancel_jobs(&tree, sched, items, nitems);
+        failed = sweep_collect(&tree, sched, &plan, items, nitems, &completed, &waiting);
     }
     sweep_print_table(&plan, items, nitems);
     printf("vitbench sweep: collected %s: %d completed, %d failed, %d waiting for their job (of %d runs)\n", dir,
            completed, failed, waiting, nitems);
     fflush(stdout);
+    char runs_dir[VB_PATH_MAX + 16];
+    vb_snprintf(runs_dir, sizeof runs_dir, "%s/runs", tree.abs);
     if (!cli->no_report && (completed > 0 || failed > 0)) write_report(dir, runs_dir, items, nitems);
     free(items);
     vb_sweep_plan_free(&plan);
     vb_scenario_free(&sc);
     free_cli(cli);
+    sweep_tree_close(&tree);
     return failed || cancel_failed ? 1 : 0;
 }
 
@@ -462,9 +483,9 @@ static void check_launcher(const sweep_cli *cli, const vb_scenario *sc, int per_
     char log[] = "/tmp/vitbench_launcher_check.XXXXXX";
     int fd = mkstemp(log);
     if (fd < 0) vb_die_internal("mkstemp: %s", strerror(errno));
-    close(fd);
     const char *why;
-    int rc = sweep_launch(cmd.v, log, 120, 1, NULL, &why);
+    int rc = sweep_launch(cmd.v, fd, 120, 1, NULL, &why);
+    close(fd);
     char line[512];
     sweep_last_log_line(log, line, sizeof line);
     unlink(log);
@@ -479,34 +500,52 @@ static void check_launcher(const sweep_cli *cli, const vb_scenario *sc, int per_
                            : "");
 }
 
+/* "# OMP_NUM_THREADS=T <argv>" as a run's log's first line */
+typedef struct {
+    int threads;
+    char *const *argv;
+} log_head;
+
+static void write_log_head(FILE *f, void *ctx) {
+    const log_head *h = ctx;
+    fprintf(f, "# OMP_NUM_THREADS=%d ", h->threads);
+    sweep_fput_argv(f, h->argv);
+    fputc('\n', f);
+}
+
+/* logs/<name>: a fresh file with its first line (a link or an earlier file
+ * there replaced, never written through), then opened to append the run's
+ * output (sweep_tree_open_log: exit 2 when a link was put there meanwhile). */
+static int start_log(const sweep_tree *t, const char *name, int threads, char *const *argv) {
+    log_head h = {threads, argv};
+    sweep_tree_write_or_die(t, SWEEP_LOGS, name, 0, write_log_head, &h);
+    return sweep_tree_open_log(t, SWEEP_LOGS, name);
+}
+
 /* One discarded run of the first point still to run: the machine's first run
  * after a pause (cold caches, clocks, page cache) measured 2-3x slower than
  * its repeats, and would otherwise land on one point. Its output goes to
  * SWEEP_DIR/warmup and logs/warmup.log; sweep.json records it. */
-static void warmup_run(const char *dir, const char *exe, const vb_scenario *sc, const sweep_cli *cli, int per_node,
+static void warmup_run(const sweep_tree *t, const char *exe, const vb_scenario *sc, const sweep_cli *cli, int per_node,
                        int timeout_s, const sweep_item *it) {
-    char wdir[VB_PATH_MAX], log_path[VB_PATH_MAX];
-    vb_snprintf(wdir, sizeof wdir, "%s/warmup", dir);
-    vb_snprintf(log_path, sizeof log_path, "%s/logs/warmup.log", dir);
+    char wdir[VB_PATH_MAX + 16], log_path[VB_PATH_MAX + 32];
+    vb_snprintf(wdir, sizeof wdir, "%s/warmup", t->dir);
+    sweep_tree_fd_path(t, SWEEP_LOGS, "warmup.log", log_path, sizeof log_path);
     sweep_strvec cmd = {0};
     sweep_build_launch(&cmd, cli->launcher, sc, it->run->ranks, per_node, &cli->launcher_args);
     sweep_push_vitbench_args(&cmd, exe, sc, it->run, "warmup", wdir);
-    FILE *lf = vb_fopen_nofollow(log_path, "w");
-    if (lf) {
-        fprintf(lf, "# OMP_NUM_THREADS=%d ", it->threads);
-        sweep_fput_argv(lf, cmd.v);
-        fputc('\n', lf);
-        fclose(lf);
-    }
+    sweep_tree_check(t);
+    const int logfd = start_log(t, "warmup.log", it->threads, cmd.v);
     printf("vitbench sweep: warm-up run (discarded) of %s\n", it->name);
     fflush(stdout);
     const double t0 = vb_now();
     const char *why;
-    const sweep_run_ref ref = {dir, "warmup"};
-    const int rc = sweep_launch(cmd.v, log_path, timeout_s, it->threads, &ref, &why);
+    const sweep_run_ref ref = {t, "warmup"};
+    const int rc = sweep_launch(cmd.v, logfd, timeout_s, it->threads, &ref, &why);
+    close(logfd);
     const double secs = vb_now() - t0;
     sweep_sv_free(&cmd);
-    sweep_record_warmup(dir, it->name, rc, secs);
+    sweep_record_warmup(t, it->name, rc, secs);
     if (rc != 0) {
         char line[512];
         sweep_last_log_line(log_path, line, sizeof line);
@@ -516,6 +555,37 @@ static void warmup_run(const char *dir, const char *exe, const vb_scenario *sc, 
         printf("vitbench sweep: warm-up run done in %.1f s\n", secs);
     }
     fflush(stdout);
+}
+
+/* Every path the sweep and its job scripts name below the sweep directory
+ * (logs/<run>.unfinished-N.log the longest) fits VB_PATH_MAX: checked before
+ * anything is created, from the absolute path the directory will have (job
+ * scripts name it so), so that a long working directory or --output_dir is
+ * exit 2 with one line instead of an internal error after a half-made
+ * sweep directory. */
+static void check_path_room(const sweep_cli *cli, const char *resume_dir, const char *dir_flag, const char *name,
+                            const vb_sweep_plan *plan) {
+    size_t longest = 0; /* a run's name: its point's, then _rep=R */
+    for (int i = 0; i < plan->nruns; i++)
+        if (strlen(plan->runs[i].name) + sizeof "_rep=2147483647" > longest)
+            longest = strlen(plan->runs[i].name) + sizeof "_rep=2147483647";
+    char cwd[PATH_MAX] = "";
+    const char *given = resume_dir[0] ? resume_dir : cli->out_dir;
+    size_t base = strlen(given);
+    if (given[0] != '/') {
+        if (!getcwd(cwd, sizeof cwd)) vb_die_input("%s %s: the current directory's path cannot be read (%s)", dir_flag,
+                                                   given, strerror(errno));
+        base += strlen(cwd) + 1;
+    }
+    /* <name>_<stamp>[-N] below --output_dir; the sweep directory itself on --resume */
+    if (!resume_dir[0]) base += 1 + strlen(name) + sizeof "_YYYYmmdd-HHMMSS-99999";
+    /* /logs/<run>.unfinished-999.log, jobs/<run>.sbatch, a temporary's .<name>.tmp.XXXXXX */
+    const size_t below = sizeof "/status/." - 1 + longest + sizeof ".unfinished-999.log.XXXXXX";
+    if (base + below >= VB_PATH_MAX)
+        vb_die_input("%s %s: the sweep directory's path would be %zu characters%s%s, and the files below it up to %zu "
+                     "more: more than the %d a path may have here; give a shorter directory",
+                     dir_flag, given, base, cwd[0] ? " (in the current directory, " : "", cwd[0] ? "itself long)" : "",
+                     below, VB_PATH_MAX - 1);
 }
 
 /* --ab's scenario, written where the sweep reads its FILE from and removed
@@ -640,6 +710,7 @@ int vb_sweep_main(int argc, char **argv) {
     sweep_check_allocation(&sc, &plan, cli.launcher, per_node, cli.dry_run);
     int timeout_s = cli.timeout_s >= 0 ? cli.timeout_s : sc.timeout_s;
     if (plan.nruns == 0) vb_die_input("%s: the scenario expands to no runs", sc.path);
+    check_path_room(&cli, resume_dir, dir_flag, sc.name, &plan);
     sweep_preflight(&sc, &plan, cli.launcher, cli.dry_run);
 
     for (const char *const *need = sweep_launchers[cli.launcher].needs; !cli.dry_run && *need; need++)
@@ -665,37 +736,32 @@ int vb_sweep_main(int argc, char **argv) {
     } else {
         sweep_create_dir(cli.out_dir, sc.name, dir, sizeof dir, id, sizeof id);
     }
+    /* the sweep directory and its runs/ logs/ (jobs/ status/) held open for
+     * the sweep's life: everything below is written through them */
+    sweep_tree tree;
+    sweep_tree_open(&tree, dir, batch);
     /* for the sweep's whole life: a --resume while it runs would start every
      * remaining point a second time, in parallel with this one */
-    if (!cli.dry_run) sweep_hold_lock(dir, resume_dir[0] ? "flag --resume" : "sweep");
+    if (!cli.dry_run) sweep_hold_lock(&tree, resume_dir[0] ? "flag --resume" : "sweep");
     /* a killed sweep's run may still run (its launcher did not stop it):
      * running that point again beside it would measure both on shared cores */
-    if (resume_dir[0]) sweep_refuse_live_run(dir, "flag --resume");
-    sweep_make_subdir(dir, "runs");
-    sweep_make_subdir(dir, "logs");
-    if (batch) {
-        sweep_make_subdir(dir, "jobs");
-        sweep_make_subdir(dir, "status");
-    }
+    if (resume_dir[0]) sweep_refuse_live_run(&tree, "flag --resume");
     if (!resume_dir[0]) {
-        char p[VB_PATH_MAX];
-        vb_snprintf(p, sizeof p, "%s/scenario.yaml", dir);
-        sweep_copy_file(sc.path, p);
-        sweep_write_sweep_json(dir, id, &sc, &cli, &plan, exe, argc, argv, nitems);
+        sweep_copy_file(sc.path, &tree, "scenario.yaml");
+        sweep_write_sweep_json(&tree, id, &sc, &cli, &plan, exe, argc, argv, nitems);
     }
     remove_ab_file(); /* the sweep reads its own copy from now on */
     /* batch jobs start later, elsewhere: their paths must not depend on our cwd */
-    char dir_abs[PATH_MAX];
-    if (!realpath(dir, dir_abs)) vb_die_input("cannot resolve %s (%s)", dir, strerror(errno));
+    const char *dir_abs = tree.abs;
     /* a symbolic link on the way can bring in what the flag itself did not hold */
     if (batch) {
         sweep_refuse_line_break(dir_flag, dir_abs);
         sched->check_log_dir(dir_flag, dir_abs);
     }
     const char *run_base = batch ? dir_abs : dir;
-    char runs_dir[VB_PATH_MAX], index_path[VB_PATH_MAX];
+    tree.base = run_base;
+    char runs_dir[VB_PATH_MAX + 16];
     vb_snprintf(runs_dir, sizeof runs_dir, "%s/runs", run_base);
-    vb_snprintf(index_path, sizeof index_path, "%s/" VB_INDEX_CSV, dir);
 
     if (resume_dir[0] && batch) {
         /* what the jobs recorded, and jobs their scheduler says are over
@@ -704,11 +770,12 @@ int vb_sweep_main(int argc, char **argv) {
         sweep_item *scratch = vb_realloc_check(NULL, (size_t)nitems * sizeof *scratch);
         memcpy(scratch, items, (size_t)nitems * sizeof *scratch);
         int completed, waiting;
-        (void)sweep_collect(dir, runs_dir, &plan, scratch, nitems, &completed, &waiting);
+        (void)sweep_collect(&tree, sched, &plan, scratch, nitems, &completed, &waiting);
         free(scratch);
     }
-    int kept = resume_dir[0] ? sweep_keep_finished(dir, runs_dir, items, nitems, retry_failed) : 0;
-    if (sweep_write_index(index_path, &plan, items, nitems) != 0) vb_die_input("cannot write %s", index_path);
+    int kept = resume_dir[0] ? sweep_keep_finished(&tree, items, nitems, retry_failed) : 0;
+    if (sweep_write_index(&tree, &plan, items, nitems) != 0)
+        vb_die_env("cannot write %s/%s: %s", dir, VB_INDEX_CSV, strerror(errno));
     printf("vitbench sweep: %s: %d runs (%d points x %d repeats, %s order, %s%s) -> %s\n", sc.name, nitems, plan.nruns,
            sc.repeats, vb_scenario_shuffled(&sc) ? "shuffled" : "sequential", sweep_launchers[cli.launcher].name,
            cli.dry_run ? ", dry run" : "", dir);
@@ -720,7 +787,7 @@ int vb_sweep_main(int argc, char **argv) {
         (cli.warmup_run > 0 || (cli.warmup_run < 0 && sc.repeats > 1)))
         for (int i = 0; i < nitems; i++)
             if (!items[i].status) {
-                warmup_run(dir, exe, &sc, &cli, per_node, timeout_s, &items[i]);
+                warmup_run(&tree, exe, &sc, &cli, per_node, timeout_s, &items[i]);
                 break;
             }
 
@@ -728,21 +795,25 @@ int vb_sweep_main(int argc, char **argv) {
     /* runs failing alike one after another: the same failure class (timeout,
      * signal, exit code), e.g. a launcher or environment problem every run hits */
     int streak = 0, stopped = 0;
+    /* index.csv holds what the table says only while its writes succeed */
+    bool index_ok = true;
     char streak_sig[48] = "", last_line[512] = "";
     sweep_job_ctx job = {id, dir_abs, exe, &sc, per_node, timeout_s, &cli.launcher_args, cli.launcher};
     if (batch && sc.slurm.sweep_job) {
         /* one job for every run still to run; index.csv rows say submitted (or
          * dry-run) until the job's collects turn them into completed / failed */
-        char script[VB_PATH_MAX], log_abs[VB_PATH_MAX], name[64] = "sweep_job";
+        char script[320], name[64] = "sweep_job";
         for (int k = 2; k < 1000; k++) {
-            vb_snprintf(script, sizeof script, "%s/jobs/%s.%s", dir_abs, name, sched->script_ext);
-            if (!vb_file_exists(script)) break;
+            snprintf(script, sizeof script, "%s.%s", name, sched->script_ext);
+            if (!sweep_tree_exists(&tree, SWEEP_JOBS, script)) break;
             snprintf(name, sizeof name, "sweep_job-%d", k);
         }
-        vb_snprintf(log_abs, sizeof log_abs, "%s/logs/%s.log", dir_abs, name);
+        char log_abs[VB_PATH_MAX + 96], job_log[96];
+        snprintf(job_log, sizeof job_log, "%s.log", name);
+        vb_snprintf(log_abs, sizeof log_abs, "%s/logs/%s", dir_abs, job_log);
         for (int i = 0; i < nitems; i++)
-            if (!items[i].status) sweep_clear_status(dir, &items[i]);
-        sweep_write_sweep_job(script, &job, items, nitems, log_abs);
+            if (!items[i].status) sweep_clear_status(&tree, &items[i]);
+        sweep_write_sweep_job(&tree, script, &job, items, nitems, log_abs);
         /* the rows say submitted before the job can start and collect them */
         bool *mine = vb_realloc_check(NULL, (size_t)nitems * sizeof *mine);
         int todo = 0;
@@ -751,27 +822,27 @@ int vb_sweep_main(int argc, char **argv) {
             if (mine[i]) items[i].status = cli.dry_run ? "dry-run" : "submitted";
             todo += mine[i];
         }
-        record_index(index_path, dir, runs_dir, &plan, items, nitems, &cli);
+        index_ok = record_index(&tree, &plan, items, nitems, &cli) == 0;
         int code;
-        const char *st = submit(sched, script, dir, name, cli.dry_run, &code);
+        const char *st = submit(&tree, sched, script, name, job_log, cli.dry_run, &code);
         if (strcmp(st, "submitted") == 0) { /* every run of the job follows its id */
-            char submit_log[VB_PATH_MAX];
-            vb_snprintf(submit_log, sizeof submit_log, "%s/logs/%s.submit.log", dir, name);
+            char submit_log[96];
+            snprintf(submit_log, sizeof submit_log, "%s.submit.log", name);
             for (int i = 0; i < nitems; i++)
-                if (mine[i]) sweep_record_job(dir, items[i].name, submit_log, sched);
+                if (mine[i]) sweep_record_job(&tree, items[i].name, submit_log, sched);
         }
         if (!cli.dry_run) {
-            printf("vitbench sweep: sweep job %s with %d runs: %s (%s exit %d, see %s/logs/%s.submit.log)\n",
-                   script, todo, st, sched->submit[0], code, dir, name);
+            printf("vitbench sweep: sweep job %s/jobs/%s with %d runs: %s (%s exit %d, see %s/logs/%s.submit.log)\n",
+                   dir_abs, script, todo, st, sched->submit[0], code, dir, name);
             if (strcmp(st, "failed") == 0) {
                 for (int i = 0; i < nitems; i++)
                     if (mine[i]) {
                         items[i].status = "failed";
                         items[i].exit_code = code;
-                        snprintf(items[i].failure, sizeof items[i].failure, "sbatch exit %d", code);
+                        snprintf(items[i].failure, sizeof items[i].failure, "%s exit %d", sched->submit[0], code);
                     }
                 failed += todo;
-                record_index(index_path, dir, runs_dir, &plan, items, nitems, &cli);
+                index_ok = record_index(&tree, &plan, items, nitems, &cli) == 0;
             }
         }
         free(mine);
@@ -787,26 +858,31 @@ int vb_sweep_main(int argc, char **argv) {
         sweep_strvec cmd = {0};
         sweep_build_launch(&cmd, cli.launcher, &sc, r->ranks, per_node, &cli.launcher_args);
         sweep_push_vitbench_args(&cmd, exe, &sc, r, it->name, runs_dir);
-        char log_path[VB_PATH_MAX];
-        vb_snprintf(log_path, sizeof log_path, "%s/logs/%s.log", batch ? dir_abs : dir, it->name);
+        char log_name[320], log_path[VB_PATH_MAX + 400];
+        snprintf(log_name, sizeof log_name, "%s.log", it->name);
+        sweep_tree_fd_path(&tree, SWEEP_LOGS, log_name, log_path, sizeof log_path); /* read in the logs/ held open */
+        /* runs/, logs/ (jobs/, status/) still the directories this sweep holds */
+        sweep_tree_check(&tree);
 
         if (batch) {
-            char script[VB_PATH_MAX];
-            vb_snprintf(script, sizeof script, "%s/jobs/%s.%s", dir_abs, it->name, sched->script_ext);
-            sweep_clear_status(dir, it);
-            sweep_write_run_script(script, &job, it, i, nitems);
+            char script[320];
+            snprintf(script, sizeof script, "%s.%s", it->name, sched->script_ext);
+            sweep_clear_status(&tree, it);
+            sweep_write_run_script(&tree, script, &job, it, i, nitems);
             /* the row says submitted before the job can start and collect it */
             it->status = cli.dry_run ? "dry-run" : "submitted";
-            record_index(index_path, dir, runs_dir, &plan, items, nitems, &cli);
+            index_ok = record_index(&tree, &plan, items, nitems, &cli) == 0;
+            char job_log[340];
+            snprintf(job_log, sizeof job_log, "%s%s", it->name, sched->job_log_is_run_log ? ".log" : ".job.log");
             int code;
-            const char *st = submit(sched, script, dir, it->name, cli.dry_run, &code);
+            const char *st = submit(&tree, sched, script, it->name, job_log, cli.dry_run, &code);
             if (!cli.dry_run) {
                 printf("vitbench sweep: [%d/%d] %s: %s (%s exit %d, see %s/logs/%s.submit.log)\n", i + 1, nitems,
                        it->name, st, sched->submit[0], code, dir, it->name);
                 if (strcmp(st, "failed") == 0) {
                     it->status = "failed";
                     it->exit_code = code;
-                    snprintf(it->failure, sizeof it->failure, "sbatch exit %d", code);
+                    snprintf(it->failure, sizeof it->failure, "%s exit %d", sched->submit[0], code);
                     failed++;
                 }
                 if (sweep_stop_signal()) interrupted = 1;
@@ -820,19 +896,15 @@ int vb_sweep_main(int argc, char **argv) {
             printf("vitbench sweep: [%d/%d] %s: OMP_NUM_THREADS=%d ", i + 1, nitems, it->name, it->threads);
             sweep_fput_argv(stdout, cmd.v);
             fputc('\n', stdout);
-            FILE *lf = vb_fopen_nofollow(log_path, "w");
-            if (lf) {
-                fprintf(lf, "# OMP_NUM_THREADS=%d ", it->threads);
-                sweep_fput_argv(lf, cmd.v);
-                fputc('\n', lf);
-                fclose(lf);
-            }
+            const int logfd = start_log(&tree, log_name, it->threads, cmd.v);
             double t0 = vb_now();
             const char *why;
-            const sweep_run_ref ref = {dir, it->name};
-            it->exit_code = sweep_launch(cmd.v, log_path, timeout_s, it->threads, &ref, &why);
+            const sweep_run_ref ref = {&tree, it->name};
+            it->exit_code = sweep_launch(cmd.v, logfd, timeout_s, it->threads, &ref, &why);
+            close(logfd);
             if (why[0])
-                sweep_append_line(log_path, VB_SWEEP_STOP_LINE "%s) after %.1f s", why, vb_now() - t0);
+                sweep_tree_appendf(&tree, SWEEP_LOGS, log_name, VB_SWEEP_STOP_LINE "%s) after %.1f s", why,
+                                   vb_now() - t0);
             if (strcmp(why, "interrupted") == 0) {
                 /* the sweep stopped it (Ctrl-C, SIGTERM): not a failure of the
                  * run, so no row; --resume moves its leftovers aside and runs it
@@ -845,14 +917,14 @@ int vb_sweep_main(int argc, char **argv) {
                 interrupted = 1;
                 fflush(stdout);
                 sweep_sv_free(&cmd);
-                record_index(index_path, dir, runs_dir, &plan, items, nitems, &cli);
+                index_ok = record_index(&tree, &plan, items, nitems, &cli) == 0;
                 break;
             }
             it->status = it->exit_code == 0 ? "completed" : "failed";
             last_line[0] = '\0';
             if (it->exit_code != 0) {
                 failed++;
-                sweep_mark_run_failed(runs_dir, it);
+                sweep_mark_run_failed(&tree, it, NULL);
                 sweep_last_log_line(log_path, last_line, sizeof last_line);
                 /* failing alike: the same class (timeout, signal, exit code),
                  * never the log text, which differs run to run */
@@ -863,14 +935,22 @@ int vb_sweep_main(int argc, char **argv) {
                 streak = 0;
                 streak_sig[0] = '\0';
             }
-            if (it->exit_code == 0) sweep_read_headline(runs_dir, it);
+            if (it->exit_code == 0 && !sweep_read_headline(&tree, it)) {
+                /* a link at runs/<run> (put there during the run) leads to another run's */
+                it->status = "failed";
+                failed++;
+                snprintf(it->failure, sizeof it->failure, "runs/<run> not a real directory");
+            }
             printf("vitbench sweep: [%d/%d] %s: %s, exit %d, %.1f s%s%s", i + 1, nitems, it->name, it->status,
                    it->exit_code, vb_now() - t0, it->failure[0] ? ": " : "", it->failure);
             if (!isnan(it->headline[0])) printf(", FULL %.2f samples/s", it->headline[0]);
             printf("\n");
             if (last_line[0]) printf("vitbench sweep:     last line of its log: %s\n", last_line);
             if (sweep_stop_signal()) interrupted = 1;
-            if (cli.max_failures > 0 && streak >= cli.max_failures) {
+            /* more runs to come: the streak stops them; after the last there is nothing to stop */
+            bool more = false;
+            for (int k = i + 1; k < nitems && !more; k++) more = !items[k].status;
+            if (cli.max_failures > 0 && streak >= cli.max_failures && more) {
                 printf("vitbench sweep: stopping: %d runs in a row failed alike (%s; last line: %s); fix that and "
                        "continue with vitbench sweep --resume %s\n",
                        streak, it->failure, last_line[0] ? last_line : "no output", dir);
@@ -879,7 +959,7 @@ int vb_sweep_main(int argc, char **argv) {
         }
         fflush(stdout);
         sweep_sv_free(&cmd);
-        record_index(index_path, dir, runs_dir, &plan, items, nitems, &cli);
+        index_ok = record_index(&tree, &plan, items, nitems, &cli) == 0;
     }
 
     int recorded = 0, completed = 0;
@@ -891,8 +971,12 @@ int vb_sweep_main(int argc, char **argv) {
         failed += strcmp(items[i].status, "failed") == 0;
     }
     if (!cli.dry_run && !batch) sweep_print_table(&plan, items, nitems);
-    printf("vitbench sweep: index %s (%d of %d runs recorded)\n", index_path, recorded, nitems);
-    /* the report of what finished, unless asked not to or nothing ran here */
+    if (index_ok)
+        printf("vitbench sweep: index %s/%s (%d of %d runs recorded)\n", dir, VB_INDEX_CSV, recorded, nitems);
+    else
+        printf("vitbench sweep: index %s/%s NOT up to date: its last rewrite failed (see above); the table above has "
+               "%d of %d runs; vitbench sweep --collect %s writes it again\n",
+               dir, VB_INDEX_CSV, recorded, nitems, dir);
     /* the report of what ran, failures too (an all-failed sweep's says why),
      * unless asked not to, nothing ran here, or a Ctrl-C wants out */
     if (!cli.no_report && !interrupted && recorded > 0 && (completed > 0 || failed > 0))
@@ -913,5 +997,7 @@ int vb_sweep_main(int argc, char **argv) {
     vb_sweep_plan_free(&plan);
     vb_scenario_free(&sc);
     free_cli(&cli);
+    sweep_tree_close(&tree);
+    if (!index_ok) return 1;
     return interrupted ? 130 : failed ? 1 : 0;
 }

@@ -11,10 +11,14 @@
  * run.json marked failed when the run could not say so itself. completed and
  * failed rows are final. Jobs of one sweep may end at the same moment, so
  * the read-modify-write of index.csv holds an exclusive lock on
- * SWEEP_DIR/.collect.lock (waiting at most 60 s, then going on unlocked with
- * a warning rather than hanging a job). The submitting sweep records its
+ * SWEEP_DIR/.collect.lock (waiting at most 60 s, then exit 1 with index.csv
+ * as it was: never written unlocked). The submitting sweep records its
  * rows the same way, so a job that ends before the next submission is not
- * overwritten.
+ * overwritten; a local sweep holds its lock (.sweep.lock) for its whole
+ * life and a --collect of it is refused meanwhile (sweep_cmd.c). Every
+ * read and write goes through the sweep directory held open (sweep_tree.c):
+ * a runs/<run> or status/ that is a link is never written through, and a
+ * completed run whose runs/<run> is a link is not taken as the point's.
  *
  * A job that ends without writing a run's status (cancelled, out of time, a
  * node lost) would leave its rows submitted for ever: every submission
@@ -52,83 +56,98 @@ static const char *status_literal(const char *st) {
     return NULL;
 }
 
-static int lock_dir(const char *dir) {
-    char path[VB_PATH_MAX];
-    vb_snprintf(path, sizeof path, "%s/.collect.lock", dir);
-    int fd = open(path, O_RDWR | O_CREAT, 0664);
-    if (fd < 0) {
-        vb_warn("cannot open %s (%s); collecting without a lock", path, strerror(errno));
-        return -1;
-    }
+/* The index lock: every read-modify-write of index.csv holds it, the
+ * submitting sweep's and each job's alike, waiting at most a minute;
+ * without it index.csv is not written (exit 1): a collect that went on
+ * unlocked could put back rows another had just made final. A file system
+ * without flock at all (ENOSYS, EOPNOTSUPP) gets a warning: nothing there
+ * can lock. */
+static int lock_index(const sweep_tree *t) {
+    char why[VB_PATH_MAX + 128];
+    int fd = sweep_open_lock(t, SWEEP_INDEX_LOCK_FILE, why, sizeof why);
+    if (fd == -2) vb_die_input("sweep: %s", why);
+    if (fd < 0) vb_die_env("sweep: %s: index.csv is written only under it", why);
     for (int tries = 0; tries < 600; tries++) {
         if (flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
-        if (errno != EWOULDBLOCK && errno != EINTR) break; /* a file system without flock */
+        if (errno == ENOSYS || errno == EOPNOTSUPP || errno == ENOLCK) {
+            vb_warn("%s/%s cannot be locked on this file system (%s): jobs ending at the same moment may each "
+                    "rewrite index.csv",
+                    t->dir, SWEEP_INDEX_LOCK_FILE, strerror(errno));
+            return fd;
+        }
+        if (errno != EWOULDBLOCK && errno != EINTR) break;
         struct timespec ts = {0, 100000000L};
         nanosleep(&ts, NULL);
     }
-    vb_warn("cannot lock %s; collecting without the lock", path);
     close(fd);
-    return -1;
+    vb_die_env("sweep: %s/%s is held by another collect for over a minute; index.csv not written (run vitbench "
+               "sweep --collect %s again)",
+               t->dir, SWEEP_INDEX_LOCK_FILE, t->dir);
 }
 
 /* status/<run>.exit: the exit status it holds, or INT_MIN when there is none. */
-static int read_status_file(const char *dir, const char *name) {
-    char path[VB_PATH_MAX + 200];
-    vb_snprintf(path, sizeof path, "%s/status/%s.exit", dir, name);
-    FILE *f = fopen(path, "r");
-    if (!f) return INT_MIN;
-    char line[64] = "";
-    bool got = fgets(line, sizeof line, f) != NULL;
-    fclose(f);
-    line[strcspn(line, "\r\n")] = '\0';
+static int read_status_file(const sweep_tree *t, const char *name) {
+    char file[300], path[VB_PATH_MAX + 320], shown[VB_PATH_MAX + 320];
+    snprintf(file, sizeof file, "%s.exit", name);
+    if (!sweep_tree_has(t, SWEEP_STATUS) || !sweep_tree_exists(t, SWEEP_STATUS, file)) return INT_MIN;
+    sweep_tree_fd_path(t, SWEEP_STATUS, file, path, sizeof path);
+    sweep_tree_path(t, SWEEP_STATUS, file, shown, sizeof shown);
+    size_t len = 0;
+    char *text = vb_read_file(path, &len);
+    if (!text) return INT_MIN;
+    bool nul = strlen(text) != len;
+    text[strcspn(text, "\r\n")] = '\0';
     int code;
-    if (!got || !sweep_parse_int(line, &code) || code < 0) {
-        vb_warn("%s: '%s' is not an exit status; the run is left as it was", path, line);
-        return INT_MIN;
-    }
-    return code;
+    bool ok = !nul && sweep_parse_int(text, &code) && code >= 0;
+    if (!ok) vb_warn("%s: '%.20s' is not an exit status; the run is left as it was", shown, nul ? "(a NUL byte)" : text);
+    free(text);
+    return ok ? code : INT_MIN;
 }
 
-void sweep_clear_status(const char *dir, const sweep_item *it) {
+void sweep_clear_status(const sweep_tree *t, const sweep_item *it) {
     static const char *const ext[2] = {"exit", "job"};
     for (int i = 0; i < 2; i++) {
-        char path[VB_PATH_MAX + 200];
-        vb_snprintf(path, sizeof path, "%s/status/%s.%s", dir, it->name, ext[i]);
-        if (unlink(path) != 0 && errno != ENOENT)
-            vb_die_input("cannot remove the old status %s (%s)", path, strerror(errno));
+        char file[300], shown[VB_PATH_MAX + 320];
+        snprintf(file, sizeof file, "%s.%s", it->name, ext[i]);
+        if (sweep_tree_unlink(t, SWEEP_STATUS, file) != 0)
+            vb_die_input("cannot remove the old status %s (%s)", sweep_tree_path(t, SWEEP_STATUS, file, shown, sizeof shown),
+                         strerror(errno));
     }
 }
 
-int sweep_collect(const char *dir, const char *runs_dir, const vb_sweep_plan *plan, sweep_item *items, int n,
+int sweep_collect(const sweep_tree *t, const sweep_scheduler *sc, const vb_sweep_plan *plan, sweep_item *items, int n,
                   int *completed, int *waiting) {
-    int lock = lock_dir(dir);
-    char path[VB_PATH_MAX], err[512];
-    vb_snprintf(path, sizeof path, "%s/" VB_INDEX_CSV, dir);
-    vb_csv t;
-    if (vb_csv_read(path, &t, err, sizeof err) != 0) vb_die_input("flag --collect: %s", err);
-    int cdir = vb_csv_col(&t, VB_COL_RUN_DIR), cst = vb_csv_col(&t, VB_COL_STATUS), ccode = vb_csv_col(&t, VB_COL_EXIT_CODE),
-        cthr = vb_csv_col(&t, VB_COL_THREADS_PER_RANK), cfail = vb_csv_col(&t, VB_INDEX_FAILURE_COLUMN);
-    if (cdir < 0 || cst < 0) vb_die_input("flag --collect: %s has no run_dir / status columns", path);
+    int lock = lock_index(t);
+    char path[VB_PATH_MAX + 64], shown[VB_PATH_MAX + 64], err[VB_PATH_MAX + 512];
+    sweep_tree_fd_path(t, SWEEP_ROOT, VB_INDEX_CSV, path, sizeof path);
+    sweep_tree_path(t, SWEEP_ROOT, VB_INDEX_CSV, shown, sizeof shown);
+    vb_csv tab;
+    if (vb_csv_read(path, &tab, err, sizeof err) != 0)
+        vb_die_input("flag --collect: %s: %s", shown, strstr(err, ": ") ? strstr(err, ": ") + 2 : err);
+    int cdir = vb_csv_col(&tab, VB_COL_RUN_DIR), cst = vb_csv_col(&tab, VB_COL_STATUS),
+        ccode = vb_csv_col(&tab, VB_COL_EXIT_CODE), cthr = vb_csv_col(&tab, VB_COL_THREADS_PER_RANK),
+        cfail = vb_csv_col(&tab, VB_INDEX_FAILURE_COLUMN);
+    if (cdir < 0 || cst < 0) vb_die_input("flag --collect: %s has no run_dir / status columns", shown);
     for (int i = 0; i < n; i++) {
         sweep_item *it = &items[i];
         char want[300];
         snprintf(want, sizeof want, "runs/%s", it->name);
         /* what this process decided (a failed submission, a run it ran) stands */
         bool open = !it->status || strcmp(it->status, "submitted") == 0 || strcmp(it->status, "dry-run") == 0;
-        for (int row = 0; row < t.nrows && open; row++) {
-            if (strcmp(vb_csv_get(&t, row, cdir), want) != 0) continue;
-            it->status = status_literal(vb_csv_get(&t, row, cst));
+        for (int row = 0; row < tab.nrows && open; row++) {
+            if (strcmp(vb_csv_get(&tab, row, cdir), want) != 0) continue;
+            it->status = status_literal(vb_csv_get(&tab, row, cst));
             double code, threads;
-            if (ccode >= 0 && vb_csv_num(&t, row, ccode, &code)) it->exit_code = (int)code;
+            if (ccode >= 0 && vb_csv_num(&tab, row, ccode, &code)) it->exit_code = (int)code;
             /* the threads the job script was written with, not what this
              * node (inside the job: the allocation) would choose now */
-            if (cthr >= 0 && vb_csv_num(&t, row, cthr, &threads) && threads >= 1) it->threads = (int)threads;
-            if (it->status && strcmp(it->status, "completed") == 0) sweep_read_headline(runs_dir, it);
-            if (cfail >= 0) snprintf(it->failure, sizeof it->failure, "%s", vb_csv_get(&t, row, cfail));
+            if (cthr >= 0 && vb_csv_num(&tab, row, cthr, &threads) && threads >= 1) it->threads = (int)threads;
+            if (it->status && strcmp(it->status, "completed") == 0) (void)sweep_read_headline(t, it);
+            if (cfail >= 0) snprintf(it->failure, sizeof it->failure, "%s", vb_csv_get(&tab, row, cfail));
             break;
         }
     }
-    vb_csv_free(&t);
+    vb_csv_free(&tab);
     int failed = 0;
     sweep_jobq queue = {0};
     *completed = *waiting = 0;
@@ -136,36 +155,40 @@ int sweep_collect(const char *dir, const char *runs_dir, const vb_sweep_plan *pl
         sweep_item *it = &items[i];
         bool final = it->status && (strcmp(it->status, "completed") == 0 || strcmp(it->status, "failed") == 0);
         if (!final) {
-            int code = read_status_file(dir, it->name);
+            int code = read_status_file(t, it->name);
             if (code != INT_MIN) {
                 it->exit_code = code;
                 it->status = code == 0 ? "completed" : "failed";
-                if (code == 0) {
-                    sweep_read_headline(runs_dir, it);
-                } else {
-                    sweep_mark_run_failed(runs_dir, it);
+                if (code == 0 && !sweep_read_headline(t, it)) {
+                    /* a link at runs/<run> leads to another run's results */
+                    it->status = "failed";
+                    snprintf(it->failure, sizeof it->failure, "runs/<run> not a real directory");
+                    printf("vitbench sweep: %s: runs/%s is not a real directory (a link?): its results are not this "
+                           "point's; failed\n",
+                           it->name, it->name);
+                } else if (code != 0) {
+                    sweep_mark_run_failed(t, it, NULL);
                     /* the job script writes 128 + 15 when timeout_s ran out, as a
                      * SIGTERM would: the class says both */
                     sweep_failure_class(code, "", it->failure, sizeof it->failure);
                 }
-            } else if (it->status) { /* submitted, or a dry run's script submitted by hand (its job recorded its id) */
+            } else if (it->status && sc) { /* submitted, or a dry run's script submitted by hand (its job recorded its id) */
                 /* no status, and its job is over: cancelled, out of time, a
                  * node lost -- the script never reached the run's end. A job
                  * writes the status before it ends, so this is final. */
                 char id[128], state[64];
-                const sweep_scheduler *sc = sweep_read_job(dir, it->name, id, sizeof id);
-                if (sc && sweep_job_over(&queue, sc, dir, id, state, sizeof state) == 1) {
+                if (sweep_read_job(t, sc, it->name, id, sizeof id) &&
+                    sweep_job_over(&queue, sc, t, id, state, sizeof state) == 1) {
                     it->status = "failed";
                     it->exit_code = -1;
                     snprintf(it->failure, sizeof it->failure, "%.8s %.38s", sc->id, state[0] ? state : "job gone");
-                    char rj[VB_PATH_MAX + 200], why[300];
-                    vb_snprintf(rj, sizeof rj, "%s/%s/" VB_RUN_JSON, runs_dir, it->name);
+                    char why[300];
                     if (state[0])
                         snprintf(why, sizeof why, "its %s job %s ended (%s) before the run finished", sc->name, id,
                                  state);
                     else
                         snprintf(why, sizeof why, "its %s job %s left the queue before the run finished", sc->name, id);
-                    (void)vb_run_json_mark_failed(rj, why);
+                    sweep_mark_run_failed(t, it, why);
                     printf("vitbench sweep: %s: %s: failed (exit_code -1)\n", it->name, why);
                 }
             }
@@ -179,7 +202,7 @@ int sweep_collect(const char *dir, const char *runs_dir, const vb_sweep_plan *pl
             (*waiting)++;
     }
     sweep_jobq_free(&queue);
-    if (sweep_write_index(path, plan, items, n) != 0) vb_die_input("cannot write %s", path);
-    if (lock >= 0) close(lock); /* releases the flock */
+    if (sweep_write_index(t, plan, items, n) != 0) vb_die_env("cannot write %s: %s", shown, strerror(errno));
+    close(lock); /* releases the flock */
     return failed;
 }

@@ -153,11 +153,22 @@ static bool flux_job_id(const char *line, char *id, size_t n) {
     return true;
 }
 
-static int flux_job_state(sweep_jobq *q, const char *dir, const char *id, char *state, size_t n) {
+/* A Flux job id: F58 (ƒ, or f in an ASCII locale, then base58 digits:
+ * no 0, O, I or l) or the decimal job number. */
+static bool flux_id_ok(const char *s) {
+    if (sweep_job_number(s) && !s[sweep_job_number(s)]) return true;
+    const char *p = (unsigned char)s[0] == 0xC6 && (unsigned char)s[1] == 0x92 ? s + 2 : s[0] == 'f' ? s + 1 : NULL;
+    if (!p || !*p || strlen(p) > 16) return false;
+    for (; *p; p++)
+        if (!isalnum((unsigned char)*p) || strchr("0OIl", *p)) return false;
+    return true;
+}
+
+static int flux_job_state(sweep_jobq *q, const sweep_tree *t, const char *id, char *state, size_t n) {
     (void)q;
     char *argv[] = {"flux", "jobs", "-n", "-o", "{status}", (char *)id, NULL};
     int rc;
-    char *text = sweep_ask(dir, argv, &rc);
+    char *text = sweep_ask(t, argv, &rc);
     char word[32] = "";
     int over = -1;
     if (rc == 0 && text && sscanf(text, "%31s", word) == 1) {
@@ -191,6 +202,7 @@ const sweep_scheduler sweep_sched_flux = {
     .submit = flux_submit,
     .submit_stdin = false,
     .job_id = flux_job_id,
+    .id_ok = flux_id_ok,
     .job_state = flux_job_state,
     .cancel = flux_cancel,
     .alloc_env = "FLUX_JOB_ID",

@@ -13,6 +13,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -71,20 +72,30 @@ static void write_index(FILE *f, void *vctx) {
     }
 }
 
-int sweep_write_index(const char *path, const vb_sweep_plan *plan, const sweep_item *items, int n) {
+int sweep_write_index(const sweep_tree *tree, const vb_sweep_plan *plan, const sweep_item *items, int n) {
     index_ctx ix = {plan, items, n};
-    return vb_atomic_write(path, write_index, &ix);
+    char why[3 * VB_PATH_MAX];
+    int rc = sweep_tree_write(tree, SWEEP_ROOT, VB_INDEX_CSV, 0, write_index, &ix, why, sizeof why);
+    if (rc == VB_OUTDIR_NOT_A_DIR) vb_die_input("sweep: %s", why);
+    return rc;
 }
 
 /* A finished run's headline (FULL, SYNTHETIC, IO, VALIDATION) mean and std
- * from its summary.csv. */
-void sweep_read_headline(const char *runs_dir, sweep_item *it) {
+ * from its summary.csv, read in runs/<run> opened as a real directory. */
+bool sweep_read_headline(const sweep_tree *tree, sweep_item *it) {
     for (int h = 0; h < SWEEP_HEADLINES; h++) it->headline[h] = NAN;
-    char path[VB_PATH_MAX];
-    vb_snprintf(path, sizeof path, "%s/%s/" VB_SUMMARY_CSV, runs_dir, it->name);
+    vb_outdir run;
+    char why[3 * VB_PATH_MAX];
+    int rc = sweep_tree_run_dir(tree, it->name, &run, why, sizeof why);
+    if (rc == VB_OUTDIR_NOT_A_DIR) return false;
+    if (rc != 0) return true; /* not there: no numbers, nothing else wrong */
+    char path[VB_PATH_MAX + 64];
+    vb_outdir_fd_path(&run, VB_SUMMARY_CSV, path, sizeof path);
     vb_csv t;
-    char err[512];
-    if (vb_csv_read(path, &t, err, sizeof err) != 0) return;
+    char err[VB_PATH_MAX + 512];
+    rc = vb_csv_read(path, &t, err, sizeof err);
+    vb_outdir_close(&run);
+    if (rc != 0) return true;
     int ct = vb_csv_col(&t, VB_COL_TRIAL_TYPE), cm = vb_csv_col(&t, VB_COL_MEAN_SAMPLES_PER_S),
         cs = vb_csv_col(&t, VB_COL_STD_SAMPLES_PER_S);
     for (int row = 0; row < t.nrows; row++)
@@ -94,6 +105,7 @@ void sweep_read_headline(const char *runs_dir, sweep_item *it) {
                 vb_csv_num(&t, row, cs, &it->headline[2 * k + 1]);
             }
     vb_csv_free(&t);
+    return true;
 }
 
 /* The sweep's table at its end: one line per run, read at a glance. */
@@ -129,26 +141,36 @@ void sweep_create_dir(const char *out_dir, const char *name, char *dir, size_t n
     vb_die_input("flag --output_dir %s: cannot create a %s_<stamp> directory in it (%s)", out_dir, name, strerror(errno));
 }
 
-/* created, or found to be a real directory (outdir.h): a resumed sweep
- * never writes its runs or logs through a link planted in its place */
-void sweep_make_subdir(const char *dir, const char *sub) {
-    vb_outdir d;
-    vb_outdir_open_or_die(&d, dir, sub, "sweep");
-    vb_outdir_close(&d);
+typedef struct {
+    const char *bytes;
+    size_t len;
+} bytes_ctx;
+
+static void write_bytes(FILE *f, void *ctx) {
+    const bytes_ctx *b = ctx;
+    fwrite(b->bytes, 1, b->len, f);
 }
 
-void sweep_copy_file(const char *from, const char *to) {
-    char why[VB_PATH_MAX + 64];
+void sweep_copy_file(const char *from, const sweep_tree *t, const char *name) {
+    char why[3 * VB_PATH_MAX];
     FILE *in = vb_fopen_regular(from, why, sizeof why);
-    FILE *out = in ? vb_fopen_nofollow(to, "w") : NULL;
-    if (in && out) {
-        char buf[8192];
-        size_t k;
-        while ((k = fread(buf, 1, sizeof buf, in)) > 0) fwrite(buf, 1, k, out);
+    if (!in) {
+        vb_warn("could not copy %s into %s: %s", from, t->dir, why);
+        return;
     }
-    if (!in || !out || ferror(out)) vb_warn("could not copy %s to %s", from, to);
-    if (in) fclose(in);
-    if (out) fclose(out);
+    /* read whole before anything is written: a read error leaves no half copy */
+    size_t cap = 8192, len = 0, k;
+    char *buf = vb_malloc_check(cap);
+    while ((k = fread(buf + len, 1, cap - len, in)) > 0)
+        if ((len += k) == cap) buf = vb_realloc_check(buf, cap *= 2);
+    bool bad = ferror(in) != 0;
+    fclose(in);
+    bytes_ctx b = {buf, len};
+    if (bad)
+        vb_warn("could not copy %s into %s: read error", from, t->dir);
+    else if (sweep_tree_write(t, SWEEP_ROOT, name, 0, write_bytes, &b, why, sizeof why) != 0)
+        vb_warn("could not copy %s: %s", from, why);
+    free(buf);
 }
 
 typedef struct {
@@ -178,7 +200,14 @@ static const char *sweep_kind(const vb_scenario *s, const vb_sweep_plan *p, cons
     return vb_sweep_kind(&f, NULL);
 }
 
-void sweep_write_sweep_json(const char *dir, const char *id, const vb_scenario *s, const sweep_cli *c,
+static void write_json_to(const sweep_tree *t, cJSON *j) {
+    json_ctx x = {j};
+    char why[3 * VB_PATH_MAX];
+    if (sweep_tree_write(t, SWEEP_ROOT, VB_SWEEP_JSON, 0, write_json, &x, why, sizeof why) != 0)
+        vb_warn("could not write %s", why);
+}
+
+void sweep_write_sweep_json(const sweep_tree *t, const char *id, const vb_scenario *s, const sweep_cli *c,
                             const vb_sweep_plan *plan, const char *exe, int argc, char **argv, int nruns) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "sweep_id", id);
@@ -200,26 +229,23 @@ void sweep_write_sweep_json(const char *dir, const char *id, const vb_scenario *
     cJSON *cols = cJSON_AddArrayToObject(j, "swept_columns");
     cJSON_AddItemToArray(cols, cJSON_CreateString("ranks"));
     for (int i = 0; i < plan->ncolumns; i++) cJSON_AddItemToArray(cols, cJSON_CreateString(plan->columns[i]));
-    char t[32], cwd[VB_PATH_MAX];
-    vb_iso_time(t, sizeof t);
-    cJSON_AddStringToObject(j, "start_time", t);
+    char tm[32], cwd[VB_PATH_MAX];
+    vb_iso_time(tm, sizeof tm);
+    cJSON_AddStringToObject(j, "start_time", tm);
     cJSON_AddStringToObject(j, "cwd", getcwd(cwd, sizeof cwd) ? cwd : "");
     cJSON_AddStringToObject(j, "git_commit", VB_GIT_COMMIT);
-    char path[VB_PATH_MAX];
-    vb_snprintf(path, sizeof path, "%s/" VB_SWEEP_JSON, dir);
-    json_ctx x = {j};
-    if (vb_atomic_write(path, write_json, &x) != 0) vb_warn("could not write %s", path);
+    write_json_to(t, j);
     cJSON_Delete(j);
 }
 
-void sweep_record_warmup(const char *dir, const char *point, int exit_code, double seconds) {
-    char path[VB_PATH_MAX];
-    vb_snprintf(path, sizeof path, "%s/" VB_SWEEP_JSON, dir);
+void sweep_record_warmup(const sweep_tree *t, const char *point, int exit_code, double seconds) {
+    char path[VB_PATH_MAX + 64], shown[VB_PATH_MAX + 64];
+    sweep_tree_fd_path(t, SWEEP_ROOT, VB_SWEEP_JSON, path, sizeof path);
     char *text = vb_read_file(path, NULL);
     cJSON *j = text ? cJSON_Parse(text) : NULL;
     free(text);
     if (!cJSON_IsObject(j)) {
-        vb_warn("could not record the warm-up run in %s", path);
+        vb_warn("could not record the warm-up run in %s", sweep_tree_path(t, SWEEP_ROOT, VB_SWEEP_JSON, shown, sizeof shown));
         cJSON_Delete(j);
         return;
     }
@@ -230,8 +256,7 @@ void sweep_record_warmup(const char *dir, const char *point, int exit_code, doub
     cJSON_AddNumberToObject(w, "exit_code", exit_code);
     cJSON_AddNumberToObject(w, "seconds", seconds);
     cJSON_AddStringToObject(w, "why", "discarded: the machine's first run after a pause is slower than its repeats");
-    json_ctx x = {j};
-    if (vb_atomic_write(path, write_json, &x) != 0) vb_warn("could not write %s", path);
+    write_json_to(t, j);
     cJSON_Delete(j);
 }
 
@@ -242,15 +267,18 @@ void sweep_record_warmup(const char *dir, const char *point, int exit_code, doub
  * (runs/<run>.unfinished-N, logs/<run>.unfinished-N.log) so the new attempt
  * gets the names index.csv and the report point to, and the earlier
  * attempt's log, often the only account of why it failed, is not truncated
- * by the new one. Returns how many were kept. */
-int sweep_keep_finished(const char *dir, const char *runs_dir, sweep_item *items, int n, bool retry_failed) {
-    char path[VB_PATH_MAX], err[512];
-    vb_snprintf(path, sizeof path, "%s/" VB_INDEX_CSV, dir);
+ * by the new one. A leftover that is a link is moved aside as the link it
+ * is. Returns how many were kept. */
+int sweep_keep_finished(const sweep_tree *tree, sweep_item *items, int n, bool retry_failed) {
+    char path[VB_PATH_MAX + 64], shown[VB_PATH_MAX + 64], err[VB_PATH_MAX + 512];
+    sweep_tree_fd_path(tree, SWEEP_ROOT, VB_INDEX_CSV, path, sizeof path);
+    sweep_tree_path(tree, SWEEP_ROOT, VB_INDEX_CSV, shown, sizeof shown);
     vb_csv t;
-    if (vb_csv_read(path, &t, err, sizeof err) != 0) vb_die_input("flag --resume: %s", err);
+    if (vb_csv_read(path, &t, err, sizeof err) != 0)
+        vb_die_input("flag --resume: %s: %s", shown, strstr(err, ": ") ? strstr(err, ": ") + 2 : err);
     int cdir = vb_csv_col(&t, VB_COL_RUN_DIR), cst = vb_csv_col(&t, VB_COL_STATUS), ccode = vb_csv_col(&t, VB_COL_EXIT_CODE);
     int cfail = vb_csv_col(&t, VB_INDEX_FAILURE_COLUMN);
-    if (cdir < 0 || cst < 0) vb_die_input("flag --resume: %s has no run_dir / status columns", path);
+    if (cdir < 0 || cst < 0) vb_die_input("flag --resume: %s has no run_dir / status columns", shown);
     int kept = 0;
     for (int i = 0; i < n; i++) {
         sweep_item *it = &items[i];
@@ -273,37 +301,52 @@ int sweep_keep_finished(const char *dir, const char *runs_dir, sweep_item *items
                 else if (it->exit_code != INT_MIN)
                     sweep_failure_class(it->exit_code, "", it->failure, sizeof it->failure);
             }
-            if (strcmp(st, "completed") == 0) sweep_read_headline(runs_dir, it);
+            if (strcmp(st, "completed") == 0) (void)sweep_read_headline(tree, it);
             kept++;
             break;
         }
         if (it->status) continue;
-        char old[VB_PATH_MAX + 320], aside[VB_PATH_MAX + 360];
-        char log[VB_PATH_MAX + 320], log_aside[VB_PATH_MAX + 360];
-        vb_snprintf(old, sizeof old, "%s/%s", runs_dir, it->name);
-        vb_snprintf(log, sizeof log, "%s/logs/%s.log", dir, it->name);
-        bool has_dir = vb_dir_exists(old), has_log = vb_file_exists(log);
+        char log[320], aside[340], log_aside[360];
+        snprintf(log, sizeof log, "%s.log", it->name);
+        bool has_dir = sweep_tree_exists(tree, SWEEP_RUNS, it->name), has_log = sweep_tree_exists(tree, SWEEP_LOGS, log);
         if (!has_dir && !has_log) continue;
         /* one N for both, free for both: the pair names the same attempt */
         for (int k = 1; k < 1000; k++) {
-            vb_snprintf(aside, sizeof aside, "%s.unfinished-%d", old, k);
-            vb_snprintf(log_aside, sizeof log_aside, "%s/logs/%s.unfinished-%d.log", dir, it->name, k);
-            if (!vb_dir_exists(aside) && !vb_file_exists(log_aside)) break;
+            snprintf(aside, sizeof aside, "%s.unfinished-%d", it->name, k);
+            snprintf(log_aside, sizeof log_aside, "%s.unfinished-%d.log", it->name, k);
+            if (!sweep_tree_exists(tree, SWEEP_RUNS, aside) && !sweep_tree_exists(tree, SWEEP_LOGS, log_aside)) break;
         }
-        if (has_dir && rename(old, aside) != 0)
-            vb_die_input("cannot move the unfinished run %s aside (%s)", old, strerror(errno));
-        if (has_log && rename(log, log_aside) != 0)
-            vb_die_input("cannot move the earlier log %s aside (%s)", log, strerror(errno));
+        char a[VB_PATH_MAX + 400], b[VB_PATH_MAX + 400];
+        if (has_dir && sweep_tree_rename(tree, SWEEP_RUNS, it->name, aside) != 0)
+            vb_die_input("cannot move the unfinished run %s aside (%s)",
+                         sweep_tree_path(tree, SWEEP_RUNS, it->name, a, sizeof a), strerror(errno));
+        if (has_log && sweep_tree_rename(tree, SWEEP_LOGS, log, log_aside) != 0)
+            vb_die_input("cannot move the earlier log %s aside (%s)", sweep_tree_path(tree, SWEEP_LOGS, log, a, sizeof a),
+                         strerror(errno));
         printf("vitbench sweep: %s %s before; moved to %s%s%s\n", it->name, retried ? "failed" : "did not finish",
-               has_dir ? aside : "", has_dir && has_log ? " and " : "", has_log ? log_aside : "");
+               has_dir ? sweep_tree_path(tree, SWEEP_RUNS, aside, a, sizeof a) : "", has_dir && has_log ? " and " : "",
+               has_log ? sweep_tree_path(tree, SWEEP_LOGS, log_aside, b, sizeof b) : "");
     }
     vb_csv_free(&t);
     return kept;
 }
 
-void sweep_mark_run_failed(const char *runs_dir, const sweep_item *it) {
-    char rj[VB_PATH_MAX + 200], why[128];
-    vb_snprintf(rj, sizeof rj, "%s/%s/" VB_RUN_JSON, runs_dir, it->name);
-    snprintf(why, sizeof why, "the run ended with exit status %d before it could record its end", it->exit_code);
-    vb_run_json_mark_failed(rj, why);
+void sweep_mark_run_failed(const sweep_tree *t, const sweep_item *it, const char *why) {
+    char reason[160];
+    if (!why) {
+        snprintf(reason, sizeof reason, "the run ended with exit status %d before it could record its end",
+                 it->exit_code);
+        why = reason;
+    }
+    vb_outdir run;
+    char err[3 * VB_PATH_MAX];
+    /* never through a link at runs/<run>: run.json there is another's */
+    if (sweep_tree_run_dir(t, it->name, &run, err, sizeof err) != 0) return;
+    char rj[VB_PATH_MAX + 64];
+    vb_outdir_fd_path(&run, VB_RUN_JSON, rj, sizeof rj);
+    struct stat st;
+    /* run.json itself a link: left alone (the rename would replace it, but it is not the run's own) */
+    if (fstatat(run.fd, VB_RUN_JSON, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+        (void)vb_run_json_mark_failed(rj, why);
+    vb_outdir_close(&run);
 }

@@ -19,6 +19,8 @@
  *   sweep_flux.c      Flux: "# flux:" headers, flux run, flux jobs / cancel
  *   sweep_jobs.c      job ids: recorded per run, the scheduler asked whether
  *                     a job is over, jobs cancelled; directive words checked
+ *   sweep_tree.c      the sweep directory held open: every write below it
+ *                     through its directories' descriptors, never a link
  *   sweep_index.c     the sweep directory: creating it, index.csv, sweep.json,
  *                     the results table, what a resume keeps
  *   sweep_collect.c   --collect: the status files jobs left into index.csv
@@ -40,6 +42,58 @@
 
 /* index.csv's headline cells: a mean and a std per kind */
 #define SWEEP_HEADLINES (2 * VB_INDEX_HEADLINE_NKINDS)
+
+/* ---- sweep_tree.c: the sweep directory, held open ---- */
+
+/* The directories of a sweep directory the sweep writes into. */
+typedef enum { SWEEP_ROOT, SWEEP_RUNS, SWEEP_LOGS, SWEEP_JOBS, SWEEP_STATUS, SWEEP_NSUB } sweep_sub;
+
+typedef struct sweep_tree {
+    char dir[VB_PATH_MAX];     /* the sweep directory as named: messages, printed commands */
+    char abs[VB_PATH_MAX];     /* resolved once: what job scripts and batch runs name */
+    const char *base;          /* what the runs' paths start with (dir, or abs for batch runs) */
+    vb_outdir sub[SWEEP_NSUB]; /* held open for the process's life; fd -1 where not there */
+} sweep_tree;
+
+/* Opens dir (the root: the user's, links followed) and below it runs/ and
+ * logs/, with jobs/ and status/ when batch: created, or found to be real
+ * directories (a link or a file there: exit 2 naming it). */
+void sweep_tree_open(sweep_tree *t, const char *dir, bool batch);
+/* The same for --collect / --cancel: none created, those missing left closed. */
+void sweep_tree_open_existing(sweep_tree *t, const char *dir);
+void sweep_tree_close(sweep_tree *t);
+bool sweep_tree_has(const sweep_tree *t, sweep_sub s);
+/* Exits 2 naming the directory when one held open is no longer what its
+ * name leads to (swapped for a link, moved): before every launch. */
+void sweep_tree_check(const sweep_tree *t);
+/* "DIR/sub/name", for messages; returns buf. */
+const char *sweep_tree_path(const sweep_tree *t, sweep_sub s, const char *name, char *buf, size_t n);
+/* name in sub written as a temporary renamed over it (mode: 0 for the
+ * default, else set before the rename). 0, or outdir.h's code with why. */
+int sweep_tree_write(const sweep_tree *t, sweep_sub s, const char *name, unsigned mode,
+                     void (*write_fn)(FILE *f, void *ctx), void *ctx, char *why, size_t n);
+/* ... exiting 2 (a link in the way) or 1 (the OS refused) with one line. */
+void sweep_tree_write_or_die(const sweep_tree *t, sweep_sub s, const char *name, unsigned mode,
+                             void (*write_fn)(FILE *f, void *ctx), void *ctx);
+/* text as the whole file; a warning and -1 when it cannot be written. */
+int sweep_tree_write_text(const sweep_tree *t, sweep_sub s, const char *name, const char *text);
+/* name opened to append (fileio.h vb_open_append_at's refusals): the
+ * descriptor, or outdir.h's code with why filled. */
+int sweep_tree_append_fd(const sweep_tree *t, sweep_sub s, const char *name, char *why, size_t n);
+/* ... exiting 2 naming a link, 1 for the OS's refusal. */
+int sweep_tree_open_log(const sweep_tree *t, sweep_sub s, const char *name);
+/* One line appended (a warning when it cannot be). */
+void sweep_tree_appendf(const sweep_tree *t, sweep_sub s, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Is there an entry name (of any kind, a link not followed)? */
+bool sweep_tree_exists(const sweep_tree *t, sweep_sub s, const char *name);
+int sweep_tree_unlink(const sweep_tree *t, sweep_sub s, const char *name);
+/* from -> to within sub; -1 with EEXIST when to is taken. */
+int sweep_tree_rename(const sweep_tree *t, sweep_sub s, const char *from, const char *to);
+/* runs/<name> as a real directory, opened (never created): 0, or outdir.h's code. */
+int sweep_tree_run_dir(const sweep_tree *t, const char *name, vb_outdir *out, char *why, size_t n);
+/* A path of name in the held directory itself (outdir.h vb_outdir_fd_path). */
+void sweep_tree_fd_path(const sweep_tree *t, sweep_sub s, const char *name, char *buf, size_t n);
 
 /* ---- sweep_util.c ---- */
 
@@ -165,30 +219,38 @@ int sweep_stop_signal(void);
  * SWEEP_DIR/.running while its process group lives, and given this sweep
  * process to watch (proc_watch.h: the run stops when the sweep is gone). */
 typedef struct {
-    const char *sweep_dir;
+    const sweep_tree *tree;
     const char *name;
 } sweep_run_ref;
 #define SWEEP_RUNNING_FILE ".running"
+#define SWEEP_LOCK_FILE ".sweep.lock"
+#define SWEEP_INDEX_LOCK_FILE ".collect.lock"
 /* Runs argv to completion (or timeout / stop); its exit status, 128+signal
- * when killed; *why is "timeout", "interrupted" or "". run: NULL for what is
- * not a run (a probe, a job submission). */
-int sweep_launch(char *const *argv, const char *log_path, int timeout_s, int threads, const sweep_run_ref *run,
-                 const char **why);
+ * when killed; *why is "timeout", "interrupted", "not started" (its record
+ * could not be written: 126, nothing ran) or "". Its output goes to
+ * logfd (the caller's, open to append; still the caller's to close). run:
+ * NULL for what is not a run (a probe, a job submission); a run starts only
+ * once .running names it. */
+int sweep_launch(char *const *argv, int logfd, int timeout_s, int threads, const sweep_run_ref *run, const char **why);
 /* sweep_launch with stdin from input (NULL: /dev/null): bsub < script. */
-int sweep_launch_input(char *const *argv, const char *input, const char *log_path, int timeout_s, int threads,
+int sweep_launch_input(char *const *argv, const char *input, int logfd, int timeout_s, int threads,
                        const sweep_run_ref *run, const char **why);
 /* A --resume (flag) of SWEEP_DIR whose recorded run still has a live
- * process group (the sweep was killed, the run was not) exits 2 naming the
+ * process group (the sweep was killed, the run was not), the group's leader
+ * being the process the sweep started (its start time), exits 2 naming the
  * run and the group; a finished one's record is removed. */
-void sweep_refuse_live_run(const char *dir, const char *flag);
-void sweep_append_line(const char *path, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void sweep_refuse_live_run(const sweep_tree *t, const char *flag);
 /* The last line of a run's log that says something (not blank, not the
  * launcher line the sweep wrote first), at most n-1 bytes; "" without one. */
 void sweep_last_log_line(const char *path, char *buf, size_t n);
 /* Holds SWEEP_DIR/.sweep.lock for the life of the process, naming this
  * process in it; a sweep already holding it (a --resume of a live sweep)
  * exits 2 naming the holder. */
-void sweep_hold_lock(const char *dir, const char *flag);
+void sweep_hold_lock(const sweep_tree *t, const char *flag);
+/* name in the sweep directory opened as a lock file: never through a link,
+ * refused when it is a hard link. The descriptor; -1 the OS refused, -2 a
+ * link or not a file there (why says which). */
+int sweep_open_lock(const sweep_tree *t, const char *name, char *why, size_t n);
 
 /* ---- sweep_slurm.c ---- */
 
@@ -234,11 +296,12 @@ typedef struct {
 /* jobs/<run>.<ext>: an allocation for the one run; its output is the run's
  * log under Slurm, logs/<run>.job.log elsewhere (their output lands at the
  * job's end, so the run writes its own log as it goes). */
-void sweep_write_run_script(const char *path, const sweep_job_ctx *j, const sweep_item *it, int index, int nitems);
+void sweep_write_run_script(const sweep_tree *t, const char *name, const sweep_job_ctx *j, const sweep_item *it,
+                            int index, int nitems);
 /* One script running every item without a status, in order, in one
  * allocation at the largest node count; its own output goes to log_abs. */
-void sweep_write_sweep_job(const char *path, const sweep_job_ctx *j, const sweep_item *items, int n,
-                           const char *log_abs);
+void sweep_write_sweep_job(const sweep_tree *t, const char *name, const sweep_job_ctx *j, const sweep_item *items,
+                           int n, const char *log_abs);
 
 /* A failed run's class, what --max_failures and the report count
  * failures by: "timeout" when the sweep's limit stopped it, "signal N (NAME)"
@@ -282,8 +345,10 @@ typedef struct sweep_scheduler {
     bool submit_stdin;       /* the script goes to the submit command's stdin (bsub < script) */
     /* the job id in one line of the submit command's output; false when none */
     bool (*job_id)(const char *line, char *id, size_t n);
+    /* is text one of its job ids, by its grammar (never 0, never an option)? */
+    bool (*id_ok)(const char *text);
     /* is job id over? 1 yes (its final state in state, "" when unknown), 0 no, -1 no answer */
-    int (*job_state)(sweep_jobq *q, const char *dir, const char *id, char *state, size_t n);
+    int (*job_state)(sweep_jobq *q, const sweep_tree *t, const char *id, char *state, size_t n);
     const char *const *cancel; /* argv before the job id: {"scancel"} */
     const char *alloc_env;   /* set inside one of its allocations */
     /* nodes of the allocation this process runs in, from its host list; -1 = unknown */
@@ -355,31 +420,35 @@ void sweep_cluster_clear_list(vb_sweep_slurm *sl, const char *key);
 
 /* ---- sweep_jobs.c: job ids, queries, directive words ---- */
 
-/* The job id the submit command printed into submit_log, as
+/* The job id the submit command printed into logs/<submit_log>, as
  * status/<name>.job ("<scheduler> <id>"; Slurm's: "<id>", as it always
- * was); nothing when it printed none. */
-void sweep_record_job(const char *dir, const char *name, const char *submit_log, const sweep_scheduler *sc);
+ * was); nothing when it printed none that is one of sc's ids. */
+void sweep_record_job(const sweep_tree *t, const char *name, const char *submit_log, const sweep_scheduler *sc);
 /* The word before a job id in status/<run>.job: the scheduler's id, "" for Slurm. */
 const char *sweep_job_file_tag(const sweep_scheduler *sc);
-/* status/<name>.job: its scheduler (NULL when none) and id. */
-const sweep_scheduler *sweep_read_job(const char *dir, const char *name, char *id, size_t n);
+/* status/<name>.job's id, when it is one of sc's (the sweep's own
+ * scheduler, from its launcher: never the file's tag) by sc's grammar; a
+ * file naming another scheduler, or an id that is not one, is reported on
+ * stderr and read as none. */
+bool sweep_read_job(const sweep_tree *t, const sweep_scheduler *sc, const char *name, char *id, size_t n);
 /* Is the job over? sweep_scheduler.job_state's answer, asked once per
  * (scheduler, listing) in a collect. */
-int sweep_job_over(sweep_jobq *q, const sweep_scheduler *sc, const char *dir, const char *id, char *state,
+int sweep_job_over(sweep_jobq *q, const sweep_scheduler *sc, const sweep_tree *t, const char *id, char *state,
                    size_t n);
 void sweep_jobq_free(sweep_jobq *q);
-/* Runs argv with stdout + stderr into out (truncated first); its exit
- * status, -1 when it did not finish in 20 s. */
-int sweep_query(char *const *argv, const char *out);
-/* A scheduler's answer: argv (argv[0] on PATH, else NULL) run through
- * sweep_query into a file under dir/status, its text returned (caller
- * frees; NULL when none) and its exit status in *rc (-1: not run or cut
- * off after 20 s). */
-char *sweep_ask(const char *dir, char *const *argv, int *rc);
+/* A scheduler's answer: argv (argv[0] on PATH, else NULL) run with its
+ * stdout + stderr into a file in status/ (at most 20 s), its text returned
+ * (caller frees; NULL when none) and its exit status in *rc (-1: not run or
+ * cut off after 20 s). */
+char *sweep_ask(const sweep_tree *t, char *const *argv, int *rc);
 /* --cancel: every job of the rows still submitted (and of dry-run rows
- * whose script a job runs, having recorded its id), cancelled once each;
- * returns how many cancels failed. */
-int sweep_cancel_jobs(const char *dir, const sweep_item *items, int n);
+ * whose script a job runs, having recorded its id), cancelled once each
+ * with sc's own command; returns how many cancels failed. */
+int sweep_cancel_jobs(const sweep_tree *t, const sweep_scheduler *sc, const sweep_item *items, int n);
+/* The length of the job number at s: digits that do not start with 0 (no
+ * job is 0; LSF reads bkill 0 as every job of the user), at most 20; 0 when
+ * s does not start with one. What each scheduler's id grammar starts with. */
+size_t sweep_job_number(const char *s);
 /* The words of a directive line (bsub_extra, qsub_extra, flux_extra) as a
  * POSIX shell splits them: blanks, '...', "..." with \" and \\; refused
  * (exit 2 naming origin and key): an unmatched quote, a backslash outside
@@ -398,33 +467,38 @@ void sweep_refuse_chars(const char *origin, const char *path, const char *bad, c
 /* ---- sweep_index.c ---- */
 
 /* index.csv of the items with a status, written atomically; 0 on success. */
-int sweep_write_index(const char *path, const vb_sweep_plan *plan, const sweep_item *items, int n);
-/* A completed run's headline numbers from its summary.csv (NAN where none). */
-void sweep_read_headline(const char *runs_dir, sweep_item *it);
+int sweep_write_index(const sweep_tree *t, const vb_sweep_plan *plan, const sweep_item *items, int n);
+/* A completed run's headline numbers from its summary.csv (NAN where none).
+ * False, the numbers NAN, when runs/<run> is not a real directory (a link
+ * to another run's is not this point's result). */
+bool sweep_read_headline(const sweep_tree *t, sweep_item *it);
 void sweep_print_table(const vb_sweep_plan *plan, const sweep_item *items, int n);
 /* Claims out_dir/<name>_<stamp>[-N]; its path in dir, its name in id. */
 void sweep_create_dir(const char *out_dir, const char *name, char *dir, size_t n, char *id, size_t idn);
-void sweep_make_subdir(const char *dir, const char *sub);
-void sweep_copy_file(const char *from, const char *to);
-void sweep_write_sweep_json(const char *dir, const char *id, const vb_scenario *s, const sweep_cli *c,
+/* from (the user's scenario) into the sweep directory as name. */
+void sweep_copy_file(const char *from, const sweep_tree *t, const char *name);
+void sweep_write_sweep_json(const sweep_tree *t, const char *id, const vb_scenario *s, const sweep_cli *c,
                             const vb_sweep_plan *plan, const char *exe, int argc, char **argv, int nruns);
 /* --resume: keeps the finished rows of dir's index.csv; returns how many. */
-int sweep_keep_finished(const char *dir, const char *runs_dir, sweep_item *items, int n, bool retry_failed);
-/* A run that did not complete: its run.json marked failed with the reason
- * (a run killed outright could not say so itself). */
-void sweep_mark_run_failed(const char *runs_dir, const sweep_item *it);
+int sweep_keep_finished(const sweep_tree *t, sweep_item *items, int n, bool retry_failed);
+/* A run that did not complete: its run.json (in runs/<run>, a real
+ * directory) marked failed with why (a run killed outright could not say so
+ * itself); why NULL: the exit status it ended with. */
+void sweep_mark_run_failed(const sweep_tree *t, const sweep_item *it, const char *why);
 
 /* ---- sweep_collect.c ---- */
 
-/* --collect: under a lock on the directory, every row of dir's index.csv,
- * then status/<run>.exit over the rows still submitted / dry-run; index.csv
- * rewritten. Returns how many runs failed; *completed and *waiting count the
- * others. */
-int sweep_collect(const char *dir, const char *runs_dir, const vb_sweep_plan *plan, sweep_item *items, int n,
+/* --collect: under the index lock (SWEEP_INDEX_LOCK_FILE), every row of
+ * the sweep's index.csv, then status/<run>.exit over the rows still
+ * submitted / dry-run, whose jobs sc (the sweep's scheduler; NULL for a
+ * local sweep) is asked about; index.csv rewritten. Returns how many runs
+ * failed; *completed and *waiting count the others. Exits 1 when the lock
+ * cannot be had within a minute: index.csv is never written without it. */
+int sweep_collect(const sweep_tree *t, const sweep_scheduler *sc, const vb_sweep_plan *plan, sweep_item *items, int n,
                   int *completed, int *waiting);
 /* Removes status/<run>.exit and .job of runs about to be (re)submitted. */
-void sweep_clear_status(const char *dir, const sweep_item *it);
+void sweep_clear_status(const sweep_tree *t, const sweep_item *it);
 /* sweep.json's "warmup": the discarded run before the first point. */
-void sweep_record_warmup(const char *dir, const char *point, int exit_code, double seconds);
+void sweep_record_warmup(const sweep_tree *t, const char *point, int exit_code, double seconds);
 
 #endif

@@ -148,10 +148,13 @@ static void sleep_ms(long ms) {
 }
 
 /* The record of the run in flight: SWEEP_DIR/.running names its process
- * group, host and boot, so that a --resume of a killed sweep can tell whether
- * that run still lives (sweep_refuse_live_run). Written by rename. */
+ * group with its leader's start time (a group id names another group once
+ * this one has ended), host and boot, so that a --resume of a killed sweep
+ * can tell whether that run still lives (sweep_refuse_live_run). Written by
+ * rename, in the sweep directory held open. */
 typedef struct {
     pid_t pgid;
+    unsigned long long start;
     const char *name;
 } running_rec;
 
@@ -160,26 +163,29 @@ static void write_running(FILE *f, void *ctx) {
     char host[256] = "?", boot[64];
     gethostname(host, sizeof host - 1);
     vb_boot_id(boot, sizeof boot);
-    fprintf(f, "pgid %d\nhost %s\nboot %s\nrun %s\n", (int)r->pgid, host, boot[0] ? boot : "?", r->name);
+    fprintf(f, "pgid %d\nstart %llu\nhost %s\nboot %s\nrun %s\n", (int)r->pgid, r->start, host, boot[0] ? boot : "?",
+            r->name);
 }
 
-/* fork/exec argv with stdout+stderr appended to log_path, in its own process
- * group (so a timeout or Ctrl-C can stop mpirun and every rank it started).
- * Returns the exit status (128+signal when killed); *why says if the sweep
- * cut it short ("" otherwise). */
-int sweep_launch(char *const *argv, const char *log_path, int timeout_s, int threads, const sweep_run_ref *run,
-                 const char **why) {
-    return sweep_launch_input(argv, NULL, log_path, timeout_s, threads, run, why);
+/* fork/exec argv with stdout+stderr to logfd (the caller's, opened to
+ * append), in its own process group (so a timeout or Ctrl-C can stop
+ * mpirun and every rank it started). Returns the exit status (128+signal
+ * when killed); *why says if the sweep cut it short ("" otherwise). */
+int sweep_launch(char *const *argv, int logfd, int timeout_s, int threads, const sweep_run_ref *run, const char **why) {
+    return sweep_launch_input(argv, NULL, logfd, timeout_s, threads, run, why);
 }
 
-int sweep_launch_input(char *const *argv, const char *input, const char *log_path, int timeout_s, int threads,
+int sweep_launch_input(char *const *argv, const char *input, int logfd, int timeout_s, int threads,
                        const sweep_run_ref *run, const char **why) {
     *why = "";
     /* the run watches this process and stops when it is gone (proc_watch.h) */
     char self[320];
     vb_proc_token(self, sizeof self);
-    int logfd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0664);
-    if (logfd < 0) vb_die_input("cannot open log %s (%s)", log_path, strerror(errno));
+    /* a run waits to exec until its .running record is written: a sweep
+     * killed in between leaves no run that nothing records (the pipe's
+     * write end closes with it, and the child exits) */
+    int gate[2] = {-1, -1};
+    if (run && pipe2(gate, O_CLOEXEC) != 0) vb_die_internal("pipe: %s", strerror(errno));
     fflush(stdout);
     fflush(stderr);
     pid_t parent = getpid();
@@ -192,11 +198,21 @@ int sweep_launch_input(char *const *argv, const char *input, const char *log_pat
          * unrecorded; a resumed sweep runs it again */
         prctl(PR_SET_PDEATHSIG, SIGTERM);
         if (getppid() != parent) _exit(128 + SIGTERM);
-        int in = open(input ? input : "/dev/null", O_RDONLY);
+        if (run) {
+            close(gate[1]);
+            char go = 0;
+            ssize_t k;
+            while ((k = read(gate[0], &go, 1)) < 0 && errno == EINTR) {
+            }
+            if (k != 1 || go != 'g') _exit(128 + SIGTERM); /* the sweep died first, or could not record the run */
+            close(gate[0]);
+        }
+        int in = open(input ? input : "/dev/null", O_RDONLY | O_NONBLOCK);
         if (in < 0 && input) {
             dprintf(logfd, "vitbench sweep: cannot read %s: %s\n", input, strerror(errno));
             _exit(127);
         }
+        if (in >= 0) fcntl(in, F_SETFL, 0);
         if (in > 0) {
             dup2(in, 0);
             close(in);
@@ -211,24 +227,32 @@ int sweep_launch_input(char *const *argv, const char *input, const char *log_pat
             snprintf(t, sizeof t, "%d", threads);
             setenv("OMP_NUM_THREADS", t, 1);
         }
-        if (run) setenv(VB_SWEEP_PROCESS_ENV, self, 1);
-        else unsetenv(VB_SWEEP_PROCESS_ENV); /* a job submitted now runs long after this process */
+        if (run) {
+            setenv(VB_SWEEP_PROCESS_ENV, self, 1);
+            /* the run creates its directory below the sweep's, following no link there */
+            setenv(VB_RESULTS_TREE_ENV, run->tree->base, 1);
+        } else {
+            unsetenv(VB_SWEEP_PROCESS_ENV); /* a job submitted now runs long after this process */
+        }
         execvp(argv[0], argv);
         dprintf(2, "vitbench sweep: cannot execute %s: %s\n", argv[0], strerror(errno));
         _exit(127);
     }
     setpgid(pid, pid); /* also here: whichever of parent and child runs first */
-    close(logfd);
-    char record[VB_PATH_MAX];
-    record[0] = '\0';
+    bool recorded = false;
     if (run) {
-        running_rec rec = {pid, run->name};
-        vb_snprintf(record, sizeof record, "%s/%s", run->sweep_dir, SWEEP_RUNNING_FILE);
-        if (vb_atomic_write(record, write_running, &rec) != 0) {
-            vb_warn("cannot write %s (%s): a --resume after this sweep is killed cannot tell whether %s still runs",
-                    record, strerror(errno), run->name);
-            record[0] = '\0';
-        }
+        close(gate[0]);
+        running_rec rec = {pid, vb_proc_start_time(pid), run->name};
+        char why_w[3 * VB_PATH_MAX];
+        recorded = sweep_tree_write(run->tree, SWEEP_ROOT, SWEEP_RUNNING_FILE, 0, write_running, &rec, why_w,
+                                    sizeof why_w) == 0;
+        if (!recorded)
+            vb_warn("%s: a --resume after this sweep is killed could not tell whether %s still runs; it is not "
+                    "started",
+                    why_w, run->name);
+        /* without its record the run does not start: the child exits */
+        if (recorded && write(gate[1], "g", 1) != 1) recorded = false;
+        close(gate[1]);
     }
     double t0 = vb_now(), term_at = -1;
     int st = 0, sent = 0;
@@ -251,7 +275,11 @@ int sweep_launch_input(char *const *argv, const char *input, const char *log_pat
     }
     /* the group may outlive its leader (a rank the launcher left behind):
      * the record stays while any of it runs */
-    if (record[0] && !vb_pgroup_alive(pid)) unlink(record);
+    if (recorded && !vb_pgroup_alive(pid)) sweep_tree_unlink(run->tree, SWEEP_ROOT, SWEEP_RUNNING_FILE);
+    if (run && !recorded) { /* the child exited at the gate: nothing ran */
+        *why = "not started";
+        return 126;
+    }
     /* a run the sweep stopped is recorded as killed by that signal, whatever
      * status mpirun chose to exit with after passing it on */
     if (sent) return 128 + sent;
@@ -263,23 +291,14 @@ int sweep_launch_input(char *const *argv, const char *input, const char *log_pat
 void sweep_failure_class(int exit_code, const char *why, char *buf, size_t n) {
     if (why && strcmp(why, "timeout") == 0) {
         snprintf(buf, n, "timeout");
+    } else if (why && strcmp(why, "not started") == 0) {
+        snprintf(buf, n, "not started (.running)");
     } else if (exit_code > 128 && exit_code < 128 + 65) {
         const char *name = strsignal(exit_code - 128);
         snprintf(buf, n, "signal %d%s%s%s", exit_code - 128, name ? " (" : "", name ? name : "", name ? ")" : "");
     } else {
         snprintf(buf, n, "exit %d", exit_code);
     }
-}
-
-void sweep_append_line(const char *path, const char *fmt, ...) {
-    FILE *f = vb_fopen_nofollow(path, "a");
-    if (!f) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vfprintf(f, fmt, ap);
-    va_end(ap);
-    fputc('\n', f);
-    fclose(f);
 }
 
 /* OpenMP threads of a run's ranks: the scenario's or flag's threads_per_rank,
@@ -314,13 +333,24 @@ static void running_field(const char *text, const char *key, char *out, size_t n
         }
 }
 
-void sweep_refuse_live_run(const char *dir, const char *flag) {
-    char path[VB_PATH_MAX];
-    vb_snprintf(path, sizeof path, "%s/%s", dir, SWEEP_RUNNING_FILE);
+void sweep_refuse_live_run(const sweep_tree *t, const char *flag) {
+    char path[VB_PATH_MAX + 64], shown[VB_PATH_MAX + 64];
+    sweep_tree_fd_path(t, SWEEP_ROOT, SWEEP_RUNNING_FILE, path, sizeof path);
+    sweep_tree_path(t, SWEEP_ROOT, SWEEP_RUNNING_FILE, shown, sizeof shown);
+    struct stat st;
+    if (fstatat(t->sub[SWEEP_ROOT].fd, SWEEP_RUNNING_FILE, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return; /* no run in flight when the sweep ended */
+    if (!S_ISREG(st.st_mode) || st.st_nlink > 1) {
+        /* what a link leads to says nothing of this sweep's runs */
+        vb_warn("%s is not the sweep's record of its run (a link, or not a file of its own): removed", shown);
+        sweep_tree_unlink(t, SWEEP_ROOT, SWEEP_RUNNING_FILE);
+        return;
+    }
     char *text = vb_read_file(path, NULL);
-    if (!text) return; /* no run in flight when the sweep ended */
-    char pg[32], host[256], boot[64], name[300], my_host[256] = "?", my_boot[64];
+    if (!text) return;
+    char pg[32], start[32], host[256], boot[64], name[300], my_host[256] = "?", my_boot[64];
     running_field(text, "pgid", pg, sizeof pg);
+    running_field(text, "start", start, sizeof start);
     running_field(text, "host", host, sizeof host);
     running_field(text, "boot", boot, sizeof boot);
     running_field(text, "run", name, sizeof name);
@@ -328,24 +358,46 @@ void sweep_refuse_live_run(const char *dir, const char *flag) {
     gethostname(my_host, sizeof my_host - 1);
     vb_boot_id(my_boot, sizeof my_boot);
     const pid_t pgid = (pid_t)atol(pg);
+    /* a record without its leader's start time (an older sweep's) is
+     * taken as the group itself, as it always was */
+    const unsigned long long leader = strtoull(start, NULL, 10);
     if (strcmp(host, my_host) != 0)
         vb_die_input("%s %s: run %s of the stopped sweep was started on host %s, and this is %s: it cannot be "
                      "checked from here; make sure its process group %d there has ended, then remove %s",
-                     flag, dir, name, host, my_host, (int)pgid, path);
-    if (pgid > 0 && strcmp(boot, my_boot) == 0 && vb_pgroup_alive(pgid))
-        vb_die_input("%s %s: run %s of the stopped sweep is still running (process group %d on %s): a point run "
-                     "again beside it would be measured on shared cores; wait for it or stop it (kill -TERM -- -%d)",
-                     flag, dir, name, (int)pgid, host, (int)pgid);
-    unlink(path); /* ended (or the machine rebooted since) */
+                     flag, t->dir, name, host, my_host, (int)pgid, shown);
+    if (pgid > 0 && strcmp(boot, my_boot) == 0 && vb_pgroup_alive_since(pgid, leader))
+        vb_die_input("%s %s: run %s of the stopped sweep is still running (process group %d on %s, started by the "
+                     "sweep): a point run again beside it would be measured on shared cores; wait for it or stop it "
+                     "(kill -TERM -- -%d)",
+                     flag, t->dir, name, (int)pgid, host, (int)pgid);
+    /* ended (or the machine rebooted since, or the id names another group now) */
+    sweep_tree_unlink(t, SWEEP_ROOT, SWEEP_RUNNING_FILE);
 }
 
-void sweep_hold_lock(const char *dir, const char *flag) {
-    char path[VB_PATH_MAX];
-    vb_snprintf(path, sizeof path, "%s/.sweep.lock", dir);
-    /* close-on-exec: the runs the sweep starts must not hold it after it ends */
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0664);
+int sweep_open_lock(const sweep_tree *t, const char *name, char *why, size_t n) {
+    /* close-on-exec: the runs the sweep starts must not hold it after it ends;
+     * never through a link (its holder's line is written into it) */
+    char shown[VB_PATH_MAX + 64];
+    sweep_tree_path(t, SWEEP_ROOT, name, shown, sizeof shown);
+    int fd = openat(t->sub[SWEEP_ROOT].fd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0664);
+    if (fd < 0 && errno != ELOOP) {
+        vb_errf(why, n, "cannot open %s (%s)", shown, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1) return fd;
+    if (fd >= 0) close(fd);
+    vb_errf(why, n, "%s is %s, not the sweep's lock file: remove it", shown,
+            fd < 0 ? "a symbolic link" : S_ISREG(st.st_mode) ? "a hard link to another file" : "not a regular file");
+    return -2;
+}
+
+void sweep_hold_lock(const sweep_tree *t, const char *flag) {
+    char why[VB_PATH_MAX + 128];
+    int fd = sweep_open_lock(t, SWEEP_LOCK_FILE, why, sizeof why);
+    if (fd == -2) vb_die_input("%s %s: %s", flag, t->dir, why);
     if (fd < 0) {
-        vb_warn("cannot open %s (%s): a second --resume of this sweep would not be refused", path, strerror(errno));
+        vb_warn("%s: a second --resume of this sweep would not be refused", why);
         return;
     }
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -354,15 +406,16 @@ void sweep_hold_lock(const char *dir, const char *flag) {
             ssize_t k = pread(fd, holder, sizeof holder - 1, 0);
             holder[k > 0 ? k : 0] = '\0';
             holder[strcspn(holder, "\n")] = '\0';
-            vb_die_input("%s %s: the sweep is still running (%s holds %s): let it finish or stop it first", flag, dir,
-                         holder[0] ? holder : "another process", path);
+            vb_die_input("%s %s: the sweep is still running (%s holds %s/%s): let it finish or stop it first", flag,
+                         t->dir, holder[0] ? holder : "another process", t->dir, SWEEP_LOCK_FILE);
         }
-        vb_warn("cannot lock %s (%s): a second --resume of this sweep would not be refused", path, strerror(errno));
+        vb_warn("cannot lock %s/%s (%s): a second --resume of this sweep would not be refused", t->dir,
+                SWEEP_LOCK_FILE, strerror(errno));
         return;
     }
-    char host[128] = "", t[32];
+    char host[128] = "", tm[32];
     gethostname(host, sizeof host - 1);
-    vb_iso_time(t, sizeof t);
-    if (ftruncate(fd, 0) == 0) dprintf(fd, "pid %d on %s since %s\n", (int)getpid(), host, t);
+    vb_iso_time(tm, sizeof tm);
+    if (ftruncate(fd, 0) == 0) dprintf(fd, "pid %d on %s since %s\n", (int)getpid(), host, tm);
     /* fd stays open: the lock is held until this process exits */
 }

@@ -150,13 +150,24 @@ static bool lsf_job_id(const char *line, char *id, size_t n) {
     return true;
 }
 
+/* An LSF job id: the job number, or an array element's ("123[4]"). */
+static bool lsf_id_ok(const char *s) {
+    size_t k = sweep_job_number(s);
+    if (!k) return false;
+    if (!s[k]) return true;
+    if (s[k] != '[') return false;
+    size_t d = 0;
+    while (isdigit((unsigned char)s[k + 1 + d]) && d < 10) d++;
+    return d > 0 && s[k + 1 + d] == ']' && !s[k + 2 + d];
+}
+
 /* bjobs of the one job: DONE or EXIT (or forgotten: "is not found") is
  * over; PEND, RUN, the suspended states and the rest are not. */
-static int lsf_job_state(sweep_jobq *q, const char *dir, const char *id, char *state, size_t n) {
+static int lsf_job_state(sweep_jobq *q, const sweep_tree *t, const char *id, char *state, size_t n) {
     (void)q;
     char *argv[] = {"bjobs", "-a", "-noheader", "-o", "stat", (char *)id, NULL};
     int rc;
-    char *text = sweep_ask(dir, argv, &rc);
+    char *text = sweep_ask(t, argv, &rc);
     int over = -1;
     char word[32] = "";
     if (text && strstr(text, "is not found")) {
@@ -215,6 +226,7 @@ const sweep_scheduler sweep_sched_lsf = {
     .submit = lsf_submit,
     .submit_stdin = true,
     .job_id = lsf_job_id,
+    .id_ok = lsf_id_ok,
     .job_state = lsf_job_state,
     .cancel = lsf_cancel,
     .alloc_env = "LSB_JOBID",

@@ -157,7 +157,7 @@ void sweep_build_mpiexec(sweep_strvec *a, const vb_scenario *s, int ranks, int p
 static bool pbs_job_id(const char *line, char *id, size_t n) {
     size_t k = 0;
     if (!isdigit((unsigned char)line[0])) return false;
-    while (isalnum((unsigned char)line[k]) || strchr("._-[]", line[k])) k++;
+    while (line[k] && (isalnum((unsigned char)line[k]) || strchr("._-[]", line[k]))) k++;
     const char *rest = line + k;
     while (*rest == '\r' || *rest == '\n' || *rest == ' ') rest++;
     if (*rest || k >= n) return false;
@@ -165,13 +165,31 @@ static bool pbs_job_id(const char *line, char *id, size_t n) {
     return true;
 }
 
+/* A PBS job id: the job number, an array's "[]" or subjob's "[4]", then
+ * ".server" (a host name: letters, digits, '.', '-', '_'). */
+static bool pbs_id_ok(const char *s) {
+    size_t k = sweep_job_number(s);
+    if (!k) return false;
+    if (s[k] == '[') {
+        size_t d = 0;
+        while (isdigit((unsigned char)s[k + 1 + d]) && d < 10) d++;
+        if (s[k + 1 + d] != ']') return false;
+        k += d + 2;
+    }
+    if (!s[k]) return true;
+    if (s[k] != '.' || !isalnum((unsigned char)s[k + 1])) return false;
+    for (const char *c = s + k + 1; *c; c++)
+        if (!isalnum((unsigned char)*c) && !strchr(".-_", *c)) return false;
+    return strlen(s) < 128;
+}
+
 /* qstat -x -f: job_state F (finished) or X (a subjob ended) is over, with
  * Exit_status; "Unknown Job Id" (no history kept) is over too. */
-static int pbs_job_state(sweep_jobq *q, const char *dir, const char *id, char *state, size_t n) {
+static int pbs_job_state(sweep_jobq *q, const sweep_tree *t, const char *id, char *state, size_t n) {
     (void)q;
     char *argv[] = {"qstat", "-x", "-f", (char *)id, NULL};
     int rc;
-    char *text = sweep_ask(dir, argv, &rc);
+    char *text = sweep_ask(t, argv, &rc);
     int over = -1;
     const char *js = text ? strstr(text, "job_state = ") : NULL;
     char st = js ? js[strlen("job_state = ")] : 0;
@@ -222,6 +240,7 @@ const sweep_scheduler sweep_sched_pbs = {
     .submit = pbs_submit,
     .submit_stdin = false,
     .job_id = pbs_job_id,
+    .id_ok = pbs_id_ok,
     .job_state = pbs_job_state,
     .cancel = pbs_cancel,
     .alloc_env = "PBS_JOBID",

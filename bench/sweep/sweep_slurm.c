@@ -17,6 +17,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
@@ -240,6 +241,22 @@ void sweep_slurm_check(const vb_scenario *s, const vb_sweep_plan *plan, launcher
                      "every run, ranks_per_node the tasks on each", f, sl->nodes, per_node);
     if (sl->gpu_bind[0] && sl->gpus_per_node == 0)
         vb_die_input("%s: gpu_bind / --gpu_bind %s without gpus_per_node", f, sl->gpu_bind);
+    /* the products a job script writes (#SBATCH --ntasks of a sweep job,
+     * #PBS ncpus, jsrun -c of a node's set) stay ints: an overflow would write
+     * select=1:ncpus=-2 or -c-2147483648 */
+    const int cores = sweep_cpus_per_task(s, launcher);
+    int most_nodes = 0, most_tpn = 0, prod;
+    for (int i = 0; i < plan->nruns; i++) {
+        const int R = plan->runs[i].ranks, nodes = sweep_nodes_of(s, per_node, R), tpn = sweep_tasks_per_node(s, per_node, R);
+        if (cores > 0 && tpn > 0 && __builtin_mul_overflow(cores, tpn, &prod))
+            vb_die_input("%s: cpus_per_task %d x %d ranks on a node of run %s: more cores than a job script can "
+                         "name (%d at most)", f, cores, tpn, plan->runs[i].name, INT_MAX);
+        if (nodes > most_nodes) most_nodes = nodes;
+        if (tpn > most_tpn) most_tpn = tpn;
+    }
+    if (sl->sweep_job && __builtin_mul_overflow(most_nodes, most_tpn, &prod))
+        vb_die_input("%s: sweep_job: %d nodes x %d ranks a node is more tasks than a job script can name (%d at most)",
+                     f, most_nodes, most_tpn, INT_MAX);
     for (int i = 0; i < plan->nruns; i++) {
         const vb_sweep_run *r = &plan->runs[i];
         int R = r->ranks;
@@ -368,8 +385,9 @@ static void slurm_header(FILE *f, const sweep_job_ctx *j, const char *job_name, 
 }
 
 /* cwd, where the sweep lives, the job as its scheduler names it, the
- * preamble, and run_point. */
-static void write_prologue(FILE *f, const sweep_job_ctx *j) {
+ * preamble, the helpers that write into the sweep directory, and
+ * run_point. job_log: the job's own output (its scheduler opens it). */
+static void write_prologue(FILE *f, const sweep_job_ctx *j, const char *job_log) {
     const sweep_scheduler *sc = sweep_sched_of(j->launcher);
     char cwd[VB_PATH_MAX];
     if (getcwd(cwd, sizeof cwd)) {
@@ -381,6 +399,10 @@ static void write_prologue(FILE *f, const sweep_job_ctx *j) {
     sweep_fput_quoted(f, j->dir_abs);
     fprintf(f, "\nVITBENCH=");
     sweep_fput_quoted(f, j->exe);
+    fprintf(f, "\nVB_JOB_LOG=");
+    sweep_fput_quoted(f, job_log);
+    /* the runs create their directories below the sweep's following no link */
+    fprintf(f, "\nexport " VB_RESULTS_TREE_ENV "=\"$SWEEP_DIR\"");
     /* the job's id and hosts as the scheduler set them: status/NAME.job lets
      * --collect and --cancel follow a job submitted by hand (a dry run's
      * script), status/NAME.hosts says where each run ran */
@@ -391,50 +413,105 @@ static void write_prologue(FILE *f, const sweep_job_ctx *j) {
     if (j->s->slurm.npreamble) fprintf(f, "# preamble (scenario key / --preamble)\n");
     for (int i = 0; i < j->s->slurm.npreamble; i++) fprintf(f, "%s\n", j->s->slurm.preamble[i]);
     fputs("\n"
+          "# What this script writes in $SWEEP_DIR goes only into real directories (a link there,\n"
+          "# to a directory or anything else, is never written through) and never through a link\n"
+          "# at a file's name: files are written to a temporary beside them and renamed over the\n"
+          "# name (mv -T replaces a symbolic or hard link instead of writing into what it names);\n"
+          "# a log appended to is refused when it is a link of either kind.\n"
+          "vb_dir_ok() { # DIR: a real directory, not a link\n"
+          "    [ -d \"$1\" ] && [ ! -L \"$1\" ] && return 0\n"
+          "    echo \"vitbench sweep: $1 is not a real directory (a link, or gone): nothing is written there\" >&2\n"
+          "    return 1\n"
+          "}\n"
+          "vb_put() { # FILE: standard input becomes FILE, by a temporary renamed over it\n"
+          "    local tmp\n"
+          "    vb_dir_ok \"${1%/*}\" || return 1\n"
+          "    tmp=$(mktemp \"${1%/*}/.${1##*/}.XXXXXX\") || return 1\n"
+          "    if cat >\"$tmp\" && mv -T -f -- \"$tmp\" \"$1\"; then return 0; fi\n"
+          "    rm -f -- \"$tmp\"\n"
+          "    return 1\n"
+          "}\n"
+          "vb_appendable() { # FILE: absent, or a regular file of one link, in a real directory\n"
+          "    vb_dir_ok \"${1%/*}\" || return 1\n"
+          "    if [ -L \"$1\" ] || { [ -e \"$1\" ] && { [ ! -f \"$1\" ] || [ \"$(stat -c %h -- \"$1\")\" != 1 ]; }; }; then\n"
+          "        echo \"vitbench sweep: $1 is a link or not a regular file: not written through; remove it\" >&2\n"
+          "        return 1\n"
+          "    fi\n"
+          "}\n"
+          "vb_open_log() { # LOG: fd 3 appends to LOG (- : this job's output), checked once open to be\n"
+          "    # the one file at LOG (a link swapped in meanwhile is not written into either)\n"
+          "    if [ \"$1\" = - ]; then\n"
+          "        vb_appendable \"$VB_JOB_LOG\" || return 1\n"
+          "        exec 3>&1\n"
+          "        return 0\n"
+          "    fi\n"
+          "    vb_appendable \"$1\" || return 1\n"
+          "    exec 3>>\"$1\" || return 1\n"
+          "    if [ \"$(stat -L -c %d:%i /dev/fd/3 2>/dev/null):1\" != \"$(stat -c %d:%i:%h -- \"$1\" 2>/dev/null)\" ]; then\n"
+          "        exec 3>&-\n"
+          "        echo \"vitbench sweep: $1 changed while it was opened: not written\" >&2\n"
+          "        return 1\n"
+          "    fi\n"
+          "}\n"
+          "\n"
           "# run_point NAME LOG LIMIT_S CMD...: runs one point of the sweep, its output appended to LOG\n"
           "# (- = this job's output), stopped after LIMIT_S seconds (0 = no limit; recorded as 143,\n"
           "# killed by SIGTERM); its exit status goes to $SWEEP_DIR/status/NAME.exit and into index.csv\n"
-          "# through `vitbench sweep --collect`. Returns the run's exit status.\n"
+          "# through `vitbench sweep --collect`. Returns the run's exit status (2 when the sweep\n"
+          "# directory holds a link where the run would write).\n"
           "run_point() {\n"
           "    local name=$1 log=$2 limit=$3 rc t0=$SECONDS k=1\n"
           "    shift 3\n"
           "    # a job stopped and submitted again: a point that finished before (its status\n"
           "    # file is there) is not run twice, and one cut off has its first directory (and\n"
           "    # log) moved aside, so that the rerun's is the one index.csv and the report name\n"
-          "    if [ -f \"$SWEEP_DIR/status/$name.exit\" ]; then\n"
-          "        rc=$(cat \"$SWEEP_DIR/status/$name.exit\")\n"
-          "        echo \"vitbench sweep: $name: finished in an earlier submission (exit $rc), not run again\"\n"
-          "        return \"$rc\"\n"
+          "    if [ -f \"$SWEEP_DIR/status/$name.exit\" ] && [ ! -L \"$SWEEP_DIR/status/$name.exit\" ]; then\n"
+          "        rc=$(head -c 16 \"$SWEEP_DIR/status/$name.exit\" | tr -d '\\n')\n"
+          "        case $rc in\n"
+          "        '' | *[!0-9]*) echo \"vitbench sweep: $name: status/$name.exit holds no exit status; run again\" ;;\n"
+          "        *)\n"
+          "            echo \"vitbench sweep: $name: finished in an earlier submission (exit $rc), not run again\"\n"
+          "            return \"$((rc > 255 ? 255 : rc))\"\n"
+          "            ;;\n"
+          "        esac\n"
           "    fi\n"
-          "    if [ -e \"$SWEEP_DIR/runs/$name\" ]; then\n"
-          "        while [ -e \"$SWEEP_DIR/runs/$name.unfinished-$k\" ]; do k=$((k + 1)); done\n"
-          "        mv \"$SWEEP_DIR/runs/$name\" \"$SWEEP_DIR/runs/$name.unfinished-$k\"\n"
-          "        if [ \"$log\" != - ] && [ -e \"$log\" ]; then mv \"$log\" \"${log%.log}.unfinished-$k.log\"; fi\n"
-          "        echo \"vitbench sweep: $name: an earlier submission's unfinished run moved to runs/$name.unfinished-$k\"\n"
-          "    fi\n"
-          "    if [ -n \"$VB_JOB_ID\" ]; then\n"
-          "        printf '%s%s\\n' \"$VB_JOB_TAG\" \"$VB_JOB_ID\" >\"$SWEEP_DIR/status/$name.job.tmp\" &&\n"
-          "            mv -f \"$SWEEP_DIR/status/$name.job.tmp\" \"$SWEEP_DIR/status/$name.job\"\n"
-          "    fi\n"
-          "    vb_hosts >\"$SWEEP_DIR/status/$name.hosts\" 2>/dev/null\n"
-          "    if [ \"$log\" = - ]; then exec 3>&1; else exec 3>>\"$log\"; fi\n"
-          "    echo \"# job $VB_SCHED ${VB_JOB_ID:-?} on $(paste -sd, \"$SWEEP_DIR/status/$name.hosts\")\" >&3\n"
-          "    echo \"# OMP_NUM_THREADS=$OMP_NUM_THREADS $*\" >&3\n"
-          "    if [ \"$limit\" -gt 0 ]; then\n"
-          "        timeout --kill-after=10 \"$limit\" \"$@\" </dev/null >&3 2>&3\n"
-          "        rc=$?\n"
-          "        if [ \"$rc\" = 124 ]; then\n"
-          "            rc=143\n"
-          "            echo \"vitbench sweep: run stopped (timeout) after $((SECONDS - t0)) s\" >&3\n"
+          "    if vb_dir_ok \"$SWEEP_DIR/runs\" && vb_dir_ok \"$SWEEP_DIR/logs\" && vb_dir_ok \"$SWEEP_DIR/status\"; then\n"
+          "        if [ -e \"$SWEEP_DIR/runs/$name\" ] || [ -L \"$SWEEP_DIR/runs/$name\" ]; then\n"
+          "            while [ -e \"$SWEEP_DIR/runs/$name.unfinished-$k\" ] || [ -L \"$SWEEP_DIR/runs/$name.unfinished-$k\" ]; do\n"
+          "                k=$((k + 1))\n"
+          "            done\n"
+          "            mv -T -- \"$SWEEP_DIR/runs/$name\" \"$SWEEP_DIR/runs/$name.unfinished-$k\"\n"
+          "            if [ \"$log\" != - ] && { [ -e \"$log\" ] || [ -L \"$log\" ]; }; then\n"
+          "                mv -T -- \"$log\" \"${log%.log}.unfinished-$k.log\"\n"
+          "            fi\n"
+          "            echo \"vitbench sweep: $name: an earlier submission's unfinished run moved to runs/$name.unfinished-$k\"\n"
           "        fi\n"
-          "    else\n"
-          "        \"$@\" </dev/null >&3 2>&3\n"
-          "        rc=$?\n"
+          "        if [ -n \"$VB_JOB_ID\" ]; then\n"
+          "            printf '%s%s\\n' \"$VB_JOB_TAG\" \"$VB_JOB_ID\" | vb_put \"$SWEEP_DIR/status/$name.job\"\n"
+          "        fi\n"
+          "        vb_hosts 2>/dev/null | vb_put \"$SWEEP_DIR/status/$name.hosts\"\n"
           "    fi\n"
-          "    exec 3>&-\n"
+          "    if ! vb_dir_ok \"$SWEEP_DIR/runs\" || ! vb_open_log \"$log\"; then\n"
+          "        rc=2\n"
+          "        echo \"vitbench sweep: $name: not run: its log or run directory would be written through a link\"\n"
+          "    else\n"
+          "        echo \"# job $VB_SCHED ${VB_JOB_ID:-?} on $(paste -sd, \"$SWEEP_DIR/status/$name.hosts\" 2>/dev/null)\" >&3\n"
+          "        echo \"# OMP_NUM_THREADS=$OMP_NUM_THREADS $*\" >&3\n"
+          "        if [ \"$limit\" -gt 0 ]; then\n"
+          "            timeout --kill-after=10 \"$limit\" \"$@\" </dev/null >&3 2>&3\n"
+          "            rc=$?\n"
+          "            if [ \"$rc\" = 124 ]; then\n"
+          "                rc=143\n"
+          "                echo \"vitbench sweep: run stopped (timeout) after $((SECONDS - t0)) s\" >&3\n"
+          "            fi\n"
+          "        else\n"
+          "            \"$@\" </dev/null >&3 2>&3\n"
+          "            rc=$?\n"
+          "        fi\n"
+          "        exec 3>&-\n"
+          "    fi\n"
           "    echo \"vitbench sweep: $name: exit $rc after $((SECONDS - t0)) s\"\n"
-          "    printf '%s\\n' \"$rc\" >\"$SWEEP_DIR/status/$name.exit.tmp\" &&\n"
-          "        mv -f \"$SWEEP_DIR/status/$name.exit.tmp\" \"$SWEEP_DIR/status/$name.exit\"\n"
+          "    printf '%s\\n' \"$rc\" | vb_put \"$SWEEP_DIR/status/$name.exit\"\n"
           "    # exit 1 only says that some run failed; above that index.csv was not written\n"
           "    \"$VITBENCH\" sweep --collect \"$SWEEP_DIR\" --no_report >/dev/null\n"
           "    [ \"$?\" -le 1 ] || echo \"vitbench sweep: index.csv not updated; run: vitbench sweep --collect $SWEEP_DIR\"\n"
@@ -460,36 +537,44 @@ static void write_point(FILE *f, const sweep_job_ctx *j, const sweep_item *it, c
     sweep_sv_free(&cmd);
 }
 
-static FILE *open_script(const char *path) {
-    FILE *f = vb_fopen_nofollow(path, "w");
-    if (!f) vb_die_input("cannot write %s (%s)", path, strerror(errno));
-    return f;
-}
+/* What a job script is written from. */
+typedef struct {
+    const sweep_job_ctx *j;
+    const sweep_item *items;
+    int index, n;        /* one run: the item's index and the sweep's count; a sweep job: items' count */
+    const char *log_abs; /* a sweep job's own output */
+} script_ctx;
 
-static void close_script(FILE *f, const char *path) {
-    if (fclose(f) != 0) vb_die_input("cannot write %s", path);
-    chmod(path, 0775);
-}
-
-void sweep_write_run_script(const char *path, const sweep_job_ctx *j, const sweep_item *it, int index, int nitems) {
+static void write_run_script(FILE *f, void *ctx) {
+    const script_ctx *x = ctx;
+    const sweep_job_ctx *j = x->j;
+    const sweep_item *it = x->items;
     const sweep_scheduler *sc = sweep_sched_of(j->launcher);
-    FILE *f = open_script(path);
     char job_name[200], log_abs[VB_PATH_MAX], job_log[VB_PATH_MAX];
-    snprintf(job_name, sizeof job_name, "%s_%03d", j->s->name, index);
+    snprintf(job_name, sizeof job_name, "%s_%03d", j->s->name, x->index);
     vb_snprintf(log_abs, sizeof log_abs, "%s/logs/%s.log", j->dir_abs, it->name);
     vb_snprintf(job_log, sizeof job_log, "%s/logs/%s.job.log", j->dir_abs, it->name);
     sweep_shape sh = sweep_shape_of(j->s, j->per_node, it->run->ranks);
-    sc->header(f, j, job_name, &sh, sc->job_log_is_run_log ? log_abs : job_log);
-    fprintf(f, "# vitbench sweep %s (scenario %s): run %d of %d, %s\n", j->sweep_id, j->s->path, index + 1, nitems,
+    const char *own = sc->job_log_is_run_log ? log_abs : job_log;
+    sc->header(f, j, job_name, &sh, own);
+    fprintf(f, "# vitbench sweep %s (scenario %s): run %d of %d, %s\n", j->sweep_id, j->s->path, x->index + 1, x->n,
             it->name);
-    write_prologue(f, j);
+    write_prologue(f, j, own);
     write_point(f, j, it, sc->job_log_is_run_log ? "-" : log_abs);
     fprintf(f, "\nexit $?\n");
-    close_script(f, path);
 }
 
-void sweep_write_sweep_job(const char *path, const sweep_job_ctx *j, const sweep_item *items, int n,
-                           const char *log_abs) {
+void sweep_write_run_script(const sweep_tree *t, const char *name, const sweep_job_ctx *j, const sweep_item *it,
+                            int index, int nitems) {
+    script_ctx x = {j, it, index, nitems, NULL};
+    sweep_tree_write_or_die(t, SWEEP_JOBS, name, 0775, write_run_script, &x);
+}
+
+static void write_sweep_job(FILE *f, void *ctx) {
+    const script_ctx *x = ctx;
+    const sweep_job_ctx *j = x->j;
+    const sweep_item *items = x->items;
+    const int n = x->n;
     int max_ranks = 0, max_nodes = 0, max_tpn = 0, todo = 0;
     for (int i = 0; i < n; i++) {
         if (items[i].status) continue;
@@ -500,17 +585,17 @@ void sweep_write_sweep_job(const char *path, const sweep_job_ctx *j, const sweep
         if (nodes > max_nodes) max_nodes = nodes;
         if (tpn > max_tpn) max_tpn = tpn;
     }
-    FILE *f = open_script(path);
     char job_name[200];
     snprintf(job_name, sizeof job_name, "%s_sweep", j->s->name);
-    /* the allocation holds the largest run: its node count, the most tasks on a node */
+    /* the allocation holds the largest run: its node count, the most tasks on a node
+     * (sweep_slurm_check bounded each product) */
     int ntasks = max_nodes > 0 && max_nodes * max_tpn > max_ranks ? max_nodes * max_tpn : max_ranks;
     sweep_shape sh = {ntasks, max_nodes, max_tpn};
-    sweep_sched_of(j->launcher)->header(f, j, job_name, &sh, log_abs);
+    sweep_sched_of(j->launcher)->header(f, j, job_name, &sh, x->log_abs);
     fprintf(f, "# vitbench sweep %s (scenario %s): %d runs in one allocation, in the sweep's order; a failed\n"
                "# run does not stop the next; each run's status lands in index.csv as it ends\n",
             j->sweep_id, j->s->path, todo);
-    write_prologue(f, j);
+    write_prologue(f, j, x->log_abs);
     fprintf(f, "failed=0\n");
     int k = 0;
     for (int i = 0; i < n; i++) {
@@ -526,7 +611,12 @@ void sweep_write_sweep_job(const char *path, const sweep_job_ctx *j, const sweep
                "echo \"vitbench sweep: sweep job done, $failed of %d runs failed\"\n"
                "[ \"$failed\" = 0 ]\n",
             todo);
-    close_script(f, path);
+}
+
+void sweep_write_sweep_job(const sweep_tree *t, const char *name, const sweep_job_ctx *j, const sweep_item *items,
+                           int n, const char *log_abs) {
+    script_ctx x = {j, items, 0, n, log_abs};
+    sweep_tree_write_or_die(t, SWEEP_JOBS, name, 0775, write_sweep_job, &x);
 }
 
 /* ---- sbatch's job ids, squeue and sacct ---- */
@@ -543,12 +633,23 @@ static bool slurm_job_id(const char *line, char *id, size_t n) {
     return true;
 }
 
+/* A Slurm job id: the job number, or an array job's task ("123_4"). */
+static bool slurm_id_ok(const char *s) {
+    size_t k = sweep_job_number(s);
+    if (!k) return false;
+    if (!s[k]) return true;
+    if (s[k] != '_') return false;
+    size_t d = 0;
+    while (isdigit((unsigned char)s[k + 1 + d]) && d < 10) d++;
+    return d > 0 && !s[k + 1 + d];
+}
+
 /* A job's state: one squeue of the user's jobs per collect (however many
  * runs wait), read for every job; a job it no longer lists as pending or
  * running is over, its final state from sacct where accounting is kept.
  * Without squeue, or when it cannot reach the controller, nothing is
  * decided (-1). */
-static int slurm_job_state(sweep_jobq *q, const char *dir, const char *id, char *state, size_t n) {
+static int slurm_job_state(sweep_jobq *q, const sweep_tree *t, const char *id, char *state, size_t n) {
     if (!q->asked[SCHED_SLURM]) {
         q->asked[SCHED_SLURM] = true;
         char user[64];
@@ -556,7 +657,7 @@ static int slurm_job_state(sweep_jobq *q, const char *dir, const char *id, char 
         snprintf(user, sizeof user, "%s", pw ? pw->pw_name : "");
         char *sq[] = {"squeue", "-h", "-o", "%i %T", "-u", user, NULL};
         int rc;
-        char *list = user[0] ? sweep_ask(dir, sq, &rc) : NULL;
+        char *list = user[0] ? sweep_ask(t, sq, &rc) : NULL;
         if (list && rc == 0) q->listing[SCHED_SLURM] = list; /* no word from the controller: decide nothing */
         else free(list);
     }
@@ -580,7 +681,7 @@ static int slurm_job_state(sweep_jobq *q, const char *dir, const char *id, char 
     snprintf(state, n, "%s", listed);
     char *sa[] = {"sacct", "-n", "-X", "-P", "-j", (char *)id, "-o", "State", NULL};
     int rc;
-    char *text = sweep_ask(dir, sa, &rc), word[64] = "";
+    char *text = sweep_ask(t, sa, &rc), word[64] = "";
     if (text && rc == 0 && sscanf(text, "%63s", word) == 1) snprintf(state, n, "%s", word); /* TIMEOUT, CANCELLED, ... */
     free(text);
     return 1;
@@ -612,6 +713,7 @@ const sweep_scheduler sweep_sched_slurm = {
     .submit = slurm_submit,
     .submit_stdin = false,
     .job_id = slurm_job_id,
+    .id_ok = slurm_id_ok,
     .job_state = slurm_job_state,
     .cancel = slurm_cancel,
     .alloc_env = "SLURM_JOB_ID",

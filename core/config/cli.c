@@ -88,11 +88,11 @@ static void store_int(const vb_cli *cli, const vb_cli_opt *o, const char *v, lon
 }
 
 static void store_double(const vb_cli *cli, const vb_cli_opt *o, const char *v) {
-    char *end = NULL;
-    errno = 0;
-    double x = *v && !isspace((unsigned char)*v) ? strtod(v, &end) : NAN;
-    bool ok = end && *end == '\0' && errno == 0 && isfinite(x) && (o->dlo_open ? x > o->dlo : x >= o->dlo) &&
-              x <= o->dhi;
+    double x = NAN;
+    vb_num_status st = vb_flag_parse_double(v, &x);
+    if (st != VB_NUM_OK && st != VB_NUM_BAD) /* hexadecimal, too large, too small: said as given */
+        vb_die_input("%s: --%s: '%.200s' is %s", cli->cmd, o->name, v, vb_num_problem(st));
+    bool ok = st == VB_NUM_OK && (o->dlo_open ? x > o->dlo : x >= o->dlo) && x <= o->dhi;
     if (ok) {
         *(double *)o->ptr = x;
         return;

@@ -271,15 +271,19 @@ static bool parse_value(key_type t, const char *text, bool is_null, void *dst, s
         return true;
     }
     case KT_FLOAT: {
-        errno = 0;
-        char *end;
-        double v = is_null || !*text || isspace((unsigned char)*text) ? NAN : strtod(text, &end);
-        if (isnan(v) || *end) {
-            snprintf(err, errn, "'%s' is not a number", text);
+        double v = 0;
+        vb_num_status st = is_null ? VB_NUM_BAD : vb_flag_parse_double(text, &v);
+        if (st == VB_NUM_OK && fabs(v) > FLT_MAX) st = VB_NUM_OVERFLOW;
+        /* named as given: 1e-400 is not "lr = 0" */
+        if (st == VB_NUM_OK && v != 0 && (float)v == 0) st = VB_NUM_UNDERFLOW;
+        if (st == VB_NUM_OVERFLOW || st == VB_NUM_UNDERFLOW) {
+            snprintf(err, errn, "'%s' is %s single-precision number (%s)", text,
+                     st == VB_NUM_OVERFLOW ? "not a finite" : "too small for a",
+                     st == VB_NUM_OVERFLOW ? "at most 3.4e38" : "one below 1.4e-45 is 0");
             return false;
         }
-        if (!isfinite(v) || fabs(v) > FLT_MAX) {
-            snprintf(err, errn, "'%s' is not a finite single-precision number", text);
+        if (st != VB_NUM_OK) {
+            snprintf(err, errn, "'%s' is %s", text, vb_num_problem(st));
             return false;
         }
         *(float *)dst = (float)v;
@@ -755,6 +759,11 @@ void vb_config_validate(const vb_config *c, const char *origin) {
         vfail(c, origin, "amp_mode", NULL, "amp_mode = '%s' must be none, fp16, bf16 or fp8", c->amp_mode);
     require_min(c, origin, "fp8_amax_history_len", c->fp8_amax_history_len, 1);
     require_min(c, origin, "fp8_margin", c->fp8_margin, 0);
+    if (c->fp8_margin > VB_FP8_MAX_MARGIN)
+        vfail(c, origin, "fp8_margin", NULL,
+              "fp8_margin = %d must be <= %d: a scale is fp8_max / amax / 2^margin, and above %d it falls below the "
+              "smallest normal float (2^-126) for values FP8 holds unscaled (from 128 on, every scale is 0)",
+              c->fp8_margin, VB_FP8_MAX_MARGIN, VB_FP8_MAX_MARGIN);
     if (strcmp(c->fp8_amax_compute_algo, "max") != 0 && strcmp(c->fp8_amax_compute_algo, "most_recent") != 0)
         vfail(c, origin, "fp8_amax_compute_algo", NULL, "fp8_amax_compute_algo = '%s' must be max or most_recent",
               c->fp8_amax_compute_algo);
@@ -792,12 +801,21 @@ void vb_config_validate(const vb_config *c, const char *origin) {
     /* the run name becomes a directory name, a report heading and a table
      * cell: a line break or other control character would start a new line
      * in each of them */
-    for (const char *ch = c->run_name; *ch; ch++)
+    bool control = false;
+    for (const char *ch = c->run_name; *ch && !control; ch++)
         if ((unsigned char)*ch < 0x20 || *ch == 0x7f) {
             vfail(c, origin, "run_name", NULL, "run_name holds a line break or control character (byte 0x%02x)",
                   (unsigned char)*ch);
-            break;
+            control = true;
         }
+    /* ... and a character that reorders what is shown around it would make
+     * a listing, a report heading or a terminal show another name */
+    unsigned hidden;
+    if (!control && vb_utf8_invalid_at(c->run_name) < 0 && vb_utf8_hidden_at(c->run_name, &hidden) >= 0)
+        vfail(c, origin, "run_name", NULL,
+              "run_name holds U+%04X (at byte %ld), an invisible character that changes how the text around it is "
+              "shown (a bidirectional or C1 control)",
+              hidden, vb_utf8_hidden_at(c->run_name, &hidden));
     /* dali copies each batch on a second CUDA stream while the previous step
      * computes; backend auto is checked once it is resolved (trainer) */
     if (strcmp(c->data_read, "mmap") != 0 && strcmp(c->data_read, "pread") != 0)

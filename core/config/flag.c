@@ -3,6 +3,8 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -24,6 +26,43 @@ bool vb_flag_parse_ll(const char *text, long long *out) {
     if (end == text || *end || errno) return false;
     *out = v;
     return true;
+}
+
+vb_num_status vb_flag_parse_double(const char *text, double *out) {
+    const char *p = text;
+    if (*p == '+' || *p == '-') p++;
+    if (p[0] == '0' && (p[1] == 'x' || p[1] == 'X')) return VB_NUM_HEX;
+    /* digits, an optional point and exponent: nothing strtod reads otherwise (inf, nan) */
+    bool digits = false, nonzero = false;
+    for (; isdigit((unsigned char)*p); p++) digits = true, nonzero |= *p != '0';
+    if (*p == '.')
+        for (p++; isdigit((unsigned char)*p); p++) digits = true, nonzero |= *p != '0';
+    if (!digits) return VB_NUM_BAD;
+    if (*p == 'e' || *p == 'E') {
+        p++;
+        if (*p == '+' || *p == '-') p++;
+        if (!isdigit((unsigned char)*p)) return VB_NUM_BAD;
+        while (isdigit((unsigned char)*p)) p++;
+    }
+    if (*p) return VB_NUM_BAD;
+    errno = 0;
+    char *end;
+    double v = strtod(text, &end);
+    if (*end) return VB_NUM_BAD;
+    if (errno == ERANGE && fabs(v) > 1.0) return VB_NUM_OVERFLOW;
+    if (nonzero && (v == 0 || (errno == ERANGE && fabs(v) < DBL_MIN))) return VB_NUM_UNDERFLOW;
+    *out = v;
+    return VB_NUM_OK;
+}
+
+const char *vb_num_problem(vb_num_status st) {
+    switch (st) {
+    case VB_NUM_OK: return NULL;
+    case VB_NUM_HEX: return "a hexadecimal number (only decimal numbers are taken, as for integers)";
+    case VB_NUM_OVERFLOW: return "too large for a double-precision number";
+    case VB_NUM_UNDERFLOW: return "too small: it would be 0 (or lose its digits) in a double-precision number";
+    default: return "not a number";
+    }
 }
 
 static char fold(char c) { return c == '-' ? '_' : c; }

@@ -25,6 +25,18 @@ bool vb_flag_parse_bool(const char *text, bool *out);
  * within long long. */
 bool vb_flag_parse_ll(const char *text, long long *out);
 
+/* Strict decimal number, as vb_flag_parse_ll is for integers: an optional
+ * sign, digits with an optional point and exponent, nothing before or
+ * after. Hexadecimal (C's 0x1p3, which strtod takes), inf and nan are not
+ * numbers here; a value too large for a double is VB_NUM_OVERFLOW, one too
+ * small to be anything but 0 (1e-400) VB_NUM_UNDERFLOW, so that a message
+ * can name the value as given instead of the 0 it became. */
+typedef enum { VB_NUM_OK, VB_NUM_BAD, VB_NUM_HEX, VB_NUM_OVERFLOW, VB_NUM_UNDERFLOW } vb_num_status;
+vb_num_status vb_flag_parse_double(const char *text, double *out);
+/* Why text is not a number, for a message ("not a number", "hexadecimal:
+ * a decimal number is taken", "too small: it would be 0") or NULL for OK. */
+const char *vb_num_problem(vb_num_status st);
+
 /* Splits "--name" / "--name=value": the name, '-' written as '_', into
  * name[cap], and *value to the text after '=' (NULL without one). Returns
  * false when arg is not such a flag ("--", "--=x", "x") or the name does not

@@ -73,6 +73,25 @@ static bool is_year_h5(const char *name) {
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
+/* A chunked dataset whose every chunk has storage: the chunks its extent
+ * needs (each dimension's extent over the chunk's, rounded up) against
+ * those HDF5 has allocated. */
+static bool all_chunks_written(hid_t d, hid_t space, const hsize_t dims[4]) {
+    hid_t plist = H5Dget_create_plist(d);
+    if (plist < 0) return false;
+    hsize_t chunk[4];
+    bool chunked = H5Pget_layout(plist) == H5D_CHUNKED && H5Pget_chunk(plist, 4, chunk) == 4;
+    VB_H5(H5Pclose(plist));
+    if (!chunked) return false;
+    hsize_t need = 1, have = 0;
+    for (int i = 0; i < 4; i++) {
+        if (chunk[i] == 0) return false;
+        need *= (dims[i] + chunk[i] - 1) / chunk[i];
+    }
+    if (H5Dget_num_chunks(d, space, &have) < 0) return false;
+    return have == need;
+}
+
 /* Opens `path` read-only and checks its "fields" dataset; dims[4] out.
  * Exits 2 naming the file on any problem. Caller holds the HDF5 lock. */
 static void check_h5_file(const char *path, hsize_t dims[4]) {
@@ -98,6 +117,11 @@ static void check_h5_file(const char *path, hsize_t dims[4]) {
      * knows which chunks (or whether the contiguous block) were allocated. */
     H5D_space_status_t space;
     if (H5Dget_space_status(d, &space) < 0) vb_die_input("%s: cannot tell whether dataset 'fields' was written", path);
+    /* HDF5 calls a chunked dataset partly allocated when its storage is
+     * smaller than its data: every filtered (gzip, shuffle) file written
+     * whole. Such a dataset is written when every chunk is there, each
+     * allocated chunk counting as written whatever its filters made of it. */
+    if (space == H5D_SPACE_STATUS_PART_ALLOCATED && all_chunks_written(d, sp, dims)) space = H5D_SPACE_STATUS_ALLOCATED;
     if (space == H5D_SPACE_STATUS_NOT_ALLOCATED)
         vb_die_input("%s: dataset 'fields' was never written (no storage allocated): it would read as fill values; "
                      "write the file completely (or remove it)",

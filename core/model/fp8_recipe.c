@@ -10,7 +10,9 @@
 vit_fp8 *vit_fp8_create(const vb_ops *ops, vb_ctx *ctx, int ngemm, const vit_fp8_recipe *r, size_t scratch_bytes) {
     if (r->amax_history_len < 1)
         vb_die_input("fp8_amax_history_len = %d must be >= 1", r->amax_history_len);
-    if (r->margin < 0) vb_die_input("fp8_margin = %d must be >= 0", r->margin);
+    if (r->margin < 0 || r->margin > VB_FP8_MAX_MARGIN)
+        vb_die_input("fp8_margin = %d must be in [0, %d] (a scale above that margin is below the smallest normal float)",
+                     r->margin, VB_FP8_MAX_MARGIN);
     if (!ops->fp8_matmul_forward || !ops->fp8_matmul_backward || !ops->fp8_scale_update)
         vb_die_input("amp_mode = fp8: the %s backend has no FP8 GEMMs", ops->name);
     const char *why = ops->fp8_unsupported ? ops->fp8_unsupported(ctx) : NULL;

@@ -2,8 +2,11 @@
  * crash-safe writes themselves are fileio.c's. */
 #include "core/results/results.h"
 
+#include "core/util/outdir.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -85,12 +88,13 @@ void vb_results_stamp(char *buf, size_t n) {
     if (strftime(buf, n, "%Y%m%d-%H%M%S", &tm) == 0) vb_die_internal("results stamp: buffer of %zu bytes", n);
 }
 
-int vb_results_dir_claim(const char *out, const char *base, char *dir, size_t n, char *id, size_t idn) {
-    if (vb_mkdir_p(out) != 0) return -1;
-    /* mkdir is the atomic test-and-create: if another run (or rank of another
-     * job, or a sweep started in the same second) got there first we get
-     * EEXIST and move on to the next suffix, so existing files are never
-     * touched. */
+/* base, base-1, base-2 ... made with mkdirat in the open directory dirfd
+ * (AT_FDCWD: out itself by its path), the first free one claimed: mkdir is
+ * the atomic test-and-create, so if another run (or rank of another job, or
+ * a sweep started in the same second) got there first we get EEXIST and
+ * move on to the next suffix, and existing files are never touched. out/name
+ * into dir. 0, or -1 with errno. */
+static int claim_in(int dirfd, const char *out, const char *base, char *dir, size_t n, char *id, size_t idn) {
     for (int suffix = 0; suffix < 100000; suffix++) {
         char name[300];
         if (suffix == 0)
@@ -99,11 +103,11 @@ int vb_results_dir_claim(const char *out, const char *base, char *dir, size_t n,
             vb_snprintf(name, sizeof name, "%s-%d", base, suffix);
         char path[VB_PATH_MAX];
         int k = snprintf(path, sizeof path, "%s/%s", out, name);
-        if (k < 0 || (size_t)k >= sizeof path) {
+        if (k < 0 || (size_t)k >= sizeof path || (size_t)k >= n) {
             errno = ENAMETOOLONG;
             return -1;
         }
-        if (mkdir(path, 0775) == 0) {
+        if (mkdirat(dirfd, dirfd == AT_FDCWD ? path : name, 0775) == 0) {
             vb_snprintf(dir, n, "%s", path);
             if (id) vb_snprintf(id, idn, "%s", name);
             return 0;
@@ -112,6 +116,11 @@ int vb_results_dir_claim(const char *out, const char *base, char *dir, size_t n,
     }
     errno = EEXIST;
     return -1;
+}
+
+int vb_results_dir_claim(const char *out, const char *base, char *dir, size_t n, char *id, size_t idn) {
+    if (vb_mkdir_p(out) != 0) return -1;
+    return claim_in(AT_FDCWD, out, base, dir, n, id, idn);
 }
 
 int vb_results_dir_claim_stamped(const char *out, const char *prefix, char *dir, size_t n, char *id, size_t idn) {
@@ -133,8 +142,24 @@ void vb_run_dir_create(const char *output_dir, const char *run_name, const char 
         vb_results_stamp(stamp, sizeof stamp);
         vb_snprintf(base, sizeof base, "%s_%s", prefix && prefix[0] ? prefix : "run", stamp);
     }
-    if (vb_mkdir_p(out) != 0) vb_die_input("output_dir %s: cannot create directory (%s)", out, strerror(errno));
-    if (vb_results_dir_claim(out, base, dir, n, run_id, idn) != 0) {
+    /* started by a sweep: out lies below the sweep's directory, which holds
+     * no link on the way (core/util/outdir.h): every directory from there
+     * down opened without following one, the run's own made with mkdirat */
+    const char *tree = getenv(VB_RESULTS_TREE_ENV);
+    const size_t tl = tree ? strlen(tree) : 0;
+    int rc;
+    if (tl > 0 && strncmp(out, tree, tl) == 0 && out[tl] == '/') {
+        vb_outdir d;
+        vb_outdir_open_or_die(&d, tree, out + tl + 1, "run");
+        rc = claim_in(d.fd, out, base, dir, n, run_id, idn);
+        int err = errno;
+        vb_outdir_close(&d);
+        errno = err;
+    } else {
+        if (vb_mkdir_p(out) != 0) vb_die_input("output_dir %s: cannot create directory (%s)", out, strerror(errno));
+        rc = vb_results_dir_claim(out, base, dir, n, run_id, idn);
+    }
+    if (rc != 0) {
         if (errno == EEXIST) vb_die_input("output_dir %s: too many runs named %s", out, base);
         if (errno == ENAMETOOLONG) vb_die_input("output_dir %s: path too long", out);
         vb_die_input("output_dir %s: cannot create run directory %s/%s (%s)", out, out, base, strerror(errno));

@@ -431,3 +431,22 @@ char *vb_shell_join(int argc, char **argv) {
     s[k] = '\0';
     return s;
 }
+
+long vb_utf8_hidden_at(const char *s, unsigned *cp) {
+    const unsigned char *u = (const unsigned char *)s;
+    for (long i = 0; u[i];) {
+        int n = vb_utf8_len(u + i);
+        if (n <= 0) return -1; /* not UTF-8: vb_utf8_invalid_at's to name */
+        unsigned c = n == 1 ? u[i] : n == 2 ? (u[i] & 0x1Fu) << 6 | (u[i + 1] & 0x3Fu)
+                               : n == 3 ? (u[i] & 0x0Fu) << 12 | (u[i + 1] & 0x3Fu) << 6 | (u[i + 2] & 0x3Fu)
+                                        : (u[i] & 0x07u) << 18 | (u[i + 1] & 0x3Fu) << 12 | (u[i + 2] & 0x3Fu) << 6 |
+                                              (u[i + 3] & 0x3Fu);
+        if ((c >= 0x80 && c <= 0x9F) || c == 0x061C || c == 0x200E || c == 0x200F || (c >= 0x202A && c <= 0x202E) ||
+            (c >= 0x2066 && c <= 0x2069)) {
+            *cp = c;
+            return i;
+        }
+        i += n;
+    }
+    return -1;
+}

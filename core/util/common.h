@@ -114,6 +114,12 @@ int vb_utf8_len(const unsigned char *s);
 /* -1 when s is valid UTF-8 throughout, else the offset of the first byte
  * that does not start a valid sequence. */
 long vb_utf8_invalid_at(const char *s);
+/* The byte offset in s (valid UTF-8) of the first character that changes
+ * how the text around it is shown without being seen itself: C1 controls
+ * (U+0080-U+009F) and the bidirectional controls (U+061C, U+200E, U+200F,
+ * U+202A-U+202E, U+2066-U+2069), which make "abc<U+202E>txt.exe" read as
+ * "abcexe.txt"; its code point in *cp. -1 when there is none. */
+long vb_utf8_hidden_at(const char *s, unsigned *cp);
 
 /* File helpers. */
 /* The whole file as a NUL-terminated malloc'd string (caller frees), its

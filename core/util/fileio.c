@@ -40,10 +40,12 @@ static int open_temporary(int dirfd, const char *name, char *tmp, size_t n) {
     return -1;
 }
 
-int vb_atomic_write_at(int dirfd, const char *name, void (*write_fn)(FILE *f, void *ctx), void *ctx) {
+int vb_atomic_write_at_mode(int dirfd, const char *name, unsigned mode, void (*write_fn)(FILE *f, void *ctx),
+                            void *ctx) {
     /* The temporary file lives in the same directory so renameat() is atomic
      * (same filesystem): readers see the old file or the new one, never half;
-     * a link at `name` is replaced by the rename, not followed. */
+     * a link at `name` (symbolic or hard) is replaced by the rename, never
+     * followed or written through. */
     if (!name[0] || strchr(name, '/')) return atomic_fail(dirfd, NULL, EINVAL);
     char tmp[300];
     int fd = open_temporary(dirfd, name, tmp, sizeof tmp);
@@ -59,12 +61,51 @@ int vb_atomic_write_at(int dirfd, const char *name, void (*write_fn)(FILE *f, vo
     write_fn(f, ctx);
     int err = ferror(f) ? (errno ? errno : EIO) : 0;
     if (fflush(f) != 0 && !err) err = errno;
+    if (mode && fchmod(fd, (mode_t)mode) != 0 && !err) err = errno;
     if (fsync(fd) != 0 && !err) err = errno;
     if (fclose(f) != 0 && !err) err = errno;
     if (err) return atomic_fail(dirfd, tmp, err);
     if (renameat(dirfd, tmp, dirfd, name) != 0) return atomic_fail(dirfd, tmp, errno);
     (void)fsync(dirfd); /* make the rename itself durable */
     return 0;
+}
+
+int vb_atomic_write_at(int dirfd, const char *name, void (*write_fn)(FILE *f, void *ctx), void *ctx) {
+    return vb_atomic_write_at_mode(dirfd, name, 0, write_fn, ctx);
+}
+
+int vb_open_append_at(int dirfd, const char *name) {
+    if (!name[0] || strchr(name, '/')) {
+        errno = EINVAL;
+        return -1;
+    }
+    /* O_NONBLOCK: a FIFO planted at name must not block the open */
+    int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0666);
+    if (fd < 0) return errno == ENXIO ? (errno = EINVAL, -1) : -1; /* ENXIO: a FIFO without a reader */
+    struct stat st;
+    int err = 0;
+    if (fstat(fd, &st) != 0)
+        err = errno;
+    else if (!S_ISREG(st.st_mode))
+        err = EINVAL;
+    else if (st.st_nlink > 1)
+        err = EMLINK;
+    if (!err && fcntl(fd, F_SETFL, O_APPEND) != 0) err = errno;
+    if (err) {
+        close(fd);
+        errno = err;
+        return -1;
+    }
+    return fd;
+}
+
+const char *vb_append_refusal(int err) {
+    switch (err) {
+    case ELOOP: return "a symbolic link, not written through";
+    case EMLINK: return "a file with more than one link (a hard link), not written through";
+    case EINVAL: return "not a regular file";
+    default: return NULL;
+    }
 }
 
 int vb_atomic_write(const char *path, void (*write_fn)(FILE *f, void *ctx), void *ctx) {
@@ -83,23 +124,6 @@ int vb_atomic_write(const char *path, void (*write_fn)(FILE *f, void *ctx), void
     return rc;
 }
 
-FILE *vb_fopen_nofollow(const char *path, const char *mode) {
-    const bool append = mode[0] == 'a';
-    if (!append && mode[0] != 'w') {
-        errno = EINVAL;
-        return NULL;
-    }
-    int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0666);
-    if (fd < 0) return NULL;
-    FILE *f = fdopen(fd, append ? "a" : "w");
-    if (!f) {
-        int err = errno;
-        close(fd);
-        errno = err;
-    }
-    return f;
-}
-
 typedef struct {
     const char *text;
     size_t len, size;
@@ -115,10 +139,12 @@ static void write_padded(FILE *f, void *ctx) {
  * from offset 0 and spaces over the rest, so no write lands past the end
  * and none needs a new block. */
 static int rewrite_in_place(const char *path, const char *text, size_t len) {
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    /* never through a link: a symbolic one is not opened, a hard one (the
+     * same blocks under another name elsewhere) not written */
+    int fd = open(path, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return -1;
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size < len) {
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink > 1 || (size_t)st.st_size < len) {
         close(fd);
         return -1;
     }

@@ -22,13 +22,22 @@ int vb_atomic_write(const char *path, void (*write_fn)(FILE *f, void *ctx), void
  * the temporary is created there exclusively and without following links,
  * and renamed over name with renameat. What outdir.h's writers use. */
 int vb_atomic_write_at(int dirfd, const char *name, void (*write_fn)(FILE *f, void *ctx), void *ctx);
+/* vb_atomic_write_at with the file's mode set to `mode` before the rename
+ * (a job script's 0775), so the file is never there with another one. */
+int vb_atomic_write_at_mode(int dirfd, const char *name, unsigned mode, void (*write_fn)(FILE *f, void *ctx),
+                            void *ctx);
 
-/* fopen(path, mode) for mode "w" (truncate) or "a" (append) that never
- * follows a symbolic link at path: it fails with ELOOP instead of writing
- * where the link points. For the files written in place rather than by
- * rename (a run's log while it runs, job scripts), in a directory checked
- * by outdir.h's rule. Created 0666 less the umask; close-on-exec. */
-FILE *vb_fopen_nofollow(const char *path, const char *mode);
+/* `name` (no '/') in the open directory dirfd, opened to append (created
+ * 0666 less the umask when missing; close-on-exec): the one way a file is
+ * written in place rather than by rename (a run's log while it runs). A
+ * symbolic link at name fails with ELOOP, anything but a regular file with
+ * EINVAL, and a regular file with more than one link (a hard link to a file
+ * elsewhere, which an append would write into) with EMLINK: nothing is
+ * written. Returns the descriptor, or -1 with errno set. */
+int vb_open_append_at(int dirfd, const char *name);
+/* What vb_open_append_at's errno means, for messages ("a symbolic link,
+ * not written through"); NULL for an OS error of another kind. */
+const char *vb_append_refusal(int err);
 
 /* A file whose last rewrite must not need free space (run.json, whose final
  * status has to land even when the run died of a full disk). `text` is

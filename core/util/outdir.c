@@ -144,6 +144,83 @@ int vb_outdir_write(const vb_outdir *d, const char *name, void (*write_fn)(FILE 
     return rc;
 }
 
+int vb_outdir_write_mode(const vb_outdir *d, const char *name, unsigned mode, void (*write_fn)(FILE *f, void *ctx),
+                         void *ctx, char *why, size_t n) {
+    if (strchr(name, '/')) {
+        errno = EINVAL;
+        return os_error(why, n, name, "cannot write:", EINVAL);
+    }
+    if (vb_atomic_write_at_mode(d->fd, name, mode, write_fn, ctx) == 0) return 0;
+    char file[2 * VB_PATH_MAX + 2];
+    snprintf(file, sizeof file, "%s/%s", d->path, name);
+    return os_error(why, n, file, "cannot write:", errno);
+}
+
+int vb_outdir_append_fd(const vb_outdir *d, const char *name, char *why, size_t n) {
+    int fd = vb_open_append_at(d->fd, name);
+    if (fd >= 0) return fd;
+    int err = errno;
+    char file[2 * VB_PATH_MAX + 2];
+    snprintf(file, sizeof file, "%s/%s", d->path, name);
+    const char *what = vb_append_refusal(err);
+    if (what) {
+        vb_errf(why, n, "%s is %s: vitbench writes only its own files below %s; remove it", file, what, d->root);
+        errno = err;
+        return VB_OUTDIR_NOT_A_DIR;
+    }
+    return os_error(why, n, file, "cannot open to append:", err);
+}
+
+int vb_outdir_sub_existing(vb_outdir *child, const vb_outdir *parent, const char *name, char *why, size_t n) {
+    child->fd = -1;
+    vb_snprintf(child->root, sizeof child->root, "%s", parent->root);
+    vb_snprintf(child->path, sizeof child->path, "%s/%s", parent->path, name);
+    if (!name[0] || strchr(name, '/') || strcmp(name, "..") == 0) {
+        vb_errf(why, n, "%s: not one directory below %s", child->path, parent->path);
+        return VB_OUTDIR_NOT_A_DIR;
+    }
+    int fd = openat(parent->fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return refuse(parent->fd, name, child->path, parent->root, errno, why, n);
+    child->fd = fd;
+    return 0;
+}
+
+int vb_outdir_still(const vb_outdir *parent, const char *name, const vb_outdir *child, char *why, size_t n) {
+    struct stat now, held;
+    char shown[2 * VB_PATH_MAX + 2];
+    snprintf(shown, sizeof shown, "%s/%s", parent->path, name);
+    if (fstat(child->fd, &held) != 0) return os_error(why, n, shown, "", errno);
+    if (fstatat(parent->fd, name, &now, AT_SYMLINK_NOFOLLOW) == 0 && now.st_dev == held.st_dev &&
+        now.st_ino == held.st_ino)
+        return 0;
+    if (fstatat(parent->fd, name, &now, AT_SYMLINK_NOFOLLOW) != 0) {
+        vb_errf(why, n, "%s was removed or moved away while vitbench wrote below it: nothing more is written there",
+                shown);
+    } else if (S_ISLNK(now.st_mode)) {
+        char target[VB_PATH_MAX];
+        ssize_t k = readlinkat(parent->fd, name, target, sizeof target - 1);
+        target[k > 0 ? k : 0] = '\0';
+        vb_errf(why, n,
+                "%s was replaced by a symbolic link (to %s) while vitbench wrote below it: nothing is written through "
+                "it; put the directory back",
+                shown, target[0] ? target : "?");
+    } else {
+        vb_errf(why, n, "%s was replaced (now %s) while vitbench wrote below it: nothing more is written there", shown,
+                vb_file_type_name(now.st_mode));
+    }
+    return VB_OUTDIR_NOT_A_DIR;
+}
+
+void vb_outdir_fd_path(const vb_outdir *d, const char *name, char *buf, size_t n) {
+    char self[64];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", d->fd);
+    struct stat a, b;
+    if (d->fd >= 0 && stat(self, &a) == 0 && fstat(d->fd, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+        vb_snprintf(buf, n, "%s/%s", self, name);
+    else
+        vb_snprintf(buf, n, "%s/%s", d->path, name);
+}
+
 static void die(int rc, const char *cmd, const char *why) {
     if (rc == VB_OUTDIR_NOT_A_DIR) vb_die_input("%s: %s", cmd, why);
     vb_die_env("%s: %s", cmd, why);

@@ -24,6 +24,11 @@
 
 #include "core/util/common.h"
 
+/* Set by a sweep in the environment of each run it starts: the sweep
+ * directory, below which the run creates its own directory following no
+ * link (core/results vb_run_dir_create). */
+#define VB_RESULTS_TREE_ENV "VB_RESULTS_TREE"
+
 typedef struct vb_outdir {
     int fd;                 /* the directory, open; -1 when closed */
     char path[VB_PATH_MAX]; /* root/rel, for messages and for programs run in it */
@@ -51,6 +56,34 @@ int vb_outdir_sub(vb_outdir *child, const vb_outdir *parent, const char *rel, ch
  * is then renamed over it. 0, or one of the codes above with why filled. */
 int vb_outdir_write(const vb_outdir *d, const char *name, void (*write_fn)(FILE *f, void *ctx), void *ctx,
                     char *why, size_t n);
+
+/* vb_outdir_write with the file's mode (a job script's 0775) set before it
+ * is renamed into place. */
+int vb_outdir_write_mode(const vb_outdir *d, const char *name, unsigned mode, void (*write_fn)(FILE *f, void *ctx),
+                         void *ctx, char *why, size_t n);
+
+/* name (a file name) in d opened to append (fileio.h vb_open_append_at): a
+ * symbolic link, a hard link or anything but a regular file there is
+ * refused, nothing written. The descriptor, or one of the codes above with
+ * why filled (VB_OUTDIR_NOT_A_DIR for what is refused). */
+int vb_outdir_append_fd(const vb_outdir *d, const char *name, char *why, size_t n);
+
+/* An existing directory name (one component) below parent, opened as
+ * vb_outdir_sub opens one but never created: VB_OUTDIR_OS_ERROR with errno
+ * ENOENT when it is not there. */
+int vb_outdir_sub_existing(vb_outdir *child, const vb_outdir *parent, const char *name, char *why, size_t n);
+
+/* Is name in parent still the directory child holds open? 0 yes; else
+ * VB_OUTDIR_NOT_A_DIR with why saying what is there now (a directory held
+ * open since the start that was swapped for a link or moved away: nothing
+ * may be written by its path any more). */
+int vb_outdir_still(const vb_outdir *parent, const char *name, const vb_outdir *child, char *why, size_t n);
+
+/* "/proc/self/fd/<d's descriptor>/name" into buf (n bytes): a path that
+ * names name in the very directory d holds open, whatever its path leads to
+ * now, for the readers and writers that take a path (the CSV reader, run.json's
+ * rewrite). d->path/name where /proc is not mounted. */
+void vb_outdir_fd_path(const vb_outdir *d, const char *name, char *buf, size_t n);
 
 /* vb_outdir_open and vb_outdir_write that exit on failure with one line
  * "<cmd>: <why>": 2 for a link or non-directory in the tree, 1 for the OS's

@@ -13,26 +13,6 @@
 
 #include "core/util/common.h"
 
-unsigned long long vb_proc_start_time(pid_t pid) {
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    size_t k = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[k] = '\0';
-    /* the command name (field 2) is in parentheses and may hold blanks:
-     * fields are counted from the last ')' */
-    const char *p = strrchr(buf, ')');
-    if (!p) return 0;
-    p++;
-    for (int field = 3; field < 22 && *p; field++) {
-        while (*p == ' ') p++;
-        while (*p && *p != ' ') p++;
-    }
-    return strtoull(p, NULL, 10);
-}
-
 static void host_name(char *buf, size_t n) {
     if (gethostname(buf, n - 1) != 0) snprintf(buf, n, "?");
     buf[n - 1] = '\0';
@@ -113,29 +93,59 @@ bool vb_proc_watch_env(const char *env, void (*gone)(const char *token)) {
     return true;
 }
 
-/* Whether /proc lists a process of group pgid that is not a zombie: 1 yes,
- * 0 no, -1 /proc cannot be read. A member that has exited but is not yet
- * reaped (a rank orphaned when its launcher died, waiting for init) still
- * answers kill(-pgid, 0), and runs nothing. */
-static int pgroup_has_live_member(pid_t pgid) {
+/* A /proc/<pid>/stat line's state, process group and start time (fields
+ * 3, 5 and 22): the command name (field 2) is in parentheses and may hold
+ * blanks and ')', so fields are counted from the last ')'. */
+static bool stat_fields(const char *buf, char *state, int *pgrp, unsigned long long *start) {
+    const char *p = strrchr(buf, ')');
+    int ppid;
+    if (!p || sscanf(p + 1, " %c %d %d", state, &ppid, pgrp) != 3) return false;
+    p++;
+    for (int field = 3; field < 22 && *p; field++) {
+        while (*p == ' ') p++;
+        while (*p && *p != ' ') p++;
+    }
+    *start = strtoull(p, NULL, 10);
+    return true;
+}
+
+unsigned long long vb_proc_start_time(pid_t pid) {
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t k = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[k] = '\0';
+    char state;
+    int pgrp;
+    unsigned long long start;
+    return stat_fields(buf, &state, &pgrp, &start) ? start : 0;
+}
+
+/* Whether /proc lists a process of group pgid, started no earlier than
+ * min_start, that is not a zombie: 1 yes, 0 no, -1 /proc cannot be read. A
+ * member that has exited but is not yet reaped (a rank orphaned when its
+ * launcher died, waiting for init) still answers kill(-pgid, 0), and runs
+ * nothing. */
+static int pgroup_has_live_member(pid_t pgid, unsigned long long min_start) {
     DIR *d = opendir("/proc");
     if (!d) return -1;
     int found = 0;
     for (struct dirent *e; !found && (e = readdir(d));) {
         if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
-        char path[64], buf[512];
+        char path[64], buf[1024];
         snprintf(path, sizeof path, "/proc/%.20s/stat", e->d_name);
         FILE *f = fopen(path, "r");
         if (!f) continue; /* it ended meanwhile */
         const size_t n = fread(buf, 1, sizeof buf - 1, f);
         fclose(f);
         buf[n] = '\0';
-        /* pid (comm) state ppid pgrp ...: comm may hold spaces and ')' */
-        const char *c = strrchr(buf, ')');
         char state;
-        int ppid, pgrp;
-        if (c && sscanf(c + 1, " %c %d %d", &state, &ppid, &pgrp) == 3 && pgrp == pgid && state != 'Z' &&
-            state != 'X')
+        int pgrp;
+        unsigned long long start;
+        if (stat_fields(buf, &state, &pgrp, &start) && pgrp == pgid && state != 'Z' && state != 'X' &&
+            start >= min_start)
             found = 1;
     }
     closedir(d);
@@ -144,7 +154,19 @@ static int pgroup_has_live_member(pid_t pgid) {
 
 bool vb_pgroup_alive(pid_t pgid) {
     if (pgid <= 0 || !(kill(-pgid, 0) == 0 || errno == EPERM)) return false;
-    return pgroup_has_live_member(pgid) != 0; /* without /proc: kill's answer */
+    return pgroup_has_live_member(pgid, 0) != 0; /* without /proc: kill's answer */
+}
+
+bool vb_pgroup_alive_since(pid_t pgid, unsigned long long leader_start) {
+    if (!vb_pgroup_alive(pgid)) return false;
+    if (leader_start == 0) return true;
+    /* a process under the leader's id: the leader itself only if it started
+     * then (Linux gives a group's id to no new process while the group
+     * lives, so another one there means the group ended) */
+    unsigned long long now = vb_proc_start_time(pgid);
+    if (now != 0) return now == leader_start;
+    /* the leader is gone: its members were all started after it */
+    return pgroup_has_live_member(pgid, leader_start) != 0;
 }
 
 void vb_boot_id(char *buf, size_t n) {

@@ -35,6 +35,12 @@ bool vb_proc_watch_env(const char *env, void (*gone)(const char *token));
  * its new parent has not reaped yet runs nothing. */
 bool vb_pgroup_alive(pid_t pgid);
 
+/* vb_pgroup_alive for the group a process that started at leader_start
+ * (vb_proc_start_time, recorded when it started) leads: false once the id
+ * names another group, whose leader started later. leader_start 0: the
+ * group of that id, whoever leads it. */
+bool vb_pgroup_alive_since(pid_t pgid, unsigned long long leader_start);
+
 /* This boot's id (/proc/sys/kernel/random/boot_id), "" when unknown: a
  * recorded pid means nothing after a reboot. */
 void vb_boot_id(char *buf, size_t n);

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #ifndef VB_OPENBLAS_LIBRARY
@@ -39,6 +40,18 @@ static void *need(void *lib, const char *name) {
 static void load_once(void) {
     const char *path = vb_blas_library_path();
     const bool named = getenv(VB_OPENBLAS_LIBRARY_ENV) && getenv(VB_OPENBLAS_LIBRARY_ENV)[0];
+    /* dlopen opens what it is given and reads it: a FIFO there would block
+     * it until a writer came, a device read forever. A path names a regular
+     * file (a link to one is fine); a bare name is the loader's to find. */
+    struct stat st;
+    if (strchr(path, '/') && stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        snprintf(g_blas.why, sizeof g_blas.why, "cannot load OpenBLAS%s%s: %.400s is %s, not a library file",
+                 named ? " named by " : "", named ? VB_OPENBLAS_LIBRARY_ENV : "", path,
+                 S_ISFIFO(st.st_mode) ? "a FIFO (named pipe)" : S_ISDIR(st.st_mode) ? "a directory"
+                 : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : S_ISSOCK(st.st_mode) ? "a socket"
+                                                                        : "not a regular file");
+        return;
+    }
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
         const char *e = dlerror();
