@@ -26,6 +26,7 @@
  * Everything else (launcher banners, warnings, other ranks) is passed over.
  */
 #include <ctype.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -178,6 +179,11 @@ static int read_section(const cJSON *sec, int kind, const char *path, vb_imp_fil
             vb_errf(why, VB_IMP_WHY, "%s: %s trial %d: its rates and trial_time give %.9g samples an iteration, not a "
                     "whole batch: not benchy's numbers (each rate is batch x nranks / the iteration's time)",
                     path, kn, i, g);
+            return -1;
+        }
+        if (gr > INT_MAX) {
+            vb_errf(why, VB_IMP_WHY, "%s: %s trial %d: its rates and trial_time give %.9g samples an iteration, more "
+                    "than a batch can be (%d): not benchy's numbers", path, kn, i, g, INT_MAX);
             return -1;
         }
         t->gbatch = (int)gr;

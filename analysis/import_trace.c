@@ -27,6 +27,7 @@
  * has no complete event with a time; an event whose ts or dur is not a
  * finite number (dur >= 0).
  */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,7 +59,9 @@ static bool comm_op_name(const char *n) {
 }
 
 static long long id_of(const cJSON *v) {
-    if (cJSON_IsNumber(v)) return (long long)v->valuedouble;
+    /* a number no process or thread id can be (beyond 2^53, where doubles
+     * stop counting by one) is none: 0, as a name is */
+    if (cJSON_IsNumber(v)) return fabs(v->valuedouble) <= 9007199254740992.0 ? (long long)v->valuedouble : 0;
     if (cJSON_IsString(v)) return strtoll(v->valuestring, NULL, 10); /* "pid": "Spans" and the like: 0 */
     return 0;
 }
@@ -201,7 +204,8 @@ int vb_imp_read_trace(const char *path, vb_imp_file *f, char *why) {
         r.tid = id_of(cJSON_GetObjectItemCaseSensitive(e, "tid"));
         const cJSON *args = cJSON_GetObjectItemCaseSensitive(e, "args");
         const cJSON *st = cJSON_GetObjectItemCaseSensitive(args, "stream");
-        r.stream = cJSON_IsNumber(st) ? (int)st->valuedouble : (int)(r.tid % 100000);
+        r.stream = cJSON_IsNumber(st) && fabs(st->valuedouble) <= INT_MAX ? (int)st->valuedouble
+                                                                          : (int)(r.tid % 100000);
         const cJSON *fl = cJSON_GetObjectItemCaseSensitive(args, "flops");
         if (cJSON_IsNumber(fl) && isfinite(fl->valuedouble) && fl->valuedouble > 0) r.flops = fl->valuedouble;
         ev[n++] = r;

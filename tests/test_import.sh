@@ -322,6 +322,10 @@ open(f"{d}/summary_only.log", "w").write(open(sys.argv[1].replace("sc22_weak/wea
 open(f"{d}/plain.log", "w").write("srun: job 1 queued\nhello\n")
 j["nranks"] = 2
 json.dump(j, open(f"{d}/weak_scale_1_r2.json", "w"))
+# a trial time that makes the batch larger than an int can count
+j = json.loads(t)
+j["FULL"]["trial_time"][1] *= 1e12
+json.dump(j, open(f"{d}/huge_batch.json", "w"))
 EOF
 cp "$J" bad/weak_scale_1.json
 sed 's/\(BENCHY::FULL_1::Trial Throughput: \)\([0-9]\)/\19\2/' "$FX/sc22_weak/sc22.tut.o1001" >bad/disagree.log
@@ -345,6 +349,23 @@ check_refused "plain.log: no BENCHY:: line" bad/plain.log
 check_refused "weak_scale_1_r2.json: claims point weak_scale_1 (repeat mark 2) with 2 ranks" bad/weak_scale_1.json bad/weak_scale_1_r2.json
 check_refused "disagree.log line [0-9]*: FULL_1 Trial Throughput 9" bad/disagree.log "$J"
 check_refused "import: --ranks .*: want N or FILE=N" bad/plain.log --ranks 0
+check_refused "huge_batch.json: FULL trial 1: its rates and trial_time give .* samples an iteration, more than a batch can be" \
+  bad/huge_batch.json
+# ids no process, thread or stream can have (1e30, 1e20) are none: the
+# kernel keeps its thread's lane, the metadata names no process; nothing
+# else of the import changes (and no conversion overflows, under UBSan)
+T=$SRC/tests/fuzz/corpus/import/trace.json
+python3 - "$T" <<'EOF' || fail "huge ids trace"
+import json, sys
+j = json.load(open(sys.argv[1]))
+[e for e in j["traceEvents"] if e.get("cat") == "kernel"][-1]["args"]["stream"] = 1e20
+[e for e in j["traceEvents"] if e.get("ph") == "M"][1]["pid"] = 1e30
+json.dump(j, open("huge_ids.pt.trace.json", "w"))
+EOF
+"$VB" import "$T" --output_dir ids_plain >r.out 2>&1 || { cat r.out; fail "import of the corpus trace"; }
+"$VB" import huge_ids.pt.trace.json --output_dir ids_huge >r.out 2>&1 || { cat r.out; fail "a trace with huge ids"; }
+cmp -s ids_plain/timeline.csv ids_huge/timeline.csv && cmp -s ids_plain/ops.csv ids_huge/ops.csv ||
+  fail "huge ids changed the import: $(diff ids_plain/timeline.csv ids_huge/timeline.csv | head -5)"
 # a directory: each refused file named, the good ones imported, exit 2
 mkdir mixed && cp bad/nan.json bad/cut.json mixed/ && cp "$FX/sc22_weak/weak_scale_2.json" "$FX/sc22_weak/weak_scale_4.json" mixed/ &&
   cp "$FX/sc22_weak/benchy-weak_scale_2.yaml" mixed/
